@@ -1,0 +1,54 @@
+# Two commands matter: `make demo` and `make test`. Each sets up everything it needs first,
+# idempotently: system packages, a virtualenv with the Python dependencies, the Kafka broker jars
+# and the PostgreSQL JDBC driver (downloads cached in ~/.m2, ~/.cache/pip and ~/.cache/kafka-health).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint format setup install bootstrap clean down help
+
+help:
+	@echo "make demo   - local 3-node Kafka + PostgreSQL + Spark, and the monitor daemon with its web UI"
+	@echo "make test   - the whole test suite (unit, integration on real Kafka/PostgreSQL/Spark) and lint"
+	@echo "make lint   - ruff, mypy (strict on monitor/) and the import layering contracts"
+	@echo "make down   - stop the local Kafka cluster and PostgreSQL started by the demo"
+
+$(STAMP): pyproject.toml scripts/system-deps.sh
+	@PYTHON=$(PYTHON) bash scripts/system-deps.sh
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo ">> installing Python dependencies into $(VENV)"
+	@$(BIN)/python -m pip install -q --upgrade pip
+	@$(BIN)/python -m pip install --progress-bar on -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# Fetch the Kafka jars and the JDBC driver, and check the PostgreSQL server binaries.
+bootstrap: install
+	@$(BIN)/kafka-health setup
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: bootstrap lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+demo: bootstrap
+	$(BIN)/kafka-health demo
+
+down: install
+	-$(BIN)/kafka-health dev-cluster down
+	-$(BIN)/kafka-health db down
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean: down
+	rm -rf var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Act stage: the retention button (requests, guardrails, review, apply, revert, audit)."""

@@ -1,0 +1,1 @@
+"""Alert stage: alert lifecycle from findings, routing, silences, inhibition and durable delivery."""

@@ -1,0 +1,134 @@
+"""Composition root: builds every stage from the settings, starts them in flow order, stops them
+in reverse, and rolls back a failed start.
+
+Constructors validate and never connect; `start()` connects. The order is the flow:
+store -> collect -> evaluate -> alert -> act -> expose, with the scheduler started last so that
+no job runs before every stage it needs is up.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Protocol
+
+from monitor.clock import Clock, SystemClock
+from monitor.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Component(Protocol):
+    """A runtime part of the service.
+
+    `start()` may block while it connects (bounded by its own timeouts) and raises a MonitorError
+    when it cannot start; `stop()` never raises and is safe to call on a component that did not
+    finish starting.
+    """
+
+    name: str
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass
+class App:
+    components: Sequence[Component]
+    _started: list[Component] = field(default_factory=list)
+    _stopping: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> None:
+        """Start every component in order; on failure stop the started ones in reverse and re-raise."""
+        for component in self.components:
+            log.info("starting %s", component.name)
+            try:
+                component.start()
+            except BaseException:
+                log.exception("%s failed to start; stopping what was started", component.name)
+                self.stop()
+                raise
+            self._started.append(component)
+
+    def stop(self) -> None:
+        """Stop the started components in reverse order. Idempotent."""
+        while self._started:
+            component = self._started.pop()
+            log.info("stopping %s", component.name)
+            try:
+                component.stop()
+            except Exception:  # a failing stop must not keep the others running
+                log.exception("%s did not stop cleanly", component.name)
+        self._stopping.set()
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    def run_until_signalled(self) -> None:
+        """Start, block until SIGTERM/SIGINT (or request_stop), then stop.
+
+        The first signal stops gracefully: in-flight jobs finish their write before the scheduler
+        shuts down.
+        """
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            log.info("received %s, shutting down", signal.Signals(signum).name)
+            self._stopping.set()
+
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+        self._stopping.clear()
+        try:
+            self.start()
+            while not self._stopping.wait(timeout=1.0):
+                pass
+        finally:
+            self.stop()
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+
+def build_app(settings: Settings, database_url: str, clock: Clock | None = None) -> App:
+    """Wire the stages for `settings` against the database at `database_url`. Connects nothing."""
+    from datetime import timedelta
+
+    from monitor.collect.stage import CollectStage
+    from monitor.expose.server import WebServer
+    from monitor.expose.web import create_app
+    from monitor.scheduler import Scheduler
+    from monitor.store.service import StoreService
+
+    clock = clock or SystemClock()
+    scheduler = Scheduler(max_workers=max(4, 2 * len(settings.clusters)))
+    store = StoreService(database_url, settings.database, clock)
+    collect = CollectStage(settings.clusters, settings.intervals, lambda: store.engine, clock, scheduler)
+    stale_after = timedelta(
+        seconds=3 * max(settings.intervals.metadata_seconds, settings.intervals.offsets_seconds)
+    )
+    web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock),
+                                     settings.web.host, settings.web.port))  # fmt: skip
+    scheduler.every("store:maintenance", settings.intervals.maintenance_seconds, store.maintain,
+                    first_run_in=settings.intervals.maintenance_seconds)  # fmt: skip
+    return App([store, collect, web, scheduler])
+
+
+class _LazyWeb:
+    """The web server needs the store's engine, which exists only once the store has started."""
+
+    name = "web"
+
+    def __init__(self, build: Callable[[], Component]) -> None:
+        self._build = build
+        self._server: Component | None = None
+
+    def start(self) -> None:
+        self._server = self._build()
+        self._server.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()

@@ -1,0 +1,124 @@
+"""The `kafka-health` command line. Each sub-command group lives beside the stage it drives."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from monitor.config import Settings, load_settings
+from monitor.devtools import cli_db, cli_kafka
+from monitor.errors import ConfigError, MonitorError
+
+app = typer.Typer(
+    name="kafka-health",
+    help="Kafka health monitor: consumer lag, retention and replication, with tiered alerts.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+config_app = typer.Typer(help="Validate configuration files.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+app.add_typer(cli_kafka.app, name="dev-cluster")
+app.add_typer(cli_db.app, name="db")
+
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="monitor.yaml; without it the embedded defaults are used."),
+]
+
+
+@config_app.command("check")
+def config_check(
+    file: Annotated[Path, typer.Argument(help="The YAML file to validate.", exists=False)],
+) -> None:
+    """Validate FILE (and the KAFKA_HEALTH_* environment) without starting anything."""
+    try:
+        settings = load_settings(file)
+    except ConfigError as exc:
+        err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        raise typer.Exit(2) from exc
+    names = ", ".join(c.name for c in settings.clusters)
+    out.print(f"{file}: OK ({len(settings.clusters)} cluster(s): {names})", highlight=False)
+
+
+def _settings(config: Path | None) -> Settings:
+    try:
+        return load_settings(config)
+    except ConfigError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        raise typer.Exit(2) from exc
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level),
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    for noisy in ("py4j", "apscheduler", "httpx", "uvicorn.error", "alembic", "monitor.kafka.client"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _say(message: str) -> None:
+    out.print(f"[bold cyan]>>[/] {message}", highlight=False)
+
+
+@app.command()
+def setup(
+    config: ConfigOption = None,
+    skip_kafka: Annotated[bool, typer.Option(help="Do not fetch the Kafka broker jars.")] = False,
+    skip_postgres: Annotated[bool, typer.Option(help="Do not look for the PostgreSQL server.")] = False,
+) -> None:
+    """Fetch or check what the embedded stack needs: Kafka jars, JDBC driver, PostgreSQL server."""
+    from monitor.devtools import stack
+
+    stack.setup(_settings(config), _say, kafka=not skip_kafka, postgres=not skip_postgres)
+    _say("setup complete")
+
+
+@app.command()
+def run(config: ConfigOption = None) -> None:
+    """Run the monitor daemon: collectors, evaluation, alerting and the web UI.
+
+    Uses the database at database.url / DATABASE_URL; when unset, starts the project-local
+    PostgreSQL under var/ (and stops it on exit). SIGTERM or Ctrl-C stops it cleanly.
+    """
+    from monitor.app import build_app
+    from monitor.devtools import stack
+
+    settings = _settings(config)
+    _setup_logging(settings.log_level)
+    with stack.local_services(settings, _say, with_kafka=False) as services:
+        daemon = build_app(settings, services.database_url)
+        _say(f"web UI on http://{settings.web.host}:{settings.web.port}  (Ctrl-C stops)")
+        daemon.run_until_signalled()
+
+
+@app.command()
+def demo(config: ConfigOption = None) -> None:
+    """The embedded defaults end to end: a local 3-node Kafka cluster, PostgreSQL under var/,
+    Spark in-process, and the daemon with its web UI. Ctrl-C stops everything it started."""
+    from monitor.app import build_app
+    from monitor.devtools import stack
+
+    settings = _settings(config)
+    _setup_logging(settings.log_level)
+    with stack.local_services(settings, _say, with_kafka=True) as services:
+        daemon = build_app(settings, services.database_url)
+        _say(f"open http://{settings.web.host}:{settings.web.port}  (Ctrl-C stops the demo)")
+        daemon.run_until_signalled()
+
+
+def main() -> None:
+    try:
+        app()
+    except MonitorError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(2)

@@ -1,0 +1,50 @@
+"""The metadata job: brokers, controller, topics and each partition's leader, replicas and ISR."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import Engine
+
+from monitor.clock import Clock
+from monitor.collect.runs import Run
+from monitor.config import ClusterConfig
+from monitor.kafka import KafkaAdmin
+from monitor.store.metadata import append_replica_states, upsert_brokers, upsert_cluster, upsert_topics
+
+log = logging.getLogger(__name__)
+
+
+def collect_metadata(
+    run: Run, cluster: ClusterConfig, admin: KafkaAdmin, engine: Engine, clock: Clock
+) -> None:
+    """One metadata sample of `cluster`.
+
+    Fails the run when the cluster cannot be described (nothing is written: an unreachable cluster
+    says nothing about which brokers are down). Topics are filtered by the cluster's allow/deny
+    regexes; internal topics only when configured.
+    """
+    info = admin.describe_cluster()
+    names = [
+        name
+        for name in admin.list_topic_names(include_internal=cluster.include_internal_topics)
+        if cluster.topics.accepts(name)
+    ]
+    topics = admin.describe_topics(names)
+    described = {t.name for t in topics}
+    for missing in sorted(set(names) - described):
+        run.problem(f"topic {missing} could not be described")
+    now = clock.now()
+    with engine.begin() as conn:
+        upsert_cluster(conn, cluster.name, ",".join(cluster.bootstrap_servers), info, now)
+        went_down = upsert_brokers(conn, cluster.name, info, now)
+        partitions = upsert_topics(conn, cluster.name, topics, now)
+        append_replica_states(conn, cluster.name, topics, now, run.run_id)
+    if went_down:
+        log.warning("cluster %s: broker(s) %s left the cluster metadata", cluster.name, went_down)
+    run.count("brokers", len(info.brokers))
+    run.count("brokers_went_down", len(went_down))
+    run.count("topics", len(topics))
+    run.count("partitions", partitions)
+    run.count("under_replicated", sum(p.under_replicated for t in topics for p in t.partitions))
+    run.count("offline", sum(p.offline for t in topics for p in t.partitions))

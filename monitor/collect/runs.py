@@ -1,0 +1,116 @@
+"""Every collection job runs inside a `RunRecorder`, which writes one `collection_runs` row.
+
+Partial-failure policy (the same for every job):
+- a step that fails for some entities (one topic, one group, one broker) is recorded as a problem
+  and the run ends `partial`; the other entities' samples are still written;
+- a failure that leaves nothing to write (cluster unreachable, every broker down) ends the run
+  `failed` with the error; nothing is written but the run row;
+- the run row is written in its own transaction after the samples, so a failed sample write is
+  visible too. When the database itself is down the run is logged and handed to `on_store_down`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from monitor.clock import Clock
+from monitor.errors import MonitorError, StoreUnavailableError
+from monitor.store.metadata import finish_run, insert_finished_run, start_run
+
+log = logging.getLogger(__name__)
+
+MAX_ERROR_LENGTH = 2000
+
+
+def instance_name() -> str:
+    """Who collected: host and process, so two daemons sharing a database can be told apart."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class Run:
+    """What one job did: counts of what it sampled and the problems that made it partial."""
+
+    cluster: str | None
+    job: str
+    started_at: datetime
+    run_id: int | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def count(self, key: str, value: int) -> None:
+        self.counts[key] = self.counts.get(key, 0) + value
+
+    def problem(self, message: str) -> None:
+        """A step failed for some entities; the run ends `partial`."""
+        log.warning("%s/%s: %s", self.cluster, self.job, message)
+        self.problems.append(message)
+
+
+class RunRecorder:
+    def __init__(self, engine: Engine, clock: Clock, instance: str | None = None) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._instance = instance or instance_name()
+
+    @contextmanager
+    def run(self, cluster: str | None, job: str) -> Iterator[Run]:
+        """Record the block as one run. Exceptions escaping the block mark it `failed` and are
+        swallowed after logging (MonitorError) or re-raised (anything else, a bug)."""
+        started = self._clock.now()
+        t0 = self._clock.monotonic()
+        run = Run(cluster=cluster, job=job, started_at=started)
+        run.run_id = self._try_start(run)
+        error: str | None = None
+        bug: BaseException | None = None
+        try:
+            yield run
+        except MonitorError as exc:
+            error = str(exc)
+        except Exception as exc:
+            error = f"internal error: {type(exc).__name__}: {exc}"
+            bug = exc
+        status = "failed" if error else ("partial" if run.problems else "ok")
+        if error is None and run.problems:
+            error = "; ".join(run.problems)
+        if error:
+            log.warning("%s/%s %s: %s", cluster, job, status, error)
+        self._finish(run, status, error, int((self._clock.monotonic() - t0) * 1000))
+        if bug is not None:
+            raise bug
+
+    def _try_start(self, run: Run) -> int | None:
+        try:
+            with self._engine.begin() as conn:
+                return start_run(conn, run.cluster, run.job, self._instance, run.started_at)
+        except (StoreUnavailableError, SQLAlchemyError) as exc:
+            log.warning("cannot record the start of %s/%s: %s", run.cluster, run.job, exc)
+            return None
+
+    def _finish(self, run: Run, status: str, error: str | None, duration_ms: int) -> None:
+        error = error[:MAX_ERROR_LENGTH] if error else None
+        finished = self._clock.now()
+        try:
+            with self._engine.begin() as conn:
+                if run.run_id is not None:
+                    finish_run(
+                        conn, run.run_id, finished_at=finished, duration_ms=duration_ms,
+                        status=status, counts=run.counts, error=error,
+                    )  # fmt: skip
+                else:
+                    insert_finished_run(
+                        conn, cluster=run.cluster, job=run.job, instance=self._instance,
+                        started_at=run.started_at, finished_at=finished, duration_ms=duration_ms,
+                        status=status, counts=run.counts, error=error,
+                    )  # fmt: skip
+        except (StoreUnavailableError, SQLAlchemyError) as exc:
+            log.error("cannot record %s/%s (%s): %s", run.cluster, run.job, status, exc)

@@ -1,0 +1,446 @@
+"""One settings model for the whole service, validated at start and passed down.
+
+Sources, highest priority first: environment variables (``KAFKA_HEALTH_<SECTION>__<KEY>``, plus the
+conventional ``DATABASE_URL``), then the YAML file, then the defaults below. The defaults are the
+embedded development stack: the local Kafka cluster started by ``kafka-health dev-cluster`` and
+the project-local PostgreSQL started when ``DATABASE_URL`` is unset.
+
+Every error names the key path, the line in the YAML file where there is one, and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from monitor.errors import ConfigError
+
+ENV_PREFIX = "KAFKA_HEALTH_"
+DEFAULT_DEV_KAFKA_PORT = 19092
+DEFAULT_DEV_POSTGRES_PORT = 55432
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SecurityProtocol(StrEnum):
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+
+class SaslMechanism(StrEnum):
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+
+
+class Security(_Strict):
+    """How to reach a cluster: SASL PLAIN/SCRAM and/or TLS."""
+
+    protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    sasl_mechanism: SaslMechanism | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_ca_location: Path | None = None
+    ssl_certificate_location: Path | None = None
+    ssl_key_location: Path | None = None
+    ssl_key_password: SecretStr | None = None
+    ssl_endpoint_identification: bool = True
+
+    @model_validator(mode="after")
+    def _sasl_complete(self) -> Security:
+        uses_sasl = self.protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
+        if uses_sasl:
+            missing = [
+                name
+                for name in ("sasl_mechanism", "sasl_username", "sasl_password")
+                if getattr(self, name) is None
+            ]
+            if missing:
+                raise ValueError(
+                    f"protocol {self.protocol.value} needs {', '.join(missing)}; set them "
+                    "(the password preferably through the environment variable "
+                    "KAFKA_HEALTH_CLUSTERS__<n>__SECURITY__SASL_PASSWORD or a secret file)"
+                )
+        elif self.sasl_mechanism is not None:
+            raise ValueError(
+                f"sasl_mechanism is set but protocol is {self.protocol.value}; "
+                "use protocol SASL_PLAINTEXT or SASL_SSL, or remove sasl_mechanism"
+            )
+        return self
+
+
+def _compile_all(patterns: list[str]) -> list[str]:
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(
+                f"invalid regular expression {pattern!r}: {exc}; fix the pattern "
+                "(Python `re` syntax, matched against the whole name)"
+            ) from exc
+    return patterns
+
+
+class NameFilter(_Strict):
+    """Allow/deny regexes matched against whole names. Deny wins; empty allow means all."""
+
+    allow: list[str] = Field(default_factory=lambda: [".*"])
+    deny: list[str] = Field(default_factory=list)
+
+    _allow_re: list[re.Pattern[str]] = []
+    _deny_re: list[re.Pattern[str]] = []
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _valid_regexes(cls, value: list[str]) -> list[str]:
+        return _compile_all(value)
+
+    def model_post_init(self, __context: Any) -> None:
+        object.__setattr__(self, "_allow_re", [re.compile(p) for p in self.allow])
+        object.__setattr__(self, "_deny_re", [re.compile(p) for p in self.deny])
+
+    def accepts(self, name: str) -> bool:
+        if any(p.fullmatch(name) for p in self._deny_re):
+            return False
+        return not self._allow_re or any(p.fullmatch(name) for p in self._allow_re)
+
+
+_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+class ClusterConfig(_Strict):
+    name: str
+    bootstrap_servers: list[str] = Field(min_length=1)
+    security: Security = Field(default_factory=Security)
+    topics: NameFilter = Field(default_factory=NameFilter)
+    groups: NameFilter = Field(default_factory=NameFilter)
+    include_internal_topics: bool = False
+    request_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    client_config: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra librdkafka properties, passed through unchanged.",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not _CLUSTER_NAME.match(value):
+            raise ValueError(
+                f"cluster name {value!r} must be 1-63 letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit (it appears in URLs and metric labels)"
+            )
+        return value
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _host_port(cls, value: list[str]) -> list[str]:
+        for server in value:
+            host, sep, port = server.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"bootstrap server {server!r} must be host:port, e.g. broker1:9092")
+        return value
+
+    @field_validator("client_config")
+    @classmethod
+    def _no_secrets_inline(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if "password" in key or "secret" in key:
+                raise ValueError(
+                    f"client_config.{key} looks like a secret; put it in `security` "
+                    "(a SecretStr, never printed) instead"
+                )
+        return value
+
+
+class DatabaseConfig(_Strict):
+    url: SecretStr | None = Field(
+        default=None,
+        description="SQLAlchemy URL (postgresql+psycopg://...). Unset: the project-local PostgreSQL.",
+    )
+    sample_retention_days: int = Field(default=14, ge=1, le=3650)
+    partitions_ahead_days: int = Field(default=3, ge=1, le=60)
+    local_port: int = Field(default=DEFAULT_DEV_POSTGRES_PORT, gt=0, lt=65536)
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_only(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(("postgresql", "postgres://")):
+            raise ValueError(
+                "database.url must be a PostgreSQL URL such as "
+                "postgresql+psycopg://user:password@host:5432/dbname"
+            )
+        return value
+
+
+class SparkConfig(_Strict):
+    master: str = "local[*]"
+    app_name: str = "kafka-health-evaluate"
+    driver_memory: str = Field(default="1g", pattern=r"^\d+[kmgKMG]$")
+    executor_memory: str = Field(default="1g", pattern=r"^\d+[kmgKMG]$")
+    shuffle_partitions: int = Field(default=8, ge=1, le=100000)
+    conf: dict[str, str] = Field(default_factory=dict, description="Extra spark.* settings.")
+
+
+class Intervals(_Strict):
+    """Seconds between runs of each scheduled job."""
+
+    offsets_seconds: float = Field(default=15, gt=0)
+    metadata_seconds: float = Field(default=60, gt=0)
+    log_dirs_seconds: float = Field(default=120, gt=0)
+    evaluate_seconds: float = Field(default=30, gt=0)
+    maintenance_seconds: float = Field(default=3600, gt=0)
+
+
+class WebConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, gt=0, lt=65536)
+
+
+class DevKafkaConfig(_Strict):
+    """The local cluster run by `kafka-health dev-cluster`."""
+
+    version: str = Field(default="4.1.2", pattern=r"^4\.\d+\.\d+$")
+    nodes: Literal[1, 3] = 3
+    base_port: int = Field(default=DEFAULT_DEV_KAFKA_PORT, gt=1024, lt=65000)
+    heap_mb: int = Field(default=384, ge=128, le=8192)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    clusters: list[ClusterConfig] = Field(
+        default_factory=lambda: [
+            ClusterConfig(name="local", bootstrap_servers=[f"127.0.0.1:{DEFAULT_DEV_KAFKA_PORT}"])
+        ]
+    )
+    database: DatabaseConfig = Field(default_factory=DatabaseConfig)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    intervals: Intervals = Field(default_factory=Intervals)
+    web: WebConfig = Field(default_factory=WebConfig)
+    dev_kafka: DevKafkaConfig = Field(default_factory=DevKafkaConfig)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("clusters")
+    @classmethod
+    def _unique_names(cls, value: list[ClusterConfig]) -> list[ClusterConfig]:
+        seen: set[str] = set()
+        for cluster in value:
+            if cluster.name in seen:
+                raise ValueError(f"cluster name {cluster.name!r} is used twice; names must be unique")
+            seen.add(cluster.name)
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment is merged into the file's data by `load_settings` (so that list items
+        # such as clusters.0 can be overridden one key at a time); both arrive as init kwargs.
+        return (init_settings,)
+
+    def cluster(self, name: str) -> ClusterConfig:
+        for cluster in self.clusters:
+            if cluster.name == name:
+                return cluster
+        raise KeyError(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading, with line numbers for errors
+
+
+class _LineLoader(yaml.SafeLoader):
+    """A SafeLoader that records the line of every mapping key and sequence item."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.lines: dict[tuple[int, Any], int] = {}
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    result: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in result:
+            raise ConfigError([f"line {key_node.start_mark.line + 1}: key {key!r} appears twice; keep one"])
+        result[key] = loader.construct_object(value_node, deep=True)
+        loader.lines[id(result), key] = key_node.start_mark.line + 1
+    return result
+
+
+def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> list[Any]:
+    result: list[Any] = []
+    for index, item in enumerate(node.value):
+        result.append(loader.construct_object(item, deep=True))
+        loader.lines[id(result), index] = item.start_mark.line + 1
+    return result
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+def _line_of(data: Any, lines: Mapping[tuple[int, Any], int], loc: tuple[int | str, ...]) -> int | None:
+    """The line of the deepest YAML node on the path `loc` that exists in the file."""
+    found: int | None = None
+    node = data
+    for part in loc:
+        key = (id(node), part)
+        if key not in lines:
+            break
+        found = lines[key]
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            break
+    return found
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    loc = ".".join(str(p) for p in error["loc"]) or "(top level)"
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        parent = ".".join(str(p) for p in error["loc"][:-1]) or "the top level"
+        return f"{loc}: unknown key under {parent}; remove it or check its spelling"
+    if kind == "missing":
+        return f"{loc}: required key is missing; add it"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{loc}: {message}"
+
+
+def format_validation_error(
+    exc: ValidationError, data: Any = None, lines: Mapping[tuple[int, Any], int] | None = None
+) -> list[str]:
+    problems = []
+    for error in exc.errors():
+        text = _describe(error)
+        line = _line_of(data, lines, tuple(error["loc"])) if lines is not None else None
+        problems.append(f"line {line}: {text}" if line else text)
+    return problems
+
+
+def read_yaml(path: Path) -> tuple[Any, dict[tuple[int, Any], int]]:
+    """Parse a YAML file, returning its data and the line map used in error messages."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"cannot read {path}: {exc.strerror}; check the path"], str(path)) from exc
+    loader = _LineLoader(text)
+    try:
+        data = loader.get_single_data()
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"not valid YAML: {exc}"], str(path)) from exc
+    except ConfigError as exc:
+        raise ConfigError(exc.problems, str(path)) from exc
+    finally:
+        loader.dispose()
+    return data, loader.lines
+
+
+def _parse_env_value(raw: str) -> Any:
+    text = raw.strip()
+    if text[:1] in "[{":
+        try:
+            return json.loads(text)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _merge(target: Any, path: list[str], value: Any, variable: str) -> Any:
+    """Set `value` at `path` inside nested dicts/lists, creating dicts as needed."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(target, list) or head.isdigit():
+        target = target if isinstance(target, list) else []
+        if not head.isdigit() or int(head) >= len(target):
+            raise ConfigError(
+                [
+                    f"{variable}: index {head} does not exist (the list has {len(target)} item(s)); "
+                    "define the item in the file first"
+                ]
+            )
+        target[int(head)] = _merge(target[int(head)], rest, value, variable)
+        return target
+    result = dict(target) if isinstance(target, dict) else {}
+    result[head] = _merge(result.get(head), rest, value, variable)
+    return result
+
+
+def environment_overrides(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """Merge KAFKA_HEALTH_<SECTION>__<KEY>[__<N>__<KEY>...] variables and DATABASE_URL into `data`."""
+    merged: dict[str, Any] = json.loads(json.dumps(data, default=str)) if data else {}
+    if environ.get("DATABASE_URL"):
+        merged = _merge(merged, ["database", "url"], environ["DATABASE_URL"], "DATABASE_URL")
+    for variable in sorted(environ):
+        if not variable.startswith(ENV_PREFIX) or variable in _NOT_SETTINGS:
+            continue
+        path = [part.lower() for part in variable.removeprefix(ENV_PREFIX).split("__") if part]
+        if path:
+            merged = _merge(merged, path, _parse_env_value(environ[variable]), variable)
+    return merged
+
+
+# Variables with the prefix that steer the tooling rather than the service.
+_NOT_SETTINGS = frozenset(
+    {"KAFKA_HEALTH_VAR", "KAFKA_HEALTH_CACHE", "KAFKA_HEALTH_TEST_KAFKA_PORT", "KAFKA_HEALTH_TEST_PG_PORT"}
+)
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """Build the settings from an optional YAML file and the environment (which wins).
+
+    Raises ConfigError listing every problem with its key path (and line, for the file).
+    """
+    data: Any = {}
+    lines: dict[tuple[int, Any], int] = {}
+    source = "configuration"
+    if path is not None:
+        source = str(path)
+        data, lines = read_yaml(path)
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(["the file must hold a mapping of sections (clusters:, database: ...)"], source)
+    try:
+        merged = environment_overrides(data, os.environ)
+    except ConfigError as exc:
+        raise ConfigError(exc.problems, source) from exc
+    try:
+        return Settings(**merged)
+    except ValidationError as exc:
+        # Line numbers refer to the file's own data; keys set only by the environment have none.
+        raise ConfigError(format_validation_error(exc, data, lines), source) from exc

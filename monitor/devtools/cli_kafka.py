@@ -1,0 +1,148 @@
+"""`kafka-health dev-cluster ...`: the local Apache Kafka cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from monitor.config import DevKafkaConfig, format_validation_error, load_settings
+from monitor.devtools.kafka_cluster import DevKafkaCluster, Report
+from monitor.devtools.paths import cache_dir, var_dir
+from monitor.errors import ConfigError
+
+app = typer.Typer(help="Run a local Apache Kafka 4.x KRaft cluster on 127.0.0.1.", no_args_is_help=True)
+
+_out = Console()
+_err = Console(stderr=True)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="monitor.yaml whose dev_kafka section gives the defaults."),
+]
+NodeArgument = Annotated[int, typer.Argument(help="Node id: 1 for a single node, 1-3 for three.")]
+
+
+def _cluster(config_file: Path | None, **overrides: Any) -> DevKafkaCluster:
+    """The cluster in `var/kafka`, configured by the file's dev_kafka section and the options."""
+    settings = load_settings(config_file)
+    given = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        dev = DevKafkaConfig(**{**settings.dev_kafka.model_dump(), **given})
+    except ValidationError as exc:
+        problems = [f"dev_kafka.{problem}" for problem in format_validation_error(exc)]
+        raise ConfigError(problems, "dev-cluster options") from exc
+    return DevKafkaCluster(dev, var_dir() / "kafka", cache_dir())
+
+
+@contextmanager
+def _progress(title: str) -> Iterator[Report]:
+    """A spinner on a terminal, and one line per step everywhere."""
+    with _err.status(title) as status:
+
+        def report(message: str) -> None:
+            _err.print(f"- {message}", markup=False, highlight=False)
+            status.update(message)
+
+        yield report
+
+
+def _print_status(cluster: DevKafkaCluster) -> None:
+    table = Table(title=f"Kafka dev cluster in {cluster.home}", title_justify="left")
+    for column in ("node", "broker port", "controller port", "pid", "state"):
+        table.add_column(column)
+    for node in cluster.status():
+        state = "[green]running[/green]" if node.running else "[red]stopped[/red]"
+        pid = str(node.pid) if node.pid is not None else "-"
+        table.add_row(str(node.node_id), str(node.broker_port), str(node.controller_port), pid, state)
+    _out.print(table)
+    _out.print(f"bootstrap servers: {cluster.bootstrap_servers}", highlight=False)
+
+
+@app.command()
+def up(
+    nodes: Annotated[
+        int | None, typer.Option("--nodes", "-n", help="1 or 3 nodes (default: dev_kafka.nodes).")
+    ] = None,
+    base_port: Annotated[
+        int | None,
+        typer.Option("--base-port", help="Broker ports start here; controllers at +100 (default 19092)."),
+    ] = None,
+    heap_mb: Annotated[int | None, typer.Option("--heap-mb", help="JVM heap of each node in MiB.")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Fetch the broker jars if needed, format a new cluster, start it and wait until it answers.
+
+    Nodes already running are left alone, so running `up` twice is harmless.
+    """
+    cluster = _cluster(config, nodes=nodes, base_port=base_port, heap_mb=heap_mb)
+    with _progress("starting Kafka") as report:
+        cluster.up(nodes, report=report)
+    _print_status(cluster)
+
+
+@app.command()
+def down(
+    purge: Annotated[
+        bool, typer.Option("--purge", help="Also delete the data, logs and cluster id.")
+    ] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Stop every node (cleanly, then by force after a timeout); --purge deletes the data too."""
+    cluster = _cluster(config)
+    with _progress("stopping Kafka"):
+        cluster.down(purge=purge)
+    _out.print(f"stopped{' and purged' if purge else ''}: {cluster.home}", highlight=False)
+
+
+@app.command()
+def status(config: ConfigOption = None) -> None:
+    """Show each node's ports, pid and whether it is running."""
+    cluster = _cluster(config)
+    if not cluster.exists:
+        _out.print(
+            f"no cluster in {cluster.home}; create one with `kafka-health dev-cluster up`", highlight=False
+        )
+        return
+    _print_status(cluster)
+
+
+@app.command("stop-node")
+def stop_node(node_id: NodeArgument, config: ConfigOption = None) -> None:
+    """Stop one node cleanly (SIGTERM: controlled shutdown, leaders move away first)."""
+    cluster = _cluster(config)
+    with _progress(f"stopping node {node_id}"):
+        cluster.stop_node(node_id)
+    _out.print(f"node {node_id} stopped", highlight=False)
+
+
+@app.command("kill-node")
+def kill_node(node_id: NodeArgument, config: ConfigOption = None) -> None:
+    """Kill one node with SIGKILL, as a crash would (no controlled shutdown)."""
+    cluster = _cluster(config)
+    cluster.kill_node(node_id)
+    _out.print(f"node {node_id} killed", highlight=False)
+
+
+@app.command("start-node")
+def start_node(node_id: NodeArgument, config: ConfigOption = None) -> None:
+    """Start one stopped node again and wait until it is back in the cluster metadata."""
+    cluster = _cluster(config)
+    with _progress(f"starting node {node_id}"):
+        cluster.start_node(node_id)
+    _out.print(f"node {node_id} running", highlight=False)
+
+
+@app.command()
+def install(config: ConfigOption = None) -> None:
+    """Only fetch the broker jars (with mvn, from Maven Central) into the download cache."""
+    cluster = _cluster(config)
+    with _progress("fetching Kafka jars") as report:
+        libs = cluster.ensure_jars(report)
+    _out.print(f"Kafka {cluster.config.version} jars: {libs}", highlight=False)

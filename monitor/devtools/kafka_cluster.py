@@ -1,0 +1,623 @@
+"""A local Apache Kafka 4.x KRaft cluster on 127.0.0.1, for the demo and the integration tests.
+
+The broker jars come from Maven Central through `mvn` (once per version, into the cache); every
+node runs in combined mode (broker and controller) as a detached JVM, so the cluster outlives the
+command that started it. Node `n` listens on `base_port + n - 1` (clients) and
+`base_port + 100 + n - 1` (controller quorum).
+
+State under `home/`:
+
+    cluster.json                 {"cluster_id", "version", "nodes", "base_port"}, written at format
+    node-<id>/server.properties  rendered at every `up`
+    node-<id>/log4j2.properties
+    node-<id>/data/              log.dirs; `meta.properties` there means "formatted"
+    node-<id>/server.log         the broker's own log
+    node-<id>/console.log        the JVM's stdout and stderr
+    node-<id>/pid
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Final
+
+from monitor.config import ClusterConfig, DevKafkaConfig
+from monitor.devtools.paths import maven_pom
+from monitor.errors import DevEnvironmentError, MonitorError
+from monitor.kafka import KafkaAdmin
+
+HOST: Final = "127.0.0.1"
+CONTROLLER_PORT_OFFSET: Final = 100
+SUPPORTED_NODE_COUNTS: Final = (1, 3)
+_JARS_MARKER: Final = ".complete"
+_TAIL_LINES: Final = 30
+_PROBE_TIMEOUT_SECONDS: Final = 3.0
+_POLL_SECONDS: Final = 0.5
+_PURGE_HINT: Final = "run `kafka-health dev-cluster down --purge` to delete it and start afresh"
+
+Report = Callable[[str], None]
+
+
+def _quiet(_message: str) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatus:
+    node_id: int
+    broker_port: int
+    controller_port: int
+    pid: int | None
+    running: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _State:
+    """What `cluster.json` records: fixed when the storage is formatted (base_port at each up)."""
+
+    cluster_id: str
+    version: str
+    nodes: int
+    base_port: int
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: url-safe base64 of 16 random bytes without padding.
+
+    Like Kafka's own `Uuid.randomUuid()`, never one starting with "-": command-line tools would
+    read it as an option.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode("ascii")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def tail(path: Path, lines: int = _TAIL_LINES) -> str:
+    """The last `lines` lines of a text file, or a note that it is missing or empty."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return f"({path.name} does not exist)"
+    kept = text.splitlines()[-lines:]
+    return "\n".join(kept) if kept else f"({path.name} is empty)"
+
+
+def _port_in_use(port: int) -> bool:
+    # SO_REUSEADDR as the JVM sets it, so sockets in TIME_WAIT do not count as "in use".
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return True
+    return False
+
+
+class DevKafkaCluster:
+    """Install, format, start and stop the local cluster. The constructor starts nothing.
+
+    Every method blocks until its work is done (`up` and `start_node` until the brokers answer)
+    and raises DevEnvironmentError with the fix, or the tail of the failing node's log.
+    """
+
+    def __init__(
+        self,
+        config: DevKafkaConfig,
+        home: Path,
+        cache: Path,
+        *,
+        start_timeout: float = 120.0,
+        stop_timeout: float = 30.0,
+    ) -> None:
+        if config.nodes not in SUPPORTED_NODE_COUNTS:
+            raise DevEnvironmentError(f"dev_kafka.nodes must be 1 or 3, not {config.nodes}")
+        if home.exists() and not home.is_dir():
+            raise DevEnvironmentError(f"{home} is a file; the cluster home must be a directory")
+        if cache.exists() and not cache.is_dir():
+            raise DevEnvironmentError(f"{cache} is a file; the download cache must be a directory")
+        if start_timeout <= 0 or stop_timeout <= 0:
+            raise ValueError("start_timeout and stop_timeout must be positive")
+        self.config = config
+        self.home = home
+        self.cache = cache
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+
+    def __repr__(self) -> str:
+        return f"DevKafkaCluster(home={str(self.home)!r}, version={self.config.version!r})"
+
+    # -- layout -----------------------------------------------------------------------------
+
+    @property
+    def libs_dir(self) -> Path:
+        return self.cache / f"kafka-{self.config.version}" / "libs"
+
+    def _layout(self) -> tuple[int, int]:
+        """(node count, base port): the recorded cluster's, else the configuration's."""
+        state = self._read_state()
+        if state is not None:
+            return state.nodes, state.base_port
+        return self.config.nodes, self.config.base_port
+
+    @property
+    def exists(self) -> bool:
+        """Whether a cluster has been created in `home` (it may be stopped)."""
+        return self._read_state() is not None
+
+    @property
+    def node_ids(self) -> list[int]:
+        return list(range(1, self._layout()[0] + 1))
+
+    def _check_node(self, node_id: int) -> None:
+        ids = self.node_ids
+        if node_id not in ids:
+            raise DevEnvironmentError(
+                f"there is no node {node_id}; this cluster has nodes {ids[0]}-{ids[-1]}"
+            )
+
+    def broker_port(self, node_id: int) -> int:
+        return self._layout()[1] + node_id - 1
+
+    def controller_port(self, node_id: int) -> int:
+        return self._layout()[1] + CONTROLLER_PORT_OFFSET + node_id - 1
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{HOST}:{self.broker_port(n)}" for n in self.node_ids)
+
+    def node_dir(self, node_id: int) -> Path:
+        return self.home / f"node-{node_id}"
+
+    def server_log(self, node_id: int) -> Path:
+        return self.node_dir(node_id) / "server.log"
+
+    def server_properties(self, node_id: int) -> str:
+        """The broker configuration of one node (combined broker + controller)."""
+        nodes = len(self.node_ids)
+        voters = ",".join(f"{n}@{HOST}:{self.controller_port(n)}" for n in self.node_ids)
+        replication, min_isr = min(3, nodes), min(2, nodes)
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": str(node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://{HOST}:{self.broker_port(node_id)},"
+            f"CONTROLLER://{HOST}:{self.controller_port(node_id)}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.broker_port(node_id)}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(self.node_dir(node_id) / "data"),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": str(replication),
+            "offsets.topic.num.partitions": "10",
+            "transaction.state.log.replication.factor": str(replication),
+            "transaction.state.log.min.isr": str(min_isr),
+            "share.coordinator.state.topic.replication.factor": str(replication),
+            "share.coordinator.state.topic.min.isr": str(min_isr),
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "false",
+            # Fast retention for tests: check every 5 s, delete removed segments after 1 s.
+            "log.retention.check.interval.ms": "5000",
+            "log.segment.delete.delay.ms": "1000",
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+        }
+        lines = ["# Rendered by `kafka-health dev-cluster up`; changes are overwritten at the next up."]
+        lines += [f"{key}={value}" for key, value in settings.items()]
+        return "\n".join(lines) + "\n"
+
+    def log4j2_properties(self, node_id: int) -> str:
+        log_file = self.server_log(node_id)
+        return "\n".join(
+            [
+                "status = warn",
+                "appender.file.type = File",
+                "appender.file.name = FILE",
+                f"appender.file.fileName = {log_file}",
+                "appender.file.append = true",
+                "appender.file.layout.type = PatternLayout",
+                "appender.file.layout.pattern = [%d] %p %m (%c)%n",
+                "rootLogger.level = INFO",
+                "rootLogger.appenderRef.file.ref = FILE",
+                "",
+            ]
+        )
+
+    def java_command(self, node_id: int) -> list[str]:
+        """The command line that runs one node (heap from `config.heap_mb`)."""
+        node = self.node_dir(node_id)
+        heap = self.config.heap_mb
+        return [
+            self._java(),
+            f"-Xms{heap}m",
+            f"-Xmx{heap}m",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={node / 'log4j2.properties'}",
+            "-cp",
+            f"{self.libs_dir}/*",
+            "kafka.Kafka",
+            str(node / "server.properties"),
+        ]
+
+    # -- state ------------------------------------------------------------------------------
+
+    def _read_state(self) -> _State | None:
+        path = self.home / "cluster.json"
+        if not path.exists():
+            return None
+        try:
+            return _State(**json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError) as exc:
+            raise DevEnvironmentError(f"{path} is unreadable ({exc}); {_PURGE_HINT}") from exc
+
+    def _write_state(self, state: _State) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / "cluster.json").write_text(json.dumps(asdict(state), indent=2) + "\n", encoding="utf-8")
+
+    def _formatted(self, node_id: int) -> bool:
+        return (self.node_dir(node_id) / "data" / "meta.properties").exists()
+
+    def _existing_node_ids(self) -> list[int]:
+        if not self.home.is_dir():
+            return []
+        found = (re.fullmatch(r"node-(\d+)", p.name) for p in self.home.iterdir() if p.is_dir())
+        return sorted(int(m.group(1)) for m in found if m)
+
+    # -- processes --------------------------------------------------------------------------
+
+    def _pid_file(self, node_id: int) -> Path:
+        return self.node_dir(node_id) / "pid"
+
+    def _running_pid(self, node_id: int) -> int | None:
+        """The pid of the node's JVM if it is alive (and is really that node, not a reused pid)."""
+        try:
+            pid = int(self._pid_file(node_id).read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            return None
+        proc = Path("/proc") / str(pid)
+        if Path("/proc/self").exists():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                return None
+            properties = str(self.node_dir(node_id) / "server.properties")
+            return pid if "kafka.Kafka" in cmdline and properties in cmdline else None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return pid
+        return pid
+
+    def _java(self) -> str:
+        java_home = os.environ.get("JAVA_HOME")
+        if java_home and (Path(java_home) / "bin" / "java").exists():
+            return str(Path(java_home) / "bin" / "java")
+        found = shutil.which("java")
+        if found is None:
+            raise DevEnvironmentError(
+                "`java` is not on PATH and JAVA_HOME is unset; Kafka 4 needs Java 17 or newer "
+                "(e.g. `apt-get install openjdk-17-jre-headless`)"
+            )
+        return found
+
+    def _launch(self, node_id: int) -> int:
+        # `sh` backgrounds the JVM and exits, so the node is not our child: it outlives this
+        # process and is never left as our zombie. A new session keeps it away from our signals.
+        node = self.node_dir(node_id)
+        script = 'log=$1; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!'
+        command = ["sh", "-c", script, "sh", str(node / "console.log"), *self.java_command(node_id)]
+        result = subprocess.run(
+            command, cwd=node, capture_output=True, text=True, timeout=30, start_new_session=True, check=False
+        )
+        if result.returncode != 0 or not result.stdout.strip().isdigit():
+            raise DevEnvironmentError(f"could not launch Kafka node {node_id}: {result.stderr.strip()}")
+        pid = int(result.stdout.strip())
+        self._pid_file(node_id).write_text(f"{pid}\n", encoding="utf-8")
+        return pid
+
+    def _signal_and_wait(self, pids: dict[int, int], timeout: float) -> None:
+        """SIGTERM every node in `pids`, wait up to `timeout`, then SIGKILL the rest."""
+        for pid in pids.values():
+            _send(pid, signal.SIGTERM)
+        if not self._wait_gone(pids, timeout):
+            for pid in pids.values():
+                if _process_exists(pid):
+                    _send(pid, signal.SIGKILL)
+            self._wait_gone(pids, 10.0)
+        for node_id in pids:
+            self._pid_file(node_id).unlink(missing_ok=True)
+
+    def _wait_gone(self, pids: dict[int, int], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while any(_process_exists(p) for p in pids.values()):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def _died_error(self, node_id: int, doing: str) -> DevEnvironmentError:
+        node = self.node_dir(node_id)
+        return DevEnvironmentError(
+            f"Kafka node {node_id} exited while {doing}.\n"
+            f"Last lines of {node / 'server.log'}:\n{tail(node / 'server.log')}\n"
+            f"Last lines of {node / 'console.log'}:\n{tail(node / 'console.log', 10)}"
+        )
+
+    def _check_ports_free(self, node_ids: Iterable[int]) -> None:
+        for node_id in node_ids:
+            for kind, port in (
+                ("broker", self.broker_port(node_id)),
+                ("controller", self.controller_port(node_id)),
+            ):
+                if _port_in_use(port):
+                    raise DevEnvironmentError(
+                        f"port {port} on {HOST} ({kind} port of node {node_id}) is already in use; "
+                        "stop whatever listens there or choose another base port "
+                        "(--base-port or dev_kafka.base_port)"
+                    )
+
+    # -- readiness --------------------------------------------------------------------------
+
+    def _brokers_seen_by(self, node_id: int) -> set[int] | None:
+        """Broker ids in the metadata a client bootstrapped from this node gets, None if no answer."""
+        probe = ClusterConfig(
+            name=f"dev-node-{node_id}",
+            bootstrap_servers=[f"{HOST}:{self.broker_port(node_id)}"],
+            request_timeout_seconds=_PROBE_TIMEOUT_SECONDS,
+        )
+        try:
+            with KafkaAdmin(probe) as admin:
+                return set(admin.describe_cluster().broker_ids)
+        except MonitorError:
+            return None
+
+    def _wait_ready(self, waiting: list[int], expected: set[int], doing: str) -> None:
+        """Block until every node in `waiting` answers with metadata listing all `expected` brokers."""
+        deadline = time.monotonic() + self.start_timeout
+        pending = list(waiting)
+        last_seen: dict[int, set[int] | None] = {}
+        while pending:
+            for node_id in list(pending):
+                if self._running_pid(node_id) is None:
+                    raise self._died_error(node_id, doing)
+                last_seen[node_id] = seen = self._brokers_seen_by(node_id)
+                if seen is not None and expected <= seen:
+                    pending.remove(node_id)
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                node_id = pending[0]
+                seen_text = sorted(last_seen.get(node_id) or []) or "no answer"
+                raise DevEnvironmentError(
+                    f"Kafka node {node_id} did not list brokers {sorted(expected)} within "
+                    f"{self.start_timeout:g}s while {doing} (it gave: {seen_text}).\n"
+                    f"Last lines of {self.server_log(node_id)}:\n{tail(self.server_log(node_id))}"
+                )
+            time.sleep(_POLL_SECONDS)
+
+    # -- public operations ------------------------------------------------------------------
+
+    def ensure_jars(self, report: Report = _quiet) -> Path:
+        """Fetch the broker jars for `config.version` once; later calls return at once."""
+        libs = self.libs_dir
+        if (libs / _JARS_MARKER).is_file():
+            return libs
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise DevEnvironmentError(
+                "Apache Maven (`mvn`) is not on PATH; it fetches the Kafka broker jars from Maven "
+                "Central. Install it (e.g. `apt-get install maven`) and retry."
+            )
+        version = self.config.version
+        report(f"fetching the Apache Kafka {version} broker jars with mvn into {libs} (first run only)")
+        staging = libs.parent / f"libs.partial-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        command = [
+            mvn, "-q", "-B", "-f", str(maven_pom("kafka")), "dependency:copy-dependencies",
+            f"-DoutputDirectory={staging}", "-DincludeScope=runtime", f"-Dkafka.version={version}",
+        ]  # fmt: skip
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+        except subprocess.TimeoutExpired as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise DevEnvironmentError("mvn did not finish fetching the Kafka jars within 30 minutes") from exc
+        if result.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
+            shutil.rmtree(staging, ignore_errors=True)
+            output = (result.stdout + result.stderr).strip().splitlines()[-_TAIL_LINES:]
+            raise DevEnvironmentError(
+                f"mvn failed (exit code {result.returncode}) to fetch Kafka {version}; check access to "
+                "Maven Central (or your ~/.m2/settings.xml mirror) and that the version exists. "
+                "Last lines of mvn's output:\n" + ("\n".join(output) or "(no output)")
+            )
+        (staging / _JARS_MARKER).write_text(f"kafka {version}\n", encoding="utf-8")
+        shutil.rmtree(libs, ignore_errors=True)
+        try:
+            staging.rename(libs)
+        except OSError:
+            # Another process finished first; its copy is as good as ours.
+            shutil.rmtree(staging, ignore_errors=True)
+            if not (libs / _JARS_MARKER).is_file():
+                raise
+        report(f"fetched {sum(1 for _ in libs.glob('*.jar'))} jars")
+        return libs
+
+    def up(self, nodes: int | None = None, report: Report = _quiet) -> None:
+        """Start the cluster (format it first if new) and wait until every broker answers.
+
+        Idempotent: nodes already running are left alone.
+        """
+        wanted = self.config.nodes if nodes is None else nodes
+        if wanted not in SUPPORTED_NODE_COUNTS:
+            raise DevEnvironmentError(f"a dev cluster has 1 or 3 nodes, not {wanted}")
+        state = self._check_existing(wanted)
+        node_ids = list(range(1, wanted + 1))
+        running = {n for n in node_ids if self._running_pid(n) is not None}
+        if state is not None and len(running) == wanted:
+            report(f"Kafka is already running ({wanted} node(s)): {self.bootstrap_servers}")
+            return
+        self.ensure_jars(report)
+        self._java()
+        # 1. Record the layout: ports follow the configuration unless some node is still up.
+        base_port = state.base_port if state is not None and running else self.config.base_port
+        cluster_id = state.cluster_id if state is not None else new_cluster_id()
+        self._write_state(_State(cluster_id, self.config.version, wanted, base_port))
+        # 2. Render every node's configuration.
+        to_start = [n for n in node_ids if n not in running]
+        for node_id in to_start:
+            node = self.node_dir(node_id)
+            (node / "data").mkdir(parents=True, exist_ok=True)
+            (node / "server.properties").write_text(self.server_properties(node_id), encoding="utf-8")
+            (node / "log4j2.properties").write_text(self.log4j2_properties(node_id), encoding="utf-8")
+        # 3. Ports, then storage, then processes; roll back what this call started on failure.
+        self._check_ports_free(to_start)
+        self._format([n for n in to_start if not self._formatted(n)], cluster_id, report)
+        report(f"starting {len(to_start)} Kafka node(s) on {HOST}")
+        started: dict[int, int] = {}
+        try:
+            for node_id in to_start:
+                started[node_id] = self._launch(node_id)
+            report("waiting for every broker to answer")
+            self._wait_ready(node_ids, set(node_ids), "starting the cluster")
+        except BaseException:
+            self._signal_and_wait(started, 10.0)
+            raise
+        report(f"Kafka {self.config.version} is up: {self.bootstrap_servers}")
+
+    def _check_existing(self, wanted: int) -> _State | None:
+        state = self._read_state()
+        if state is None:
+            if any(self._formatted(n) for n in self._existing_node_ids()):
+                raise DevEnvironmentError(f"{self.home} holds Kafka data but no cluster.json; {_PURGE_HINT}")
+            return None
+        if state.nodes != wanted:
+            raise DevEnvironmentError(
+                f"the cluster in {self.home} was formatted for {state.nodes} node(s), not {wanted}; "
+                f"start it with --nodes {state.nodes}, or {_PURGE_HINT}"
+            )
+        if state.version != self.config.version:
+            raise DevEnvironmentError(
+                f"the cluster in {self.home} was formatted by Kafka {state.version}, not "
+                f"{self.config.version}; set dev_kafka.version to {state.version}, or {_PURGE_HINT}"
+            )
+        return state
+
+    def _format(self, node_ids: list[int], cluster_id: str, report: Report) -> None:
+        if not node_ids:
+            return
+        report(f"formatting storage of node(s) {', '.join(map(str, node_ids))} (cluster id {cluster_id})")
+
+        def format_one(node_id: int) -> subprocess.CompletedProcess[str]:
+            node = self.node_dir(node_id)
+            command = [
+                self._java(),
+                f"-Dlog4j2.configurationFile={node / 'log4j2.properties'}",
+                "-cp", f"{self.libs_dir}/*", "kafka.tools.StorageTool", "format",
+                "-t", cluster_id, "-c", str(node / "server.properties"),
+            ]  # fmt: skip
+            return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+
+        with ThreadPoolExecutor(max_workers=len(node_ids)) as pool:
+            results = dict(zip(node_ids, pool.map(format_one, node_ids), strict=True))
+        for node_id, result in results.items():
+            if result.returncode != 0:
+                output = (result.stdout + result.stderr).strip().splitlines()[-_TAIL_LINES:]
+                raise DevEnvironmentError(
+                    f"formatting the storage of Kafka node {node_id} failed (exit code "
+                    f"{result.returncode}):\n" + ("\n".join(output) or "(no output)")
+                )
+
+    def down(self, purge: bool = False) -> None:
+        """Stop every node (SIGTERM, then SIGKILL after the stop timeout); `purge` deletes the data."""
+        pids = {n: pid for n in self._existing_node_ids() if (pid := self._running_pid(n)) is not None}
+        self._signal_and_wait(pids, self.stop_timeout)
+        if purge:
+            for node_id in self._existing_node_ids():
+                shutil.rmtree(self.node_dir(node_id))
+            (self.home / "cluster.json").unlink(missing_ok=True)
+            if self.home.is_dir() and not any(self.home.iterdir()):
+                self.home.rmdir()
+
+    def status(self) -> list[NodeStatus]:
+        result = []
+        for node_id in self.node_ids:
+            pid = self._running_pid(node_id)
+            result.append(
+                NodeStatus(
+                    node_id, self.broker_port(node_id), self.controller_port(node_id), pid, pid is not None
+                )
+            )
+        return result
+
+    def stop_node(self, node_id: int) -> None:
+        """Stop one node cleanly (SIGTERM: controlled shutdown), SIGKILL after the stop timeout."""
+        self._check_node(node_id)
+        pid = self._running_pid(node_id)
+        if pid is not None:
+            self._signal_and_wait({node_id: pid}, self.stop_timeout)
+
+    def kill_node(self, node_id: int) -> None:
+        """Kill one node with SIGKILL (a hard failure: no controlled shutdown)."""
+        self._check_node(node_id)
+        pid = self._running_pid(node_id)
+        if pid is not None:
+            _send(pid, signal.SIGKILL)
+            self._wait_gone({node_id: pid}, 10.0)
+            self._pid_file(node_id).unlink(missing_ok=True)
+
+    def start_node(self, node_id: int) -> None:
+        """Start one stopped node of an existing cluster; wait until it is back in the metadata."""
+        self._check_node(node_id)
+        if self._read_state() is None or not self._formatted(node_id):
+            raise DevEnvironmentError("the cluster has not been created; run `kafka-health dev-cluster up`")
+        if self._running_pid(node_id) is not None:
+            return
+        self._check_ports_free([node_id])
+        pid = self._launch(node_id)
+        expected = {n for n in self.node_ids if self._running_pid(n) is not None} | {node_id}
+        try:
+            self._wait_ready([node_id], expected, f"starting node {node_id}")
+        except BaseException:
+            self._signal_and_wait({node_id: pid}, 10.0)
+            raise
+
+
+def _process_exists(pid: int) -> bool:
+    """True until the process has released its resources (ports included): zombies count as gone."""
+    stat = Path("/proc") / str(pid) / "stat"
+    if Path("/proc/self").exists():
+        try:
+            state = stat.read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state not in ("Z", "X")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _send(pid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)

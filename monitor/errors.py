@@ -1,0 +1,36 @@
+"""Named errors shared by every stage.
+
+Each error carries a message that says what is wrong and how to fix it; callers show it as is.
+"""
+
+from __future__ import annotations
+
+
+class MonitorError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(MonitorError):
+    """The configuration is invalid. The message names each key path and the fix."""
+
+    def __init__(self, problems: list[str], source: str = "configuration") -> None:
+        self.problems = problems
+        self.source = source
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{source} is invalid ({len(problems)} problem(s)):\n{lines}")
+
+
+class KafkaUnavailableError(MonitorError):
+    """A Kafka cluster or broker did not answer within the timeout."""
+
+
+class KafkaRequestError(MonitorError):
+    """Kafka answered a request with an error (bad topic, authorisation, invalid config ...)."""
+
+
+class StoreUnavailableError(MonitorError):
+    """PostgreSQL could not be reached or refused the connection."""
+
+
+class DevEnvironmentError(MonitorError):
+    """A local development service (Kafka, PostgreSQL, Spark) could not be installed or started."""

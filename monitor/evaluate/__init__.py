@@ -1,0 +1,1 @@
+"""Evaluate stage: Spark jobs that read samples over JDBC and write derived metrics and findings."""

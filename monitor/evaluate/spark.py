@@ -1,0 +1,138 @@
+"""SparkSession factory and JDBC plumbing for the evaluate stage.
+
+The same job runs on `local[*]` inside the daemon (session kept warm between cycles) or on any
+Spark cluster named by `spark.master`. The PostgreSQL JDBC driver is resolved from Maven Central
+once (through `mvn`, cached) and put on the session's classpath.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import make_url
+
+from monitor.config import SparkConfig
+from monitor.devtools.paths import cache_dir, maven_pom
+from monitor.errors import ConfigError, DevEnvironmentError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+JDBC_DRIVER_CLASS = "org.postgresql.Driver"
+
+
+def ensure_jdbc_driver(cache: Path | None = None, report: Callable[[str], None] = log.info) -> Path:
+    """Path to the PostgreSQL JDBC jar, fetched from Maven Central on first use.
+
+    Raises DevEnvironmentError when `mvn` is missing or the download fails.
+    """
+    target = (cache or cache_dir()) / "jdbc"
+    existing = sorted(target.glob("postgresql-*.jar"))
+    if existing and (target / ".complete").exists():
+        return existing[-1]
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise DevEnvironmentError(
+            "mvn (Apache Maven) is needed to fetch the PostgreSQL JDBC driver; install it "
+            "(Debian: apt-get install maven) or put a postgresql-*.jar in " + str(target)
+        )
+    report("fetching the PostgreSQL JDBC driver from Maven Central (once) ...")
+    target.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        mvn, "-q", "-B", "-f", str(maven_pom("jdbc")), "dependency:copy-dependencies",
+        f"-DoutputDirectory={target}", "-DincludeScope=runtime",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    jars = sorted(target.glob("postgresql-*.jar"))
+    if done.returncode != 0 or not jars:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        raise DevEnvironmentError(f"fetching the JDBC driver with mvn failed:\n{tail}")
+    (target / ".complete").touch()
+    return jars[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class JdbcTarget:
+    """Where Spark reads and writes: a JDBC URL plus connection properties (with the password)."""
+
+    url: str
+    user: str | None
+    password: str | None
+
+    def options(self) -> dict[str, str]:
+        opts = {"url": self.url, "driver": JDBC_DRIVER_CLASS}
+        if self.user:
+            opts["user"] = self.user
+        if self.password:
+            opts["password"] = self.password
+        return opts
+
+    def __repr__(self) -> str:  # never show the password
+        shown = "***" if self.password else None
+        return f"JdbcTarget(url={self.url!r}, user={self.user!r}, password={shown})"
+
+
+def jdbc_target(sqlalchemy_url: str) -> JdbcTarget:
+    """Turn `postgresql+psycopg://user:pw@host:port/db?sslmode=...` into a JDBC target."""
+    url = make_url(sqlalchemy_url)
+    if not url.drivername.startswith("postgresql"):
+        raise ConfigError([f"database.url: Spark reads PostgreSQL only, not {url.drivername}"])
+    if not url.host:
+        raise ConfigError(
+            [
+                "database.url: Spark connects over TCP (JDBC), so the URL needs a host; "
+                "unix-socket URLs cannot be used by the evaluate stage"
+            ]
+        )
+    query = "&".join(f"{k}={v}" for k, v in sorted(url.query.items()) if isinstance(v, str))
+    jdbc = f"jdbc:postgresql://{url.host}:{url.port or 5432}/{url.database or ''}"
+    if query:
+        jdbc += "?" + query
+    return JdbcTarget(url=jdbc, user=url.username, password=url.password)
+
+
+def session_conf(config: SparkConfig, jdbc_jar: Path) -> dict[str, str]:
+    """Every setting the session is built with: ours first, then the user's `spark.conf`."""
+    conf = {
+        "spark.master": config.master,
+        "spark.app.name": config.app_name,
+        "spark.driver.memory": config.driver_memory,
+        "spark.executor.memory": config.executor_memory,
+        "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
+        "spark.jars": str(jdbc_jar),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.driver.bindAddress": "127.0.0.1" if config.master.startswith("local") else "0.0.0.0",  # noqa: S104
+        "spark.driver.host": "127.0.0.1" if config.master.startswith("local") else "",
+        "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
+    }
+    conf = {k: v for k, v in conf.items() if v}
+    conf.update(config.conf)
+    return conf
+
+
+def build_session(config: SparkConfig, jdbc_jar: Path | None = None) -> SparkSession:
+    """A SparkSession for `config.master` with the JDBC driver on its classpath and quiet logs.
+
+    Blocks while the JVM starts (a few seconds on `local[*]`). Reuses a live session of this
+    process if one exists (getOrCreate), so the daemon keeps one warm session.
+    """
+    from pyspark.sql import SparkSession
+
+    jar = jdbc_jar or ensure_jdbc_driver()
+    builder: Any = SparkSession.builder
+    for key, value in session_conf(config, jar).items():
+        builder = builder.config(key, value)
+    session: SparkSession = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session

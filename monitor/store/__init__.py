@@ -1,0 +1,30 @@
+"""The store stage: PostgreSQL models, engines and sessions, bulk ingest, partitions and retention.
+
+Other stages meet here only through the tables. Data-access functions take a connection or a session
+and never commit: the caller owns the transaction.
+"""
+
+from __future__ import annotations
+
+from monitor.store.engine import make_engine, mask_url, normalize_url, session_factory
+from monitor.store.ingest import copy_rows
+from monitor.store.models import Base
+from monitor.store.partitions import (
+    PARTITIONED_TABLES,
+    drop_expired_partitions,
+    ensure_partitions,
+    maintain_partitions,
+)
+
+__all__ = [
+    "PARTITIONED_TABLES",
+    "Base",
+    "copy_rows",
+    "drop_expired_partitions",
+    "ensure_partitions",
+    "maintain_partitions",
+    "make_engine",
+    "mask_url",
+    "normalize_url",
+    "session_factory",
+]

@@ -1,0 +1,143 @@
+"""Daily RANGE partitions of the sample tables: created ahead of time, dropped past retention.
+
+A partition of table ``t`` for day ``D`` (UTC) is named ``t_pYYYYMMDD`` and holds
+``D 00:00 UTC <= time < D+1 00:00 UTC``. There is no default partition: a row for a day without a
+partition is refused, and ``monitor.store.ingest`` creates the missing day and retries.
+
+These functions take a connection and never commit; the caller owns the transaction. Creating and
+dropping partitions takes a transaction-scoped advisory lock, so two daemon instances doing
+maintenance at once wait for each other instead of failing on a duplicate name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+
+from sqlalchemy import Connection, text
+
+from monitor.store.models import partitioned_tables
+
+PARTITIONED_TABLES: dict[str, str] = partitioned_tables()
+"""Table name -> the time column it is partitioned on."""
+
+_LOCK_KEY = 0x6B68_7061_7274  # an arbitrary constant shared by every instance: "khpart"
+_SUFFIX = re.compile(r"_p(\d{8})$")
+
+
+@dataclass(frozen=True)
+class MaintenanceResult:
+    created: list[str]
+    dropped: list[str]
+
+
+def partition_name(table: str, day: date) -> str:
+    return f"{table}_p{day:%Y%m%d}"
+
+
+def day_of(value: datetime) -> date:
+    """The UTC day a timestamp falls on (naive values are taken as UTC)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).date()
+
+
+def _check_table(table: str) -> None:
+    if table not in PARTITIONED_TABLES:
+        known = ", ".join(sorted(PARTITIONED_TABLES))
+        raise ValueError(f"{table!r} is not partitioned by day; the partitioned tables are {known}")
+
+
+def _lock(conn: Connection) -> None:
+    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+
+
+def existing_partitions(conn: Connection, table: str) -> list[str]:
+    """Names of the partitions currently attached to `table`, sorted."""
+    _check_table(table)
+    rows = conn.execute(
+        text(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = CAST(:parent AS regclass) ORDER BY c.relname"
+        ),
+        {"parent": table},
+    )
+    return [str(name) for name in rows.scalars()]
+
+
+def _bound(day: date) -> str:
+    return datetime.combine(day, time(), tzinfo=UTC).strftime("%Y-%m-%d %H:%M:%S+00")
+
+
+def create_day_partitions(conn: Connection, table: str, days: Iterable[date]) -> list[str]:
+    """Create the partitions of `table` for `days` that do not exist yet; return the new names."""
+    _check_table(table)
+    wanted = sorted(set(days))
+    if not wanted:
+        return []
+    _lock(conn)
+    present = set(existing_partitions(conn, table))
+    created = []
+    for day in wanted:
+        name = partition_name(table, day)
+        if name in present:
+            continue
+        # Identifiers come from the fixed table list and a formatted date; bounds are UTC literals.
+        conn.execute(
+            text(
+                f'CREATE TABLE IF NOT EXISTS "{name}" PARTITION OF "{table}" '
+                f"FOR VALUES FROM ('{_bound(day)}') TO ('{_bound(day + timedelta(days=1))}')"
+            )
+        )
+        created.append(name)
+    return created
+
+
+def ensure_partitions(conn: Connection, now: datetime, ahead_days: int) -> list[str]:
+    """Make sure every partitioned table has yesterday .. today + `ahead_days`; return new names.
+
+    Idempotent: existing partitions are left alone.
+    """
+    if ahead_days < 0:
+        raise ValueError(f"ahead_days must be >= 0, got {ahead_days}")
+    today = day_of(now)
+    days = [today + timedelta(days=offset) for offset in range(-1, ahead_days + 1)]
+    created: list[str] = []
+    for table in PARTITIONED_TABLES:
+        created.extend(create_day_partitions(conn, table, days))
+    return created
+
+
+def drop_expired_partitions(conn: Connection, now: datetime, retention_days: int) -> list[str]:
+    """Drop the day partitions whose every row is older than `retention_days`; return their names.
+
+    A partition for day D goes once D + 1 <= now - retention_days, so no sample younger than the
+    retention is ever dropped. Tables that are not ``<table>_pYYYYMMDD`` partitions are ignored.
+    """
+    if retention_days < 1:
+        raise ValueError(f"retention_days must be >= 1, got {retention_days}")
+    cutoff = now.astimezone(UTC) if now.tzinfo else now.replace(tzinfo=UTC)
+    cutoff -= timedelta(days=retention_days)
+    _lock(conn)
+    dropped = []
+    for table in PARTITIONED_TABLES:
+        for name in existing_partitions(conn, table):
+            match = _SUFFIX.search(name)
+            if match is None or name != f"{table}{match.group(0)}":
+                continue
+            day = datetime.strptime(match.group(1), "%Y%m%d").replace(tzinfo=UTC)
+            if day + timedelta(days=1) <= cutoff:
+                conn.execute(text(f'DROP TABLE IF EXISTS "{name}"'))
+                dropped.append(name)
+    return sorted(dropped)
+
+
+def maintain_partitions(
+    conn: Connection, now: datetime, *, ahead_days: int, retention_days: int
+) -> MaintenanceResult:
+    """The periodic maintenance step: create the coming days, then drop the expired ones."""
+    created = ensure_partitions(conn, now, ahead_days)
+    dropped = drop_expired_partitions(conn, now, retention_days)
+    return MaintenanceResult(created=created, dropped=dropped)

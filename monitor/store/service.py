@@ -1,0 +1,60 @@
+"""The store as a runtime component: the engine, a schema check, and sample retention."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import Engine
+
+from monitor.clock import Clock
+from monitor.config import DatabaseConfig
+from monitor.errors import StoreUnavailableError
+from monitor.store import migrate
+from monitor.store.engine import make_engine, mask_url
+from monitor.store.partitions import maintain_partitions
+
+log = logging.getLogger(__name__)
+
+
+class StoreService:
+    name = "store"
+
+    def __init__(self, url: str, config: DatabaseConfig, clock: Clock) -> None:
+        self._url = url
+        self._config = config
+        self._clock = clock
+        self._engine: Engine | None = None
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            raise RuntimeError("the store is not started")
+        return self._engine
+
+    def start(self) -> None:
+        """Connect, refuse a schema that is not at the migrations' head, create partitions ahead."""
+        self._engine = make_engine(self._url)
+        current = migrate.current(self._url)
+        heads = migrate.heads()
+        if current not in heads:
+            raise StoreUnavailableError(
+                f"the schema of {mask_url(self._url)} is at revision {current or 'none'}, "
+                f"the code expects {', '.join(heads)}; run `kafka-health db migrate`"
+            )
+        self.maintain()
+
+    def maintain(self) -> None:
+        """Create the coming days' sample partitions and drop those past retention."""
+        with self.engine.begin() as conn:
+            result = maintain_partitions(
+                conn,
+                self._clock.now(),
+                ahead_days=self._config.partitions_ahead_days,
+                retention_days=self._config.sample_retention_days,
+            )
+        if result.dropped:
+            log.info("dropped expired sample partitions: %s", ", ".join(result.dropped))
+
+    def stop(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()

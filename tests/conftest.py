@@ -1,0 +1,30 @@
+"""Test rig. Fixtures for the real services live in tests/fixtures/, one plugin per service:
+
+- kafka:    `kafka_cluster` (session, 3 nodes on 127.0.0.1), `kafka` (helpers: create topics,
+            produce with chosen timestamps, consume and commit as a group, stop/start a broker)
+- postgres: `pg_server` (session), `db_url` (per test module: a fresh database migrated to head),
+            `engine` (per module)
+- spark:    `spark` (session-scoped local SparkSession with the JDBC driver)
+
+Tests under tests/unit are marked `unit` and tests under tests/integration `integration`
+automatically; `spark` and `e2e` are set by the tests themselves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["tests.fixtures.kafka", "tests.fixtures.postgres", "tests.fixtures.spark"]
+
+_TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.fspath))
+        if _TESTS / "unit" in path.parents:
+            item.add_marker(pytest.mark.unit)
+        elif _TESTS / "integration" in path.parents:
+            item.add_marker(pytest.mark.integration)

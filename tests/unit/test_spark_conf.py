@@ -1,0 +1,47 @@
+"""JDBC targets and session settings, without starting a JVM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from monitor.config import SparkConfig
+from monitor.errors import ConfigError
+from monitor.evaluate.spark import jdbc_target, session_conf
+
+
+def test_sqlalchemy_url_becomes_jdbc() -> None:
+    target = jdbc_target("postgresql+psycopg://kh:pa%40ss@db.example:6543/monitor?sslmode=require")
+    assert target.url == "jdbc:postgresql://db.example:6543/monitor?sslmode=require"
+    assert target.user == "kh" and target.password == "pa@ss"
+    assert target.options()["driver"] == "org.postgresql.Driver"
+    assert "pa@ss" not in repr(target)
+
+
+def test_default_port_and_no_password() -> None:
+    target = jdbc_target("postgresql://kh@127.0.0.1/kafka_health")
+    assert target.url == "jdbc:postgresql://127.0.0.1:5432/kafka_health"
+    assert "password" not in target.options()
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [("postgresql+psycopg:///kh?host=/run/pg", "needs a host"), ("sqlite:///x.db", "PostgreSQL only")],
+)
+def test_unusable_urls_refused(url: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        jdbc_target(url)
+
+
+def test_session_conf_user_settings_win(tmp_path: Path) -> None:
+    jar = tmp_path / "postgresql-42.jar"
+    conf = session_conf(
+        SparkConfig(master="local[2]", conf={"spark.sql.shuffle.partitions": "3", "spark.x": "y"}), jar
+    )
+    assert conf["spark.master"] == "local[2]"
+    assert conf["spark.jars"] == str(jar)
+    assert conf["spark.sql.shuffle.partitions"] == "3" and conf["spark.x"] == "y"
+    assert conf["spark.driver.host"] == "127.0.0.1"
+    remote = session_conf(SparkConfig(master="spark://10.1.2.3:7077"), jar)
+    assert "spark.driver.host" not in remote
