@@ -105,7 +105,9 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     clock = clock or SystemClock()
     scheduler = Scheduler(max_workers=max(4, 2 * len(settings.clusters)))
     store = StoreService(database_url, settings.database, clock)
-    collect = CollectStage(settings.clusters, settings.intervals, lambda: store.engine, clock, scheduler)
+    collect = CollectStage(
+        settings.clusters, settings.intervals, settings.collect, lambda: store.engine, clock, scheduler
+    )
     stale_after = timedelta(
         seconds=3 * max(settings.intervals.metadata_seconds, settings.intervals.offsets_seconds)
     )

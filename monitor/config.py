@@ -212,6 +212,22 @@ class Intervals(_Strict):
     maintenance_seconds: float = Field(default=3600, gt=0)
 
 
+class CollectConfig(_Strict):
+    """How the collectors work within each cycle."""
+
+    timestamp_budget_seconds: float = Field(
+        default=5.0, gt=0, le=300, description="Wall time per cycle for reading exact record timestamps."
+    )
+    group_concurrency: int = Field(default=32, ge=1, le=1024, description="OffsetFetch requests in flight.")
+    buffer_max_rows: int = Field(
+        default=2_000_000, ge=1000, description="Sample rows kept in memory while PostgreSQL is down."
+    )
+    lease_ttl_seconds: float = Field(
+        default=30.0, ge=3, le=3600, description="A cluster's collection lease; renewed every third of it."
+    )
+    timestamp_cache_entries: int = Field(default=500_000, ge=1000)
+
+
 class WebConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, gt=0, lt=65536)
@@ -242,6 +258,7 @@ class Settings(BaseSettings):
     database: DatabaseConfig = Field(default_factory=DatabaseConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     intervals: Intervals = Field(default_factory=Intervals)
+    collect: CollectConfig = Field(default_factory=CollectConfig)
     web: WebConfig = Field(default_factory=WebConfig)
     dev_kafka: DevKafkaConfig = Field(default_factory=DevKafkaConfig)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

@@ -8,6 +8,9 @@ and slotted, so they can be passed between threads and used as dictionary keys.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +72,200 @@ class TopicInfo:
     name: str
     is_internal: bool
     partitions: tuple[PartitionInfo, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# Offsets, groups, record timestamps, configs and log dirs (what the collectors sample)
+
+TopicPartition = tuple[str, int]
+"""(topic, partition): the key of every per-partition record."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    """ListOffsets for one partition. `end` is the next offset to be written (the high watermark);
+    `start` the oldest retained. The max-timestamp pair is None where the broker has no record."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    max_timestamp_offset: int | None = None
+    max_timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...]
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """DescribeConsumerGroups for one group. `state` is Kafka's name: Stable, PreparingRebalance,
+    CompletingRebalance, Empty, Dead, or Unknown."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str | None
+    coordinator: int | None
+    members: tuple[GroupMember, ...]
+    is_simple: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    """A group's committed offset: the next offset it will read."""
+
+    group_id: str
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int | None = None
+
+
+TIMESTAMP_CREATE = "CreateTime"
+TIMESTAMP_LOG_APPEND = "LogAppendTime"
+TIMESTAMP_NOT_AVAILABLE = "NotAvailable"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordTimestamp:
+    """The timestamp of "the record at `offset`": the first record whose offset is >= `offset`
+    (offsets are not dense: compaction removes some, transaction markers take some).
+
+    `record_offset` is None when there is no such record (the offset is at or past the end, or
+    the partition is empty); `timestamp_ms` is then None too.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    record_offset: int | None
+    timestamp_ms: int | None
+    timestamp_type: str = TIMESTAMP_NOT_AVAILABLE
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigEntry:
+    """One config of a topic as DescribeConfigs returns it. `source` is the broker's name for where
+    the value comes from (DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG ...)."""
+
+    topic: str
+    name: str
+    value: str | None
+    source: str
+    sensitive: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirReplica:
+    """Size of one replica of a partition in one log dir of one broker (DescribeLogDirs)."""
+
+    broker_id: int
+    log_dir: str
+    topic: str
+    partition: int
+    size_bytes: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirUsage:
+    """A log dir's volume: total and usable bytes (DescribeLogDirs v4+; None from older brokers)."""
+
+    broker_id: int
+    log_dir: str
+    total_bytes: int | None
+    usable_bytes: int | None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Partial(Generic[T]):
+    """A result for the entities that answered plus an error message for each that did not.
+
+    Admin calls over many entities (partitions, groups, brokers) return this instead of raising
+    when only some entities fail, so the caller can write what it has and mark the run partial.
+    """
+
+    value: T
+    errors: dict[str, str]
+
+
+# ---------------------------------------------------------------------------------------------
+# Samples: what the collect stage hands the store in one cycle
+
+METHOD_EXACT = "exact"
+"""The timestamp was read from the record itself."""
+METHOD_INTERPOLATED = "interpolated"
+"""Estimated from the (end offset, observed time) history of the partition; see `error_ms`."""
+METHOD_NONE = "none"
+"""Neither was possible (no lag, no history, or the record is gone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSample:
+    """Offsets of one partition plus the append times of its oldest (`start`) and newest
+    (`end - 1`) records, None for an empty partition or when they could not be read."""
+
+    offsets: PartitionOffsets
+    start_timestamp_ms: int | None = None
+    latest_timestamp_ms: int | None = None
+    timestamp_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOffsetSample:
+    """A group's position on one partition, with its lag and the append times it needs.
+
+    - `lag` = max(end - committed, 0); `lag_clamped` when committed > end (stale end offset).
+    - `committed_timestamp_ms`: append time of the record at `committed`, the oldest unconsumed
+      message (None when caught up).
+    - `consumed_timestamp_ms`: append time of the record at `committed - 1`, the last consumed.
+    - `timestamp_method`: METHOD_EXACT, METHOD_INTERPOLATED or METHOD_NONE for those two values;
+      `timestamp_error_ms` bounds the interpolation error.
+    """
+
+    committed: CommittedOffset
+    end_offset: int | None
+    start_offset: int | None
+    lag: int | None
+    lag_clamped: bool = False
+    committed_timestamp_ms: int | None = None
+    consumed_timestamp_ms: int | None = None
+    timestamp_method: str = METHOD_NONE
+    timestamp_error_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitObservation:
+    """The first sample in which a group's committed offset on a partition was seen to change."""
+
+    group_id: str
+    topic: str
+    partition: int
+    committed_offset: int
+    previous_offset: int | None
+    observed_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DataLossEvent:
+    """committed < start: the messages between were deleted before the group read them."""
+
+    group_id: str
+    topic: str
+    partition: int
+    committed_offset: int
+    start_offset: int
+    detected_at_ms: int
+
+    @property
+    def messages_lost(self) -> int:
+        return self.start_offset - self.committed_offset

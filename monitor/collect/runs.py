@@ -6,7 +6,8 @@ Partial-failure policy (the same for every job):
 - a failure that leaves nothing to write (cluster unreachable, every broker down) ends the run
   `failed` with the error; nothing is written but the run row;
 - the run row is written in its own transaction after the samples, so a failed sample write is
-  visible too. When the database itself is down the run is logged and handed to `on_store_down`.
+  visible too. When the database itself is down, the run row is queued in the same buffered
+  writer as the samples and written, in order, when the database is back.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.clock import Clock
 from monitor.errors import MonitorError, StoreUnavailableError
+from monitor.store.buffer import BufferedWriter
 from monitor.store.metadata import finish_run, insert_finished_run, start_run
 
 log = logging.getLogger(__name__)
@@ -57,10 +59,13 @@ class Run:
 
 
 class RunRecorder:
-    def __init__(self, engine: Engine, clock: Clock, instance: str | None = None) -> None:
+    def __init__(
+        self, engine: Engine, clock: Clock, instance: str | None = None, writer: BufferedWriter | None = None
+    ) -> None:
         self._engine = engine
         self._clock = clock
         self._instance = instance or instance_name()
+        self._writer = writer
 
     @contextmanager
     def run(self, cluster: str | None, job: str) -> Iterator[Run]:
@@ -99,18 +104,26 @@ class RunRecorder:
     def _finish(self, run: Run, status: str, error: str | None, duration_ms: int) -> None:
         error = error[:MAX_ERROR_LENGTH] if error else None
         finished = self._clock.now()
+        counts = dict(run.counts)
+
+        def write(conn: Connection, replay: bool) -> object:
+            if run.run_id is not None:
+                finish_run(
+                    conn, run.run_id, finished_at=finished, duration_ms=duration_ms,
+                    status=status, counts=counts, error=error,
+                )  # fmt: skip
+                return run.run_id
+            return insert_finished_run(
+                conn, cluster=run.cluster, job=run.job, instance=self._instance,
+                started_at=run.started_at, finished_at=finished, duration_ms=duration_ms,
+                status=status, counts=counts, error=error,
+            )  # fmt: skip
+
+        if self._writer is not None:
+            self._writer.submit(f"{run.cluster}:{run.job}:run", 1, write)
+            return
         try:
             with self._engine.begin() as conn:
-                if run.run_id is not None:
-                    finish_run(
-                        conn, run.run_id, finished_at=finished, duration_ms=duration_ms,
-                        status=status, counts=run.counts, error=error,
-                    )  # fmt: skip
-                else:
-                    insert_finished_run(
-                        conn, cluster=run.cluster, job=run.job, instance=self._instance,
-                        started_at=run.started_at, finished_at=finished, duration_ms=duration_ms,
-                        status=status, counts=run.counts, error=error,
-                    )  # fmt: skip
+                write(conn, False)
         except (StoreUnavailableError, SQLAlchemyError) as exc:
             log.error("cannot record %s/%s (%s): %s", run.cluster, run.job, status, exc)

@@ -14,7 +14,7 @@ from sqlalchemy import Connection, bindparam, delete, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 
 from monitor.store.ingest import copy_rows
-from monitor.store.models import Broker, Cluster, CollectionRun, Partition, Topic
+from monitor.store.models import Broker, Cluster, CollectionRun, Partition, ReplicaState, Topic
 from monitor.types import ClusterInfo, TopicInfo
 
 
@@ -138,8 +138,20 @@ def upsert_topics(conn: Connection, cluster: str, topics: Sequence[TopicInfo], n
 
 
 def append_replica_states(
-    conn: Connection, cluster: str, topics: Sequence[TopicInfo], sampled_at: datetime, run_id: int | None
+    conn: Connection,
+    cluster: str,
+    topics: Sequence[TopicInfo],
+    sampled_at: datetime,
+    run_id: int | None,
+    *,
+    idempotent: bool = False,
 ) -> int:
+    """COPY one replication sample. `idempotent` (a replay after an outage) first removes the rows
+    of this sample that an earlier, uncertain attempt may have written."""
+    if idempotent:
+        conn.execute(
+            delete(ReplicaState).where(ReplicaState.cluster == cluster, ReplicaState.sampled_at == sampled_at)
+        )
     rows = [
         (cluster, t.name, p.partition, sampled_at, p.leader, list(p.replicas), list(p.isr), run_id)
         for t in topics

@@ -2,12 +2,16 @@
 
 Three kinds of table:
 
-- latest metadata (``clusters``, ``brokers``, ``topics``, ``partitions``): one row per object,
-  updated in place by the collector;
+- latest state (``clusters``, ``brokers``, ``topics``, ``partitions``, ``latest_partition_offsets``,
+  ``latest_group_offsets``, ``group_members``): one row per object, updated in place by the
+  collector, so "now" is read without scanning samples;
 - samples (``partition_offsets``, ``group_offsets`` ...): append-only, declaratively partitioned by
   day on their time column (see ``monitor.store.partitions``), dropped past retention;
-- bookkeeping (``record_timestamps`` cache, ``topic_configs`` history, ``collection_runs``,
-  ``leases``).
+- bookkeeping and events (``record_timestamps`` cache, ``topic_configs`` history,
+  ``data_loss_events``, ``collection_runs``, ``leases``).
+
+A latest table has the columns of its sample table minus ``run_id``: both take their value
+columns from one mixin, so they cannot drift apart.
 
 Clusters are referred to by their configured name everywhere, never by a surrogate id, so a sample
 row can be read without a join. There are no foreign keys: rows arrive in whatever order the
@@ -29,6 +33,8 @@ from sqlalchemy import (
     Integer,
     MetaData,
     Text,
+    UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -47,9 +53,18 @@ PARTITION_COLUMN_KEY = "partitioned_by_day"
 
 RUN_STATUSES = ("running", "ok", "partial", "failed", "skipped")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime", "NotAvailable")
+TIMESTAMP_METHODS = ("exact", "interpolated", "none")
+
+LAST = 100
+"""`sort_order` of columns that follow a mixin's columns (mixin columns come after the class's own)."""
+
+LATEST_FILLFACTOR = 70
+"""Latest tables are rewritten every cycle: free space on each page lets an update stay on the
+page (a HOT update, no index write)."""
 
 Timestamp = DateTime(timezone=True)
 IntArray = ARRAY(Integer)
+TextArray = ARRAY(Text)
 
 
 def _by_day(column: str) -> dict[str, Any]:
@@ -125,7 +140,20 @@ class Partition(Base):
 # one key is a backwards scan of the primary key index.
 
 
-class PartitionOffset(Base):
+class _PartitionOffsetValues:
+    """One partition's offsets and the append times of its oldest and newest records (None for an
+    empty partition, or when they could not be read)."""
+
+    start_offset: Mapped[int] = mapped_column(BigInteger)
+    end_offset: Mapped[int] = mapped_column(BigInteger)
+    max_timestamp_offset: Mapped[int | None] = mapped_column(BigInteger)
+    max_timestamp: Mapped[datetime | None]
+    start_timestamp: Mapped[datetime | None]
+    latest_timestamp: Mapped[datetime | None]
+    timestamp_type: Mapped[str | None]
+
+
+class PartitionOffset(_PartitionOffsetValues, Base):
     __tablename__ = "partition_offsets"
     __table_args__ = (
         Index("ix_partition_offsets_cluster_sampled_at", "cluster", "sampled_at"),
@@ -136,14 +164,30 @@ class PartitionOffset(Base):
     topic: Mapped[str] = mapped_column(primary_key=True)
     partition: Mapped[int] = mapped_column(primary_key=True)
     sampled_at: Mapped[datetime] = mapped_column(primary_key=True)
-    start_offset: Mapped[int] = mapped_column(BigInteger)
-    end_offset: Mapped[int] = mapped_column(BigInteger)
-    max_timestamp_offset: Mapped[int | None] = mapped_column(BigInteger)
-    max_timestamp: Mapped[datetime | None]
-    run_id: Mapped[int | None] = mapped_column(BigInteger)
+    run_id: Mapped[int | None] = mapped_column(BigInteger, sort_order=LAST)
 
 
-class GroupOffset(Base):
+class _GroupOffsetValues:
+    """A group's position on one partition with its lag and the append times behind it.
+
+    `committed_timestamp` is the append time of the record at `committed_offset` (the oldest
+    unconsumed message), `consumed_timestamp` that of the record at `committed_offset - 1`;
+    `timestamp_method` says how they were obtained and `timestamp_error_ms` bounds an estimate.
+    """
+
+    committed_offset: Mapped[int] = mapped_column(BigInteger)
+    leader_epoch: Mapped[int | None]
+    end_offset: Mapped[int | None] = mapped_column(BigInteger)
+    start_offset: Mapped[int | None] = mapped_column(BigInteger)
+    lag: Mapped[int | None] = mapped_column(BigInteger)
+    lag_clamped: Mapped[bool] = mapped_column(server_default=false())
+    committed_timestamp: Mapped[datetime | None]
+    consumed_timestamp: Mapped[datetime | None]
+    timestamp_method: Mapped[str] = mapped_column(server_default="none")
+    timestamp_error_ms: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class GroupOffset(_GroupOffsetValues, Base):
     __tablename__ = "group_offsets"
     __table_args__ = (
         Index("ix_group_offsets_cluster_sampled_at", "cluster", "sampled_at"),
@@ -154,6 +198,7 @@ class GroupOffset(Base):
             "partition",
             "sampled_at",
         ),
+        CheckConstraint(_one_of("timestamp_method", TIMESTAMP_METHODS), name="timestamp_method"),
         _by_day("sampled_at"),
     )
 
@@ -162,9 +207,7 @@ class GroupOffset(Base):
     topic: Mapped[str] = mapped_column(primary_key=True)
     partition: Mapped[int] = mapped_column(primary_key=True)
     sampled_at: Mapped[datetime] = mapped_column(primary_key=True)
-    committed_offset: Mapped[int] = mapped_column(BigInteger)
-    leader_epoch: Mapped[int | None]
-    run_id: Mapped[int | None] = mapped_column(BigInteger)
+    run_id: Mapped[int | None] = mapped_column(BigInteger, sort_order=LAST)
 
 
 class GroupState(Base):
@@ -182,6 +225,7 @@ class GroupState(Base):
     protocol: Mapped[str | None]
     members: Mapped[int]
     coordinator: Mapped[int | None]
+    is_simple: Mapped[bool] = mapped_column(server_default=false())
     run_id: Mapped[int | None] = mapped_column(BigInteger)
 
 
@@ -264,6 +308,52 @@ class CommitObservation(Base):
 
 
 # ---------------------------------------------------------------------------------------------
+# Latest state of the samples: one row per key, updated in place by every cycle.
+
+
+class LatestPartitionOffset(_PartitionOffsetValues, Base):
+    __tablename__ = "latest_partition_offsets"
+    __table_args__ = ({"postgresql_with": {"fillfactor": LATEST_FILLFACTOR}},)
+
+    cluster: Mapped[str] = mapped_column(primary_key=True)
+    topic: Mapped[str] = mapped_column(primary_key=True)
+    partition: Mapped[int] = mapped_column(primary_key=True)
+    sampled_at: Mapped[datetime]
+
+
+class LatestGroupOffset(_GroupOffsetValues, Base):
+    """The newest group offset sample, plus when the committed offset was last seen to change."""
+
+    __tablename__ = "latest_group_offsets"
+    __table_args__ = (
+        CheckConstraint(_one_of("timestamp_method", TIMESTAMP_METHODS), name="timestamp_method"),
+        {"postgresql_with": {"fillfactor": LATEST_FILLFACTOR}},
+    )
+
+    cluster: Mapped[str] = mapped_column(primary_key=True)
+    group_id: Mapped[str] = mapped_column(primary_key=True)
+    topic: Mapped[str] = mapped_column(primary_key=True)
+    partition: Mapped[int] = mapped_column(primary_key=True)
+    sampled_at: Mapped[datetime]
+    last_commit_observed_at: Mapped[datetime | None] = mapped_column(sort_order=LAST)
+
+
+class GroupMember(Base):
+    """The current members of each consumer group and their assignments ("topic:partition")."""
+
+    __tablename__ = "group_members"
+
+    cluster: Mapped[str] = mapped_column(primary_key=True)
+    group_id: Mapped[str] = mapped_column(primary_key=True)
+    member_id: Mapped[str] = mapped_column(primary_key=True)
+    client_id: Mapped[str]
+    host: Mapped[str]
+    group_instance_id: Mapped[str | None]
+    assignment: Mapped[list[str]] = mapped_column(TextArray)
+    updated_at: Mapped[datetime]
+
+
+# ---------------------------------------------------------------------------------------------
 # Bookkeeping
 
 
@@ -271,7 +361,10 @@ class RecordTimestamp(Base):
     """Cache of record timestamps: the first record at or after `offset` (records never change)."""
 
     __tablename__ = "record_timestamps"
-    __table_args__ = (CheckConstraint(_one_of("timestamp_type", TIMESTAMP_TYPES), name="timestamp_type"),)
+    __table_args__ = (
+        CheckConstraint(_one_of("timestamp_type", TIMESTAMP_TYPES), name="timestamp_type"),
+        Index("ix_record_timestamps_cluster_fetched_at", "cluster", "fetched_at"),
+    )
 
     cluster: Mapped[str] = mapped_column(primary_key=True)
     topic: Mapped[str] = mapped_column(primary_key=True)
@@ -281,6 +374,31 @@ class RecordTimestamp(Base):
     timestamp: Mapped[datetime | None]
     timestamp_type: Mapped[str]
     fetched_at: Mapped[datetime]
+
+
+class DataLossEvent(Base):
+    """A group's committed offset fell below the log start: messages deleted before being read.
+
+    Recorded once per (group, partition, committed offset), however many samples see it.
+    """
+
+    __tablename__ = "data_loss_events"
+    __table_args__ = (
+        UniqueConstraint(
+            "cluster", "group_id", "topic", "partition", "committed_offset", name="uq_data_loss_events_key"
+        ),
+        Index("ix_data_loss_events_cluster_detected_at", "cluster", "detected_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    cluster: Mapped[str]
+    group_id: Mapped[str]
+    topic: Mapped[str]
+    partition: Mapped[int]
+    committed_offset: Mapped[int] = mapped_column(BigInteger)
+    start_offset: Mapped[int] = mapped_column(BigInteger)
+    messages_lost: Mapped[int] = mapped_column(BigInteger)
+    detected_at: Mapped[datetime]
 
 
 class TopicConfig(Base):

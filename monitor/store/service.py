@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from monitor.clock import Clock
 from monitor.config import DatabaseConfig
 from monitor.errors import StoreUnavailableError
 from monitor.store import migrate
 from monitor.store.engine import make_engine, mask_url
+from monitor.store.models import Cluster
 from monitor.store.partitions import maintain_partitions
+from monitor.store.samples import prune_record_timestamps
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +47,24 @@ class StoreService:
         self.maintain()
 
     def maintain(self) -> None:
-        """Create the coming days' sample partitions and drop those past retention."""
+        """Create the coming days' sample partitions, drop those past retention, and prune the
+        record-timestamp cache of entries older than the retention (their records are deleted
+        by Kafka's own retention long before, or re-read when still needed)."""
+        now = self._clock.now()
         with self.engine.begin() as conn:
             result = maintain_partitions(
                 conn,
-                self._clock.now(),
+                now,
                 ahead_days=self._config.partitions_ahead_days,
                 retention_days=self._config.sample_retention_days,
             )
+            clusters = conn.execute(select(Cluster.name)).scalars().all()
+            cutoff = now - timedelta(days=self._config.sample_retention_days)
+            pruned = sum(prune_record_timestamps(conn, cluster, cutoff) for cluster in clusters)
         if result.dropped:
             log.info("dropped expired sample partitions: %s", ", ".join(result.dropped))
+        if pruned:
+            log.info("pruned %d cached record timestamps older than %s", pruned, cutoff.date())
 
     def stop(self) -> None:
         if self._engine is not None:

@@ -9,7 +9,8 @@ from sqlalchemy import Engine, text
 from monitor.clock import SystemClock
 from monitor.collect.runs import RunRecorder
 from monitor.collect.stage import ClusterCollector
-from monitor.config import ClusterConfig, NameFilter
+from monitor.config import ClusterConfig, CollectConfig, NameFilter
+from monitor.store.buffer import BufferedWriter
 from tests.fixtures.kafka import KafkaTestHelper
 
 
@@ -27,7 +28,10 @@ def last_run(engine: Engine, cluster: str, job: str = "metadata") -> dict[str, A
 
 def collector(engine: Engine, config: ClusterConfig) -> ClusterCollector:
     clock = SystemClock()
-    c = ClusterCollector(config, engine, clock, RunRecorder(engine, clock))
+    writer = BufferedWriter(engine, 100_000, clock)
+    c = ClusterCollector(
+        config, engine, clock, RunRecorder(engine, clock, writer=writer), writer, CollectConfig()
+    )
     c.start()
     return c
 

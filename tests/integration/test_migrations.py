@@ -14,11 +14,24 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 
+from monitor.clock import to_millis
 from monitor.store import migrate
 from monitor.store.engine import make_engine
 from monitor.store.ingest import copy_rows
 from monitor.store.models import Base
 from monitor.store.partitions import PARTITIONED_TABLES, ensure_partitions
+from monitor.store.samples import OffsetsBatch, write_offsets_batch
+from monitor.types import (
+    CommitObservation,
+    CommittedOffset,
+    DataLossEvent,
+    GroupDescription,
+    GroupMember,
+    GroupOffsetSample,
+    PartitionOffsets,
+    PartitionSample,
+    RecordTimestamp,
+)
 from tests.fixtures.postgres import PgServer, unique_database_name
 
 NOW = datetime(2030, 6, 15, 12, 0, tzinfo=UTC)
@@ -137,6 +150,24 @@ def _insert_sample_data(engine: Engine) -> None:
             ["cluster", "topic", "partition", "sampled_at", "start_offset", "end_offset"],
             rows,
         )
+        # One offsets cycle: rows in the latest tables, group members and data loss events too.
+        ms = to_millis(NOW)
+        member = GroupMember("m1", "client", "/10.0.0.1", (("orders", 0),))
+        write_offsets_batch(
+            conn,
+            OffsetsBatch(
+                "c1",
+                NOW,
+                partitions=[
+                    PartitionSample(PartitionOffsets("orders", 0, 5, 100), ms - 60_000, ms, "CreateTime")
+                ],
+                groups=[GroupDescription("billing", "Stable", "consumer", "range", 1, (member,))],
+                group_offsets=[GroupOffsetSample(CommittedOffset("billing", "orders", 0, 3), 100, 5, 97)],
+                commit_observations=[CommitObservation("billing", "orders", 0, 3, 1, ms)],
+                record_timestamps=[RecordTimestamp("orders", 0, 5, 5, ms - 60_000, "CreateTime")],
+                data_loss=[DataLossEvent("billing", "orders", 0, 3, 5, ms)],
+            ),
+        )
 
 
 def _count(engine: Engine, table: str) -> int:
@@ -151,11 +182,18 @@ def test_upgrade_downgrade_upgrade_with_data(scratch_url: str) -> None:
         _insert_sample_data(engine)
         populated = ("clusters", "topics", "partitions", "topic_configs", "collection_runs", "leases")
         assert {table: _count(engine, table) for table in populated} == dict.fromkeys(populated, 1)
-        assert _count(engine, "partition_offsets") == 3
+        assert _count(engine, "partition_offsets") == 4
+        new_in_0002 = (
+            "latest_partition_offsets",
+            "latest_group_offsets",
+            "group_members",
+            "data_loss_events",
+        )
+        assert {table: _count(engine, table) for table in new_in_0002} == dict.fromkeys(new_in_0002, 1)
 
         # Upgrading an up-to-date database is a no-op that keeps every row.
         migrate.upgrade(scratch_url)
-        assert _count(engine, "partition_offsets") == 3
+        assert _count(engine, "partition_offsets") == 4
         assert _count(engine, "clusters") == 1
 
         migrate.downgrade(scratch_url, "base")
@@ -169,7 +207,7 @@ def test_upgrade_downgrade_upgrade_with_data(scratch_url: str) -> None:
         assert _count(engine, "clusters") == 0
         # The schema works again from scratch: same rows, same constraints, sequences restarted.
         _insert_sample_data(engine)
-        assert _count(engine, "partition_offsets") == 3
+        assert _count(engine, "partition_offsets") == 4
         with engine.connect() as conn:
             assert conn.execute(text("SELECT id FROM collection_runs")).scalar_one() == 1
     finally:

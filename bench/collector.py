@@ -1,0 +1,1043 @@
+"""The offsets collector against its targets: cycle time, exact timestamps and memory, by size.
+
+    .venv/bin/python bench/collector.py                       # 1k, 10k and 30k partitions
+    .venv/bin/python bench/collector.py --sizes 1000,10000 --groups 500 --keep
+
+For each size (a number of partitions, a multiple of 100):
+
+1. A private Kafka cluster under var/bench/kafka-<size> (or $KAFKA_HEALTH_VAR/bench/...): three
+   nodes with a 768 MB heap each up to 10k partitions, one node with a 2 GB heap above that.
+   Broker ports 59092 + 10 * i (i = the size's position in --sizes), controllers 100 higher.
+   It is purged before the size starts and stopped and purged after it, unless --keep.
+2. A fresh database kh_bench_collector_<size>, migrated to head, on a private PostgreSQL under
+   var/bench/postgres-collector on 127.0.0.1:55473 (its own home: bench/ingest.py runs another
+   server, on another port, under var/bench/postgres).
+3. Topics of 100 partitions with replication factor 1 (the collector's work does not depend on
+   it; RF 3 would only triple the brokers' disk and CPU on a 2-core machine); 5-20 records per
+   partition from one producer, record i of every partition stamped base + i seconds (base = one
+   hour ago), so every timestamp the collector reads can be checked.
+4. --groups simple consumer groups (no subscription, offsets committed with Consumer.commit),
+   each committing a random 20-200 partitions: half of them at the end (caught up), half at a
+   random offset in [start, end) (lagging).
+
+The collector then runs in a separate Python process that does nothing else, as the daemon would
+(so its RSS is the collector's alone, not the setup's producer and 500 consumers): one
+`ClusterCollector.metadata()`, then `ClusterCollector.offsets()` --cycles times. Cycle 1 is cold
+(empty timestamp cache in memory and in PostgreSQL); before each later cycle a handful of groups
+commit new offsets and a few partitions get new records, as in steady state. Each cycle reports
+its wall time, the counts of its `collection_runs` row and where its time went (the collector's
+calls into Kafka and PostgreSQL, timed by wrapping them in the measuring process); --profile also
+writes a cProfile of every cycle to bench/results/. Every exact timestamp written for a lagging
+group is checked against the known record times.
+
+Prints Markdown tables on stdout (progress on stderr) and writes bench/results/collector.json
+and collector.md. Kafka and PostgreSQL run in their own processes and are not in the RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import functools
+import io
+import json
+import logging
+import os
+import platform
+import pstats
+import random
+import resource
+import socket
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import version as package_version
+from pathlib import Path
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import libversion as librdkafka_version
+from confluent_kafka.admin import AdminClient, NewTopic
+from sqlalchemy import Engine, text
+from sqlalchemy.engine import make_url
+
+from monitor.clock import SystemClock
+from monitor.collect import lag
+from monitor.collect import offsets as offsets_module
+from monitor.collect.runs import RunRecorder
+from monitor.collect.stage import ClusterCollector
+from monitor.config import ClusterConfig, CollectConfig, DevKafkaConfig
+from monitor.devtools import postgres
+from monitor.devtools.kafka_cluster import DevKafkaCluster
+from monitor.devtools.paths import cache_dir, var_dir
+from monitor.errors import DevEnvironmentError
+from monitor.store import migrate
+from monitor.store import samples as samples_module
+from monitor.store.buffer import BufferedWriter
+from monitor.store.engine import make_engine
+
+BENCH_KAFKA_PORT = 59092
+BENCH_PG_PORT = 55473
+PARTITIONS_PER_TOPIC = 100
+SMALL_CLUSTER_MAX_PARTITIONS = 10_000
+RECORDS_PER_PARTITION = (5, 20)
+PARTITIONS_PER_GROUP = (20, 200)
+CHURN_GROUPS = 10
+CHURN_PARTITIONS_PER_GROUP = 20
+CHURN_PRODUCE_PARTITIONS = 50
+CHURN_RECORDS = 3
+TARGET_CYCLE_SECONDS = 10.0
+TARGET_EXACT = 0.95
+TARGET_RSS_MB = 500.0
+TARGET_SIZE = 10_000
+RESULTS = Path(__file__).resolve().parent / "results"
+VALUE = b"v" * 100
+
+TP = tuple[str, int]
+T = TypeVar("T")
+
+_TRANSIENT = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError._WAIT_COORD,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
+
+_UNKNOWN_YET = frozenset(
+    {
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError._MSG_TIMED_OUT,
+    }
+)
+
+# Where a cycle's time goes: (key, label). Keys marked nested are inside another step and are not
+# added to the total.
+STEPS: list[tuple[str, str]] = [
+    ("list_group_ids", "1. list groups (ListGroups, every broker)"),
+    ("describe_groups", "1. describe groups (DescribeGroups)"),
+    ("committed_offsets", "2. committed offsets (one OffsetFetch per group)"),
+    ("list_offsets", "3. list offsets (earliest/latest/max-timestamp)"),
+    ("targets", "4. timestamp targets (lag.*_targets)"),
+    ("cache_memory", "4. timestamp cache in memory"),
+    ("cache_db", "4. timestamp cache in PostgreSQL (cached_timestamps)"),
+    ("reader", "4. timestamp reader (Kafka consumer, within the budget)"),
+    ("history", "5. end-offset history (end_offset_brackets)"),
+    ("samples", "6. lag samples and commit observations (lag.*)"),
+    ("previous", "6. previous commits (latest_committed)"),
+    ("db_batch", "6. write the batch (submit: transaction + commit)"),
+    ("db_batch_sql", "   of which write_offsets_batch"),
+    ("db_run", "run row (start insert, finish update)"),
+]
+NESTED = {"db_batch_sql"}
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _chunks(items: list[T], size: int) -> Iterator[list[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+# ---------------------------------------------------------------------------------------------
+# The workload
+
+
+@dataclass
+class Workload:
+    """What the setup wrote, so the results can be checked: record counts and committed offsets."""
+
+    size: int
+    topics: list[str]
+    base_ms: int
+    records: dict[TP, int] = field(default_factory=dict)
+    commits: dict[str, dict[TP, int]] = field(default_factory=dict)
+
+    @property
+    def partitions(self) -> list[TP]:
+        return list(self.records)
+
+
+def plan_workload(size: int, groups: int, rng: random.Random) -> Workload:
+    topics = [f"bench-{n:03d}" for n in range(size // PARTITIONS_PER_TOPIC)]
+    base_ms = (int(time.time()) - 3600) * 1000
+    workload = Workload(size, topics, base_ms)
+    for topic in topics:
+        for partition in range(PARTITIONS_PER_TOPIC):
+            workload.records[(topic, partition)] = rng.randint(*RECORDS_PER_PARTITION)
+    partitions = workload.partitions
+    high = min(PARTITIONS_PER_GROUP[1], len(partitions))
+    low = min(PARTITIONS_PER_GROUP[0], high)
+    for g in range(groups):
+        chosen = rng.sample(partitions, rng.randint(low, high))
+        offsets = {}
+        for tp in chosen:
+            end = workload.records[tp]
+            offsets[tp] = end if rng.random() < 0.5 else rng.randrange(0, end)
+        workload.commits[f"bench-group-{g:04d}"] = offsets
+    return workload
+
+
+def create_topics(bootstrap: str, topics: list[str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for n, chunk in enumerate(_chunks(topics, 20)):
+        new = [NewTopic(t, num_partitions=PARTITIONS_PER_TOPIC, replication_factor=1) for t in chunk]
+        futures = admin.create_topics(new, operation_timeout=120, request_timeout=180)
+        for future in futures.values():
+            future.result(timeout=240)
+        _log(f"  topics {min((n + 1) * 20, len(topics))}/{len(topics)}")
+    deadline = time.monotonic() + 300
+    complete = 0
+    while True:
+        metadata = admin.list_topics(timeout=30)
+        missing = 0
+        for topic in topics:
+            found = metadata.topics.get(topic)
+            if found is None or found.error is not None or len(found.partitions) != PARTITIONS_PER_TOPIC:
+                missing += PARTITIONS_PER_TOPIC
+            else:
+                missing += sum(1 for p in found.partitions.values() if p.leader < 0)
+        complete = complete + 1 if not missing else 0
+        if complete >= 3:  # from whichever brokers answered: their caches may lag the controller
+            return
+        if not missing:
+            time.sleep(0.5)
+            continue
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{missing} partitions still have no leader after 300 s")
+        _log(f"  waiting for leaders: {missing} partitions without one")
+        time.sleep(1)
+
+
+def produce(bootstrap: str, workload: Workload, plan: Iterable[tuple[TP, int, int]]) -> int:
+    """Produce, for each (partition, first index, count), records first..first+count-1 stamped
+    base + index seconds, in order; returns how many were produced.
+
+    A partition whose records all failed because the producer did not know it yet (a broker's
+    metadata lagging behind the controller's right after the topics were made) is produced again;
+    a partition with some records written and some failed would break the offset -> timestamp
+    mapping the check relies on, and stops the benchmark.
+    """
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": False,  # its PID lookup waits for Kafka's coordinators to load
+            "linger.ms": 50,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "log_level": 3,  # not a warning per partition missing from the metadata cache
+        }
+    )
+    pending = list(plan)
+    sent = 0
+    ok: dict[TP, int] = defaultdict(int)
+    failed: dict[TP, KafkaError] = {}
+
+    def delivered(error: KafkaError | None, message: Any) -> None:
+        key = (str(message.topic()), int(message.partition()))
+        if error is None:
+            ok[key] += 1
+        else:
+            failed[key] = error
+
+    for attempt in range(6):
+        ok.clear()
+        failed.clear()
+        for (topic, partition), first, count in pending:
+            for index in range(first, first + count):
+                while True:
+                    try:
+                        producer.produce(
+                            topic,
+                            value=VALUE,
+                            key=f"key-{topic}-{partition}-{index}".encode(),
+                            partition=partition,
+                            timestamp=workload.base_ms + index * 1000,
+                            on_delivery=delivered,
+                        )
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                sent += 1
+                if sent % 20_000 == 0:
+                    producer.poll(0)
+                    _log(f"  produced {sent:,} records")
+        left = producer.flush(300)
+        if left:
+            raise RuntimeError(f"producing failed: {left} records undelivered after 300 s")
+        if not failed:
+            return sent
+        broken = {tp: e for tp, e in failed.items() if ok[tp] or e.code() not in _UNKNOWN_YET}
+        if broken:
+            raise RuntimeError(f"producing failed on {len(broken)} partitions: {list(broken.items())[:3]}")
+        pending = [item for item in pending if item[0] in failed]
+        sent -= sum(count for _, _, count in pending)
+        _log(f"  {len(pending)} partitions were not known to the producer yet; producing them again")
+        time.sleep(2 * (attempt + 1))
+    raise RuntimeError(f"{len(pending)} partitions stayed unknown to the producer")
+
+
+def _commit(bootstrap: str, group: str, offsets: dict[TP, int]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        wanted = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        deadline = time.monotonic() + 120
+        while True:
+            error: KafkaError | None
+            try:
+                answer = consumer.commit(offsets=wanted, asynchronous=False) or []
+                failed = [tp.error for tp in answer if tp.error is not None]
+                if not failed:
+                    return
+                error = failed[0]
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if error is None:
+                    raise
+            if not (error.code() in _TRANSIENT or error.retriable()) or time.monotonic() > deadline:
+                raise RuntimeError(f"commit of group {group} failed: {error}")
+            time.sleep(0.2)
+    finally:
+        consumer.close()
+
+
+def commit_groups(bootstrap: str, commits: dict[str, dict[TP, int]], threads: int) -> None:
+    """Commit every group's offsets, one consumer per group, `threads` groups at a time."""
+    done = 0
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        futures = [pool.submit(_commit, bootstrap, group, offsets) for group, offsets in commits.items()]
+        for future in as_completed(futures):
+            future.result()
+            done += 1
+            if done % 50 == 0 or done == len(futures):
+                _log(f"  committed {done}/{len(futures)} groups")
+
+
+def churn(bootstrap: str, workload: Workload, rng: random.Random, threads: int) -> dict[str, int]:
+    """New records on a few partitions, then a handful of groups committing further on."""
+    chosen = rng.sample(workload.partitions, min(CHURN_PRODUCE_PARTITIONS, len(workload.records)))
+    plan = [(tp, workload.records[tp], CHURN_RECORDS) for tp in chosen]
+    produced = produce(bootstrap, workload, plan)
+    for tp in chosen:
+        workload.records[tp] += CHURN_RECORDS
+    moved: dict[str, dict[TP, int]] = {}
+    for group in rng.sample(sorted(workload.commits), min(CHURN_GROUPS, len(workload.commits))):
+        current = workload.commits[group]
+        keys = rng.sample(sorted(current), min(CHURN_PARTITIONS_PER_GROUP, len(current)))
+        moved[group] = {tp: rng.randint(current[tp], workload.records[tp]) for tp in keys}
+        current.update(moved[group])
+    commit_groups(bootstrap, moved, threads)
+    return {"records": produced, "groups": len(moved), "group_partitions": sum(map(len, moved.values()))}
+
+
+# ---------------------------------------------------------------------------------------------
+# The measuring process: the collector and nothing else
+
+
+class StepTimer:
+    """Seconds and calls per step, from wrappers around the collector's calls."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+
+    def wrap(self, key: str, function: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(function)
+        def timed(*args: Any, **kwargs: Any) -> T:
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.seconds[key] += time.perf_counter() - started
+                self.calls[key] += 1
+
+        return timed
+
+    def take(self) -> dict[str, dict[str, float]]:
+        taken = {k: {"seconds": v, "calls": self.calls[k]} for k, v in self.seconds.items()}
+        self.seconds.clear()
+        self.calls.clear()
+        return taken
+
+
+def instrument(collector: ClusterCollector, recorder: RunRecorder, writer: BufferedWriter) -> StepTimer:
+    """Wrap the calls an offsets cycle makes, on the instances and modules of this process only."""
+    timer = StepTimer()
+    admin = collector._admin
+    for name in ("list_group_ids", "describe_groups", "committed_offsets", "list_offsets"):
+        setattr(admin, name, timer.wrap(name, getattr(admin, name)))
+    reader = collector._reader
+    reader.read = timer.wrap("reader", reader.read)  # type: ignore[method-assign]
+    cache = collector.offsets_collector._cache
+    cache.get_many = timer.wrap("cache_memory", cache.get_many)  # type: ignore[method-assign]
+    cache.put_many = timer.wrap("cache_memory", cache.put_many)  # type: ignore[method-assign]
+    offsets_module.cached_timestamps = timer.wrap("cache_db", offsets_module.cached_timestamps)
+    offsets_module.end_offset_brackets = timer.wrap("history", offsets_module.end_offset_brackets)
+    offsets_module.latest_committed = timer.wrap("previous", offsets_module.latest_committed)
+    offsets_module.write_offsets_batch = timer.wrap("db_batch_sql", offsets_module.write_offsets_batch)
+    for name in ("partition_targets", "group_targets"):
+        setattr(lag, name, timer.wrap("targets", getattr(lag, name)))
+    for name in ("group_samples", "partition_samples", "observe_commits"):
+        setattr(lag, name, timer.wrap("samples", getattr(lag, name)))
+    # Inside write_offsets_batch: each COPY into a staging table and each set-based statement.
+    statements = {
+        getattr(samples_module, name): name.strip("_").lower()
+        for name in dir(samples_module)
+        if name.startswith(("_INSERT", "_UPSERT", "_DELETE"))
+        and isinstance(getattr(samples_module, name), str)
+    }
+    execute, copy_rows = samples_module._execute, samples_module.copy_rows
+
+    def timed_execute(conn: Any, statement: str, params: dict[str, Any]) -> int:
+        name = next((n for text_, n in statements.items() if statement.startswith(text_)), "other")
+        return timer.wrap(f"sql {name}", execute)(conn, statement, params)
+
+    def timed_copy(conn: Any, table: str, columns: Any, rows: Any) -> int:
+        return timer.wrap(f"sql copy {table}", copy_rows)(conn, table, columns, rows)
+
+    samples_module._execute = timed_execute
+    samples_module.copy_rows = timed_copy
+    start_run = recorder._try_start
+    recorder._try_start = timer.wrap("db_run", start_run)  # type: ignore[method-assign]
+    submit = writer.submit
+
+    def timed_submit(label: str, rows: int, write: BufferedWriter.Write) -> bool:
+        key = "db_run" if label.endswith(":run") else "db_batch"
+        return timer.wrap(key, submit)(label, rows, write)
+
+    writer.submit = timed_submit  # type: ignore[method-assign]
+    return timer
+
+
+def memory_mb() -> dict[str, float]:
+    """Current (VmRSS) and peak (VmHWM, and getrusage's ru_maxrss) resident set of this process."""
+    status: dict[str, float] = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            status[key] = int(value.split()[0]) / 1024
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+    return {"rss_mb": status.get("VmRSS", 0.0), "peak_mb": max(peak, status.get("VmHWM", 0.0))}
+
+
+def last_run(engine: Engine, cluster: str, job: str) -> dict[str, Any]:
+    with engine.connect() as conn:
+        row = conn.execute(
+            text(
+                "SELECT status, counts, error, duration_ms FROM collection_runs "
+                "WHERE cluster = :c AND job = :j ORDER BY id DESC LIMIT 1"
+            ),
+            {"c": cluster, "j": job},
+        ).one()
+    return dict(row._mapping)
+
+
+def worker() -> int:
+    """The measuring process. Talks JSON lines over its original stdout; logs go to stderr."""
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything else written to stdout must not corrupt the protocol
+
+    def send(event: str, **values: Any) -> None:
+        protocol.write(json.dumps({"event": event, **values}) + "\n")
+
+    spec = json.loads(sys.stdin.readline())
+    logging.basicConfig(level=logging.WARNING, format="  [collector] %(levelname)s %(name)s: %(message)s")
+    engine = make_engine(spec["db_url"])
+    clock = SystemClock()
+    config = CollectConfig(**spec["collect"])
+    writer = BufferedWriter(engine, config.buffer_max_rows, clock)
+    recorder = RunRecorder(engine, clock, writer=writer)
+    cluster = ClusterConfig(name=spec["cluster"], bootstrap_servers=spec["bootstrap"].split(","))
+    collector = ClusterCollector(cluster, engine, clock, recorder, writer, config)
+    collector.start()
+    timer = instrument(collector, recorder, writer)
+    baseline = memory_mb()
+
+    started = time.perf_counter()
+    collector.metadata()
+    metadata = {
+        "seconds": time.perf_counter() - started,
+        "run": last_run(engine, cluster.name, "metadata"),
+        "steps": timer.take(),
+    }
+    cycles = []
+    for number in range(1, spec["cycles"] + 1):
+        if number > 1:
+            send("churn", before_cycle=number)
+            if sys.stdin.readline().strip() != "go":
+                raise RuntimeError("the benchmark stopped the measuring process")
+        profile = cProfile.Profile() if spec["profile"] else None
+        started = time.perf_counter()
+        if profile is not None:
+            profile.runcall(collector.offsets)
+        else:
+            collector.offsets()
+        seconds = time.perf_counter() - started
+        steps = timer.take()
+        if profile is not None:
+            stem = Path(spec["profile"]) / f"collector-{spec['size']}-cycle{number}"
+            profile.dump_stats(f"{stem}.prof")
+            out = io.StringIO()
+            pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(45)
+            stem.with_suffix(".txt").write_text(out.getvalue())
+        cycle = {
+            "cycle": number,
+            "seconds": seconds,
+            "run": last_run(engine, cluster.name, "offsets"),
+            "steps": steps,
+            "memory": memory_mb(),
+            "loadavg": os.getloadavg()[0],
+        }
+        cycles.append(cycle)
+        send("cycle", **cycle)
+    collector.stop()
+    engine.dispose()
+    send("done", baseline=baseline, metadata=metadata, cycles=cycles, memory=memory_mb())
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The orchestrating process
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    nodes: int
+    heap_mb: int
+    base_port: int
+    why_not_single: str = ""
+
+
+def single_node_fits(size: int) -> tuple[bool, str]:
+    """Whether one broker can hold `size` partitions here: it keeps a file open for every
+    partition's active segment and maps its two index files, so it needs about `size` file
+    descriptors (RLIMIT_NOFILE, inherited from this process) and 2 * `size` memory maps
+    (vm.max_map_count), with room for the JVM, the sockets and Kafka's own topics."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        max_maps = int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError):
+        max_maps = 1 << 30
+    problems = []
+    if hard != resource.RLIM_INFINITY and size + 3000 > hard:
+        problems.append(f"the open-file limit is {hard} (a broker needs about {size + 3000:,})")
+    if 2 * size + 10_000 > max_maps:
+        problems.append(f"vm.max_map_count is {max_maps} (a broker needs about {2 * size + 10_000:,})")
+    return not problems, "; ".join(problems)
+
+
+def _ports_free(base_port: int, nodes: int) -> bool:
+    for port in [base_port + n for n in range(nodes)] + [base_port + 100 + n for n in range(nodes)]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+def free_base_port(index: int, nodes: int) -> int:
+    """59092 + 10 * index, or the next free slot of ten: these ports are inside Linux's usual
+    ephemeral range (32768-60999), so a client connection may hold one for a while."""
+    for attempt in range(10):
+        port = BENCH_KAFKA_PORT + 10 * ((index + 3 * attempt) % 10)
+        if _ports_free(port, nodes):
+            return port
+        _log(f"  ports {port}+ are taken (by a client connection?); trying the next slot")
+        time.sleep(1)
+    raise RuntimeError(f"no free Kafka ports between {BENCH_KAFKA_PORT} and {BENCH_KAFKA_PORT + 199}")
+
+
+def cluster_plan(size: int, index: int) -> ClusterPlan:
+    """Three nodes with 768 MB heaps up to 10k partitions; above that one node with 2 GB when the
+    machine's limits allow a single broker that many partitions, else three with 1 GB each."""
+    if size <= SMALL_CLUSTER_MAX_PARTITIONS:
+        return ClusterPlan(3, 768, free_base_port(index, 3))
+    fits, why = single_node_fits(size)
+    if fits:
+        return ClusterPlan(1, 2048, free_base_port(index, 1))
+    _log(f"[{size:,} partitions] one broker cannot hold them here ({why}): using three")
+    return ClusterPlan(3, 1024, free_base_port(index, 3), why)
+
+
+def database_url(admin_url: str, name: str) -> str:
+    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+
+def verify(engine: Engine, cluster: str, workload: Workload) -> dict[str, int]:
+    """Check every exact timestamp written against the known record times."""
+    checked = wrong = 0
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT group_id, topic, partition, committed_offset, committed_timestamp, "
+                "consumed_timestamp FROM latest_group_offsets WHERE cluster = :c AND lag > 0 "
+                "AND timestamp_method = 'exact'"
+            ),
+            {"c": cluster},
+        ).all()
+        for group, topic, partition, offset, committed, consumed in rows:
+            checked += 1
+            expected = workload.base_ms + offset * 1000
+            ok = committed is not None and int(committed.timestamp() * 1000) == expected
+            if offset > 0:
+                ok = ok and consumed is not None and int(consumed.timestamp() * 1000) == expected - 1000
+            if workload.commits.get(group, {}).get((topic, partition)) != offset:
+                ok = False
+            wrong += not ok
+        partitions = conn.execute(
+            text(
+                "SELECT topic, partition, end_offset, start_timestamp, latest_timestamp "
+                "FROM latest_partition_offsets WHERE cluster = :c"
+            ),
+            {"c": cluster},
+        ).all()
+    partition_wrong = 0
+    for topic, partition, end, first, latest in partitions:
+        good = end == workload.records[(topic, partition)]
+        good = good and first is not None and int(first.timestamp() * 1000) == workload.base_ms
+        good = (
+            good
+            and latest is not None
+            and int(latest.timestamp() * 1000) == workload.base_ms + (end - 1) * 1000
+        )
+        partition_wrong += not good
+    return {
+        "exact_checked": checked,
+        "exact_wrong": wrong,
+        "partitions_checked": len(partitions),
+        "partitions_wrong": partition_wrong,
+    }
+
+
+def measure(spec: dict[str, Any], workload: Workload, rng: random.Random, threads: int) -> dict[str, Any]:
+    """Run the measuring process, doing the churn it asks for between cycles."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker"]
+    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    assert child.stdin is not None and child.stdout is not None
+    result: dict[str, Any] | None = None
+    churned: list[dict[str, int]] = []
+    try:
+        child.stdin.write(json.dumps(spec) + "\n")
+        child.stdin.flush()
+        for line in child.stdout:
+            message = json.loads(line)
+            event = message.pop("event")
+            if event == "churn":
+                _log(f"  churn before cycle {message['before_cycle']}")
+                churned.append(churn(spec["bootstrap"], workload, rng, threads))
+                child.stdin.write("go\n")
+                child.stdin.flush()
+            elif event == "cycle":
+                counts = message["run"]["counts"]
+                _log(
+                    f"  cycle {message['cycle']}: {message['seconds']:.2f} s, {message['run']['status']}, "
+                    f"exact {counts.get('exact', 0):,}/{counts.get('lagging_group_partitions', 0):,} "
+                    f"lagging, read {counts.get('timestamps_read', 0):,}, "
+                    f"unread {counts.get('timestamps_unread', 0):,}, "
+                    f"RSS {message['memory']['rss_mb']:.0f} MB"
+                )
+            elif event == "done":
+                result = message
+    finally:
+        if child.poll() is None and result is None:
+            child.kill()
+        child.wait(timeout=60)
+    if result is None or child.returncode != 0:
+        raise RuntimeError(f"the measuring process failed (exit code {child.returncode})")
+    result["churn"] = churned
+    return result
+
+
+def run_size(
+    size: int, index: int, args: argparse.Namespace, admin_url: str, collect: dict[str, Any]
+) -> dict[str, Any]:
+    rng = random.Random(args.seed + size)
+    home = var_dir() / "bench" / f"kafka-{size}"
+    result: dict[str, Any] = {
+        "partitions": size,
+        "topics": size // PARTITIONS_PER_TOPIC,
+        "replication_factor": 1,
+        "loadavg_before": os.getloadavg()[0],
+    }
+    setup: dict[str, float] = {}
+    cluster: DevKafkaCluster | None = None
+    try:
+        started = time.perf_counter()
+        for attempt in range(3):
+            plan = cluster_plan(size, index + attempt)
+            config = DevKafkaConfig(nodes=plan.nodes, base_port=plan.base_port, heap_mb=plan.heap_mb)
+            cluster = DevKafkaCluster(config, home, cache_dir())
+            cluster.down(purge=True)
+            _log(
+                f"[{size:,} partitions] Kafka: {plan.nodes} node(s), {plan.heap_mb} MB heap each, "
+                f"ports {plan.base_port}+"
+            )
+            try:
+                cluster.up(report=lambda m: _log(f"  {m}"))
+                break
+            except DevEnvironmentError as exc:
+                if "already in use" not in str(exc) or attempt == 2:
+                    raise
+                _log(f"  {exc}; trying other ports")
+        setup["kafka_up"] = time.perf_counter() - started
+        result.update(
+            kafka_nodes=plan.nodes,
+            kafka_heap_mb=plan.heap_mb,
+            kafka_base_port=plan.base_port,
+            why_not_single_node=plan.why_not_single,
+        )
+
+        started = time.perf_counter()
+        name = f"kh_bench_collector_{size}"
+        postgres.drop_database(admin_url, name)
+        postgres.create_database(admin_url, name)
+        url = database_url(admin_url, name)
+        migrate.upgrade(url)
+        setup["database"] = time.perf_counter() - started
+
+        workload = plan_workload(size, args.groups, rng)
+        bootstrap = cluster.bootstrap_servers
+        started = time.perf_counter()
+        _log(f"  creating {len(workload.topics)} topics of {PARTITIONS_PER_TOPIC} partitions (RF 1)")
+        create_topics(bootstrap, workload.topics)
+        setup["topics"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        result["records"] = produce(bootstrap, workload, [(tp, 0, n) for tp, n in workload.records.items()])
+        setup["produce"] = time.perf_counter() - started
+        _log(f"  produced {result['records']:,} records in {setup['produce']:.1f} s")
+
+        started = time.perf_counter()
+        commit_groups(bootstrap, workload.commits, args.threads)
+        setup["commits"] = time.perf_counter() - started
+        result["groups"] = len(workload.commits)
+        result["group_partitions_committed"] = sum(map(len, workload.commits.values()))
+        result["setup"] = setup
+        _log(
+            f"  setup: {sum(setup.values()):.1f} s ({', '.join(f'{k} {v:.1f} s' for k, v in setup.items())})"
+        )
+
+        spec = {
+            "size": size,
+            "cluster": f"bench-{size}",
+            "bootstrap": bootstrap,
+            "db_url": url,
+            "collect": collect,
+            "cycles": args.cycles,
+            "profile": str(RESULTS) if args.profile else None,
+        }
+        result.update(measure(spec, workload, rng, args.threads))
+        engine = make_engine(url)
+        try:
+            result["verification"] = verify(engine, spec["cluster"], workload)
+        finally:
+            engine.dispose()
+        result["loadavg_after"] = os.getloadavg()[0]
+        if not args.keep:
+            postgres.drop_database(admin_url, name)
+    finally:
+        if not args.keep and cluster is not None:
+            _log(f"  stopping the {size:,}-partition cluster")
+            cluster.down(purge=True)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+
+def _memory_total() -> str:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    return "unknown"
+
+
+def machine(pg_version: str) -> dict[str, Any]:
+    return {
+        "cpus": len(os.sched_getaffinity(0)),
+        "memory": _memory_total(),
+        "system": f"{platform.system()} {platform.release()} {platform.machine()}",
+        "kafka": DevKafkaConfig().version,
+        "postgresql": pg_version,
+        "python": platform.python_version(),
+        "confluent_kafka": package_version("confluent-kafka"),
+        "librdkafka": librdkafka_version()[0],
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "loadavg_start": os.getloadavg()[0],
+    }
+
+
+def _exact(counts: dict[str, int]) -> float | None:
+    lagging = counts.get("lagging_group_partitions", 0)
+    return counts.get("exact", 0) / lagging if lagging else None
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}"
+
+
+def verdicts(sizes: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
+    """(target, met, detail) for each target; met is None when the size was not run."""
+    at = next((s for s in sizes if s["partitions"] == TARGET_SIZE and "cycles" in s), None)
+    found: list[tuple[str, bool | None, str]] = []
+    if at is None:
+        found.append((f"cycle < {TARGET_CYCLE_SECONDS:g} s at 10k partitions", None, "10k not run"))
+        found.append((f"exact >= {TARGET_EXACT:.0%} of lagging at 10k", None, "10k not run"))
+    else:
+        times = [c["seconds"] for c in at["cycles"]]
+        found.append(
+            (
+                f"cycle < {TARGET_CYCLE_SECONDS:g} s at 10k partitions, {at['groups']} groups",
+                all(t < TARGET_CYCLE_SECONDS for t in times),
+                "cycles " + ", ".join(f"{t:.2f} s" for t in times),
+            )
+        )
+        exact = [_exact(c["run"]["counts"]) for c in at["cycles"]]
+        found.append(
+            (
+                f"exact timestamps for >= {TARGET_EXACT:.0%} of lagging group-partitions at 10k",
+                all(e is not None and e >= TARGET_EXACT for e in exact),
+                "cycles " + ", ".join(f"{_pct(e)} %" for e in exact),
+            )
+        )
+    measured = [s for s in sizes if "memory" in s]
+    if measured:
+        peaks = [(s["partitions"], s["memory"]["peak_mb"]) for s in measured]
+        found.append(
+            (
+                f"collector RSS < {TARGET_RSS_MB:g} MB",
+                all(p < TARGET_RSS_MB for _, p in peaks),
+                "peak " + ", ".join(f"{p:.0f} MB at {n:,}" for n, p in peaks),
+            )
+        )
+    return found
+
+
+def report(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, Any]]) -> str:
+    lines = [
+        "## Offsets collector: cycle time, exact timestamps, memory",
+        "",
+        f"Machine: {info['cpus']} CPU (nproc), {info['memory']} RAM, {info['system']}; "
+        f"Kafka {info['kafka']} (local KRaft, RF 1); PostgreSQL {info['postgresql']}; "
+        f"Python {info['python']}; confluent-kafka {info['confluent_kafka']} "
+        f"(librdkafka {info['librdkafka']}); {info['date']}; load average (1 min) at start "
+        f"{info['loadavg_start']:.2f} (other work was running on the machine).",
+        "",
+        "Collect settings: " + ", ".join(f"{k} = {v}" for k, v in collect.items()) + ".",
+        "",
+        "| partitions | Kafka nodes | groups | group-partitions | lagging | cycle 1 s (cold) | cycle 2 s "
+        "| cycle 3 s | exact % (1 / 2 / 3) | peak RSS MB | RSS MB | load avg |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for s in sizes:
+        if "cycles" not in s:
+            lines.append(
+                f"| {s['partitions']:,} | {s.get('kafka_nodes', '')} | failed: {s.get('error', '')} |"
+            )
+            continue
+        first = s["cycles"][0]["run"]["counts"]
+        secs = [f"{c['seconds']:.2f}" for c in s["cycles"]] + ["-"] * (3 - len(s["cycles"]))
+        exact = " / ".join(_pct(_exact(c["run"]["counts"])) for c in s["cycles"])
+        load = max([s["loadavg_before"]] + [c["loadavg"] for c in s["cycles"]])
+        lines.append(
+            f"| {s['partitions']:,} | {s['kafka_nodes']} | {first.get('groups', 0)} "
+            f"| {first.get('group_partitions', 0):,} | {first.get('lagging_group_partitions', 0):,} "
+            f"| {' | '.join(secs[:3])} | {exact} | {s['memory']['peak_mb']:.0f} "
+            f"| {s['memory']['rss_mb']:.0f} | {load:.1f} |"
+        )
+    for s in sizes:
+        if s.get("why_not_single_node"):
+            lines += [
+                "",
+                f"{s['partitions']:,} partitions ran on {s['kafka_nodes']} brokers, not one: "
+                f"{s['why_not_single_node']}.",
+            ]
+    lines += [
+        "",
+        "Exact % = counts.exact / counts.lagging_group_partitions of the cycle's collection_runs row. "
+        "RSS is the measuring process (the collector alone: Python, its clients, caches and batch); "
+        "Kafka and PostgreSQL run in their own processes and are not counted. Load avg is the highest "
+        "1-minute load average seen during the size (2 CPUs).",
+        "",
+        "### Per cycle",
+        "",
+        "| partitions | cycle | s | status | groups | group-partitions | lagging | exact % | timestamps "
+        "needed | read | unread | interpolated | rows |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in sizes:
+        for c in s.get("cycles", []):
+            n = c["run"]["counts"]
+            lines.append(
+                f"| {s['partitions']:,} | {c['cycle']} | {c['seconds']:.2f} | {c['run']['status']} "
+                f"| {n.get('groups', 0)} | {n.get('group_partitions', 0):,} "
+                f"| {n.get('lagging_group_partitions', 0):,} | {_pct(_exact(n))} "
+                f"| {n.get('timestamps_needed', 0):,} | {n.get('timestamps_read', 0):,} "
+                f"| {n.get('timestamps_unread', 0):,} | {n.get('interpolated', 0):,} | {n.get('rows', 0):,} |"
+            )
+    lines += ["", "### Where a cycle's time goes (seconds)", ""]
+    measured = [s for s in sizes if "cycles" in s]
+    if measured:
+        header = ["step"]
+        for s in measured:
+            header += [f"{s['partitions'] // 1000}k c{c['cycle']}" for c in s["cycles"]]
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|---" + "|---:" * (len(header) - 1) + "|")
+        sql = sorted({k for s in measured for c in s["cycles"] for k in c["steps"] if k.startswith("sql ")})
+        rows = [*STEPS, *((k, f"   - {k}") for k in sql)]
+        rows += [("other", "other (filtering, building the batch, counts)"), ("", "")]
+        for key, label in rows:
+            if not key:
+                label = "**cycle wall time**"
+            cells = [label]
+            for s in measured:
+                for c in s["cycles"]:
+                    steps = c["steps"]
+                    if key == "other":
+                        value = c["seconds"] - sum(
+                            v["seconds"]
+                            for k, v in steps.items()
+                            if k not in NESTED and not k.startswith("sql ")
+                        )
+                    elif not key:
+                        value = c["seconds"]
+                    else:
+                        value = steps.get(key, {}).get("seconds", 0.0)
+                    cells.append(f"{value:.3f}")
+            lines.append("| " + " | ".join(cells) + " |")
+        lines += ["", "Metadata job (once per size, before cycle 1): "]
+        lines[-1] += (
+            ", ".join(f"{s['partitions']:,}: {s['metadata']['seconds']:.2f} s" for s in measured) + "."
+        )
+    if len(measured) > 1:
+        base = measured[0]
+        growth = []
+        for s in measured:
+            ratio = s["cycles"][0]["seconds"] / base["cycles"][0]["seconds"]
+            warm = s["cycles"][-1]["seconds"] / base["cycles"][-1]["seconds"]
+            growth.append(
+                f"{s['partitions']:,} partitions: x{ratio:.1f} cold, x{warm:.1f} warm "
+                f"(for x{s['partitions'] / base['partitions']:.0f} partitions)"
+            )
+        lines += ["", "Growth against the smallest size: " + "; ".join(growth) + "."]
+    lines += ["", "### Setup (not part of the measurement)", ""]
+    lines.append(
+        "| partitions | records | groups committed | group-partitions | Kafka up s | topics s "
+        "| produce s | commits s | check: exact ok | check: partitions ok |"
+    )
+    lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    for s in measured:
+        st, v = s["setup"], s["verification"]
+        lines.append(
+            f"| {s['partitions']:,} | {s['records']:,} | {s['groups']} | {s['group_partitions_committed']:,} "
+            f"| {st['kafka_up']:.1f} | {st['topics']:.1f} | {st['produce']:.1f} | {st['commits']:.1f} "
+            f"| {v['exact_checked'] - v['exact_wrong']:,}/{v['exact_checked']:,} "
+            f"| {v['partitions_checked'] - v['partitions_wrong']:,}/{v['partitions_checked']:,} |"
+        )
+    lines += ["", "### Targets", ""]
+    for target, met, detail in verdicts(sizes):
+        mark = "not measured" if met is None else ("met" if met else "NOT met")
+        lines.append(f"- {target}: **{mark}** ({detail})")
+    return "\n".join(lines) + "\n"
+
+
+def _sizes(value: str) -> list[int]:
+    try:
+        sizes = sorted({int(part) for part in value.split(",") if part.strip()})
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--sizes takes comma-separated integers, got {value!r}") from exc
+    if not sizes or any(s < PARTITIONS_PER_TOPIC or s % PARTITIONS_PER_TOPIC for s in sizes):
+        raise argparse.ArgumentTypeError(f"every size must be a positive multiple of {PARTITIONS_PER_TOPIC}")
+    return sizes
+
+
+def main() -> int:
+    if "--worker" in sys.argv[1:]:
+        return worker()
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", type=_sizes, default=[1000, 10_000, 30_000], help="partition counts")
+    parser.add_argument("--groups", type=int, default=500, help="consumer groups per size (default 500)")
+    parser.add_argument("--cycles", type=int, default=3, help="offsets cycles per size (default 3)")
+    parser.add_argument("--keep", action="store_true", help="leave Kafka, PostgreSQL and the data running")
+    parser.add_argument(
+        "--budget", type=float, help="collect.timestamp_budget_seconds (default: CollectConfig)"
+    )
+    parser.add_argument(
+        "--group-concurrency", type=int, help="collect.group_concurrency (default: CollectConfig)"
+    )
+    parser.add_argument("--threads", type=int, default=8, help="setup: groups committing at once (default 8)")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--profile", action="store_true", help="cProfile each cycle into bench/results/")
+    args = parser.parse_args()
+    if args.groups < 1 or args.cycles < 1 or args.threads < 1:
+        parser.error("--groups, --cycles and --threads must be at least 1")
+    overrides: dict[str, Any] = {}
+    if args.budget is not None:
+        overrides["timestamp_budget_seconds"] = args.budget
+    if args.group_concurrency is not None:
+        overrides["group_concurrency"] = args.group_concurrency
+    defaults = CollectConfig(**overrides)
+    collect = {
+        "timestamp_budget_seconds": defaults.timestamp_budget_seconds,
+        "group_concurrency": defaults.group_concurrency,
+        "timestamp_cache_entries": defaults.timestamp_cache_entries,
+        "buffer_max_rows": defaults.buffer_max_rows,
+    }
+    _log(
+        f"timestamp budget {defaults.timestamp_budget_seconds:g} s, group concurrency "
+        f"{defaults.group_concurrency} ({'flags' if overrides else 'CollectConfig() defaults'})"
+    )
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    server = postgres.LocalPostgres(var_dir() / "bench" / "postgres-collector", BENCH_PG_PORT, log=_log)
+    server.up()
+    sizes: list[dict[str, Any]] = []
+    try:
+        admin_url = server.url("postgres")
+        engine = make_engine(admin_url)
+        try:
+            with engine.connect() as conn:
+                pg_version = str(conn.execute(text("SHOW server_version")).scalar_one())
+        finally:
+            engine.dispose()
+        info = machine(pg_version)
+        for index, size in enumerate(args.sizes):
+            try:
+                sizes.append(run_size(size, index, args, admin_url, collect))
+            except Exception as exc:
+                _log(f"[{size:,} partitions] failed: {type(exc).__name__}: {exc}")
+                sizes.append({"partitions": size, "error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        if not args.keep:
+            server.down()
+    text_report = report(info, {k: v for k, v in collect.items() if k != "buffer_max_rows"}, sizes)
+    print(text_report)
+    targets = [{"target": t, "met": m, "detail": d} for t, m, d in verdicts(sizes)]
+    document = {"machine": info, "collect": collect, "sizes": sizes, "targets": targets}
+    (RESULTS / "collector.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
+    (RESULTS / "collector.md").write_text(text_report)
+    _log(f"wrote {RESULTS / 'collector.json'} and {RESULTS / 'collector.md'}")
+    return 0 if all("cycles" in s for s in sizes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+"""`python -m monitor` is `kafka-health`."""
+
+from monitor.cli import main
+
+main()

@@ -1,0 +1,151 @@
+"""Pure functions of one offsets cycle: which record timestamps to read, and the group samples,
+data-loss events and commit observations that follow from what was read.
+
+Definitions (DOMAIN.md): offset lag = max(end - committed, 0), clamped and counted when a
+committed offset is ahead of a stale end offset; the oldest unconsumed message is the record at
+`committed` (or at `start` when the group fell off the log); the last consumed one is at
+`committed - 1`; committed < start is a data loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from monitor.collect.interpolate import estimate_append_time
+from monitor.types import (
+    METHOD_EXACT,
+    METHOD_INTERPOLATED,
+    METHOD_NONE,
+    CommitObservation,
+    CommittedOffset,
+    DataLossEvent,
+    GroupOffsetSample,
+    PartitionOffsets,
+    PartitionSample,
+    RecordTimestamp,
+    TopicPartition,
+)
+
+Target = tuple[str, int, int]
+"""(topic, partition, offset): a record whose append time we want."""
+GroupKey = tuple[str, str, int]
+"""(group, topic, partition)."""
+
+
+def partition_targets(offsets: Iterable[PartitionOffsets]) -> set[Target]:
+    """The oldest and newest record of every non-empty partition (time coverage, append lag)."""
+    targets: set[Target] = set()
+    for po in offsets:
+        if po.end > po.start:
+            targets.add((po.topic, po.partition, po.start))
+            targets.add((po.topic, po.partition, po.end - 1))
+    return targets
+
+
+def group_targets(
+    committed: Iterable[CommittedOffset], offsets: Mapping[TopicPartition, PartitionOffsets]
+) -> set[Target]:
+    """For each lagging group-partition: the oldest unconsumed and the last consumed record.
+
+    Caught-up groups need nothing more: their last consumed record is the partition's newest,
+    which `partition_targets` already asks for.
+    """
+    targets: set[Target] = set()
+    for c in committed:
+        po = offsets.get((c.topic, c.partition))
+        if po is None or c.offset >= po.end:
+            continue
+        oldest_unconsumed = max(c.offset, po.start)
+        targets.add((c.topic, c.partition, oldest_unconsumed))
+        if c.offset - 1 >= po.start:
+            targets.add((c.topic, c.partition, c.offset - 1))
+    return targets
+
+
+def _exact(timestamps: Mapping[Target, RecordTimestamp], target: Target) -> int | None:
+    found = timestamps.get(target)
+    return found.timestamp_ms if found is not None and found.record_offset is not None else None
+
+
+def partition_samples(
+    offsets: Iterable[PartitionOffsets], timestamps: Mapping[Target, RecordTimestamp]
+) -> list[PartitionSample]:
+    samples = []
+    for po in offsets:
+        start_ts = latest_ts = None
+        ts_type = None
+        if po.end > po.start:
+            start = timestamps.get((po.topic, po.partition, po.start))
+            latest = timestamps.get((po.topic, po.partition, po.end - 1))
+            start_ts = start.timestamp_ms if start is not None and start.record_offset is not None else None
+            latest_ts = (
+                latest.timestamp_ms if latest is not None and latest.record_offset is not None else None
+            )
+            known = latest if latest is not None and latest.record_offset is not None else start
+            ts_type = known.timestamp_type if known is not None and known.record_offset is not None else None
+        samples.append(PartitionSample(po, start_ts, latest_ts, ts_type))
+    return samples
+
+
+def group_samples(
+    committed: Sequence[CommittedOffset],
+    offsets: Mapping[TopicPartition, PartitionOffsets],
+    timestamps: Mapping[Target, RecordTimestamp],
+    histories: Mapping[TopicPartition, Sequence[tuple[int, int]]],
+    now_ms: int,
+) -> tuple[list[GroupOffsetSample], list[DataLossEvent]]:
+    """One sample per committed offset, and a data-loss event where committed < start.
+
+    Append times come from the records themselves where they were read (METHOD_EXACT), else from
+    the end-offset history (METHOD_INTERPOLATED, with its error bound), else METHOD_NONE.
+    """
+    samples: list[GroupOffsetSample] = []
+    losses: list[DataLossEvent] = []
+    for c in committed:
+        po = offsets.get((c.topic, c.partition))
+        if po is None:
+            samples.append(GroupOffsetSample(c, None, None, None))
+            continue
+        lag = max(po.end - c.offset, 0)
+        clamped = c.offset > po.end
+        if c.offset < po.start:
+            losses.append(DataLossEvent(c.group_id, c.topic, c.partition, c.offset, po.start, now_ms))
+        if lag == 0:
+            consumed = _exact(timestamps, (c.topic, c.partition, po.end - 1)) if po.end > po.start else None
+            method = METHOD_EXACT if consumed is not None else METHOD_NONE
+            samples.append(GroupOffsetSample(c, po.end, po.start, 0, clamped, None, consumed, method))
+            continue
+        oldest = max(c.offset, po.start)
+        committed_ts = _exact(timestamps, (c.topic, c.partition, oldest))
+        consumed_ts = (
+            _exact(timestamps, (c.topic, c.partition, c.offset - 1)) if c.offset > po.start else None
+        )
+        method, error = METHOD_EXACT, None
+        if committed_ts is None:
+            estimate = estimate_append_time(histories.get((c.topic, c.partition), ()), oldest)
+            if estimate is not None:
+                committed_ts, method, error = estimate.timestamp_ms, METHOD_INTERPOLATED, estimate.error_ms
+            else:
+                method = METHOD_NONE
+            if consumed_ts is None and c.offset > po.start:
+                previous = estimate_append_time(histories.get((c.topic, c.partition), ()), c.offset - 1)
+                consumed_ts = previous.timestamp_ms if previous is not None else None
+        samples.append(
+            GroupOffsetSample(c, po.end, po.start, lag, clamped, committed_ts, consumed_ts, method, error)
+        )
+    return samples, losses
+
+
+def observe_commits(
+    previous: Mapping[GroupKey, int], committed: Iterable[CommittedOffset], now_ms: int
+) -> list[CommitObservation]:
+    """Commits seen to change since the previous sample (forwards or, for a rewind, backwards).
+
+    A group-partition seen for the first time gives no observation: when it committed is unknown.
+    """
+    observations = []
+    for c in committed:
+        before = previous.get((c.group_id, c.topic, c.partition))
+        if before is not None and before != c.offset:
+            observations.append(CommitObservation(c.group_id, c.topic, c.partition, c.offset, before, now_ms))
+    return observations

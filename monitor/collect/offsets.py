@@ -1,0 +1,268 @@
+"""The offsets job: consumer groups, committed offsets, partition offsets and exact record
+timestamps of one cluster, every `intervals.offsets_seconds`.
+
+Steps, in this order (committed offsets are read before end offsets so that a commit can never
+look ahead of the end it is compared with, DOMAIN.md section 1):
+
+1. list the allowed groups and describe them (state, members, assignments);
+2. fetch their committed offsets, one request per group, concurrently;
+3. list start/end/max-timestamp offsets of every allowed partition, batched;
+4. work out which record timestamps are needed; take them from the cache (memory, then the
+   `record_timestamps` table), read the rest from Kafka within the cycle's time budget;
+5. interpolate from the persisted end-offset history what the budget left unread;
+6. derive lag, data-loss events and commit observations, and hand one batch to the store.
+
+Failure policy: steps 1-3 failing as a whole fail the run (nothing written); a group or partition
+that fails alone is a problem and the run is `partial`; timestamps missed by the budget are not a
+problem (they fall back to interpolation and say so). The batch goes through the buffered writer,
+so a PostgreSQL outage queues it instead of losing it.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, Engine
+
+from monitor.clock import Clock, to_millis
+from monitor.collect import lag
+from monitor.collect.runs import Run
+from monitor.config import ClusterConfig, CollectConfig
+from monitor.errors import KafkaUnavailableError
+from monitor.kafka import KafkaAdmin, RecordTimestampReader
+from monitor.store.buffer import BufferedWriter
+from monitor.store.history import end_offset_brackets
+from monitor.store.samples import OffsetsBatch, cached_timestamps, latest_committed, write_offsets_batch
+from monitor.types import CommittedOffset, PartitionOffsets, RecordTimestamp, TopicPartition
+
+HISTORY_WINDOW = timedelta(days=7)
+"""How far back the end-offset history is read for interpolation."""
+
+
+class TimestampCache:
+    """Record timestamps by (topic, partition, offset), least recently used evicted first.
+
+    Records never change, so an entry is valid for as long as the record exists.
+    """
+
+    def __init__(self, max_entries: int) -> None:
+        self._entries: OrderedDict[lag.Target, RecordTimestamp] = OrderedDict()
+        self._max = max_entries
+
+    def get_many(self, keys: Iterable[lag.Target]) -> dict[lag.Target, RecordTimestamp]:
+        found = {}
+        for key in keys:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+                found[key] = value
+        return found
+
+    def put_many(self, values: Iterable[RecordTimestamp]) -> None:
+        for value in values:
+            key = (value.topic, value.partition, value.offset)
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+        while len(self._entries) > self._max:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+@dataclass
+class Topology:
+    """The allowed partitions of a cluster, as of the last metadata sample."""
+
+    partitions: list[TopicPartition]
+    observed_at: datetime
+
+
+class OffsetsCollector:
+    def __init__(
+        self,
+        cluster: ClusterConfig,
+        admin: KafkaAdmin,
+        reader: RecordTimestampReader,
+        engine: Engine,
+        writer: BufferedWriter,
+        clock: Clock,
+        config: CollectConfig,
+    ) -> None:
+        self._cluster = cluster
+        self._admin = admin
+        self._reader = reader
+        self._engine = engine
+        self._writer = writer
+        self._clock = clock
+        self._config = config
+        self._cache = TimestampCache(config.timestamp_cache_entries)
+        self._previous: dict[lag.GroupKey, int] | None = None
+        self._known_groups: set[str] | None = None  # None: never listed successfully
+        self.topology: Topology | None = None
+
+    # -- the cycle ------------------------------------------------------------------------------
+
+    def collect(self, run: Run) -> None:
+        cluster = self._cluster
+        group_ids = self._group_ids(run)
+        described = self._admin.describe_groups(group_ids)
+        _problems(run, "describe group", described.errors)
+        committed_result = self._admin.committed_offsets(
+            group_ids, concurrency=self._config.group_concurrency
+        )
+        _problems(run, "committed offsets of group", committed_result.errors)
+        committed = [
+            c
+            for offsets in committed_result.value.values()
+            for c in offsets
+            if cluster.topics.accepts(c.topic)
+        ]
+
+        partitions = self._partitions()
+        listed = self._admin.list_offsets(partitions)
+        _problems(run, "offsets of partition", listed.errors)
+        offsets: dict[TopicPartition, PartitionOffsets] = listed.value
+        now = self._clock.now()
+        now_ms = to_millis(now)
+
+        targets = lag.partition_targets(offsets.values()) | lag.group_targets(committed, offsets)
+        timestamps, fresh, unread = self._timestamps(targets)
+        histories = self._histories(committed, offsets, timestamps, now)
+        group_samples, losses = lag.group_samples(committed, offsets, timestamps, histories, now_ms)
+        observations = lag.observe_commits(self._previous_commits(), committed, now_ms)
+        self._previous = {(c.group_id, c.topic, c.partition): c.offset for c in committed}
+
+        batch = OffsetsBatch(
+            cluster=cluster.name,
+            sampled_at=now,
+            run_id=run.run_id,
+            partitions=lag.partition_samples(offsets.values(), timestamps),
+            groups=list(described.value),
+            group_offsets=group_samples,
+            commit_observations=observations,
+            record_timestamps=fresh,
+            data_loss=losses,
+        )
+        written = self._writer.submit(f"{cluster.name}:offsets", batch.row_count, _writer_for(batch))
+        run.count("groups", len(described.value))
+        run.count("group_partitions", len(committed))
+        run.count("partitions", len(offsets))
+        run.count("lagging_group_partitions", sum(1 for s in group_samples if s.lag))
+        run.count("timestamps_needed", len(targets))
+        run.count("timestamps_read", len(fresh))
+        run.count("timestamps_unread", len(unread))
+        run.count("exact", sum(1 for s in group_samples if s.lag and s.timestamp_method == "exact"))
+        run.count("interpolated", sum(1 for s in group_samples if s.timestamp_method == "interpolated"))
+        run.count("lag_clamped", sum(1 for s in group_samples if s.lag_clamped))
+        run.count("data_loss", len(losses))
+        run.count("commits_observed", len(observations))
+        run.count("rows", batch.row_count)
+        run.count("buffered", 0 if written else batch.row_count)
+        run.count("buffer_dropped_rows_total", self._writer.dropped_rows)
+
+    # -- steps -----------------------------------------------------------------------------------
+
+    def _group_ids(self, run: Run) -> list[str]:
+        """The allowed groups. ListGroups asks every broker; with one broker gone it fails as a
+        whole, so the groups of the previous cycle stand in and the run is partial."""
+        try:
+            groups = [g for g in self._admin.list_group_ids() if self._cluster.groups.accepts(g)]
+        except KafkaUnavailableError as exc:
+            if self._known_groups is None:
+                raise
+            run.problem(
+                f"listing groups failed ({exc}); sampling the {len(self._known_groups)} groups seen before"
+            )
+            return sorted(self._known_groups)
+        self._known_groups = set(groups)
+        return groups
+
+    def _partitions(self) -> list[TopicPartition]:
+        """The allowed partitions: from the last metadata sample when recent, else described now."""
+        topology = self.topology
+        stale = timedelta(minutes=5)
+        if topology is not None and self._clock.now() - topology.observed_at < stale:
+            return topology.partitions
+        names = [
+            name
+            for name in self._admin.list_topic_names(include_internal=self._cluster.include_internal_topics)
+            if self._cluster.topics.accepts(name)
+        ]
+        topics = self._admin.describe_topics(names)
+        partitions = [(t.name, p.partition) for t in topics for p in t.partitions]
+        self.topology = Topology(partitions, self._clock.now())
+        return partitions
+
+    def _timestamps(
+        self, targets: Collection[lag.Target]
+    ) -> tuple[dict[lag.Target, RecordTimestamp], list[RecordTimestamp], list[lag.Target]]:
+        """(everything known, the entries read from Kafka now, the targets left unread)."""
+        known = self._cache.get_many(targets)
+        missing = [t for t in targets if t not in known]
+        if missing:
+            with self._engine.connect() as conn:
+                from_db = cached_timestamps(conn, self._cluster.name, missing)
+            self._cache.put_many(from_db.values())
+            known.update(from_db)
+            missing = [t for t in missing if t not in known]
+        fresh: list[RecordTimestamp] = []
+        unread: list[lag.Target] = []
+        if missing:
+            resolved, unread = self._reader.read(
+                missing, budget_seconds=self._config.timestamp_budget_seconds
+            )
+            # Only records that exist are cached: "no record at this offset yet" changes over time.
+            fresh = [r for r in resolved.values() if r.record_offset is not None]
+            self._cache.put_many(fresh)
+            known.update(resolved)
+        return known, fresh, unread
+
+    def _histories(
+        self,
+        committed: Iterable[CommittedOffset],
+        offsets: dict[TopicPartition, PartitionOffsets],
+        timestamps: dict[lag.Target, RecordTimestamp],
+        now: datetime,
+    ) -> dict[TopicPartition, list[tuple[int, int]]]:
+        """End-offset history around the offsets of lagging groups whose timestamps were not read."""
+        needed: set[lag.Target] = set()
+        for c in committed:
+            po = offsets.get((c.topic, c.partition))
+            if po is None or c.offset >= po.end:
+                continue
+            oldest = max(c.offset, po.start)
+            found = timestamps.get((c.topic, c.partition, oldest))
+            if found is None or found.record_offset is None:
+                needed.add((c.topic, c.partition, oldest))
+                if c.offset > po.start:
+                    needed.add((c.topic, c.partition, c.offset - 1))
+        if not needed:
+            return {}
+        with self._engine.connect() as conn:
+            history = end_offset_brackets(conn, self._cluster.name, needed, now - HISTORY_WINDOW)
+        return {tp: [(end, to_millis(at)) for end, at in points] for tp, points in history.items()}
+
+    def _previous_commits(self) -> dict[lag.GroupKey, int]:
+        if self._previous is None:
+            with self._engine.connect() as conn:
+                latest = latest_committed(conn, self._cluster.name)
+            self._previous = {key: offset for key, (offset, _) in latest.items()}
+        return self._previous
+
+
+def _writer_for(batch: OffsetsBatch) -> BufferedWriter.Write:
+    def write(conn: Connection, replay: bool) -> object:
+        return write_offsets_batch(conn, batch, idempotent=replay)
+
+    return write
+
+
+def _problems(run: Run, what: str, errors: dict[str, str]) -> None:
+    for key, message in sorted(errors.items())[:20]:
+        run.problem(f"{what} {key}: {message}")
+    if len(errors) > 20:
+        run.problem(f"... and {len(errors) - 20} more {what} failures")

@@ -1,0 +1,43 @@
+"""The one package that talks to the Kafka client libraries.
+
+Everything else in `monitor/` gets the typed records of `monitor.types` and the named errors of
+`monitor.errors`; no client-library object or exception leaves this package. Every request is
+bounded by the cluster's `request_timeout_seconds` (or an explicit budget) and its client errors
+are translated:
+
+- `KafkaUnavailableError`: the cluster did not answer (transport failure, timeout, all brokers
+  down, no leader or coordinator available right now). Retrying later may succeed.
+- `KafkaRequestError`: a broker answered and refused the request (unknown topic, authorisation,
+  invalid configuration, topic already exists ...). Retrying the same request will not help.
+
+Requests over many entities return a `Partial`: what answered, and an error per entity that did
+not; they raise only when nothing answered because the cluster did not.
+
+Secrets (SASL and key passwords) go to the clients and nowhere else: the configuration objects
+mask them in their repr, and error messages are scrubbed of them before they are raised.
+
+Modules: `properties` (librdkafka configuration), `translate` (errors, `Outcome`, `KafkaCall`),
+`records` (client objects -> records), `admin` (`KafkaAdmin`) with `fanout` (OffsetFetch per
+group), `timestamps` (`RecordTimestampReader`) with `cursor` (one partition's progress, pure),
+all over confluent-kafka; `logdirs` (`LogDirClient`) over kafka-python.
+"""
+
+from __future__ import annotations
+
+from monitor.kafka.admin import KafkaAdmin
+from monitor.kafka.logdirs import KafkaPythonOptions, LogDirClient, describe_log_dirs, kafka_python_options
+from monitor.kafka.properties import ClientConfig, client_config
+from monitor.kafka.records import CONFIG_KEYS
+from monitor.kafka.timestamps import RecordTimestampReader
+
+__all__ = [
+    "CONFIG_KEYS",
+    "ClientConfig",
+    "KafkaAdmin",
+    "KafkaPythonOptions",
+    "LogDirClient",
+    "RecordTimestampReader",
+    "client_config",
+    "describe_log_dirs",
+    "kafka_python_options",
+]

@@ -1,0 +1,446 @@
+"""`KafkaAdmin`: admin requests to one cluster through confluent-kafka, answered with records.
+
+Partial-failure policy, the same for every request over many entities (partitions, groups,
+topics): an entity that fails is reported in `Partial.errors` under its key and the others are
+returned; the request raises only when nothing answered because the cluster did not
+(`KafkaUnavailableError`). Requests about the cluster as a whole raise on any failure.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+from confluent_kafka import (
+    ConsumerGroupType,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but not in its `__all__`
+    AdminClient,
+    ConfigResource,
+    OffsetSpec,
+    ResourceType,
+)
+from confluent_kafka.cimpl import NewTopic
+
+from monitor.config import ClusterConfig
+from monitor.errors import ConfigError
+from monitor.kafka import records
+from monitor.kafka.fanout import GroupOffsetsFanOut
+from monitor.kafka.properties import ClientConfig, ClientLog, client_config, scrub
+from monitor.kafka.records import CONFIG_KEYS, partition_key
+from monitor.kafka.translate import KafkaCall, Outcome, kafka_error
+from monitor.types import (
+    ClusterInfo,
+    CommittedOffset,
+    GroupDescription,
+    Partial,
+    PartitionOffsets,
+    TopicConfigEntry,
+    TopicInfo,
+)
+from monitor.types import TopicPartition as TopicPartitionKey
+
+# Entities per request where the API takes many: bounded so one request stays a few hundred KB.
+_GROUPS_PER_REQUEST: Final = 250
+_TOPICS_PER_REQUEST: Final = 100
+_OFFSET_SPECS: Final = {
+    "earliest": OffsetSpec.earliest(),  # type: ignore[no-untyped-call]
+    "latest": OffsetSpec.latest(),  # type: ignore[no-untyped-call]
+    "max_timestamp": OffsetSpec.max_timestamp(),  # type: ignore[no-untyped-call]
+}
+_CONSUMER_GROUP_TYPES: Final = {ConsumerGroupType.CLASSIC, ConsumerGroupType.CONSUMER}
+_UNSUPPORTED: Final = frozenset({KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE})
+# A partition's leader moved (broker restart, election, a topic just created): ask once more.
+_LEADER_MOVED: Final = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+    }
+)
+_LEADER_MOVE_PAUSE_SECONDS: Final = 0.5
+
+
+def _is_internal_name(name: str) -> bool:
+    # Kafka's own topics (__consumer_offsets, __transaction_state, __share_group_state ...).
+    return name.startswith("__")
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+class KafkaAdmin:
+    """Admin requests to one cluster, answered with typed records.
+
+    The constructor only builds the client configuration; `start()` creates the client (it
+    connects lazily on the first request) and `close()` releases it. Each request blocks the
+    calling thread for at most about `cluster.request_timeout_seconds` (plus a few seconds of
+    grace) and raises `KafkaUnavailableError` (no answer) or `KafkaRequestError` (refused). After
+    an unavailable error the client is replaced, so a dead controller does not wedge later
+    requests.
+
+    Several threads may use one instance at once: librdkafka's client handle is thread-safe and
+    every request only enqueues work and waits on its own futures; the one shared mutable thing,
+    the replacement of the client, happens under a lock.
+    """
+
+    def __init__(self, cluster: ClusterConfig) -> None:
+        self._cluster = cluster
+        self._config = client_config(cluster)
+        self._client: AdminClient | None = None
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        state = "started" if self._client is not None else "not started"
+        return f"KafkaAdmin(cluster={self._cluster.name!r}, {state})"
+
+    @property
+    def cluster(self) -> ClusterConfig:
+        return self._cluster
+
+    @property
+    def config(self) -> ClientConfig:
+        return self._config
+
+    @property
+    def timeout(self) -> float:
+        return self._cluster.request_timeout_seconds
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Create the client. Raises ConfigError if librdkafka rejects the configuration."""
+        with self._lock:
+            if self._client is None:
+                self._client = self._new_client()
+
+    def _new_client(self) -> AdminClient:
+        try:
+            return AdminClient(dict(self._config), logger=ClientLog())
+        except KafkaException as exc:
+            message = scrub(str(exc.args[0] if exc.args else exc), self._config.secret_values())
+            raise ConfigError(
+                [f"clusters.{self._cluster.name}: the Kafka client rejected the configuration: {message}"]
+            ) from exc
+
+    def _renew(self, generation: int) -> None:
+        """Replace the client after the cluster did not answer a request made with `generation`.
+
+        librdkafka remembers which broker it last saw as the controller and, when that broker
+        dies, keeps waiting for it request after request; a new client asks the cluster afresh.
+        So one request fails after a broker failure, and the next one works again. When several
+        threads fail at once only the first replaces the client.
+        """
+        with self._lock:
+            if self._client is not None and generation == self._generation:
+                self._drain_logs()
+                self._client = self._new_client()
+                self._generation += 1
+
+    def close(self) -> None:
+        """Release the client (librdkafka destroys it when the last reference goes)."""
+        with self._lock:
+            if self._client is not None:
+                self._drain_logs()
+            self._client = None
+
+    def __enter__(self) -> KafkaAdmin:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _admin(self) -> AdminClient:
+        client = self._client
+        if client is None:
+            raise RuntimeError("KafkaAdmin.start() must be called before making requests")
+        return client
+
+    def _call(self, action: str) -> KafkaCall:
+        return KafkaCall(self, action)
+
+    def _outcome(self) -> Outcome:
+        return Outcome(self._config.secret_values(), self.timeout)
+
+    def _drain_logs(self) -> None:
+        # The client forwards its log lines to the log only when polled.
+        client = self._client
+        if client is not None:
+            client.poll(0)
+
+    # -- cluster and topics -----------------------------------------------------------------
+
+    def describe_cluster(self) -> ClusterInfo:
+        """The cluster id, the active controller and the brokers currently registered."""
+        with self._call("describe the cluster") as call:
+            future = self._admin().describe_cluster(request_timeout=self.timeout)
+            return records.cluster_info(future.result(timeout=call.remaining()))
+
+    def list_topic_names(self, include_internal: bool) -> list[str]:
+        """Names of all topics, sorted; Kafka's own `__` topics only when `include_internal`."""
+        with self._call("list topics"):
+            metadata = self._admin().list_topics(timeout=self.timeout)
+        names = sorted(str(name) for name in metadata.topics)
+        return [n for n in names if include_internal or not _is_internal_name(n)]
+
+    def describe_topics(self, names: Sequence[str]) -> list[TopicInfo]:
+        """Partitions (leader, replicas, ISR) of each named topic, in the order given.
+
+        An unknown topic raises KafkaRequestError naming it.
+        """
+        if not names:
+            return []
+        topics: list[TopicInfo] = []
+        with self._call("describe topics") as call:
+            futures = self._admin().describe_topics(
+                TopicCollection(list(names)), request_timeout=self.timeout
+            )
+            for name in names:
+                with self._call(f"describe topic {name!r}"):
+                    topics.append(records.topic_info(futures[name].result(timeout=call.remaining())))
+        return topics
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str] | None = None,
+    ) -> None:
+        """Create a topic and wait (up to the timeout) until the controller has created it."""
+        topic = NewTopic(
+            name,
+            num_partitions=partitions,
+            replication_factor=replication_factor,
+            config=dict(configs or {}),
+        )
+        with self._call(f"create topic {name!r}") as call:
+            futures = self._admin().create_topics(
+                [topic], request_timeout=self.timeout, operation_timeout=self.timeout
+            )
+            futures[name].result(timeout=call.remaining())
+
+    def describe_topic_configs(
+        self, topics: Sequence[str], names: Collection[str] | None = CONFIG_KEYS
+    ) -> Partial[dict[str, list[TopicConfigEntry]]]:
+        """The configs called `names` (all when None) of each topic, with where each value comes from.
+
+        Topics go `_TOPICS_PER_REQUEST` to a DescribeConfigs request, all requests in flight at
+        once; blocks until all answered or the timeout passed. Sensitive values are None. A topic
+        that fails (unknown, not authorised) is in `errors` under its name. Raises
+        KafkaUnavailableError when no topic answered because the cluster did not.
+        """
+        wanted = list(dict.fromkeys(topics))
+        value: dict[str, list[TopicConfigEntry]] = {}
+        outcome = self._outcome()
+        if not wanted:
+            return Partial(value, outcome.errors)
+        with self._call("describe topic configs") as call:
+            client = self._admin()
+            futures: dict[str, concurrent.futures.Future[Any]] = {}
+            for chunk in _chunks(wanted, _TOPICS_PER_REQUEST):
+                resources = [ConfigResource(ResourceType.TOPIC, name) for name in chunk]
+                for resource, future in client.describe_configs(
+                    resources, request_timeout=self.timeout
+                ).items():
+                    futures[str(resource.name)] = future
+            concurrent.futures.wait(futures.values(), timeout=call.remaining())
+            for topic in wanted:
+                future = futures[topic]
+                try:
+                    entries = future.result(timeout=0)
+                except Exception as exc:
+                    outcome.failure(topic, exc)
+                    continue
+                value[topic] = records.topic_config_entries(topic, entries, names)
+                outcome.success()
+            _raise_if_unreachable(outcome)
+        return Partial(value, outcome.errors)
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    def list_offsets(
+        self, partitions: Sequence[TopicPartitionKey]
+    ) -> Partial[dict[TopicPartitionKey, PartitionOffsets]]:
+        """Earliest, latest and max-timestamp offsets of every partition.
+
+        One ListOffsets call per kind with all partitions in it (librdkafka sends one request per
+        leader), the three in flight at once; partitions whose leader had just moved are asked
+        once more. Blocks until all answered or the timeout passed. A partition whose earliest or
+        latest offset failed is in `errors` as "topic:partition"; one whose max timestamp alone
+        failed is returned without it. Raises KafkaUnavailableError when no partition answered
+        because the cluster did not.
+        """
+        wanted = list(dict.fromkeys((str(t), int(p)) for t, p in partitions))
+        value: dict[TopicPartitionKey, PartitionOffsets] = {}
+        outcome = self._outcome()
+        if not wanted:
+            return Partial(value, outcome.errors)
+        with self._call("list offsets") as call:
+            answers = self._offsets_round(wanted, call)
+            moved = [key for key, answer in answers.items() if _code(answer) in _LEADER_MOVED]
+            if moved and call.remaining() > _LEADER_MOVE_PAUSE_SECONDS:
+                # librdkafka refreshes its metadata after NOT_LEADER but does not retry ListOffsets.
+                time.sleep(_LEADER_MOVE_PAUSE_SECONDS)
+                answers.update(self._offsets_round(moved, call))
+            for key in wanted:
+                answer = answers[key]
+                if isinstance(answer, BaseException):
+                    outcome.failure(partition_key(*key), answer)
+                elif answer is None:
+                    # librdkafka reports a leader that did not answer in time as a "successful"
+                    # answer with offset -1001 (OFFSET_INVALID) instead of an error.
+                    outcome.unanswered(
+                        partition_key(*key), f"the leader did not answer within {self.timeout:g}s"
+                    )
+                else:
+                    value[key] = answer
+                    outcome.success()
+            _raise_if_unreachable(outcome)
+        return Partial(value, outcome.errors)
+
+    def _offsets_round(
+        self, keys: Sequence[TopicPartitionKey], call: KafkaCall
+    ) -> dict[TopicPartitionKey, PartitionOffsets | BaseException | None]:
+        """One ListOffsets call per kind for `keys`: offsets, the failure, or None for no answer."""
+        client = self._admin()
+        futures: dict[str, dict[TopicPartitionKey, concurrent.futures.Future[Any]]] = {}
+        for kind, spec in _OFFSET_SPECS.items():
+            request = {TopicPartition(t, p): spec for t, p in keys}
+            answer = client.list_offsets(request, request_timeout=self.timeout)
+            futures[kind] = {(str(tp.topic), int(tp.partition)): f for tp, f in answer.items()}
+        concurrent.futures.wait(
+            [f for by_partition in futures.values() for f in by_partition.values()],
+            timeout=call.remaining(),
+        )
+        answers: dict[TopicPartitionKey, PartitionOffsets | BaseException | None] = {}
+        for key in keys:
+            try:
+                earliest = futures["earliest"][key].result(timeout=0)
+                latest = futures["latest"][key].result(timeout=0)
+            except Exception as exc:
+                answers[key] = exc
+                continue
+            if int(earliest.offset) < 0 or int(latest.offset) < 0:
+                answers[key] = None
+                continue
+            max_timestamp = _result_or_none(futures["max_timestamp"][key])
+            answers[key] = records.partition_offsets(key[0], key[1], earliest, latest, max_timestamp)
+        return answers
+
+    # -- consumer groups --------------------------------------------------------------------
+
+    def list_group_ids(self) -> list[str]:
+        """Ids of all consumer groups (classic and KIP-848 protocol, every state including Empty).
+
+        One ListGroups request per broker; blocks until all answered or the timeout passed. Raises
+        KafkaUnavailableError or KafkaRequestError when any broker failed: a listing with some
+        coordinators missing would make their groups look deleted.
+        """
+        with self._call("list consumer groups") as call:
+            client = self._admin()
+            future = client.list_consumer_groups(request_timeout=self.timeout, types=_CONSUMER_GROUP_TYPES)
+            result = future.result(timeout=call.remaining())
+            if result.errors and all(_code(e) in _UNSUPPORTED for e in result.errors):
+                # Brokers before 3.8 cannot filter by group type (ListGroups v5).
+                future = client.list_consumer_groups(request_timeout=self.timeout)
+                result = future.result(timeout=call.remaining())
+            for error in result.errors or []:
+                raise error if isinstance(error, KafkaException) else KafkaException(error)
+        return sorted({str(listing.group_id) for listing in result.valid or []})
+
+    def describe_groups(self, group_ids: Sequence[str]) -> Partial[list[GroupDescription]]:
+        """State, members, assignments and coordinator of each group, in the order given.
+
+        Groups go `_GROUPS_PER_REQUEST` to a call (librdkafka asks each coordinator once), all
+        calls in flight at once; blocks until all answered or the timeout passed. A group that
+        failed is in `errors` under its id; a group that does not exist is described as "Dead".
+        Raises KafkaUnavailableError when no group answered because the cluster did not.
+        """
+        wanted = list(dict.fromkeys(group_ids))
+        described: list[GroupDescription] = []
+        outcome = self._outcome()
+        if not wanted:
+            return Partial(described, outcome.errors)
+        with self._call("describe consumer groups") as call:
+            client = self._admin()
+            futures: dict[str, concurrent.futures.Future[Any]] = {}
+            for chunk in _chunks(wanted, _GROUPS_PER_REQUEST):
+                futures.update(client.describe_consumer_groups(chunk, request_timeout=self.timeout))
+            concurrent.futures.wait(futures.values(), timeout=call.remaining())
+            for group_id in wanted:
+                try:
+                    description = futures[group_id].result(timeout=0)
+                except Exception as exc:
+                    outcome.failure(group_id, exc)
+                    continue
+                described.append(records.group_description(description))
+                outcome.success()
+            _raise_if_unreachable(outcome)
+        return Partial(described, outcome.errors)
+
+    def committed_offsets(
+        self, group_ids: Sequence[str], concurrency: int = 32
+    ) -> Partial[dict[str, list[CommittedOffset]]]:
+        """Each group's committed offsets (partitions without one are left out).
+
+        OffsetFetch takes one group per call, so the calls are fanned out with at most
+        `concurrency` in flight (futures, no threads). Each call is bounded by the timeout; a
+        group that failed is in `errors` under its id. When `concurrency` calls in a row found
+        the cluster unavailable the rest are not asked (reported in `errors`), so a dead cluster
+        costs one timeout, not one per group. A group whose answer had failed partitions is
+        returned with the others and also named in `errors`. Raises KafkaUnavailableError when
+        no group answered because the cluster did not.
+        """
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        wanted = list(dict.fromkeys(group_ids))
+        value: dict[str, list[CommittedOffset]] = {}
+        outcome = self._outcome()
+        with self._call("fetch committed offsets"):
+            fan_out = GroupOffsetsFanOut(self._admin(), self.timeout, concurrency)
+            for group_id, result in fan_out.run(wanted):
+                if isinstance(result, BaseException):
+                    outcome.failure(group_id, result)
+                else:
+                    partitions = result.topic_partitions or []
+                    value[group_id] = records.committed_offsets(group_id, partitions)
+                    outcome.success()
+                    failed = records.partition_errors(partitions, self._config.secret_values())
+                    if failed:
+                        outcome.errors[group_id] = f"no committed offset read for {', '.join(failed)}"
+            for group_id in fan_out.not_asked:
+                outcome.unanswered(group_id, "not asked: the cluster had stopped answering")
+            _raise_if_unreachable(outcome)
+        return Partial(value, outcome.errors)
+
+
+def _result_or_none(future: concurrent.futures.Future[Any]) -> Any | None:
+    try:
+        return future.result(timeout=0)
+    except Exception:
+        return None
+
+
+def _code(error: object) -> int | None:
+    inner = kafka_error(error) if isinstance(error, BaseException) else error
+    return inner.code() if isinstance(inner, KafkaError) else None
+
+
+def _raise_if_unreachable(outcome: Outcome) -> None:
+    """Inside a `KafkaCall`: raise the cluster's "no answer" when nothing answered."""
+    failure = outcome.unreachable()
+    if failure is not None:
+        raise failure

@@ -1,0 +1,196 @@
+"""Client-library errors turned into text and into the named errors of `monitor.errors`.
+
+- unavailable: the cluster, or the broker a request needs, did not answer (transport failure,
+  timeout, no leader or coordinator right now). Retrying later may succeed.
+- refused: a broker answered and refused (unknown topic, authorisation, invalid request ...).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Final, Protocol
+
+from confluent_kafka import KafkaError, KafkaException
+
+from monitor.config import ClusterConfig
+from monitor.errors import KafkaRequestError, KafkaUnavailableError, MonitorError
+from monitor.kafka.properties import ClientConfig, scrub
+
+# A future is only a backstop: librdkafka enforces `request_timeout` itself and fails the
+# request first; the extra seconds cover its queueing and callback delivery.
+FUTURE_GRACE_SECONDS: Final = 5.0
+
+UNAVAILABLE_CODES: Final = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._TIMED_OUT_QUEUE,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._RESOLVE,
+        KafkaError._DESTROY,
+        KafkaError._DESTROY_BROKER,
+        KafkaError._WAIT_COORD,
+        KafkaError._UNKNOWN_BROKER,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.BROKER_NOT_AVAILABLE,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.NOT_CONTROLLER,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+
+
+def kafka_error(exc: BaseException) -> KafkaError | None:
+    """The librdkafka error inside a client exception, if there is one."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True when `exc` means "no answer" rather than "refused"."""
+    if isinstance(exc, TimeoutError):
+        return True
+    error = kafka_error(exc)
+    return error is not None and error.code() in UNAVAILABLE_CODES
+
+
+def reason(exc: BaseException, secrets: Sequence[str], timeout: float | None = None) -> str:
+    """What the client said about one failure, with the error's name, secrets masked."""
+    error = kafka_error(exc)
+    if error is not None:
+        text = f"{error.str()} ({error.name()})"
+    elif isinstance(exc, TimeoutError):
+        text = "no answer within the timeout" if timeout is None else f"no answer within {timeout:g}s"
+    else:
+        text = str(exc) or type(exc).__name__
+    return scrub(text, secrets)
+
+
+class Outcome:
+    """The tally of one request over many entities (partitions, groups, topics, brokers).
+
+    Each entity either answered or failed with a message. The request as a whole failed when
+    nothing answered and every failure was "unavailable": then the cluster did not answer and
+    `unreachable()` returns the exception to raise; otherwise the caller returns a `Partial`.
+    """
+
+    def __init__(
+        self,
+        secrets: Sequence[str],
+        timeout: float,
+        unavailable: Callable[[BaseException], bool] = is_unavailable,
+    ) -> None:
+        self._secrets = secrets
+        self._timeout = timeout
+        self._is_unavailable = unavailable
+        self.errors: dict[str, str] = {}
+        self.answered = 0
+        self._unavailable: BaseException | None = None
+        self._refused = False
+
+    def success(self) -> None:
+        self.answered += 1
+
+    def failure(self, key: str, exc: BaseException) -> None:
+        self.errors[key] = reason(exc, self._secrets, self._timeout)
+        if self._is_unavailable(exc):
+            self._unavailable = self._unavailable or exc
+        else:
+            self._refused = True
+
+    def unanswered(self, key: str, text: str) -> None:
+        """An entity without an answer for a reason `text` explains: counts as unavailable."""
+        self.errors[key] = text
+        self._unavailable = self._unavailable or TimeoutError(text)
+
+    def unreachable(self) -> BaseException | None:
+        if self.answered or self._refused:
+            return None
+        return self._unavailable
+
+
+class CallOwner(Protocol):
+    """What `KafkaCall` needs from the client it guards (`KafkaAdmin`)."""
+
+    _generation: int
+
+    @property
+    def cluster(self) -> ClusterConfig: ...
+
+    @property
+    def config(self) -> ClientConfig: ...
+
+    @property
+    def timeout(self) -> float: ...
+
+    def _renew(self, generation: int) -> None: ...
+
+    def _drain_logs(self) -> None: ...
+
+
+class KafkaCall:
+    """Context manager around one client request: translates its errors, drains client logs.
+
+    Usage: `with self._call("describe topics") as call: ... future.result(timeout=call.remaining())`.
+    """
+
+    def __init__(self, admin: CallOwner, action: str) -> None:
+        self._admin = admin
+        self._action = action
+        self._generation = admin._generation
+        self._deadline = time.monotonic() + admin.timeout + FUTURE_GRACE_SECONDS
+
+    def remaining(self) -> float:
+        """Seconds left for waiting on futures, never negative."""
+        return max(0.0, self._deadline - time.monotonic())
+
+    def __enter__(self) -> KafkaCall:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._admin._drain_logs()
+        if exc is None or isinstance(exc, MonitorError):
+            return
+        if isinstance(exc, KafkaException):
+            error = self._translate(exc)
+        elif isinstance(exc, TimeoutError):
+            error = KafkaUnavailableError(
+                f"{self._where()}: no answer within {self._admin.timeout:g}s; "
+                f"check that {self._servers()} are up and reachable"
+            )
+        else:
+            return
+        if isinstance(error, KafkaUnavailableError):
+            self._admin._renew(self._generation)
+        raise error from exc
+
+    def _where(self) -> str:
+        return f"cannot {self._action} on cluster {self._admin.cluster.name!r}"
+
+    def _servers(self) -> str:
+        return ", ".join(self._admin.cluster.bootstrap_servers)
+
+    def _translate(self, exc: KafkaException) -> MonitorError:
+        error = kafka_error(exc)
+        secrets = self._admin.config.secret_values()
+        if error is None:
+            return KafkaRequestError(scrub(f"{self._where()}: {exc}", secrets))
+        reason = scrub(f"{error.str()} ({error.name()})", secrets)
+        if error.code() in UNAVAILABLE_CODES:
+            return KafkaUnavailableError(
+                f"{self._where()}: {reason}; check that {self._servers()} are up and reachable"
+            )
+        return KafkaRequestError(f"{self._where()}: the cluster refused the request: {reason}")

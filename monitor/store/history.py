@@ -1,0 +1,69 @@
+"""Just enough end-offset history to interpolate an append time, read in one statement.
+
+For each (topic, partition, offset) target: the newest sample whose end offset is <= the offset,
+the oldest whose end offset is > it (the pair that brackets the append), and the two oldest and
+the newest samples of the window (the average rate, for offsets older than the window). At most
+five rows per target instead of every sample of the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+
+from sqlalchemy import Connection, text
+
+_BRACKETS = text(
+    """
+    WITH t AS (
+        SELECT * FROM unnest(CAST(:topics AS text[]), CAST(:partitions AS int[]), CAST(:offsets AS bigint[]))
+            AS t(topic, partition, target)
+    )
+    SELECT DISTINCT t.topic, t.partition, x.end_offset, x.sampled_at
+    FROM t CROSS JOIN LATERAL (
+        (SELECT end_offset, sampled_at FROM partition_offsets p
+          WHERE p.cluster = :cluster AND p.topic = t.topic AND p.partition = t.partition
+            AND p.sampled_at >= :since AND p.end_offset <= t.target
+          ORDER BY p.sampled_at DESC LIMIT 1)
+        UNION ALL
+        (SELECT end_offset, sampled_at FROM partition_offsets p
+          WHERE p.cluster = :cluster AND p.topic = t.topic AND p.partition = t.partition
+            AND p.sampled_at >= :since AND p.end_offset > t.target
+          ORDER BY p.sampled_at ASC LIMIT 1)
+        UNION ALL
+        (SELECT end_offset, sampled_at FROM partition_offsets p
+          WHERE p.cluster = :cluster AND p.topic = t.topic AND p.partition = t.partition
+            AND p.sampled_at >= :since
+          ORDER BY p.sampled_at ASC LIMIT 2)
+        UNION ALL
+        (SELECT end_offset, sampled_at FROM partition_offsets p
+          WHERE p.cluster = :cluster AND p.topic = t.topic AND p.partition = t.partition
+            AND p.sampled_at >= :since
+          ORDER BY p.sampled_at DESC LIMIT 1)
+    ) AS x
+    """
+)
+
+
+def end_offset_brackets(
+    conn: Connection, cluster: str, targets: Collection[tuple[str, int, int]], since: datetime
+) -> dict[tuple[str, int], list[tuple[int, datetime]]]:
+    """(topic, partition) -> the samples around each target's offset, ascending by time."""
+    if not targets:
+        return {}
+    rows = conn.execute(
+        _BRACKETS,
+        {
+            "cluster": cluster,
+            "since": since,
+            "topics": [t for t, _, _ in targets],
+            "partitions": [p for _, p, _ in targets],
+            "offsets": [o for _, _, o in targets],
+        },
+    )
+    history: dict[tuple[str, int], list[tuple[int, datetime]]] = {}
+    for topic, partition, end_offset, sampled_at in rows:
+        history.setdefault((topic, partition), []).append((int(end_offset), sampled_at))
+    for points in history.values():
+        points.sort(key=lambda point: point[1])
+    return history

@@ -1,0 +1,135 @@
+"""Two real daemon processes on one database share a cluster through a lease: exactly one collects,
+and when it dies the other takes over within two lease periods. SIGTERM stops a daemon cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from sqlalchemy import Engine, text
+
+from tests.fixtures.kafka import KafkaTestHelper
+
+pytestmark = pytest.mark.e2e
+
+LEASE_TTL = 4.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def daemon_config(tmp_path: Path, kafka: KafkaTestHelper) -> Path:
+    topic = kafka.create_topic()
+    config = {
+        "clusters": [
+            {
+                "name": "shared",
+                "bootstrap_servers": kafka.bootstrap_servers.split(","),
+                "topics": {"allow": [topic]},
+            }
+        ],
+        "intervals": {"offsets_seconds": 1, "metadata_seconds": 2, "log_dirs_seconds": 30},
+        "collect": {"lease_ttl_seconds": LEASE_TTL},
+        "log_level": "INFO",
+    }
+    path = tmp_path / "monitor.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture
+def start_daemon(daemon_config: Path, db_url: str, tmp_path: Path) -> Iterator[object]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(name: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "DATABASE_URL": db_url, "KAFKA_HEALTH_WEB__PORT": str(free_port())}
+        log = (tmp_path / f"{name}.log").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "monitor", "run", "--config", str(daemon_config)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def instances_collecting(engine: Engine, since: float) -> set[str]:
+    with engine.connect() as conn:
+        found = conn.execute(
+            text(
+                "SELECT DISTINCT instance FROM collection_runs WHERE cluster = 'shared' AND job = 'offsets'"
+                " AND started_at > to_timestamp(:since)"
+            ),
+            {"since": since},
+        ).scalars()
+        return set(found)
+
+
+def wait_until(predicate: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def test_one_instance_collects_and_the_other_takes_over(start_daemon: object, engine: Engine) -> None:
+    host = socket.gethostname()
+    a = start_daemon("a")  # type: ignore[operator]
+    wait_until(lambda: f"{host}:{a.pid}" in instances_collecting(engine, 0), 60, "daemon a to collect")
+    b = start_daemon("b")  # type: ignore[operator]
+    time.sleep(3 * LEASE_TTL)
+    window_start = time.time() - 2 * LEASE_TTL
+    assert instances_collecting(engine, window_start) == {f"{host}:{a.pid}"}, (
+        "exactly one live instance collects"
+    )
+    assert b.poll() is None
+
+    a.send_signal(signal.SIGKILL)
+    a.wait(10)
+    killed_at = time.time()
+    wait_until(
+        lambda: f"{host}:{b.pid}" in instances_collecting(engine, killed_at),
+        2 * LEASE_TTL + 10,
+        "b to take over",
+    )
+    took = time.time() - killed_at
+    # Two lease periods, plus one offsets interval for the first job to run after the takeover.
+    assert took <= 2 * LEASE_TTL + 2, took
+
+
+def test_sigterm_stops_cleanly_and_releases_the_lease(start_daemon: object, engine: Engine) -> None:
+    host = socket.gethostname()
+    a = start_daemon("solo")  # type: ignore[operator]
+    wait_until(lambda: f"{host}:{a.pid}" in instances_collecting(engine, 0), 60, "the daemon to collect")
+    a.send_signal(signal.SIGTERM)
+    assert a.wait(30) == 0
+    with engine.connect() as conn:
+        holders = (
+            conn.execute(text("SELECT holder FROM leases WHERE name = 'collect:shared'")).scalars().all()
+        )
+        running = conn.execute(
+            text("SELECT count(*) FROM collection_runs WHERE cluster = 'shared' AND status = 'running'")
+        ).scalar()
+    assert f"{host}:{a.pid}" not in holders
+    assert running == 0, "an in-flight run was left unfinished"

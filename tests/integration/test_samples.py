@@ -1,0 +1,644 @@
+"""The offsets samples against a real PostgreSQL: a 60,000-row batch and its latest tables, replays,
+the topic config history, the collector's reads, leases, and the buffered writer through a real
+server stop and start."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import IntegrityError
+
+from monitor.clock import FakeClock, to_millis
+from monitor.devtools.paths import var_dir
+from monitor.devtools.postgres import LocalPostgres
+from monitor.errors import StoreUnavailableError
+from monitor.store import leases
+from monitor.store.buffer import BufferedWriter
+from monitor.store.samples import (
+    OffsetsBatch,
+    cached_timestamps,
+    end_offset_history,
+    latest_committed,
+    prune_record_timestamps,
+    record_topic_configs,
+    to_datetime,
+    write_log_dirs,
+    write_offsets_batch,
+)
+from monitor.types import (
+    METHOD_EXACT,
+    METHOD_INTERPOLATED,
+    METHOD_NONE,
+    CommitObservation,
+    CommittedOffset,
+    DataLossEvent,
+    GroupDescription,
+    GroupMember,
+    GroupOffsetSample,
+    LogDirReplica,
+    LogDirUsage,
+    PartitionOffsets,
+    PartitionSample,
+    RecordTimestamp,
+    TopicConfigEntry,
+)
+from tests.fixtures.postgres import DEFAULT_TEST_PORT, PgServer
+
+T0 = datetime(2030, 5, 1, 12, 0, tzinfo=UTC)
+TOPICS, PARTITIONS, GROUPS = 100, 100, 5  # 10,000 partitions, 50,000 group offsets
+METHODS = (METHOD_EXACT, METHOD_INTERPOLATED, METHOD_NONE)
+
+
+def _partition_sample(topic: int, partition: int, step: int, at_ms: int) -> PartitionSample:
+    end = 1_000 * (step + 1) + topic + partition
+    offsets = PartitionOffsets(f"topic-{topic}", partition, step, end, end - 1, at_ms - 7)
+    if partition == 0:  # an empty partition: no record times
+        return PartitionSample(offsets)
+    return PartitionSample(offsets, at_ms - 86_400_123, at_ms - 7, "CreateTime")
+
+
+def _group_sample(group: int, topic: int, partition: int, step: int, at_ms: int) -> GroupOffsetSample:
+    end = 1_000 * (step + 1) + topic + partition
+    committed = end - group - step
+    method = METHODS[(topic + partition + group) % 3]
+    exact_ms = at_ms - 60_001 * (group + 1) if method != METHOD_NONE else None
+    return GroupOffsetSample(
+        CommittedOffset(f"group-{group}", f"topic-{topic}", partition, committed, leader_epoch=step),
+        end_offset=end,
+        start_offset=step,
+        lag=end - committed,
+        lag_clamped=group == 0 and partition == 1,
+        committed_timestamp_ms=exact_ms,
+        consumed_timestamp_ms=exact_ms - 1 if exact_ms is not None else None,
+        timestamp_method=method,
+        timestamp_error_ms=15_000 if method == METHOD_INTERPOLATED else None,
+    )
+
+
+def _groups(step: int) -> list[GroupDescription]:
+    """Each group has one member per step + 1, so a newer batch changes the membership."""
+    return [
+        GroupDescription(
+            f"group-{g}",
+            "Stable",
+            "consumer",
+            "range",
+            coordinator=1,
+            members=tuple(
+                GroupMember(f"m-{g}-{m}", f"client-{m}", "/10.0.0.1", (("topic-0", m), ("topic-1", m)))
+                for m in range(step + 1)
+            ),
+            is_simple=g == 4,
+        )
+        for g in range(GROUPS)
+    ]
+
+
+def _offsets_batch(cluster: str, step: int, *, observe: int = 0, records: range = range(0)) -> OffsetsBatch:
+    """Cycle `step` (15 s apart) of a cluster with 10,000 partitions and 5 groups reading them all.
+
+    `observe` group partitions (group-0, first topics) get a commit observation; `records` are
+    cache entries for topic-0, partition 1 at those offsets.
+    """
+    at = T0 + timedelta(seconds=15 * step)
+    at_ms = to_millis(at)
+    partitions = [_partition_sample(t, p, step, at_ms) for t in range(TOPICS) for p in range(PARTITIONS)]
+    group_offsets = [
+        _group_sample(g, t, p, step, at_ms)
+        for g in range(GROUPS)
+        for t in range(TOPICS)
+        for p in range(PARTITIONS)
+    ]
+    observations = [
+        CommitObservation(
+            s.committed.group_id, s.committed.topic, s.committed.partition, s.committed.offset, 1, at_ms
+        )
+        for s in group_offsets[:observe]
+    ]
+    cache = [RecordTimestamp("topic-0", 1, o, o, at_ms - 1_000 + o, "LogAppendTime") for o in records]
+    losses = [DataLossEvent("group-3", "topic-9", 9, 5, 40, at_ms)]
+    return OffsetsBatch(
+        cluster, at, None, partitions, _groups(step), group_offsets, observations, cache, losses
+    )
+
+
+def _count(conn: Connection, table: str, cluster: str) -> int:
+    return int(
+        conn.execute(text(f"SELECT count(*) FROM {table} WHERE cluster = :c"), {"c": cluster}).scalar_one()
+    )
+
+
+def _latest_groups(conn: Connection, cluster: str) -> dict[tuple[str, str, int], tuple[Any, ...]]:
+    rows = conn.execute(
+        text(
+            "SELECT group_id, topic, partition, sampled_at, committed_offset, leader_epoch, end_offset, "
+            "start_offset, lag, lag_clamped, committed_timestamp, consumed_timestamp, timestamp_method, "
+            "timestamp_error_ms, last_commit_observed_at FROM latest_group_offsets WHERE cluster = :c"
+        ),
+        {"c": cluster},
+    )
+    return {(r[0], r[1], r[2]): tuple(r[3:]) for r in rows}
+
+
+def _expected_groups(batch: OffsetsBatch) -> dict[tuple[str, str, int], tuple[Any, ...]]:
+    def ts(ms: int | None) -> datetime | None:
+        return to_datetime(ms) if ms is not None else None
+
+    return {
+        (s.committed.group_id, s.committed.topic, s.committed.partition): (
+            batch.sampled_at,
+            s.committed.offset,
+            s.committed.leader_epoch,
+            s.end_offset,
+            s.start_offset,
+            s.lag,
+            s.lag_clamped,
+            ts(s.committed_timestamp_ms),
+            ts(s.consumed_timestamp_ms),
+            s.timestamp_method,
+            s.timestamp_error_ms,
+        )
+        for s in batch.group_offsets
+    }
+
+
+def _latest_partitions(conn: Connection, cluster: str) -> dict[tuple[str, int], tuple[Any, ...]]:
+    rows = conn.execute(
+        text(
+            "SELECT topic, partition, sampled_at, start_offset, end_offset, max_timestamp_offset, "
+            "max_timestamp, start_timestamp, latest_timestamp, timestamp_type "
+            "FROM latest_partition_offsets WHERE cluster = :c"
+        ),
+        {"c": cluster},
+    )
+    return {(r[0], r[1]): tuple(r[2:]) for r in rows}
+
+
+def _expected_partitions(batch: OffsetsBatch) -> dict[tuple[str, int], tuple[Any, ...]]:
+    def ts(ms: int | None) -> datetime | None:
+        return to_datetime(ms) if ms is not None else None
+
+    return {
+        (s.offsets.topic, s.offsets.partition): (
+            batch.sampled_at,
+            s.offsets.start,
+            s.offsets.end,
+            s.offsets.max_timestamp_offset,
+            ts(s.offsets.max_timestamp_ms),
+            ts(s.start_timestamp_ms),
+            ts(s.latest_timestamp_ms),
+            s.timestamp_type,
+        )
+        for s in batch.partitions
+    }
+
+
+@pytest.fixture(scope="module")
+def two_cycles(engine: Engine) -> tuple[OffsetsBatch, OffsetsBatch, dict[str, int], dict[str, int]]:
+    """Cluster "big": cycle 0 with commit observations and 1,000 cache entries, then cycle 1
+    without observations, 500 old and 500 new cache entries and the same data loss."""
+    first = _offsets_batch("big", 0, observe=2_000, records=range(1_000))
+    second = _offsets_batch("big", 1, records=range(500, 1_500))
+    assert first.row_count == 10_000 + GROUPS + 50_000 + 2_000 + 1_000 + 1
+    with engine.begin() as conn:
+        first_counts = write_offsets_batch(conn, first)
+    with engine.begin() as conn:
+        second_counts = write_offsets_batch(conn, second)
+    return first, second, first_counts, second_counts
+
+
+def test_a_60000_row_batch_is_written_and_counted(
+    engine: Engine, two_cycles: tuple[OffsetsBatch, OffsetsBatch, dict[str, int], dict[str, int]]
+) -> None:
+    first, _, counts, second_counts = two_cycles
+    assert counts == {
+        "partition_offsets": 10_000,
+        "latest_partition_offsets": 10_000,
+        "group_offsets": 50_000,
+        "latest_group_offsets": 50_000,
+        "commit_observations": 2_000,
+        "group_states": GROUPS,
+        "group_members": GROUPS,
+        "record_timestamps": 1_000,
+        "data_loss_events": 1,
+    }
+    assert second_counts["record_timestamps"] == 500  # the other 500 were cached already
+    assert second_counts["data_loss_events"] == 0  # the same loss is recorded once
+    assert second_counts["group_members"] == 2 * GROUPS
+    with engine.connect() as conn:
+        assert _count(conn, "partition_offsets", "big") == 20_000
+        assert _count(conn, "group_offsets", "big") == 100_000
+        assert _count(conn, "latest_partition_offsets", "big") == 10_000
+        assert _count(conn, "latest_group_offsets", "big") == 50_000
+        assert _count(conn, "group_states", "big") == 2 * GROUPS
+        assert _count(conn, "commit_observations", "big") == 2_000
+        assert _count(conn, "record_timestamps", "big") == 1_500
+        loss = conn.execute(
+            text(
+                "SELECT group_id, topic, partition, committed_offset, start_offset, messages_lost, detected_at "
+                "FROM data_loss_events WHERE cluster = 'big'"
+            )
+        ).one()
+        assert tuple(loss) == ("group-3", "topic-9", 9, 5, 40, 35, first.sampled_at)
+        sample = conn.execute(
+            text(
+                "SELECT committed_timestamp, consumed_timestamp, timestamp_method, lag, run_id FROM group_offsets "
+                "WHERE cluster = 'big' AND group_id = 'group-1' AND topic = 'topic-0' AND partition = 2 "
+                "AND sampled_at = :at"
+            ),
+            {"at": first.sampled_at},
+        ).one()
+    expected = _group_sample(1, 0, 2, 0, to_millis(first.sampled_at))
+    assert expected.committed_timestamp_ms is not None and expected.consumed_timestamp_ms is not None
+    assert tuple(sample) == (
+        to_datetime(expected.committed_timestamp_ms),
+        to_datetime(expected.consumed_timestamp_ms),
+        METHOD_EXACT,
+        expected.lag,
+        None,
+    )
+
+
+def test_latest_tables_hold_the_newest_sample(
+    engine: Engine, two_cycles: tuple[OffsetsBatch, OffsetsBatch, dict[str, int], dict[str, int]]
+) -> None:
+    first, second, _, _ = two_cycles
+    with engine.connect() as conn:
+        partitions = _latest_partitions(conn, "big")
+        groups = _latest_groups(conn, "big")
+        members = conn.execute(
+            text(
+                "SELECT group_id, member_id, assignment, updated_at FROM group_members WHERE cluster = 'big'"
+            )
+        ).all()
+        simple = (
+            conn.execute(
+                text(
+                    "SELECT group_id FROM group_states WHERE cluster = 'big' AND is_simple AND sampled_at = :at"
+                ),
+                {"at": second.sampled_at},
+            )
+            .scalars()
+            .all()
+        )
+    assert partitions == _expected_partitions(second)
+    observed = {
+        (o.group_id, o.topic, o.partition): to_datetime(o.observed_at_ms) for o in first.commit_observations
+    }
+    # The second cycle observed no commit: the first cycle's observation times are kept.
+    assert groups == {key: (*values, observed.get(key)) for key, values in _expected_groups(second).items()}
+    assert sum(1 for values in groups.values() if values[-1] is not None) == 2_000
+    assert len(members) == 2 * GROUPS
+    assert {(g, m) for g, m, _, _ in members} == {
+        (f"group-{g}", f"m-{g}-{m}") for g in range(GROUPS) for m in (0, 1)
+    }
+    assert {tuple(a) for _, _, a, _ in members} == {("topic-0:0", "topic-1:0"), ("topic-0:1", "topic-1:1")}
+    assert {at for *_, at in members} == {second.sampled_at}
+    assert simple == ["group-4"]
+
+
+def test_a_newer_observation_replaces_the_kept_one(engine: Engine) -> None:
+    at = T0 + timedelta(days=3)
+    key = CommittedOffset("g", "t", 0, 10)
+    sample = GroupOffsetSample(key, 20, 0, 10)
+    observation = CommitObservation("g", "t", 0, 10, 5, to_millis(at))
+    with engine.begin() as conn:
+        write_offsets_batch(
+            conn, OffsetsBatch("obs", at, group_offsets=[sample], commit_observations=[observation])
+        )
+        write_offsets_batch(conn, OffsetsBatch("obs", at + timedelta(seconds=15), group_offsets=[sample]))
+        assert latest_committed(conn, "obs") == {("g", "t", 0): (10, at)}
+        later = at + timedelta(seconds=30)
+        moved = GroupOffsetSample(CommittedOffset("g", "t", 0, 12), 20, 0, 8)
+        seen = CommitObservation("g", "t", 0, 12, 10, to_millis(later))
+        write_offsets_batch(
+            conn, OffsetsBatch("obs", later, group_offsets=[moved], commit_observations=[seen])
+        )
+        assert latest_committed(conn, "obs") == {("g", "t", 0): (12, later)}
+
+
+def test_replaying_a_batch_neither_fails_nor_duplicates(
+    engine: Engine, two_cycles: tuple[OffsetsBatch, OffsetsBatch, dict[str, int], dict[str, int]]
+) -> None:
+    first, second, _, _ = two_cycles
+    tables = (
+        "partition_offsets",
+        "group_offsets",
+        "group_states",
+        "commit_observations",
+        "record_timestamps",
+    )
+    with engine.connect() as conn:
+        before = {table: _count(conn, table, "big") for table in tables}
+        latest_before = _latest_groups(conn, "big")
+    with engine.begin() as conn:
+        replayed = write_offsets_batch(conn, second, idempotent=True)
+        # An older batch replayed late does not move the latest rows back.
+        write_offsets_batch(conn, first, idempotent=True)
+    assert {table: replayed[table] for table in tables} == dict.fromkeys(tables, 0)
+    assert replayed["data_loss_events"] == 0
+    with engine.connect() as conn:
+        assert {table: _count(conn, table, "big") for table in tables} == before
+        assert _latest_groups(conn, "big") == latest_before
+        assert _latest_partitions(conn, "big") == _expected_partitions(second)
+        assert _count(conn, "group_members", "big") == 2 * GROUPS
+    # Without idempotent mode the same batch is refused, and the caller's transaction survives.
+    with engine.begin() as conn:
+        with pytest.raises(IntegrityError, match="duplicate key"):
+            write_offsets_batch(conn, second)
+        assert _count(conn, "partition_offsets", "big") == 20_000
+
+
+def test_collector_reads_round_trip(
+    engine: Engine, two_cycles: tuple[OffsetsBatch, OffsetsBatch, dict[str, int], dict[str, int]]
+) -> None:
+    first, second, _, _ = two_cycles
+    keys = [("topic-0", 1, o) for o in range(0, 50_000)]
+    with engine.connect() as conn:
+        cached = cached_timestamps(conn, "big", keys)
+        committed = latest_committed(conn, "big")
+        history = end_offset_history(conn, "big", [("topic-3", 4), ("topic-7", 0), ("nope", 0)], T0)
+        recent = end_offset_history(conn, "big", [("topic-3", 4)], second.sampled_at)
+        assert cached_timestamps(conn, "other-cluster", keys[:10]) == {}
+        assert end_offset_history(conn, "big", [], T0) == {}
+    assert len(cached) == 1_500
+    assert cached[("topic-0", 1, 1_200)] == RecordTimestamp(
+        "topic-0", 1, 1_200, 1_200, to_millis(second.sampled_at) - 1_000 + 1_200, "LogAppendTime"
+    )
+    assert cached[("topic-0", 1, 7)].timestamp_ms == to_millis(first.sampled_at) - 1_000 + 7
+    assert len(committed) == 50_000
+    key = ("group-0", "topic-0", 0)
+    expected = _group_sample(0, 0, 0, 1, 0).committed.offset
+    assert committed[key] == (expected, to_datetime(first.commit_observations[0].observed_at_ms))
+    assert committed[("group-4", "topic-99", 99)][1] is None
+    assert history == {
+        ("topic-3", 4): [(1_007, first.sampled_at), (2_007, second.sampled_at)],
+        ("topic-7", 0): [(1_007, first.sampled_at), (2_007, second.sampled_at)],
+    }
+    assert recent == {("topic-3", 4): [(2_007, second.sampled_at)]}
+
+
+def test_prune_record_timestamps(engine: Engine) -> None:
+    at = T0 + timedelta(days=5)
+    old = OffsetsBatch(
+        "prune", at, record_timestamps=[RecordTimestamp("t", 0, o, o, 1, "CreateTime") for o in range(3)]
+    )
+    new = OffsetsBatch(
+        "prune", at + timedelta(hours=1), record_timestamps=[RecordTimestamp("t", 0, 9, None, None)]
+    )
+    with engine.begin() as conn:
+        write_offsets_batch(conn, old)
+        write_offsets_batch(conn, new)
+        assert prune_record_timestamps(conn, "prune", at + timedelta(minutes=1)) == 3
+        assert cached_timestamps(conn, "prune", [("t", 0, o) for o in range(10)]) == {
+            ("t", 0, 9): RecordTimestamp("t", 0, 9, None, None, "NotAvailable")
+        }
+
+
+def test_log_dirs_append_and_replay(engine: Engine) -> None:
+    at = T0 + timedelta(days=6)
+    replicas = [LogDirReplica(b, "/data", "t", p, 1_000 * p, 0, False) for b in (1, 2) for p in range(3)]
+    usages = [
+        LogDirUsage(1, "/data", 10_000, 4_000),
+        LogDirUsage(2, "/data", None, None, "KafkaStorageException"),
+    ]
+    with engine.begin() as conn:
+        assert write_log_dirs(conn, "dirs", at, 7, replicas, usages) == {
+            "log_dir_sizes": 6,
+            "broker_disks": 2,
+        }
+    with engine.begin() as conn:
+        replay = write_log_dirs(conn, "dirs", at, 7, replicas, usages, idempotent=True)
+        assert replay == {"log_dir_sizes": 0, "broker_disks": 0}
+        assert _count(conn, "log_dir_sizes", "dirs") == 6
+        disk = conn.execute(
+            text("SELECT usable_bytes, error FROM broker_disks WHERE cluster = 'dirs' AND broker_id = 2")
+        )
+        assert tuple(disk.one()) == (None, "KafkaStorageException")
+
+
+# ---------------------------------------------------------------------------------------------
+# Topic config history
+
+
+def _configs(conn: Connection) -> list[tuple[Any, ...]]:
+    rows = conn.execute(
+        text(
+            "SELECT topic, name, value, source, valid_from, valid_to FROM topic_configs "
+            "WHERE cluster = 'cfgh' ORDER BY topic, name, valid_from"
+        )
+    )
+    return [tuple(r) for r in rows]
+
+
+def test_topic_config_history_records_changes_only(engine: Engine) -> None:
+    t1, t2, t3, t4 = (T0 + timedelta(hours=h) for h in range(4))
+    entries = [
+        TopicConfigEntry("orders", "retention.ms", "604800000", "DYNAMIC_TOPIC_CONFIG"),
+        TopicConfigEntry("orders", "cleanup.policy", "delete", "DEFAULT_CONFIG"),
+        TopicConfigEntry("payments", "retention.ms", "3600000", "DYNAMIC_TOPIC_CONFIG"),
+    ]
+    with engine.begin() as conn:
+        assert record_topic_configs(conn, "cfgh", entries, ["orders", "payments"], t1) == 3
+        # Unchanged: nothing new, nothing closed.
+        assert record_topic_configs(conn, "cfgh", entries, ["orders", "payments"], t2) == 0
+        assert [row[-1] for row in _configs(conn)] == [None, None, None]
+
+        # retention.ms of orders raised; payments not described this time (its rows stay open).
+        raised = TopicConfigEntry("orders", "retention.ms", "1209600000", "DYNAMIC_TOPIC_CONFIG")
+        assert record_topic_configs(conn, "cfgh", [entries[1], raised], ["orders"], t3) == 1
+        # cleanup.policy no longer returned for orders: its row is closed, none opened.
+        assert record_topic_configs(conn, "cfgh", [raised], ["orders"], t4) == 0
+        assert _configs(conn) == [
+            ("orders", "cleanup.policy", "delete", "DEFAULT_CONFIG", t1, t4),
+            ("orders", "retention.ms", "604800000", "DYNAMIC_TOPIC_CONFIG", t1, t3),
+            ("orders", "retention.ms", "1209600000", "DYNAMIC_TOPIC_CONFIG", t3, None),
+            ("payments", "retention.ms", "3600000", "DYNAMIC_TOPIC_CONFIG", t1, None),
+        ]
+        # The same value from another source is a change too; a topic described empty closes all.
+        moved = TopicConfigEntry("orders", "retention.ms", "1209600000", "STATIC_BROKER_CONFIG")
+        assert (
+            record_topic_configs(conn, "cfgh", [moved], ["orders", "payments"], t4 + timedelta(hours=1)) == 1
+        )
+        open_rows = conn.execute(
+            text("SELECT topic, source FROM topic_configs WHERE cluster = 'cfgh' AND valid_to IS NULL")
+        ).all()
+        assert [tuple(r) for r in open_rows] == [("orders", "STATIC_BROKER_CONFIG")]
+        assert record_topic_configs(conn, "cfgh", [], [], t4) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Leases
+
+
+def _acquire(engine: Engine, holder: str, ttl: float) -> bool:
+    with engine.begin() as conn:
+        return leases.acquire(conn, "collect:c1", holder, ttl)
+
+
+def _holders(engine: Engine) -> dict[str, tuple[str, datetime]]:
+    with engine.begin() as conn:
+        return leases.holders(conn)
+
+
+def _acquired_at(engine: Engine) -> datetime:
+    with engine.connect() as conn:
+        return conn.execute(text("SELECT acquired_at FROM leases WHERE name = 'collect:c1'")).scalar_one()
+
+
+def test_a_lease_has_one_holder_until_it_expires(engine: Engine) -> None:
+    assert _acquire(engine, "instance-a", 1.0)
+    assert not _acquire(engine, "instance-b", 1.0)
+    first_expiry = _holders(engine)["collect:c1"]
+    assert first_expiry[0] == "instance-a"
+    taken_at = _acquired_at(engine)
+
+    time.sleep(0.05)
+    assert _acquire(engine, "instance-a", 1.0)  # renewed by its holder
+    renewed = _holders(engine)["collect:c1"]
+    assert renewed[0] == "instance-a" and renewed[1] > first_expiry[1]
+    assert _acquired_at(engine) == taken_at  # a renewal is not a new acquisition
+    assert not _acquire(engine, "instance-b", 1.0)
+
+    time.sleep(1.1)  # instance-a stopped renewing
+    assert "collect:c1" not in _holders(engine)
+    assert _acquire(engine, "instance-b", 30)
+    assert not _acquire(engine, "instance-a", 30)
+    assert _holders(engine)["collect:c1"][0] == "instance-b"
+    assert _acquired_at(engine) > taken_at
+
+    with engine.begin() as conn:
+        leases.release(conn, "collect:c1", "instance-a")  # not the holder: no effect
+    assert _holders(engine)["collect:c1"][0] == "instance-b"
+    with engine.begin() as conn:
+        leases.release(conn, "collect:c1", "instance-b")
+    assert _holders(engine) == {}
+    assert _acquire(engine, "instance-a", 30)  # released: free at once
+
+
+# ---------------------------------------------------------------------------------------------
+# Buffered writer
+
+
+def _small_batch(cluster: str, step: int) -> OffsetsBatch:
+    at = T0 + timedelta(days=10, seconds=15 * step)
+    at_ms = to_millis(at)
+    return OffsetsBatch(cluster, at, partitions=[_partition_sample(0, p, step, at_ms) for p in range(10)])
+
+
+def _writer_for(batch: OffsetsBatch) -> BufferedWriter.Write:
+    def write(conn: Connection, replay: bool) -> object:
+        return write_offsets_batch(conn, batch, idempotent=replay)
+
+    return write
+
+
+def _samples_by_time(engine: Engine, cluster: str) -> dict[datetime, int]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT sampled_at, count(*) FROM partition_offsets WHERE cluster = :c GROUP BY 1"),
+            {"c": cluster},
+        )
+        return {at: count for at, count in rows}
+
+
+@pytest.fixture
+def local_server(pg_server: PgServer) -> Iterator[LocalPostgres]:
+    """The session's own PostgreSQL, to stop and start; always running again afterwards."""
+    if os.environ.get("DATABASE_URL"):
+        pytest.skip(
+            "test_buffered_writer_survives_a_postgresql_restart needs to stop and start the server; "
+            "the server comes from DATABASE_URL, which this test does not control"
+        )
+    port = int(os.environ.get("KAFKA_HEALTH_TEST_PG_PORT", DEFAULT_TEST_PORT))
+    server = LocalPostgres(var_dir() / "test" / "postgres", port)
+    assert server.url("postgres") == pg_server.admin_url
+    try:
+        yield server
+    finally:
+        server.up()
+
+
+def test_buffered_writer_survives_a_postgresql_restart(engine: Engine, local_server: LocalPostgres) -> None:
+    batches = [_small_batch("restart", step) for step in range(6)]
+    writer = BufferedWriter(engine, max_rows=30, clock=FakeClock())
+    assert writer.submit("restart:0", 10, _writer_for(batches[0])) is True
+
+    local_server.down()
+    for step in range(1, 6):
+        assert writer.submit(f"restart:{step}", batches[step].row_count, _writer_for(batches[step])) is False
+    assert not writer.available
+    assert writer.last_error is not None and "unavailable" in writer.last_error
+    # The bound keeps the newest 30 rows: the writes of steps 1 and 2 were dropped.
+    assert (writer.pending_writes, writer.pending_rows) == (3, 30)
+    assert (writer.dropped_writes, writer.dropped_rows) == (2, 20)
+    assert writer.flush() == 0  # still down: nothing lost, nothing reordered
+    assert writer.pending_writes == 3
+
+    local_server.up()
+    assert writer.flush() == 3
+    assert (writer.pending_writes, writer.pending_rows, writer.failed_writes) == (0, 0, 0)
+    assert writer.available and writer.last_error is None
+    assert _samples_by_time(engine, "restart") == {batches[s].sampled_at: 10 for s in (0, 3, 4, 5)}
+    assert writer.flush() == 0
+
+
+def test_buffered_writer_replays_in_order_before_a_new_write(engine: Engine) -> None:
+    calls: list[tuple[str, bool]] = []
+
+    def flaky(conn: Connection, replay: bool) -> object:
+        calls.append(("flaky", replay))
+        if len(calls) == 1:
+            raise StoreUnavailableError("PostgreSQL at test is unavailable: connection refused")
+        return write_offsets_batch(conn, _small_batch("order", 0), idempotent=replay)
+
+    def fresh(conn: Connection, replay: bool) -> object:
+        calls.append(("fresh", replay))
+        return write_offsets_batch(conn, _small_batch("order", 1), idempotent=replay)
+
+    writer = BufferedWriter(engine, max_rows=100, clock=FakeClock(), retry_seconds=0)
+    assert writer.submit("order:0", 10, flaky) is False
+    assert writer.pending_writes == 1 and not writer.available
+    assert writer.submit("order:1", 10, fresh) is True
+    assert calls == [("flaky", False), ("flaky", True), ("fresh", False)]
+    assert writer.available and writer.pending_writes == 0
+    assert len(_samples_by_time(engine, "order")) == 2
+
+
+def test_buffered_writer_drops_a_write_that_is_wrong(engine: Engine) -> None:
+    writer = BufferedWriter(engine, max_rows=100, clock=FakeClock())
+    batch = _small_batch("wrong", 0)
+    assert writer.submit("wrong:0", 10, _writer_for(batch)) is True
+    # The same batch again, not as a replay: a duplicate key, which no retry can fix.
+    assert writer.submit("wrong:0", 10, _writer_for(batch)) is False
+    assert writer.submit("wrong:bug", 1, lambda conn, replay: conn.execute(text("SELECT 1 / 0"))) is False
+    assert (writer.failed_writes, writer.pending_writes, writer.dropped_writes) == (2, 0, 0)
+    assert writer.available
+    assert writer.last_error is not None and "DivisionByZero" in writer.last_error
+    assert _samples_by_time(engine, "wrong") == {batch.sampled_at: 10}
+
+
+def test_buffered_writer_takes_concurrent_submissions(engine: Engine) -> None:
+    writer = BufferedWriter(engine, max_rows=1_000, clock=FakeClock())
+    results: list[bool] = []
+
+    def collector(thread: int) -> None:
+        for step in range(5):
+            batch = _small_batch(f"threads-{thread}", step)
+            results.append(writer.submit(f"threads-{thread}:{step}", 10, _writer_for(batch)))
+
+    threads = [threading.Thread(target=collector, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [True] * 20
+    for n in range(4):
+        assert sum(_samples_by_time(engine, f"threads-{n}").values()) == 50
