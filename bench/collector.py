@@ -47,6 +47,7 @@ import platform
 import pstats
 import random
 import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -62,14 +63,13 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import libversion as librdkafka_version
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
 from monitor.clock import SystemClock
 from monitor.collect import lag
 from monitor.collect import offsets as offsets_module
-from monitor.collect.runs import RunRecorder
 from monitor.collect.stage import ClusterCollector
 from monitor.config import ClusterConfig, CollectConfig, DevKafkaConfig
 from monitor.devtools import postgres
@@ -80,6 +80,7 @@ from monitor.store import migrate
 from monitor.store import samples as samples_module
 from monitor.store.buffer import BufferedWriter
 from monitor.store.engine import make_engine
+from monitor.store.runs import RunRecorder
 
 BENCH_KAFKA_PORT = 59092
 BENCH_PG_PORT = 55473
@@ -200,27 +201,58 @@ def create_topics(bootstrap: str, topics: list[str]) -> None:
         for future in futures.values():
             future.result(timeout=240)
         _log(f"  topics {min((n + 1) * 20, len(topics))}/{len(topics)}")
+    # Every broker's metadata cache, not just one: they apply the controller's log each at its own
+    # pace, and a client asking a broker that lags is told the topic does not exist.
     deadline = time.monotonic() + 300
-    complete = 0
+    for server in bootstrap.split(","):
+        while True:
+            missing = _partitions_without_leader(server, topics)
+            if not missing:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{missing} partitions still have no leader on {server} after 300 s")
+            _log(f"  waiting for leaders: {missing} partitions without one on {server}")
+            time.sleep(2)
+    # A leader in the metadata may not have created the partition's log yet (a broker creates
+    # thousands one by one): ListOffsets answers only once it has.
     while True:
-        metadata = admin.list_topics(timeout=30)
-        missing = 0
-        for topic in topics:
-            found = metadata.topics.get(topic)
-            if found is None or found.error is not None or len(found.partitions) != PARTITIONS_PER_TOPIC:
-                missing += PARTITIONS_PER_TOPIC
-            else:
-                missing += sum(1 for p in found.partitions.values() if p.leader < 0)
-        complete = complete + 1 if not missing else 0
-        if complete >= 3:  # from whichever brokers answered: their caches may lag the controller
+        unready = _partitions_not_ready(bootstrap, topics)
+        if not unready:
             return
-        if not missing:
-            time.sleep(0.5)
-            continue
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{missing} partitions still have no leader after 300 s")
-        _log(f"  waiting for leaders: {missing} partitions without one")
-        time.sleep(1)
+        if time.monotonic() > deadline + 300:
+            raise RuntimeError(f"{unready} partitions still not ready after 600 s")
+        _log(f"  waiting for the brokers to create the logs: {unready} partitions not ready yet")
+        time.sleep(3)
+
+
+def _partitions_not_ready(bootstrap: str, topics: list[str]) -> int:
+    """Partitions whose latest offset cannot be listed yet. A new client each time: one that was
+    told a topic is unknown keeps failing its partitions for a while after it exists."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    wanted = {TopicPartition(t, p): OffsetSpec.latest() for t in topics for p in range(PARTITIONS_PER_TOPIC)}
+    futures = admin.list_offsets(wanted, request_timeout=60)
+    unready = 0
+    for future in futures.values():
+        try:
+            if future.result(timeout=90).offset < 0:
+                unready += 1
+        except Exception:
+            unready += 1
+    return unready
+
+
+def _partitions_without_leader(server: str, topics: list[str]) -> int:
+    """Partitions of `topics` without a leader in the metadata of the broker at `server` (a new
+    client bootstrapped from it alone sends its first request there)."""
+    metadata = AdminClient({"bootstrap.servers": server}).list_topics(timeout=30)
+    missing = 0
+    for topic in topics:
+        found = metadata.topics.get(topic)
+        if found is None or found.error is not None or len(found.partitions) != PARTITIONS_PER_TOPIC:
+            missing += PARTITIONS_PER_TOPIC
+        else:
+            missing += sum(1 for p in found.partitions.values() if p.leader < 0)
+    return missing
 
 
 def produce(bootstrap: str, workload: Workload, plan: Iterable[tuple[TP, int, int]]) -> int:
@@ -260,19 +292,11 @@ def produce(bootstrap: str, workload: Workload, plan: Iterable[tuple[TP, int, in
         failed.clear()
         for (topic, partition), first, count in pending:
             for index in range(first, first + count):
-                while True:
-                    try:
-                        producer.produce(
-                            topic,
-                            value=VALUE,
-                            key=f"key-{topic}-{partition}-{index}".encode(),
-                            partition=partition,
-                            timestamp=workload.base_ms + index * 1000,
-                            on_delivery=delivered,
-                        )
-                        break
-                    except BufferError:
-                        producer.poll(0.1)
+                try:
+                    _produce_one(producer, workload, topic, partition, index, delivered)
+                except KafkaException as exc:
+                    failed[(topic, partition)] = exc.args[0]  # a topic the producer thinks missing
+                    break
                 sent += 1
                 if sent % 20_000 == 0:
                     producer.poll(0)
@@ -286,10 +310,33 @@ def produce(bootstrap: str, workload: Workload, plan: Iterable[tuple[TP, int, in
         if broken:
             raise RuntimeError(f"producing failed on {len(broken)} partitions: {list(broken.items())[:3]}")
         pending = [item for item in pending if item[0] in failed]
-        sent -= sum(count for _, _, count in pending)
+        sent -= sum(ok[tp] for tp, _, _ in pending)  # none: a partition with any is `broken`
         _log(f"  {len(pending)} partitions were not known to the producer yet; producing them again")
         time.sleep(2 * (attempt + 1))
     raise RuntimeError(f"{len(pending)} partitions stayed unknown to the producer")
+
+
+def _produce_one(
+    producer: Producer,
+    workload: Workload,
+    topic: str,
+    partition: int,
+    index: int,
+    delivered: Callable[[KafkaError | None, Any], None],
+) -> None:
+    while True:
+        try:
+            producer.produce(
+                topic,
+                value=VALUE,
+                key=f"key-{topic}-{partition}-{index}".encode(),
+                partition=partition,
+                timestamp=workload.base_ms + index * 1000,
+                on_delivery=delivered,
+            )
+            return
+        except BufferError:
+            producer.poll(0.1)
 
 
 def _commit(bootstrap: str, group: str, offsets: dict[TP, int]) -> None:
@@ -459,10 +506,14 @@ def worker() -> int:
     logging.basicConfig(level=logging.WARNING, format="  [collector] %(levelname)s %(name)s: %(message)s")
     engine = make_engine(spec["db_url"])
     clock = SystemClock()
-    config = CollectConfig(**spec["collect"])
+    collect = dict(spec["collect"])
+    timeout = collect.pop("request_timeout_seconds")
+    config = CollectConfig(**collect)
     writer = BufferedWriter(engine, config.buffer_max_rows, clock)
     recorder = RunRecorder(engine, clock, writer=writer)
-    cluster = ClusterConfig(name=spec["cluster"], bootstrap_servers=spec["bootstrap"].split(","))
+    cluster = ClusterConfig(
+        name=spec["cluster"], bootstrap_servers=spec["bootstrap"].split(","), request_timeout_seconds=timeout
+    )
     collector = ClusterCollector(cluster, engine, clock, recorder, writer, config)
     collector.start()
     timer = instrument(collector, recorder, writer)
@@ -843,6 +894,10 @@ def report(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, 
         "",
         "Collect settings: " + ", ".join(f"{k} = {v}" for k, v in collect.items()) + ".",
         "",
+        "Measured: "
+        + "; ".join(f"{s['partitions']:,} partitions at {s.get('measured_at', info['date'])}" for s in sizes)
+        + ".",
+        "",
         "| partitions | Kafka nodes | groups | group-partitions | lagging | cycle 1 s (cold) | cycle 2 s "
         "| cycle 3 s | exact % (1 / 2 / 3) | peak RSS MB | RSS MB | load avg |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
@@ -853,8 +908,11 @@ def report(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, 
                 f"| {s['partitions']:,} | {s.get('kafka_nodes', '')} | failed: {s.get('error', '')} |"
             )
             continue
-        first = s["cycles"][0]["run"]["counts"]
-        secs = [f"{c['seconds']:.2f}" for c in s["cycles"]] + ["-"] * (3 - len(s["cycles"]))
+        ran = [c["run"]["counts"] for c in s["cycles"] if c["run"]["status"] != "failed"]
+        first = ran[0] if ran else {}
+        secs = [
+            f"{c['seconds']:.2f}" + (" failed" if c["run"]["status"] == "failed" else "") for c in s["cycles"]
+        ] + ["-"] * (3 - len(s["cycles"]))
         exact = " / ".join(_pct(_exact(c["run"]["counts"])) for c in s["cycles"])
         load = max([s["loadavg_before"]] + [c["loadavg"] for c in s["cycles"]])
         lines.append(
@@ -893,6 +951,14 @@ def report(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, 
                 f"| {n.get('timestamps_needed', 0):,} | {n.get('timestamps_read', 0):,} "
                 f"| {n.get('timestamps_unread', 0):,} | {n.get('interpolated', 0):,} | {n.get('rows', 0):,} |"
             )
+    problems = [
+        f"- {s['partitions']:,} partitions, cycle {c['cycle']} ({c['run']['status']}): {c['run']['error']}"
+        for s in sizes
+        for c in s.get("cycles", [])
+        if c["run"].get("error")
+    ]
+    if problems:
+        lines += ["", *problems]
     lines += ["", "### Where a cycle's time goes (seconds)", ""]
     measured = [s for s in sizes if "cycles" in s]
     if measured:
@@ -985,9 +1051,19 @@ def main() -> int:
     parser.add_argument(
         "--group-concurrency", type=int, help="collect.group_concurrency (default: CollectConfig)"
     )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        help="the cluster's request_timeout_seconds (default: ClusterConfig, 10 s)",
+    )
     parser.add_argument("--threads", type=int, default=8, help="setup: groups committing at once (default 8)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--profile", action="store_true", help="cProfile each cycle into bench/results/")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other sizes of the last bench/results/collector.json in the report",
+    )
     args = parser.parse_args()
     if args.groups < 1 or args.cycles < 1 or args.threads < 1:
         parser.error("--groups, --cycles and --threads must be at least 1")
@@ -997,7 +1073,13 @@ def main() -> int:
     if args.group_concurrency is not None:
         overrides["group_concurrency"] = args.group_concurrency
     defaults = CollectConfig(**overrides)
+    request_timeout = (
+        args.request_timeout
+        if args.request_timeout is not None
+        else ClusterConfig.model_fields["request_timeout_seconds"].default
+    )
     collect = {
+        "request_timeout_seconds": request_timeout,
         "timestamp_budget_seconds": defaults.timestamp_budget_seconds,
         "group_concurrency": defaults.group_concurrency,
         "timestamp_cache_entries": defaults.timestamp_cache_entries,
@@ -1005,9 +1087,12 @@ def main() -> int:
     }
     _log(
         f"timestamp budget {defaults.timestamp_budget_seconds:g} s, group concurrency "
-        f"{defaults.group_concurrency} ({'flags' if overrides else 'CollectConfig() defaults'})"
+        f"{defaults.group_concurrency}, request timeout {request_timeout:g} s "
+        f"({'set by flags' if overrides or args.request_timeout else 'the defaults'})"
     )
     RESULTS.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGHUP, _stop)
     server = postgres.LocalPostgres(var_dir() / "bench" / "postgres-collector", BENCH_PG_PORT, log=_log)
     server.up()
     sizes: list[dict[str, Any]] = []
@@ -1020,23 +1105,43 @@ def main() -> int:
         finally:
             engine.dispose()
         info = machine(pg_version)
+        earlier: list[dict[str, Any]] = []
+        if args.merge and (RESULTS / "collector.json").is_file():
+            previous = json.loads((RESULTS / "collector.json").read_text())
+            earlier = [s for s in previous["sizes"] if s["partitions"] not in args.sizes]
+            info["earlier_runs"] = sorted(
+                {s.get("measured_at", previous["machine"]["date"]) for s in earlier}
+                | set(previous["machine"].get("earlier_runs", []))
+            )
         for index, size in enumerate(args.sizes):
             try:
                 sizes.append(run_size(size, index, args, admin_url, collect))
             except Exception as exc:
                 _log(f"[{size:,} partitions] failed: {type(exc).__name__}: {exc}")
                 sizes.append({"partitions": size, "error": f"{type(exc).__name__}: {exc}"})
+            sizes[-1]["measured_at"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            save(info, collect, sorted(earlier + sizes, key=lambda s: s["partitions"]))
     finally:
         if not args.keep:
             server.down()
+    print(save(info, collect, sorted(earlier + sizes, key=lambda s: s["partitions"])))
+    _log(f"wrote {RESULTS / 'collector.json'} and {RESULTS / 'collector.md'}")
+    return 0 if all("cycles" in s for s in sizes) else 1
+
+
+def save(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, Any]]) -> str:
+    """Write the report of `sizes` to bench/results/collector.{md,json}; return the Markdown."""
     text_report = report(info, {k: v for k, v in collect.items() if k != "buffer_max_rows"}, sizes)
-    print(text_report)
     targets = [{"target": t, "met": m, "detail": d} for t, m, d in verdicts(sizes)]
     document = {"machine": info, "collect": collect, "sizes": sizes, "targets": targets}
     (RESULTS / "collector.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
     (RESULTS / "collector.md").write_text(text_report)
-    _log(f"wrote {RESULTS / 'collector.json'} and {RESULTS / 'collector.md'}")
-    return 0 if all("cycles" in s for s in sizes) else 1
+    return text_report
+
+
+def _stop(signum: int, _frame: object) -> None:
+    """SIGTERM and SIGHUP end the run like Ctrl-C: the clusters and the server are stopped."""
+    raise SystemExit(128 + signum)
 
 
 if __name__ == "__main__":

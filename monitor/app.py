@@ -111,11 +111,27 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     stale_after = timedelta(
         seconds=3 * max(settings.intervals.metadata_seconds, settings.intervals.offsets_seconds)
     )
+    components: list[Component] = [store, collect]
+    if settings.evaluate.enabled:
+        from monitor.evaluate.stage import EvaluateStage
+
+        components.append(
+            EvaluateStage(
+                settings.spark,
+                settings.evaluate,
+                settings.intervals.evaluate_seconds,
+                database_url,
+                [c.name for c in settings.clusters],
+                lambda: store.engine,
+                clock,
+                scheduler,
+            )
+        )
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock),
                                      settings.web.host, settings.web.port))  # fmt: skip
     scheduler.every("store:maintenance", settings.intervals.maintenance_seconds, store.maintain,
                     first_run_in=settings.intervals.maintenance_seconds)  # fmt: skip
-    return App([store, collect, web, scheduler])
+    return App([*components, web, scheduler])
 
 
 class _LazyWeb:

@@ -13,6 +13,7 @@ from rich.console import Console
 from monitor.config import Settings, load_settings
 from monitor.devtools import cli_db, cli_kafka
 from monitor.errors import ConfigError, MonitorError
+from monitor.evaluate import cli_rules
 
 app = typer.Typer(
     name="kafka-health",
@@ -24,6 +25,7 @@ config_app = typer.Typer(help="Validate configuration files.", no_args_is_help=T
 app.add_typer(config_app, name="config")
 app.add_typer(cli_kafka.app, name="dev-cluster")
 app.add_typer(cli_db.app, name="db")
+app.add_typer(cli_rules.app, name="rules")
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)

@@ -228,6 +228,17 @@ class CollectConfig(_Strict):
     timestamp_cache_entries: int = Field(default=500_000, ge=1000)
 
 
+class EvaluateConfig(_Strict):
+    """The evaluation pipeline."""
+
+    enabled: bool = True
+    window_seconds: float = Field(default=900, ge=60, description="Sample window each evaluation reads.")
+    window_commits: int = Field(default=10, ge=2, le=100, description="Commits in the sliding-window status.")
+    rules_dir: Path | None = Field(
+        default=None, description="Rule files; default: the project's alert_rules/."
+    )
+
+
 class WebConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, gt=0, lt=65536)
@@ -259,6 +270,7 @@ class Settings(BaseSettings):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     intervals: Intervals = Field(default_factory=Intervals)
     collect: CollectConfig = Field(default_factory=CollectConfig)
+    evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     web: WebConfig = Field(default_factory=WebConfig)
     dev_kafka: DevKafkaConfig = Field(default_factory=DevKafkaConfig)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

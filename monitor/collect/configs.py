@@ -10,9 +10,9 @@ from __future__ import annotations
 from sqlalchemy import Engine
 
 from monitor.clock import Clock
-from monitor.collect.runs import Run
 from monitor.config import ClusterConfig
 from monitor.kafka import KafkaAdmin
+from monitor.store.runs import Run
 from monitor.store.samples import record_topic_configs
 
 

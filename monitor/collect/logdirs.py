@@ -7,10 +7,10 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from monitor.clock import Clock
-from monitor.collect.runs import Run
 from monitor.config import ClusterConfig
 from monitor.kafka import KafkaAdmin, LogDirClient
 from monitor.store.buffer import BufferedWriter
+from monitor.store.runs import Run
 from monitor.store.samples import write_log_dirs
 
 

@@ -29,12 +29,12 @@ from sqlalchemy import Connection, Engine
 
 from monitor.clock import Clock, to_millis
 from monitor.collect import lag
-from monitor.collect.runs import Run
 from monitor.config import ClusterConfig, CollectConfig
 from monitor.errors import KafkaUnavailableError
 from monitor.kafka import KafkaAdmin, RecordTimestampReader
 from monitor.store.buffer import BufferedWriter
 from monitor.store.history import end_offset_brackets
+from monitor.store.runs import Run
 from monitor.store.samples import OffsetsBatch, cached_timestamps, latest_committed, write_offsets_batch
 from monitor.types import CommittedOffset, PartitionOffsets, RecordTimestamp, TopicPartition
 

@@ -28,13 +28,13 @@ from monitor.collect.configs import collect_configs
 from monitor.collect.logdirs import collect_log_dirs
 from monitor.collect.metadata import collect_metadata
 from monitor.collect.offsets import OffsetsCollector, Topology
-from monitor.collect.runs import Run, RunRecorder, instance_name
 from monitor.config import ClusterConfig, CollectConfig, Intervals
 from monitor.errors import MonitorError, StoreUnavailableError
 from monitor.kafka import KafkaAdmin, LogDirClient, RecordTimestampReader
 from monitor.scheduler import Scheduler
 from monitor.store import leases
 from monitor.store.buffer import BufferedWriter
+from monitor.store.runs import Run, RunRecorder, instance_name
 
 log = logging.getLogger(__name__)
 

@@ -468,3 +468,7 @@ def partitioned_tables() -> dict[str, str]:
         for table in Base.metadata.sorted_tables
         if PARTITION_COLUMN_KEY in table.info
     }
+
+
+# The evaluate stage's tables share this metadata (imported last: they build on Base).
+from monitor.store import evaluation as _evaluation  # noqa: E402, F401

@@ -7,10 +7,10 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from monitor.clock import SystemClock
-from monitor.collect.runs import RunRecorder
 from monitor.collect.stage import ClusterCollector
 from monitor.config import ClusterConfig, CollectConfig, NameFilter
 from monitor.store.buffer import BufferedWriter
+from monitor.store.runs import RunRecorder
 from tests.fixtures.kafka import KafkaTestHelper
 
 

@@ -13,10 +13,10 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from sqlalchemy import Engine, text
 
 from monitor.clock import SystemClock
-from monitor.collect.runs import RunRecorder
 from monitor.collect.stage import ClusterCollector
 from monitor.config import CollectConfig, NameFilter
 from monitor.store.buffer import BufferedWriter
+from monitor.store.runs import RunRecorder
 from tests.fixtures.kafka import KafkaTestHelper
 
 T0 = 1_700_000_000_000  # ms: records get T0 + i * 1000

@@ -1,4 +1,5 @@
-"""Every collection job runs inside a `RunRecorder`, which writes one `collection_runs` row.
+"""Every scheduled job (collection, evaluation) runs inside a `RunRecorder`, which writes one
+`collection_runs` row.
 
 Partial-failure policy (the same for every job):
 - a step that fails for some entities (one topic, one group, one broker) is recorded as a problem

@@ -1,0 +1,229 @@
+"""The derived columns of each entity: the contract between the transforms, the rules, the
+`derived_*` tables and the UI. Names follow DOMAIN.md.
+
+Every entity table also has `evaluated_at` (timestamp) and `cluster` (string). A rule's condition
+may use exactly the columns listed for its entity (plus those two).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    type: str  # Spark SQL type name: string, int, bigint, double, boolean, timestamp
+    meaning: str
+
+
+def _cols(*spec: tuple[str, str, str]) -> tuple[Column, ...]:
+    return tuple(Column(n, t, m) for n, t, m in spec)
+
+
+_LAG = (
+    ("offset_lag", "bigint", "max(end - committed, 0), summed over partitions for roll-ups"),
+    (
+        "lag_seconds",
+        "double",
+        "age of the oldest unconsumed message: now - append_time(committed); 0 when caught up",
+    ),
+    (
+        "append_lag_seconds",
+        "double",
+        "append_time(end - 1) - append_time(committed - 1): grows while producers produce, even if every consumer died",
+    ),
+    ("commit_lag_seconds", "double", "commit time - append_time(committed - 1) at the last observed commit"),
+    (
+        "time_since_last_commit_seconds",
+        "double",
+        "now - the last time the committed offset was seen to change",
+    ),
+    ("consume_rate", "double", "messages/s the group consumed over the evaluation window"),
+    ("produce_rate", "double", "messages/s appended to the partition(s) over the evaluation window"),
+    (
+        "time_to_catch_up_seconds",
+        "double",
+        "offset_lag / (consume_rate - produce_rate) when the group gains on the producers, else null",
+    ),
+    (
+        "time_until_data_loss_seconds",
+        "double",
+        "time until the oldest unconsumed message is deleted by retention (the earlier of the time and size limits); null when nothing is at risk",
+    ),
+    (
+        "data_loss_occurred",
+        "boolean",
+        "committed < log start offset: messages were deleted before the group read them",
+    ),
+)
+
+GROUP_PARTITION = _cols(
+    ("group_id", "string", "consumer group"),
+    ("topic", "string", "topic"),
+    ("partition", "int", "partition"),
+    ("committed_offset", "bigint", "the next offset the group will read"),
+    ("end_offset", "bigint", "log end offset"),
+    *_LAG,
+    ("lag_seconds_method", "string", "exact | interpolated | none: how lag_seconds was measured"),
+    ("lag_seconds_error", "double", "bound of the interpolation error in seconds (null when exact)"),
+    (
+        "data_loss_limit",
+        "string",
+        "time | size: which retention limit deletes the oldest unconsumed message first",
+    ),
+    (
+        "status",
+        "string",
+        "sliding-window status: OK, WARN, ERR, STOP, STALL, REWIND (Burrow's rules, without false STOPs)",
+    ),
+    ("group_state", "string", "Stable, PreparingRebalance, CompletingRebalance, Empty, Dead, Unknown"),
+    ("members", "int", "members of the group"),
+)
+
+GROUP_TOPIC = _cols(
+    ("group_id", "string", "consumer group"),
+    ("topic", "string", "topic"),
+    ("partitions", "int", "partitions the group has committed on"),
+    *_LAG,
+    ("max_offset_lag", "bigint", "largest partition offset lag"),
+    ("max_lag_seconds", "double", "largest partition lag in seconds"),
+    ("status", "string", "worst partition status"),
+    ("group_state", "string", "state of the group"),
+    ("members", "int", "members of the group"),
+)
+
+GROUP = _cols(
+    ("group_id", "string", "consumer group"),
+    ("topics", "int", "topics the group has committed on"),
+    ("partitions", "int", "partitions the group has committed on"),
+    *_LAG,
+    ("max_offset_lag", "bigint", "largest partition offset lag"),
+    ("max_lag_seconds", "double", "largest partition lag in seconds"),
+    ("status", "string", "worst partition status: ERR covers STOP, STALL and REWIND"),
+    ("group_state", "string", "state of the group"),
+    ("members", "int", "members of the group"),
+    ("lag_growing", "boolean", "offset_lag is higher than at the start of the evaluation window"),
+)
+
+PARTITION = _cols(
+    ("topic", "string", "topic"),
+    ("partition", "int", "partition"),
+    ("start_offset", "bigint", "log start offset"),
+    ("end_offset", "bigint", "log end offset"),
+    ("produce_rate", "double", "messages/s appended over the evaluation window"),
+    (
+        "produce_bytes_rate",
+        "double",
+        "bytes/s the partition grew over the evaluation window (leader replica size)",
+    ),
+    ("size_bytes", "bigint", "size of the leader replica"),
+    ("retention_bytes", "bigint", "retention.bytes (null when unlimited)"),
+    ("retention_ms", "bigint", "retention.ms (null when unlimited)"),
+    ("size_ratio", "double", "size_bytes / retention_bytes (null when unlimited)"),
+    (
+        "time_coverage_seconds",
+        "double",
+        "now - timestamp of the oldest retained record: history actually on disk",
+    ),
+    (
+        "retention_shortfall_seconds",
+        "double",
+        "retention.ms/1000 - time_coverage_seconds when the size limit deletes first, else 0",
+    ),
+    ("leader", "int", "leader broker (null when offline)"),
+    ("replication_factor", "int", "assigned replicas"),
+    ("isr", "int", "in-sync replicas"),
+    ("min_insync_replicas", "int", "min.insync.replicas of the topic"),
+    ("replicas_lost", "int", "replication_factor - isr"),
+    ("under_replicated", "boolean", "isr < replication_factor"),
+    ("under_min_isr", "boolean", "isr < min.insync.replicas: acks=all producers fail"),
+    ("offline", "boolean", "no leader"),
+    ("non_preferred_leader", "boolean", "leader is not the first assigned replica"),
+    (
+        "replicas_sharing_rack",
+        "int",
+        "replicas beyond the first in a rack that already holds one (0 when racks are unknown)",
+    ),
+)
+
+TOPIC = _cols(
+    ("topic", "string", "topic"),
+    ("partitions", "int", "partitions"),
+    ("produce_rate", "double", "messages/s appended to the topic"),
+    ("produce_bytes_rate", "double", "bytes/s the topic grew"),
+    ("size_bytes", "bigint", "sum of leader replica sizes"),
+    ("max_size_ratio", "double", "largest partition size / retention.bytes"),
+    ("min_time_coverage_seconds", "double", "smallest partition time coverage"),
+    ("retention_ms", "bigint", "retention.ms"),
+    ("retention_bytes", "bigint", "retention.bytes"),
+    ("retention_shortfall_seconds", "double", "largest partition retention shortfall"),
+    ("max_replicas_lost", "int", "largest replicas_lost of a partition"),
+    ("under_replicated_partitions", "int", "partitions with isr < replication factor"),
+    ("under_min_isr_partitions", "int", "partitions under min.insync.replicas"),
+    ("offline_partitions", "int", "partitions with no leader"),
+    ("min_time_until_data_loss_seconds", "double", "soonest data loss of any lagging group on the topic"),
+)
+
+BROKER = _cols(
+    ("broker_id", "int", "broker"),
+    ("rack", "string", "rack (null when unset)"),
+    ("up", "boolean", "in the cluster metadata"),
+    ("down", "boolean", "was in the cluster and is gone from the metadata"),
+    ("leaders", "int", "partitions this broker leads"),
+    ("fair_share_leaders", "double", "partitions / live brokers"),
+    ("leader_imbalance", "double", "leaders / fair share (1.0 = balanced)"),
+    ("non_preferred_leaders", "int", "partitions led here whose preferred leader is another broker"),
+    ("replicas", "int", "replicas hosted"),
+    ("disk_total_bytes", "bigint", "sum over log dirs of total bytes"),
+    ("disk_usable_bytes", "bigint", "sum over log dirs of usable bytes"),
+    ("disk_used_ratio", "double", "1 - usable / total"),
+)
+
+CLUSTER = _cols(
+    ("brokers", "int", "brokers known"),
+    ("brokers_down", "int", "brokers known but gone from the metadata"),
+    ("partitions", "int", "partitions"),
+    ("offline_partitions", "int", "partitions with no leader"),
+    ("under_replicated_partitions", "int", "partitions with isr < replication factor"),
+    ("under_min_isr_partitions", "int", "partitions under min.insync.replicas"),
+    ("max_leader_imbalance", "double", "largest broker leader_imbalance"),
+    ("collection_age_seconds", "double", "seconds since the last successful offsets collection"),
+    ("unreachable", "boolean", "the last collection runs failed to reach the cluster"),
+)
+
+ENTITIES: dict[str, tuple[Column, ...]] = {
+    "group_partition": GROUP_PARTITION,
+    "group_topic": GROUP_TOPIC,
+    "group": GROUP,
+    "partition": PARTITION,
+    "topic": TOPIC,
+    "broker": BROKER,
+    "cluster": CLUSTER,
+}
+"""Entity name -> its derived columns (besides `evaluated_at` and `cluster`)."""
+
+KEYS: dict[str, tuple[str, ...]] = {
+    "group_partition": ("group_id", "topic", "partition"),
+    "group_topic": ("group_id", "topic"),
+    "group": ("group_id",),
+    "partition": ("topic", "partition"),
+    "topic": ("topic",),
+    "broker": ("broker_id",),
+    "cluster": (),
+}
+"""Entity name -> the columns (besides `cluster`) that identify one entity."""
+
+COMMON = _cols(
+    ("evaluated_at", "timestamp", "the evaluation time"),
+    ("cluster", "string", "cluster name"),
+)
+
+
+def columns_of(entity: str) -> dict[str, Column]:
+    """Every column a rule on `entity` may use, by name."""
+    return {c.name: c for c in (*COMMON, *ENTITIES[entity])}
+
+
+def table_of(entity: str) -> str:
+    return f"derived_{entity}"

@@ -1,0 +1,156 @@
+"""Applying the rules to the entity DataFrames, and rendering a finding's texts.
+
+`evaluate_rules` is a pure DataFrame -> DataFrame function: for each rule, the entity's rows where
+the condition holds get the severity of the most severe matching tier (a CASE WHEN over the tiers,
+critical first); rows matching no tier give nothing. The rules' results are unioned into one
+DataFrame of matches with `FINDINGS_SCHEMA`.
+
+Partial-failure policy: a rule whose entity has no frame, or whose SQL Spark cannot analyse, is
+skipped and logged; the other rules still run. Errors raised while the job runs (a division by
+zero under ANSI mode, for instance) fail the whole evaluation, so rule authors use `try_divide`.
+
+`render` runs on the driver, after `collect()`: it fills the rule's summary and description
+templates from a match (see `template_context` for what a template can use).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from monitor.derived import KEYS, columns_of
+from monitor.evaluate.rules import Rule, compile_template
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+FINDINGS_DDL = (
+    "evaluated_at timestamp, rule string, entity string, cluster string, entity_key string, "
+    "labels map<string,string>, severity string, value double, for_seconds int, context string"
+)
+"""One row per (rule, entity) that matches. `context` is the entity's row as JSON (nulls kept):
+what `render` fills the templates from."""
+
+KEY_SEPARATOR = "/"
+
+
+def evaluate_rules(
+    frames: Mapping[str, DataFrame], rules: Sequence[Rule], evaluated_at: datetime
+) -> DataFrame:
+    """The matches of `rules` on the entity `frames` (entity name -> DataFrame of its columns)."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import DataFrame
+
+    parts: list[DataFrame] = []
+    for rule in rules:
+        frame = frames.get(rule.entity)
+        if frame is None:
+            log.warning("rule %s skipped: no %s frame in this evaluation", rule.name, rule.entity)
+            continue
+        try:
+            parts.append(_matches(frame, rule, evaluated_at))
+        except AnalysisException as exc:
+            log.error("rule %s skipped: Spark cannot apply it: %s", rule.name, exc)
+    if not parts:
+        return _session(frames).createDataFrame([], FINDINGS_DDL)
+    return reduce(DataFrame.unionByName, parts)
+
+
+def _session(frames: Mapping[str, DataFrame]) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    for frame in frames.values():
+        return frame.sparkSession
+    return SparkSession.active()
+
+
+def severity_case(rule: Rule) -> str:
+    """CASE WHEN over the tiers, most severe first; NULL when no tier matches."""
+    arms = " ".join(
+        f"WHEN ({tier.when or 'true'}) THEN '{tier.severity}'" for tier in rule.tiers_by_severity()
+    )
+    return f"CASE {arms} ELSE NULL END"
+
+
+def _escaped(column: Column) -> Column:
+    """A key part with '%' and '/' escaped, so that the joined key stays unambiguous."""
+    from pyspark.sql import functions as F
+
+    text = column.cast("string")
+    return F.regexp_replace(F.regexp_replace(text, "%", "%25"), KEY_SEPARATOR, "%2F")
+
+
+def _matches(frame: DataFrame, rule: Rule, evaluated_at: datetime) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    keys = KEYS[rule.entity]
+    matched = frame.where(F.expr(rule.condition)) if rule.condition else frame
+    rated = matched.withColumn("__severity", F.expr(severity_case(rule))).where(
+        F.col("__severity").isNotNull()
+    )
+    label_pairs: list[Column] = [F.lit("cluster"), F.col("cluster")]
+    for key in keys:
+        label_pairs += [F.lit(key), F.col(key).cast("string")]
+    for name, text in sorted(rule.labels.items()):
+        label_pairs += [F.lit(name), F.lit(text)]
+    entity_columns = [F.col(c) for c in frame.columns]
+    return rated.select(
+        F.lit(evaluated_at).cast("timestamp").alias("evaluated_at"),
+        F.lit(rule.name).alias("rule"),
+        F.lit(rule.entity).alias("entity"),
+        F.col("cluster").cast("string").alias("cluster"),
+        F.concat_ws(KEY_SEPARATOR, *(_escaped(F.col(c)) for c in ("cluster", *keys))).alias("entity_key"),
+        F.create_map(*label_pairs).alias("labels"),
+        F.col("__severity").alias("severity"),
+        F.expr(rule.value).cast("double").alias("value"),
+        F.lit(rule.for_seconds).cast("int").alias("for_seconds"),
+        F.to_json(F.struct(*entity_columns), {"ignoreNullFields": "false"}).alias("context"),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver side: the texts of a finding
+
+
+def template_context(finding_row: Mapping[str, Any], rule: Rule) -> dict[str, Any]:
+    """What a rule's templates see: every column of the rule's entity (null when absent), with
+    `cluster` and the key columns, plus `value` and `severity` of the match.
+
+    `finding_row` is a row of `evaluate_rules` (its `context` JSON holds the entity's columns) or
+    any mapping holding the entity's columns directly.
+    """
+    columns = columns_of(rule.entity)
+    context: dict[str, Any] = dict.fromkeys(columns)
+    packed = finding_row.get("context")
+    if isinstance(packed, str) and packed:
+        context.update((k, v) for k, v in json.loads(packed).items() if k in columns)
+    context.update((k, v) for k, v in finding_row.items() if k in columns)
+    context["value"] = finding_row.get("value")
+    context["severity"] = finding_row.get("severity")
+    return context
+
+
+def render(finding_row: Mapping[str, Any], rule: Rule) -> tuple[str, str]:
+    """(summary, description) of a match. A template that fails on this row (a filter given an
+    unexpected type, say) gives a plain fallback text rather than losing the finding."""
+    context = template_context(finding_row, rule)
+    summary = _render(rule.summary, context, rule, finding_row)
+    if rule.description_template is None:
+        return summary, rule.description
+    return summary, _render(rule.description_template, context, rule, finding_row)
+
+
+def _render(source: str, context: Mapping[str, Any], rule: Rule, row: Mapping[str, Any]) -> str:
+    try:
+        return compile_template(source).render(context).strip()
+    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
+        log.warning("rule %s: template failed on %s: %s", rule.name, row.get("entity_key"), exc)
+        return f"{rule.name} on {row.get('entity_key', '?')}: value {row.get('value')} ({rule.description})"

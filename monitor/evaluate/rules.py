@@ -1,0 +1,518 @@
+"""Alert rules: the YAML model, its validation and loading.
+
+A rule file holds `rules: [...]`; each rule names an entity of the derived-columns contract
+(`monitor.derived`), a Spark SQL condition over that entity's columns, the value to
+report, and severity tiers. Everything an operator can get wrong is checked here, without Spark:
+unknown or missing keys, durations, entity names, SQL that does not parse or uses a column the
+entity does not have, and templates that do not compile or use an unknown variable. Every problem
+names the file and the line.
+
+Partial-failure policy: a bad rule never stops the others. `load_rules` returns every valid rule,
+and one `ConfigError` per file that has a problem; a file that is not a rule file at all (not
+YAML, no `rules:` list) contributes no rule.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import jinja2
+import jinja2.meta
+import sqlglot
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from sqlglot import exp
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify_columns import qualify_columns
+from sqlglot.schema import MappingSchema
+
+from monitor.config import _line_of, format_validation_error, read_yaml
+from monitor.derived import ENTITIES, KEYS, columns_of
+from monitor.errors import ConfigError
+
+Severity = Literal["info", "warning", "critical"]
+SEVERITY_RANK: dict[str, int] = {"info": 1, "warning": 2, "critical": 3}
+"""Higher is more severe; the most severe matching tier wins."""
+
+NOT_RULE_FILES = frozenset({"routing.yaml", "owners.yaml", "policy.yaml"})
+"""Files of `alert_rules/` that hold routing, ownership and retention policy, not rules."""
+
+TEMPLATE_EXTRAS = ("value", "severity")
+"""Template variables besides the entity's columns (which include `cluster` and the key columns)."""
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_UNIT_SECONDS = (86400, 3600, 60, 1)
+_MISSING_PART = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>")
+_LINE = re.compile(r"^line (\d+): ")
+_RESERVED_LABELS = frozenset({"cluster", "rule", "entity", "severity"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Durations
+
+
+def parse_duration(text: str | int) -> int:
+    """Seconds in a duration such as 30s, 5m, 2h, 1d or 1h30m (or 0). Raises ValueError."""
+    if not isinstance(text, bool) and text in (0, "0"):
+        return 0
+    if isinstance(text, str):
+        match = _DURATION.match(text.strip())
+        if text.strip() and match is not None:
+            groups = zip(match.groups(), _UNIT_SECONDS, strict=True)
+            return sum(int(part) * unit for part, unit in groups if part)
+    if isinstance(text, int) and not isinstance(text, bool):
+        raise ValueError(f"bad duration {text!r}: add a unit, e.g. {text}s or {text}m")
+    raise ValueError(f"bad duration {text!r}: write a number and a unit, e.g. 30s, 5m, 2h or 1h30m")
+
+
+def format_duration(seconds: int) -> str:
+    """The shortest duration text for `seconds`: 0s, 45s, 5m, 1h30m, 2d."""
+    if seconds <= 0:
+        return "0s"
+    text = ""
+    for unit, suffix in zip(_UNIT_SECONDS, "dhms", strict=True):
+        count, seconds = divmod(seconds, unit)
+        if count:
+            text += f"{count}{suffix}"
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# Template filters: the numbers an on-call engineer reads, rounded
+
+
+def _duration_filter(seconds: float | None) -> str:
+    """42 min, 2 h 5 min, 3 d 4 h, 45 s; `unknown` for null."""
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "unknown"
+    if math.isinf(seconds):
+        return "forever"
+    total = max(round(float(seconds)), 0)
+    if total < 60:
+        return f"{total} s"
+    if total < 3600:
+        return f"{round(total / 60)} min"
+    if total < 86400:
+        hours, minutes = divmod(round(total / 60), 60)
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(round(total / 3600), 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def _percent_filter(ratio: float | None, digits: int = 0) -> str:
+    """0.913 -> 91%."""
+    return "unknown" if ratio is None else f"{float(ratio) * 100:.{digits}f}%"
+
+
+def _bytes_filter(size: float | None) -> str:
+    """1288490188 -> 1.2 GiB."""
+    if size is None:
+        return "unknown"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _number_filter(number: float | None, digits: int = 0) -> str:
+    """1234567 -> 1,234,567; with digits=1: 1,234.5."""
+    return "unknown" if number is None else f"{float(number):,.{digits}f}"
+
+
+TEMPLATE_FILTERS = {
+    "duration": _duration_filter,
+    "percent": _percent_filter,
+    "bytes": _bytes_filter,
+    "number": _number_filter,
+}
+
+
+def template_environment() -> jinja2.Environment:
+    """The environment summaries and descriptions are compiled in: strict undefined, our filters."""
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701 (plain text)
+    env.filters.update(TEMPLATE_FILTERS)
+    return env
+
+
+@lru_cache(maxsize=512)
+def compile_template(source: str) -> jinja2.Template:
+    return _ENV.from_string(source)
+
+
+_ENV = template_environment()
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SeverityTier(_Strict):
+    """One tier: `severity` applies where `when` holds (always, when `when` is omitted)."""
+
+    severity: Severity
+    when: str | None = None
+
+    @field_validator("when")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be empty; leave `when` out for a tier that always applies")
+        return value
+
+
+class Rule(_Strict):
+    """One alert rule over one entity. See alert_rules/README.md for the operator's guide."""
+
+    name: str
+    description: str
+    entity: str
+    condition: str | None = None
+    value: str
+    for_seconds: int = Field(default=0, alias="for")
+    severities: tuple[SeverityTier, ...]
+    labels: dict[str, str] = Field(default_factory=dict)
+    summary: str
+    description_template: str | None = None
+    runbook: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(
+                f"rule name {value!r} must be CamelCase or snake_case: a letter, then letters, digits or '_'"
+            )
+        return value
+
+    @field_validator("entity")
+    @classmethod
+    def _known_entity(cls, value: str) -> str:
+        if value not in ENTITIES:
+            close = difflib.get_close_matches(value, ENTITIES, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"unknown entity {value!r}; {hint}use one of {', '.join(ENTITIES)}")
+        return value
+
+    @field_validator("for_seconds", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> int:
+        return parse_duration(value)
+
+    @field_validator("condition", "value", "summary")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("severities")
+    @classmethod
+    def _one_tier_per_severity(cls, tiers: tuple[SeverityTier, ...]) -> tuple[SeverityTier, ...]:
+        if not tiers:
+            raise ValueError("give at least one tier, e.g. [{severity: warning, when: offset_lag > 0}]")
+        seen = [tier.severity for tier in tiers]
+        twice = sorted({s for s in seen if seen.count(s) > 1})
+        if twice:
+            raise ValueError(f"severity {', '.join(twice)} appears in more than one tier; merge them with OR")
+        return tiers
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _label_values_are_text(cls, labels: Any) -> Any:
+        if isinstance(labels, dict):
+            for key, value in labels.items():
+                if not isinstance(value, str):
+                    shown = str(value).lower() if isinstance(value, bool) else str(value)
+                    raise ValueError(f'label {key}: {shown} is not text; quote it: {key}: "{shown}"')
+        return labels
+
+    @field_validator("labels")
+    @classmethod
+    def _label_names(cls, labels: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        clash = sorted(set(labels) & set(KEYS.get(info.data.get("entity", ""), ())))
+        if clash:
+            raise ValueError(
+                f"labels {', '.join(clash)} are key columns of {info.data['entity']}, set by the engine"
+            )
+        for key in labels:
+            if not _LABEL.match(key):
+                raise ValueError(
+                    f"label name {key!r} must be letters, digits and '_', not starting with a digit"
+                )
+            if key in _RESERVED_LABELS:
+                raise ValueError(f"label {key!r} is set by the engine; remove it")
+        return labels
+
+    @field_validator("runbook")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://\S+$", value):
+            raise ValueError(f"runbook {value!r} must be an http(s) URL")
+        return value
+
+    def tiers_by_severity(self) -> list[SeverityTier]:
+        """The tiers, most severe first: the order they are tried in."""
+        return sorted(self.severities, key=lambda tier: -SEVERITY_RANK[tier.severity])
+
+
+class _RuleFile(_Strict):
+    rules: list[Rule]
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks the model cannot do alone: SQL and templates against the entity's columns
+
+
+def _suggest(name: str, allowed: Iterable[str], entity: str) -> str:
+    """The allowed names closest to `name`: similar spelling first, then those containing it."""
+    names = sorted(allowed)
+    close = difflib.get_close_matches(name, names, n=4, cutoff=0.5)
+    close += [n for n in names if name.lower() in n.lower() and n not in close]
+    if close:
+        return f"did you mean {close[0]}? (close: {', '.join(close[:4])})"
+    return f"`kafka-health rules columns {entity}` lists the {len(names)} columns"
+
+
+def expression_problems(text: str, entity: str, *, boolean: bool) -> list[str]:
+    """Why `text` is not a valid Spark SQL expression over `entity`'s columns (empty when fine).
+
+    `boolean` asks for a condition; otherwise the expression is a value reported as a double.
+    """
+    try:
+        statements = sqlglot.parse(text, read="spark")
+    except sqlglot.errors.ParseError as exc:
+        first = exc.errors[0] if exc.errors else {}
+        where = f" at column {first['col']}" if first.get("col") else ""
+        description = _MISSING_PART.sub(
+            r"incomplete \2: its \1 is missing", str(first.get("description", exc))
+        )
+        return [f"not valid Spark SQL{where}: {description} in {text!r}"]
+    except sqlglot.errors.SqlglotError as exc:
+        return [f"not valid Spark SQL: {exc} in {text!r}"]
+    if len(statements) != 1 or statements[0] is None:
+        return [f"must be exactly one expression, without ';': {text!r}"]
+    tree = statements[0]
+    if isinstance(tree, exp.Alias) or tree.find(exp.Alias):
+        return [f"unexpected word after an expression (a missing AND/OR or operator?) in {text!r}"]
+    if not isinstance(tree, exp.Condition) or not isinstance(tree, exp.Expression):
+        return [f"must be an expression over one row, not a statement or a subquery: {text!r}"]
+    if tree.find(exp.Query, exp.Command, exp.DDL, exp.DML):
+        return [f"must be an expression over one row, not a statement or a subquery: {text!r}"]
+    if tree.find(exp.AggFunc, exp.Window):
+        return [f"aggregate and window functions are not allowed (a rule sees one row at a time): {text!r}"]
+
+    allowed = columns_of(entity)
+    lambda_params = {
+        ident.name for lam in tree.find_all(exp.Lambda) for ident in lam.expressions if ident.name
+    }
+    problems = []
+    for column in tree.find_all(exp.Column):
+        name = column.name
+        if column.table:
+            problems.append(f"write the column without a qualifier: {column.sql(dialect='spark')!r}")
+        elif name not in allowed and name not in lambda_params:
+            problems.append(f"unknown column {name!r} for entity {entity}; {_suggest(name, allowed, entity)}")
+    if problems:
+        return problems
+    return _type_problems(tree, entity, boolean=boolean, text=text)
+
+
+def _type_problems(tree: exp.Expression, entity: str, *, boolean: bool, text: str) -> list[str]:
+    schema = MappingSchema({"t": {c.name: c.type for c in columns_of(entity).values()}}, dialect="spark")
+    try:
+        select = exp.select(tree.copy()).from_("t")
+        typed = annotate_types(qualify_columns(select, schema=schema, dialect="spark"), schema=schema)
+        kind = typed.selects[0].type
+    except Exception:  # type inference is a best effort; Spark has the last word
+        return []
+    if kind is None or kind.is_type(exp.DataType.Type.UNKNOWN, exp.DataType.Type.NULL):
+        return []
+    name = kind.sql(dialect="spark").lower()
+    if boolean and not kind.is_type(exp.DataType.Type.BOOLEAN):
+        return [f"must be true or false, but {text!r} is a {name}; compare it, e.g. ({text}) > 0"]
+    numeric = kind.is_type(*exp.DataType.NUMERIC_TYPES, exp.DataType.Type.BOOLEAN)
+    if not boolean and not numeric:
+        return [f"must be a number (it is reported as a double), but {text!r} is a {name}"]
+    return []
+
+
+def template_problems(source: str, entity: str) -> list[str]:
+    """Why `source` is not a valid template for a rule on `entity` (empty when fine)."""
+    try:
+        ast = _ENV.parse(source)
+        _ENV.compile(ast)
+    except jinja2.TemplateSyntaxError as exc:
+        return [f"template does not parse (template line {exc.lineno}): {exc.message}"]
+    allowed = set(columns_of(entity)) | set(TEMPLATE_EXTRAS)
+    unknown = sorted(jinja2.meta.find_undeclared_variables(ast) - allowed)
+    return [
+        f"unknown template variable {name!r}; {_suggest(name, allowed, entity)} "
+        f"(variables: the {entity} columns, value, severity)"
+        for name in unknown
+    ]
+
+
+def rule_problems(rule: Mapping[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+    """Problems of a rule's SQL and templates, each with its location inside the rule.
+
+    Works on the raw mapping from the file, so that a rule with a structural problem (a bad
+    duration, say) still gets its SQL checked; fields of the wrong type are left to the model.
+    """
+    entity = rule.get("entity")
+    if not isinstance(entity, str) or entity not in ENTITIES:
+        return []
+    found: list[tuple[tuple[str | int, ...], str]] = []
+
+    def sql(loc: tuple[str | int, ...], text: Any, *, boolean: bool) -> None:
+        if isinstance(text, str) and text.strip():
+            found.extend((loc, p) for p in expression_problems(text, entity, boolean=boolean))
+
+    def template(loc: tuple[str | int, ...], text: Any) -> None:
+        if isinstance(text, str):
+            found.extend((loc, p) for p in template_problems(text, entity))
+
+    sql(("condition",), rule.get("condition"), boolean=True)
+    sql(("value",), rule.get("value"), boolean=False)
+    tiers = rule.get("severities")
+    for index, tier in enumerate(tiers if isinstance(tiers, list | tuple) else []):
+        if isinstance(tier, Mapping):
+            sql(("severities", index, "when"), tier.get("when"), boolean=True)
+    template(("summary",), rule.get("summary"))
+    template(("description_template",), rule.get("description_template"))
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+@dataclass(frozen=True, slots=True)
+class FileReport:
+    """One rule file: the valid rules it gave, and its problems (None when it is clean)."""
+
+    path: Path
+    rules: tuple[Rule, ...]
+    error: ConfigError | None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    files: tuple[FileReport, ...]
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        return tuple(rule for report in self.files for rule in report.rules)
+
+    @property
+    def errors(self) -> tuple[ConfigError, ...]:
+        return tuple(report.error for report in self.files if report.error is not None)
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """Every problem of every file, as `file: line N: key.path: message`."""
+        return tuple(f"{error.source}: {problem}" for error in self.errors for problem in error.problems)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def by_name(self) -> dict[str, Rule]:
+        return {rule.name: rule for rule in self.rules}
+
+
+def default_rule_paths(root: Path | None = None) -> list[Path]:
+    """`alert_rules/*.yaml` of the checkout, without the routing and ownership files."""
+    if root is None:
+        from monitor.devtools.paths import project_root
+
+        root = project_root()
+    return rule_files_in(root / "alert_rules")
+
+
+def rule_files_in(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.glob("*.yaml") if p.name not in NOT_RULE_FILES)
+
+
+def load_rules(paths: Iterable[Path]) -> RuleSet:
+    """Load and validate rule files (a directory stands for its `*.yaml`). Never raises for a bad
+    file: its problems are in the result's `errors`, its valid rules in `rules`.
+
+    Rule names are unique across all files; the first definition (in the order given) wins and
+    each later one is a problem naming both places.
+    """
+    expanded: list[Path] = []
+    for path in paths:
+        expanded.extend(rule_files_in(path) if path.is_dir() else [path])
+    seen: dict[str, tuple[Path, int | None]] = {}
+    return RuleSet(tuple(_load_file(path, seen) for path in expanded))
+
+
+def _load_file(path: Path, seen: dict[str, tuple[Path, int | None]]) -> FileReport:
+    source = str(path)
+    try:
+        data, lines = read_yaml(path)
+    except ConfigError as exc:
+        return FileReport(path, (), ConfigError(exc.problems, source))
+    if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
+        problem = "a rule file must hold a mapping with a `rules:` list (rules: [- name: ...])"
+        return FileReport(path, (), ConfigError([problem], source))
+
+    problems: list[str] = []
+    bad: set[int] = set()
+    try:
+        _RuleFile.model_validate(data)
+    except ValidationError as exc:
+        problems += format_validation_error(exc, data, lines)
+        # An unknown top-level key is reported but does not discard the file's valid rules.
+        bad |= {e["loc"][1] for e in exc.errors() if len(e["loc"]) > 1 and isinstance(e["loc"][1], int)}
+
+    rules: list[Rule] = []
+    for index, item in enumerate(data["rules"]):
+        here = ("rules", index)
+        name = item.get("name") if isinstance(item, dict) else None
+        if isinstance(name, str):
+            name_line = _line_of(data, lines, (*here, "name"))
+            if name in seen:
+                first_path, first_line = seen[name]
+                problems.append(
+                    f"{_at(name_line)}rules.{index}.name: duplicate rule name {name!r}, already defined "
+                    f"in {first_path}{_on(first_line)}; rename one"
+                )
+                bad.add(index)
+            else:
+                seen[name] = (path, name_line)
+        found = rule_problems(item) if isinstance(item, dict) else []
+        for loc, message in found:
+            where = _line_of(data, lines, (*here, *loc))
+            problems.append(f"{_at(where)}rules.{index}.{'.'.join(map(str, loc))}: {message}")
+        if index not in bad and not found:
+            rules.append(Rule.model_validate(item))
+    problems.sort(key=lambda text: int(m.group(1)) if (m := _LINE.match(text)) else 0)
+    return FileReport(path, tuple(rules), ConfigError(problems, source) if problems else None)
+
+
+def _at(line: int | None) -> str:
+    return f"line {line}: " if line else ""
+
+
+def _on(line: int | None) -> str:
+    return f" line {line}" if line else ""
+
+
+def describe_tiers(rule: Rule) -> str:
+    """`critical: x > 1; warning: x > 0` — the tiers as a table cell."""
+    return "; ".join(f"{t.severity}: {t.when or 'always'}" for t in rule.tiers_by_severity())

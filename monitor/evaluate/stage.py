@@ -1,0 +1,94 @@
+"""The evaluate stage as an app component: a warm SparkSession, the rules reloaded every cycle
+(operators change thresholds without a restart; a bad rule file is reported and the other files
+still run), and one evaluation every `intervals.evaluate_seconds`, recorded as a run."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Engine
+
+from monitor.clock import Clock
+from monitor.config import EvaluateConfig, SparkConfig
+from monitor.evaluate.job import JobSettings, run_evaluation
+from monitor.evaluate.rules import default_rule_paths, load_rules, rule_files_in
+from monitor.evaluate.spark import build_session, ensure_jdbc_driver, jdbc_target
+from monitor.scheduler import Scheduler
+from monitor.store.runs import Run, RunRecorder
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def rule_files(directory: Path | None) -> list[Path]:
+    """The rule files: those of `evaluate.rules_dir`, else the project's alert_rules/."""
+    return rule_files_in(directory) if directory is not None else default_rule_paths()
+
+
+class EvaluateStage:
+    name = "evaluate"
+
+    def __init__(
+        self,
+        spark: SparkConfig,
+        config: EvaluateConfig,
+        interval_seconds: float,
+        database_url: str,
+        clusters: Sequence[str],
+        engine: Callable[[], Engine],
+        clock: Clock,
+        scheduler: Scheduler,
+    ) -> None:
+        self._spark_config = spark
+        self._config = config
+        self._interval = interval_seconds
+        self._target = jdbc_target(database_url)
+        self._clusters = list(clusters)
+        self._engine = engine
+        self._clock = clock
+        self._scheduler = scheduler
+        self._session: SparkSession | None = None
+        self._recorder: RunRecorder | None = None
+
+    def start(self) -> None:
+        """Start the SparkSession (blocks a few seconds on local[*]) and schedule the job."""
+        self._session = build_session(self._spark_config, ensure_jdbc_driver())
+        self._recorder = RunRecorder(self._engine(), self._clock)
+        self._scheduler.every("evaluate", self._interval, self.evaluate, first_run_in=self._interval)
+
+    def evaluate(self) -> None:
+        assert self._recorder is not None and self._session is not None
+        with self._recorder.run(None, "evaluate") as run:
+            self._evaluate(run, self._session)
+
+    def _evaluate(self, run: Run, session: SparkSession) -> None:
+        ruleset = load_rules(rule_files(self._config.rules_dir))
+        for problem in ruleset.problems:
+            run.problem(problem)
+        result = run_evaluation(
+            session,
+            self._target,
+            self._engine(),
+            ruleset.rules,
+            self._clusters,
+            self._clock.now(),
+            JobSettings(timedelta(seconds=self._config.window_seconds), self._config.window_commits),
+        )
+        for entity, rows in result.rows.items():
+            run.count(f"rows_{entity}", rows)
+        for key, value in result.findings.items():
+            run.count(f"findings_{key}", value)
+        for step, seconds in result.seconds.items():
+            run.count(f"ms_{step}", int(seconds * 1000))
+        run.count("rules", len(ruleset.rules))
+
+    def stop(self) -> None:
+        if self._session is not None:
+            self._session.stop()
+            self._session = None

@@ -1,0 +1,116 @@
+"""Expressions and small transforms every entity uses: time arithmetic, safe ratios, the newest
+and oldest sample of a key, topic settings from the config history, and the output contract.
+
+Spark runs with ANSI SQL on, where `x / 0` raises: every division here goes through `ratio`,
+which gives null instead, so no derived value is ever infinite or NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from monitor.derived import COMMON, ENTITIES
+
+MICROS_PER_SECOND = 1_000_000
+DEFAULT_MIN_INSYNC_REPLICAS = 1
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+Keys = Sequence[str]
+PARTITION_KEYS: tuple[str, ...] = ("cluster", "topic", "partition")
+GROUP_PARTITION_KEYS: tuple[str, ...] = ("cluster", "group_id", "topic", "partition")
+
+
+def epoch_micros(at: datetime) -> int:
+    """Microseconds since the epoch of an aware datetime (exact, no float rounding)."""
+    return (at - _EPOCH) // timedelta(microseconds=1)
+
+
+def seconds_between(later: Column, earlier: Column) -> Column:
+    """`later - earlier` in seconds (double) of two timestamp columns; null when either is."""
+    return (F.unix_micros(later) - F.unix_micros(earlier)) / F.lit(MICROS_PER_SECOND)
+
+
+def seconds_since(at: Column, now: datetime) -> Column:
+    """`now - at` in seconds (double) for a timestamp column `at`."""
+    return (F.lit(epoch_micros(now)) - F.unix_micros(at)) / F.lit(MICROS_PER_SECOND)
+
+
+def ratio(numerator: Column, denominator: Column) -> Column:
+    """numerator / denominator as a double, null when the denominator is 0 or null."""
+    return F.try_divide(numerator.cast("double"), denominator.cast("double"))
+
+
+def rate(first: Column, last: Column, first_at: Column, last_at: Column) -> Column:
+    """(last - first) per second between two samples; null unless `last_at` is after `first_at`
+    (one sample, or none, has no rate)."""
+    return F.when(last_at > first_at, ratio(last - first, seconds_between(last_at, first_at)))
+
+
+def non_negative(value: Column) -> Column:
+    """Clamp at 0 (null stays null). Used for ages computed from record timestamps, which a
+    producer's clock (CreateTime) can put in the future."""
+    return F.when(value < 0, F.lit(0.0)).otherwise(value)
+
+
+def newest(frame: DataFrame, keys: Keys, time_column: str = "sampled_at") -> DataFrame:
+    """The newest row of each key (ties broken arbitrarily); all columns kept."""
+    order = Window.partitionBy(*keys).orderBy(F.col(time_column).desc())
+    return frame.withColumn("_newest", F.row_number().over(order)).where("_newest = 1").drop("_newest")
+
+
+def endpoints(
+    frame: DataFrame, keys: Keys, values: Sequence[str], time_column: str = "sampled_at"
+) -> DataFrame:
+    """Per key: `first_at`/`last_at` (oldest and newest sample time) and `first_<v>`/`last_<v>`
+    (the value at those samples) of each column `v` in `values`."""
+    time = F.col(time_column)
+    aggregates = [F.min(time).alias("first_at"), F.max(time).alias("last_at")]
+    for value in values:
+        aggregates.append(F.min_by(value, time).alias(f"first_{value}"))
+        aggregates.append(F.max_by(value, time).alias(f"last_{value}"))
+    return frame.groupBy(*keys).agg(*aggregates)
+
+
+def _limit(value: Column) -> Column:
+    """A retention limit from its text value: -1 (or any negative, or unparsable) = unlimited = null."""
+    parsed = value.try_cast("bigint")
+    return F.when(parsed >= 0, parsed)
+
+
+def topic_settings(topic_configs: DataFrame) -> DataFrame:
+    """Per (cluster, topic), from the open config rows: `retention_ms`, `retention_bytes` (bigint,
+    null = unlimited or not collected), `deletes` (cleanup.policy includes delete; Kafka's default
+    `delete` when absent) and `min_insync_replicas` (int, 1 when absent)."""
+    open_rows = topic_configs.where(F.col("valid_to").isNull())
+
+    def setting(name: str) -> Column:
+        return F.max(F.when(F.col("name") == name, F.col("value")))
+
+    settings = open_rows.groupBy("cluster", "topic").agg(
+        setting("retention.ms").alias("retention_ms_text"),
+        setting("retention.bytes").alias("retention_bytes_text"),
+        setting("cleanup.policy").alias("cleanup_policy"),
+        setting("min.insync.replicas").alias("min_isr_text"),
+    )
+    policy = F.coalesce(F.lower(F.col("cleanup_policy")), F.lit("delete"))
+    min_isr = F.col("min_isr_text").try_cast("int")
+    return settings.select(
+        "cluster",
+        "topic",
+        _limit(F.col("retention_ms_text")).alias("retention_ms"),
+        _limit(F.col("retention_bytes_text")).alias("retention_bytes"),
+        policy.contains("delete").alias("deletes"),
+        F.coalesce(min_isr, F.lit(DEFAULT_MIN_INSYNC_REPLICAS)).alias("min_insync_replicas"),
+    )
+
+
+def conform(frame: DataFrame, entity: str, evaluated_at: datetime) -> DataFrame:
+    """Exactly the contract of `entity` (monitor.derived): `evaluated_at`, `cluster`,
+    then the entity's columns in order, each cast to its declared type."""
+    columns = [F.lit(evaluated_at).cast("timestamp").alias("evaluated_at")]
+    columns += [F.col(c.name).cast(c.type).alias(c.name) for c in (*COMMON[1:], *ENTITIES[entity])]
+    return frame.select(*columns)

@@ -1,0 +1,139 @@
+"""Retention (DOMAIN.md 2): per-partition offsets, rates, size against retention.bytes, time
+coverage and retention shortfall; and, per lagging group-partition, the time until retention
+deletes its oldest unconsumed message.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from monitor.evaluate.transforms.common import (
+    PARTITION_KEYS,
+    endpoints,
+    epoch_micros,
+    non_negative,
+    rate,
+    ratio,
+    seconds_since,
+)
+from monitor.evaluate.transforms.inputs import Inputs
+
+SIZE_CAPPED_RATIO = 0.8
+"""A partition at or above this fraction of retention.bytes is being trimmed by the size limit:
+segments are deleted whole, so a capped partition hovers between retention.bytes minus one
+segment and retention.bytes, not at exactly 1.0."""
+
+_RETENTION_SETTINGS = ("retention_ms", "retention_bytes", "deletes")
+
+
+def partition_storage(inputs: Inputs, leaders: DataFrame, settings: DataFrame) -> DataFrame:
+    """Per partition of `latest_partition_offsets`: `start_offset`, `end_offset`,
+    `start_timestamp`, `latest_timestamp`, `produce_rate`, `size_bytes`, `produce_bytes_rate`,
+    `retention_ms`, `retention_bytes`, `deletes`, `size_ratio`, `time_coverage_seconds` and
+    `retention_shortfall_seconds`.
+
+    `leaders` has the partition keys and `leader` (the broker whose replica size counts; null
+    when offline, which leaves the size unknown). `settings` is `common.topic_settings`.
+    """
+    keys = list(PARTITION_KEYS)
+    latest = inputs.latest_partition_offsets
+    columns = [*keys, "sampled_at", "end_offset"]
+    series = inputs.partition_offsets.select(*columns).unionByName(latest.select(*columns))
+    ends = endpoints(series, keys, ["end_offset"])
+    produce_rate = rate(
+        F.col("first_end_offset"), F.col("last_end_offset"), F.col("first_at"), F.col("last_at")
+    )
+    rates = ends.select(*keys, produce_rate.alias("produce_rate"))
+
+    storage = (
+        latest.select(*keys, "start_offset", "end_offset", "start_timestamp", "latest_timestamp")
+        .join(rates, keys, "left")
+        .join(leader_sizes(inputs.log_dir_sizes, leaders), keys, "left")
+        .join(settings.select("cluster", "topic", *_RETENTION_SETTINGS), ["cluster", "topic"], "left")
+    )
+    size_ratio = ratio(F.col("size_bytes"), F.col("retention_bytes"))
+    coverage = non_negative(seconds_since(F.col("start_timestamp"), inputs.evaluated_at))
+    return (
+        storage.withColumn("deletes", F.coalesce(F.col("deletes"), F.lit(True)))
+        .withColumn("size_ratio", size_ratio)
+        .withColumn("time_coverage_seconds", coverage)
+        .withColumn("retention_shortfall_seconds", retention_shortfall())
+    )
+
+
+def leader_sizes(log_dir_sizes: DataFrame, leaders: DataFrame) -> DataFrame:
+    """Per partition: `size_bytes` (newest size of the leader's replica; replicas are never summed)
+    and `produce_bytes_rate` (its growth per second over the window; null when it shrank, because
+    retention deleting segments is not a negative produce rate)."""
+    keys = list(PARTITION_KEYS)
+    on_leader = log_dir_sizes.where(~F.col("is_future")).join(
+        leaders.withColumnRenamed("leader", "broker_id"), [*keys, "broker_id"]
+    )
+    sizes = endpoints(on_leader, keys, ["size_bytes"])
+    growth = rate(F.col("first_size_bytes"), F.col("last_size_bytes"), F.col("first_at"), F.col("last_at"))
+    return sizes.select(
+        *keys,
+        F.col("last_size_bytes").alias("size_bytes"),
+        F.when(growth >= 0, growth).alias("produce_bytes_rate"),
+    )
+
+
+def retention_shortfall() -> Column:
+    """retention.ms (in s) minus the time coverage, when the size limit is what deletes (a
+    retention.bytes is set and the partition is at the cap), else 0. Expects the columns of
+    `partition_storage`; null when the coverage is unknown in the capped case."""
+    capped = (
+        F.col("deletes")
+        & F.col("retention_ms").isNotNull()
+        & F.col("retention_bytes").isNotNull()
+        & (F.col("size_ratio") >= SIZE_CAPPED_RATIO)
+    )
+    missing = F.col("retention_ms") / F.lit(1000.0) - F.col("time_coverage_seconds")
+    return F.when(capped, non_negative(missing)).otherwise(F.lit(0.0))
+
+
+def with_data_loss(frame: DataFrame, evaluated_at: datetime) -> DataFrame:
+    """Adds `time_until_data_loss_seconds` and `data_loss_limit` ('time' | 'size') to a frame of
+    group-partitions with `offset_lag`, `data_loss_occurred`, `committed_offset`,
+    `committed_timestamp`, `start_offset`, `end_offset` and the partition's `size_bytes`,
+    `produce_bytes_rate`, `retention_ms`, `retention_bytes` and `deletes`.
+
+    Only a lagging group on a topic that deletes is at risk; otherwise both are null, as they are
+    when neither limit applies (unlimited, or unknown). A limit already reached gives 0; so does a
+    loss that already happened (the oldest unconsumed message is gone). On a tie the time limit
+    is named. Deletion is per segment, so the real deletion can come up to one segment earlier.
+    """
+    by_time = non_negative(_time_limit_seconds(evaluated_at))
+    by_size = non_negative(_size_limit_seconds())
+    applies = by_time.isNotNull() | by_size.isNotNull()
+    at_risk = (F.col("offset_lag") > 0) & F.col("deletes") & applies
+    earliest = F.least(by_time, by_size)  # least() skips nulls
+    seconds = F.when(F.col("data_loss_occurred"), F.lit(0.0)).otherwise(earliest)
+    limit = F.when(by_size.isNull() | (by_time <= by_size), F.lit("time")).otherwise(F.lit("size"))
+    return frame.withColumn("time_until_data_loss_seconds", F.when(at_risk, seconds)).withColumn(
+        "data_loss_limit", F.when(at_risk, limit)
+    )
+
+
+def _time_limit_seconds(evaluated_at: datetime) -> Column:
+    """append_time(oldest unconsumed) + retention.ms - now, in seconds."""
+    deleted_at_us = F.unix_micros(F.col("committed_timestamp")) + F.col("retention_ms") * F.lit(1000)
+    return (deleted_at_us - F.lit(epoch_micros(evaluated_at))) / F.lit(1_000_000)
+
+
+def _size_limit_seconds() -> Column:
+    """(retention.bytes - bytes from the oldest unconsumed message to the end) / produce bytes/s.
+
+    Approximation: the unconsumed bytes are taken as size * (end - oldest) / (end - start), i.e.
+    records assumed of even size across the partition (compaction gaps and batches of mixed record
+    sizes make it rough). Null without retention.bytes or without growth (nothing pushes the
+    message out at the current rate).
+    """
+    oldest = F.greatest(F.col("committed_offset"), F.col("start_offset"))
+    share = ratio(F.col("end_offset") - oldest, F.col("end_offset") - F.col("start_offset"))
+    unconsumed_bytes = F.col("size_bytes") * share
+    headroom = F.col("retention_bytes") - unconsumed_bytes
+    return F.when(F.col("produce_bytes_rate") > 0, ratio(headroom, F.col("produce_bytes_rate")))

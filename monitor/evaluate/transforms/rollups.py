@@ -1,0 +1,147 @@
+"""Roll-ups: group-partitions into group-topics and groups, partitions into topics, and
+partitions, brokers and collection runs into clusters.
+
+How each lag column rolls up (columns.py names only the sum of offset_lag):
+- offset_lag, consume_rate, produce_rate: summed;
+- lag_seconds, append_lag_seconds, commit_lag_seconds: the largest (the oldest unconsumed
+  message of the set is the oldest of its partitions');
+- time_since_last_commit_seconds: the smallest (when the group last committed anything);
+- time_to_catch_up_seconds: the largest (caught up when the slowest partition is), null when any
+  lagging partition does not gain on its producers;
+- time_until_data_loss_seconds: the smallest; data_loss_occurred: any.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from monitor.evaluate.transforms.common import newest, seconds_since
+from monitor.evaluate.transforms.status import as_group_status, worst
+
+OFFSETS_JOB = "offsets"
+REACHED = ("ok", "partial")
+"""Run statuses that reached the cluster (a partial run failed only for some entities)."""
+FINISHED = (*REACHED, "failed")
+UNREACHABLE_AFTER = timedelta(minutes=2)
+
+
+def _lag_aggregates() -> list[Column]:
+    """Aggregates of group-partition rows into the lag columns (see the module docstring), plus
+    `partitions`, `max_offset_lag`, `max_lag_seconds`, `group_state` and `members`."""
+    lagging_without_estimate = (F.col("offset_lag") > 0) & F.col("time_to_catch_up_seconds").isNull()
+    catch_up = F.when(F.count_if(lagging_without_estimate) == 0, F.max("time_to_catch_up_seconds"))
+    return [
+        F.count(F.lit(1)).alias("partitions"),
+        F.sum("offset_lag").alias("offset_lag"),
+        F.max("lag_seconds").alias("lag_seconds"),
+        F.max("append_lag_seconds").alias("append_lag_seconds"),
+        F.max("commit_lag_seconds").alias("commit_lag_seconds"),
+        F.min("time_since_last_commit_seconds").alias("time_since_last_commit_seconds"),
+        F.sum("consume_rate").alias("consume_rate"),
+        F.sum("produce_rate").alias("produce_rate"),
+        catch_up.alias("time_to_catch_up_seconds"),
+        F.min("time_until_data_loss_seconds").alias("time_until_data_loss_seconds"),
+        F.bool_or("data_loss_occurred").alias("data_loss_occurred"),
+        F.max("offset_lag").alias("max_offset_lag"),
+        F.max("lag_seconds").alias("max_lag_seconds"),
+        F.max("group_state").alias("group_state"),
+        F.max("members").alias("members"),
+    ]
+
+
+def group_topics(group_partitions: DataFrame) -> DataFrame:
+    """Per (cluster, group, topic), from `lag.group_partition_frame`: the lag roll-ups and the
+    worst partition status (STOP, STALL and REWIND kept apart)."""
+    return group_partitions.groupBy("cluster", "group_id", "topic").agg(
+        *_lag_aggregates(), worst(F.col("status")).alias("status")
+    )
+
+
+def groups(group_partitions: DataFrame) -> DataFrame:
+    """Per (cluster, group), from `lag.group_partition_frame`: the lag roll-ups, `topics`, the
+    worst status as a group status (OK, WARN, ERR) and `lag_growing` (total offset lag above the
+    total at the window's first samples)."""
+    return group_partitions.groupBy("cluster", "group_id").agg(
+        *_lag_aggregates(),
+        F.countDistinct("topic").alias("topics"),
+        as_group_status(worst(F.col("status"))).alias("status"),
+        (F.sum("offset_lag") > F.sum("window_start_lag")).alias("lag_growing"),
+    )
+
+
+def topics(partitions: DataFrame, group_partitions: DataFrame) -> DataFrame:
+    """Per (cluster, topic) of the partition frame: sums and extremes of its partitions, and the
+    soonest data loss of any group on it."""
+    data_loss = group_partitions.groupBy("cluster", "topic").agg(
+        F.min("time_until_data_loss_seconds").alias("min_time_until_data_loss_seconds")
+    )
+    per_topic = partitions.groupBy("cluster", "topic").agg(
+        F.count(F.lit(1)).alias("partitions"),
+        F.sum("produce_rate").alias("produce_rate"),
+        F.sum("produce_bytes_rate").alias("produce_bytes_rate"),
+        F.sum("size_bytes").alias("size_bytes"),
+        F.max("size_ratio").alias("max_size_ratio"),
+        F.min("time_coverage_seconds").alias("min_time_coverage_seconds"),
+        F.max("retention_ms").alias("retention_ms"),
+        F.max("retention_bytes").alias("retention_bytes"),
+        F.max("retention_shortfall_seconds").alias("retention_shortfall_seconds"),
+        F.max("replicas_lost").alias("max_replicas_lost"),
+        F.count_if(F.col("under_replicated")).alias("under_replicated_partitions"),
+        F.count_if(F.col("under_min_isr")).alias("under_min_isr_partitions"),
+        F.count_if(F.col("offline")).alias("offline_partitions"),
+    )
+    return per_topic.join(data_loss, ["cluster", "topic"], "left")
+
+
+def clusters(
+    partitions: DataFrame, brokers: DataFrame, collection_runs: DataFrame, evaluated_at: datetime
+) -> DataFrame:
+    """Per cluster seen in the partitions, brokers or runs: broker and partition counts, the
+    largest leader imbalance, `collection_age_seconds` (since the newest offsets run that reached
+    the cluster ended) and `unreachable` (the newest finished offsets run failed and none reached
+    the cluster within UNREACHABLE_AFTER)."""
+    per_broker = brokers.groupBy("cluster").agg(
+        F.count(F.lit(1)).alias("brokers"),
+        F.count_if(F.col("down")).alias("brokers_down"),
+        F.max("leader_imbalance").alias("max_leader_imbalance"),
+    )
+    per_partition = partitions.groupBy("cluster").agg(
+        F.count(F.lit(1)).alias("partitions"),
+        F.count_if(F.col("offline")).alias("offline_partitions"),
+        F.count_if(F.col("under_replicated")).alias("under_replicated_partitions"),
+        F.count_if(F.col("under_min_isr")).alias("under_min_isr_partitions"),
+    )
+    names = (
+        brokers.select("cluster")
+        .unionByName(partitions.select("cluster"))
+        .unionByName(collection_runs.where(F.col("cluster").isNotNull()).select("cluster"))
+        .distinct()
+    )
+    frame = (
+        names.join(per_broker, "cluster", "left")
+        .join(per_partition, "cluster", "left")
+        .join(collection_health(collection_runs, evaluated_at), "cluster", "left")
+    )
+    counts = ["brokers", "brokers_down", "partitions", "offline_partitions"]
+    counts += ["under_replicated_partitions", "under_min_isr_partitions"]
+    return frame.fillna(0, subset=counts).fillna(False, subset=["unreachable"])
+
+
+def collection_health(collection_runs: DataFrame, evaluated_at: datetime) -> DataFrame:
+    """Per cluster with offsets runs: `collection_age_seconds` and `unreachable`."""
+    runs = collection_runs.where((F.col("job") == OFFSETS_JOB) & F.col("status").isin(*FINISHED))
+    ended = F.coalesce(F.col("finished_at"), F.col("started_at"))
+    reached = (
+        runs.where(F.col("status").isin(*REACHED)).groupBy("cluster").agg(F.max(ended).alias("reached_at"))
+    )
+    latest = newest(runs, ["cluster"], "started_at").select("cluster", F.col("status").alias("latest_status"))
+    recently = seconds_since(F.col("reached_at"), evaluated_at) <= UNREACHABLE_AFTER.total_seconds()
+    unreachable = (F.col("latest_status") == "failed") & ~F.coalesce(recently, F.lit(False))
+    return latest.join(reached, "cluster", "left").select(
+        "cluster",
+        seconds_since(F.col("reached_at"), evaluated_at).alias("collection_age_seconds"),
+        unreachable.alias("unreachable"),
+    )

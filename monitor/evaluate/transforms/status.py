@@ -1,0 +1,248 @@
+"""Sliding-window consumer status: Burrow's rules (DOMAIN.md 1) as small pure functions over a
+window of commits, and the Spark wrapper that applies them to every group-partition.
+
+The window. We observe commits by sampling committed offsets, so a "commit" is a sample in which
+the committed offset changed; its time is the sample time (the observed commit time, late by at
+most one interval). The window of a group-partition is, in time order:
+
+- its first sample in the evaluation window, dated at the last observed commit when that is
+  older (the offset was committed then; nothing changed since);
+- every later sample whose committed offset differs from the sample before it, kept to the last
+  `size` commits;
+- after the last commit, the last sample at which the consumer was caught up (lag 0), and the
+  first sample after that (or after the commit) that saw the end offset move: new data arrived;
+- the current (newest) sample.
+
+Each entry carries the lag of its sample; its end offset is offset + lag. The current entry gives
+the current lag and end offset.
+
+The rules, in order (the first that holds decides):
+
+1. OK when the current lag is 0.
+2. STOP when the consumer has had something to read, without committing, for longer than the
+   window spans (Burrow: now - last commit > last commit - first commit). Unlike Burrow, a
+   consumer with nothing new to read is not stopped, which removes its false STOPs on
+   low-traffic topics: the reference is the last time it had nothing to do (caught up since its
+   last commit, which needs no commit, else the last commit itself); it is not stopped when the
+   end offset did not move since then, and the clock starts when new data was first seen. A
+   consumer that keeps committing the same offset looks like one that stopped committing
+   (offsets alone cannot tell them apart): both are STOP.
+3. REWIND when a committed offset went backwards and the current one is still below the highest.
+4. OK when any entry in the window had lag 0.
+5. STALL when the window has at least 2 entries, all at one offset, and the lag is not 0.
+6. WARN when the lag never decreased between consecutive entries (at least 3 entries).
+7. Otherwise OK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from itertools import pairwise
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
+
+from monitor.evaluate.transforms.common import GROUP_PARTITION_KEYS, epoch_micros
+
+OK, WARN, ERR, STOP, STALL, REWIND = "OK", "WARN", "ERR", "STOP", "STALL", "REWIND"
+SEVERITY: dict[str, int] = {OK: 1, WARN: 2, ERR: 3, STOP: 4, STALL: 5, REWIND: 6}
+"""Burrow's ordering of statuses: the worst partition is the one with the highest severity."""
+DEFAULT_WINDOW_COMMITS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One window entry: the committed offset, when it was observed (epoch ms), its lag then."""
+
+    offset: int
+    time_ms: int
+    lag: int
+
+    @property
+    def end(self) -> int:
+        """The end offset at that time (exact when lagging; a lower bound when lag was clamped)."""
+        return self.offset + self.lag
+
+
+@dataclass(frozen=True, slots=True)
+class Verdicts:
+    """Every rule's verdict on one window, and the status they decide."""
+
+    ok_current_lag: bool
+    stop: bool
+    rewind: bool
+    ok_any_zero_lag: bool
+    stall: bool
+    warn: bool
+    final: str
+
+
+def commit_window(
+    samples: Sequence[Commit], last_commit_ms: int | None, size: int = DEFAULT_WINDOW_COMMITS
+) -> list[Commit]:
+    """The window (see the module docstring) from a group-partition's samples in any order (one
+    per time: the latest row repeats the newest sample). Returns [] for no samples; the last entry
+    is always the current sample."""
+    ordered = sorted({s.time_ms: s for s in samples}.values(), key=lambda s: s.time_ms)
+    if not ordered:
+        return []
+    if last_commit_ms is not None and last_commit_ms < ordered[0].time_ms:
+        ordered[0] = replace(ordered[0], time_ms=last_commit_ms)
+    changes = [0] + [i for i in range(1, len(ordered)) if ordered[i].offset != ordered[i - 1].offset]
+    caught_up = [i for i in range(changes[-1], len(ordered)) if ordered[i].lag <= 0][-1:]
+    reference = caught_up[0] if caught_up else changes[-1]
+    after = range(reference + 1, len(ordered))
+    new_data = [i for i in after if ordered[i].end > ordered[reference].end][:1]
+    picked = sorted({*changes[-size:], *caught_up, *new_data, len(ordered) - 1})
+    return [ordered[i] for i in picked]
+
+
+def last_commit_index(window: Sequence[Commit]) -> int:
+    """Index of the entry at which the current committed offset was first seen in the window."""
+    index = len(window) - 1
+    while index > 0 and window[index - 1].offset == window[index].offset:
+        index -= 1
+    return index
+
+
+def current_lag_ok(window: Sequence[Commit]) -> bool:
+    """Rule 1: the current lag is 0."""
+    return window[-1].lag <= 0
+
+
+def idle_reference(window: Sequence[Commit]) -> int:
+    """Index of the last entry at which the consumer had nothing left to do: the last caught-up
+    entry since its last commit (a caught-up consumer needs no commit), else the last commit."""
+    start = last_commit_index(window)
+    caught_up = [i for i in range(start, len(window)) if window[i].lag <= 0]
+    return caught_up[-1] if caught_up else start
+
+
+def waiting_since(window: Sequence[Commit]) -> int | None:
+    """Since when (ms) the consumer has had something to read without committing: the idle
+    reference if it was lagging then, else the first later entry that saw new data. None when it
+    has nothing to read (caught up, or the end offset did not move since the reference)."""
+    index = idle_reference(window)
+    reference, current = window[index], window[-1]
+    if current.lag <= 0 or current.end <= reference.end:
+        return None
+    if reference.lag > 0:
+        return reference.time_ms
+    return next(c.time_ms for c in window[index:] if c.end > reference.end)
+
+
+def stopped(window: Sequence[Commit], now_ms: int) -> bool:
+    """Rule 2: something to read, and no commit (nor a caught-up moment) for longer than the
+    window spans up to the idle reference."""
+    since = waiting_since(window)
+    span = window[idle_reference(window)].time_ms - window[0].time_ms
+    return since is not None and now_ms - since > span
+
+
+def rewound(window: Sequence[Commit]) -> bool:
+    """Rule 3: an offset went backwards and the current offset is still below the highest."""
+    went_back = any(b.offset < a.offset for a, b in pairwise(window))
+    return went_back and window[-1].offset < max(c.offset for c in window)
+
+
+def any_lag_zero(window: Sequence[Commit]) -> bool:
+    """Rule 4: some entry in the window had lag 0."""
+    return any(c.lag <= 0 for c in window)
+
+
+def stalled(window: Sequence[Commit]) -> bool:
+    """Rule 5: at least 2 entries, all at one offset, while lagging."""
+    return len(window) >= 2 and len({c.offset for c in window}) == 1 and window[-1].lag > 0
+
+
+def lag_not_decreasing(window: Sequence[Commit]) -> bool:
+    """Rule 6: at least 3 entries and the lag never went down from one to the next."""
+    return len(window) >= 3 and all(b.lag >= a.lag for a, b in pairwise(window))
+
+
+def evaluate(window: Sequence[Commit], now_ms: int) -> Verdicts:
+    """Every rule's verdict on a non-empty window, and the status of the first rule that holds."""
+    verdicts = Verdicts(
+        ok_current_lag=current_lag_ok(window),
+        stop=stopped(window, now_ms),
+        rewind=rewound(window),
+        ok_any_zero_lag=any_lag_zero(window),
+        stall=stalled(window),
+        warn=lag_not_decreasing(window),
+        final=OK,
+    )
+    return replace(verdicts, final=decide(verdicts))
+
+
+def decide(verdicts: Verdicts) -> str:
+    """The status of the first rule that holds, in Burrow's order; OK when none does."""
+    ordered = (
+        (verdicts.ok_current_lag, OK),
+        (verdicts.stop, STOP),
+        (verdicts.rewind, REWIND),
+        (verdicts.ok_any_zero_lag, OK),
+        (verdicts.stall, STALL),
+        (verdicts.warn, WARN),
+    )
+    return next((status for holds, status in ordered if holds), OK)
+
+
+def partition_status(
+    samples: Sequence[Commit], last_commit_ms: int | None, now_ms: int, size: int = DEFAULT_WINDOW_COMMITS
+) -> str | None:
+    """The status of one group-partition from its samples; None when there are none."""
+    window = commit_window(samples, last_commit_ms, size)
+    return evaluate(window, now_ms).final if window else None
+
+
+def _status_of_rows(rows: list[Any] | None, last_commit_ms: int | None, now_ms: int, size: int) -> str | None:
+    """UDF body: `rows` are Spark structs (offset, time_ms, lag)."""
+    samples = [Commit(int(r["offset"]), int(r["time_ms"]), int(r["lag"])) for r in rows or ()]
+    return partition_status(samples, last_commit_ms, now_ms, size)
+
+
+# Plain (pickled rows) rather than Arrow: the input is a short array of structs per key, and
+# Arrow would add pandas and pyarrow to the requirements for nothing.
+_status_udf = F.udf(_status_of_rows, StringType(), useArrow=False)
+
+
+def status_frame(
+    samples: DataFrame, last_commits: DataFrame, evaluated_at: datetime, size: int = DEFAULT_WINDOW_COMMITS
+) -> DataFrame:
+    """Per group-partition key: `status`.
+
+    `samples` has the keys, `sampled_at`, `committed_offset` and `lag` (every sample of the
+    window, the current one included; samples with unknown lag are ignored). `last_commits` has
+    the keys and `last_commit_at` (null when no commit was ever observed). The rules run in a
+    Python UDF so the Spark path is the tested pure code.
+    """
+    keys = list(GROUP_PARTITION_KEYS)
+    entry = F.struct(
+        F.col("committed_offset").alias("offset"),
+        F.floor(F.unix_micros("sampled_at") / 1000).cast("bigint").alias("time_ms"),
+        F.col("lag").alias("lag"),
+    )
+    windows = samples.where(F.col("lag").isNotNull()).groupBy(*keys).agg(F.collect_list(entry).alias("rows"))
+    last_ms = F.floor(F.unix_micros("last_commit_at") / 1000).cast("bigint")
+    status = _status_udf(F.col("rows"), last_ms, F.lit(epoch_micros(evaluated_at) // 1000), F.lit(size))
+    return windows.join(last_commits, keys, "left").select(*keys, status.alias("status"))
+
+
+def severity(status: Column) -> Column:
+    """The severity rank of a status column (null for null)."""
+    ranks = F.create_map(*[F.lit(x) for pair in SEVERITY.items() for x in pair])
+    return F.try_element_at(ranks, status)
+
+
+def worst(status: Column) -> Column:
+    """Aggregate: the most severe status of a group of rows."""
+    return F.max_by(status, severity(status))
+
+
+def as_group_status(status: Column) -> Column:
+    """A partition status as a group status: STOP, STALL and REWIND count as ERR."""
+    return F.when(severity(status) > SEVERITY[WARN], F.lit(ERR)).otherwise(status)

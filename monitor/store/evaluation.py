@@ -1,0 +1,103 @@
+"""Tables written by the evaluate stage: one `derived_<entity>` table per entity of the derived
+columns contract (`monitor.derived`), partitioned by day on `evaluated_at`, and
+`findings`, the rules' verdicts with their lifecycle (pending -> firing -> resolved).
+
+The derived tables are generated from the contract so that the columns a rule can use, the
+columns the transforms produce and the columns stored can never disagree; the migration that
+created them is frozen text, and a test compares it with this metadata.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Double,
+    Index,
+    Integer,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.types import TypeEngine
+
+from monitor.derived import ENTITIES, KEYS, table_of
+from monitor.store.models import PARTITION_COLUMN_KEY, Base
+
+FINDING_STATES = ("pending", "firing", "resolved")
+
+_TYPES: dict[str, TypeEngine[Any]] = {
+    "string": Text(),
+    "int": Integer(),
+    "bigint": BigInteger(),
+    "double": Double(),
+    "boolean": Boolean(),
+    "timestamp": DateTime(timezone=True),
+}
+
+
+def _derived_table(entity: str) -> Table:
+    keys = KEYS[entity]
+    columns = [
+        Column("cluster", Text(), primary_key=True),
+        *(
+            Column(c.name, _TYPES[c.type], primary_key=c.name in keys, nullable=c.name not in keys)
+            for c in ENTITIES[entity]
+        ),
+        Column("evaluated_at", DateTime(timezone=True), primary_key=True),
+    ]
+    return Table(
+        table_of(entity),
+        Base.metadata,
+        *columns,
+        Index(f"ix_{table_of(entity)}_cluster_evaluated_at", "cluster", "evaluated_at"),
+        postgresql_partition_by="RANGE (evaluated_at)",
+        info={PARTITION_COLUMN_KEY: "evaluated_at"},
+    )
+
+
+DERIVED_TABLES: dict[str, Table] = {entity: _derived_table(entity) for entity in ENTITIES}
+
+
+class Finding(Base):
+    """A rule matching an entity. One open row per (rule, entity_key); a resolved row is history."""
+
+    __tablename__ = "findings"
+    __table_args__ = (
+        CheckConstraint("state IN ('pending', 'firing', 'resolved')", name="state"),
+        Index(
+            "uq_findings_open",
+            "rule",
+            "entity_key",
+            unique=True,
+            postgresql_where=text("state <> 'resolved'"),
+        ),
+        Index("ix_findings_cluster_last_seen", "cluster", "last_seen"),
+        Index("ix_findings_state", "state"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    rule: Mapped[str]
+    entity: Mapped[str]
+    entity_key: Mapped[str]
+    cluster: Mapped[str]
+    labels: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    severity: Mapped[str]
+    value: Mapped[float | None] = mapped_column(Double)
+    summary: Mapped[str]
+    description: Mapped[str]
+    runbook: Mapped[str | None]
+    for_seconds: Mapped[int]
+    state: Mapped[str]
+    first_seen: Mapped[datetime]
+    last_seen: Mapped[datetime]
+    resolved_at: Mapped[datetime | None]
+    evaluated_at: Mapped[datetime]

@@ -1,0 +1,131 @@
+"""Findings: merging one evaluation's rule matches into the open findings.
+
+Lifecycle of a finding, keyed by (rule, entity_key):
+- first match: inserted, `pending` (or `firing` at once when the rule's `for` is 0);
+- matched again: `last_seen`, severity, value and texts updated; `firing` once it has held for
+  `for_seconds` since `first_seen` (a severity change keeps the same finding);
+- not matched by an evaluation of its rule on its cluster: `resolved` (kept as history).
+
+Idempotent per evaluation time: merging the same matches at the same `evaluated_at` twice changes
+nothing the second time; an evaluation older than a finding's `last_seen` does not move it back.
+Data-access functions: the caller owns the transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from monitor.store.ingest import copy_rows
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    rule: str
+    entity: str
+    entity_key: str
+    cluster: str
+    severity: str
+    value: float | None
+    summary: str
+    description: str
+    for_seconds: int
+    labels: dict[str, str] = field(default_factory=dict)
+    runbook: str | None = None
+
+
+_STAGE = """
+CREATE TEMP TABLE IF NOT EXISTS _matches (
+    rule text, entity text, entity_key text, cluster text, labels jsonb, severity text,
+    value double precision, summary text, description text, runbook text, for_seconds int
+) ON COMMIT DROP
+"""
+
+_UPDATE = """
+UPDATE findings f SET
+    last_seen = :t, evaluated_at = :t, severity = m.severity, value = m.value, labels = m.labels,
+    summary = m.summary, description = m.description, runbook = m.runbook, for_seconds = m.for_seconds,
+    state = CASE WHEN :t - f.first_seen >= make_interval(secs => m.for_seconds)
+                 THEN 'firing' ELSE 'pending' END
+FROM _matches m
+WHERE f.rule = m.rule AND f.entity_key = m.entity_key AND f.state <> 'resolved' AND f.last_seen <= :t
+"""
+
+_INSERT = """
+INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary, description,
+                      runbook, for_seconds, state, first_seen, last_seen, evaluated_at)
+SELECT m.rule, m.entity, m.entity_key, m.cluster, m.labels, m.severity, m.value, m.summary, m.description,
+       m.runbook, m.for_seconds, CASE WHEN m.for_seconds <= 0 THEN 'firing' ELSE 'pending' END, :t, :t, :t
+FROM _matches m
+WHERE NOT EXISTS (
+    SELECT 1 FROM findings f WHERE f.rule = m.rule AND f.entity_key = m.entity_key AND f.state <> 'resolved'
+)
+"""
+
+_RESOLVE = """
+UPDATE findings f SET state = 'resolved', resolved_at = :t, evaluated_at = :t
+WHERE f.state <> 'resolved' AND f.last_seen < :t
+  AND f.cluster = ANY(:clusters) AND f.rule = ANY(:rules)
+  AND NOT EXISTS (SELECT 1 FROM _matches m WHERE m.rule = f.rule AND m.entity_key = f.entity_key)
+"""
+
+
+def merge_findings(
+    conn: Connection,
+    matches: Sequence[Match],
+    evaluated_at: datetime,
+    *,
+    clusters: Collection[str],
+    rules: Collection[str],
+) -> dict[str, int]:
+    """Merge `matches` of an evaluation of `rules` over `clusters` at `evaluated_at`.
+
+    Returns counts: new, updated, resolved, and the open findings by state afterwards.
+    """
+    conn.execute(text(_STAGE))
+    conn.execute(text("TRUNCATE _matches"))
+    copy_rows(
+        conn,
+        "_matches",
+        ("rule", "entity", "entity_key", "cluster", "labels", "severity", "value", "summary", "description",
+         "runbook", "for_seconds"),
+        [
+            (m.rule, m.entity, m.entity_key, m.cluster, json.dumps(m.labels), m.severity, m.value, m.summary,
+             m.description, m.runbook, m.for_seconds)
+            for m in matches
+        ],
+    )  # fmt: skip
+    params: dict[str, Any] = {"t": evaluated_at}
+    updated = conn.execute(text(_UPDATE), params).rowcount
+    new = conn.execute(text(_INSERT), params).rowcount
+    resolved = conn.execute(
+        text(_RESOLVE), {**params, "clusters": list(clusters), "rules": list(rules)}
+    ).rowcount
+    counted = conn.execute(
+        text("SELECT state, count(*) FROM findings WHERE state <> 'resolved' GROUP BY state")
+    )
+    states: dict[str, int] = {str(state): int(n) for state, n in counted.all()}
+    return {
+        "new": int(new),
+        "updated": int(updated),
+        "resolved": int(resolved),
+        "pending": int(states.get("pending", 0)),
+        "firing": int(states.get("firing", 0)),
+    }
+
+
+def open_findings(conn: Connection, cluster: str | None = None) -> list[dict[str, Any]]:
+    """Open findings, most severe and oldest first."""
+    rows = conn.execute(
+        text(
+            "SELECT * FROM findings WHERE state <> 'resolved' AND (CAST(:c AS text) IS NULL OR cluster = :c)"
+            " ORDER BY CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, first_seen"
+        ),
+        {"c": cluster},
+    )
+    return [dict(r._mapping) for r in rows]

@@ -1,0 +1,260 @@
+"""Scenarios end to end on the real cluster: collect -> evaluate (Spark, default rule pack) ->
+findings, asserting the rule and the severity each incident raises."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from sqlalchemy import Engine, text
+
+from monitor.clock import SystemClock
+from monitor.collect.stage import ClusterCollector
+from monitor.config import CollectConfig, NameFilter
+from monitor.evaluate.job import JobSettings, run_evaluation
+from monitor.evaluate.rules import load_rules
+from monitor.evaluate.spark import jdbc_target
+from monitor.evaluate.stage import rule_files
+from monitor.store.buffer import BufferedWriter
+from monitor.store.runs import RunRecorder
+from tests.fixtures.kafka import KafkaTestHelper
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
+
+MINUTE = 60_000
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Scenario:
+    def __init__(
+        self,
+        name: str,
+        kafka: KafkaTestHelper,
+        engine: Engine,
+        spark: SparkSession,
+        db_url: str,
+        topics: list[str],
+    ) -> None:
+        clock = SystemClock()
+        writer = BufferedWriter(engine, 1_000_000, clock)
+        self.name = name
+        self.engine = engine
+        self.spark = spark
+        self.db_url = db_url
+        self.collector = ClusterCollector(
+            kafka.cluster_config(name, topics=NameFilter(allow=topics)),
+            engine, clock, RunRecorder(engine, clock, writer=writer), writer, CollectConfig(),
+        )  # fmt: skip
+        self.collector.start()
+
+    def collect(self, log_dirs: bool = False) -> None:
+        self.collector.metadata()
+        self.collector.configs()
+        if log_dirs:
+            self.collector.log_dirs()
+        self.collector.offsets()
+
+    def evaluate(self) -> dict[str, Any]:
+        ruleset = load_rules(rule_files(None))
+        assert not ruleset.problems, ruleset.problems
+        result = run_evaluation(
+            self.spark, jdbc_target(self.db_url), self.engine, ruleset.rules, [self.name],
+            datetime.now(UTC), JobSettings(),
+        )  # fmt: skip
+        return {"rows": result.rows, "findings": result.findings}
+
+    def findings(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT rule, severity, entity_key, labels, value, summary, state FROM findings"
+                     " WHERE cluster = :c AND state <> 'resolved'"),
+                {"c": self.name},
+            )  # fmt: skip
+            return [dict(r._mapping) for r in rows]
+
+    def rules_for(self, fragment: str) -> dict[str, str]:
+        """rule -> severity of the open findings whose entity key contains `fragment`."""
+        return {f["rule"]: f["severity"] for f in self.findings() if fragment in f["entity_key"]}
+
+    def close(self) -> None:
+        self.collector.stop()
+
+
+@pytest.fixture
+def scenario(kafka: KafkaTestHelper, engine: Engine, spark: SparkSession, db_url: str) -> Iterator[Any]:
+    made: list[Scenario] = []
+
+    def make(name: str, topics: list[str]) -> Scenario:
+        s = Scenario(name, kafka, engine, spark, db_url, topics)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def test_lagging_consumer(kafka: KafkaTestHelper, scenario: Any) -> None:
+    topic = kafka.create_topic()
+    start = now_ms() - 20 * MINUTE  # records appended over the last 20 minutes
+    kafka.produce(topic, [b"m"] * 50, timestamps_ms=[start + i * 24_000 for i in range(50)])
+    group = f"slow-{topic}"
+    kafka.consume_and_commit(group, topic, 10)
+    s = scenario("lagging", [topic])
+    s.collect()
+    s.evaluate()
+    found = s.rules_for(group)
+    assert found.get("ConsumerAppendLag") == "warning", s.findings()  # 40 records x 24 s = 16 min behind
+    assert found.get("ConsumerLagSeconds") == "warning"  # the oldest unread message is 16 min old
+
+
+def test_stopped_consumer(kafka: KafkaTestHelper, scenario: Any) -> None:
+    topic = kafka.create_topic()
+    kafka.produce(topic, [b"s"] * 100)
+    group = f"stopped-{topic}"
+    s = scenario("stopped", [topic])
+    for n in (5, 5, 5):  # commits one second apart, then nothing
+        kafka.consume_and_commit(group, topic, n)
+        s.collect()
+        time.sleep(1)
+    kafka.produce(topic, [b"s"] * 10)  # there is something new to read
+    time.sleep(3)  # longer than the span of the commit window
+    s.collect()
+    s.evaluate()
+    assert "ConsumerGroupStatus" in s.rules_for(group), s.findings()
+
+
+def test_all_consumers_dead_while_producers_write(kafka: KafkaTestHelper, scenario: Any) -> None:
+    topic = kafka.create_topic()
+    kafka.produce(topic, [b"d"] * 10)
+    group = f"dead-{topic}"
+    kafka.consume_and_commit(group, topic, 10)  # caught up, then every consumer is gone
+    s = scenario("deadgroup", [topic])
+    s.collect()
+    kafka.produce(topic, [b"d"] * 30)
+    s.collect()
+    s.evaluate()
+    assert s.rules_for(group).get("ConsumerGroupNoMembers") == "warning", s.findings()
+
+
+def test_idle_topic_raises_nothing(kafka: KafkaTestHelper, scenario: Any) -> None:
+    topic = kafka.create_topic()
+    kafka.produce(topic, [b"i"] * 5)
+    group = f"idle-{topic}"
+    kafka.consume_and_commit(group, topic, 5)
+    s = scenario("idle", [topic])
+    for _ in range(3):
+        s.collect()
+        time.sleep(1.5)
+    result = s.evaluate()
+    assert result["rows"]["group_partition"] >= 1
+    assert s.rules_for(group) == {}, s.findings()
+
+
+def test_retention_shortfall_from_retention_bytes(kafka: KafkaTestHelper, scenario: Any) -> None:
+    mib = 1024 * 1024
+    topic = kafka.create_topic(
+        config={"retention.bytes": str(mib), "segment.bytes": str(mib), "retention.ms": str(24 * 3600_000)}
+    )
+    payload = b"r" * 10_000
+    for _ in range(4):
+        kafka.produce(topic, [payload] * 100)  # 4 MB into a partition capped at 1 MB
+
+    def trimmed() -> bool:
+        kafka.produce(topic, [payload])
+        low = kafka.admin.list_topics(topic, timeout=5)  # metadata round trip to pace the loop
+        del low
+        s_offsets = kafka_low_watermark(kafka, topic)
+        return s_offsets > 0
+
+    kafka.wait_for(trimmed, 60, "retention.bytes to delete the oldest segments")
+    s = scenario("shortfall", [topic])
+    s.collect(log_dirs=True)
+    s.evaluate()
+    assert s.rules_for(topic).get("RetentionShortfall") == "warning", s.findings()
+
+
+def kafka_low_watermark(kafka: KafkaTestHelper, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": "lowwm"})
+    try:
+        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        return int(low)
+    finally:
+        consumer.close()
+
+
+def test_group_about_to_lose_data(kafka: KafkaTestHelper, scenario: Any) -> None:
+    retention_ms = 7 * 3600_000
+    topic = kafka.create_topic(config={"retention.ms": str(retention_ms)})
+    old = now_ms() - retention_ms + 10 * MINUTE  # deleted by retention in about 10 minutes
+    kafka.produce(topic, [b"a"] * 20, timestamps_ms=[old + i for i in range(20)])
+    group = f"atrisk-{topic}"
+    kafka.consume_and_commit(group, topic, 2)
+    s = scenario("atrisk", [topic])
+    s.collect()
+    s.evaluate()
+    assert s.rules_for(group).get("TimeUntilDataLoss") == "critical", s.findings()
+    (value,) = [f["value"] for f in s.findings() if f["rule"] == "TimeUntilDataLoss"]
+    assert 8 * 60 <= value <= 10 * 60 + 5
+
+
+def test_group_that_lost_data(kafka: KafkaTestHelper, scenario: Any) -> None:
+    topic = kafka.create_topic(
+        config={"retention.ms": "1000", "segment.ms": "500", "file.delete.delay.ms": "0"}
+    )
+    kafka.produce(topic, [b"l"] * 10)
+    group = f"lost-{topic}"
+    kafka.consume_and_commit(group, topic, 2)
+
+    def deleted() -> bool:
+        kafka.produce(topic, [b"n"])
+        return kafka_low_watermark(kafka, topic) > 2
+
+    kafka.wait_for(deleted, 60, "retention to delete past the committed offset")
+    s = scenario("lostdata", [topic])
+    s.collect()
+    s.evaluate()
+    assert s.rules_for(group).get("DataLossOccurred") == "critical", s.findings()
+
+
+def test_one_broker_stopped_is_the_warning_tier(kafka: KafkaTestHelper, scenario: Any) -> None:
+    topic = kafka.create_topic(partitions=3, replication_factor=3)
+    s = scenario("onebroker", [topic])
+    kafka.stop_broker(3)
+    kafka.wait_for(lambda: _isr_sizes(kafka, topic) == {2}, 60, "the ISR to shrink to 2")
+    s.collect()
+    s.evaluate()
+    found = {f["entity_key"]: (f["rule"], f["severity"]) for f in s.findings() if topic in f["entity_key"]}
+    assert len(found) == 3 and set(found.values()) == {("PartitionReplicaLost", "warning")}, s.findings()
+    assert not any(f["severity"] == "critical" and topic in f["entity_key"] for f in s.findings())
+
+
+def test_two_brokers_stopped_with_min_isr_2_is_critical(kafka: KafkaTestHelper, scenario: Any) -> None:
+    topic = kafka.create_topic(partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
+    s = scenario("twobrokers", [topic])
+    kafka.stop_broker(2)
+    kafka.stop_broker(3)
+    kafka.wait_for(lambda: _isr_sizes(kafka, topic) == {1}, 60, "the ISR to shrink to 1")
+    s.collect()
+    s.evaluate()
+    found = s.rules_for(topic)
+    # The partition rules exclude each other: the worst one (under min ISR: acks=all producers fail) pages.
+    assert found == {"PartitionUnderMinIsr": "critical"}, s.findings()
+    (finding,) = [f for f in s.findings() if f["rule"] == "PartitionUnderMinIsr"]
+    assert finding["labels"].get("page") == "true"
+
+
+def _isr_sizes(kafka: KafkaTestHelper, topic: str) -> set[int]:
+    meta = kafka.admin.list_topics(topic, timeout=5).topics[topic]
+    return {len(p.isrs) for p in meta.partitions.values()}
