@@ -726,6 +726,7 @@ def run_size(
         "topics": size // PARTITIONS_PER_TOPIC,
         "replication_factor": 1,
         "loadavg_before": os.getloadavg()[0],
+        "collect": collect,
     }
     setup: dict[str, float] = {}
     cluster: DevKafkaCluster | None = None
@@ -883,6 +884,8 @@ def verdicts(sizes: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
 
 
 def report(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, Any]]) -> str:
+    if sizes and "collect" in sizes[0]:  # the settings of the first size; the others say so if they differ
+        collect = {k: v for k, v in sizes[0]["collect"].items() if k in collect}
     lines = [
         "## Offsets collector: cycle time, exact timestamps, memory",
         "",
@@ -895,7 +898,16 @@ def report(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, 
         "Collect settings: " + ", ".join(f"{k} = {v}" for k, v in collect.items()) + ".",
         "",
         "Measured: "
-        + "; ".join(f"{s['partitions']:,} partitions at {s.get('measured_at', info['date'])}" for s in sizes)
+        + "; ".join(
+            f"{s['partitions']:,} partitions at {s.get('measured_at', info['date'])}"
+            + (
+                f" (request timeout {s['collect']['request_timeout_seconds']:g} s)"
+                if s.get("collect", collect).get("request_timeout_seconds")
+                != collect["request_timeout_seconds"]
+                else ""
+            )
+            for s in sizes
+        )
         + ".",
         "",
         "| partitions | Kafka nodes | groups | group-partitions | lagging | cycle 1 s (cold) | cycle 2 s "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import kafka.errors
@@ -17,7 +17,7 @@ from kafka.admin import KafkaAdminClient
 
 from monitor.config import ClusterConfig, SecurityProtocol
 from monitor.errors import ConfigError, KafkaRequestError, KafkaUnavailableError
-from monitor.kafka.properties import MASK
+from monitor.kafka.properties import MASK, MaskedMapping
 from monitor.kafka.translate import Outcome, reason
 from monitor.types import LogDirReplica, LogDirUsage, Partial
 
@@ -42,32 +42,17 @@ class _Secret(str):
         return MASK
 
 
-class KafkaPythonOptions(Mapping[str, object]):
+class KafkaPythonOptions(MaskedMapping[object]):
     """kafka-python `KafkaAdminClient` options for one cluster; repr() masks the passwords."""
 
-    __slots__ = ("_secrets", "_values")
+    __slots__ = ("_secrets",)
 
     def __init__(self, values: Mapping[str, object], secrets: Sequence[str]) -> None:
-        self._values = dict(values)
+        super().__init__(values)
         self._secrets = [s for s in secrets if s]
 
-    def __getitem__(self, key: str) -> object:
-        return self._values[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __repr__(self) -> str:
-        shown = {k: (MASK if "password" in k else v) for k, v in self._values.items()}
-        return f"KafkaPythonOptions({shown!r})"
-
-    __str__ = __repr__
-
     def secret_values(self) -> list[str]:
-        """The values that must never appear in a message (used to scrub error text)."""
+        # The values are `_Secret`s whose str() is the mask: the plain texts are kept apart.
         return list(self._secrets)
 
 

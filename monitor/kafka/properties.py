@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Final
+from typing import Final, TypeVar
 
 from monitor.config import ClusterConfig, SecurityProtocol
 
@@ -13,6 +13,8 @@ CLIENT_LOG: Final = logging.getLogger("monitor.kafka.client")
 # also reaches the caller as a named error, and a broker that is down would otherwise repeat the
 # same connection error several times a second at ERROR.
 _CLIENT_LOG_MAX_LEVEL: Final = logging.INFO
+V = TypeVar("V")
+
 MASK: Final = "***"
 
 
@@ -34,19 +36,16 @@ def scrub(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
-class ClientConfig(Mapping[str, str]):
-    """librdkafka properties for one cluster.
-
-    `dict(config)` holds the real values for the client; `repr()` and `str()` mask every property
-    whose name contains "password" or "secret", so the object can be logged safely.
-    """
+class MaskedMapping(Mapping[str, V]):
+    """Client options whose `repr()` and `str()` mask every option whose name contains "password"
+    or "secret", so the object can be logged safely; `dict(options)` holds the real values."""
 
     __slots__ = ("_values",)
 
-    def __init__(self, values: Mapping[str, str]) -> None:
+    def __init__(self, values: Mapping[str, V]) -> None:
         self._values = dict(values)
 
-    def __getitem__(self, key: str) -> str:
+    def __getitem__(self, key: str) -> V:
         return self._values[key]
 
     def __iter__(self) -> Iterator[str]:
@@ -57,13 +56,19 @@ class ClientConfig(Mapping[str, str]):
 
     def __repr__(self) -> str:
         shown = {k: (MASK if is_secret_key(k) else v) for k, v in self._values.items()}
-        return f"ClientConfig({shown!r})"
+        return f"{type(self).__name__}({shown!r})"
 
     __str__ = __repr__
 
     def secret_values(self) -> list[str]:
         """The values that must never appear in a message (used to scrub error text)."""
-        return [v for k, v in self._values.items() if is_secret_key(k) and v]
+        return [str(v) for k, v in self._values.items() if is_secret_key(k) and v]
+
+
+class ClientConfig(MaskedMapping[str]):
+    """librdkafka properties for one cluster."""
+
+    __slots__ = ()
 
 
 def client_config(cluster: ClusterConfig) -> ClientConfig:

@@ -89,6 +89,20 @@ def cluster_info(result: Any) -> ClusterInfo:
     )
 
 
+def cluster_info_from_metadata(metadata: Any) -> ClusterInfo:
+    """ClusterInfo from a Metadata response: the brokers serving it, without racks."""
+    brokers = sorted(
+        (BrokerInfo(int(b.id), str(b.host), int(b.port), None) for b in metadata.brokers.values()),
+        key=lambda b: b.broker_id,
+    )
+    controller = int(metadata.controller_id)
+    return ClusterInfo(
+        cluster_id=metadata.cluster_id,
+        controller_id=controller if controller >= 0 else None,
+        brokers=tuple(brokers),
+    )
+
+
 def partition_info(partition: Any) -> PartitionInfo:
     return PartitionInfo(
         partition=int(partition.id),

@@ -267,7 +267,12 @@ def test_committed_offsets_of_many_groups_fan_out(
 def test_topic_configs_with_their_sources(admin: KafkaAdmin, kafka: KafkaTestHelper) -> None:
     topic = kafka.create_topic(config={"retention.ms": "3600000"})
 
-    result = admin.describe_topic_configs([topic, "no-such-topic"])
+    # Right after a broker restart (an earlier test) a new topic may not be describable at once.
+    result = kafka.wait_for(
+        lambda: (r := admin.describe_topic_configs([topic, "no-such-topic"])).value.get(topic) and r,
+        30,
+        f"the configs of {topic}",
+    )
     everything = admin.describe_topic_configs([topic], names=None)
 
     entries = {e.name: e for e in result.value[topic]}
