@@ -362,12 +362,17 @@ def test_offsets_below_the_log_start_resolve_promptly_as_no_record(
     kafka.produce(topic, [f"{i}".encode() for i in range(10)])
 
     def delete_below_6() -> bool:
-        (deleted,) = kafka.admin.delete_records([TopicPartition(topic, 0, 6)], request_timeout=30).values()
-        deleted.result(timeout=30)
+        try:
+            (deleted,) = kafka.admin.delete_records(
+                [TopicPartition(topic, 0, 6)], request_timeout=10
+            ).values()
+            deleted.result(timeout=10)
+        except KafkaException:
+            kafka.renew_admin()  # after broker restarts a client can keep answering "No leaders found"
+            raise
         return True
 
-    # The helper's client may not know the new partition's leader yet ("No leaders found").
-    kafka.wait_for(delete_below_6, 30, "records below offset 6 to be deleted", ignore=(KafkaException,))
+    kafka.wait_for(delete_below_6, 60, "records below offset 6 to be deleted", ignore=(KafkaException,))
     assert admin.list_offsets([(topic, 0)]).value[(topic, 0)].start == 6
 
     started = time.monotonic()
