@@ -25,8 +25,7 @@ def collect_configs(
         if cluster.topics.accepts(name)
     ]
     described = admin.describe_topic_configs(topics)
-    for key, message in sorted(described.errors.items())[:20]:
-        run.problem(f"configs of topic {key}: {message}")
+    run.problems_from("configs of topic", described.errors)
     entries = [entry for per_topic in described.value.values() for entry in per_topic]
     with engine.begin() as conn:
         changed = record_topic_configs(conn, cluster.name, entries, described.value.keys(), clock.now())

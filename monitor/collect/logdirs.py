@@ -24,8 +24,7 @@ def collect_log_dirs(
 ) -> None:
     brokers = admin.describe_cluster().broker_ids
     result = client.describe(brokers)
-    for key, message in sorted(result.errors.items()):
-        run.problem(f"log dirs of {key}: {message}")
+    run.problems_from("log dirs of", result.errors, limit=None)
     replicas, usages = result.value
     if cluster.topics.allow != [".*"] or cluster.topics.deny:
         replicas = [r for r in replicas if cluster.topics.accepts(r.topic)]

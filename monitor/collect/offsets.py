@@ -110,11 +110,11 @@ class OffsetsCollector:
         cluster = self._cluster
         group_ids = self._group_ids(run)
         described = self._admin.describe_groups(group_ids)
-        _problems(run, "describe group", described.errors)
+        run.problems_from("describe group", described.errors)
         committed_result = self._admin.committed_offsets(
             group_ids, concurrency=self._config.group_concurrency
         )
-        _problems(run, "committed offsets of group", committed_result.errors)
+        run.problems_from("committed offsets of group", committed_result.errors)
         committed = [
             c
             for offsets in committed_result.value.values()
@@ -124,7 +124,7 @@ class OffsetsCollector:
 
         partitions = self._partitions()
         listed = self._admin.list_offsets(partitions)
-        _problems(run, "offsets of partition", listed.errors)
+        run.problems_from("offsets of partition", listed.errors)
         offsets: dict[TopicPartition, PartitionOffsets] = listed.value
         now = self._clock.now()
         now_ms = to_millis(now)
@@ -259,10 +259,3 @@ def _writer_for(batch: OffsetsBatch) -> BufferedWriter.Write:
         return write_offsets_batch(conn, batch, idempotent=replay)
 
     return write
-
-
-def _problems(run: Run, what: str, errors: dict[str, str]) -> None:
-    for key, message in sorted(errors.items())[:20]:
-        run.problem(f"{what} {key}: {message}")
-    if len(errors) > 20:
-        run.problem(f"... and {len(errors) - 20} more {what} failures")

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, select, text, update
+from sqlalchemy import Connection, delete, update
 from sqlalchemy.dialects.postgresql import insert
 
 from monitor.store.ingest import copy_rows
@@ -230,16 +230,3 @@ def insert_finished_run(
         .returning(CollectionRun.id)
     )
     return int(conn.execute(stmt).scalar_one())
-
-
-def last_runs(conn: Connection, cluster: str) -> list[dict[str, Any]]:
-    """The newest run of each job of `cluster`."""
-    stmt = text(
-        "SELECT DISTINCT ON (job) job, status, started_at, finished_at, duration_ms, counts, error "
-        "FROM collection_runs WHERE cluster = :cluster ORDER BY job, started_at DESC"
-    ).bindparams(bindparam("cluster"))
-    return [dict(r._mapping) for r in conn.execute(stmt, {"cluster": cluster})]
-
-
-def known_broker_ids(conn: Connection, cluster: str) -> list[int]:
-    return sorted(conn.execute(select(Broker.broker_id).where(Broker.cluster == cluster)).scalars())

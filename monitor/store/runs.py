@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -57,6 +57,15 @@ class Run:
         """A step failed for some entities; the run ends `partial`."""
         log.warning("%s/%s: %s", self.cluster, self.job, message)
         self.problems.append(message)
+
+    def problems_from(self, what: str, errors: Mapping[str, str], limit: int | None = 20) -> None:
+        """One problem per failed entity of a partial result (`Partial.errors`), at most `limit`
+        of them plus a count of the rest."""
+        items = sorted(errors.items())
+        for key, message in items[:limit]:
+            self.problem(f"{what} {key}: {message}")
+        if limit is not None and len(items) > limit:
+            self.problem(f"... and {len(items) - limit} more {what} failures")
 
 
 class RunRecorder:
