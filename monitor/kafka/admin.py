@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import sys
 import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -77,6 +78,12 @@ def _is_internal_name(name: str) -> bool:
     return name.startswith("__")
 
 
+def _destroy(client: AdminClient) -> None:
+    """Destroy a client now, on this thread (the GIL is released while librdkafka waits for its
+    threads). Destroying an already destroyed client does nothing."""
+    client.__exit__(None, None, None)
+
+
 def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield list(items[start : start + size])
@@ -107,6 +114,7 @@ class KafkaAdmin:
         self._cluster = cluster
         self._config = client_config(cluster)
         self._client: AdminClient | None = None
+        self._retired: list[AdminClient] = []
         self._generation = 0
         self._lock = threading.Lock()
 
@@ -154,15 +162,41 @@ class KafkaAdmin:
         with self._lock:
             if self._client is not None and generation == self._generation:
                 self._drain_logs()
+                self._retired.append(self._client)
                 self._client = self._new_client()
                 self._generation += 1
+            self._destroy_unused_retired()
+
+    def _destroy_unused_retired(self) -> None:
+        """Destroy the replaced clients that nothing but `_retired` refers to any more.
+
+        A client must never be destroyed on one of its own librdkafka threads: librdkafka aborts
+        the process. That is what happens when the last reference to an AdminClient goes in a
+        garbage collection that runs while that client's background thread completes a future
+        (a client kept alive by a reference cycle, e.g. through an exception's traceback). So
+        every client is destroyed here, explicitly, on a thread of ours: a replaced one as soon
+        as no request is using it any more, the current one in `close()`. Call with the lock held.
+        """
+        # References while checking: the list, the loop variable and getrefcount's argument.
+        only_ours = 3
+        still_used = []
+        for client in self._retired:
+            if sys.getrefcount(client) > only_ours:
+                still_used.append(client)
+            else:
+                _destroy(client)
+        self._retired = still_used
 
     def close(self) -> None:
-        """Release the client (librdkafka destroys it when the last reference goes)."""
+        """Destroy the client and every replaced one. Requests still waiting on them fail."""
         with self._lock:
             if self._client is not None:
                 self._drain_logs()
+                self._retired.append(self._client)
             self._client = None
+            for client in self._retired:
+                _destroy(client)
+            self._retired = []
 
     def __enter__(self) -> KafkaAdmin:
         self.start()
@@ -178,6 +212,9 @@ class KafkaAdmin:
         return client
 
     def _call(self, action: str) -> KafkaCall:
+        if self._retired:
+            with self._lock:
+                self._destroy_unused_retired()
         return KafkaCall(self, action)
 
     def _outcome(self) -> Outcome:

@@ -175,7 +175,13 @@ class KafkaCall:
             return
         if isinstance(error, KafkaUnavailableError):
             self._admin._renew(self._generation)
-        raise error from exc
+        try:
+            raise error from exc
+        finally:
+            # The raised error's traceback holds this frame: without this the two form a cycle
+            # that keeps the original exception, its frames and the client in them alive until
+            # the next garbage collection.
+            del error
 
     def _where(self) -> str:
         return f"cannot {self._action} on cluster {self._admin.cluster.name!r}"

@@ -595,11 +595,20 @@ def test_the_reader_never_commits_and_keeps_fetches_small() -> None:
 class FakeAdminClient:
     """Answers list_offsets from a table: partition -> {kind: result or exception}."""
 
-    def __init__(self, answers: dict[tuple[str, int], dict[str, Any]]) -> None:
+    def __init__(
+        self, answers: dict[tuple[str, int], dict[str, Any]], on_destroy: list[str] | None = None
+    ) -> None:
         self.answers = answers
+        self.destroyed = False
+        self._on_destroy = on_destroy
 
     def poll(self, timeout: float) -> int:
         return 0
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.destroyed = True
+        if self._on_destroy is not None:
+            self._on_destroy.append("fake")
 
     def list_offsets(self, request: dict[TopicPartition, Any], request_timeout: float) -> dict[Any, Any]:
         kind = {-2: "earliest", -1: "latest", -3: "max_timestamp"}[next(iter(request.values()))._value]
@@ -679,6 +688,40 @@ def test_the_client_is_replaced_once_when_several_threads_fail_together() -> Non
         thread.join()
 
     assert admin._generation == generation + 1
+    admin.close()
+
+
+def test_replaced_clients_are_destroyed_by_the_admin_once_nothing_uses_them() -> None:
+    # A client left to the garbage collector can be destroyed on its own librdkafka thread,
+    # which aborts the process; the admin destroys each one itself, on the caller's thread.
+    destroyed: list[str] = []
+    admin = admin_with(FakeAdminClient({}, on_destroy=destroyed))
+    in_use = admin._client
+    admin._renew(admin._generation)
+    current = admin._client
+    assert current is not None and current is not in_use
+
+    admin._call("list topics")
+    assert destroyed == [], "a replaced client that a request still holds is kept"
+    del in_use
+    admin._call("list topics")
+    assert destroyed == ["fake"], "and destroyed once nothing holds it"
+    assert admin._retired == []
+
+    admin.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        current.poll(0)
+
+
+def test_close_destroys_replaced_clients_still_referenced() -> None:
+    replaced = FakeAdminClient({})
+    admin = admin_with(replaced)
+    admin._renew(admin._generation)
+
+    admin.close()
+
+    assert replaced.destroyed
+    assert admin._retired == []
 
 
 @pytest.mark.parametrize(

@@ -5,9 +5,11 @@ Nothing here starts a JVM or connects to a broker.
 
 from __future__ import annotations
 
+import gc
 import json
 import socket
 import stat
+import weakref
 from pathlib import Path
 
 import pytest
@@ -356,6 +358,30 @@ def test_a_future_that_times_out_is_unavailable() -> None:
 
     with pytest.raises(KafkaUnavailableError, match="no answer within 10s"), admin._call("list topics"):
         raise TimeoutError
+
+
+def test_a_translated_error_leaves_no_reference_cycle() -> None:
+    # Whatever the failed request's frames hold (a client among them) must go when the error is
+    # dropped, not at some later garbage collection on whichever thread it happens to run.
+    admin = KafkaAdmin(sasl_ssl_cluster())
+
+    class Held:
+        pass
+
+    def request(held: Held) -> None:
+        with admin._call("list topics"):
+            raise TimeoutError
+
+    gc.disable()
+    try:
+        held = Held()
+        ref = weakref.ref(held)
+        with pytest.raises(KafkaUnavailableError):
+            request(held)
+        del held
+        assert ref() is None
+    finally:
+        gc.enable()
 
 
 def test_the_admin_does_not_connect_before_start() -> None:
