@@ -127,6 +127,10 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
                 scheduler,
             )
         )
+    if settings.alert.enabled:
+        from monitor.alert.stage import AlertStage
+
+        components.append(AlertStage(settings.alert, settings.web, lambda: store.engine, clock, scheduler))
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock),
                                      settings.web.host, settings.web.port))  # fmt: skip
     scheduler.every("store:maintenance", settings.intervals.maintenance_seconds, store.maintain,

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from monitor.alert import cli_alerts, cli_routes
 from monitor.config import Settings, load_settings
 from monitor.devtools import cli_db, cli_kafka
 from monitor.errors import ConfigError, MonitorError
@@ -26,6 +27,8 @@ app.add_typer(config_app, name="config")
 app.add_typer(cli_kafka.app, name="dev-cluster")
 app.add_typer(cli_db.app, name="db")
 app.add_typer(cli_rules.app, name="rules")
+app.add_typer(cli_routes.app, name="routes")
+app.add_typer(cli_alerts.app, name="alerts")
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
@@ -109,8 +112,15 @@ def demo(config: ConfigOption = None) -> None:
     Spark in-process, and the daemon with its web UI. Ctrl-C stops everything it started."""
     from monitor.app import build_app
     from monitor.devtools import stack
+    from monitor.devtools.paths import project_root
 
     settings = _settings(config)
+    if settings.alert.routing_file is None:
+        # Inbox files instead of Slack, email and PagerDuty (see deploy/demo-routing.yaml).
+        alert = settings.alert.model_copy(
+            update={"routing_file": project_root() / "deploy" / "demo-routing.yaml"}
+        )
+        settings = settings.model_copy(update={"alert": alert})
     _setup_logging(settings.log_level)
     with stack.local_services(settings, _say, with_kafka=True) as services:
         daemon = build_app(settings, services.database_url)

@@ -239,6 +239,33 @@ class EvaluateConfig(_Strict):
     )
 
 
+class AlertConfig(_Strict):
+    """The alert stage: alert lifecycle, routing and the notification sender."""
+
+    enabled: bool = True
+    routing_file: Path | None = Field(
+        default=None, description="Default: the project's alert_rules/routing.yaml."
+    )
+    owners_file: Path | None = Field(
+        default=None, description="Default: the project's alert_rules/owners.yaml."
+    )
+    interval_seconds: float = Field(default=10, gt=0, description="Seconds between alert cycles.")
+    sender_interval_seconds: float = Field(default=1, gt=0, description="Seconds between outbox polls.")
+    sender_batch: int = Field(default=200, ge=1, le=10_000, description="Notifications claimed at once.")
+    sender_concurrency: int = Field(default=8, ge=1, le=64, description="Notifications sent in parallel.")
+    claim_seconds: float = Field(
+        default=60, ge=5, description="How long a claimed notification is reserved for one instance."
+    )
+    retry_base_seconds: float = Field(default=2, gt=0, description="First retry delay; doubles per attempt.")
+    retry_max_seconds: float = Field(default=300, gt=0, description="Longest delay between retries.")
+    give_up_after_seconds: float = Field(
+        default=86_400, gt=0, description="A notification not delivered by then is marked failed."
+    )
+    external_url: str | None = Field(
+        default=None, description="The web UI's address for links in notifications (default: web host:port)."
+    )
+
+
 class WebConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, gt=0, lt=65536)
@@ -271,6 +298,7 @@ class Settings(BaseSettings):
     intervals: Intervals = Field(default_factory=Intervals)
     collect: CollectConfig = Field(default_factory=CollectConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
+    alert: AlertConfig = Field(default_factory=AlertConfig)
     web: WebConfig = Field(default_factory=WebConfig)
     dev_kafka: DevKafkaConfig = Field(default_factory=DevKafkaConfig)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

@@ -16,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.kafka", "tests.fixtures.postgres", "tests.fixtures.spark"]
+pytest_plugins = [
+    "tests.fixtures.kafka",
+    "tests.fixtures.postgres",
+    "tests.fixtures.spark",
+    "tests.fixtures.receivers",
+]
 
 _TESTS = Path(__file__).parent
 

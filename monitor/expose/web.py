@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import jinja2
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from monitor import __version__
+from monitor.alert import actions
 from monitor.clock import Clock, SystemClock
 from monitor.devtools.paths import project_root
 from monitor.expose import queries
@@ -27,7 +30,29 @@ def template_environment() -> jinja2.Environment:
     )
 
 
-def create_app(engine: Engine, *, stale_after: timedelta, clock: Clock | None = None) -> FastAPI:
+class AckRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    by: str = Field(min_length=1, max_length=200, description="Who acknowledges.")
+    comment: str = Field(default="", max_length=2000)
+
+
+class SilenceRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    matchers: list[str] = Field(min_length=1, description="label=value, label!=value, label=~re, label!~re")
+    duration_seconds: int = Field(gt=0, description="How long the silence lasts.")
+    created_by: str = Field(min_length=1, max_length=200)
+    comment: str = Field(min_length=1, max_length=2000)
+
+
+def create_app(
+    engine: Engine,
+    *,
+    stale_after: timedelta,
+    clock: Clock | None = None,
+    silence_max_seconds: int = 7 * 86400,
+) -> FastAPI:
     """Build the FastAPI app over `engine`. `/readyz` fails when no collection succeeded within
     `stale_after`."""
     clock = clock or SystemClock()
@@ -72,7 +97,89 @@ def create_app(engine: Engine, *, stale_after: timedelta, clock: Clock | None = 
                 for summary in queries.cluster_summaries(conn)
             ]
 
+    # -- alerts: what people do goes through monitor.alert.actions ------------------------------
+
+    @app.get("/api/v1/alerts", tags=["alerts"])
+    def alerts() -> list[dict[str, Any]]:
+        """Open alerts, most severe first; muted ones name their silence or inhibiting alert."""
+        with engine.connect() as conn:
+            return [_jsonable(row) for row in actions.open_alerts(conn)]
+
+    @app.get("/api/v1/incidents", tags=["alerts"])
+    def incidents() -> list[dict[str, Any]]:
+        """Open notification groups per receiver, with acknowledgement and escalation."""
+        with engine.connect() as conn:
+            return [_jsonable(row) for row in actions.open_incidents(conn)]
+
+    @app.post("/api/v1/incidents/{incident_id}/ack", tags=["alerts"])
+    def ack_incident(incident_id: int, body: AckRequest) -> dict[str, Any]:
+        """Acknowledge an incident: no repeats, no escalation; its receivers are told once."""
+        with engine.begin() as conn:
+            ids = _act(
+                lambda: actions.acknowledge(
+                    conn, by=body.by, comment=body.comment, now=clock.now(), group_id=incident_id, via="api"
+                )
+            )
+        return {"acknowledged": ids}
+
+    @app.get("/ack/{token}", response_class=HTMLResponse, include_in_schema=False)
+    def ack_page(token: str) -> HTMLResponse:
+        """The link in a notification: a page that asks who acknowledges (a GET changes nothing)."""
+        return render("web/ack.html", title="Acknowledge", token=token, done=None, error=None)
+
+    @app.post("/ack/{token}", response_class=HTMLResponse, include_in_schema=False)
+    def ack_link(token: str, by: str = Form(""), comment: str = Form("")) -> HTMLResponse:
+        try:
+            with engine.begin() as conn:
+                ids = actions.acknowledge(
+                    conn, by=by, comment=comment, now=clock.now(), token=token, via="link"
+                )
+        except actions.ActionError as exc:
+            page = render("web/ack.html", title="Acknowledge", token=token, done=None, error=str(exc))
+            page.status_code = 404 if "no open incident" in str(exc) else 400
+            return page
+        return render("web/ack.html", title="Acknowledged", token=token, done=ids, error=None)
+
+    @app.get("/api/v1/silences", tags=["alerts"])
+    def silences(all: bool = False) -> list[dict[str, Any]]:
+        """Silences with who made them and why (active and future; `all=true` adds ended ones)."""
+        with engine.connect() as conn:
+            return [_jsonable(row) for row in actions.silences(conn, clock.now(), include_ended=all)]
+
+    @app.post("/api/v1/silences", tags=["alerts"], status_code=201)
+    def create_silence(body: SilenceRequest) -> dict[str, Any]:
+        """Mute the alerts matching every matcher for `duration_seconds`."""
+        with engine.begin() as conn:
+            silence_id = _act(lambda: actions.create_silence(
+                conn, matchers=body.matchers, created_by=body.created_by, comment=body.comment,
+                now=clock.now(), duration=timedelta(seconds=body.duration_seconds),
+                max_duration=timedelta(seconds=silence_max_seconds)))  # fmt: skip
+        return {"id": silence_id}
+
+    @app.delete("/api/v1/silences/{silence_id}", tags=["alerts"])
+    def expire_silence(silence_id: int) -> dict[str, Any]:
+        """End a silence now."""
+        with engine.begin() as conn:
+            _act(lambda: actions.expire_silence(conn, silence_id, clock.now()))
+        return {"expired": silence_id}
+
     return app
+
+
+T = TypeVar("T")
+
+
+def _act(action: Callable[[], T]) -> T:
+    """Run an alert action; its refusal becomes a 400 (404 when there is nothing to act on)."""
+    try:
+        return action()
+    except actions.ActionError as exc:
+        status = 404 if str(exc).startswith("no ") else 400
+        raise HTTPException(status_code=status, detail=str(exc)) from exc
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: _iso(v) if isinstance(v, datetime) else v for k, v in row.items()}
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -1,0 +1,195 @@
+"""`kafka-health alerts ...`: what is firing, acknowledge, silence, and the notification outbox.
+
+Each command works on the database the configuration points at (DATABASE_URL, else the local
+PostgreSQL, which must be running: `kafka-health db up`).
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy import Connection
+
+from monitor.alert import actions
+from monitor.alert.outbox import outbox_counts, outbox_rows
+from monitor.clock import SystemClock
+from monitor.config import load_settings
+from monitor.errors import ConfigError, MonitorError
+
+app = typer.Typer(
+    help="Alerts: list, acknowledge, silence, and the notification outbox.", no_args_is_help=True
+)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="monitor.yaml; without it the embedded defaults are used."),
+]
+ByOption = Annotated[str, typer.Option("--by", help="Who you are (default: your login name).")]
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"error: {message}", markup=False, highlight=False)
+    return typer.Exit(code)
+
+
+@contextmanager
+def _connection(config: Path | None) -> Iterator[Connection]:
+    from monitor.devtools.database import database_url
+    from monitor.store.engine import make_engine
+
+    try:
+        settings = load_settings(config)
+        engine = make_engine(database_url(settings))
+        with engine.begin() as conn:
+            yield conn
+    except actions.ActionError as exc:
+        raise _fail(str(exc)) from exc
+    except (ConfigError, MonitorError) as exc:
+        raise _fail(str(exc)) from exc
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str], title: str) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+    out.print(table)
+
+
+@app.command("list")
+def list_alerts(config: ConfigOption = None) -> None:
+    """Open alerts, most severe first (muted ones say by which silence or alert)."""
+    with _connection(config) as conn:
+        rows = actions.open_alerts(conn)
+    _table(rows, ["id", "severity", "state", "rule", "entity_key", "starts_at", "silenced_by",
+                  "inhibited_by"],
+           f"{len(rows)} open alert(s)")  # fmt: skip
+
+
+@app.command("incidents")
+def incidents(config: ConfigOption = None) -> None:
+    """Open notification groups per receiver: when notified, acknowledged, escalated."""
+    with _connection(config) as conn:
+        rows = actions.open_incidents(conn)
+    _table(rows, ["id", "receiver", "severity", "alerts", "first_notified_at", "acknowledged_by",
+                  "escalated_to"],
+           f"{len(rows)} open incident(s)")  # fmt: skip
+
+
+@app.command("ack")
+def ack(
+    incident: Annotated[
+        str, typer.Argument(help="An incident id (`alerts incidents`) or an alert fingerprint.")
+    ],
+    by: ByOption = "",
+    comment: Annotated[str, typer.Option("--comment", "-m", help="Why, or what you are doing.")] = "",
+    config: ConfigOption = None,
+) -> None:
+    """Acknowledge an incident: no more repeats, no escalation; the pager is told."""
+    who = by or _user()
+    with _connection(config) as conn:
+        if incident.isdigit():
+            ids = actions.acknowledge(
+                conn, by=who, now=SystemClock().now(), group_id=int(incident), comment=comment
+            )
+        else:
+            ids = actions.acknowledge(
+                conn, by=who, now=SystemClock().now(), fingerprint=incident, comment=comment
+            )
+    out.print(f"acknowledged incident(s) {', '.join(map(str, ids))} as {who}", highlight=False)
+
+
+@app.command("silence")
+def silence(
+    matchers: Annotated[
+        list[str], typer.Argument(help="label=value, label!=value, label=~regex, label!~regex")
+    ],
+    duration: Annotated[str, typer.Option("--for", help="How long: 30m, 2h, 1d.")] = "2h",
+    comment: Annotated[str, typer.Option("--comment", "-m", help="Why (required).")] = "",
+    by: ByOption = "",
+    config: ConfigOption = None,
+) -> None:
+    """Mute the alerts that match every MATCHER for a while."""
+    from monitor.alert.routing import load_routing, parse_seconds
+    from monitor.alert.stage import routing_paths
+
+    try:
+        seconds = parse_seconds(duration)
+    except ValueError as exc:
+        raise _fail(f"--for {duration!r}: {exc}") from exc
+    with _connection(config) as conn:
+        settings = load_settings(config)
+        routing = load_routing(*routing_paths(settings.alert))
+        silence_id = actions.create_silence(
+            conn,
+            matchers=list(matchers),
+            created_by=by or _user(),
+            comment=comment,
+            now=SystemClock().now(),
+            duration=timedelta(seconds=seconds),
+            max_duration=timedelta(seconds=routing.settings.silence_max_duration),
+        )
+    out.print(f"silence {silence_id} created for {duration}", highlight=False)
+
+
+@app.command("silences")
+def list_silences(
+    all_: Annotated[bool, typer.Option("--all", help="Also the ended and expired ones.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Silences with who made them and why."""
+    with _connection(config) as conn:
+        rows = actions.silences(conn, SystemClock().now(), include_ended=all_)
+    for row in rows:
+        row["matchers"] = " ".join(row["matchers"])
+    _table(rows, ["id", "matchers", "starts_at", "ends_at", "created_by", "comment", "active"],
+           f"{len(rows)} silence(s)")  # fmt: skip
+
+
+@app.command("expire")
+def expire(
+    silence_id: Annotated[int, typer.Argument(help="The silence to end now.")],
+    config: ConfigOption = None,
+) -> None:
+    """End a silence now."""
+    with _connection(config) as conn:
+        actions.expire_silence(conn, silence_id, SystemClock().now())
+    out.print(f"silence {silence_id} expired", highlight=False)
+
+
+@app.command("outbox")
+def outbox(
+    state: Annotated[
+        str | None, typer.Option("--state", help="pending, sending, sent or failed; default: all.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 50,
+    config: ConfigOption = None,
+) -> None:
+    """The newest notifications and how their delivery went (failed ones say why)."""
+    if state is not None and state not in ("pending", "sending", "sent", "failed"):
+        raise _fail(f"--state {state!r}: use pending, sending, sent or failed")
+    with _connection(config) as conn:
+        rows = outbox_rows(conn, state, limit)
+        counts = outbox_counts(conn)
+    summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "empty"
+    _table(rows, ["id", "receiver", "kind", "state", "attempts", "created_at", "sent_at", "last_status",
+                  "last_error"],
+           f"notification outbox ({summary})")  # fmt: skip

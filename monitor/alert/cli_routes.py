@@ -1,0 +1,215 @@
+"""`kafka-health routes ...`: test, check and show the alert routing without running anything,
+like Alertmanager's `amtool config routes test` and `amtool check-config`.
+
+Without options the commands read `alert_rules/routing.yaml` and `alert_rules/owners.yaml` of the
+checkout; `--routing FILE` alone reads the `owners.yaml` beside FILE, if there is one.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from monitor.alert.routing import (
+    Route,
+    RouteMatch,
+    Routing,
+    check_routing,
+    default_routing_paths,
+    format_seconds,
+)
+from monitor.errors import ConfigError
+
+app = typer.Typer(
+    help="Test, check and show the alert routing (alert_rules/routing.yaml and owners.yaml).",
+    no_args_is_help=True,
+)
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+_LABEL_ARG = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.DOTALL)
+
+RoutingOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--routing", help="The routing file; default: alert_rules/routing.yaml.", show_default=False
+    ),
+]
+OwnersOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--owners",
+        help="The ownership file; default: owners.yaml beside the routing file, when it exists.",
+        show_default=False,
+    ),
+]
+
+
+def _paths(routing: Path | None, owners: Path | None) -> tuple[Path, Path | None]:
+    default_routing, default_owners = default_routing_paths()
+    routing_path = routing or default_routing
+    if owners is not None:
+        return routing_path, owners
+    beside = default_owners if routing is None else routing_path.with_name("owners.yaml")
+    return routing_path, beside if beside.exists() else None
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _say_problems(errors: list[ConfigError]) -> None:
+    for error in errors:
+        source = _shown(Path(error.source))
+        err.print(f"{source}: {len(error.problems)} problem(s)", markup=False, highlight=False)
+        for problem in error.problems:
+            err.print(f"  {source}: {problem}", markup=False, highlight=False)
+
+
+def _load(routing: Path | None, owners: Path | None) -> Routing:
+    routing_path, owners_path = _paths(routing, owners)
+    loaded, errors = check_routing(routing_path, owners_path)
+    if errors or loaded is None:
+        _say_problems(errors)
+        err.print("the routing has problems (run `kafka-health routes check`)", markup=False)
+        raise typer.Exit(1)
+    return loaded
+
+
+def parse_label_args(texts: list[str]) -> dict[str, str]:
+    """`LABEL=VALUE` arguments as labels. Raises typer.BadParameter naming the bad one."""
+    labels: dict[str, str] = {}
+    for text in texts:
+        found = _LABEL_ARG.match(text)
+        if found is None:
+            raise typer.BadParameter(
+                f"{text!r} is not LABEL=VALUE; write e.g. severity=critical topic=payments "
+                "(a label name is letters, digits and '_', not starting with a digit)",
+                param_hint="LABEL=VALUE",
+            )
+        labels[found["name"]] = found["value"]
+    return labels
+
+
+@app.command("test")
+def test(
+    labels: Annotated[
+        list[str],
+        typer.Argument(
+            help="The alert's labels, e.g. severity=critical topic=payments cluster=prod.",
+            metavar="LABEL=VALUE",
+        ),
+    ],
+    routing: RoutingOption = None,
+    owners: OwnersOption = None,
+) -> None:
+    """Which receivers an alert with these labels would notify, through which route, and when."""
+    given = parse_label_args(labels)
+    loaded = _load(routing, owners)
+    team = loaded.team_for(given)
+    if team is None:
+        out.print("team: none (no `team` label, no owner in owners.yaml)", highlight=False)
+    else:
+        source = "its team label" if given.get("team") else "owners.yaml"
+        out.print(f"team: {team} (from {source})", highlight=False)
+    table = Table("receiver", "route", "group_by", "wait", "interval", "repeat", "escalation", "resolved")
+    for index, column in enumerate(table.columns):
+        column.no_wrap = index < 2
+        column.min_width = len(str(column.header))
+        column.overflow = "fold"  # a cut receiver name would mislead
+    for match in loaded.receivers_for(given):
+        table.add_row(
+            match.receiver,
+            match.route_path,
+            ", ".join(match.group_by),
+            format_seconds(match.group_wait),
+            format_seconds(match.group_interval),
+            format_seconds(match.repeat_interval),
+            _escalation(match),
+            "yes" if match.send_resolved else "no",
+        )
+    out.print(table)
+
+
+@app.command("check")
+def check(routing: RoutingOption = None, owners: OwnersOption = None) -> None:
+    """Validate the routing and ownership files; exits 1 with every problem and its line."""
+    routing_path, owners_path = _paths(routing, owners)
+    loaded, errors = check_routing(routing_path, owners_path)
+    if errors or loaded is None:
+        _say_problems(errors)
+        raise typer.Exit(1)
+    receivers = len(loaded.receiver_configs)
+    routes = sum(1 for _ in loaded.root.walk())
+    out.print(
+        f"{_shown(routing_path)}: OK ({receivers} receiver(s), {routes} route(s), "
+        f"{len(loaded.inhibit_rules)} inhibit rule(s))",
+        highlight=False,
+    )
+    if owners_path is not None:
+        out.print(f"{_shown(owners_path)}: OK ({len(loaded.teams)} team(s))", highlight=False)
+
+
+@app.command("show")
+def show(routing: RoutingOption = None, owners: OwnersOption = None) -> None:
+    """The routing tree with each route's effective settings, the teams and the inhibit rules."""
+    loaded = _load(routing, owners)
+    tree = Tree(_describe(loaded.root), highlight=False)
+    _add_children(tree, loaded.root)
+    out.print(tree)
+    for team in loaded.teams:
+        topics = ", ".join(p.pattern for p in team.topics) or "-"
+        groups = ", ".join(p.pattern for p in team.groups) or "-"
+        out.print(
+            f"team {team.name}: receivers {', '.join(team.receivers) or '-'}; topics {topics}; "
+            f"groups {groups}",
+            markup=False,
+            highlight=False,
+        )
+    for rule in loaded.inhibit_rules:
+        source = ", ".join(map(str, rule.source_matchers))
+        target = ", ".join(map(str, rule.target_matchers))
+        equal = f" with equal {', '.join(rule.equal)}" if rule.equal else ""
+        out.print(f"inhibit: {{{source}}} mutes {{{target}}}{equal}", markup=False, highlight=False)
+
+
+def _add_children(branch: Tree, route: Route) -> None:
+    for child in route.routes:
+        _add_children(branch.add(_describe(child), highlight=False), child)
+
+
+def _describe(route: Route) -> Text:
+    """Two lines: what the route takes and where it goes; then its effective settings."""
+    match = route.match
+    matchers = ", ".join(map(str, route.matchers)) or "every alert"
+    head = f"{match.route_path} {{{matchers}}} -> {match.receiver}"
+    settings = [
+        f"group_by [{', '.join(match.group_by)}]",
+        f"wait {format_seconds(match.group_wait)}",
+        f"interval {format_seconds(match.group_interval)}",
+        f"repeat {format_seconds(match.repeat_interval)}",
+    ]
+    if match.escalate_to:
+        settings.append(f"escalate {_escalation(match)}")
+    if not match.send_resolved:
+        settings.append("no resolved notices")
+    text = Text(head + (", continue" if route.continue_matching else ""))
+    text.append("\n" + "; ".join(settings), style="dim")
+    return text
+
+
+def _escalation(match: RouteMatch) -> str:
+    if match.escalate_to is None:
+        return "-"
+    return f"after {format_seconds(match.escalate_after)} to {match.escalate_to}"

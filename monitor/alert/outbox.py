@@ -1,0 +1,325 @@
+"""Durable delivery: the notification outbox and the sender that drains it.
+
+A notification is a row written in the transaction that decided it (`enqueue`). Any instance's
+sender claims due rows with `FOR UPDATE SKIP LOCKED` (so two instances never take the same row),
+marks them `sending` until `claimed_until`, commits, sends, and records the outcome in a second
+transaction, fenced on its claim: an instance that lost its claim (it stalled past
+`claimed_until` and another took the row over) cannot overwrite the other's outcome.
+
+- delivered -> `sent`;
+- retryable (429, 5xx, timeout, connection error) -> back to `pending`, next attempt after an
+  exponential backoff with jitter;
+- anything else, or older than `give_up_after` -> `failed`, with the reason.
+
+Per (receiver, dedup_key) rows go out in order: a row is not claimed while an older one of the same
+key is unsent, so a resolve never overtakes its trigger. A daemon killed after claiming and before
+sending leaves the row `sending`; once the claim expires, it is claimed again and sent (once, as far
+as the receiver can tell when it deduplicates; PagerDuty does, by dedup_key). Every attempt is in
+`notification_log`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from prometheus_client import Counter
+from sqlalchemy import Connection, Engine, text
+
+from monitor.alert.model import DeliveryResult, Notification
+from monitor.clock import Clock
+
+log = logging.getLogger(__name__)
+
+NOTIFICATIONS = Counter(
+    "kafka_health_notifications_total",
+    "Notification delivery attempts by receiver and outcome (sent, retry, failed).",
+    ["receiver", "outcome"],
+)
+NOTIFICATION_FAILURES = Counter(
+    "kafka_health_notification_failures_total",
+    "Failed delivery attempts by receiver and reason class (http_<status>, timeout, connection, other).",
+    ["receiver", "reason"],
+)
+
+
+class Sendable(Protocol):
+    """What the sender needs of a receiver (`monitor.alert.receivers` provide it)."""
+
+    def send(self, notification: Notification) -> DeliveryResult: ...
+
+
+def enqueue(conn: Connection, notification: Notification, now: datetime) -> int:
+    """Store `notification` for sending; returns its outbox id. The caller commits."""
+    return int(
+        conn.execute(
+            text(
+                "INSERT INTO notification_outbox"
+                " (receiver, kind, group_key, dedup_key, payload, state, attempts,"
+                " created_at, next_attempt_at) VALUES (:receiver, :kind, :group_key, :dedup_key, :payload,"
+                " 'pending', 0, :now, :now) RETURNING id"
+            ),
+            {
+                "receiver": notification.receiver,
+                "kind": notification.kind,
+                "group_key": notification.group_key,
+                "dedup_key": notification.dedup_key,
+                "payload": notification.to_json(),
+                "now": now,
+            },
+        ).scalar_one()
+    )
+
+
+_CLAIM = text(
+    """
+UPDATE notification_outbox o SET state = 'sending', claimed_by = :me, claimed_until = :until,
+       attempts = o.attempts + 1
+WHERE o.id IN (
+    SELECT c.id FROM notification_outbox c
+    WHERE ((c.state = 'pending' AND c.next_attempt_at <= :now)
+           OR (c.state = 'sending' AND c.claimed_until < :now))
+      AND NOT EXISTS (
+          SELECT 1 FROM notification_outbox e
+          WHERE e.receiver = c.receiver AND e.dedup_key = c.dedup_key AND e.id < c.id
+            AND e.state IN ('pending', 'sending'))
+    ORDER BY c.id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING o.id, o.receiver, o.kind, o.dedup_key, o.payload, o.attempts, o.created_at
+"""
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    id: int
+    receiver: str
+    kind: str
+    dedup_key: str
+    payload: str
+    attempt: int
+    created_at: datetime
+
+
+def claim(conn: Connection, instance: str, now: datetime, limit: int, claim_seconds: float) -> list[Claimed]:
+    rows = conn.execute(
+        _CLAIM, {"me": instance, "now": now, "until": now + timedelta(seconds=claim_seconds), "limit": limit}
+    )
+    claimed = [
+        Claimed(r.id, r.receiver, r.kind, r.dedup_key, r.payload, r.attempts, r.created_at) for r in rows
+    ]
+    return sorted(claimed, key=lambda c: c.id)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    base_seconds: float = 2.0
+    max_seconds: float = 300.0
+    give_up_after_seconds: float = 86_400.0
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """Exponential backoff with full jitter over its upper half: never a thundering herd, never 0."""
+        ceiling = min(self.max_seconds, self.base_seconds * 2 ** max(0, attempt - 1))
+        return float(ceiling * (0.5 + rng.random() / 2))
+
+
+def _reason_class(result: DeliveryResult) -> str:
+    if result.status is not None:
+        return f"http_{result.status}" if result.status >= 100 else f"code_{result.status}"
+    reason = result.reason.lower()
+    if "timeout" in reason or "timed out" in reason:
+        return "timeout"
+    if "connect" in reason or "refused" in reason:
+        return "connection"
+    return "other"
+
+
+def complete(
+    conn: Connection,
+    item: Claimed,
+    instance: str,
+    result: DeliveryResult,
+    now: datetime,
+    policy: RetryPolicy,
+    rng: random.Random,
+    alerts: int,
+) -> str:
+    """Record the outcome of one attempt; returns sent, retry or failed ('lost' if the claim was
+    taken over meanwhile, in which case nothing is changed)."""
+    if result.ok:
+        outcome, state, next_at = "sent", "sent", now
+    else:
+        expired = (now - item.created_at).total_seconds() >= policy.give_up_after_seconds
+        if result.retryable and not expired:
+            outcome, state = "retry", "pending"
+            next_at = now + timedelta(seconds=policy.delay(item.attempt, rng))
+        else:
+            outcome, state, next_at = "failed", "failed", now
+    reason = result.reason
+    if outcome == "failed" and result.retryable:
+        reason = f"gave up after {item.attempt} attempts: {result.reason}"
+    updated = conn.execute(
+        text(
+            "UPDATE notification_outbox SET state = :state, next_attempt_at = :next_at, claimed_by = NULL,"
+            " claimed_until = NULL, last_error = :error, last_status = :status,"
+            " sent_at = CASE WHEN :state = 'sent' THEN CAST(:now AS timestamptz) ELSE sent_at END"
+            " WHERE id = :id AND claimed_by = :me AND state = 'sending' AND attempts = :attempt"
+        ),
+        {
+            "state": state,
+            "next_at": next_at,
+            "error": None if result.ok else reason,
+            "status": result.status,
+            "now": now,
+            "id": item.id,
+            "me": instance,
+            "attempt": item.attempt,
+        },
+    ).rowcount
+    conn.execute(
+        text(
+            "INSERT INTO notification_log"
+            " (outbox_id, receiver, kind, dedup_key, attempt, at, outcome, status,"
+            " reason, instance, alerts) VALUES (:id, :receiver, :kind, :dedup_key, :attempt, :now, :outcome,"
+            " :status, :reason, :me, :alerts)"
+        ),
+        {
+            "id": item.id,
+            "receiver": item.receiver,
+            "kind": item.kind,
+            "dedup_key": item.dedup_key,
+            "attempt": item.attempt,
+            "now": now,
+            "outcome": outcome if updated else "lost",
+            "status": result.status,
+            "reason": reason or None,
+            "me": instance,
+            "alerts": alerts,
+        },
+    )
+    NOTIFICATIONS.labels(item.receiver, outcome).inc()
+    if not result.ok:
+        NOTIFICATION_FAILURES.labels(item.receiver, _reason_class(result)).inc()
+    return outcome if updated else "lost"
+
+
+class Sender:
+    """Drains the outbox: claims due notifications, sends them in parallel, records outcomes.
+
+    `drain()` runs until nothing is due (bounded by `max_rounds`); the daemon calls it every
+    `alert.sender_interval_seconds`. A PostgreSQL outage makes a round fail and log; nothing is
+    lost because nothing was claimed, or the claim expires and the row is taken again.
+    """
+
+    def __init__(
+        self,
+        engine: Callable[[], Engine],
+        receivers: Callable[[], Mapping[str, Sendable]],
+        clock: Clock,
+        instance: str,
+        *,
+        batch: int = 200,
+        concurrency: int = 8,
+        claim_seconds: float = 60.0,
+        policy: RetryPolicy | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self._engine = engine
+        self._receivers = receivers
+        self._clock = clock
+        self.instance = instance
+        self._batch = batch
+        self._claim_seconds = claim_seconds
+        self._policy = policy or RetryPolicy()
+        self._rng = random.Random(seed)  # noqa: S311 - jitter, not security
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="notify")
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def drain(self, max_rounds: int = 50) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        with self._lock:
+            for _ in range(max_rounds):
+                counts = self._round()
+                for key, value in counts.items():
+                    totals[key] = totals.get(key, 0) + value
+                if not counts:
+                    break
+        return totals
+
+    def _round(self) -> dict[str, int]:
+        engine = self._engine()
+        with engine.begin() as conn:
+            items = claim(conn, self.instance, self._clock.now(), self._batch, self._claim_seconds)
+        if not items:
+            return {}
+        receivers = self._receivers()
+        outcomes = list(self._pool.map(lambda item: self._send(item, receivers), items))
+        counts: dict[str, int] = {}
+        with engine.begin() as conn:
+            now = self._clock.now()
+            for item, (result, alerts) in zip(items, outcomes, strict=True):
+                outcome = complete(conn, item, self.instance, result, now, self._policy, self._rng, alerts)
+                counts[outcome] = counts.get(outcome, 0) + 1
+                if outcome == "sent":
+                    log.info(
+                        "sent %s notification %d to %s (%s)",
+                        item.kind,
+                        item.id,
+                        item.receiver,
+                        item.dedup_key,
+                    )
+                elif outcome != "lost":
+                    log.warning(
+                        "notification %d to %s: %s (%s)",
+                        item.id,
+                        item.receiver,
+                        outcome,
+                        result.reason or "?",
+                    )
+        return counts
+
+    def _send(self, item: Claimed, receivers: Mapping[str, Sendable]) -> tuple[DeliveryResult, int]:
+        try:
+            notification = Notification.from_json(item.payload, id=item.id)
+        except (ValueError, KeyError, TypeError) as exc:
+            return DeliveryResult.give_up(f"unreadable outbox payload: {exc}"), 0
+        receiver = receivers.get(item.receiver)
+        if receiver is None:
+            result = DeliveryResult.give_up(
+                f"receiver {item.receiver!r} is not configured; add it to routing.yaml's receivers"
+            )
+            return result, len(notification.alerts)
+        try:
+            return receiver.send(notification), len(notification.alerts)
+        except Exception as exc:  # a receiver bug must not stop the others; retried like an outage
+            log.exception("receiver %s failed on notification %d", item.receiver, item.id)
+            return DeliveryResult.retry(f"{type(exc).__name__}: {exc}"), len(notification.alerts)
+
+
+def outbox_rows(conn: Connection, state: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """The newest outbox rows (optionally in one state), for `kafka-health alerts outbox`."""
+    rows = conn.execute(
+        text(
+            "SELECT id, receiver, kind, dedup_key, state, attempts, created_at, next_attempt_at, sent_at,"
+            " last_status, last_error FROM notification_outbox"
+            " WHERE (CAST(:state AS text) IS NULL OR state = :state) ORDER BY id DESC LIMIT :limit"
+        ),
+        {"state": state, "limit": limit},
+    )
+    return [dict(r._mapping) for r in rows]
+
+
+def outbox_counts(conn: Connection) -> dict[str, int]:
+    rows = conn.execute(text("SELECT state, count(*) FROM notification_outbox GROUP BY state"))
+    return {str(state): int(n) for state, n in rows}

@@ -1,0 +1,230 @@
+"""Notification text from `templates/notifications/`: one documented context, strict undefined.
+
+Every template gets the context documented in `monitor.alert.model` (notification, alerts,
+firing, resolved, common_labels, title, external_url) and nothing else, so a template that names
+anything else fails when it is rendered, not with an empty gap in a page. `Templates`
+compiles every template when it is built, so a template that does not parse stops the start.
+
+Autoescape is on for the `.html` templates only; the others are plain text (Slack mrkdwn, the
+email's text part and subject, the PagerDuty summary). Filters: `duration`, `percent`, `bytes`,
+`number`, `timestamp`, and for Slack text `mrkdwn` (escapes `&`, `<` and `>`, so a group or topic
+name cannot become a link or an @channel).
+
+The number filters format exactly like the rule templates' in `monitor.evaluate.rules`, since the
+same person reads a rule's summary and the notification around it. They are repeated here, not
+imported, because the evaluation and alert stages are independent (an import-linter contract);
+a test checks that both give the same text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Final
+
+import jinja2
+
+from monitor.alert.model import Notification
+from monitor.errors import ConfigError
+
+TEMPLATE_NAMES: Final = (
+    "slack.txt",
+    "email.subject.txt",
+    "email.txt",
+    "email.html",
+    "pagerduty.summary.txt",
+)
+"""The templates receivers use; each must exist and parse in a template directory."""
+
+_TITLE_RULES: Final = 3
+_WHITESPACE = re.compile(r"\s+")
+
+
+def default_template_dir() -> Path:
+    from monitor.devtools.paths import project_root
+
+    return project_root() / "templates" / "notifications"
+
+
+# ---------------------------------------------------------------------------------------------
+# Filters
+
+
+def duration_filter(seconds: float | None) -> str:
+    """42 min, 2 h 5 min, 3 d 4 h, 45 s; `unknown` for null."""
+    if seconds is None or math.isnan(seconds):
+        return "unknown"
+    if math.isinf(seconds):
+        return "forever"
+    total = max(round(float(seconds)), 0)
+    if total < 60:
+        return f"{total} s"
+    if total < 3600:
+        return f"{round(total / 60)} min"
+    if total < 86400:
+        hours, minutes = divmod(round(total / 60), 60)
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(round(total / 3600), 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def percent_filter(ratio: float | None, digits: int = 0) -> str:
+    """0.913 -> 91%."""
+    return "unknown" if ratio is None else f"{float(ratio) * 100:.{digits}f}%"
+
+
+def bytes_filter(size: float | None) -> str:
+    """1288490188 -> 1.2 GiB."""
+    if size is None:
+        return "unknown"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
+def number_filter(number: float | None, digits: int = 0) -> str:
+    """1234567 -> 1,234,567; with digits=1: 1,234.5."""
+    return "unknown" if number is None else f"{float(number):,.{digits}f}"
+
+
+def timestamp_filter(moment: datetime | None) -> str:
+    """2026-11-21 14:03:09 UTC; a naive datetime is taken as UTC (the store keeps UTC)."""
+    if moment is None:
+        return "unknown"
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def mrkdwn_filter(text: object) -> str:
+    """Slack's escaping for text inside mrkdwn: only &, < and > are special."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+FILTERS: Final[Mapping[str, Callable[..., str]]] = {
+    "duration": duration_filter,
+    "percent": percent_filter,
+    "bytes": bytes_filter,
+    "number": number_filter,
+    "timestamp": timestamp_filter,
+    "mrkdwn": mrkdwn_filter,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# The context
+
+
+def title(notification: Notification) -> str:
+    """One line: `[CRITICAL] 3 firing: UnderMinIsr (cluster=prod)`.
+
+    The tag says what kind of notice it is (`[RESOLVED]`, `[ACKNOWLEDGED]`, `[ESCALATED WARNING]`),
+    the count is of firing alerts (of resolved ones in a resolved notice), then the rules and
+    the labels the group was formed on.
+    """
+    severity = notification.severity.upper()
+    tag = {
+        "resolved": "RESOLVED",
+        "acknowledge": "ACKNOWLEDGED",
+        "escalation": f"ESCALATED {severity}",
+    }.get(notification.kind, severity)
+    firing, resolved = notification.firing, notification.resolved
+    if notification.kind != "resolved" and firing:
+        count = f"{len(firing)} firing"
+    else:
+        count = f"{len(resolved or notification.alerts)} resolved"
+    rules = list(dict.fromkeys(alert.rule for alert in notification.alerts))
+    named = ", ".join(rules[:_TITLE_RULES])
+    if len(rules) > _TITLE_RULES:
+        named += f" and {len(rules) - _TITLE_RULES} more"
+    labels = {k: v for k, v in notification.group_labels.items() if k != "rule"}
+    clusters = {alert.cluster for alert in notification.alerts}
+    if not labels and len(clusters) == 1:
+        labels = {"cluster": clusters.pop()}
+    where = f" ({', '.join(f'{k}={v}' for k, v in sorted(labels.items()))})" if labels else ""
+    return f"[{tag}] {count}: {named}{where}"
+
+
+def template_context(notification: Notification, external_url: str) -> dict[str, Any]:
+    """The documented context (see `monitor.alert.model`)."""
+    return {
+        "notification": notification,
+        "alerts": list(notification.alerts),
+        "firing": notification.firing,
+        "resolved": notification.resolved,
+        "common_labels": notification.common_labels,
+        "title": title(notification),
+        "external_url": external_url.rstrip("/"),
+    }
+
+
+def one_line(text: str) -> str:
+    """A rendered subject or summary as one line: runs of whitespace become one space."""
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+def notification_environment(directory: Path) -> jinja2.Environment:
+    """Strict undefined, our filters, HTML escaping for `.html` templates only."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(directory),
+        undefined=jinja2.StrictUndefined,
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default_for_string=False),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=False,
+    )
+    env.filters.update(FILTERS)
+    return env
+
+
+class Templates:
+    """The notification templates of one directory, compiled once; safe to share between threads.
+
+    `external_url` is the monitor's web address used in links (a trailing slash is dropped).
+    Raises `ConfigError` when a template is missing or does not parse.
+    """
+
+    def __init__(self, external_url: str = "", directory: Path | None = None) -> None:
+        self.directory = directory if directory is not None else default_template_dir()
+        self.external_url = external_url.rstrip("/")
+        self._env = notification_environment(self.directory)
+        problems = []
+        for name in TEMPLATE_NAMES:
+            try:
+                self._env.get_template(name)
+            except jinja2.TemplateNotFound:
+                problems.append(f"{name}: template is missing; add it (see {default_template_dir()})")
+            except jinja2.TemplateSyntaxError as exc:
+                problems.append(f"{exc.name or name} line {exc.lineno}: {exc.message}")
+        if problems:
+            raise ConfigError(problems, f"notification templates in {self.directory}")
+
+    def render(self, template_name: str, notification: Notification) -> str:
+        """The template's text. Raises `jinja2.TemplateError` (e.g. `UndefinedError`) on a bad
+        template; receivers turn that into a delivery that gives up."""
+        template = self._env.get_template(template_name)
+        return template.render(template_context(notification, self.external_url))
+
+    def __repr__(self) -> str:
+        return f"Templates({str(self.directory)!r}, external_url={self.external_url!r})"
+
+
+@lru_cache(maxsize=8)
+def _default_templates(external_url: str) -> Templates:
+    return Templates(external_url)
+
+
+def render(template_name: str, notification: Notification, external_url: str) -> str:
+    """Render one of `templates/notifications/` for `notification`, with links to `external_url`."""
+    return _default_templates(external_url.rstrip("/")).render(template_name, notification)

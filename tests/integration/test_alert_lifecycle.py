@@ -1,0 +1,286 @@
+"""The alert cycle on the real PostgreSQL with the shipped routing (alert_rules/routing.yaml):
+findings in, notifications in the outbox out, on Alertmanager's schedule plus acknowledgement and
+escalation. A fake clock drives the timing; findings are written as the evaluate stage writes them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, text
+
+from monitor.alert import actions
+from monitor.alert.lifecycle import CycleResult, run_cycle
+from monitor.alert.model import Notification
+from monitor.alert.routing import Routing, default_routing_paths, load_routing
+from monitor.clock import FakeClock
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+URL = "http://monitor.test"
+
+
+@pytest.fixture(scope="module")
+def routing() -> Routing:
+    return load_routing(*default_routing_paths())
+
+
+@pytest.fixture
+def db(engine: Engine) -> Iterator[Engine]:
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "TRUNCATE findings, alerts, alert_groups, acks, silences, notification_outbox, notification_log"
+            )
+        )
+    yield engine
+
+
+class World:
+    """Findings as the evaluate stage leaves them, and one alert cycle at a time."""
+
+    def __init__(self, engine: Engine, routing: Routing) -> None:
+        self.engine = engine
+        self.routing = routing
+        self.clock = FakeClock(T0)
+
+    def finding(
+        self,
+        rule: str,
+        severity: str,
+        *,
+        cluster: str = "prod",
+        topic: str = "orders",
+        partition: int | None = 0,
+        broker_id: int | None = None,
+        state: str = "firing",
+        **labels: str,
+    ) -> None:
+        keys: dict[str, str] = {"cluster": cluster}
+        if broker_id is not None:
+            entity, keys["broker_id"] = "broker", str(broker_id)
+        else:
+            entity, keys["topic"] = "partition", topic
+            if partition is not None:
+                keys["partition"] = str(partition)
+        entity_key = "/".join(keys.values())
+        with self.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
+                    " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
+                    " VALUES (:rule, :entity, :key, :cluster, CAST(:labels AS jsonb), :severity, 1, :summary, '',"
+                    " NULL, 0, :state, :now, :now, :now)"
+                    " ON CONFLICT (rule, entity_key) WHERE state <> 'resolved'"
+                    " DO UPDATE SET severity = excluded.severity, state = excluded.state, last_seen = excluded.last_seen"
+                ),
+                {
+                    "rule": rule,
+                    "entity": entity,
+                    "key": entity_key,
+                    "cluster": cluster,
+                    "labels": json.dumps({**keys, **labels}),
+                    "severity": severity,
+                    "summary": f"{rule} on {entity_key}",
+                    "state": state,
+                    "now": self.clock.now(),
+                },
+            )
+
+    def resolve(self, rule: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "UPDATE findings SET state = 'resolved', resolved_at = :now WHERE rule = :rule AND state <> 'resolved'"
+                ),
+                {"rule": rule, "now": self.clock.now()},
+            )
+
+    def cycle(self, after: float = 0) -> list[Notification]:
+        self.clock.advance(after)
+        with self.engine.begin() as conn:
+            result: CycleResult = run_cycle(conn, self.routing, self.clock.now(), URL)
+        return result.notifications
+
+
+def sent(notifications: list[Notification]) -> list[tuple[str, str]]:
+    return sorted((n.receiver, n.kind) for n in notifications)
+
+
+@pytest.fixture
+def world(db: Engine, routing: Routing) -> World:
+    return World(db, routing)
+
+
+def test_one_replica_lost_goes_to_slack_and_email_not_the_pager(world: World) -> None:
+    world.finding("PartitionReplicaLost", "warning")
+    assert world.cycle() == [], "group_wait: nobody is told at once"
+    notified = world.cycle(after=30)
+    assert sent(notified) == [("ops-email", "firing"), ("ops-slack", "firing")]
+
+
+def test_two_replicas_lost_pages_and_posts_to_slack(world: World) -> None:
+    world.finding("PartitionReplicasLost", "critical")
+    assert world.cycle() == []
+    assert sent(world.cycle(after=10)) == [("oncall-pager", "firing")], "the pager's group_wait is 10s"
+    assert sent(world.cycle(after=20)) == [("ops-slack", "firing")]
+
+
+def test_fifty_partition_alerts_make_one_message_per_receiver(world: World) -> None:
+    for partition in range(50):
+        world.finding("PartitionReplicaLost", "warning", partition=partition)
+    world.cycle()
+    notified = world.cycle(after=30)
+    assert sent(notified) == [("ops-email", "firing"), ("ops-slack", "firing")]
+    assert all(len(n.alerts) == 50 for n in notified)
+    assert notified[0].group_labels == {"cluster": "prod", "rule": "PartitionReplicaLost"}
+    with world.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM notification_outbox")).scalar() == 2
+
+
+def test_news_waits_for_group_interval_and_repeats_follow_repeat_interval(world: World) -> None:
+    world.finding("PartitionReplicaLost", "warning", partition=0)
+    world.cycle()
+    world.cycle(after=30)
+    world.finding("PartitionReplicaLost", "warning", partition=1)
+    assert world.cycle(after=60) == [], "a new alert in the group waits for group_interval (5m)"
+    update = world.cycle(after=240)
+    assert sent(update) == [("ops-slack", "firing")], "email's group_interval is 15m"
+    assert len(update[0].alerts) == 2
+    assert sent(world.cycle(after=600)) == [("ops-email", "firing")]
+    # Slack repeats 4h after its last notice (email 12h after its own); by then, unacknowledged
+    # for over 2h, the warning has been escalated to the pager.
+    repeats = world.cycle(after=4 * 3600)
+    assert sent(repeats) == [("oncall-pager", "escalation"), ("ops-slack", "repeat")]
+
+
+def test_resolved_notice_when_the_finding_resolves(world: World) -> None:
+    world.finding("PartitionReplicasLost", "critical")
+    world.cycle()
+    world.cycle(after=30)
+    world.resolve("PartitionReplicasLost")
+    notified = world.cycle(after=10)
+    assert sent(notified) == [("oncall-pager", "resolved"), ("ops-slack", "resolved")]
+    assert all(a.state == "resolved" for n in notified for a in n.alerts)
+    pager = next(n for n in notified if n.receiver == "oncall-pager")
+    with world.engine.connect() as conn:
+        first = conn.execute(
+            text(
+                "SELECT dedup_key FROM notification_outbox WHERE receiver = 'oncall-pager' ORDER BY id LIMIT 1"
+            )
+        ).scalar()
+    assert pager.dedup_key == first, "the resolve closes the same PagerDuty incident"
+    assert world.cycle(after=3600) == []
+
+
+def test_an_unacknowledged_warning_is_escalated_to_the_pager_once(world: World) -> None:
+    world.finding("PartitionReplicaLost", "warning")
+    world.cycle()
+    world.cycle(after=30)
+    assert world.cycle(after=3600) == []
+    escalated = world.cycle(after=3600)
+    assert ("oncall-pager", "escalation") in sent(escalated)
+    assert not any(n.kind == "escalation" for n in world.cycle(after=3600))
+    world.resolve("PartitionReplicaLost")
+    closing = sent(world.cycle(after=60))
+    assert ("oncall-pager", "resolved") in closing, "the escalated page is resolved too"
+
+
+def test_an_acknowledged_warning_is_neither_escalated_nor_repeated(world: World) -> None:
+    world.finding("PartitionReplicaLost", "warning")
+    world.cycle()
+    first = world.cycle(after=30)
+    slack = next(n for n in first if n.receiver == "ops-slack")
+    assert slack.ack_url is not None and slack.ack_url.startswith(f"{URL}/ack/")
+    token = slack.ack_url.rsplit("/", 1)[1]
+    with world.engine.begin() as conn:
+        actions.acknowledge(conn, by="alice", token=token, now=world.clock.now(), via="link")
+    told = world.cycle(after=60)
+    assert sent(told) == [("ops-slack", "acknowledge")]
+    assert told[0].extra == {"acknowledged_by": "alice"}
+    later = world.cycle(after=5 * 3600)
+    assert not any(n.receiver == "ops-slack" for n in later), "no repeat for an acknowledged incident"
+    assert not any(n.kind == "escalation" for n in later)
+
+
+def test_a_severity_change_reroutes_the_same_alert(world: World) -> None:
+    world.finding("PartitionReplicaLost", "warning")
+    world.cycle()
+    world.cycle(after=30)
+    world.finding("PartitionReplicaLost", "critical")
+    assert world.cycle() == [], "the pager's new group waits its group_wait"
+    notified = world.cycle(after=10)
+    assert ("oncall-pager", "firing") in sent(notified)
+    with world.engine.connect() as conn:
+        alerts = conn.execute(text("SELECT severity FROM alerts WHERE state <> 'resolved'")).scalars().all()
+    assert alerts == ["critical"], "one alert, re-rated"
+
+
+def test_a_silence_mutes_until_it_expires(world: World) -> None:
+    with world.engine.begin() as conn:
+        silence = actions.create_silence(
+            conn,
+            matchers=["cluster=prod", "rule=~PartitionReplica.*"],
+            created_by="bob",
+            comment="broker replacement",
+            now=world.clock.now(),
+            duration=timedelta(hours=1),
+            max_duration=timedelta(days=7),
+        )
+    world.finding("PartitionReplicasLost", "critical")
+    world.finding("PartitionReplicasLost", "critical", cluster="staging")
+    world.cycle()
+    notified = world.cycle(after=30)
+    assert {n.group_labels["cluster"] for n in notified} == {"staging"}
+    with world.engine.connect() as conn:
+        muted = conn.execute(text("SELECT silenced_by FROM alerts WHERE cluster = 'prod'")).scalar()
+        listed = actions.silences(conn, world.clock.now())
+    assert muted == silence
+    assert listed[0]["created_by"] == "bob" and listed[0]["comment"] == "broker replacement"
+    world.cycle(after=3600)  # the silence has ended
+    after = world.cycle(after=10)
+    assert ("oncall-pager", "firing") in sent(after)
+    assert {n.group_labels["cluster"] for n in after} == {"prod"}
+
+
+def test_a_broker_down_inhibits_the_under_replication_it_causes(world: World) -> None:
+    world.finding("BrokerDown", "critical", broker_id=3, partition=None)
+    for partition in range(5):
+        world.finding("PartitionReplicaLost", "warning", partition=partition)
+    world.finding("PartitionReplicaLost", "warning", cluster="other")
+    world.cycle()
+    notified = world.cycle(after=30)
+    rules = {(n.receiver, n.group_labels.get("rule"), n.group_labels.get("cluster")) for n in notified}
+    assert ("oncall-pager", "BrokerDown", "prod") in rules
+    assert not any(rule == "PartitionReplicaLost" and cluster == "prod" for _, rule, cluster in rules)
+    assert ("ops-slack", "PartitionReplicaLost", "other") in rules, "another cluster is not inhibited"
+    with world.engine.connect() as conn:
+        inhibited = conn.execute(
+            text("SELECT count(*) FROM alerts WHERE inhibited_by IS NOT NULL AND cluster = 'prod'")
+        ).scalar()
+    assert inhibited == 5
+
+
+def test_two_cycles_at_once_never_decide_the_same_notification_twice(world: World) -> None:
+    import threading
+
+    world.finding("PartitionOffline", "critical")
+    world.cycle()
+    world.clock.advance(30)
+    results: list[Any] = []
+
+    def one() -> None:
+        with world.engine.begin() as conn:
+            results.append(run_cycle(conn, world.routing, world.clock.now(), URL).notifications)
+
+    threads = [threading.Thread(target=one) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    with world.engine.connect() as conn:
+        rows = conn.execute(text("SELECT receiver, kind FROM notification_outbox ORDER BY receiver")).all()
+    assert [tuple(r) for r in rows] == [("oncall-pager", "firing"), ("ops-slack", "firing")]

@@ -1,0 +1,208 @@
+"""Notification templates: golden files for every template and wire payload, and the rendering
+rules (strict undefined, HTML escaping only in .html, Slack escaping, the shared filters).
+
+Golden files live in tests/golden/notifications/<case>/<file>, one directory per sample
+notification (tests/fixtures/receivers.py `sample_notification`). After an intended change to a
+template or payload, rewrite them and review the diff:
+
+    UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_notification_templates.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from monitor.alert.model import Notification
+from monitor.alert.receivers.pagerduty import pagerduty_event
+from monitor.alert.receivers.slack import slack_blocks
+from monitor.alert.receivers.webhook import webhook_body
+from monitor.alert.render import (
+    FILTERS,
+    TEMPLATE_NAMES,
+    Templates,
+    default_template_dir,
+    one_line,
+    render,
+    title,
+)
+from monitor.errors import ConfigError
+from monitor.evaluate.rules import TEMPLATE_FILTERS
+from tests.fixtures.receivers import CASES, EXTERNAL_URL, ROUTING_KEY, sample_notification
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "notifications"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+
+
+@pytest.fixture(scope="module")
+def templates() -> Templates:
+    return Templates(EXTERNAL_URL)
+
+
+def check_golden(case: str, name: str, text: str) -> None:
+    path = GOLDEN / case / name
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return
+    assert path.exists(), f"{path} is missing; run with UPDATE_GOLDEN=1 to write it"
+    expected = path.read_text(encoding="utf-8")
+    assert text == expected, f"{path} differs; if the change is intended, run with UPDATE_GOLDEN=1"
+
+
+def as_json(data: object) -> str:
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+PAYLOADS: dict[str, Callable[[Templates, Notification], str]] = {
+    "slack.blocks.json": lambda t, n: as_json(slack_blocks(t.render("slack.txt", n), n)),
+    "pagerduty.event.json": lambda t, n: as_json(
+        pagerduty_event(
+            n,
+            routing_key=ROUTING_KEY,
+            summary=one_line(t.render("pagerduty.summary.txt", n)),
+            source="kafka-health",
+            external_url=t.external_url,
+        )
+    ),
+    "webhook.json": lambda t, n: as_json(webhook_body(n, "oncall", t.external_url)),
+}
+
+
+@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+@pytest.mark.parametrize("case", CASES)
+def test_template_matches_golden_file(templates: Templates, case: str, name: str) -> None:
+    check_golden(case, name, templates.render(name, sample_notification(case)))
+
+
+@pytest.mark.parametrize("name", sorted(PAYLOADS))
+@pytest.mark.parametrize("case", CASES)
+def test_payload_matches_golden_file(templates: Templates, case: str, name: str) -> None:
+    check_golden(case, name, PAYLOADS[name](templates, sample_notification(case)))
+
+
+def test_a_group_of_50_lists_the_first_ones_and_counts_the_rest(templates: Templates) -> None:
+    notification = sample_notification("partitions_50")
+    slack = templates.render("slack.txt", notification)
+    assert slack.count("• *UnderReplicatedPartition*") == 10
+    assert "…and 40 more" in slack
+    text = templates.render("email.txt", notification)
+    assert text.count("- UnderReplicatedPartition") == 20
+    assert "...and 30 more" in text
+    assert "50 firing" in templates.render("email.subject.txt", notification)
+
+
+@pytest.mark.parametrize("name", ["slack.txt", "email.txt", "email.html"])
+def test_messages_carry_what_an_engineer_needs(templates: Templates, name: str) -> None:
+    notification = sample_notification("single_critical")
+    text = templates.render(name, notification)
+    for needed in (
+        "critical",
+        "prod",
+        "orders-3 has 1 in-sync replica",
+        "https://runbooks.example.com/kafka/UnderMinIsr",
+        f"{EXTERNAL_URL}/ack/3f2a9c",
+        "value 1" if name != "email.html" else ">1<",
+    ):
+        assert needed in text, needed
+
+
+@pytest.mark.parametrize("name", ["slack.txt", "email.txt", "email.html", "email.subject.txt"])
+def test_resolved_notices_say_resolved_and_offer_no_acknowledge(templates: Templates, name: str) -> None:
+    notification = replace(sample_notification("resolved"), ack_url=f"{EXTERNAL_URL}/ack/x")
+    text = templates.render(name, notification)
+    assert "RESOLVED" in text.upper()
+    assert "/ack/x" not in text
+
+
+def test_titles_name_the_kind_count_rules_and_group() -> None:
+    assert title(sample_notification("single_critical")) == "[CRITICAL] 1 firing: UnderMinIsr (cluster=prod)"
+    assert title(sample_notification("resolved")).startswith("[RESOLVED] 2 resolved: ConsumerLagHigh")
+    assert title(sample_notification("escalation")).startswith("[ESCALATED WARNING] 1 firing")
+    assert title(sample_notification("acknowledged")).startswith("[ACKNOWLEDGED] 1 firing")
+
+
+def test_html_is_escaped_and_text_is_not(templates: Templates) -> None:
+    notification = sample_notification("escalation")  # its summary holds "<fast>"
+    assert "&lt;fast&gt;" in templates.render("email.html", notification)
+    assert "<fast>" in templates.render("email.txt", notification)
+    assert "<fast>" in templates.render("pagerduty.summary.txt", notification)
+
+
+def test_slack_text_escapes_mrkdwn_controls(templates: Templates) -> None:
+    notification = sample_notification("escalation")
+    hostile = replace(notification.alerts[0], summary="group <!channel> & co")
+    text = templates.render("slack.txt", replace(notification, alerts=(hostile,)))
+    assert "<!channel>" not in text
+    assert "&lt;!channel&gt; &amp; co" in text
+
+
+def test_an_unknown_variable_fails_instead_of_rendering_empty(tmp_path: Path) -> None:
+    directory = _copy_templates(tmp_path)
+    (directory / "slack.txt").write_text("{{ notification.no_such_field }}")
+    templates = Templates(EXTERNAL_URL, directory)
+    with pytest.raises(jinja2.UndefinedError):
+        templates.render("slack.txt", sample_notification("single_critical"))
+    (directory / "slack.txt").write_text("{{ severity }}")
+    with pytest.raises(jinja2.UndefinedError):
+        Templates(EXTERNAL_URL, directory).render("slack.txt", sample_notification("single_critical"))
+
+
+def test_a_template_that_does_not_parse_or_is_missing_stops_the_start(tmp_path: Path) -> None:
+    directory = _copy_templates(tmp_path)
+    (directory / "email.txt").write_text("{% for x in alerts %}")
+    (directory / "email.html").unlink()
+    with pytest.raises(ConfigError) as raised:
+        Templates(EXTERNAL_URL, directory)
+    problems = "\n".join(raised.value.problems)
+    assert "email.txt line 1" in problems
+    assert "email.html: template is missing" in problems
+
+
+def _copy_templates(tmp_path: Path) -> Path:
+    directory = tmp_path / "notifications"
+    directory.mkdir()
+    for source in default_template_dir().iterdir():
+        (directory / source.name).write_text(source.read_text())
+    return directory
+
+
+def test_render_function_uses_the_default_templates() -> None:
+    notification = sample_notification("single_critical")
+    text = render("email.txt", notification, EXTERNAL_URL + "/")
+    assert text == Templates(EXTERNAL_URL).render("email.txt", notification)
+    assert f"kafka-health: {EXTERNAL_URL}\n" in text
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("duration", v)
+        for v in (None, float("nan"), float("inf"), 0, 45, 59.6, 2520, 7500, 3600, 86400, 273600, 90000)
+    ]
+    + [("percent", v) for v in (None, 0.913, 1, 0)]
+    + [("bytes", v) for v in (None, 12, 1023, 1024, 1288490188, 5 * 1024**4, 3 * 1024**5)]
+    + [("number", v) for v in (None, 0, 1234567, 1234.5, -3.2)],
+)
+def test_number_filters_agree_with_the_rule_templates(name: str, value: float | None) -> None:
+    rules_filter: Callable[..., str] = TEMPLATE_FILTERS[name]  # type: ignore[assignment]
+    assert FILTERS[name](value) == rules_filter(value)
+
+
+def test_timestamp_filter_shows_utc() -> None:
+    moment = datetime(2026, 11, 21, 15, 3, 9, tzinfo=timezone(timedelta(hours=1)))
+    assert FILTERS["timestamp"](moment) == "2026-11-21 14:03:09 UTC"
+    assert FILTERS["timestamp"](datetime(2026, 11, 21, 14, 3, 9)) == "2026-11-21 14:03:09 UTC"
+    assert FILTERS["timestamp"](None) == "unknown"
+    assert FILTERS["timestamp"](datetime(2026, 1, 1, tzinfo=UTC)) == "2026-01-01 00:00:00 UTC"
+
+
+def test_one_line_collapses_whitespace() -> None:
+    assert one_line("  a\n b\t\tc \n") == "a b c"
