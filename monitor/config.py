@@ -252,7 +252,7 @@ class AlertConfig(_Strict):
     interval_seconds: float = Field(default=10, gt=0, description="Seconds between alert cycles.")
     sender_interval_seconds: float = Field(default=1, gt=0, description="Seconds between outbox polls.")
     sender_batch: int = Field(default=200, ge=1, le=10_000, description="Notifications claimed at once.")
-    sender_concurrency: int = Field(default=8, ge=1, le=64, description="Notifications sent in parallel.")
+    sender_concurrency: int = Field(default=16, ge=1, le=64, description="Notifications sent in parallel.")
     claim_seconds: float = Field(
         default=60, ge=5, description="How long a claimed notification is reserved for one instance."
     )

@@ -47,8 +47,15 @@ class UnusableReceiver:
 
 
 def routing_paths(config: AlertConfig) -> tuple[Path, Path | None]:
-    routing, owners = default_routing_paths()
-    return config.routing_file or routing, config.owners_file or (owners if owners.exists() else None)
+    """The routing file and the ownership file: the configured ones, else the project's. Without a
+    configured owners_file, a configured routing file takes the owners.yaml beside it, if any (the
+    project's names receivers that another routing file need not define)."""
+    default_routing, _ = default_routing_paths()
+    routing = config.routing_file or default_routing
+    if config.owners_file is not None:
+        return routing, config.owners_file
+    owners = routing.parent / "owners.yaml"
+    return routing, owners if owners.exists() else None
 
 
 def build_receivers(routing: Routing, templates: Templates) -> dict[str, Receiver | UnusableReceiver]:
