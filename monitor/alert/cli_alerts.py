@@ -68,7 +68,7 @@ def _user() -> str:
 def _table(rows: list[dict[str, Any]], columns: list[str], title: str) -> None:
     table = Table(title=title)
     for column in columns:
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
     out.print(table)

@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 
 import jinja2
 from fastapi import FastAPI, Form, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -87,6 +88,12 @@ def create_app(
             age = "never" if newest is None else f"{(clock.now() - newest).total_seconds():.0f}s ago"
             return JSONResponse({"status": "stale", "last_successful_collection": age}, 503)
         return JSONResponse({"status": "ready", "last_successful_collection": newest.isoformat()})
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        """Prometheus text format: the process's own counters (notification deliveries and their
+        failures by receiver and reason, among others)."""
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/api/v1/clusters", tags=["clusters"])
     def clusters() -> list[dict[str, Any]]:

@@ -130,3 +130,58 @@ def test_alerts_are_listed(client: TestClient) -> None:
     assert [(a["rule"], a["severity"], a["state"]) for a in alerts] == [
         ("PartitionReplicaLost", "warning", "firing")
     ]
+
+
+def test_metrics_show_delivery_failures_by_receiver_and_reason(client: TestClient, engine: Engine) -> None:
+    from monitor.alert.model import DeliveryResult
+    from monitor.alert.outbox import RetryPolicy, Sender
+
+    class Refusing:
+        def send(self, notification: object) -> DeliveryResult:
+            return DeliveryResult.give_up("HTTP 400: invalid routing key", 400)
+
+    sender = Sender(lambda: engine, lambda: {"ops-slack": Refusing(), "ops-email": Refusing()},
+                    FakeClock(T0 + timedelta(minutes=1)), "metrics-test", policy=RetryPolicy())  # fmt: skip
+    try:
+        assert sender.drain() == {"failed": 2}
+    finally:
+        sender.close()
+    text_format = client.get("/metrics").text
+    assert 'kafka_health_notification_failures_total{reason="http_400",receiver="ops-slack"}' in text_format
+    assert 'kafka_health_notifications_total{outcome="failed",receiver="ops-email"}' in text_format
+
+
+def test_the_alerts_cli_lists_acknowledges_and_silences(
+    client: TestClient, engine: Engine, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rich.console import Console
+    from typer.testing import CliRunner
+
+    from monitor.alert import cli_alerts
+    from monitor.cli import app
+
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setattr(cli_alerts, "out", Console(width=400, soft_wrap=True))
+    runner = CliRunner()
+    listed = runner.invoke(app, ["alerts", "list"])
+    assert listed.exit_code == 0 and "PartitionReplicaLost" in listed.output
+    incident, _ = _token(engine)
+    acked = runner.invoke(app, ["alerts", "ack", str(incident), "--by", "dave", "-m", "looking"])
+    assert acked.exit_code == 0, acked.output
+    assert f"acknowledged incident(s) {incident} as dave" in acked.output
+    missing = runner.invoke(app, ["alerts", "ack", "999999", "--by", "dave"])
+    assert missing.exit_code == 2 and "no open incident" in missing.output
+
+    no_reason = runner.invoke(app, ["alerts", "silence", "cluster=prod", "--for", "1h", "--by", "dave"])
+    assert no_reason.exit_code == 2 and "--comment" in no_reason.output
+    bad_for = runner.invoke(app, ["alerts", "silence", "cluster=prod", "--for", "soon", "-m", "x"])
+    assert bad_for.exit_code == 2 and "--for 'soon'" in bad_for.output
+    made = runner.invoke(
+        app, ["alerts", "silence", "cluster=prod", "--for", "1h", "-m", "upgrade", "--by", "dave"]
+    )
+    assert made.exit_code == 0, made.output
+    silences = runner.invoke(app, ["alerts", "silences"])
+    assert "cluster=prod" in silences.output and "dave" in silences.output
+    outbox = runner.invoke(app, ["alerts", "outbox", "--state", "pending"])
+    assert outbox.exit_code == 0 and "notification outbox" in outbox.output
+    assert runner.invoke(app, ["alerts", "outbox", "--state", "stuck"]).exit_code == 2
