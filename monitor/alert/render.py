@@ -10,15 +10,12 @@ email's text part and subject, the PagerDuty summary). Filters: `duration`, `per
 `number`, `timestamp`, and for Slack text `mrkdwn` (escapes `&`, `<` and `>`, so a group or topic
 name cannot become a link or an @channel).
 
-The number filters format exactly like the rule templates' in `monitor.evaluate.rules`, since the
-same person reads a rule's summary and the notification around it. They are repeated here, not
-imported, because the evaluation and alert stages are independent (an import-linter contract);
-a test checks that both give the same text.
+The number filters are the rule templates' (`monitor.formatting`), since the same person reads a
+rule's summary and the notification around it.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -30,6 +27,7 @@ import jinja2
 
 from monitor.alert.model import Notification
 from monitor.errors import ConfigError
+from monitor.formatting import NUMBER_FILTERS
 
 TEMPLATE_NAMES: Final = (
     "slack.txt",
@@ -54,46 +52,6 @@ def default_template_dir() -> Path:
 # Filters
 
 
-def duration_filter(seconds: float | None) -> str:
-    """42 min, 2 h 5 min, 3 d 4 h, 45 s; `unknown` for null."""
-    if seconds is None or math.isnan(seconds):
-        return "unknown"
-    if math.isinf(seconds):
-        return "forever"
-    total = max(round(float(seconds)), 0)
-    if total < 60:
-        return f"{total} s"
-    if total < 3600:
-        return f"{round(total / 60)} min"
-    if total < 86400:
-        hours, minutes = divmod(round(total / 60), 60)
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(round(total / 3600), 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
-
-
-def percent_filter(ratio: float | None, digits: int = 0) -> str:
-    """0.913 -> 91%."""
-    return "unknown" if ratio is None else f"{float(ratio) * 100:.{digits}f}%"
-
-
-def bytes_filter(size: float | None) -> str:
-    """1288490188 -> 1.2 GiB."""
-    if size is None:
-        return "unknown"
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024:
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"
-
-
-def number_filter(number: float | None, digits: int = 0) -> str:
-    """1234567 -> 1,234,567; with digits=1: 1,234.5."""
-    return "unknown" if number is None else f"{float(number):,.{digits}f}"
-
-
 def timestamp_filter(moment: datetime | None) -> str:
     """2026-11-21 14:03:09 UTC; a naive datetime is taken as UTC (the store keeps UTC)."""
     if moment is None:
@@ -109,10 +67,7 @@ def mrkdwn_filter(text: object) -> str:
 
 
 FILTERS: Final[Mapping[str, Callable[..., str]]] = {
-    "duration": duration_filter,
-    "percent": percent_filter,
-    "bytes": bytes_filter,
-    "number": number_filter,
+    **NUMBER_FILTERS,
     "timestamp": timestamp_filter,
     "mrkdwn": mrkdwn_filter,
 }

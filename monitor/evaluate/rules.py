@@ -15,7 +15,6 @@ YAML, no `rules:` list) contributes no rule.
 from __future__ import annotations
 
 import difflib
-import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from sqlglot.schema import MappingSchema
 from monitor.config import _line_of, format_validation_error, read_yaml
 from monitor.derived import ENTITIES, KEYS, columns_of
 from monitor.errors import ConfigError
+from monitor.formatting import NUMBER_FILTERS
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITY_RANK: dict[str, int] = {"info": 1, "warning": 2, "critical": 3}
@@ -89,52 +89,7 @@ def format_duration(seconds: int) -> str:
 # Template filters: the numbers an on-call engineer reads, rounded
 
 
-def _duration_filter(seconds: float | None) -> str:
-    """42 min, 2 h 5 min, 3 d 4 h, 45 s; `unknown` for null."""
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "unknown"
-    if math.isinf(seconds):
-        return "forever"
-    total = max(round(float(seconds)), 0)
-    if total < 60:
-        return f"{total} s"
-    if total < 3600:
-        return f"{round(total / 60)} min"
-    if total < 86400:
-        hours, minutes = divmod(round(total / 60), 60)
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(round(total / 3600), 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
-
-
-def _percent_filter(ratio: float | None, digits: int = 0) -> str:
-    """0.913 -> 91%."""
-    return "unknown" if ratio is None else f"{float(ratio) * 100:.{digits}f}%"
-
-
-def _bytes_filter(size: float | None) -> str:
-    """1288490188 -> 1.2 GiB."""
-    if size is None:
-        return "unknown"
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def _number_filter(number: float | None, digits: int = 0) -> str:
-    """1234567 -> 1,234,567; with digits=1: 1,234.5."""
-    return "unknown" if number is None else f"{float(number):,.{digits}f}"
-
-
-TEMPLATE_FILTERS = {
-    "duration": _duration_filter,
-    "percent": _percent_filter,
-    "bytes": _bytes_filter,
-    "number": _number_filter,
-}
+TEMPLATE_FILTERS = dict(NUMBER_FILTERS)
 
 
 def template_environment() -> jinja2.Environment:

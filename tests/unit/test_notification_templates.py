@@ -34,7 +34,6 @@ from monitor.alert.render import (
     title,
 )
 from monitor.errors import ConfigError
-from monitor.evaluate.rules import TEMPLATE_FILTERS
 from tests.fixtures.receivers import CASES, EXTERNAL_URL, ROUTING_KEY, sample_notification
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "notifications"
@@ -179,21 +178,6 @@ def test_render_function_uses_the_default_templates() -> None:
     text = render("email.txt", notification, EXTERNAL_URL + "/")
     assert text == Templates(EXTERNAL_URL).render("email.txt", notification)
     assert f"kafka-health: {EXTERNAL_URL}\n" in text
-
-
-@pytest.mark.parametrize(
-    ("name", "value"),
-    [
-        ("duration", v)
-        for v in (None, float("nan"), float("inf"), 0, 45, 59.6, 2520, 7500, 3600, 86400, 273600, 90000)
-    ]
-    + [("percent", v) for v in (None, 0.913, 1, 0)]
-    + [("bytes", v) for v in (None, 12, 1023, 1024, 1288490188, 5 * 1024**4, 3 * 1024**5)]
-    + [("number", v) for v in (None, 0, 1234567, 1234.5, -3.2)],
-)
-def test_number_filters_agree_with_the_rule_templates(name: str, value: float | None) -> None:
-    rules_filter: Callable[..., str] = TEMPLATE_FILTERS[name]  # type: ignore[assignment]
-    assert FILTERS[name](value) == rules_filter(value)
 
 
 def test_timestamp_filter_shows_utc() -> None:
