@@ -96,6 +96,8 @@ def create_silence(
         raise ActionError("say who creates the silence (--by NAME)")
     if not comment.strip():
         raise ActionError("say why (--comment TEXT): the next on-call engineer reads it")
+    if starts_at is not None and starts_at.tzinfo is None:
+        raise ActionError("give the start with its UTC offset, e.g. 2026-11-21T22:00:00+00:00")
     if duration <= timedelta(0):
         raise ActionError("the silence's duration must be positive, e.g. 2h")
     if duration > max_duration:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import getpass
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -123,6 +123,9 @@ def silence(
         list[str], typer.Argument(help="label=value, label!=value, label=~regex, label!~regex")
     ],
     duration: Annotated[str, typer.Option("--for", help="How long: 30m, 2h, 1d.")] = "2h",
+    start: Annotated[
+        str | None, typer.Option("--start", help="When it starts, ISO 8601 with offset; default now.")
+    ] = None,
     comment: Annotated[str, typer.Option("--comment", "-m", help="Why (required).")] = "",
     by: ByOption = "",
     config: ConfigOption = None,
@@ -135,6 +138,12 @@ def silence(
         seconds = parse_seconds(duration)
     except ValueError as exc:
         raise _fail(f"--for {duration!r}: {exc}") from exc
+    starts_at = None
+    if start is not None:
+        try:
+            starts_at = datetime.fromisoformat(start)
+        except ValueError as exc:
+            raise _fail(f"--start {start!r}: write e.g. 2026-11-21T22:00:00+00:00") from exc
     with _connection(config) as conn:
         settings = load_settings(config)
         routing = load_routing(*routing_paths(settings.alert))
@@ -146,6 +155,7 @@ def silence(
             now=SystemClock().now(),
             duration=timedelta(seconds=seconds),
             max_duration=timedelta(seconds=routing.settings.silence_max_duration),
+            starts_at=starts_at,
         )
     out.print(f"silence {silence_id} created for {duration}", highlight=False)
 

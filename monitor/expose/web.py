@@ -43,6 +43,9 @@ class SilenceRequest(BaseModel):
 
     matchers: list[str] = Field(min_length=1, description="label=value, label!=value, label=~re, label!~re")
     duration_seconds: int = Field(gt=0, description="How long the silence lasts.")
+    starts_at: datetime | None = Field(
+        default=None, description="When it starts (ISO 8601 with offset); default now."
+    )
     created_by: str = Field(min_length=1, max_length=200)
     comment: str = Field(min_length=1, max_length=2000)
 
@@ -160,7 +163,7 @@ def create_app(
             silence_id = _act(lambda: actions.create_silence(
                 conn, matchers=body.matchers, created_by=body.created_by, comment=body.comment,
                 now=clock.now(), duration=timedelta(seconds=body.duration_seconds),
-                max_duration=timedelta(seconds=silence_max_seconds)))  # fmt: skip
+                max_duration=timedelta(seconds=silence_max_seconds), starts_at=body.starts_at))  # fmt: skip
         return {"id": silence_id}
 
     @app.delete("/api/v1/silences/{silence_id}", tags=["alerts"])

@@ -120,6 +120,15 @@ def test_silences_over_the_api(client: TestClient) -> None:
     assert [(s["id"], s["created_by"], s["comment"], s["active"]) for s in listed] == [
         (silence_id, "carol", "upgrade", True)
     ]
+    later = client.post(
+        "/api/v1/silences",
+        json={"matchers": ["cluster=prod"], "duration_seconds": 600, "created_by": "carol", "comment": "window",
+              "starts_at": "2026-05-02T01:00:00+00:00"},
+    )  # fmt: skip
+    assert later.status_code == 201
+    future = next(s for s in client.get("/api/v1/silences").json() if s["id"] == later.json()["id"])
+    assert future["active"] is False and future["starts_at"].startswith("2026-05-02T01:00:00")
+    assert client.delete(f"/api/v1/silences/{later.json()['id']}").status_code == 200
     assert client.delete(f"/api/v1/silences/{silence_id}").status_code == 200
     assert client.get("/api/v1/silences").json() == []
     assert client.delete(f"/api/v1/silences/{silence_id}").status_code == 404
