@@ -36,7 +36,7 @@ from monitor.store.buffer import BufferedWriter
 from monitor.store.history import end_offset_brackets
 from monitor.store.runs import Run
 from monitor.store.samples import OffsetsBatch, cached_timestamps, latest_committed, write_offsets_batch
-from monitor.types import CommittedOffset, PartitionOffsets, RecordTimestamp, TopicPartition
+from monitor.types import CommittedOffset, Partial, PartitionOffsets, RecordTimestamp, TopicPartition
 
 HISTORY_WINDOW = timedelta(days=7)
 """How far back the end-offset history is read for interpolation."""
@@ -109,15 +109,27 @@ class OffsetsCollector:
     def collect(self, run: Run) -> None:
         cluster = self._cluster
         group_ids = self._group_ids(run)
-        described = self._admin.describe_groups(group_ids)
+        # A broker that just died can leave every group request of this cycle unanswered (its
+        # coordinators have not moved yet); the partitions on the other brokers are still
+        # sampled, and the run is partial rather than failed.
+        try:
+            described = self._admin.describe_groups(group_ids)
+        except KafkaUnavailableError as exc:
+            run.problem(f"no group description this cycle: {exc}")
+            described = Partial([], {})
         run.problems_from("describe group", described.errors)
-        committed_result = self._admin.committed_offsets(
-            group_ids, concurrency=self._config.group_concurrency
-        )
-        run.problems_from("committed offsets of group", committed_result.errors)
+        try:
+            committed_result = self._admin.committed_offsets(
+                group_ids, concurrency=self._config.group_concurrency
+            )
+        except KafkaUnavailableError as exc:
+            run.problem(f"no committed offsets this cycle: {exc}")
+            committed_result = None
+        if committed_result is not None:
+            run.problems_from("committed offsets of group", committed_result.errors)
         committed = [
             c
-            for offsets in committed_result.value.values()
+            for offsets in (committed_result.value.values() if committed_result is not None else ())
             for c in offsets
             if cluster.topics.accepts(c.topic)
         ]
@@ -134,7 +146,8 @@ class OffsetsCollector:
         histories = self._histories(committed, offsets, timestamps, now)
         group_samples, losses = lag.group_samples(committed, offsets, timestamps, histories, now_ms)
         observations = lag.observe_commits(self._previous_commits(), committed, now_ms)
-        self._previous = {(c.group_id, c.topic, c.partition): c.offset for c in committed}
+        if committed_result is not None:  # a cycle without committed offsets says nothing new
+            self._previous = {(c.group_id, c.topic, c.partition): c.offset for c in committed}
 
         batch = OffsetsBatch(
             cluster=cluster.name,

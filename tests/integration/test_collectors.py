@@ -268,6 +268,38 @@ def test_partial_run_when_a_broker_dies(kafka: KafkaTestHelper, engine: Engine, 
     assert survivors <= written and 0 not in written
 
 
+def test_group_requests_that_all_go_unanswered_make_a_partial_run(
+    kafka: KafkaTestHelper, engine: Engine, make_collector: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a broker that just died can do to a cycle: every group request times out while the
+    # partitions on the other brokers still answer.
+    from monitor.errors import KafkaUnavailableError
+
+    topic = kafka.create_topic(partitions=2)
+    kafka.produce(topic, [b"x"] * 3)
+    kafka.consume_and_commit(f"unanswered-{topic}", topic, 1)
+    c = make_collector("unanswered", [topic])
+    c.offsets()
+
+    def unanswered(*args: Any, **kwargs: Any) -> Any:
+        raise KafkaUnavailableError(
+            "cannot describe consumer groups on cluster 'unanswered': Local: Timed out"
+        )
+
+    monkeypatch.setattr(c._admin, "describe_groups", unanswered)
+    monkeypatch.setattr(c._admin, "committed_offsets", unanswered)
+    c.offsets()
+    runs = rows(
+        engine,
+        "SELECT status, error, counts FROM collection_runs WHERE cluster='unanswered' AND job='offsets'"
+        " ORDER BY started_at",
+    )
+    assert [r["status"] for r in runs] == ["ok", "partial"]
+    assert runs[1]["counts"]["partitions"] == 2, "the partitions were still sampled"
+    assert "no group description this cycle" in runs[1]["error"]
+    assert "no committed offsets this cycle" in runs[1]["error"]
+
+
 def test_samples_kept_across_a_postgres_restart(
     kafka: KafkaTestHelper, engine: Engine, pg_server: Any, make_collector: Any
 ) -> None:
