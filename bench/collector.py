@@ -1061,9 +1061,6 @@ def main() -> int:
         "--budget", type=float, help="collect.timestamp_budget_seconds (default: CollectConfig)"
     )
     parser.add_argument(
-        "--group-concurrency", type=int, help="collect.group_concurrency (default: CollectConfig)"
-    )
-    parser.add_argument(
         "--request-timeout",
         type=float,
         help="the cluster's request_timeout_seconds (default: ClusterConfig, 10 s)",
@@ -1082,8 +1079,6 @@ def main() -> int:
     overrides: dict[str, Any] = {}
     if args.budget is not None:
         overrides["timestamp_budget_seconds"] = args.budget
-    if args.group_concurrency is not None:
-        overrides["group_concurrency"] = args.group_concurrency
     defaults = CollectConfig(**overrides)
     request_timeout = (
         args.request_timeout
@@ -1093,13 +1088,12 @@ def main() -> int:
     collect = {
         "request_timeout_seconds": request_timeout,
         "timestamp_budget_seconds": defaults.timestamp_budget_seconds,
-        "group_concurrency": defaults.group_concurrency,
         "timestamp_cache_entries": defaults.timestamp_cache_entries,
         "buffer_max_rows": defaults.buffer_max_rows,
     }
     _log(
-        f"timestamp budget {defaults.timestamp_budget_seconds:g} s, group concurrency "
-        f"{defaults.group_concurrency}, request timeout {request_timeout:g} s "
+        f"timestamp budget {defaults.timestamp_budget_seconds:g} s, "
+        f"request timeout {request_timeout:g} s "
         f"({'set by flags' if overrides or args.request_timeout else 'the defaults'})"
     )
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -218,7 +218,6 @@ class CollectConfig(_Strict):
     timestamp_budget_seconds: float = Field(
         default=5.0, gt=0, le=300, description="Wall time per cycle for reading exact record timestamps."
     )
-    group_concurrency: int = Field(default=32, ge=1, le=1024, description="OffsetFetch requests in flight.")
     buffer_max_rows: int = Field(
         default=2_000_000, ge=1000, description="Sample rows kept in memory while PostgreSQL is down."
     )

@@ -119,9 +119,7 @@ class OffsetsCollector:
             described = Partial([], {})
         run.problems_from("describe group", described.errors)
         try:
-            committed_result = self._admin.committed_offsets(
-                group_ids, concurrency=self._config.group_concurrency
-            )
+            committed_result = self._admin.committed_offsets(group_ids)
         except KafkaUnavailableError as exc:
             run.problem(f"no committed offsets this cycle: {exc}")
             committed_result = None

@@ -17,16 +17,20 @@ Secrets (SASL and key passwords) go to the clients and nowhere else: the configu
 mask them in their repr, and error messages are scrubbed of them before they are raised.
 
 Modules: `properties` (librdkafka configuration), `translate` (errors, `Outcome`, `KafkaCall`),
-`records` (client objects -> records), `admin` (`KafkaAdmin`) with `fanout` (OffsetFetch per
-group), `timestamps` (`RecordTimestampReader`) with `cursor` (one partition's progress, pure),
-all over confluent-kafka; `logdirs` (`LogDirClient`) over kafka-python.
+`records` (client objects -> records), `admin` (`KafkaAdmin`), `timestamps`
+(`RecordTimestampReader`) with `cursor` (one partition's progress, pure), all over confluent-kafka;
+over kafka-python (`pyclient`: options and the client's lifecycle): `logdirs` (`LogDirClient`,
+DescribeLogDirs, which librdkafka lacks) and `groups` (`GroupOffsetsClient`, OffsetFetch, which
+librdkafka's admin client cannot survive while a coordinator dies; `KafkaAdmin.committed_offsets`
+uses it).
 """
 
 from __future__ import annotations
 
 from monitor.kafka.admin import KafkaAdmin
-from monitor.kafka.logdirs import KafkaPythonOptions, LogDirClient, describe_log_dirs, kafka_python_options
+from monitor.kafka.logdirs import LogDirClient, describe_log_dirs
 from monitor.kafka.properties import ClientConfig, client_config
+from monitor.kafka.pyclient import KafkaPythonOptions, kafka_python_options
 from monitor.kafka.records import CONFIG_KEYS
 from monitor.kafka.timestamps import RecordTimestampReader
 

@@ -34,7 +34,7 @@ from confluent_kafka.cimpl import NewTopic
 from monitor.config import ClusterConfig
 from monitor.errors import ConfigError, KafkaUnavailableError
 from monitor.kafka import records
-from monitor.kafka.fanout import GroupOffsetsFanOut
+from monitor.kafka.groups import GROUPS_PER_REQUEST, GroupOffsetsClient
 from monitor.kafka.properties import ClientConfig, ClientLog, client_config, scrub
 from monitor.kafka.records import CONFIG_KEYS, partition_key
 from monitor.kafka.translate import KafkaCall, Outcome, kafka_error
@@ -114,6 +114,7 @@ class KafkaAdmin:
         self._cluster = cluster
         self._config = client_config(cluster)
         self._client: AdminClient | None = None
+        self._groups = GroupOffsetsClient(cluster)
         self._retired: list[AdminClient] = []
         self._generation = 0
         self._lock = threading.Lock()
@@ -141,6 +142,7 @@ class KafkaAdmin:
         with self._lock:
             if self._client is None:
                 self._client = self._new_client()
+        self._groups.start()
 
     def _new_client(self) -> AdminClient:
         try:
@@ -197,6 +199,7 @@ class KafkaAdmin:
             for client in self._retired:
                 _destroy(client)
             self._retired = []
+        self._groups.close()
 
     def __enter__(self) -> KafkaAdmin:
         self.start()
@@ -453,39 +456,13 @@ class KafkaAdmin:
         return Partial(described, outcome.errors)
 
     def committed_offsets(
-        self, group_ids: Sequence[str], concurrency: int = 32
+        self, group_ids: Sequence[str], groups_per_request: int = GROUPS_PER_REQUEST
     ) -> Partial[dict[str, list[CommittedOffset]]]:
-        """Each group's committed offsets (partitions without one are left out).
-
-        OffsetFetch takes one group per call, so the calls are fanned out with at most
-        `concurrency` in flight (futures, no threads). Each call is bounded by the timeout; a
-        group that failed is in `errors` under its id. When `concurrency` calls in a row found
-        the cluster unavailable the rest are not asked (reported in `errors`), so a dead cluster
-        costs one timeout, not one per group. A group whose answer had failed partitions is
-        returned with the others and also named in `errors`. Raises KafkaUnavailableError when
-        no group answered because the cluster did not.
-        """
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        wanted = list(dict.fromkeys(group_ids))
-        value: dict[str, list[CommittedOffset]] = {}
-        outcome = self._outcome()
-        with self._call("fetch committed offsets"):
-            fan_out = GroupOffsetsFanOut(self._admin(), self.timeout, concurrency)
-            for group_id, result in fan_out.run(wanted):
-                if isinstance(result, BaseException):
-                    outcome.failure(group_id, result)
-                else:
-                    partitions = result.topic_partitions or []
-                    value[group_id] = records.committed_offsets(group_id, partitions)
-                    outcome.success()
-                    failed = records.partition_errors(partitions, self._config.secret_values())
-                    if failed:
-                        outcome.errors[group_id] = f"no committed offset read for {', '.join(failed)}"
-            for group_id in fan_out.not_asked:
-                outcome.unanswered(group_id, "not asked: the cluster had stopped answering")
-            _raise_if_unreachable(outcome)
-        return Partial(value, outcome.errors)
+        """Each group's committed offsets (partitions without one are left out), through
+        kafka-python: see `monitor.kafka.groups` for why not librdkafka. A group that failed is in
+        `errors` under its id. Raises KafkaUnavailableError when no group answered because the
+        cluster did not."""
+        return self._groups.committed_offsets(group_ids, groups_per_request)
 
 
 def _result_or_none(future: concurrent.futures.Future[Any]) -> Any | None:

@@ -7,99 +7,19 @@ DescribeLogDirs v4+ (Kafka 3.3+), None from older brokers.
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 import kafka.errors
-from kafka.admin import KafkaAdminClient
 
-from monitor.config import ClusterConfig, SecurityProtocol
-from monitor.errors import ConfigError, KafkaRequestError, KafkaUnavailableError
-from monitor.kafka.properties import MASK, MaskedMapping
-from monitor.kafka.translate import Outcome, reason
+from monitor.config import ClusterConfig
+from monitor.kafka.pyclient import KafkaPythonClient, kafka_python_options, unavailable
+from monitor.kafka.translate import Outcome
 from monitor.types import LogDirReplica, LogDirUsage, Partial
 
-_LOG: Final = logging.getLogger(__name__)
+__all__ = ["LogDirClient", "LogDirs", "describe_log_dirs", "kafka_python_options", "log_dirs_of"]
 
 LogDirs = tuple[list[LogDirReplica], list[LogDirUsage]]
-
-
-class _Secret(str):
-    """A password handed to kafka-python: the client uses its characters, but repr(), str() and
-    format() show the mask, so the client's own debug log of its configuration cannot leak it."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return MASK
-
-    def __str__(self) -> str:
-        return MASK
-
-    def __format__(self, spec: str) -> str:
-        return MASK
-
-
-class KafkaPythonOptions(MaskedMapping[object]):
-    """kafka-python `KafkaAdminClient` options for one cluster; repr() masks the passwords."""
-
-    __slots__ = ("_secrets",)
-
-    def __init__(self, values: Mapping[str, object], secrets: Sequence[str]) -> None:
-        super().__init__(values)
-        self._secrets = [s for s in secrets if s]
-
-    def secret_values(self) -> list[str]:
-        # The values are `_Secret`s whose str() is the mask: the plain texts are kept apart.
-        return list(self._secrets)
-
-
-def kafka_python_options(cluster: ClusterConfig) -> KafkaPythonOptions:
-    """The same servers, security and timeout as `client_config`, in kafka-python's terms.
-
-    librdkafka properties from `cluster.client_config` do not apply to this client.
-    """
-    security = cluster.security
-    timeout_ms = max(1, round(cluster.request_timeout_seconds * 1000))
-    values: dict[str, object] = {
-        "bootstrap_servers": list(cluster.bootstrap_servers),
-        "client_id": f"kafka-health-{cluster.name}",
-        "request_timeout_ms": timeout_ms,
-        "bootstrap_timeout_ms": timeout_ms,
-        "security_protocol": security.protocol.value,
-    }
-    secrets: list[str] = []
-    if security.protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL):
-        if security.sasl_mechanism is not None:
-            values["sasl_mechanism"] = security.sasl_mechanism.value
-        if security.sasl_username is not None:
-            values["sasl_plain_username"] = security.sasl_username
-        if security.sasl_password is not None:
-            secrets.append(security.sasl_password.get_secret_value())
-            values["sasl_plain_password"] = _Secret(secrets[-1])
-    if security.protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL):
-        if security.ssl_ca_location is not None:
-            values["ssl_cafile"] = str(security.ssl_ca_location)
-        if security.ssl_certificate_location is not None:
-            values["ssl_certfile"] = str(security.ssl_certificate_location)
-        if security.ssl_key_location is not None:
-            values["ssl_keyfile"] = str(security.ssl_key_location)
-        if security.ssl_key_password is not None:
-            secrets.append(security.ssl_key_password.get_secret_value())
-            values["ssl_password"] = _Secret(secrets[-1])
-        values["ssl_check_hostname"] = security.ssl_endpoint_identification
-    return KafkaPythonOptions(values, secrets)
-
-
-def _unavailable(exc: BaseException) -> bool:
-    """kafka-python's "no answer": connection and timeout errors, a broker gone from metadata."""
-    if isinstance(exc, kafka.errors.UnknownBrokerIdError | kafka.errors.BrokerNotAvailableError):
-        return True
-    if isinstance(exc, kafka.errors.KafkaError):
-        return bool(exc.retriable)
-    return isinstance(exc, OSError | TimeoutError)
 
 
 def _error_name(code: int) -> str | None:
@@ -139,43 +59,8 @@ def log_dirs_of(broker_id: int, results: Sequence[Mapping[str, Any]]) -> LogDirs
     return replicas, usages
 
 
-class LogDirClient:
-    """DescribeLogDirs for one cluster.
-
-    The constructor only builds the options and `start()` only allows requests: kafka-python's
-    client connects as it is created, so it is created by the first `describe` (and again after
-    the cluster stopped answering). `close()` releases it. Calls are serialised.
-    """
-
-    def __init__(self, cluster: ClusterConfig) -> None:
-        self._cluster = cluster
-        self._options = kafka_python_options(cluster)
-        self._client: KafkaAdminClient | None = None
-        self._started = False
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        state = "started" if self._started else "not started"
-        return f"LogDirClient(cluster={self._cluster.name!r}, {state})"
-
-    @property
-    def timeout(self) -> float:
-        return self._cluster.request_timeout_seconds
-
-    def start(self) -> None:
-        self._started = True
-
-    def close(self) -> None:
-        with self._lock:
-            self._started = False
-            self._discard()
-
-    def __enter__(self) -> LogDirClient:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+class LogDirClient(KafkaPythonClient):
+    """DescribeLogDirs for one cluster (see `KafkaPythonClient` for the client's lifecycle)."""
 
     def describe(self, broker_ids: Sequence[int]) -> Partial[LogDirs]:
         """Replica sizes and log-dir volumes of each broker in `broker_ids`, asked one by one.
@@ -188,10 +73,9 @@ class LogDirClient:
         """
         replicas: list[LogDirReplica] = []
         usages: list[LogDirUsage] = []
-        outcome = Outcome(self._options.secret_values(), self.timeout, _unavailable)
+        outcome = Outcome(self._options.secret_values(), self.timeout, unavailable)
         with self._lock:
-            if not self._started:
-                raise RuntimeError("LogDirClient.start() must be called before making requests")
+            self._require_started()
             client = self._connect()
             try:
                 topics = {
@@ -216,39 +100,6 @@ class LogDirClient:
             if failure is not None:
                 raise self._failed("describe log dirs", failure) from failure
         return Partial((replicas, usages), outcome.errors)
-
-    def _connect(self) -> KafkaAdminClient:
-        if self._client is None:
-            try:
-                self._client = KafkaAdminClient(**self._options)
-            except kafka.errors.KafkaConfigurationError as exc:
-                problem = f"kafka-python rejected the configuration: {self._text(exc)}"
-                raise ConfigError([f"clusters.{self._cluster.name}: {problem}"]) from exc
-            except Exception as exc:
-                raise self._failed("connect for log dirs", exc) from exc
-        return self._client
-
-    def _failed(self, action: str, exc: BaseException) -> KafkaUnavailableError | KafkaRequestError:
-        """The named error for a failure of the whole request; drops the client when unavailable."""
-        where = f"cannot {action} on cluster {self._cluster.name!r}"
-        if _unavailable(exc):
-            self._discard()
-            servers = ", ".join(self._cluster.bootstrap_servers)
-            return KafkaUnavailableError(
-                f"{where}: {self._text(exc)}; check that {servers} are up and reachable"
-            )
-        return KafkaRequestError(f"{where}: the cluster refused the request: {self._text(exc)}")
-
-    def _text(self, exc: BaseException) -> str:
-        return reason(exc, self._options.secret_values(), self.timeout)
-
-    def _discard(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.close()
-            except Exception:
-                _LOG.debug("closing the kafka-python client failed", exc_info=True)
 
 
 def describe_log_dirs(cluster: ClusterConfig, broker_ids: Sequence[int]) -> Partial[LogDirs]:

@@ -6,7 +6,7 @@ the client library types them) and are unit-tested with stand-ins.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from confluent_kafka import (
@@ -16,14 +16,12 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import ConfigSource  # type: ignore[attr-defined]  # public, not in `__all__`
 
-from monitor.kafka.properties import scrub
 from monitor.types import (
     TIMESTAMP_CREATE,
     TIMESTAMP_LOG_APPEND,
     TIMESTAMP_NOT_AVAILABLE,
     BrokerInfo,
     ClusterInfo,
-    CommittedOffset,
     GroupDescription,
     GroupMember,
     PartitionInfo,
@@ -138,31 +136,6 @@ def partition_offsets(
         end=int(latest.offset),
         max_timestamp_offset=max_offset,
         max_timestamp_ms=max_ms,
-    )
-
-
-def committed_offsets(group_id: str, topic_partitions: Iterable[Any]) -> list[CommittedOffset]:
-    """A group's committed offsets, sorted; partitions without one (offset < 0) are left out."""
-    committed = [
-        CommittedOffset(
-            group_id=group_id,
-            topic=str(tp.topic),
-            partition=int(tp.partition),
-            offset=int(tp.offset),
-            leader_epoch=tp.leader_epoch if tp.leader_epoch is not None and tp.leader_epoch >= 0 else None,
-        )
-        for tp in topic_partitions
-        if tp.offset is not None and int(tp.offset) >= 0 and tp.error is None
-    ]
-    return sorted(committed, key=lambda c: (c.topic, c.partition))
-
-
-def partition_errors(topic_partitions: Iterable[Any], secrets: Sequence[str]) -> list[str]:
-    """ "topic:partition (ERROR_NAME)" for each partition answered with an error."""
-    return sorted(
-        scrub(f"{partition_key(str(tp.topic), int(tp.partition))} ({tp.error.name()})", secrets)
-        for tp in topic_partitions
-        if tp.error is not None
     )
 
 

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import kafka.errors
+import kafka.structs
 import pytest
 from confluent_kafka import (
     TIMESTAMP_CREATE_TIME,
@@ -41,7 +42,7 @@ from monitor.kafka import (
     records,
 )
 from monitor.kafka.cursor import SEQUENTIAL_GAP, PartitionCursor, Step, plan
-from monitor.kafka.fanout import GroupOffsetsFanOut
+from monitor.kafka.groups import GroupOffsetsClient
 from monitor.kafka.logdirs import log_dirs_of
 from monitor.kafka.timestamps import reader_config
 from monitor.kafka.translate import Outcome
@@ -99,22 +100,6 @@ def test_partition_offsets_of_a_partition_with_records_and_of_an_empty_one() -> 
     assert full == PartitionOffsets("t", 0, start=3, end=10, max_timestamp_offset=7, max_timestamp_ms=1234)
     assert empty == PartitionOffsets("t", 1, start=0, end=0, max_timestamp_offset=None, max_timestamp_ms=None)
     assert unknown_max == PartitionOffsets("t", 2, start=0, end=5)
-
-
-def test_committed_offsets_leave_out_partitions_without_an_offset() -> None:
-    partitions = [
-        SimpleNamespace(topic="b", partition=1, offset=7, leader_epoch=3, error=None),
-        SimpleNamespace(topic="a", partition=0, offset=-1001, leader_epoch=None, error=None),
-        SimpleNamespace(topic="a", partition=2, offset=0, leader_epoch=-1, error=None),
-        SimpleNamespace(
-            topic="a", partition=3, offset=5, leader_epoch=None, error=KafkaError(KafkaError._TIMED_OUT)
-        ),
-    ]
-
-    assert records.committed_offsets("g", partitions) == [
-        CommittedOffset("g", "a", 2, 0, leader_epoch=None),
-        CommittedOffset("g", "b", 1, 7, leader_epoch=3),
-    ]
 
 
 @pytest.mark.parametrize(
@@ -750,102 +735,77 @@ def test_a_request_fails_only_when_nothing_answered_and_the_cluster_did_not(
 # -- the OffsetFetch fan-out ---------------------------------------------------------------------
 
 
-class FakeGroupAdmin:
-    """list_consumer_group_offsets that completes each future from another thread after `delay`."""
+class FakeOffsetFetch:
+    """kafka-python's `list_group_offsets`: groups whose coordinator is "down" fail every call
+    that includes them (as kafka-python does: one coordinator failing fails the call)."""
 
-    def __init__(self, delay: float, error: Callable[[str], BaseException | None] = lambda _: None) -> None:
-        self.delay = delay
-        self.error = error
-        self.pending = 0
-        self.most_pending = 0
-        self.asked: list[str] = []
-        self._lock = threading.Lock()
+    def __init__(self, down: set[str] | None = None, refused: set[str] | None = None) -> None:
+        self.down = down or set()
+        self.refused = refused or set()
+        self.calls: list[list[str]] = []
 
-    def poll(self, timeout: float) -> int:
-        return 0
-
-    def list_consumer_group_offsets(self, request: list[Any], request_timeout: float) -> dict[str, Any]:
-        group_id = request[0].group_id
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        with self._lock:
-            self.asked.append(group_id)
-            self.pending += 1
-            self.most_pending = max(self.most_pending, self.pending)
-
-        def finish() -> None:
-            with self._lock:
-                self.pending -= 1
-            error = self.error(group_id)
-            if error is not None:
-                future.set_exception(error)
-            else:
-                tp = TopicPartition("t", 0, int(group_id.removeprefix("g")))
-                future.set_result(SimpleNamespace(group_id=group_id, topic_partitions=[tp]))
-
-        threading.Timer(self.delay, finish).start()
-        return {group_id: future}
+    def list_group_offsets(self, groups: list[str]) -> dict[str, dict[Any, Any]]:
+        self.calls.append(list(groups))
+        if self.down & set(groups):
+            raise kafka.errors.NodeNotReadyError(2)
+        if self.refused & set(groups):
+            raise kafka.errors.GroupAuthorizationFailedError("not allowed")
+        meta = kafka.structs.OffsetAndMetadata
+        tp = kafka.structs.TopicPartition
+        return {g: {tp("t", 0): meta(int(g[1:]), "", 3), tp("t", 1): meta(-1, "", -1)} for g in groups}
 
 
-def test_committed_offsets_fan_out_with_a_bounded_number_in_flight() -> None:
-    client = FakeGroupAdmin(delay=0.01)
-    admin = admin_with(client)
-    groups = [f"g{i}" for i in range(40)]
+def offsets_client(fake: FakeOffsetFetch) -> GroupOffsetsClient:
+    client = GroupOffsetsClient(ClusterConfig(name="fake", bootstrap_servers=["127.0.0.1:9"]))
+    client._client = fake  # type: ignore[assignment]
+    client.start()
+    return client
 
-    result = admin.committed_offsets(groups, concurrency=4)
 
-    assert client.most_pending == 4
+def test_committed_offsets_ask_many_groups_per_call_and_leave_out_missing_offsets() -> None:
+    fake = FakeOffsetFetch()
+    groups = [f"g{i}" for i in range(250)]
+
+    result = offsets_client(fake).committed_offsets(groups, groups_per_request=100)
+
+    assert [len(c) for c in fake.calls] == [100, 100, 50]
     assert result.errors == {}
-    assert result.value == {g: [CommittedOffset(g, "t", 0, int(g[1:]))] for g in groups}
+    assert result.value == {g: [CommittedOffset(g, "t", 0, int(g[1:]), leader_epoch=3)] for g in groups}
+
+
+def test_a_dead_coordinator_fails_only_its_own_groups() -> None:
+    fake = FakeOffsetFetch(down={"g3", "g7"})
+
+    result = offsets_client(fake).committed_offsets([f"g{i}" for i in range(10)])
+
+    assert set(result.value) == {f"g{i}" for i in range(10)} - {"g3", "g7"}
+    assert set(result.errors) == {"g3", "g7"}
+    assert "NodeNotReadyError" in result.errors["g3"]
 
 
 def test_committed_offsets_stop_asking_once_the_cluster_stopped_answering() -> None:
-    client = FakeGroupAdmin(delay=0.001, error=lambda g: failed(KafkaError._TIMED_OUT) if g != "g0" else None)
-    fan_out = GroupOffsetsFanOut(client, timeout=1, concurrency=3)  # type: ignore[arg-type]
+    groups = [f"g{i}" for i in range(200)]
+    fake = FakeOffsetFetch(down=set(groups[1:]))
 
-    results = dict(fan_out.run([f"g{i}" for i in range(20)]))
+    result = offsets_client(fake).committed_offsets(groups, groups_per_request=50)
 
-    assert "g0" in results
-    assert len(client.asked) < 20
-    assert sorted(fan_out.not_asked + list(results)) == sorted(f"g{i}" for i in range(20))
+    assert set(result.value) == {"g0"}
+    assert len(fake.calls) < 60, "a dead cluster costs a few failures, not one per group"
+    assert set(result.errors) == set(groups[1:])
+    assert "not asked" in result.errors["g199"]
 
 
 def test_committed_offsets_with_nothing_answered_raise_unavailable() -> None:
-    admin = admin_with(
-        FakeGroupAdmin(delay=0.001, error=lambda _: failed(KafkaError.COORDINATOR_NOT_AVAILABLE))
-    )
-
+    groups = [f"g{i}" for i in range(10)]
     with pytest.raises(KafkaUnavailableError, match="committed offsets"):
-        admin.committed_offsets([f"g{i}" for i in range(10)], concurrency=2)
-
-
-def test_a_group_with_failed_partitions_is_returned_and_named_in_errors() -> None:
-    class PartlyFailing(FakeGroupAdmin):
-        def list_consumer_group_offsets(self, request: list[Any], request_timeout: float) -> dict[str, Any]:
-            broken = SimpleNamespace(
-                topic="t",
-                partition=1,
-                offset=-1001,
-                leader_epoch=None,
-                error=KafkaError(KafkaError.NOT_COORDINATOR),
-            )
-            answer = SimpleNamespace(topic_partitions=[TopicPartition("t", 0, 4), broken])
-            return {request[0].group_id: done(answer)}
-
-    result = admin_with(PartlyFailing(delay=0)).committed_offsets(["g"])
-
-    assert result.value == {"g": [CommittedOffset("g", "t", 0, 4)]}
-    assert result.errors == {"g": "no committed offset read for t:1 (NOT_COORDINATOR)"}
+        offsets_client(FakeOffsetFetch(down=set(groups))).committed_offsets(groups)
 
 
 def test_an_unknown_group_refused_by_the_cluster_is_reported_not_raised() -> None:
-    admin = admin_with(
-        FakeGroupAdmin(delay=0.001, error=lambda _: failed(KafkaError.GROUP_AUTHORIZATION_FAILED))
-    )
+    result = offsets_client(FakeOffsetFetch(refused={"g1"})).committed_offsets(["g1", "g2"])
 
-    result = admin.committed_offsets(["g1"])
-
-    assert result.value == {}
-    assert "GROUP_AUTHORIZATION_FAILED" in result.errors["g1"]
+    assert set(result.value) == {"g2"}
+    assert "GroupAuthorizationFailedError" in result.errors["g1"]
 
 
 # -- kafka-python options and secrets ---------------------------------------------------------------
