@@ -37,7 +37,7 @@ from monitor.kafka import records
 from monitor.kafka.groups import GROUPS_PER_REQUEST, GroupOffsetsClient
 from monitor.kafka.properties import ClientConfig, ClientLog, client_config, scrub
 from monitor.kafka.records import CONFIG_KEYS, partition_key
-from monitor.kafka.translate import KafkaCall, Outcome, kafka_error
+from monitor.kafka.translate import FUTURE_GRACE_SECONDS, KafkaCall, Outcome, kafka_error
 from monitor.types import (
     ClusterInfo,
     CommittedOffset,
@@ -115,7 +115,9 @@ class KafkaAdmin:
         self._config = client_config(cluster)
         self._client: AdminClient | None = None
         self._groups = GroupOffsetsClient(cluster)
-        self._retired: list[AdminClient] = []
+        self._retired: list[tuple[float, AdminClient]] = []
+        self.retire_delay = cluster.request_timeout_seconds + FUTURE_GRACE_SECONDS
+        """Seconds a replaced client is kept before it is destroyed (see `_destroy_unused_retired`)."""
         self._generation = 0
         self._lock = threading.Lock()
 
@@ -164,39 +166,43 @@ class KafkaAdmin:
         with self._lock:
             if self._client is not None and generation == self._generation:
                 self._drain_logs()
-                self._retired.append(self._client)
+                self._retired.append((time.monotonic(), self._client))
                 self._client = self._new_client()
                 self._generation += 1
             self._destroy_unused_retired()
 
     def _destroy_unused_retired(self) -> None:
-        """Destroy the replaced clients that nothing but `_retired` refers to any more.
+        """Destroy the replaced clients that nothing but `_retired` refers to any more and whose
+        requests have all timed out.
 
         A client must never be destroyed on one of its own librdkafka threads: librdkafka aborts
         the process. That is what happens when the last reference to an AdminClient goes in a
         garbage collection that runs while that client's background thread completes a future
         (a client kept alive by a reference cycle, e.g. through an exception's traceback). So
-        every client is destroyed here, explicitly, on a thread of ours: a replaced one as soon
-        as no request is using it any more, the current one in `close()`. Call with the lock held.
+        every client is destroyed here, explicitly, on a thread of ours: a replaced one once no
+        request is using it and `retire_delay` has passed (destroying a client while its requests
+        to a dead broker are still pending is another path into librdkafka's fragile failure
+        handling), the current one in `close()`. Call with the lock held.
         """
-        # References while checking: the list, the loop variable and getrefcount's argument.
+        # References while checking: the tuple, the loop variable and getrefcount's argument.
         only_ours = 3
-        still_used = []
-        for client in self._retired:
-            if sys.getrefcount(client) > only_ours:
-                still_used.append(client)
+        now = time.monotonic()
+        kept = []
+        for retired_at, client in self._retired:
+            if now - retired_at < self.retire_delay or sys.getrefcount(client) > only_ours:
+                kept.append((retired_at, client))
             else:
                 _destroy(client)
-        self._retired = still_used
+        self._retired = kept
 
     def close(self) -> None:
         """Destroy the client and every replaced one. Requests still waiting on them fail."""
         with self._lock:
             if self._client is not None:
                 self._drain_logs()
-                self._retired.append(self._client)
+                self._retired.append((time.monotonic(), self._client))
             self._client = None
-            for client in self._retired:
+            for _, client in self._retired:
                 _destroy(client)
             self._retired = []
         self._groups.close()
