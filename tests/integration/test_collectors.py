@@ -46,9 +46,16 @@ def ms(value: datetime | None) -> int | None:
 def make_collector(kafka: KafkaTestHelper, engine: Engine) -> Iterator[Any]:
     made: list[ClusterCollector] = []
 
-    def make(name: str, topics: list[str], **collect: Any) -> ClusterCollector:
+    def make(
+        name: str, topics: list[str], groups: list[str] | None = None, **collect: Any
+    ) -> ClusterCollector:
         clock = SystemClock()
-        config = kafka.cluster_config(name, topics=NameFilter(allow=topics), request_timeout_seconds=10)
+        config = kafka.cluster_config(
+            name,
+            topics=NameFilter(allow=topics),
+            groups=NameFilter(allow=groups) if groups is not None else NameFilter(),
+            request_timeout_seconds=10,
+        )
         writer = BufferedWriter(engine, 1_000_000, clock)
         collector = ClusterCollector(
             config, engine, clock, RunRecorder(engine, clock, writer=writer), writer, CollectConfig(**collect)
@@ -242,7 +249,11 @@ def _watermarks(kafka: KafkaTestHelper, topic: str) -> tuple[int, int]:
 def test_partial_run_when_a_broker_dies(kafka: KafkaTestHelper, engine: Engine, make_collector: Any) -> None:
     topic = kafka.create_topic(partitions=6, replication_factor=1)
     kafka.produce(topic, [b"a"] * 12, partition=0)
-    c = make_collector("partial", [topic])
+    # Only this test's (no) groups: describing the hundreds of groups other tests left behind,
+    # some coordinated by the broker about to be killed, runs into librdkafka's coordinator
+    # request bug that can abort the process (see monitor/kafka/groups.py; moving DescribeGroups
+    # off librdkafka too is the open follow-up).
+    c = make_collector("partial", [topic], groups=[f"partial-{topic}"])
     c.metadata()
     c.offsets()
     assert last_run(engine, "partial", "offsets")["status"] == "ok"
