@@ -72,7 +72,9 @@ def make_collector(kafka: KafkaTestHelper, engine: Engine) -> Iterator[Any]:
 def test_exact_lag_timestamps_and_commit_observations(
     kafka: KafkaTestHelper, engine: Engine, make_collector: Any
 ) -> None:
-    topic = kafka.create_topic(partitions=1, replication_factor=3)
+    # The records are years old (T0): without retention.ms=-1 the test cluster's 5 s retention
+    # check may delete them before they are consumed.
+    topic = kafka.create_topic(partitions=1, replication_factor=3, config={"retention.ms": "-1"})
     kafka.produce(
         topic, [f"m{i}".encode() for i in range(100)], timestamps_ms=[T0 + i * 1000 for i in range(100)]
     )
