@@ -128,8 +128,14 @@ def test_sigterm_stops_cleanly_and_releases_the_lease(start_daemon: object, engi
         holders = (
             conn.execute(text("SELECT holder FROM leases WHERE name = 'collect:shared'")).scalars().all()
         )
+        # This daemon's runs only: the database is the module's, and the previous test SIGKILLs a
+        # daemon, whose in-flight run stays `running` by design.
         running = conn.execute(
-            text("SELECT count(*) FROM collection_runs WHERE cluster = 'shared' AND status = 'running'")
+            text(
+                "SELECT count(*) FROM collection_runs"
+                " WHERE cluster = 'shared' AND status = 'running' AND instance = :me"
+            ),
+            {"me": f"{host}:{a.pid}"},
         ).scalar()
     assert f"{host}:{a.pid}" not in holders
     assert running == 0, "an in-flight run was left unfinished"
