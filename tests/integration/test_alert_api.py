@@ -93,7 +93,7 @@ def test_silences_over_the_api(client: TestClient) -> None:
         "/api/v1/silences",
         json={"matchers": ["cluster=~(unclosed"], "duration_seconds": 600, "created_by": "c", "comment": "x"},
     )
-    assert bad.status_code == 400 and "bad matcher" in bad.json()["detail"]
+    assert bad.status_code == 400 and "bad matcher" in bad.json()["error"]["message"]
     too_long = client.post(
         "/api/v1/silences",
         json={
@@ -103,7 +103,7 @@ def test_silences_over_the_api(client: TestClient) -> None:
             "comment": "x",
         },
     )
-    assert too_long.status_code == 400 and "at most" in too_long.json()["detail"]
+    assert too_long.status_code == 400 and "at most" in too_long.json()["error"]["message"]
 
     made = client.post(
         "/api/v1/silences",

@@ -1,0 +1,79 @@
+"""What every router of the web application shares: the database, the clock, the templates, and
+the conventions for JSON values and errors.
+
+Each group of pages or endpoints lives in its own module as `router(ctx) -> APIRouter`;
+`web.create_app` includes them. Routers read through `monitor.expose.queries` (or the views of
+`migrations/`), and change state only through the stage that owns it (alerts: `monitor.alert`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import jinja2
+from fastapi import HTTPException
+from fastapi.responses import HTMLResponse
+from sqlalchemy import Engine
+
+from monitor.clock import Clock
+from monitor.devtools.paths import project_root
+from monitor.formatting import NUMBER_FILTERS
+
+
+def template_environment() -> jinja2.Environment:
+    """Templates with strict undefined: a missing variable is an error, never an empty string."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(project_root() / "templates"),
+        autoescape=jinja2.select_autoescape(["html"]),
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(NUMBER_FILTERS)
+    return env
+
+
+@dataclass(frozen=True)
+class WebContext:
+    engine: Engine
+    clock: Clock
+    stale_after: timedelta
+    silence_max_seconds: int = 7 * 86400
+    templates: jinja2.Environment = field(default_factory=template_environment)
+
+    def render(self, name: str, **context: Any) -> HTMLResponse:
+        context.setdefault("generated_at", self.clock.now().strftime("%Y-%m-%d %H:%M:%S"))
+        context.setdefault("now", self.clock.now())
+        return HTMLResponse(self.templates.get_template(name).render(**context))
+
+
+class ApiError(HTTPException):
+    """An error answered as `{"error": {"code": ..., "message": ...}}`. `code` is stable (scripts
+    may branch on it); `message` says what is wrong and how to fix it."""
+
+    def __init__(self, status_code: int, code: str, message: str) -> None:
+        super().__init__(status_code=status_code, detail=message)
+        self.code = code
+
+
+def not_found(what: str, name: object, hint: str = "") -> ApiError:
+    message = f"no {what} {name!r}" + (f"; {hint}" if hint else "")
+    return ApiError(404, f"{what.replace(' ', '_')}_not_found", message)
+
+
+def jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    """A database row as JSON values: times in ISO 8601 UTC, decimals as floats."""
+    return {k: _value(v) for k, v in row.items()}
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, Decimal):
+        return float(value)
+    return value
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value else None
