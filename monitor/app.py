@@ -131,7 +131,8 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
         from monitor.alert.stage import AlertStage
 
         components.append(AlertStage(settings.alert, settings.web, lambda: store.engine, clock, scheduler))
-    web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock),
+    web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,
+                                                metrics=settings.metrics),
                                      settings.web.host, settings.web.port))  # fmt: skip
     scheduler.every("store:maintenance", settings.intervals.maintenance_seconds, store.maintain,
                     first_run_in=settings.intervals.maintenance_seconds)  # fmt: skip

@@ -265,6 +265,26 @@ class AlertConfig(_Strict):
     )
 
 
+class MetricsConfig(_Strict):
+    """The Prometheus `/metrics` endpoint (every metric: docs/metrics.md)."""
+
+    partition_series: bool = Field(
+        default=True, description="Serve per group-partition and per partition series."
+    )
+    max_partition_series: int = Field(
+        default=50_000,
+        ge=1,
+        le=10_000_000,
+        description="Cap on the partition-level series of one scrape; the most urgent are kept.",
+    )
+    scrape_timeout_seconds: float = Field(
+        default=8,
+        gt=0,
+        le=120,
+        description="Time one scrape may spend reading PostgreSQL; keep it below Prometheus' scrape_timeout.",
+    )
+
+
 class WebConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, gt=0, lt=65536)
@@ -299,6 +319,7 @@ class Settings(BaseSettings):
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     alert: AlertConfig = Field(default_factory=AlertConfig)
     web: WebConfig = Field(default_factory=WebConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     dev_kafka: DevKafkaConfig = Field(default_factory=DevKafkaConfig)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 

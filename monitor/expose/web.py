@@ -18,8 +18,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from monitor import __version__
 from monitor.clock import Clock, SystemClock
+from monitor.config import MetricsConfig
 from monitor.expose import api_alerts, queries
 from monitor.expose.context import ApiError, WebContext, iso
+from monitor.expose.prometheus import metrics_registry
 
 _CODES = {
     400: "bad_request",
@@ -36,10 +38,12 @@ def create_app(
     stale_after: timedelta,
     clock: Clock | None = None,
     silence_max_seconds: int = 7 * 86400,
+    metrics: MetricsConfig | None = None,
 ) -> FastAPI:
     """Build the FastAPI app over `engine`. `/readyz` fails when no collection succeeded within
-    `stale_after`."""
+    `stale_after`; `metrics` sets what `/metrics` serves (default: the settings' defaults)."""
     ctx = WebContext(engine, clock or SystemClock(), stale_after, silence_max_seconds)
+    registry = metrics_registry(engine, metrics or MetricsConfig())
     app = FastAPI(title="kafka-health", version=__version__)
     _error_handlers(app)
 
@@ -70,10 +74,11 @@ def create_app(
         return JSONResponse({"status": "ready", "last_successful_collection": newest.isoformat()})
 
     @app.get("/metrics", include_in_schema=False)
-    def metrics() -> Response:
-        """Prometheus text format: the process's own counters (notification deliveries and their
-        failures by receiver and reason, among others)."""
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    def prometheus_metrics() -> Response:
+        """Prometheus text format: the state of every cluster read from the views at scrape time,
+        and the process's own counters (catalogue: docs/metrics.md). Always 200: a database that
+        does not answer shows as `kafka_health_up 0`."""
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/api/v1/clusters", tags=["clusters"])
     def clusters() -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from prometheus_client import Counter, Histogram
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -32,6 +33,18 @@ from monitor.store.metadata import finish_run, insert_finished_run, start_run
 log = logging.getLogger(__name__)
 
 MAX_ERROR_LENGTH = 2000
+
+RUNS = Counter(
+    "kafka_health_collection_runs_total",
+    "Job runs (collection, evaluation, alerting) this process finished, by cluster, job and status.",
+    ["cluster", "job", "status"],
+)
+RUN_SECONDS = Histogram(
+    "kafka_health_collection_run_duration_seconds",
+    "Wall time of this process's job runs, by cluster and job.",
+    ["cluster", "job"],
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300),
+)
 
 
 def instance_name() -> str:
@@ -99,7 +112,10 @@ class RunRecorder:
             error = "; ".join(run.problems)
         if error:
             log.warning("%s/%s %s: %s", cluster, job, status, error)
-        self._finish(run, status, error, int((self._clock.monotonic() - t0) * 1000))
+        seconds = self._clock.monotonic() - t0
+        RUNS.labels(cluster or "", job, status).inc()
+        RUN_SECONDS.labels(cluster or "", job).observe(seconds)
+        self._finish(run, status, error, int(seconds * 1000))
         if bug is not None:
             raise bug
 
