@@ -313,11 +313,22 @@ def render_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+_COMPUTED = {
+    "sum_lag_seconds": "group_partition_lag: sum of `lag_seconds`",
+    "groups": "group_lag: rows of the cluster",
+    "min_headroom_bytes": "retention_headroom: min of `headroom_bytes`",
+    "evaluated_at_seconds": "cluster_state: `evaluated_at` as Unix time",
+    "one": "1 per row",
+}
+"""Columns the state queries compute rather than read from a view, as the docs describe them."""
+
+
 def _source(spec: MetricSpec) -> str:
-    if spec.query is None:
+    if spec.query is None or spec.column is None:
         return "this process"
-    view = VIEWS[spec.query]
-    return f"{view}: 1 per row" if spec.column == "one" else f"{view}: `{spec.column}`"
+    if spec.column == "one":
+        return f"{VIEWS[spec.query]}: {_COMPUTED['one']}"
+    return _COMPUTED.get(spec.column) or f"{VIEWS[spec.query]}: `{spec.column}`"
 
 
 if __name__ == "__main__":
