@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from monitor import __version__
 from monitor.clock import Clock, SystemClock
 from monitor.config import MetricsConfig
-from monitor.expose import api_alerts, queries
+from monitor.expose import api_alerts, pages, queries
 from monitor.expose.context import ApiError, WebContext, iso
 from monitor.expose.prometheus import metrics_registry
 
@@ -46,13 +46,6 @@ def create_app(
     registry = metrics_registry(engine, metrics or MetricsConfig())
     app = FastAPI(title="kafka-health", version=__version__)
     _error_handlers(app)
-
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    def overview(request: Request) -> HTMLResponse:
-        with engine.connect() as conn:
-            clusters = queries.cluster_summaries(conn)
-            runs = queries.last_runs(conn)
-        return ctx.render("web/overview.html", title="Clusters", clusters=clusters, runs=runs)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:
@@ -90,6 +83,7 @@ def create_app(
             ]
 
     app.include_router(api_alerts.router(ctx))
+    app.include_router(pages.router(ctx))
     return app
 
 

@@ -1,0 +1,186 @@
+"""Red, amber, green for the dashboard: what each row of a page counts as, and the worst-first
+orders the tables use. On-call engineers look before they read, so every page colours each row
+and sorts the worst to the top.
+
+The thresholds are the default rule pack's (`alert_rules/*.yaml`): a row is red where a rule
+would page (critical), amber where it would post to Slack (warning), so the page and the pager
+agree. They are judged on the same derived columns, from the same evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+BAD: Final = "bad"
+WARN: Final = "warn"
+OK: Final = "ok"
+RANK: Final = {BAD: 0, WARN: 1, OK: 2}
+
+DATA_LOSS_CRITICAL_SECONDS: Final = 1800.0
+DATA_LOSS_WARNING_SECONDS: Final = 21600.0
+"""TimeUntilDataLoss: page at 30 min left, Slack at 6 h."""
+LAG_CRITICAL_SECONDS: Final = 3600.0
+LAG_WARNING_SECONDS: Final = 900.0
+"""ConsumerLagSeconds."""
+APPEND_LAG_WARNING_SECONDS: Final = 300.0
+"""ConsumerAppendLag."""
+DISK_RED: Final = 0.95
+DISK_AMBER: Final = 0.85
+"""BrokerDiskHeadroom."""
+LEADERS_AMBER_HIGH: Final = 1.5
+LEADERS_AMBER_LOW: Final = 0.5
+"""LeaderImbalance (a warning at most: an uneven load is never a page)."""
+SIZE_RATIO_AMBER: Final = 0.9
+"""PartitionNearRetentionBytes."""
+
+STATUS_SEVERITY: Final = {"OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
+"""Burrow's ordering (`monitor.evaluate.transforms.status.SEVERITY`)."""
+
+
+def worst(*healths: str) -> str:
+    return min(healths, key=RANK.__getitem__, default=OK)
+
+
+def _below(value: float | None, limit: float) -> bool:
+    return value is not None and not math.isnan(value) and value < limit
+
+
+def _at_least(value: float | None, limit: float) -> bool:
+    return value is not None and not math.isnan(value) and value >= limit
+
+
+def data_loss_health(seconds_left: float | None, occurred: bool | None = False) -> str:
+    if occurred or _below(seconds_left, DATA_LOSS_CRITICAL_SECONDS):
+        return BAD
+    return WARN if _below(seconds_left, DATA_LOSS_WARNING_SECONDS) else OK
+
+
+def leader_health(leaders: int | None, fair_share: float | None, up: bool = True) -> str:
+    if not up:
+        return BAD
+    if leaders is None or fair_share is None or fair_share < 1:
+        return OK
+    ratio = leaders / fair_share
+    return WARN if ratio >= LEADERS_AMBER_HIGH or ratio <= LEADERS_AMBER_LOW else OK
+
+
+def disk_health(used_ratio: float | None) -> str:
+    if _at_least(used_ratio, DISK_RED):
+        return BAD
+    return WARN if _at_least(used_ratio, DISK_AMBER) else OK
+
+
+def status_health(status: str | None) -> str:
+    """OK green, WARN amber, ERR and the statuses it covers red; unknown (not evaluated) green."""
+    severity = STATUS_SEVERITY.get(status or "", 0)
+    return BAD if severity >= STATUS_SEVERITY["ERR"] else WARN if severity == 2 else OK
+
+
+def broker(row: dict[str, Any]) -> str:
+    return worst(
+        leader_health(row["leaders"], row["fair_share_leaders"], row["up"]),
+        disk_health(row["disk_used_ratio"]),
+    )
+
+
+def cluster(card: dict[str, Any], stale: bool) -> str:
+    if (
+        card["unreachable"]
+        or card["brokers_up"] < card["brokers"]
+        or card["offline_partitions"]
+        or card["under_min_isr_partitions"]
+        or card["alerts_critical"]
+        or card["groups_lost_data"]
+    ):
+        return BAD
+    if stale or card["under_replicated_partitions"] or card["groups_lagging"] or card["alerts_firing"]:
+        return WARN
+    return OK
+
+
+def topic(row: dict[str, Any]) -> str:
+    if row.get("offline_partitions") or row.get("under_min_isr_partitions"):
+        return BAD
+    if (row.get("max_replicas_lost") or 0) >= 2:
+        return BAD
+    amber = (
+        row.get("under_replicated_partitions")
+        or (row.get("retention_shortfall_seconds") or 0) > 0
+        or _at_least(row.get("max_size_ratio"), SIZE_RATIO_AMBER)
+    )
+    return worst(WARN if amber else OK, data_loss_health(row.get("min_time_until_data_loss_seconds")))
+
+
+def partition(row: dict[str, Any]) -> str:
+    """A partition on the topic page: replication, retention and the groups reading it."""
+    if row["offline"] or row["under_min_isr"] or (row["replicas_lost"] or 0) >= 2:
+        return BAD
+    amber = (
+        row["under_replicated"]
+        or (row["retention_shortfall_seconds"] or 0) > 0
+        or _at_least(row["size_ratio"], SIZE_RATIO_AMBER)
+    )
+    return worst(
+        WARN if amber else OK,
+        data_loss_health(row["min_time_until_data_loss_seconds"], row["data_loss_occurred"]),
+    )
+
+
+def group(row: dict[str, Any]) -> str:
+    """A consumer group (or its lag on one topic or partition)."""
+    lag = row.get("max_lag_seconds", row.get("lag_seconds"))
+    if _at_least(lag, LAG_CRITICAL_SECONDS):
+        lag_health = BAD
+    elif _at_least(lag, LAG_WARNING_SECONDS) or _at_least(
+        row.get("append_lag_seconds"), APPEND_LAG_WARNING_SECONDS
+    ):
+        lag_health = WARN
+    else:
+        lag_health = OK
+    return worst(
+        status_health(row.get("worst_status") or row.get("status")),
+        data_loss_health(row.get("time_until_data_loss_seconds"), row.get("data_loss_occurred")),
+        lag_health,
+    )
+
+
+def _soonest(seconds: float | None) -> float:
+    return math.inf if seconds is None or math.isnan(seconds) else seconds
+
+
+def topics_worst_first(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Offline, then under min ISR, then under-replicated, then retention shortfall."""
+    return sorted(
+        rows,
+        key=lambda r: (
+            RANK[r["health"]],
+            -(r.get("offline_partitions") or 0),
+            -(r.get("under_min_isr_partitions") or 0),
+            -(r.get("under_replicated_partitions") or 0),
+            -(r.get("retention_shortfall_seconds") or 0),
+            _soonest(r.get("min_time_until_data_loss_seconds")),
+            r["topic"],
+        ),
+    )
+
+
+def groups_worst_first(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Worst status, then the soonest data loss, then the largest lag in seconds."""
+    return sorted(
+        rows,
+        key=lambda r: (
+            RANK[r["health"]],
+            -STATUS_SEVERITY.get(r.get("worst_status") or r.get("status") or "", 0),
+            not r.get("data_loss_occurred"),
+            _soonest(r.get("time_until_data_loss_seconds")),
+            -(r.get("max_lag_seconds") or r.get("lag_seconds") or 0),
+            r["group_id"],
+        ),
+    )
+
+
+def annotate(rows: Iterable[dict[str, Any]], judge: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]]:
+    """Each row with its `health` added."""
+    return [{**row, "health": judge(row)} for row in rows]
