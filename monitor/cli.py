@@ -15,6 +15,7 @@ from monitor.config import Settings, load_settings
 from monitor.devtools import cli_db, cli_kafka
 from monitor.errors import ConfigError, MonitorError
 from monitor.evaluate import cli_rules
+from monitor.expose import cli_reports
 
 app = typer.Typer(
     name="kafka-health",
@@ -29,6 +30,7 @@ app.add_typer(cli_db.app, name="db")
 app.add_typer(cli_rules.app, name="rules")
 app.add_typer(cli_routes.app, name="routes")
 app.add_typer(cli_alerts.app, name="alerts")
+cli_reports.register(app)
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)

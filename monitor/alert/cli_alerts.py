@@ -7,6 +7,7 @@ PostgreSQL, which must be running: `kafka-health db up`).
 from __future__ import annotations
 
 import getpass
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -24,9 +25,7 @@ from monitor.clock import SystemClock
 from monitor.config import load_settings
 from monitor.errors import ConfigError, MonitorError
 
-app = typer.Typer(
-    help="Alerts: list, acknowledge, silence, and the notification outbox.", no_args_is_help=True
-)
+app = typer.Typer(help="Alerts: list (the default), acknowledge, silence, and the notification outbox.")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -58,6 +57,12 @@ def _connection(config: Path | None) -> Iterator[Connection]:
         raise _fail(str(exc)) from exc
 
 
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
 def _user() -> str:
     try:
         return getpass.getuser()
@@ -74,11 +79,24 @@ def _table(rows: list[dict[str, Any]], columns: list[str], title: str) -> None:
     out.print(table)
 
 
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")]
+
+
+@app.callback(invoke_without_command=True)
+def default(ctx: typer.Context, as_json: JsonOption = False, config: ConfigOption = None) -> None:
+    """`kafka-health alerts` alone lists the open alerts."""
+    if ctx.invoked_subcommand is None:
+        list_alerts(as_json=as_json, config=config)
+
+
 @app.command("list")
-def list_alerts(config: ConfigOption = None) -> None:
+def list_alerts(as_json: JsonOption = False, config: ConfigOption = None) -> None:
     """Open alerts, most severe first (muted ones say by which silence or alert)."""
     with _connection(config) as conn:
         rows = actions.open_alerts(conn)
+    if as_json:
+        print(json.dumps(rows, default=_plain, indent=2, sort_keys=True))
+        return
     _table(rows, ["id", "severity", "state", "rule", "entity_key", "starts_at", "silenced_by",
                   "inhibited_by"],
            f"{len(rows)} open alert(s)")  # fmt: skip
