@@ -115,7 +115,8 @@ def topic(row: dict[str, Any]) -> str:
 
 def partition(row: dict[str, Any]) -> str:
     """A partition on the topic page: replication, retention and the groups reading it."""
-    if row["offline"] or row["under_min_isr"] or (row["replicas_lost"] or 0) >= 2:
+    offline = row["offline"] or row["leader"] is None  # before its first evaluation too
+    if offline or row["under_min_isr"] or (row["replicas_lost"] or 0) >= 2:
         return BAD
     amber = (
         row["under_replicated"]

@@ -10,7 +10,7 @@ that is, marked stale past the context's `stale_after`. An unknown cluster, topi
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Final
 from urllib.parse import quote
@@ -19,8 +19,18 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 from sqlalchemy import Connection
 
-from monitor.expose import charts, health, queries, read_pages
+from monitor.expose import (
+    charts,
+    health,
+    queries,
+    read_clusters,
+    read_history,
+    read_lag,
+    read_pages,
+    read_topics,
+)
 from monitor.expose.context import WebContext
+from monitor.expose.queries import ALL
 from monitor.formatting import bytes_filter, duration_filter
 
 LABELS: Final = {health.BAD: "critical", health.WARN: "warning", health.OK: "healthy"}
@@ -61,11 +71,12 @@ def router(ctx: WebContext) -> APIRouter:
     def overview() -> HTMLResponse:
         now = ctx.clock.now()
         with ctx.engine.connect() as conn:
-            cards = read_pages.cluster_cards(conn)
-            brokers = read_pages.brokers(conn)
+            states = read_clusters.clusters(conn)
+            trouble = read_pages.cluster_trouble(conn)
+            brokers = {s.cluster: read_clusters.brokers(conn, s.cluster) for s in states}
             runs = queries.last_runs(conn)
         cards = sorted(
-            (_card(c, [b for b in brokers if b["cluster"] == c["cluster"]], now, ctx) for c in cards),
+            (_card(s, trouble.get(s.cluster), brokers[s.cluster], now, ctx) for s in states),
             key=lambda c: (health.RANK[c["health"]], c["cluster"]),
         )
         times = [c["evaluated_at"] for c in cards if c["evaluated_at"] is not None]
@@ -83,23 +94,20 @@ def router(ctx: WebContext) -> APIRouter:
     def cluster_page(cluster: str) -> HTMLResponse:
         now = ctx.clock.now()
         with ctx.engine.connect() as conn:
-            found = read_pages.cluster_cards(conn, cluster)
-            if not found:
+            state = read_clusters.cluster(conn, cluster)
+            if state is None:
                 return _unknown_cluster(ctx, cluster)
-            brokers = read_pages.brokers(conn, cluster)
-            card = _card(found[0], brokers, now, ctx)
-            topics = health.annotate(read_pages.topics(conn, cluster), health.topic)
-            groups = _judge_groups(read_pages.groups(conn, cluster))
+            brokers = read_clusters.brokers(conn, cluster)
+            card = _card(state, read_pages.cluster_trouble(conn).get(cluster), brokers, now, ctx)
+            topics = [asdict(t) for t in read_topics.topics(conn, cluster, page=ALL).items]
+            worst = read_pages.worst_partition_status(conn, cluster)
+            groups = [
+                {**asdict(g), "worst_status": worst.get(g.group_id)}
+                for g in read_lag.groups(conn, cluster, page=ALL).items
+            ]
             alerts = read_pages.firing_alerts(conn, cluster)
-        brokers = [
-            {
-                **b,
-                "health": health.broker(b),
-                "leader_health": health.leader_health(b["leaders"], b["fair_share_leaders"], b["up"]),
-                "disk_health": health.disk_health(b["disk_used_ratio"]),
-            }
-            for b in brokers
-        ]
+        topics = health.annotate(topics, health.topic)
+        groups = _judge_groups(groups)
         return _render(
             ctx,
             "web/cluster.html",
@@ -107,7 +115,7 @@ def router(ctx: WebContext) -> APIRouter:
             cluster=cluster,
             card=card,
             freshness=card["freshness"],
-            brokers=brokers,
+            brokers=[_judge_broker(asdict(b)) for b in brokers],
             leader_chart=card["leader_chart"],
             disk_chart=card["disk_chart"],
             topics=health.topics_worst_first(topics)[:TABLE_ROWS],
@@ -121,16 +129,21 @@ def router(ctx: WebContext) -> APIRouter:
     def topic_page(cluster: str, topic: str) -> HTMLResponse:
         now = ctx.clock.now()
         with ctx.engine.connect() as conn:
-            if not read_pages.cluster_exists(conn, cluster):
+            if not queries.cluster_exists(conn, cluster):
                 return _unknown_cluster(ctx, cluster)
-            row = read_pages.topic(conn, cluster, topic)
-            if row is None:
+            detail = read_topics.topic(conn, cluster, topic, page=ALL)
+            if detail is None:
                 return _not_found(ctx, f"No topic {topic!r} on cluster {cluster!r}", cluster)
-            configs = read_pages.topic_configs(conn, cluster, topic)
-            partitions = health.annotate(read_pages.topic_partitions(conn, cluster, topic), health.partition)
-            groups = _judge_groups(read_pages.topic_groups(conn, cluster, topic))
+            worst = read_pages.worst_partition_status(conn, cluster, topic)
+            limits = read_pages.data_loss_limits(conn, cluster, topic)
             alerts = read_pages.firing_alerts(conn, cluster, topic=topic)
-            evaluated = read_pages.evaluated_at(conn, cluster)
+            evaluated = queries.latest_evaluation(conn, cluster)
+        partitions = health.annotate((asdict(p) for p in detail.partitions.items), health.partition)
+        groups = _judge_groups(
+            {**asdict(c), "worst_status": worst.get(c.group_id), "data_loss_limit": limits.get(c.group_id)}
+            for c in detail.consumers
+        )
+        row = asdict(detail.topic)
         row["health"] = health.worst(health.topic(row), *(p["health"] for p in partitions))
         return _render(
             ctx,
@@ -138,8 +151,8 @@ def router(ctx: WebContext) -> APIRouter:
             title=f"{topic} · {cluster}",
             cluster=cluster,
             topic=row,
-            configs=configs,
-            limits=_limits(configs),
+            configs=detail.configs,
+            limits=_limits(detail.configs),
             partitions=sorted(partitions, key=lambda p: (health.RANK[p["health"]], p["partition"])),
             groups=health.groups_worst_first(groups),
             alerts=alerts,
@@ -157,15 +170,19 @@ def router(ctx: WebContext) -> APIRouter:
                 f"The lag history window must be one of {', '.join(WINDOWS)}, not {window!r}.",
                 [(_group_href(cluster, group), f"{group} over the last {DEFAULT_WINDOW}")],
             )
-        span = WINDOWS[window]
         with ctx.engine.connect() as conn:
-            if not read_pages.cluster_exists(conn, cluster):
+            if not queries.cluster_exists(conn, cluster):
                 return _unknown_cluster(ctx, cluster)
-            row = read_pages.group(conn, cluster, group)
-            if row is None:
-                return _not_found(ctx, f"No consumer group {group!r} on cluster {cluster!r}", cluster)
-            context = _group_context(conn, cluster, group, row, now - span, now)
-            evaluated = read_pages.evaluated_at(conn, cluster)
+            detail = read_lag.group(conn, cluster, group)
+            if detail is None and not read_lag.group_known(conn, cluster, group):
+                return _not_found(
+                    ctx,
+                    f"No consumer group {group!r} on cluster {cluster!r} (a new group appears after"
+                    " its first evaluation)",
+                    cluster,
+                )
+            context = _group_context(conn, cluster, group, detail, now - WINDOWS[window], now)
+            evaluated = queries.latest_evaluation(conn, cluster)
         return _render(
             ctx,
             "web/group.html",
@@ -180,33 +197,42 @@ def router(ctx: WebContext) -> APIRouter:
     return pages
 
 
-_GROUP_COLUMNS: Final = (
-    "status", "worst_status", "group_state", "members", "topics", "partitions", "offset_lag",
-    "lag_seconds", "max_lag_seconds", "append_lag_seconds", "commit_lag_seconds",
-    "time_since_last_commit_seconds", "time_until_data_loss_seconds", "data_loss_occurred",
-    "lag_growing", "consume_rate", "produce_rate", "time_to_catch_up_seconds",
-)  # fmt: skip
-"""A group collected but not yet evaluated has none of these; the page shows them as unknown."""
+_GROUP_COLUMNS: Final = tuple(f.name for f in fields(read_lag.GroupSummary))
+"""A group that left the newest evaluation (its history remains) has none of these."""
 
 
 def _group_context(
-    conn: Connection, cluster: str, group: str, row: dict[str, Any], since: datetime, until: datetime
+    conn: Connection,
+    cluster: str,
+    group: str,
+    detail: read_lag.GroupDetail | None,
+    since: datetime,
+    until: datetime,
 ) -> dict[str, Any]:
     """Everything the group page shows besides the freshness and the window."""
-    judged = _judge_groups([{**dict.fromkeys(_GROUP_COLUMNS), **row}])[0]
-    members = read_pages.group_members(conn, cluster, group)
-    owners = {
-        assigned: f"{m['client_id']} on {m['host']}" for m in members for assigned in m["assignment"] or []
-    }
     partitions = [
-        {**p, "owner": owners.get(f"{p['topic']}:{p['partition']}")}
-        for p in _judge_groups(read_pages.group_partitions(conn, cluster, group))
+        {**asdict(p), "consumer": f"{p.client_id} on {p.owner}" if p.owner else None}
+        for p in read_lag.group_partitions(conn, cluster, group, page=ALL).items
     ]
+    statuses = [p["status"] for p in partitions if p["status"]]
+    worst_status = max(statuses, key=lambda s: health.STATUS_SEVERITY.get(s, 0), default=None)
+    summary = asdict(detail.group) if detail else {**dict.fromkeys(_GROUP_COLUMNS), "group_id": group}
+    judged = _judge_groups([{**summary, "worst_status": worst_status}])[0]
+    partitions = _judge_groups(partitions)
     partitions.sort(
         key=lambda p: (health.RANK[p["health"]], -(p["offset_lag"] or 0), p["topic"], p["partition"])
     )
-    history = read_pages.group_lag_history(conn, cluster, group, since, until, charts.MAX_POINTS)
-    points = [charts.LagPoint(h["at"], h["offset_lag"], h["lag_seconds"]) for h in history]
+    history = read_history.group_history(
+        conn, cluster, group, since, until + timedelta(seconds=1), charts.MAX_POINTS
+    )
+    points = [
+        charts.LagPoint(
+            h.evaluated_at,
+            h.offset_lag,
+            h.max_lag_seconds if h.max_lag_seconds is not None else h.lag_seconds,
+        )
+        for h in history.points
+    ]
     return {
         "group": judged,
         "data_loss_class": health.data_loss_health(
@@ -214,7 +240,7 @@ def _group_context(
         ),
         "method": _method(partitions),
         "partitions": partitions,
-        "members": members,
+        "members": detail.members if detail else [],
         "alerts": read_pages.firing_alerts(conn, cluster, group_id=group),
         "charts": charts.lag_history(group, points, since, until),
         "history_points": len(points),
@@ -252,49 +278,66 @@ def _method(partitions: list[dict[str, Any]]) -> str:
 
 
 def _card(
-    card: dict[str, Any], brokers: list[dict[str, Any]], now: datetime, ctx: WebContext
+    state: read_clusters.ClusterState,
+    trouble: read_pages.ClusterTrouble | None,
+    brokers: list[read_clusters.BrokerState],
+    now: datetime,
+    ctx: WebContext,
 ) -> dict[str, Any]:
-    """A cluster's overview card: health, freshness, down brokers and its two charts."""
-    fresh = freshness(card["evaluated_at"], now, ctx.stale_after)
+    """A cluster's card: its state, what is in trouble, health, freshness and its two charts."""
+    by_status = state.groups_by_status
+    card: dict[str, Any] = {
+        **asdict(state),
+        **(asdict(trouble) if trouble else {"groups_stopped": 0, "groups_lost_data": 0}),
+        "alerts_firing": trouble.alerts_firing if trouble else 0,
+        "alerts_critical": trouble.alerts_critical if trouble else 0,
+        "brokers": len(brokers),
+        "groups": state.consumer_groups,
+        "groups_lagging": by_status.get("WARN", 0) + by_status.get("ERR", 0),
+        "down_brokers": [b.broker_id for b in brokers if not b.up],
+    }
+    fresh = freshness(state.evaluated_at, now, ctx.stale_after)
     bars = [
-        charts.BrokerBar(b["broker_id"], b["up"], b["leaders"], b["fair_share_leaders"], b["disk_used_ratio"])
+        charts.BrokerBar(b.broker_id, b.up, b.leaders, b.fair_share_leaders, b.disk_used_ratio)
         for b in brokers
     ]
-    name = card["cluster"]
     evaluated = any(b.leaders is not None for b in bars)
     with_disk = any(b.disk_used_ratio is not None for b in bars)
+    card["freshness"] = fresh
+    card["health"] = health.cluster(card, fresh.stale)
+    card["leader_chart"] = charts.leader_balance(state.cluster, bars) if evaluated else None
+    card["disk_chart"] = charts.disk_usage(state.cluster, bars) if with_disk else None
+    return card
+
+
+def _judge_broker(broker: dict[str, Any]) -> dict[str, Any]:
     return {
-        **card,
-        "freshness": fresh,
-        "health": health.cluster(card, fresh.stale),
-        "down_brokers": [b["broker_id"] for b in brokers if not b["up"]],
-        "leader_chart": charts.leader_balance(name, bars) if evaluated else None,
-        "disk_chart": charts.disk_usage(name, bars) if with_disk else None,
+        **broker,
+        "health": health.broker(broker),
+        "leader_health": health.leader_health(broker["leaders"], broker["fair_share_leaders"], broker["up"]),
+        "disk_health": health.disk_health(broker["disk_used_ratio"]),
     }
 
 
-def _limits(configs: dict[str, dict[str, Any]]) -> dict[str, str]:
+def _limits(configs: dict[str, str | None]) -> dict[str, str]:
     """The topic's retention limits in words, from its current configuration."""
 
     def number(name: str) -> float | None:
-        row = configs.get(name)
         try:
-            return float(row["value"]) if row and row["value"] is not None else None
+            value = configs.get(name)
+            return float(value) if value is not None else None
         except ValueError:
             return None
 
     size, time = number("retention.bytes"), number("retention.ms")
+    unknown = "not collected yet"
     return {
-        "bytes": "not collected yet"
+        "bytes": unknown
         if size is None
         else "unlimited"
         if size < 0
         else f"{bytes_filter(size)} per partition",
-        "ms": "not collected yet"
-        if time is None
-        else "unlimited"
-        if time < 0
-        else duration_filter(time / 1000),
+        "ms": unknown if time is None else "unlimited" if time < 0 else duration_filter(time / 1000),
     }
 
 
