@@ -4,7 +4,6 @@ answers every API error as `{"error": {"code": ..., "message": ...}}`."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
@@ -19,8 +18,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from monitor import __version__
 from monitor.clock import Clock, SystemClock
 from monitor.config import MetricsConfig
-from monitor.expose import api_alerts, pages, queries
-from monitor.expose.context import ApiError, WebContext, iso
+from monitor.expose import api, api_alerts, pages, queries
+from monitor.expose.context import ApiError, WebContext
 from monitor.expose.prometheus import metrics_registry
 
 _CODES = {
@@ -73,15 +72,7 @@ def create_app(
         does not answer shows as `kafka_health_up 0`."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/api/v1/clusters", tags=["clusters"])
-    def clusters() -> list[dict[str, Any]]:
-        """Every collected cluster with broker and partition health counts."""
-        with engine.connect() as conn:
-            return [
-                {**asdict(summary), "last_seen": iso(summary.last_seen)}
-                for summary in queries.cluster_summaries(conn)
-            ]
-
+    api.install(app, ctx)
     app.include_router(api_alerts.router(ctx))
     app.include_router(pages.router(ctx))
     return app
