@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from monitor import __version__
 from monitor.clock import Clock, SystemClock
 from monitor.config import MetricsConfig
-from monitor.expose import api, api_alerts, pages, queries
+from monitor.expose import api, api_alerts, burrow, pages, queries
 from monitor.expose.context import ApiError, WebContext
 from monitor.expose.prometheus import metrics_registry
 
@@ -73,6 +73,7 @@ def create_app(
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     api.install(app, ctx)
+    app.include_router(burrow.router(ctx))
     app.include_router(api_alerts.router(ctx))
     app.include_router(pages.router(ctx))
     return app
