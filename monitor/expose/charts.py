@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -322,10 +323,14 @@ def thin(points: Sequence[LagPoint], limit: int) -> tuple[LagPoint, ...]:
     return tuple(out)
 
 
+_SCRIPT: Final = re.compile(r"<script\b.*?</script>", re.DOTALL)
+"""pygal always inlines its configuration for its tooltip script, which is not loaded: dropped."""
+
+
 def _finish(chart: Any, key: tuple[Any, ...], title: str, alt: str) -> Chart:
     """Render with a stable id and make the SVG an accessible image."""
     chart.uuid = "kh-" + hashlib.blake2s(repr(key).encode(), digest_size=8).hexdigest()
-    svg: str = chart.render(is_unicode=True)
+    svg: str = _SCRIPT.sub("", chart.render(is_unicode=True))
     title_id = f"{chart.uuid}-title"
     svg = svg.replace(
         'class="pygal-chart"',

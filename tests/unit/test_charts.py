@@ -1,0 +1,76 @@
+"""The dashboard's charts: self-contained accessible SVG (no script, no request), coloured by
+health, stable for a cache, and thinned without losing a spike."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from monitor.expose import charts
+from monitor.expose.charts import BrokerBar, LagPoint
+
+NOW = datetime(2026, 6, 1, 12, 0, 20, tzinfo=UTC)
+BROKERS = [
+    BrokerBar(1, True, 30, 20.0, 0.40),
+    BrokerBar(2, True, 30, 20.0, 0.97),
+    BrokerBar(3, False, 0, None, None),
+]
+
+
+def _external(svg: str) -> list[str]:
+    """Every reference a browser could fetch (namespace URIs and comments are not fetched)."""
+    without_comments = re.sub(r"<!--.*?-->", "", svg, flags=re.DOTALL)
+    return re.findall(r"""(?:href|src)\s*=\s*["']([^"']+)|url\(([^)#][^)]*)\)|@import""", without_comments)
+
+
+def test_bar_charts_are_accessible_images_with_nothing_to_fetch() -> None:
+    leaders = charts.leader_balance("prod", BROKERS)
+    disk = charts.disk_usage("prod", BROKERS)
+    for chart in (leaders, disk):
+        svg = str(chart.svg)
+        assert svg.startswith("<svg") and 'role="img"' in svg
+        assert "<script" not in svg and _external(svg) == []
+    assert "<title" in str(leaders.svg) and "Partition leaders per broker, prod" in str(leaders.svg)
+    assert "broker 3 (down): 0 leaders" in leaders.alt
+    assert "broker 2: 97% used" in disk.alt
+
+
+def test_bars_are_coloured_by_health() -> None:
+    disk = str(charts.disk_usage("prod", BROKERS).svg)
+    assert charts.RED in disk and charts.GREEN in disk  # 97% used is over the 95% of BrokerDiskHeadroom
+    leaders = str(charts.leader_balance("prod", [BrokerBar(1, True, 31, 20.0, None)]).svg)
+    assert charts.AMBER in leaders  # 1.55x the fair share: LeaderImbalance's warning
+
+
+def test_a_chart_is_the_same_for_the_same_inputs() -> None:
+    first = charts.leader_balance("prod", BROKERS)
+    second = charts.leader_balance("prod", list(BROKERS))
+    assert first.svg == second.svg
+    assert charts.leader_balance("stage", BROKERS).svg != first.svg
+
+
+def test_lag_history_is_two_charts_over_the_window() -> None:
+    points = [LagPoint(NOW - timedelta(minutes=m), 1000 - m, 60.0 * (30 - m)) for m in range(30)]
+    drawn = charts.lag_history("billing", points, NOW - timedelta(hours=1), NOW)
+    assert "Lag in messages of billing over the last 1 h" in str(drawn.offsets.svg)
+    assert "Lag in seconds of billing over the last 1 h" in str(drawn.seconds.svg)
+    assert "peak 1,000 messages; latest 1,000" in drawn.offsets.alt
+    assert "<script" not in str(drawn.seconds.svg)
+
+
+def test_thinning_keeps_each_buckets_peak() -> None:
+    points = [LagPoint(NOW + timedelta(seconds=i), 5, 1.0) for i in range(1000)]
+    points[517] = LagPoint(points[517].at, 99_999, 3600.0)
+    thinned = charts.thin(points, 100)
+    assert len(thinned) == 100
+    assert max(p.offset_lag or 0 for p in thinned) == 99_999
+    assert max(p.lag_seconds or 0 for p in thinned) == 3600.0
+    assert charts.thin(points[:10], 100) == tuple(points[:10])
+
+
+def test_time_axis_labels_are_round_times() -> None:
+    start = datetime(2026, 6, 1, 11, 3, 20, tzinfo=UTC)
+    ticks = charts.time_ticks(start, start + timedelta(hours=1))
+    assert [t.strftime("%H:%M") for t in ticks] == ["11:10", "11:20", "11:30", "11:40", "11:50", "12:00"]
+    week = charts.time_ticks(start - timedelta(days=7), start)
+    assert len(week) == 7 and all(t.hour == 0 and t.minute == 0 for t in week)
