@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, FastAPI, Path, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
 from sqlalchemy import Connection
 
 from monitor.expose import read_clusters, read_history, read_lag, read_topics
@@ -58,14 +58,20 @@ class ErrorBody(BaseModel):
 ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "No such cluster, topic or group"},
     422: {"model": ErrorBody, "description": "A parameter is invalid (code `invalid_parameter`)"},
+    503: {"model": ErrorBody, "description": "PostgreSQL did not answer (code `database_unavailable`)"},
 }
 
-ClusterName = Annotated[str, Path(description="cluster name, as configured in the monitor")]
-TopicName = Annotated[str, Path(description="topic name")]
-GroupId = Annotated[str, Path(description="consumer group id")]
+NAME = "^[^\\x00]*$"
+"""Names never hold a NUL character (PostgreSQL text cannot): such a parameter is invalid."""
+ClusterName = Annotated[
+    str, Path(pattern=NAME, description="cluster name, as configured in the monitor", examples=["prod"])
+]
+TopicName = Annotated[str, Path(pattern=NAME, description="topic name", examples=["orders"])]
+GroupId = Annotated[str, Path(pattern=NAME, description="consumer group id", examples=["billing"])]
+RuleName = Annotated[str, StringConstraints(pattern=NAME)]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="entries per page")]
 Offset = Annotated[int, Query(ge=0, le=100_000_000, description="entries to skip")]
-Search = Annotated[str | None, Query(max_length=249, description="keep names containing this")]
+Search = Annotated[str | None, Query(max_length=249, pattern=NAME, description="keep names containing this")]
 
 Window = Annotated[
     str, Query(pattern=WINDOW_PATTERN, description="how far back: 90s, 15m, 1h, 7d (at most 90d)")
@@ -206,7 +212,9 @@ def router(ctx: WebContext) -> APIRouter:
     def group_lag(
         cluster: ClusterName,
         group: GroupId,
-        topic: Annotated[str | None, Query(max_length=249, description="only this topic")] = None,
+        topic: Annotated[
+            str | None, Query(max_length=249, pattern=NAME, description="only this topic")
+        ] = None,
         lagging: Annotated[bool, Query(description="only partitions with offset lag > 0")] = False,
         limit: Limit = DEFAULT_LIMIT,
         offset: Offset = 0,
@@ -263,11 +271,11 @@ def router(ctx: WebContext) -> APIRouter:
 
     @api.get("/findings", tags=["findings"], response_model=Listing[Finding])
     def findings(
-        cluster: Annotated[str | None, Query(description="only this cluster")] = None,
+        cluster: Annotated[str | None, Query(pattern=NAME, description="only this cluster")] = None,
         severity: Annotated[
             list[read_clusters.Severity] | None, Query(description="only these severities")
         ] = None,
-        rule: Annotated[list[str] | None, Query(description="only these rules")] = None,
+        rule: Annotated[list[RuleName] | None, Query(description="only these rules")] = None,
         limit: Limit = DEFAULT_LIMIT,
         offset: Offset = 0,
     ) -> Listing[Finding]:

@@ -75,6 +75,8 @@ def router(ctx: WebContext) -> APIRouter:
     @api.get("/{cluster}", response_model=ClusterModuleDetail, responses=_NOT_FOUND)
     def cluster(request: Request, cluster: str) -> ClusterModuleDetail | JSONResponse:
         """Kafka cluster detail: how the monitor reaches the cluster and how often it refreshes."""
+        if not _named(cluster):
+            return _error(request, "cluster module not found")
         with engine.connect() as conn:
             row = conn.execute(text("SELECT bootstrap FROM clusters WHERE name = :c"), {"c": cluster}).first()
             if row is None:
@@ -94,6 +96,8 @@ def router(ctx: WebContext) -> APIRouter:
     @api.get("/{cluster}/topic", response_model=TopicList, responses=_NOT_FOUND)
     def topics(request: Request, cluster: str) -> TopicList | JSONResponse:
         """List the cluster's topics."""
+        if not _named(cluster):
+            return _error(request, "cluster not found")
         with engine.connect() as conn:
             if not cluster_exists(conn, cluster):
                 return _error(request, "cluster not found")
@@ -103,6 +107,8 @@ def router(ctx: WebContext) -> APIRouter:
     @api.get("/{cluster}/topic/{topic}", response_model=TopicDetail, responses=_NOT_FOUND)
     def topic(request: Request, cluster: str, topic: str) -> TopicDetail | JSONResponse:
         """A topic's log end offset per partition, indexed by partition."""
+        if not _named(cluster, topic):
+            return _error(request, "cluster or topic not found")
         with engine.connect() as conn:
             offsets = read_topics.end_offsets(conn, cluster, topic)
         if offsets is None:
@@ -112,6 +118,8 @@ def router(ctx: WebContext) -> APIRouter:
     @api.get("/{cluster}/topic/{topic}/consumers", response_model=TopicConsumers, responses=_NOT_FOUND)
     def topic_consumers(request: Request, cluster: str, topic: str) -> TopicConsumers | JSONResponse:
         """The consumer groups with committed offsets on a topic."""
+        if not _named(cluster, topic):
+            return _error(request, "cluster not found")
         with engine.connect() as conn:
             if not cluster_exists(conn, cluster):
                 return _error(request, "cluster not found")
@@ -121,6 +129,8 @@ def router(ctx: WebContext) -> APIRouter:
     @api.get("/{cluster}/consumer", response_model=ConsumerList, responses=_NOT_FOUND)
     def consumers(request: Request, cluster: str) -> ConsumerList | JSONResponse:
         """List the cluster's consumer groups."""
+        if not _named(cluster):
+            return _error(request, "cluster not found")
         with engine.connect() as conn:
             if not cluster_exists(conn, cluster):
                 return _error(request, "cluster not found")
@@ -130,6 +140,8 @@ def router(ctx: WebContext) -> APIRouter:
     @api.get("/{cluster}/consumer/{group}", response_model=ConsumerDetail, responses=_NOT_FOUND)
     def consumer(request: Request, cluster: str, group: str) -> ConsumerDetail | JSONResponse:
         """A group's recent commits and current lag per topic and partition (index = partition)."""
+        if not _named(cluster, group):
+            return _error(request, "cluster or consumer not found")
         with engine.connect() as conn:
             found = _group_offsets(conn, cluster, group)
         if found is None:
@@ -163,6 +175,8 @@ def router(ctx: WebContext) -> APIRouter:
         return _status(request, cluster, group, show_all=True)
 
     def _status(request: Request, cluster: str, group: str, show_all: bool) -> ConsumerStatus | JSONResponse:
+        if not _named(cluster, group):
+            return _not_found_status(request, cluster, group)
         with engine.connect() as conn:
             found = _group_offsets(conn, cluster, group)
             group_status = conn.execute(
@@ -170,9 +184,7 @@ def router(ctx: WebContext) -> APIRouter:
                 {"c": cluster, "g": group},
             ).scalar()
         if found is None:
-            body = ConsumerGroupStatus(cluster=cluster, group=group, status="NOTFOUND", complete=1.0)
-            answer = ConsumerStatus(message="consumer status returned", status=body, request=_info(request))
-            return JSONResponse(answer.model_dump(by_alias=True), status_code=404)
+            return _not_found_status(request, cluster, group)
         partitions, commits, _ = found
         evaluated = [_partition_status(p, commits.get((p.topic, p.partition), [])) for p in partitions]
         maxlag: PartitionStatus | None = None
@@ -252,6 +264,17 @@ def _refresh_seconds(conn: Connection, cluster: str) -> dict[str, int]:
         {"c": cluster},
     )
     return {str(row.job): round(float(row.gap or 0)) for row in rows}
+
+
+def _named(*names: str) -> bool:
+    """Whether every name could name something: none holds a NUL (PostgreSQL text cannot)."""
+    return all("\x00" not in name for name in names)
+
+
+def _not_found_status(request: Request, cluster: str, group: str) -> JSONResponse:
+    body = ConsumerGroupStatus(cluster=cluster, group=group, status="NOTFOUND", complete=1.0)
+    answer = ConsumerStatus(message="consumer status returned", status=body, request=_info(request))
+    return JSONResponse(answer.model_dump(by_alias=True), status_code=404)
 
 
 def _info(request: Request) -> RequestInfo:
