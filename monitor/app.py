@@ -131,7 +131,16 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
         from monitor.alert.stage import AlertStage
 
         components.append(AlertStage(settings.alert, settings.web, lambda: store.engine, clock, scheduler))
+    from monitor.act.service import RetentionService
+
+    retention: RetentionService | None = None
+    if settings.retention.enabled:
+        from monitor.act.stage import ActStage, build_service
+
+        retention = build_service(settings, lambda: store.engine, clock)
+        components.append(ActStage(retention, scheduler, settings.retention.interval_seconds))
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,
+                                                retention=retention, identity=settings.web.identity,
                                                 metrics=settings.metrics),
                                      settings.web.host, settings.web.port))  # fmt: skip
     scheduler.every("store:maintenance", settings.intervals.maintenance_seconds, store.maintain,

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from monitor.act import cli_retention
 from monitor.alert import cli_alerts, cli_routes
 from monitor.config import Settings, load_settings
 from monitor.devtools import cli_db, cli_kafka
@@ -30,6 +31,7 @@ app.add_typer(cli_db.app, name="db")
 app.add_typer(cli_rules.app, name="rules")
 app.add_typer(cli_routes.app, name="routes")
 app.add_typer(cli_alerts.app, name="alerts")
+app.add_typer(cli_retention.app, name="retention")
 cli_reports.register(app)
 
 err = Console(stderr=True, soft_wrap=True)

@@ -10,6 +10,7 @@ Every error names the key path, the line in the YAML file where there is one, an
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -285,9 +286,75 @@ class MetricsConfig(_Strict):
     )
 
 
+class IdentityConfig(_Strict):
+    """Who makes a change through the web UI and API. Nothing is ever accepted anonymously.
+
+    - API tokens (`kafka-health retention token create`), sent as `Authorization: Bearer <token>`,
+      are always accepted; only their SHA-256 hash is stored.
+    - `proxy`: a reverse proxy in front of the monitor authenticates people and passes the user and
+      their groups (teams) in headers. The headers are believed only from `trusted_proxies`;
+      from any other address they are ignored.
+    - `development`: every request is `development_user` in `development_teams`. For the demo on
+      a laptop only: every page and answer says so.
+    """
+
+    mode: Literal["proxy", "development"] = "proxy"
+    user_header: str = Field(default="X-Forwarded-User", min_length=1)
+    groups_header: str = Field(default="X-Forwarded-Groups", min_length=1)
+    groups_separator: str = Field(default=",", min_length=1)
+    trusted_proxies: list[str] = Field(
+        default_factory=list, description="Addresses or networks (CIDR) of the reverse proxies."
+    )
+    development_user: str = "developer"
+    development_teams: list[str] = Field(default_factory=list)
+    csrf_secret: SecretStr | None = Field(
+        default=None,
+        description="Signs the forms' CSRF tokens. Unset: a random secret per process (set one "
+        "when several instances serve the UI behind one address).",
+    )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for network in value:
+            try:
+                ipaddress.ip_network(network, strict=False)
+            except ValueError as exc:
+                raise ValueError(
+                    f"{network!r} is not an IP address or network; write e.g. 10.0.0.5 or 10.0.0.0/24"
+                ) from exc
+        return value
+
+
 class WebConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, gt=0, lt=65536)
+    identity: IdentityConfig = Field(default_factory=IdentityConfig)
+
+
+class RetentionConfig(_Strict):
+    """The retention button: policy, the config-as-code repository, and the scheduled job."""
+
+    enabled: bool = True
+    policy_file: Path | None = Field(
+        default=None, description="Default: the project's alert_rules/retention-policy.yaml."
+    )
+    repo_path: Path | None = Field(
+        default=None, description="The config-as-code git working copy. Default: var/retention-configs."
+    )
+    repo_remote: str | None = Field(
+        default=None, description="A git remote each change is pushed to (cloned when repo_path is missing)."
+    )
+    repo_branch: str = Field(default="main", pattern=r"^[A-Za-z0-9._/-]+$")
+    interval_seconds: float = Field(
+        default=15, gt=0, description="Seconds between runs of the job that applies, retries and reverts."
+    )
+    retry_seconds: float = Field(
+        default=30, gt=0, description="Seconds before an apply or revert Kafka did not answer is tried again."
+    )
+    verify_seconds: float = Field(
+        default=15, gt=0, description="How long the read-back may take to show the new values."
+    )
 
 
 class DevKafkaConfig(_Strict):
@@ -319,6 +386,7 @@ class Settings(BaseSettings):
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     alert: AlertConfig = Field(default_factory=AlertConfig)
     web: WebConfig = Field(default_factory=WebConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     dev_kafka: DevKafkaConfig = Field(default_factory=DevKafkaConfig)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

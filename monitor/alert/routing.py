@@ -45,6 +45,7 @@ from pydantic import (
 from monitor.alert.matchers import Matcher, matches_all, parse_matchers
 from monitor.config import _line_of, format_validation_error, read_yaml
 from monitor.errors import ConfigError
+from monitor.owners import Team, check_owners_data
 
 RECEIVER_KINDS = ("slack", "email", "pagerduty", "webhook", "console")
 GROUP_BY_ALL = "..."
@@ -200,37 +201,6 @@ class _RoutingFile(_Strict):
     inhibit_rules: list[_InhibitSpec] = Field(default_factory=list)
 
 
-class _TeamSpec(_Strict):
-    name: str
-    receivers: list[str] = Field(default_factory=list)
-    topics: list[str] = Field(default_factory=list)
-    groups: list[str] = Field(default_factory=list)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
-            raise ValueError(f"team name {value!r} must be letters, digits, '.', '_' or '-'")
-        return value
-
-    @field_validator("topics", "groups")
-    @classmethod
-    def _patterns(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(
-                    f"invalid regular expression {pattern!r}: {exc}; fix the pattern "
-                    "(Python `re` syntax, matched against the whole name)"
-                ) from exc
-        return value
-
-
-class _OwnersFile(_Strict):
-    teams: list[_TeamSpec] = Field(default_factory=list)
-
-
 # ---------------------------------------------------------------------------------------------
 # The resolved model
 
@@ -305,22 +275,6 @@ class InhibitRule:
             and matches_all(self.target_matchers, target_labels)
             and all(source_labels.get(n, "") == target_labels.get(n, "") for n in self.equal)
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Team:
-    """A team from owners.yaml: the topics and groups it owns (whole-name patterns)."""
-
-    name: str
-    receivers: tuple[str, ...]
-    topics: tuple[re.Pattern[str], ...]
-    groups: tuple[re.Pattern[str], ...]
-
-    def owns_topic(self, topic: str) -> bool:
-        return any(pattern.fullmatch(topic) for pattern in self.topics)
-
-    def owns_group(self, group: str) -> bool:
-        return any(pattern.fullmatch(group) for pattern in self.groups)
 
 
 @dataclass(frozen=True, slots=True)
@@ -683,53 +637,23 @@ def _pick(value: _T | None, inherited: _T) -> _T:
 def _check_owners_file(
     data: Any, problems: _Problems, defined: set[str], *, checked: bool
 ) -> tuple[Team, ...]:
-    """The teams; `checked` is False when routing.yaml could not be read, so receiver names
-    cannot be checked."""
-    if data is None:
-        return ()
-    if not isinstance(data, dict):
-        problems.items.append(
-            "owners.yaml must hold a mapping with a `teams:` list (see alert_rules/README.md)"
-        )
-        return ()
-    spec: _OwnersFile | None = None
-    try:
-        spec = _OwnersFile.model_validate(data)
-    except ValidationError as exc:
-        problems.items += format_validation_error(exc, data, problems.lines)
-    raw_teams = data.get("teams")
-    seen: dict[str, int | None] = {}
-    for index, team in enumerate(raw_teams if isinstance(raw_teams, list) else []):
-        if not isinstance(team, dict):
-            continue
-        name = team.get("name")
-        if isinstance(name, str):
-            here = problems.line(("teams", index, "name"))
-            if name in seen:
-                problems.add(
-                    ("teams", index, "name"),
-                    f"duplicate team {name!r}, already defined on line {seen[name]}; merge the two",
-                )
-            seen.setdefault(name, here)
-        receivers = team.get("receivers")
-        for position, receiver in enumerate(receivers if isinstance(receivers, list) and checked else []):
+    """The teams (validated by `monitor.owners`), checking that their receivers are defined;
+    `checked` is False when routing.yaml could not be read, so receiver names cannot be checked."""
+    teams, found = check_owners_data(data, problems.lines)
+    problems.items += found
+    raw_teams = data.get("teams") if isinstance(data, dict) else None
+    for index, team in enumerate(raw_teams if isinstance(raw_teams, list) and checked else []):
+        receivers = team.get("receivers") if isinstance(team, dict) else None
+        for position, receiver in enumerate(receivers if isinstance(receivers, list) else []):
             if isinstance(receiver, str) and receiver not in defined:
                 problems.add(
                     ("teams", index, "receivers", position),
                     f"unknown receiver {receiver!r}{_hint(receiver, defined)}; define it under receivers: "
                     f"in routing.yaml or use one of {', '.join(sorted(defined)) or '(none)'}",
                 )
-    if spec is None or problems:
+    if problems:
         return ()
-    return tuple(
-        Team(
-            team.name,
-            tuple(team.receivers),
-            tuple(re.compile(p) for p in team.topics),
-            tuple(re.compile(p) for p in team.groups),
-        )
-        for team in spec.teams
-    )
+    return teams
 
 
 def _hint(name: str, choices: Iterable[str]) -> str:

@@ -18,6 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.alert.lifecycle import run_cycle
 from monitor.alert.model import DeliveryResult, Notification
+from monitor.alert.notices import forward_notices
 from monitor.alert.outbox import RetryPolicy, Sendable, Sender
 from monitor.alert.receivers import Receiver, build_receiver, parse_receiver
 from monitor.alert.render import Templates
@@ -142,6 +143,7 @@ class AlertStage:
             assert self.routing is not None
             with self._engine().begin() as conn:
                 result = run_cycle(conn, self.routing, self._clock.now(), self.external_url)
+                run.count("notices", forward_notices(conn, self.routing, self._clock.now()))
             for key, value in result.alerts.items():
                 run.count(f"alerts_{key}", value)
             run.count("notifications", len(result.notifications))

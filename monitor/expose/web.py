@@ -16,9 +16,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from monitor import __version__
+from monitor.act.service import RetentionService
 from monitor.clock import Clock, SystemClock
-from monitor.config import MetricsConfig
-from monitor.expose import api, api_alerts, burrow, pages, queries
+from monitor.config import IdentityConfig, MetricsConfig
+from monitor.expose import api, api_alerts, api_retention, burrow, pages, queries
 from monitor.expose.context import ApiError, WebContext
 from monitor.expose.prometheus import metrics_registry
 
@@ -38,6 +39,8 @@ def create_app(
     clock: Clock | None = None,
     silence_max_seconds: int = 7 * 86400,
     metrics: MetricsConfig | None = None,
+    retention: RetentionService | None = None,
+    identity: IdentityConfig | None = None,
 ) -> FastAPI:
     """Build the FastAPI app over `engine`. `/readyz` fails when no collection succeeded within
     `stale_after`; `metrics` sets what `/metrics` serves (default: the settings' defaults)."""
@@ -75,6 +78,8 @@ def create_app(
     api.install(app, ctx)
     app.include_router(burrow.router(ctx))
     app.include_router(api_alerts.router(ctx))
+    if retention is not None:  # the retention button's API; `identity` says who may press it
+        api_retention.install(app, ctx, retention, identity or IdentityConfig())
     app.include_router(pages.router(ctx))
     return app
 
@@ -84,7 +89,7 @@ def _error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return _error(exc.status_code, exc.code, str(exc.detail))
+        return _error(exc.status_code, exc.code, str(exc.detail), getattr(exc, "details", None))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

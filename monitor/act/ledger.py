@@ -1,0 +1,219 @@
+"""Reading and writing retention requests, the audit log and notices.
+
+Functions take a connection inside the caller's transaction and never commit. Every change of a
+request's state goes through `transition`, which writes the audit row in the same transaction, so
+a state the table shows always has its audit entry, and the other way round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from monitor.store.retention import OPEN_STATES, AuditEntry, Notice, RetentionRequest
+
+SYSTEM_ACTOR = "kafka-health"
+_COLUMNS = RetentionRequest.__table__.columns
+
+
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """One audit entry to write beside a change."""
+
+    actor: str
+    action: str
+    old_value: Mapping[str, Any] | None = None
+    new_value: Mapping[str, Any] | None = None
+    reason: str | None = None
+    approver: str | None = None
+    commit_id: str | None = None
+    detail: str | None = None
+
+
+class TopicBusy(Exception):
+    """Another open request holds the topic (the unique index said so)."""
+
+
+def insert_request(
+    conn: Connection, values: Mapping[str, Any], audits: Sequence[Audit], now: datetime
+) -> int:
+    """Store a new request and its first audit entries; returns its id.
+
+    Raises TopicBusy when an open request on the topic appeared meanwhile (two people pressing the
+    button at once): the caller refuses the second one.
+    """
+    try:
+        with conn.begin_nested():
+            request_id = int(
+                conn.execute(
+                    insert(RetentionRequest)
+                    .values(**values, created_at=now, updated_at=now)
+                    .returning(RetentionRequest.id)
+                ).scalar_one()
+            )
+    except IntegrityError as exc:
+        if "uq_retention_requests_open" in str(exc.orig):
+            raise TopicBusy(str(values.get("topic"))) from exc
+        raise
+    for audit in audits:
+        write_audit(conn, request_id, str(values["cluster"]), str(values["topic"]), audit, now)
+    return request_id
+
+
+def write_audit(
+    conn: Connection, request_id: int | None, cluster: str, topic: str, audit: Audit, now: datetime
+) -> None:
+    conn.execute(
+        insert(AuditEntry).values(
+            at=now,
+            request_id=request_id,
+            cluster=cluster,
+            topic=topic,
+            actor=audit.actor,
+            action=audit.action,
+            old_value=dict(audit.old_value) if audit.old_value is not None else None,
+            new_value=dict(audit.new_value) if audit.new_value is not None else None,
+            reason=audit.reason,
+            approver=audit.approver,
+            commit_id=audit.commit_id,
+            detail=audit.detail,
+        )
+    )
+
+
+def lock(conn: Connection, request_id: int, *, skip_locked: bool = False) -> dict[str, Any] | None:
+    """The request's row, locked for the transaction (None when missing, or locked elsewhere with
+    `skip_locked`)."""
+    query = select(RetentionRequest.__table__).where(RetentionRequest.id == request_id)
+    query = query.with_for_update(skip_locked=skip_locked)
+    row = conn.execute(query).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def get(conn: Connection, request_id: int) -> dict[str, Any] | None:
+    row = (
+        conn.execute(select(RetentionRequest.__table__).where(RetentionRequest.id == request_id))
+        .mappings()
+        .first()
+    )
+    return dict(row) if row is not None else None
+
+
+def transition(
+    conn: Connection, request: Mapping[str, Any], changes: Mapping[str, Any], audit: Audit, now: datetime
+) -> dict[str, Any]:
+    """Update the request with `changes` (a new state among them, or not) and write `audit`."""
+    unknown = set(changes) - set(_COLUMNS.keys())
+    if unknown:
+        raise ValueError(f"retention_requests has no column(s) {sorted(unknown)}")
+    conn.execute(
+        update(RetentionRequest).where(RetentionRequest.id == request["id"]).values(**changes, updated_at=now)
+    )
+    write_audit(conn, int(request["id"]), str(request["cluster"]), str(request["topic"]), audit, now)
+    return {**request, **changes, "updated_at": now}
+
+
+def open_request_id(conn: Connection, cluster: str, topic: str) -> int | None:
+    found = conn.execute(
+        select(RetentionRequest.id).where(
+            RetentionRequest.cluster == cluster,
+            RetentionRequest.topic == topic,
+            RetentionRequest.state.in_(OPEN_STATES),
+        )
+    ).scalar()
+    return int(found) if found is not None else None
+
+
+def due_ids(
+    conn: Connection, states: Sequence[str], now: datetime, *, expiring_at: bool = False
+) -> list[int]:
+    """Requests in `states` whose next attempt is due (or, with `expiring_at`, whose expiry passed)."""
+    if expiring_at:
+        condition = RetentionRequest.expires_at <= now
+    else:
+        condition = func.coalesce(RetentionRequest.next_attempt_at, now) <= now
+    rows = conn.execute(
+        select(RetentionRequest.id)
+        .where(RetentionRequest.state.in_(states), condition)
+        .order_by(RetentionRequest.id)
+    )
+    return [int(r) for r in rows.scalars()]
+
+
+def expiring_soon(conn: Connection, states: Sequence[str], before: datetime) -> list[dict[str, Any]]:
+    """Requests in force that expire before `before` and whose team was not told yet."""
+    rows = conn.execute(
+        select(RetentionRequest.__table__).where(
+            RetentionRequest.state.in_(states),
+            RetentionRequest.expires_at <= before,
+            RetentionRequest.expiry_notified_at.is_(None),
+        )
+    )
+    return [dict(r) for r in rows.mappings()]
+
+
+def list_requests(
+    conn: Connection,
+    *,
+    cluster: str | None = None,
+    topic: str | None = None,
+    states: Sequence[str] | None = None,
+    limit: int = 100,
+) -> list[dict[str, Any]]:
+    query = select(RetentionRequest.__table__).order_by(RetentionRequest.id.desc()).limit(limit)
+    if cluster is not None:
+        query = query.where(RetentionRequest.cluster == cluster)
+    if topic is not None:
+        query = query.where(RetentionRequest.topic == topic)
+    if states:
+        query = query.where(RetentionRequest.state.in_(states))
+    return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def audit_of(conn: Connection, request_id: int) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        select(AuditEntry.__table__).where(AuditEntry.request_id == request_id).order_by(AuditEntry.id)
+    )
+    return [dict(r) for r in rows.mappings()]
+
+
+def topic_audit(conn: Connection, cluster: str, topic: str, limit: int = 100) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        select(AuditEntry.__table__)
+        .where(AuditEntry.cluster == cluster, AuditEntry.topic == topic)
+        .order_by(AuditEntry.id.desc())
+        .limit(limit)
+    )
+    return [dict(r) for r in rows.mappings()]
+
+
+def add_notice(
+    conn: Connection,
+    request: Mapping[str, Any],
+    *,
+    team: str | None,
+    kind: str,
+    severity: str,
+    summary: str,
+    description: str,
+    now: datetime,
+) -> None:
+    """A notice for `team`, delivered by the alert stage to that team's receivers."""
+    conn.execute(
+        insert(Notice).values(
+            created_at=now,
+            request_id=request["id"],
+            cluster=request["cluster"],
+            topic=request["topic"],
+            team=team,
+            kind=kind,
+            severity=severity,
+            summary=summary,
+            description=description,
+        )
+    )

@@ -1,0 +1,84 @@
+"""The act stage's vocabulary: who acts, what can go wrong, and a request as people see it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from monitor.errors import MonitorError
+from monitor.formatting import bytes_filter, duration_filter
+
+IdentitySource = Literal["proxy", "token", "development", "cli"]
+ErrorCode = Literal["refused", "forbidden", "not_found", "conflict", "unavailable", "invalid"]
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who acts, and the teams they belong to (from the proxy's groups header, the API token, or
+    the command line)."""
+
+    user: str
+    teams: frozenset[str]
+    source: IdentitySource
+
+    def __post_init__(self) -> None:
+        if not self.user.strip():
+            raise RetentionError("invalid", "an identity needs a user name")
+
+
+class RetentionError(MonitorError):
+    """A retention action that cannot be carried out as asked. `code` is stable (the HTTP API
+    answers with it); the message says what is wrong and how to fix it."""
+
+    def __init__(self, code: ErrorCode, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.details = details or {}
+
+
+def show_value(name: str, value: Any) -> str:
+    """retention.ms 172800000 -> `2 d`; retention.bytes -> `1.0 GiB`; -1 -> `unlimited`."""
+    if value is None:
+        return "default"
+    number = int(value)
+    if number < 0:
+        return "unlimited"
+    return duration_filter(number / 1000) if name == "retention.ms" else bytes_filter(number)
+
+
+def old_values(request: dict[str, Any]) -> dict[str, str | None]:
+    """Config name -> the value before the raise (`old_configs` keeps the source too)."""
+    return {name: entry.get("value") for name, entry in (request.get("old_configs") or {}).items()}
+
+
+def describe_change(request: dict[str, Any]) -> str:
+    """`retention.ms 1 d -> 2 d` for every changed key."""
+    old = old_values(request)
+    return ", ".join(
+        f"{name} {show_value(name, old.get(name))} -> {show_value(name, new)}"
+        for name, new in sorted((request.get("new_configs") or {}).items())
+    )
+
+
+def display_state(request: dict[str, Any]) -> str:
+    """The state as the issue's words put it: an instant raise in force awaiting its review is
+    `applied-pending-review`."""
+    state = str(request["state"])
+    return {"pending_review": "applied-pending-review", "awaiting_approval": "awaiting-approval"}.get(
+        state, state
+    )
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value else None
+
+
+def request_json(request: dict[str, Any]) -> dict[str, Any]:
+    """A request as JSON values (the API, `retention show --json`)."""
+    out: dict[str, Any] = {}
+    for key, value in request.items():
+        out[key] = iso(value) if isinstance(value, datetime) else value
+    out["display_state"] = display_state(request)
+    out["change"] = describe_change(request)
+    return out

@@ -1,0 +1,84 @@
+"""The act stage as an app component: the retention service and its scheduled job.
+
+`start()` validates the policy file (a bad one stops the start, with its lines) and opens the
+config-as-code repository; the job (`retention.interval_seconds`) applies approved requests,
+retries those Kafka did not answer, warns the owning team before a raise expires, and reverts the
+expired ones. A failing run is logged and the next one tries again: nothing is lost, since every
+step's state is in PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from monitor.act.gitrepo import ConfigRepo
+from monitor.act.policy import default_policy_path
+from monitor.act.service import RetentionService
+from monitor.clock import Clock
+from monitor.config import Settings
+from monitor.devtools.paths import var_dir
+from monitor.owners import default_owners_path
+from monitor.scheduler import Scheduler
+from monitor.store.runs import RunRecorder
+
+log = logging.getLogger(__name__)
+
+
+def owners_path(settings: Settings) -> Path:
+    """One ownership file for alerting and the retention button: `alert.owners_file`, else the one
+    beside a configured routing file, else the project's."""
+    if settings.alert.owners_file is not None:
+        return settings.alert.owners_file
+    if settings.alert.routing_file is not None:
+        beside = settings.alert.routing_file.parent / "owners.yaml"
+        if beside.exists():
+            return beside
+    return default_owners_path()
+
+
+def build_service(settings: Settings, engine: Callable[[], Engine], clock: Clock) -> RetentionService:
+    """The retention service for `settings`. Connects nothing."""
+    config = settings.retention
+    repo = ConfigRepo(
+        config.repo_path or var_dir() / "retention-configs",
+        remote=config.repo_remote,
+        branch=config.repo_branch,
+    )
+    return RetentionService(
+        config,
+        list(settings.clusters),
+        engine,
+        clock,
+        repo,
+        config.policy_file or default_policy_path(),
+        owners_path(settings),
+    )
+
+
+class ActStage:
+    name = "act"
+
+    def __init__(self, service: RetentionService, scheduler: Scheduler, interval_seconds: float) -> None:
+        self.service = service
+        self._scheduler = scheduler
+        self._interval = interval_seconds
+        self._recorder: RunRecorder | None = None
+
+    def start(self) -> None:
+        self.service.start()
+        self._recorder = RunRecorder(self.service.engine(), self.service.clock)
+        self._scheduler.every("retention", self._interval, self.run)
+
+    def stop(self) -> None:
+        self.service.stop()
+
+    def run(self) -> None:
+        """One run of the job, recorded in `collection_runs` like every other job."""
+        assert self._recorder is not None
+        with self._recorder.run(None, "retention") as run:
+            for key, value in self.service.tick().items():
+                run.count(key, value)

@@ -1,0 +1,161 @@
+"""Ownership: which team owns which topics and consumer groups (`alert_rules/owners.yaml`).
+
+Two stages need it: the alert stage labels and routes alerts by owner, and the act stage lets a
+team raise the retention of the topics it owns. So the file's model and its strict validation
+live here, beside the settings, and each stage adds its own checks (the alert stage checks that
+each team's receivers are defined in routing.yaml).
+
+Patterns are Python regular expressions matched against the whole name; the first team whose
+topic pattern matches a topic owns it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from monitor.config import _line_of, format_validation_error, read_yaml
+from monitor.errors import ConfigError
+
+TEAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class _TeamSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    receivers: list[str] = Field(default_factory=list)
+    topics: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not TEAM_NAME.match(value):
+            raise ValueError(f"team name {value!r} must be letters, digits, '.', '_' or '-'")
+        return value
+
+    @field_validator("topics", "groups")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"invalid regular expression {pattern!r}: {exc}; fix the pattern "
+                    "(Python `re` syntax, matched against the whole name)"
+                ) from exc
+        return value
+
+
+class _OwnersFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    teams: list[_TeamSpec] = Field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Team:
+    """A team from owners.yaml: the topics and groups it owns (whole-name patterns)."""
+
+    name: str
+    receivers: tuple[str, ...]
+    topics: tuple[re.Pattern[str], ...]
+    groups: tuple[re.Pattern[str], ...]
+
+    def owns_topic(self, topic: str) -> bool:
+        return any(pattern.fullmatch(topic) for pattern in self.topics)
+
+    def owns_group(self, group: str) -> bool:
+        return any(pattern.fullmatch(group) for pattern in self.groups)
+
+
+@dataclass(frozen=True, slots=True)
+class Owners:
+    """Every team, in file order. Pure: no I/O after loading."""
+
+    teams: tuple[Team, ...] = ()
+
+    def topic_owner(self, topic: str) -> Team | None:
+        """The first team whose topic pattern matches `topic`."""
+        return next((team for team in self.teams if team.owns_topic(topic)), None)
+
+    def group_owner(self, group: str) -> Team | None:
+        return next((team for team in self.teams if team.owns_group(group)), None)
+
+    def team(self, name: str) -> Team | None:
+        return next((team for team in self.teams if team.name == name), None)
+
+
+def _at(data: Any, lines: Mapping[tuple[int, Any], int], loc: tuple[str | int, ...]) -> str:
+    line = _line_of(data, lines, loc)
+    where = ".".join(map(str, loc))
+    return f"line {line}: {where}" if line else where
+
+
+def check_owners_data(data: Any, lines: Mapping[tuple[int, Any], int]) -> tuple[tuple[Team, ...], list[str]]:
+    """The teams of an owners file's parsed `data`, and its problems (`line N: key.path: message`).
+
+    The teams are empty when there is any problem.
+    """
+    if data is None:
+        return (), []
+    if not isinstance(data, dict):
+        return (), ["owners.yaml must hold a mapping with a `teams:` list (see alert_rules/README.md)"]
+    problems: list[str] = []
+    spec: _OwnersFile | None = None
+    try:
+        spec = _OwnersFile.model_validate(data)
+    except ValidationError as exc:
+        problems += format_validation_error(exc, data, lines)
+    raw_teams = data.get("teams")
+    seen: dict[str, int | None] = {}
+    for index, team in enumerate(raw_teams if isinstance(raw_teams, list) else []):
+        name = team.get("name") if isinstance(team, dict) else None
+        if not isinstance(name, str):
+            continue
+        loc = ("teams", index, "name")
+        if name in seen:
+            problems.append(
+                f"{_at(data, lines, loc)}: duplicate team {name!r}, already defined on line "
+                f"{seen[name]}; merge the two"
+            )
+        seen.setdefault(name, _line_of(data, lines, loc))
+    if spec is None or problems:
+        return (), problems
+    teams = tuple(
+        Team(
+            team.name,
+            tuple(team.receivers),
+            tuple(re.compile(p) for p in team.topics),
+            tuple(re.compile(p) for p in team.groups),
+        )
+        for team in spec.teams
+    )
+    return teams, []
+
+
+def load_owners(path: Path) -> Owners:
+    """Load and validate an owners file. Raises ConfigError naming the file, each line and the fix.
+
+    Receiver names are not checked here (`kafka-health routes check` checks them against
+    routing.yaml).
+    """
+    data, lines = read_yaml(path)
+    teams, problems = check_owners_data(data, lines)
+    if problems:
+        raise ConfigError(problems, str(path))
+    return Owners(teams)
+
+
+def default_owners_path() -> Path:
+    """`alert_rules/owners.yaml` of the checkout."""
+    from monitor.devtools.paths import project_root
+
+    return project_root() / "alert_rules" / "owners.yaml"
