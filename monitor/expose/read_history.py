@@ -80,7 +80,8 @@ class LagHistory(Described, Generic[P]):
 
 
 def _bucketed(table: str, last: Sequence[str], worst_max: Sequence[str], mean: Sequence[str]) -> str:
-    """Points of `table` in [since, until) grouped into buckets of :step seconds."""
+    """Points of `table` in (since, until] grouped into buckets of :step seconds counted back
+    from `until`, so the window makes at most `max_points` buckets."""
     columns = [
         "max(evaluated_at) AS evaluated_at",
         *(f"(array_agg({c} ORDER BY evaluated_at DESC))[1] AS {c}" for c in last),
@@ -92,9 +93,9 @@ def _bucketed(table: str, last: Sequence[str], worst_max: Sequence[str], mean: S
     ]
     return f"""
         SELECT {", ".join(columns)} FROM {table}
-        WHERE cluster = :c AND group_id = :g AND evaluated_at >= :since AND evaluated_at < :until
+        WHERE cluster = :c AND group_id = :g AND evaluated_at > :since AND evaluated_at <= :until
           {{extra}}
-        GROUP BY floor(extract(epoch FROM evaluated_at) / :step) ORDER BY 1
+        GROUP BY floor(extract(epoch FROM CAST(:until AS timestamptz) - evaluated_at) / :step) ORDER BY 1
     """
 
 
@@ -116,7 +117,7 @@ _PARTITION_HISTORY = _bucketed(
 def group_history(
     conn: Connection, cluster: str, group_id: str, since: datetime, until: datetime, max_points: int = 500
 ) -> LagHistory[GroupLagPoint]:
-    """A group's lag in [since, until), in at most `max_points` points."""
+    """A group's lag in (since, until], in at most `max_points` points."""
     step, params = _step(since, until, max_points), {"c": cluster, "g": group_id}
     sql = _GROUP_HISTORY.format(extra="")
     points = records(conn, GroupLagPoint, sql, {**params, "since": since, "until": until, "step": step})
@@ -133,7 +134,7 @@ def partition_history(
     until: datetime,
     max_points: int = 500,
 ) -> LagHistory[PartitionLagPoint]:
-    """A group's lag on one partition in [since, until), in at most `max_points` points."""
+    """A group's lag on one partition in (since, until], in at most `max_points` points."""
     params: dict[str, Any] = {"c": cluster, "g": group_id, "t": topic, "p": partition}
     step = _step(since, until, max_points)
     sql = _PARTITION_HISTORY.format(extra="AND topic = :t AND partition = :p")
@@ -142,7 +143,7 @@ def partition_history(
 
 
 def _step(since: datetime, until: datetime, max_points: int) -> int:
-    """Bucket width in whole seconds so that [since, until) makes at most `max_points` buckets.
+    """Bucket width in whole seconds so that (since, until] makes at most `max_points` buckets.
     A bucket narrower than the evaluation interval holds one evaluation: the points are raw."""
     if until <= since:
         raise ValueError("the window must end after it starts")

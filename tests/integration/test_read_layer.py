@@ -207,15 +207,15 @@ def test_history_is_raw_within_the_evaluation_interval_and_bucketed_beyond(conn:
         time_until_data_loss_seconds=1800.0, data_loss_occurred=False, status="WARN", group_state="Stable",
         members=2,
     )  # fmt: skip
-    one = read_history.group_history(conn, "prod", "billing", T0, T0 + timedelta(hours=1), max_points=1)
+    one = read_history.group_history(conn, "prod", "billing", T1 - timedelta(hours=1), T1, max_points=1)
     assert one.step_seconds == 3600
     assert [
         (p.evaluated_at, p.offset_lag, p.consume_rate, p.time_until_data_loss_seconds) for p in one.points
     ] == [(T1, 80, 1.75, 1800.0)]
-    ghost = read_history.group_history(conn, "prod", "ghost", T0, T1 + timedelta(seconds=1))
+    ghost = read_history.group_history(conn, "prod", "ghost", T0 - timedelta(seconds=1), T1)
     assert [(p.status, p.group_state) for p in ghost.points] == [("ERR", "Empty")]
     partition = read_history.partition_history(
-        conn, "prod", "billing", "orders", 0, T0, T1 + timedelta(seconds=1)
+        conn, "prod", "billing", "orders", 0, T0 - timedelta(seconds=1), T1
     )
     assert [(p.committed_offset, p.end_offset, p.offset_lag) for p in partition.points] == [
         (100, 180, 80),
