@@ -1,5 +1,5 @@
 -- Question: Every retention change on a cluster during a window: which topic, which setting,
---   from what to what, and who approved it.
+--   from what to what, and who requested and approved it.
 -- When: a topic kept less (or more) history than expected, disk filled, or a group lost data
 --   after a change: list what changed and when, next to the incident's timeline.
 -- Parameters:
@@ -7,37 +7,61 @@
 --   since    start of the window, inclusive: a date or a timestamp ('2026-11-01 14:00+00');
 --            without an offset it is read in the session's time zone
 --   until    end of the window, exclusive
--- Reads: retention_changes
+-- Reads: retention_changes, audit_log, retention_requests
 -- Notes: covers retention.ms, retention.bytes, local.retention.ms, local.retention.bytes and
 --   cleanup.policy, as the configs collector saw them (changed_at is when it first saw the new
---   value, within one configs interval of the change); -1 means unlimited. Who approved: the
---   approval records come with retention requests (not built yet); when they exist, this query
---   joins them on (cluster, topic, name, changed_at) and gains requested_by and approved_by
---   columns. Until then a change listed here carries no approver: it was made outside the
---   monitor, and only its time and values are known.
+--   value, within one configs interval of the change); -1 means unlimited. A change made through
+--   a retention request is matched to the request's audit entry (applied, or reverted at expiry)
+--   with the same topic, the same old and new value, at or before changed_at; made_by then names
+--   the request, with its requester, approver (approved_by is empty for an instant-tier raise
+--   until a reviewer looks at it: review says pending), reason and config-as-code commit. A
+--   change with no such entry was made outside the monitor: only its time and values are known.
 -- Run: psql -v cluster=prod-eu -v since=2026-11-01 -v until=2026-11-08 -f queries/retention_changes.sql
-SELECT changed_at,
-       topic,
-       name,
-       old_value,
-       new_value,
+SELECT c.changed_at,
+       c.topic,
+       c.name,
+       c.old_value,
+       c.new_value,
        CASE
-           WHEN old_value = '-1' THEN 'unlimited'
-           WHEN name LIKE '%.ms' AND old_value ~ '^[0-9]+$'
-               THEN justify_interval(CAST(old_value AS bigint) * interval '1 millisecond')::text
-           WHEN name LIKE '%.bytes' AND old_value ~ '^[0-9]+$'
-               THEN pg_size_pretty(CAST(old_value AS bigint))
+           WHEN c.old_value = '-1' THEN 'unlimited'
+           WHEN c.name LIKE '%.ms' AND c.old_value ~ '^[0-9]+$'
+               THEN justify_interval(CAST(c.old_value AS bigint) * interval '1 millisecond')::text
+           WHEN c.name LIKE '%.bytes' AND c.old_value ~ '^[0-9]+$'
+               THEN pg_size_pretty(CAST(c.old_value AS bigint))
        END AS old_readable,
        CASE
-           WHEN new_value = '-1' THEN 'unlimited'
-           WHEN name LIKE '%.ms' AND new_value ~ '^[0-9]+$'
-               THEN justify_interval(CAST(new_value AS bigint) * interval '1 millisecond')::text
-           WHEN name LIKE '%.bytes' AND new_value ~ '^[0-9]+$'
-               THEN pg_size_pretty(CAST(new_value AS bigint))
+           WHEN c.new_value = '-1' THEN 'unlimited'
+           WHEN c.name LIKE '%.ms' AND c.new_value ~ '^[0-9]+$'
+               THEN justify_interval(CAST(c.new_value AS bigint) * interval '1 millisecond')::text
+           WHEN c.name LIKE '%.bytes' AND c.new_value ~ '^[0-9]+$'
+               THEN pg_size_pretty(CAST(c.new_value AS bigint))
        END AS new_readable,
-       source
-FROM retention_changes
-WHERE cluster = :'cluster'
-  AND changed_at >= CAST(:'since' AS timestamptz)
-  AND changed_at < CAST(:'until' AS timestamptz)
-ORDER BY changed_at, topic, name;
+       CASE
+           WHEN r.id IS NULL THEN 'outside the monitor'
+           ELSE a.action || ' by request ' || r.id
+       END AS made_by,
+       r.requested_by,
+       r.approved_by,
+       r.tier,
+       r.review,
+       r.reason,
+       a.commit_id,
+       c.source
+FROM retention_changes AS c
+LEFT JOIN LATERAL (
+    SELECT l.request_id, l.action, l.commit_id
+    FROM audit_log AS l
+    WHERE l.cluster = c.cluster
+      AND l.topic = c.topic
+      AND l.action IN ('applied', 'reverted')
+      AND l.at <= c.changed_at
+      AND l.old_value ->> c.name IS NOT DISTINCT FROM c.old_value
+      AND l.new_value ->> c.name = c.new_value
+    ORDER BY l.at DESC
+    LIMIT 1
+) AS a ON true
+LEFT JOIN retention_requests AS r ON r.id = a.request_id
+WHERE c.cluster = :'cluster'
+  AND c.changed_at >= CAST(:'since' AS timestamptz)
+  AND c.changed_at < CAST(:'until' AS timestamptz)
+ORDER BY c.changed_at, c.topic, c.name;

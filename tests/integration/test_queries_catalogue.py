@@ -263,7 +263,10 @@ def _fill(conn: Connection) -> None:
     _insert(conn, "topic_configs",
         {**config, "cluster": "prod", "name": "retention.ms", "value": "604800000",
          "valid_from": T0 - 10 * 1440 * MINUTE, "valid_to": E1},
-        {**config, "cluster": "prod", "name": "retention.ms", "value": "3600000", "valid_from": E1, "valid_to": None},
+        {**config, "cluster": "prod", "name": "retention.ms", "value": "3600000", "valid_from": E1,
+         "valid_to": T0 + 15 * MINUTE},  # cut by hand: no request
+        {**config, "cluster": "prod", "name": "retention.ms", "value": "86400000", "valid_from": T0 + 15 * MINUTE,
+         "valid_to": None},  # raised by request 7
         {**config, "cluster": "prod", "name": "retention.bytes", "value": "-1",
          "valid_from": T0 - 10 * 1440 * MINUTE, "valid_to": day_before},
         {**config, "cluster": "prod", "name": "retention.bytes", "value": "1000000", "valid_from": day_before,
@@ -271,6 +274,23 @@ def _fill(conn: Connection) -> None:
         {**config, "cluster": "stage", "name": "retention.ms", "value": "1", "valid_from": T0 - 60 * MINUTE,
          "valid_to": T0},
         {**config, "cluster": "stage", "name": "retention.ms", "value": "2", "valid_from": T0, "valid_to": None},
+    )  # fmt: skip
+    request = {"cluster": "prod", "topic": "orders", "state": "verified", "tier": "reviewed", "team": "billing",
+               "requested_by": "erin", "reason": "billing is a day behind", "old_configs": {}, "new_configs": {},
+               "duration_ms": 86_400_000, "created_at": T0, "updated_at": T0}  # fmt: skip
+    _insert(conn, "retention_requests",
+        {**request, "id": 6, "state": "reverted", "requested_by": "frank", "reason": "older raise"},
+        {**request, "id": 7, "approved_by": "dave", "approved_at": T0 + 10 * MINUTE, "review": "approved",
+         "commit_id": "c0ffee"},
+    )  # fmt: skip
+    audit = {"cluster": "prod", "topic": "orders", "actor": "kafka-health", "action": "applied"}
+    _insert(conn, "audit_log",
+        {**audit, "at": T0 - 40 * MINUTE, "request_id": 6, "old_value": {"retention.ms": "604800000"},
+         "new_value": {"retention.ms": "172800000"}},  # other values: not the E1 change
+        {**audit, "at": T0 + 14 * MINUTE, "request_id": 7, "old_value": {"retention.ms": "3600000"},
+         "new_value": {"retention.ms": "86400000"}, "commit_id": "c0ffee"},
+        {**audit, "at": T0 + 14 * MINUTE, "request_id": 7, "action": "verified",
+         "new_value": {"retention.ms": "86400000"}},
     )  # fmt: skip
     run = {"instance": "kh-1", "counts": {}}
     _insert(conn, "collection_runs",
@@ -467,8 +487,29 @@ EXPECTED: dict[str, tuple[tuple[str, ...], list[tuple[Any, ...]]]] = {
         ],
     ),
     "retention_changes.sql": (
-        ("changed_at", "topic", "name", "old_value", "new_value", "old_readable", "new_readable"),
-        [(E1, "orders", "retention.ms", "604800000", "3600000", "7 days", "01:00:00")],
+        (
+            "changed_at",
+            "name",
+            "old_readable",
+            "new_readable",
+            "made_by",
+            "requested_by",
+            "approved_by",
+            "commit_id",
+        ),
+        [
+            (E1, "retention.ms", "7 days", "01:00:00", "outside the monitor", None, None, None),
+            (
+                T0 + 15 * MINUTE,
+                "retention.ms",
+                "01:00:00",
+                "1 day",
+                "applied by request 7",
+                "erin",
+                "dave",
+                "c0ffee",
+            ),
+        ],
     ),
     "under_replicated_partitions_now.sql": (
         ("topic", "partition", "out_of_sync", "replicas_lost", "under_min_isr", "offline"),
