@@ -40,7 +40,7 @@ Severity = Literal["info", "warning", "critical"]
 SEVERITY_RANK: dict[str, int] = {"info": 1, "warning": 2, "critical": 3}
 """Higher is more severe; the most severe matching tier wins."""
 
-NOT_RULE_FILES = frozenset({"routing.yaml", "owners.yaml", "policy.yaml"})
+NOT_RULE_FILES = frozenset({"routing.yaml", "owners.yaml", "retention-policy.yaml"})
 """Files of `alert_rules/` that hold routing, ownership and retention policy, not rules."""
 
 TEMPLATE_EXTRAS = ("value", "severity")
