@@ -188,8 +188,11 @@ def _disk_usage(cluster: str, brokers: tuple[BrokerBar, ...]) -> Chart:
 
 @dataclass(frozen=True, slots=True)
 class LagCharts:
-    offsets: Chart
-    seconds: Chart
+    """The two lag charts; None where the window holds no value to draw (a lag in seconds that
+    could not be measured), so the page says so in words instead of drawing an empty frame."""
+
+    offsets: Chart | None
+    seconds: Chart | None
 
 
 def lag_history(group: str, points: Sequence[LagPoint], start: datetime, end: datetime) -> LagCharts:
@@ -201,55 +204,42 @@ def lag_history(group: str, points: Sequence[LagPoint], start: datetime, end: da
 
 @lru_cache(maxsize=64)
 def _lag_history(group: str, points: tuple[LagPoint, ...], start: datetime, end: datetime) -> LagCharts:
-    span = end - start
-    x_format = "%H:%M" if span <= timedelta(days=1) else "%m-%d %H:%M"
-    offsets = _line(
-        "Lag in messages",
-        [(p.at, p.offset_lag) for p in points],
-        lambda v: number_filter(v),
-        x_format,
-        start,
-        end,
-    )
-    seconds = _line(
-        "Lag in seconds",
-        [(p.at, p.lag_seconds) for p in points],
-        duration_filter,
-        x_format,
-        start,
-        end,
-    )
-    window = duration_filter(span.total_seconds())
-    peak_offsets = max((p.offset_lag or 0 for p in points), default=None)
-    peak_seconds = max((p.lag_seconds or 0.0 for p in points), default=None)
-    last = points[-1] if points else None
+    window = duration_filter((end - start).total_seconds())
     key = ("lag", group, points, start, end)
-    return LagCharts(
-        offsets=_finish(
-            offsets,
+    offsets = [(p.at, p.offset_lag) for p in points if p.offset_lag is not None]
+    seconds = [(p.at, p.lag_seconds) for p in points if p.lag_seconds is not None]
+    offsets_chart = seconds_chart = None
+    if offsets:
+        chart = _line("Lag in messages", offsets, lambda v: number_filter(v), start, end)
+        chart.y_labels = _integer_ticks(max(v for _, v in offsets))
+        offsets_chart = _finish(
+            chart,
             (*key, "offsets"),
             f"Lag in messages of {group} over the last {window}",
-            f"{len(points)} points; peak {number_filter(peak_offsets)} messages; "
-            f"latest {number_filter(last.offset_lag if last else None)}",
-        ),
-        seconds=_finish(
-            seconds,
+            f"{len(offsets)} points; peak {number_filter(max(v for _, v in offsets))} messages; "
+            f"latest {number_filter(offsets[-1][1])}",
+        )
+    if seconds:
+        chart = _line("Lag in seconds", seconds, duration_filter, start, end)
+        chart.y_labels = duration_ticks(max(v for _, v in seconds))
+        seconds_chart = _finish(
+            chart,
             (*key, "seconds"),
             f"Lag in seconds of {group} over the last {window}",
-            f"{len(points)} points; peak {duration_filter(peak_seconds)}; "
-            f"latest {duration_filter(last.lag_seconds if last else None)}",
-        ),
-    )
+            f"{len(seconds)} points; peak {duration_filter(max(v for _, v in seconds))}; "
+            f"latest {duration_filter(seconds[-1][1])}",
+        )
+    return LagCharts(offsets_chart, seconds_chart)
 
 
 def _line(
     title: str,
-    values: list[tuple[datetime, float | int | None]],
+    values: Sequence[tuple[datetime, float | int]],
     formatter: Callable[[Any], str],
-    x_format: str,
     start: datetime,
     end: datetime,
 ) -> Any:
+    x_format = "%H:%M" if end - start <= timedelta(days=1) else "%m-%d %H:%M"
     chart = pygal.DateTimeLine(
         title=title,
         width=900,
@@ -270,7 +260,7 @@ def _line(
         **_COMMON,
     )
     chart.x_labels = time_ticks(start, end)
-    chart.add(title, [(at, v) for at, v in values if v is not None])
+    chart.add(title, values)
     return chart
 
 
@@ -294,6 +284,16 @@ def time_ticks(start: datetime, end: datetime) -> list[datetime]:
         ticks.append(tick)
         tick += step
     return ticks
+
+
+_DURATION_STEPS: Final = (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+"""Steps of a lag-in-seconds axis: 1 s to 1 day, then whole days."""
+
+
+def duration_ticks(top: float) -> list[int]:
+    """0 to at least `top` seconds in at most six round steps (10 min, 1 h, ...)."""
+    step = next((s for s in _DURATION_STEPS if top / s <= 5), 86400 * math.ceil(top / 86400 / 5))
+    return list(range(0, math.ceil(top / step) * step + step, step))
 
 
 def _integer_ticks(top: float) -> list[int]:

@@ -79,6 +79,7 @@ def router(ctx: WebContext) -> APIRouter:
             (_card(s, trouble.get(s.cluster), brokers[s.cluster], now, ctx) for s in states),
             key=lambda c: (health.RANK[c["health"]], c["cluster"]),
         )
+        unreached = _unreached(runs, {s.cluster for s in states})
         times = [c["evaluated_at"] for c in cards if c["evaluated_at"] is not None]
         oldest = min(times, default=None)  # a cluster never evaluated says so on its own card
         return _render(
@@ -86,6 +87,7 @@ def router(ctx: WebContext) -> APIRouter:
             "web/overview.html",
             title="Clusters",
             clusters=cards,
+            unreached=unreached,
             runs=runs,
             freshness=freshness(oldest, now, ctx.stale_after),
         )
@@ -168,7 +170,10 @@ def router(ctx: WebContext) -> APIRouter:
                 422,
                 "Unknown window",
                 f"The lag history window must be one of {', '.join(WINDOWS)}, not {window!r}.",
-                [(_group_href(cluster, group), f"{group} over the last {DEFAULT_WINDOW}")],
+                [
+                    (f"{_group_href(cluster, group)}?window={w}", f"{group} over the last {w}")
+                    for w in WINDOWS
+                ],
             )
         with ctx.engine.connect() as conn:
             if not queries.cluster_exists(conn, cluster):
@@ -308,6 +313,22 @@ def _card(
     card["leader_chart"] = charts.leader_balance(state.cluster, bars) if evaluated else None
     card["disk_chart"] = charts.disk_usage(state.cluster, bars) if with_disk else None
     return card
+
+
+def _unreached(runs: list[dict[str, Any]], known: set[str]) -> list[dict[str, Any]]:
+    """The newest run of each configured cluster whose metadata was never read: it has runs (all
+    failed) but no row in `clusters`, so no evaluation either. First on the page: nothing else
+    would show it."""
+    newest: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        name = run["cluster"]
+        if (
+            name
+            and name not in known
+            and (name not in newest or run["started_at"] > newest[name]["started_at"])
+        ):
+            newest[name] = run
+    return [newest[name] for name in sorted(newest)]
 
 
 def _judge_broker(broker: dict[str, Any]) -> dict[str, Any]:

@@ -88,6 +88,21 @@ def _metadata(conn: Connection) -> None:
     )  # fmt: skip
 
 
+def _runs(conn: Connection) -> None:
+    _insert(
+        conn,
+        "collection_runs",
+        [
+            {"cluster": "prod", "job": "metadata", "instance": "i1", "started_at": T, "finished_at": T,
+             "duration_ms": 40, "status": "ok", "error": None},
+            {"cluster": "ghost", "job": "metadata", "instance": "i1", "started_at": T - timedelta(minutes=1),
+             "finished_at": T, "duration_ms": 3000, "status": "failed", "error": "old failure"},
+            {"cluster": "ghost", "job": "metadata", "instance": "i1", "started_at": T, "finished_at": T,
+             "duration_ms": 3000, "status": "failed", "error": "cannot read the cluster metadata of ghost"},
+        ],
+    )  # fmt: skip
+
+
 def _evaluation(conn: Connection) -> None:
     _insert(
         conn,
@@ -199,6 +214,7 @@ def client(engine: Engine) -> Iterator[TestClient]:
     with engine.begin() as conn:
         ensure_partitions(conn, T - timedelta(days=1), ahead_days=2)
         _metadata(conn)
+        _runs(conn)
         _evaluation(conn)
     app = create_app(engine, stale_after=STALE, clock=FakeClock(NOW))
     with TestClient(app) as test_client:
@@ -216,6 +232,15 @@ def test_overview_marks_the_down_broker_and_the_counts(client: TestClient) -> No
     assert html.count("<svg") == 2  # leader balance and disk of prod; none for the unevaluated cluster
     assert "Partition leaders per broker, prod" in html and "broker 3 (down)" in html
     assert 'id="runs"' in html
+
+
+def test_overview_shows_a_cluster_never_reached_first(client: TestClient) -> None:
+    html = client.get("/").text
+    ghost = html.index('data-cluster="ghost"')
+    assert ghost < html.index('data-cluster="prod"')
+    card = html[ghost : html.index("</section>", ghost)]
+    assert "Never reached" in card and "cannot read the cluster metadata of ghost" in card
+    assert "old failure" not in card
 
 
 def test_cluster_page_lists_brokers_topics_and_groups_worst_first(client: TestClient) -> None:
@@ -276,7 +301,7 @@ def test_a_bad_window_is_a_422_page(client: TestClient) -> None:
     page = client.get("/clusters/prod/groups/billing?window=2w")
     assert page.status_code == 422
     assert "must be one of 15m, 1h, 6h, 24h, 7d, not '2w'" in unescape(page.text)
-    assert 'href="/clusters/prod/groups/billing"' in page.text
+    assert 'href="/clusters/prod/groups/billing?window=1h"' in page.text
 
 
 def test_stale_data_is_marked(engine: Engine) -> None:

@@ -74,3 +74,15 @@ def test_time_axis_labels_are_round_times() -> None:
     assert [t.strftime("%H:%M") for t in ticks] == ["11:10", "11:20", "11:30", "11:40", "11:50", "12:00"]
     week = charts.time_ticks(start - timedelta(days=7), start)
     assert len(week) == 7 and all(t.hour == 0 and t.minute == 0 for t in week)
+
+
+def test_lag_in_seconds_axis_steps_are_round_durations() -> None:
+    assert charts.duration_ticks(1250) == [0, 300, 600, 900, 1200, 1500]
+    assert charts.duration_ticks(6 * 3600 + 50 * 60) == [0, 7200, 14400, 21600, 28800]
+    assert charts.duration_ticks(0.5) == [0, 1]
+
+
+def test_a_lag_never_measured_in_seconds_draws_no_seconds_chart() -> None:
+    points = [LagPoint(NOW - timedelta(minutes=m), 9, None) for m in range(3)]
+    drawn = charts.lag_history("lost", points, NOW - timedelta(minutes=15), NOW)
+    assert drawn.offsets is not None and drawn.seconds is None
