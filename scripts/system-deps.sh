@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the system tools the project runs on are present: Python >= 3.11, Java >= 17,
-# Maven (fetches Kafka and the JDBC driver from Maven Central) and the PostgreSQL server.
+# Maven (fetches Kafka and the JDBC driver from Maven Central), the PostgreSQL server, and
+# Debian's Chromium (the browser tests drive /usr/bin/chromium; nothing downloads a browser).
 # Idempotent and quick when everything is there. As root on Debian/Ubuntu it installs what is
 # missing with apt-get; otherwise it says what to install and exits non-zero.
 set -euo pipefail
@@ -30,6 +31,9 @@ if [ "$pg_ok" = 0 ] && have pg_config && [ -x "$(pg_config --bindir)/initdb" ]; 
 [ -n "${DATABASE_URL:-}" ] && pg_ok=1
 [ "$pg_ok" = 1 ] || missing+=(postgresql)
 
+# The web pages are tested in a real headless browser: Debian's package, with its fonts.
+have chromium || missing+=(chromium fonts-dejavu-core)
+
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi
@@ -47,4 +51,5 @@ fi
 echo "error: missing system packages: ${missing[*]}" >&2
 echo "install them (Debian/Ubuntu: sudo apt-get install ${missing[*]}), or set DATABASE_URL" >&2
 echo "to use an existing PostgreSQL instead of a local one" >&2
+echo "(chromium is needed by the browser tests only: pytest -m 'not browser' runs without it)" >&2
 exit 1

@@ -5,9 +5,14 @@
 - postgres: `pg_server` (session), `db_url` (per test module: a fresh database migrated to head),
             `engine` (per module)
 - spark:    `spark` (session-scoped local SparkSession with the JDBC driver)
+- populated: `populated` (session: a database filled by real collection runs, a Spark evaluation
+            and an alert cycle; `Populated` says what it holds), and `Scenario`
+- browser:  `chromium` (session, Debian's headless Chromium through Playwright), `browser_page`
+            (fails the test on console errors and failed requests), `serve_app`, `web_url` and
+            `web` (the real app over `populated`)
 
 Tests under tests/unit are marked `unit` and tests under tests/integration `integration`
-automatically; `spark` and `e2e` are set by the tests themselves.
+automatically; `spark`, `e2e` and `browser` are set by the tests themselves.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ pytest_plugins = [
     "tests.fixtures.postgres",
     "tests.fixtures.spark",
     "tests.fixtures.receivers",
+    "tests.fixtures.populated",
+    "tests.fixtures.browser",
 ]
 
 _TESTS = Path(__file__).parent

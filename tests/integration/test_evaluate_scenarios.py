@@ -5,88 +5,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
-from monitor.clock import SystemClock
-from monitor.collect.stage import ClusterCollector
-from monitor.config import CollectConfig, NameFilter
-from monitor.evaluate.job import JobSettings, run_evaluation
-from monitor.evaluate.rules import load_rules
-from monitor.evaluate.spark import jdbc_target
-from monitor.evaluate.stage import rule_files
-from monitor.store.buffer import BufferedWriter
-from monitor.store.runs import RunRecorder
 from tests.fixtures.kafka import KafkaTestHelper
+from tests.fixtures.populated import MINUTE, Scenario, now_ms
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.spark
-
-MINUTE = 60_000
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class Scenario:
-    def __init__(
-        self,
-        name: str,
-        kafka: KafkaTestHelper,
-        engine: Engine,
-        spark: SparkSession,
-        db_url: str,
-        topics: list[str],
-    ) -> None:
-        clock = SystemClock()
-        writer = BufferedWriter(engine, 1_000_000, clock)
-        self.name = name
-        self.engine = engine
-        self.spark = spark
-        self.db_url = db_url
-        self.collector = ClusterCollector(
-            kafka.cluster_config(name, topics=NameFilter(allow=topics)),
-            engine, clock, RunRecorder(engine, clock, writer=writer), writer, CollectConfig(),
-        )  # fmt: skip
-        self.collector.start()
-
-    def collect(self, log_dirs: bool = False) -> None:
-        self.collector.metadata()
-        self.collector.configs()
-        if log_dirs:
-            self.collector.log_dirs()
-        self.collector.offsets()
-
-    def evaluate(self) -> dict[str, Any]:
-        ruleset = load_rules(rule_files(None))
-        assert not ruleset.problems, ruleset.problems
-        result = run_evaluation(
-            self.spark, jdbc_target(self.db_url), self.engine, ruleset.rules, [self.name],
-            datetime.now(UTC), JobSettings(),
-        )  # fmt: skip
-        return {"rows": result.rows, "findings": result.findings}
-
-    def findings(self) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                text("SELECT rule, severity, entity_key, labels, value, summary, state FROM findings"
-                     " WHERE cluster = :c AND state <> 'resolved'"),
-                {"c": self.name},
-            )  # fmt: skip
-            return [dict(r._mapping) for r in rows]
-
-    def rules_for(self, fragment: str) -> dict[str, str]:
-        """rule -> severity of the open findings whose entity key contains `fragment`."""
-        return {f["rule"]: f["severity"] for f in self.findings() if fragment in f["entity_key"]}
-
-    def close(self) -> None:
-        self.collector.stop()
 
 
 @pytest.fixture

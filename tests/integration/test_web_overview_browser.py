@@ -1,0 +1,80 @@
+"""The overview page and the acknowledgement link, in a real headless Chromium over the populated
+database; and the browser rig itself (a page with a console error fails the test)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from fastapi import FastAPI
+from fastapi.responses import HTMLResponse
+from sqlalchemy import text
+
+from tests.fixtures.browser import BrowserPage, serve_app
+from tests.fixtures.populated import Populated
+
+pytestmark = pytest.mark.browser
+
+
+def test_the_rig_records_console_errors_and_failed_requests(browser_page: BrowserPage) -> None:
+    app = FastAPI()
+
+    @app.get("/broken", response_class=HTMLResponse)
+    def broken() -> str:
+        return "<h1>broken</h1><img src='/missing.png' alt=''><script>console.error('boom')</script>"
+
+    with serve_app(app) as url:
+        browser_page.base_url = url
+        browser_page.goto("/broken")
+        browser_page.page.wait_for_load_state("networkidle")
+    problems = "\n".join(browser_page.problems)
+    assert "console error: boom" in problems and "HTTP 404: GET" in problems, problems
+    browser_page.expect_problem("boom")
+    browser_page.expect_problem("404")
+    assert browser_page.unexpected_problems() == []
+
+
+def test_overview_shows_the_cluster_and_its_collection(web: BrowserPage, populated: Populated) -> None:
+    web.goto("/")
+    web.shot("overview", "h1", "#clusters", "#runs")
+    clusters = web.page.locator("#clusters").inner_text()
+    assert populated.cluster in clusters
+    runs = web.page.locator("#runs tr", has_text=populated.cluster)
+    jobs = {line.split("\t")[1] for line in runs.all_inner_texts()}
+    assert {"metadata", "configs", "log_dirs", "offsets"} <= jobs, jobs
+
+
+def test_the_acknowledgement_link_asks_then_acknowledges(web: BrowserPage, populated: Populated) -> None:
+    # The incident the populated database has acknowledged already: acknowledging it again
+    # adds a record of who did, and changes nothing else another test could see.
+    incident = populated.acknowledged_incidents[0]
+    with populated.engine.connect() as conn:
+        token = conn.execute(
+            text("SELECT ack_token FROM alert_groups WHERE id = :i"), {"i": incident}
+        ).scalar()
+    web.goto(f"/ack/{token}")
+    web.shot("ack-form", "form", "input[name=by]", "button[type=submit]")
+
+    who = f"browser-{uuid.uuid4().hex[:6]}"
+    web.page.fill("input[name=by]", who)
+    web.page.fill("input[name=comment]", "seen in the browser")
+    with web.page.expect_navigation():
+        web.page.click("button[type=submit]")
+    web.shot("ack-done", "p.ok")
+    assert f"Acknowledged incident {incident}" in web.page.locator("p.ok").inner_text()
+    with populated.engine.connect() as conn:
+        row = conn.execute(
+            text("SELECT via, comment FROM acks WHERE alert_group_id = :i AND acknowledged_by = :by"),
+            {"i": incident, "by": who},
+        ).one()
+    assert tuple(row) == ("link", "seen in the browser")
+
+
+def test_an_unknown_acknowledgement_link_says_so(web: BrowserPage) -> None:
+    web.goto("/ack/not-a-token")
+    web.page.fill("input[name=by]", "someone")
+    web.expect_problem("404")  # the page answers 404, and the browser reports it
+    with web.page.expect_navigation():
+        web.page.click("button[type=submit]")
+    web.shot("ack-unknown", "p.bad")
+    assert "no open incident" in web.page.locator("p.bad").inner_text()
