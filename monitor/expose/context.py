@@ -31,7 +31,13 @@ def template_environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters.update(NUMBER_FILTERS)
+    env.filters["utc"] = utc_text
     return env
+
+
+def utc_text(value: datetime | None) -> str:
+    """A time as pages show it: UTC to the second, whatever the database session's time zone."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if value else "-"
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ answers every API error as `{"error": {"code": ..., "message": ...}}`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +20,16 @@ from monitor import __version__
 from monitor.act.service import RetentionService
 from monitor.clock import Clock, SystemClock
 from monitor.config import IdentityConfig, MetricsConfig
-from monitor.expose import api, api_alerts, api_retention, burrow, pages, queries
+from monitor.expose import (
+    api,
+    api_alerts,
+    api_retention,
+    burrow,
+    pages,
+    pages_alerts,
+    pages_collection,
+    queries,
+)
 from monitor.expose.context import ApiError, WebContext
 from monitor.expose.prometheus import metrics_registry
 
@@ -41,9 +51,11 @@ def create_app(
     metrics: MetricsConfig | None = None,
     retention: RetentionService | None = None,
     identity: IdentityConfig | None = None,
+    job_intervals: Mapping[str, float] | None = None,
 ) -> FastAPI:
     """Build the FastAPI app over `engine`. `/readyz` fails when no collection succeeded within
-    `stale_after`; `metrics` sets what `/metrics` serves (default: the settings' defaults)."""
+    `stale_after`; `metrics` sets what `/metrics` serves (default: the settings' defaults);
+    `job_intervals` (`pages_collection.job_intervals`) says when a job's last success is stale."""
     ctx = WebContext(engine, clock or SystemClock(), stale_after, silence_max_seconds)
     registry = metrics_registry(engine, metrics or MetricsConfig())
     app = FastAPI(title="kafka-health", version=__version__)
@@ -81,6 +93,8 @@ def create_app(
     if retention is not None:  # the retention button's API; `identity` says who may press it
         api_retention.install(app, ctx, retention, identity or IdentityConfig())
     app.include_router(pages.router(ctx))
+    app.include_router(pages_alerts.router(ctx))
+    app.include_router(pages_collection.router(ctx, job_intervals))
     return app
 
 

@@ -1,0 +1,114 @@
+"""How the alerts page sorts alerts and links them to incidents, and when the collection page calls
+a job stale: numbered cases, each with the verdict it expects."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from monitor.config import AlertConfig, Intervals
+from monitor.expose.alert_views import AlertItem, Incident, by_section, link_incidents
+from monitor.expose.pages_alerts import _read_flash
+from monitor.expose.pages_collection import job_health, job_intervals
+
+T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
+
+
+def alert(rule: str = "TimeUntilDataLoss", **overrides: Any) -> AlertItem:
+    values: dict[str, Any] = {
+        "id": 1, "fingerprint": "fp-" + rule, "rule": rule, "cluster": "prod", "entity": "group_partition",
+        "entity_key": "prod/g/t/0", "severity": "critical", "state": "firing", "summary": "s", "runbook": None,
+        "labels": {"cluster": "prod", "rule": rule, "severity": "critical", "group_id": "g", "topic": "t",
+                   "partition": "0", "page": "true"},
+        "pending_since": T0, "starts_at": T0, "silenced_by": None, "inhibited_by": None,
+    }  # fmt: skip
+    values.update(overrides)
+    return AlertItem(**values)
+
+
+def incident(id: int, rule: str = "TimeUntilDataLoss", acked: bool = False) -> Incident:
+    return Incident(id, "oncall-pager", {"cluster": "prod", "rule": rule}, "critical", T0,
+                    T0 if acked else None, "alice" if acked else None, None)  # fmt: skip
+
+
+SECTION_CASES = [
+    # (n, alert, incidents, expected section, expected linked incident ids)
+    (1, alert(), [incident(10)], "firing", [10]),
+    (2, alert(), [incident(10, acked=True), incident(11)], "acknowledged", [10, 11]),
+    (3, alert(state="pending", starts_at=None), [incident(10)], "pending", []),
+    (4, alert(silenced_by=7), [incident(10)], "silenced", []),
+    (5, alert(inhibited_by="fp-BrokerDown"), [incident(10)], "silenced", []),
+    (6, alert(), [incident(10, rule="DataLossOccurred")], "firing", []),
+    (
+        7,
+        alert(cluster="dev", labels={"cluster": "dev", "rule": "TimeUntilDataLoss"}),
+        [incident(10)],
+        "firing",
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(("n", "item", "incidents", "section", "linked"), SECTION_CASES)
+def test_alert_sections_and_incidents(
+    n: int, item: AlertItem, incidents: list[Incident], section: str, linked: list[int]
+) -> None:
+    (done,) = link_incidents([item], incidents)
+    assert (done.section, [i.id for i in done.incidents]) == (section, linked), f"case {n}"
+    assert by_section([done])[section] == [done]
+
+
+def test_a_silence_from_an_alert_matches_it_whatever_its_severity() -> None:
+    item = alert()
+    assert item.silence_matchers.splitlines() == [
+        "cluster=prod", "group_id=g", "page=true", "partition=0", "rule=TimeUntilDataLoss", "topic=t"
+    ]  # fmt: skip
+    assert item.entity_labels == [("group_id", "g"), ("partition", "0"), ("topic", "t")]
+
+
+INTERVALS = job_intervals(Intervals(), AlertConfig())
+
+
+def run(job: str, status: str = "ok", cluster: str | None = "prod") -> dict[str, Any]:
+    return {"cluster": cluster, "job": job, "status": status, "started_at": T0}
+
+
+STALE_CASES = [
+    # (n, job, seconds since the newest success (None: never), expected stale)
+    (1, "offsets", 10, False),
+    (2, "offsets", 45, False),  # three 15 s intervals
+    (3, "offsets", 46, True),
+    (4, "metadata", 170, False),
+    (5, "log_dirs", 400, True),
+    (6, "configs", None, True),
+    (7, "start", None, False),  # a one-off run has no interval
+]
+
+
+@pytest.mark.parametrize(("n", "job", "age", "stale"), STALE_CASES)
+def test_a_job_is_stale_after_three_intervals_without_success(
+    n: int, job: str, age: int | None, stale: bool
+) -> None:
+    success = {} if age is None else {("prod", job): T0}
+    (health,) = job_health([run(job)], success, INTERVALS, T0 + timedelta(seconds=age or 0))
+    assert health.stale is stale, f"case {n}"
+    assert health.age_seconds == (None if age is None else age)
+
+
+def test_jobs_are_listed_per_cluster_with_the_clusterless_jobs_last() -> None:
+    rows = job_health([run("evaluate", cluster=None), run("offsets"), run("metadata")], {}, INTERVALS, T0)
+    assert [(r.cluster, r.job) for r in rows] == [
+        ("prod", "metadata"),
+        ("prod", "offsets"),
+        (None, "evaluate"),
+    ]
+
+
+def test_a_forged_flash_cookie_is_ignored() -> None:
+    assert _read_flash("%7B%22kind%22%3A%20%22ok%22%2C%20%22text%22%3A%20%22done%22%7D") == {
+        "kind": "ok", "text": "done"
+    }  # fmt: skip
+    assert _read_flash("not json") is None
+    assert _read_flash('{"kind": "script"}') is None
