@@ -77,7 +77,12 @@ GROUP_PARTITION = _cols(
         "string",
         "sliding-window status: OK, WARN, ERR, STOP, STALL, REWIND (Burrow's rules, without false STOPs)",
     ),
-    ("group_state", "string", "Stable, PreparingRebalance, CompletingRebalance, Empty, Dead, Unknown"),
+    (
+        "group_state",
+        "string",
+        "Stable, PreparingRebalance, CompletingRebalance, Empty, Dead, Unknown; KIP-848 groups also "
+        "Assigning, Reconciling",
+    ),
     ("members", "int", "members of the group"),
 )
 

@@ -106,7 +106,8 @@ class GroupMember:
 @dataclass(frozen=True, slots=True)
 class GroupDescription:
     """DescribeConsumerGroups for one group. `state` is Kafka's name: Stable, PreparingRebalance,
-    CompletingRebalance, Empty, Dead, or Unknown."""
+    CompletingRebalance, Empty, Dead, or Unknown; a KIP-848 group may also be Assigning or
+    Reconciling (its rebalance steps)."""
 
     group_id: str
     state: str

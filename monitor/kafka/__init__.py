@@ -20,9 +20,10 @@ Modules: `properties` (librdkafka configuration), `translate` (errors, `Outcome`
 `records` (client objects -> records), `admin` (`KafkaAdmin`), `timestamps`
 (`RecordTimestampReader`) with `cursor` (one partition's progress, pure), all over confluent-kafka;
 over kafka-python (`pyclient`: options and the client's lifecycle): `logdirs` (`LogDirClient`,
-DescribeLogDirs, which librdkafka lacks) and `groups` (`GroupOffsetsClient`, OffsetFetch, which
-librdkafka's admin client cannot survive while a coordinator dies; `KafkaAdmin.committed_offsets`
-uses it).
+DescribeLogDirs, which librdkafka lacks), and the group requests librdkafka's admin client cannot
+survive while a coordinator dies: `groups` (`GroupOffsetsClient`, OffsetFetch) and `describe`
+(`GroupDescribeClient`, DescribeGroups and ConsumerGroupDescribe, whose messages are in
+`messages`), behind `KafkaAdmin.committed_offsets` and `KafkaAdmin.describe_groups`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`KafkaAdmin`: admin requests to one cluster through confluent-kafka, answered with records.
+"""`KafkaAdmin`: admin requests to one cluster through confluent-kafka, answered with records;
+the requests to group coordinators go through kafka-python (`monitor.kafka.groups`, `.describe`).
 
 Partial-failure policy, the same for every request over many entities (partitions, groups,
 topics): an entity that fails is reported in `Partial.errors` under its key and the others are
@@ -34,6 +35,7 @@ from confluent_kafka.cimpl import NewTopic
 from monitor.config import ClusterConfig
 from monitor.errors import ConfigError, KafkaUnavailableError
 from monitor.kafka import records
+from monitor.kafka.describe import GroupDescribeClient
 from monitor.kafka.groups import GROUPS_PER_REQUEST, GroupOffsetsClient
 from monitor.kafka.properties import ClientConfig, ClientLog, client_config, scrub
 from monitor.kafka.records import CONFIG_KEYS, partition_key
@@ -52,7 +54,6 @@ from monitor.types import TopicPartition as TopicPartitionKey
 log = logging.getLogger(__name__)
 
 # Entities per request where the API takes many: bounded so one request stays a few hundred KB.
-_GROUPS_PER_REQUEST: Final = 250
 _TOPICS_PER_REQUEST: Final = 100
 _OFFSET_SPECS: Final = {
     "earliest": OffsetSpec.earliest(),  # type: ignore[no-untyped-call]
@@ -115,6 +116,7 @@ class KafkaAdmin:
         self._config = client_config(cluster)
         self._client: AdminClient | None = None
         self._groups = GroupOffsetsClient(cluster)
+        self._describe = GroupDescribeClient(cluster)
         self._retired: list[tuple[float, AdminClient]] = []
         self.retire_delay = cluster.request_timeout_seconds + FUTURE_GRACE_SECONDS
         """Seconds a replaced client is kept before it is destroyed (see `_destroy_unused_retired`)."""
@@ -145,6 +147,7 @@ class KafkaAdmin:
             if self._client is None:
                 self._client = self._new_client()
         self._groups.start()
+        self._describe.start()
 
     def _new_client(self) -> AdminClient:
         try:
@@ -206,6 +209,7 @@ class KafkaAdmin:
                 _destroy(client)
             self._retired = []
         self._groups.close()
+        self._describe.close()
 
     def __enter__(self) -> KafkaAdmin:
         self.start()
@@ -432,34 +436,12 @@ class KafkaAdmin:
         return sorted({str(listing.group_id) for listing in result.valid or []})
 
     def describe_groups(self, group_ids: Sequence[str]) -> Partial[list[GroupDescription]]:
-        """State, members, assignments and coordinator of each group, in the order given.
-
-        Groups go `_GROUPS_PER_REQUEST` to a call (librdkafka asks each coordinator once), all
-        calls in flight at once; blocks until all answered or the timeout passed. A group that
-        failed is in `errors` under its id; a group that does not exist is described as "Dead".
-        Raises KafkaUnavailableError when no group answered because the cluster did not.
-        """
-        wanted = list(dict.fromkeys(group_ids))
-        described: list[GroupDescription] = []
-        outcome = self._outcome()
-        if not wanted:
-            return Partial(described, outcome.errors)
-        with self._call("describe consumer groups") as call:
-            client = self._admin()
-            futures: dict[str, concurrent.futures.Future[Any]] = {}
-            for chunk in _chunks(wanted, _GROUPS_PER_REQUEST):
-                futures.update(client.describe_consumer_groups(chunk, request_timeout=self.timeout))
-            concurrent.futures.wait(futures.values(), timeout=call.remaining())
-            for group_id in wanted:
-                try:
-                    description = futures[group_id].result(timeout=0)
-                except Exception as exc:
-                    outcome.failure(group_id, exc)
-                    continue
-                described.append(records.group_description(description))
-                outcome.success()
-            _raise_if_unreachable(outcome)
-        return Partial(described, outcome.errors)
+        """State, members, assignments and coordinator of each group (classic and KIP-848), in
+        the order given, through kafka-python: see `monitor.kafka.describe` for why not
+        librdkafka. A group that failed is in `errors` under its id; a group that does not exist
+        is described as "Dead". Raises KafkaUnavailableError when no group answered because the
+        cluster did not."""
+        return self._describe.describe_groups(group_ids)
 
     def committed_offsets(
         self, group_ids: Sequence[str], groups_per_request: int = GROUPS_PER_REQUEST

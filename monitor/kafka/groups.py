@@ -62,8 +62,9 @@ class GroupOffsetsClient(KafkaPythonClient):
 
         Groups go `groups_per_request` to a call (one OffsetFetch per coordinator). A coordinator
         that does not answer fails its whole call, so then each group of that call is asked
-        alone and only the groups of that coordinator fail (in `errors` under their id). Each
-        request is bounded by `request_timeout_seconds`. Raises KafkaUnavailableError when no
+        alone and only the groups of that coordinator fail (in `errors` under their id); the
+        client is then replaced, so the next call finds their coordinators afresh. Each request
+        is bounded by `request_timeout_seconds`. Raises KafkaUnavailableError when no
         group answered because the cluster did not, KafkaRequestError when it refused the client.
         """
         if groups_per_request < 1:
@@ -77,6 +78,7 @@ class GroupOffsetsClient(KafkaPythonClient):
             self._require_started()
             client = self._connect()
             in_a_row = 0
+            stale = False
             for chunk in _chunks(wanted, groups_per_request):
                 if in_a_row >= _UNAVAILABLE_IN_A_ROW:
                     for group_id in chunk:
@@ -95,6 +97,7 @@ class GroupOffsetsClient(KafkaPythonClient):
                         except Exception as exc:
                             outcome.failure(group_id, exc)
                             in_a_row = in_a_row + 1 if unavailable(exc) else 0
+                            stale = stale or unavailable(exc)
                 for group_id, offsets in answers.items():
                     value[str(group_id)] = committed_of(str(group_id), offsets)
                     outcome.success()
@@ -102,4 +105,8 @@ class GroupOffsetsClient(KafkaPythonClient):
             failure = outcome.unreachable()
             if failure is not None:
                 raise self._failed("fetch committed offsets", failure) from failure
+            if stale:
+                # kafka-python keeps a group's coordinator for the client's lifetime: without a
+                # new client the groups of a dead coordinator would never reach the new one.
+                self._discard()
         return Partial(value, outcome.errors)

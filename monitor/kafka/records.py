@@ -9,11 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
-from confluent_kafka import (
-    TIMESTAMP_CREATE_TIME,
-    TIMESTAMP_LOG_APPEND_TIME,
-    ConsumerGroupState,
-)
+from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
 from confluent_kafka.admin import ConfigSource  # type: ignore[attr-defined]  # public, not in `__all__`
 
 from monitor.types import (
@@ -22,8 +18,6 @@ from monitor.types import (
     TIMESTAMP_NOT_AVAILABLE,
     BrokerInfo,
     ClusterInfo,
-    GroupDescription,
-    GroupMember,
     PartitionInfo,
     PartitionOffsets,
     TopicConfigEntry,
@@ -45,16 +39,6 @@ CONFIG_KEYS: Final[frozenset[str]] = frozenset(
     }
 )
 """The topic configs the monitor reads: retention, replication and tiered storage."""
-
-# librdkafka's enum names -> the names Kafka itself uses (DescribeGroups, kafka-consumer-groups.sh).
-_GROUP_STATES: Final = {
-    ConsumerGroupState.UNKNOWN: "Unknown",
-    ConsumerGroupState.PREPARING_REBALANCING: "PreparingRebalance",
-    ConsumerGroupState.COMPLETING_REBALANCING: "CompletingRebalance",
-    ConsumerGroupState.STABLE: "Stable",
-    ConsumerGroupState.DEAD: "Dead",
-    ConsumerGroupState.EMPTY: "Empty",
-}
 
 _TIMESTAMP_TYPES: Final = {
     TIMESTAMP_CREATE_TIME: TIMESTAMP_CREATE,
@@ -136,42 +120,6 @@ def partition_offsets(
         end=int(latest.offset),
         max_timestamp_offset=max_offset,
         max_timestamp_ms=max_ms,
-    )
-
-
-# -- groups ------------------------------------------------------------------------------------
-
-
-def group_state(state: Any) -> str:
-    return _GROUP_STATES.get(state, "Unknown")
-
-
-def group_member(member: Any) -> GroupMember:
-    assigned = member.assignment.topic_partitions if member.assignment is not None else []
-    return GroupMember(
-        member_id=str(member.member_id),
-        client_id=str(member.client_id),
-        host=str(member.host),
-        assignment=tuple(sorted((str(tp.topic), int(tp.partition)) for tp in assigned)),
-        group_instance_id=member.group_instance_id or None,
-    )
-
-
-def group_description(description: Any) -> GroupDescription:
-    """A `ConsumerGroupDescription` as a record.
-
-    `protocol_type` is what Kafka reports: "consumer" for consumer groups (classic and KIP-848
-    alike), "" for a simple group (offsets committed without ever joining).
-    """
-    is_simple = bool(description.is_simple_consumer_group)
-    return GroupDescription(
-        group_id=str(description.group_id),
-        state=group_state(getattr(description, "state", None)),
-        protocol_type="" if is_simple else "consumer",
-        protocol=description.partition_assignor or None,
-        coordinator=node_id(description.coordinator),
-        members=tuple(sorted((group_member(m) for m in description.members), key=lambda m: m.member_id)),
-        is_simple=is_simple,
     )
 
 

@@ -3,16 +3,14 @@ record timestamps, with the ground truth taken from what each test produced."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from monitor.config import ClusterConfig
 from monitor.errors import KafkaUnavailableError
@@ -54,33 +52,6 @@ def closed_port() -> int:
 
 def no_record(topic: str, partition: int, offset: int) -> RecordTimestamp:
     return RecordTimestamp(topic, partition, offset, None, None)
-
-
-def commit_groups(
-    kafka: KafkaTestHelper, groups: dict[str, list[TopicPartition]], timeout: float = 60
-) -> None:
-    """Commit offsets for many groups at once (AlterConsumerGroupOffsets, 32 in flight), retrying
-    the groups whose partitions were refused (NOT_COORDINATOR while the offsets topic loads)."""
-    deadline = time.monotonic() + timeout
-    waiting = dict(groups)
-    while waiting:
-        futures: dict[str, concurrent.futures.Future[Any]] = {}
-        for group, offsets in waiting.items():
-            request = [ConsumerGroupTopicPartitions(group, offsets)]
-            futures.update(kafka.admin.alter_consumer_group_offsets(request, request_timeout=30))
-            if len(futures) % 32 == 0:
-                concurrent.futures.wait(futures.values(), timeout=60)
-        concurrent.futures.wait(futures.values(), timeout=60)
-        refused = {}
-        for group, future in futures.items():
-            error = future.exception()
-            if error is not None or any(tp.error is not None for tp in future.result().topic_partitions):
-                refused[group] = waiting[group]
-        if refused and time.monotonic() > deadline:
-            raise AssertionError(f"could not commit offsets for {len(refused)} groups")
-        waiting = refused
-        if waiting:
-            time.sleep(0.5)
 
 
 # -- offsets -----------------------------------------------------------------------------------
@@ -201,22 +172,120 @@ def test_a_live_group_then_its_empty_remains(admin: KafkaAdmin, kafka: KafkaTest
 
 
 def test_a_consumer_protocol_group_is_listed_and_described(admin: KafkaAdmin, kafka: KafkaTestHelper) -> None:
-    topic = kafka.create_topic(partitions=1, replication_factor=3)
+    # A KIP-848 group: DescribeGroups answers for it as for an unknown group, so it is described
+    # with ConsumerGroupDescribe; its assignor runs on the broker ("uniform" by default).
+    topic = kafka.create_topic(partitions=2, replication_factor=3)
+    kafka.produce(topic, [b"a", b"b"], partition=1)
     group = unique("kip848")
     consumer = Consumer(
-        {"bootstrap.servers": kafka.bootstrap_servers, "group.id": group, "group.protocol": "consumer"}
+        {
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "client.id": "kip848-client",
+            "enable.auto.commit": False,
+        }
     )
     try:
         consumer.subscribe([topic])
         wait_for_assignment(consumer)
+        consumer.commit(offsets=[TopicPartition(topic, 1, 2)], asynchronous=False)
         listed = admin.list_group_ids()
         described = describe_one(admin, group)
     finally:
         consumer.close()
 
     assert group in listed
-    assert described.state == "Stable"
-    assert [m.assignment for m in described.members] == [((topic, 0),)]
+    assert (described.state, described.protocol_type, described.protocol) == ("Stable", "consumer", "uniform")
+    assert (described.is_simple, described.coordinator in kafka.broker_ids) == (False, True)
+    (member,) = described.members
+    assert (member.client_id, member.host, member.assignment) == (
+        "kip848-client",
+        "/127.0.0.1",
+        ((topic, 0), (topic, 1)),
+    )
+
+    empty = kafka.wait_for(
+        lambda: (d := describe_one(admin, group)).state == "Empty" and d, 30, "the group to become Empty"
+    )
+    assert (empty.protocol_type, empty.members) == ("consumer", ())
+    assert [(c.partition, c.offset) for c in admin.committed_offsets([group]).value[group]] == [(1, 2)]
+
+
+def test_classic_kip848_and_unknown_groups_in_one_call(admin: KafkaAdmin, kafka: KafkaTestHelper) -> None:
+    topic = kafka.create_topic(partitions=3, replication_factor=3)
+    groups = {unique("classic"): "classic", unique("kip848"): "consumer"}
+    consumers = [
+        Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": g, "group.protocol": protocol})
+        for g, protocol in groups.items()
+    ]
+    never = unique("never")
+    try:
+        for consumer in consumers:
+            consumer.subscribe([topic])
+        for consumer in consumers:
+            wait_for_assignment(consumer)
+        result = admin.describe_groups([never, *groups])
+    finally:
+        for consumer in consumers:
+            consumer.close()
+
+    assert result.errors == {}
+    assert [(d.group_id, d.state, d.protocol) for d in result.value] == [
+        (never, "Dead", None),
+        *((g, "Stable", "range" if protocol == "classic" else "uniform") for g, protocol in groups.items()),
+    ]
+    for described in result.value[1:]:
+        assert [m.assignment for m in described.members] == [((topic, 0), (topic, 1), (topic, 2))]
+
+
+def test_a_group_that_does_not_exist_is_dead(admin: KafkaAdmin, kafka: KafkaTestHelper) -> None:
+    group = unique("never")
+
+    result = admin.describe_groups([group])
+
+    assert result.errors == {}
+    (dead,) = result.value
+    assert (dead.group_id, dead.state, dead.protocol_type, dead.protocol, dead.members, dead.is_simple) == (
+        group,
+        "Dead",
+        "",
+        None,
+        (),
+        False,
+    )
+    assert dead.coordinator in kafka.broker_ids
+
+
+def test_groups_are_described_while_a_coordinator_dies(admin: KafkaAdmin, kafka: KafkaTestHelper) -> None:
+    # The moment librdkafka's coordinator requests can bring the process down: here the groups of
+    # the dead coordinator fail (or are found at their new one), the others are described, and
+    # once Kafka has moved the coordinators every group answers again.
+    topic = kafka.create_topic(partitions=1, replication_factor=3)
+    groups = [unique("dies") for _ in range(60)]
+    kafka.commit_groups({g: [TopicPartition(topic, 0, 1)] for g in groups})
+    before = admin.describe_groups(groups)
+    assert before.errors == {}
+    victim = before.value[0].coordinator
+    assert victim is not None
+    survivors = {d.group_id for d in before.value if d.coordinator != victim}
+    assert survivors, "60 groups all on one coordinator"
+
+    kafka.kill_broker(victim)
+    during = admin.describe_groups(groups)
+    offsets = admin.committed_offsets(groups)
+
+    assert survivors <= {d.group_id for d in during.value}
+    assert {d.group_id for d in during.value} | set(during.errors) == set(groups)
+    assert set(offsets.value) | set(offsets.errors) == set(groups)
+    kafka.wait_for(
+        lambda: not admin.describe_groups(groups).errors and not admin.committed_offsets(groups).errors,
+        60,
+        "the groups of the dead coordinator to answer from their new one",
+    )
+    after = admin.describe_groups(groups)
+    assert {d.state for d in after.value} == {"Empty"}
+    assert victim not in {d.coordinator for d in after.value}
 
 
 def test_a_group_whose_consumers_are_gone_is_listed_with_its_offsets(
@@ -242,7 +311,7 @@ def test_committed_offsets_of_many_groups(admin: KafkaAdmin, kafka: KafkaTestHel
     topic = kafka.create_topic(partitions=3, replication_factor=1)
     prefix = unique("fan")
     groups = {f"{prefix}-{i}": [TopicPartition(topic, p, i + p) for p in range(3)] for i in range(count)}
-    commit_groups(kafka, groups)
+    kafka.commit_groups(groups)
 
     started = time.monotonic()
     result = admin.committed_offsets(list(groups))

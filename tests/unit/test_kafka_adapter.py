@@ -25,7 +25,6 @@ from confluent_kafka import (
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
     TIMESTAMP_NOT_AVAILABLE,
-    ConsumerGroupState,
     KafkaError,
     KafkaException,
     TopicPartition,
@@ -48,7 +47,6 @@ from monitor.kafka.timestamps import reader_config
 from monitor.kafka.translate import Outcome
 from monitor.types import (
     CommittedOffset,
-    GroupMember,
     LogDirReplica,
     LogDirUsage,
     PartitionOffsets,
@@ -100,61 +98,6 @@ def test_partition_offsets_of_a_partition_with_records_and_of_an_empty_one() -> 
     assert full == PartitionOffsets("t", 0, start=3, end=10, max_timestamp_offset=7, max_timestamp_ms=1234)
     assert empty == PartitionOffsets("t", 1, start=0, end=0, max_timestamp_offset=None, max_timestamp_ms=None)
     assert unknown_max == PartitionOffsets("t", 2, start=0, end=5)
-
-
-@pytest.mark.parametrize(
-    ("state", "name"),
-    [
-        (ConsumerGroupState.STABLE, "Stable"),
-        (ConsumerGroupState.EMPTY, "Empty"),
-        (ConsumerGroupState.PREPARING_REBALANCING, "PreparingRebalance"),
-        (ConsumerGroupState.COMPLETING_REBALANCING, "CompletingRebalance"),
-        (ConsumerGroupState.DEAD, "Dead"),
-        (ConsumerGroupState.UNKNOWN, "Unknown"),
-        (None, "Unknown"),
-    ],
-)
-def test_group_states_use_kafkas_names(state: ConsumerGroupState | None, name: str) -> None:
-    assert records.group_state(state) == name
-
-
-def test_group_description_with_members_and_a_simple_group() -> None:
-    member = SimpleNamespace(
-        member_id="m-2",
-        client_id="billing-1",
-        host="/10.0.0.7",
-        group_instance_id=None,
-        assignment=SimpleNamespace(
-            topic_partitions=[TopicPartition("orders", 3), TopicPartition("orders", 1)]
-        ),
-    )
-    stable = SimpleNamespace(
-        group_id="billing",
-        is_simple_consumer_group=False,
-        state=ConsumerGroupState.STABLE,
-        partition_assignor="range",
-        coordinator=SimpleNamespace(id=2),
-        members=[member],
-    )
-    simple = SimpleNamespace(
-        group_id="committer",
-        is_simple_consumer_group=True,
-        state=ConsumerGroupState.EMPTY,
-        partition_assignor="",
-        coordinator=SimpleNamespace(id=-1),
-        members=[],
-    )
-
-    described = records.group_description(stable)
-    plain = records.group_description(simple)
-
-    assert described.state == "Stable"
-    assert (described.protocol_type, described.protocol, described.coordinator) == ("consumer", "range", 2)
-    assert described.members == (
-        GroupMember("m-2", "billing-1", "/10.0.0.7", (("orders", 1), ("orders", 3))),
-    )
-    assert (plain.state, plain.protocol_type, plain.protocol, plain.coordinator) == ("Empty", "", None, None)
-    assert plain.is_simple
 
 
 def test_topic_configs_keep_the_wanted_names_and_never_return_secrets() -> None:
@@ -758,6 +701,9 @@ class FakeOffsetFetch:
         tp = kafka.structs.TopicPartition
         return {g: {tp("t", 0): meta(int(g[1:]), "", 3), tp("t", 1): meta(-1, "", -1)} for g in groups}
 
+    def close(self) -> None:
+        return None
+
 
 def offsets_client(fake: FakeOffsetFetch) -> GroupOffsetsClient:
     client = GroupOffsetsClient(ClusterConfig(name="fake", bootstrap_servers=["127.0.0.1:9"]))
@@ -785,6 +731,18 @@ def test_a_dead_coordinator_fails_only_its_own_groups() -> None:
     assert set(result.value) == {f"g{i}" for i in range(10)} - {"g3", "g7"}
     assert set(result.errors) == {"g3", "g7"}
     assert "NodeNotReadyError" in result.errors["g3"]
+
+
+def test_a_coordinator_that_did_not_answer_makes_the_next_call_use_a_new_client() -> None:
+    # kafka-python keeps each group's coordinator for its client's lifetime.
+    after_failure = offsets_client(FakeOffsetFetch(down={"g3"}))
+    after_refusal = offsets_client(FakeOffsetFetch(refused={"g3"}))
+
+    after_failure.committed_offsets(["g1", "g3"])
+    after_refusal.committed_offsets(["g1", "g3"])
+
+    assert after_failure._client is None
+    assert after_refusal._client is not None
 
 
 def test_committed_offsets_stop_asking_once_the_cluster_stopped_answering() -> None:

@@ -1,0 +1,340 @@
+"""Consumer groups described through kafka-python: DescribeGroups, and ConsumerGroupDescribe for
+KIP-848 ("consumer" protocol) groups.
+
+librdkafka's admin DescribeConsumerGroups sends coordinator-targeted requests like its
+ListConsumerGroupOffsets (see `monitor.kafka.groups`), with the same failure handling that can
+abort or crash the whole process when a group coordinator dies during the request (librdkafka
+issues 4605, 3663 and 5040). kafka-python fails such a request with an exception instead. Its
+admin client cannot describe KIP-848 groups, though, so the requests are built here from its
+protocol messages (and ours, `monitor.kafka.messages`) and sent on its IO loop:
+
+1. FindCoordinator for every group (v4+: up to `_KEYS_PER_FIND` groups per request; one request
+   per group before Kafka 3.0). Asked afresh on every call: kafka-python's own lookup caches a
+   coordinator forever, so the groups of a coordinator that died would keep going to it.
+2. DescribeGroups to each coordinator, `groups_per_request` groups per request, all at once.
+3. The groups the classic answer calls unknown (GROUP_ID_NOT_FOUND, or "Dead" before v6):
+   ConsumerGroupDescribe to the same coordinator. A KIP-848 group is one of them; a group unknown
+   there too (or to a broker without that API) does not exist and is described as "Dead".
+
+Each step waits at most the request timeout (plus a few seconds of grace) for all its requests;
+a FindCoordinator that got no answer is asked once more, of another broker. A coordinator that
+fails fails only its own groups.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+import kafka.errors
+from kafka.protocol.admin import DescribeGroupsRequest
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolType
+from kafka.protocol.metadata import CoordinatorType, FindCoordinatorRequest
+
+from monitor.kafka.messages import ConsumerGroupDescribeRequest
+from monitor.kafka.pyclient import KafkaPythonClient, unavailable
+from monitor.kafka.translate import FUTURE_GRACE_SECONDS, Outcome
+from monitor.types import GroupDescription, GroupMember, Partial, TopicPartition
+
+log = logging.getLogger(__name__)
+
+GROUPS_PER_REQUEST: Final = 100
+_KEYS_PER_FIND: Final = 500
+_FIND_ATTEMPTS: Final = 2
+_GRACE_SECONDS = FUTURE_GRACE_SECONDS
+_GROUP_ID_NOT_FOUND: Final = kafka.errors.GroupIdNotFoundError.errno
+_DEAD: Final = "Dead"
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+def _by_member_id(member: GroupMember) -> str:
+    return member.member_id
+
+
+def _state(name: object) -> str:
+    return str(name) if name else "Unknown"
+
+
+def _error(code: int, message: object) -> kafka.errors.KafkaError:
+    error_type: type[kafka.errors.KafkaError] = kafka.errors.for_code(code)
+    return error_type(str(message)) if message else error_type()
+
+
+# -- answers -> records ----------------------------------------------------------------------------
+
+
+def classic_assignment(data: bytes | None) -> tuple[TopicPartition, ...]:
+    """A classic consumer member's assignment (the consumer protocol's bytes), sorted; empty when
+    there is none (the group is rebalancing) or it cannot be read."""
+    if not data:
+        return ()
+    try:
+        assignment = ConsumerProtocolAssignment.decode(bytes(data))
+        return tuple(
+            sorted((str(t.topic), int(p)) for t in assignment.assigned_partitions for p in t.partitions)
+        )
+    except Exception as exc:
+        log.debug("cannot read a member assignment of %d bytes: %s", len(data), exc)
+        return ()
+
+
+def classic_description(group: Any, coordinator: int) -> GroupDescription:
+    """A DescribeGroups answer as a record. `protocol_type` is what Kafka reports: "consumer" for
+    consumer groups, "" for a simple group (offsets committed without ever joining), "connect" ..."""
+    protocol_type = str(group.protocol_type or "")
+    consumer = protocol_type == ConsumerProtocolType
+    members = (
+        GroupMember(
+            member_id=str(m.member_id),
+            client_id=str(m.client_id),
+            host=str(m.client_host),
+            assignment=classic_assignment(m.member_assignment) if consumer else (),
+            group_instance_id=m.group_instance_id or None,
+        )
+        for m in group.members
+    )
+    return GroupDescription(
+        group_id=str(group.group_id),
+        state=_state(group.group_state),
+        protocol_type=protocol_type,
+        protocol=str(group.protocol_data or "") or None,
+        coordinator=coordinator,
+        members=tuple(sorted(members, key=_by_member_id)),
+        is_simple=protocol_type == "",
+    )
+
+
+def consumer_description(group: Any, coordinator: int) -> GroupDescription:
+    """A ConsumerGroupDescribe answer (a KIP-848 group) as a record: its server-side assignor is
+    the protocol and each member's current assignment (not its target) is its assignment."""
+
+    def assignment(member: Any) -> tuple[TopicPartition, ...]:
+        topics = member.assignment.topic_partitions if member.assignment is not None else []
+        owned = ((str(t.topic_name), int(p)) for t in topics if t.topic_name for p in t.partitions)
+        return tuple(sorted(owned))
+
+    members = (
+        GroupMember(
+            member_id=str(m.member_id),
+            client_id=str(m.client_id),
+            host=str(m.client_host),
+            assignment=assignment(m),
+            group_instance_id=m.instance_id or None,
+        )
+        for m in group.members
+    )
+    return GroupDescription(
+        group_id=str(group.group_id),
+        state=_state(group.group_state),
+        protocol_type=ConsumerProtocolType,
+        protocol=str(group.assignor_name or "") or None,
+        coordinator=coordinator,
+        members=tuple(sorted(members, key=_by_member_id)),
+    )
+
+
+def dead_description(group_id: str, coordinator: int | None) -> GroupDescription:
+    """A group its coordinator does not know (never existed, or deleted)."""
+    return GroupDescription(group_id, _DEAD, "", None, coordinator, ())
+
+
+# -- one call on kafka-python's IO loop --------------------------------------------------------------
+
+_Answer = Callable[[Any, int], bool]
+"""Takes one group's answer and its coordinator; True passes the group on to the next step."""
+
+
+class _Call:
+    """The requests of one `describe_groups` call, run on kafka-python's IO loop by `run`.
+
+    `manager` is kafka-python's connection manager: `send(request, node_id=None)` returns a
+    future (no node: the least loaded broker), `call_soon(coroutine_function)` runs one and
+    returns its future, `wait_for(future, timeout_ms)` awaits a future for at most that long.
+    """
+
+    def __init__(self, manager: Any, timeout: float, groups_per_request: int, outcome: Outcome) -> None:
+        self._manager = manager
+        self._timeout = timeout
+        self._per_request = groups_per_request
+        self._outcome = outcome
+        self.described: dict[str, GroupDescription] = {}
+
+    async def run(self, group_ids: list[str]) -> None:
+        coordinators = await self._find_coordinators(group_ids)
+        unknown = await self._ask(coordinators, self._describe_groups, self._classic)
+        await self._ask(unknown, self._consumer_group_describe, self._consumer)
+
+    def finish(self, group_ids: Sequence[str], failure: BaseException | None) -> None:
+        """Account for the groups that got no answer: `failure` ended the call, or none came."""
+        for group_id in group_ids:
+            if group_id in self.described or group_id in self._outcome.errors:
+                continue
+            if failure is not None:
+                self._outcome.failure(group_id, failure)
+            else:
+                self._outcome.unanswered(group_id, "its coordinator's answer left it out")
+
+    async def _wait(self, future: Any, deadline: float) -> Any:
+        remaining_ms = max(0.0, deadline - time.monotonic()) * 1000
+        return await self._manager.wait_for(future, remaining_ms)
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self._timeout + _GRACE_SECONDS
+
+    async def _find_coordinators(self, group_ids: list[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        pending = list(_chunks(group_ids, _KEYS_PER_FIND))
+        for attempt in range(1, _FIND_ATTEMPTS + 1):
+            sent = [(keys, self._find(keys)) for keys in pending]
+            deadline = self._deadline()
+            pending = []
+            for keys, answer in sent:
+                try:
+                    coordinators = await self._wait(answer, deadline)
+                except Exception as exc:
+                    if attempt < _FIND_ATTEMPTS and unavailable(exc):
+                        pending.append(keys)  # the least loaded broker may be the one that died
+                        continue
+                    for group_id in keys:
+                        self._outcome.failure(group_id, exc)
+                    continue
+                for group_id, code, message, node in coordinators:
+                    if code:
+                        self._outcome.failure(group_id, _error(code, message))
+                    else:
+                        found[group_id] = int(node)
+            if not pending:
+                break
+        return found
+
+    def _find(self, keys: list[str]) -> Any:
+        """A future of `(group, error code, error message, node id)` for each of `keys`."""
+
+        async def batched() -> list[tuple[str, int, object, int]]:
+            request = FindCoordinatorRequest(
+                key_type=CoordinatorType.GROUP.value, coordinator_keys=keys, min_version=4
+            )
+            try:
+                response = await self._manager.send(request)
+            except kafka.errors.IncompatibleBrokerVersion:
+                return await one_by_one()
+            return [(str(c.key), c.error_code, c.error_message, c.node_id) for c in response.coordinators]
+
+        async def one_by_one() -> list[tuple[str, int, object, int]]:
+            # Before Kafka 3.0 a FindCoordinator names one group.
+            sent = [
+                (key, self._manager.send(FindCoordinatorRequest(key=key, key_type=0, max_version=3)))
+                for key in keys
+            ]
+            answers = []
+            for key, future in sent:
+                response = await future
+                answers.append((key, response.error_code, response.error_message, response.node_id))
+            return answers
+
+        return self._manager.call_soon(batched)
+
+    def _describe_groups(self, group_ids: list[str]) -> Any:
+        return DescribeGroupsRequest(groups=group_ids, include_authorized_operations=False)
+
+    def _consumer_group_describe(self, group_ids: list[str]) -> Any:
+        return ConsumerGroupDescribeRequest(group_ids=group_ids, include_authorized_operations=False)
+
+    async def _ask(
+        self, coordinators: Mapping[str, int], request: Callable[[list[str]], Any], answer: _Answer
+    ) -> dict[str, int]:
+        """Send `request` to each coordinator for its groups, all at once, and hand each group's
+        answer to `answer`; returns the groups it passed on, with their coordinators."""
+        by_node: dict[int, list[str]] = {}
+        for group_id, node in coordinators.items():
+            by_node.setdefault(node, []).append(group_id)
+        sent = [
+            (node, chunk, self._manager.send(request(chunk), node_id=node))
+            for node, group_ids in sorted(by_node.items())
+            for chunk in _chunks(group_ids, self._per_request)
+        ]
+        deadline = self._deadline()
+        passed: dict[str, int] = {}
+        for node, chunk, future in sent:
+            try:
+                response = await self._wait(future, deadline)
+            except kafka.errors.IncompatibleBrokerVersion as exc:
+                # Only ConsumerGroupDescribe can be missing: a broker before Kafka 3.7 has no
+                # KIP-848 groups, so a group its DescribeGroups does not know does not exist.
+                log.debug("broker %s: %s; %d unknown groups are Dead", node, exc, len(chunk))
+                for group_id in chunk:
+                    self.described[group_id] = dead_description(group_id, node)
+                    self._outcome.success()
+                continue
+            except Exception as exc:
+                for group_id in chunk:
+                    self._outcome.failure(group_id, exc)
+                continue
+            for group in response.groups:
+                if str(group.group_id) in chunk and answer(group, node):
+                    passed[str(group.group_id)] = node
+        return passed
+
+    def _classic(self, group: Any, node: int) -> bool:
+        if group.error_code == _GROUP_ID_NOT_FOUND or (not group.error_code and group.group_state == _DEAD):
+            return True
+        if group.error_code:
+            self._outcome.failure(str(group.group_id), _error(group.error_code, group.error_message))
+        else:
+            self.described[str(group.group_id)] = classic_description(group, node)
+            self._outcome.success()
+        return False
+
+    def _consumer(self, group: Any, node: int) -> bool:
+        group_id = str(group.group_id)
+        if group.error_code == _GROUP_ID_NOT_FOUND:
+            self.described[group_id] = dead_description(group_id, node)
+        elif group.error_code:
+            self._outcome.failure(group_id, _error(group.error_code, group.error_message))
+            return False
+        else:
+            self.described[group_id] = consumer_description(group, node)
+        self._outcome.success()
+        return False
+
+
+class GroupDescribeClient(KafkaPythonClient):
+    """Descriptions of consumer groups (classic and KIP-848) for one cluster."""
+
+    def describe_groups(
+        self, group_ids: Sequence[str], groups_per_request: int = GROUPS_PER_REQUEST
+    ) -> Partial[list[GroupDescription]]:
+        """State, protocol, members (client id, host, assignment) and coordinator of each group,
+        in the order given; a group that does not exist is described as "Dead".
+
+        Blocks for at most about three request timeouts (the three steps in the module's
+        docstring). A group that failed (its coordinator unknown, unreachable or refusing) is in
+        `errors` under its id. Raises KafkaUnavailableError when no group answered because the
+        cluster did not, KafkaRequestError when it refused the client.
+        """
+        if groups_per_request < 1:
+            raise ValueError("groups_per_request must be at least 1")
+        wanted = list(dict.fromkeys(group_ids))
+        outcome = Outcome(self._options.secret_values(), self.timeout, unavailable)
+        if not wanted:
+            return Partial([], outcome.errors)
+        with self._lock:
+            self._require_started()
+            manager = self._connect()._manager
+            call = _Call(manager, self.timeout, groups_per_request, outcome)
+            failure: BaseException | None = None
+            try:
+                manager.run(call.run, wanted)
+            except Exception as exc:
+                failure = exc
+            call.finish(wanted, failure)
+            unreachable = outcome.unreachable()
+            if unreachable is not None:
+                raise self._failed("describe consumer groups", unreachable) from unreachable
+        return Partial([call.described[g] for g in wanted if g in call.described], outcome.errors)
