@@ -116,18 +116,17 @@ def demo(config: ConfigOption = None) -> None:
     Spark in-process, and the daemon with its web UI. Ctrl-C stops everything it started."""
     from monitor.app import build_app
     from monitor.devtools import stack
-    from monitor.devtools.paths import project_root
+    from monitor.devtools.demo import demo_settings, ensure_demo_topic
 
-    settings = _settings(config)
-    if settings.alert.routing_file is None:
-        # Inbox files instead of Slack, email and PagerDuty (see deploy/demo-routing.yaml).
-        alert = settings.alert.model_copy(
-            update={"routing_file": project_root() / "deploy" / "demo-routing.yaml"}
-        )
-        settings = settings.model_copy(update={"alert": alert})
+    # Inbox files instead of Slack, email and PagerDuty, and the retention button in the labelled
+    # development mode (monitor/devtools/demo.py).
+    settings = demo_settings(_settings(config))
     _setup_logging(settings.log_level)
     with stack.local_services(settings, _say, with_kafka=True) as services:
+        ensure_demo_topic(settings, _say)
         daemon = build_app(settings, services.database_url)
+        if settings.web.identity.mode == "development":
+            _say(f"development mode: no sign-in, everyone is {settings.web.identity.development_user}")
         _say(f"open http://{settings.web.host}:{settings.web.port}  (Ctrl-C stops the demo)")
         daemon.run_until_signalled()
 

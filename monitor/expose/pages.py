@@ -9,13 +9,13 @@ that is, marked stale past the context's `stale_after`. An unknown cluster, topi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Final
 from urllib.parse import quote
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy import Connection
 
@@ -64,7 +64,11 @@ def freshness(evaluated_at: datetime | None, now: datetime, stale_after: timedel
     return Freshness(evaluated_at, age, age > stale_after.total_seconds(), stale_after.total_seconds())
 
 
-def router(ctx: WebContext) -> APIRouter:
+TopicPanel = Callable[[Request, Connection, str, str], dict[str, Any]]
+"""More of the topic page: template variables from another module (`pages_retention`'s panel)."""
+
+
+def router(ctx: WebContext, topic_panel: TopicPanel | None = None) -> APIRouter:
     pages = APIRouter(include_in_schema=False)
 
     @pages.get("/", response_class=HTMLResponse)
@@ -128,7 +132,7 @@ def router(ctx: WebContext) -> APIRouter:
         )
 
     @pages.get("/clusters/{cluster}/topics/{topic}", response_class=HTMLResponse)
-    def topic_page(cluster: str, topic: str) -> HTMLResponse:
+    def topic_page(request: Request, cluster: str, topic: str) -> HTMLResponse:
         now = ctx.clock.now()
         with ctx.engine.connect() as conn:
             if not queries.cluster_exists(conn, cluster):
@@ -140,6 +144,7 @@ def router(ctx: WebContext) -> APIRouter:
             limits = read_pages.data_loss_limits(conn, cluster, topic)
             alerts = read_pages.firing_alerts(conn, cluster, topic=topic)
             evaluated = queries.latest_evaluation(conn, cluster)
+            panel = topic_panel(request, conn, cluster, topic) if topic_panel else {"retention": None}
         partitions = health.annotate((asdict(p) for p in detail.partitions.items), health.partition)
         groups = _judge_groups(
             {**asdict(c), "worst_status": worst.get(c.group_id), "data_loss_limit": limits.get(c.group_id)}
@@ -159,6 +164,7 @@ def router(ctx: WebContext) -> APIRouter:
             groups=health.groups_worst_first(groups),
             alerts=alerts,
             freshness=freshness(evaluated, now, ctx.stale_after),
+            **panel,
         )
 
     @pages.get("/clusters/{cluster}/groups/{group:path}", response_class=HTMLResponse)

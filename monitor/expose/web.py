@@ -28,6 +28,7 @@ from monitor.expose import (
     pages,
     pages_alerts,
     pages_collection,
+    pages_retention,
     queries,
 )
 from monitor.expose.context import ApiError, WebContext
@@ -90,9 +91,11 @@ def create_app(
     api.install(app, ctx)
     app.include_router(burrow.router(ctx))
     app.include_router(api_alerts.router(ctx))
-    if retention is not None:  # the retention button's API; `identity` says who may press it
-        api_retention.install(app, ctx, retention, identity or IdentityConfig())
-    app.include_router(pages.router(ctx))
+    panel = None
+    if retention is not None:  # the retention button's API and pages; `identity` says who may press it
+        auth = api_retention.install(app, ctx, retention, identity or IdentityConfig())
+        panel = pages_retention.install(app, ctx, retention, auth)
+    app.include_router(pages.router(ctx, panel))
     app.include_router(pages_alerts.router(ctx))
     app.include_router(pages_collection.router(ctx, job_intervals))
     return app
