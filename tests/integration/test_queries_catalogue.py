@@ -5,6 +5,8 @@ it uses, is listed in queries/README.md, and runs as a member of the read-only r
 `kafka_health_reader`: bound through psycopg, and in psql itself (the documented command and the
 test's values), against a migrated database holding one known incident on cluster `prod`, with
 decoys on cluster `stage` and before the window. The answers about the incident are checked exactly.
+Every query also runs on `populated`, the database filled by a real collection, evaluation and
+alert cycle.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from sqlalchemy.exc import ProgrammingError
 
 from monitor.store.models import Base
 from monitor.store.partitions import ensure_partitions
+from tests.fixtures.populated import UNREACHABLE, Populated
 from tests.query_files import Header, QueryFileError, body, parse_header, to_pyformat
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -613,3 +616,53 @@ def test_answers_about_the_incident(reader: Engine, name: str) -> None:
     columns, expected = EXPECTED[name]
     rows = query(reader, name)
     assert [tuple(row[c] for c in columns) for row in rows] == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# A database filled by a real collection
+
+
+@pytest.fixture(scope="module")
+def populated_reader(populated: Populated, reader_role: str) -> Iterator[Engine]:
+    as_reader = _as(reader_role, populated.engine)
+    try:
+        yield as_reader
+    finally:
+        as_reader.dispose()
+
+
+def _populated_params(populated: Populated, **overrides: str) -> dict[str, str]:
+    return {
+        "cluster": populated.cluster,
+        "group": populated.groups["lagging"].name,
+        "since": (populated.collected_at - timedelta(hours=1)).isoformat(),
+        "until": (datetime.now(UTC) + timedelta(hours=1)).isoformat(),
+        "pager": "oncall-pager",
+        **overrides,
+    }
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_query_runs_on_a_collected_database(
+    populated: Populated, populated_reader: Engine, path: Path
+) -> None:
+    rows = run_query(populated_reader, path, _populated_params(populated))
+    groups = {row.get("group_id") for row in rows}
+    if path.name == "groups_that_lost_data.sql":
+        assert populated.groups["lost"].name in groups
+    if path.name == "time_until_data_loss_most_urgent.sql":
+        assert {populated.groups["at_risk"].name, populated.groups["lost"].name} <= groups
+    if path.name == "lag_history_of_group.sql":
+        assert rows and rows[-1]["offset_lag"] == populated.groups["lagging"].lag
+    if path.name == "silences_during_window.sql":
+        assert populated.silence_id in {row["silence"] for row in rows}
+
+
+@pytest.mark.spark
+def test_collection_failures_show_the_unreachable_cluster(
+    populated: Populated, populated_reader: Engine
+) -> None:
+    params = _populated_params(populated, cluster=UNREACHABLE)
+    rows = run_query(populated_reader, QUERIES / "collection_failures.sql", params)
+    assert rows and {row["status"] for row in rows} == {"failed"}
