@@ -137,6 +137,11 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_notices")),
     )
     op.create_index("ix_notices_created_at", "notices", ["created_at"], unique=False)
+    # The reader role of 0005 gets SELECT on new tables by default; token hashes are not for it.
+    op.execute(
+        "DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'kafka_health_reader') THEN "
+        "REVOKE ALL ON api_tokens FROM kafka_health_reader; END IF; END $$;"
+    )
 
 
 def downgrade() -> None:

@@ -124,6 +124,8 @@ def test_the_reader_role_reads_and_cannot_write(filled: Engine, db_url: str) -> 
             assert conn.execute(text("SELECT count(*) FROM group_offsets")).scalar() == 0
             with pytest.raises(ProgrammingError, match="permission denied"):
                 conn.execute(text("DELETE FROM findings"))
+        with as_reader.connect() as conn, pytest.raises(ProgrammingError, match="permission denied"):
+            conn.execute(text("SELECT token_hash FROM api_tokens"))
     finally:
         as_reader.dispose()
         with filled.begin() as conn:
