@@ -230,3 +230,12 @@ def insert_finished_run(
         .returning(CollectionRun.id)
     )
     return int(conn.execute(stmt).scalar_one())
+
+
+def prune_runs(conn: Connection, before: datetime) -> int:
+    """Delete finished collection runs that started before `before`; return how many. A run still
+    marked `running` is kept: it is what shows a daemon that died mid-run."""
+    result = conn.execute(
+        delete(CollectionRun).where(CollectionRun.started_at < before, CollectionRun.status != "running")
+    )
+    return int(result.rowcount or 0)

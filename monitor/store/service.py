@@ -12,6 +12,7 @@ from monitor.config import DatabaseConfig
 from monitor.errors import StoreUnavailableError
 from monitor.store import migrate
 from monitor.store.engine import make_engine, mask_url
+from monitor.store.metadata import prune_runs
 from monitor.store.models import Cluster
 from monitor.store.partitions import maintain_partitions
 from monitor.store.samples import prune_record_timestamps
@@ -49,7 +50,8 @@ class StoreService:
     def maintain(self) -> None:
         """Create the coming days' sample partitions, drop those past retention, and prune the
         record-timestamp cache of entries older than the retention (their records are deleted
-        by Kafka's own retention long before, or re-read when still needed)."""
+        by Kafka's own retention long before, or re-read when still needed), and the
+        collection runs older than the retention."""
         now = self._clock.now()
         with self.engine.begin() as conn:
             result = maintain_partitions(
@@ -61,10 +63,13 @@ class StoreService:
             clusters = conn.execute(select(Cluster.name)).scalars().all()
             cutoff = now - timedelta(days=self._config.sample_retention_days)
             pruned = sum(prune_record_timestamps(conn, cluster, cutoff) for cluster in clusters)
+            runs = prune_runs(conn, cutoff)
         if result.dropped:
             log.info("dropped expired sample partitions: %s", ", ".join(result.dropped))
         if pruned:
             log.info("pruned %d cached record timestamps older than %s", pruned, cutoff.date())
+        if runs:
+            log.info("pruned %d collection runs older than %s", runs, cutoff.date())
 
     def stop(self) -> None:
         if self._engine is not None:

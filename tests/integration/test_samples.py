@@ -21,6 +21,7 @@ from monitor.devtools.postgres import LocalPostgres
 from monitor.errors import StoreUnavailableError
 from monitor.store import leases
 from monitor.store.buffer import BufferedWriter
+from monitor.store.metadata import finish_run, prune_runs, start_run
 from monitor.store.samples import (
     OffsetsBatch,
     cached_timestamps,
@@ -642,3 +643,17 @@ def test_buffered_writer_takes_concurrent_submissions(engine: Engine) -> None:
     assert results == [True] * 20
     for n in range(4):
         assert sum(_samples_by_time(engine, f"threads-{n}").values()) == 50
+
+
+def test_prune_runs_keeps_recent_and_unfinished_runs(engine: Engine) -> None:
+    at = T0 + timedelta(days=9)
+    with engine.begin() as conn:
+        old = start_run(conn, "prune-runs", "offsets", "a", at - timedelta(days=2))
+        finish_run(conn, old, finished_at=at, duration_ms=5, status="ok", counts={}, error=None)
+        stuck = start_run(conn, "prune-runs", "offsets", "a", at - timedelta(days=2))
+        recent = start_run(conn, "prune-runs", "offsets", "a", at)
+        assert prune_runs(conn, at - timedelta(days=1)) == 1
+        left = conn.execute(
+            text("SELECT id FROM collection_runs WHERE cluster = 'prune-runs' ORDER BY id")
+        ).scalars()
+        assert list(left) == [stuck, recent]
