@@ -256,6 +256,18 @@ STATE: tuple[MetricSpec, ...] = (*COMPATIBLE, *GROUPS, *PARTITIONS, *TOPICS, *BR
 CATALOGUE: tuple[MetricSpec, ...] = (*STATE, *SCRAPE, *PROCESS)
 BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in CATALOGUE}
 
+
+def spec_of_family(family: str) -> MetricSpec | None:
+    """The catalogue entry a parsed family belongs to: its own, or for `<x>_created` (the creation
+    time prometheus_client serves as a gauge beside every counter and histogram series) the
+    counter's or histogram's."""
+    specs = {spec.family: spec for spec in CATALOGUE}
+    if family in specs:
+        return specs[family]
+    base = specs.get(family.removesuffix("_created")) if family.endswith("_created") else None
+    return base if base is not None and base.type in ("counter", "histogram") else None
+
+
 VIEWS: dict[str, str] = {
     "group_partition": "group_partition_lag",
     "group_topic": "group_topic_lag",
@@ -299,6 +311,9 @@ def render_markdown() -> str:
         "off (`metrics.partition_series: false`) and are capped (`metrics.max_partition_series`): the",
         "most lagging group-partitions come first, then the least healthy partitions; what the cap",
         "leaves out is counted in `kafka_health_partition_series_dropped` and logged once as a warning.",
+        "",
+        "Every counter and histogram series also has its creation time, as a gauge named like it with",
+        "`_total` dropped and `_created` added (prometheus_client's convention).",
         "",
         NOT_SERVED,
     ]
