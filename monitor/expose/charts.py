@@ -331,6 +331,8 @@ def _finish(chart: Any, key: tuple[Any, ...], title: str, alt: str) -> Chart:
     """Render with a stable id and make the SVG an accessible image."""
     chart.uuid = "kh-" + hashlib.blake2s(repr(key).encode(), digest_size=8).hexdigest()
     svg: str = _SCRIPT.sub("", chart.render(is_unicode=True))
+    if chart.config.title:  # pygal's own short title gives way to the full one below
+        svg = svg.replace(f"<title>{escape(chart.config.title)}</title>", "", 1)
     title_id = f"{chart.uuid}-title"
     svg = svg.replace(
         'class="pygal-chart"',
