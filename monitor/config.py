@@ -91,7 +91,8 @@ class Security(_Strict):
         return self
 
 
-def _compile_all(patterns: list[str]) -> list[str]:
+def compile_patterns(patterns: list[str]) -> list[str]:
+    """Check every regular expression compiles; a bad one is an error that says how to fix it."""
     for pattern in patterns:
         try:
             re.compile(pattern)
@@ -115,7 +116,7 @@ class NameFilter(_Strict):
     @field_validator("allow", "deny")
     @classmethod
     def _valid_regexes(cls, value: list[str]) -> list[str]:
-        return _compile_all(value)
+        return compile_patterns(value)
 
     def model_post_init(self, __context: Any) -> None:
         object.__setattr__(self, "_allow_re", [re.compile(p) for p in self.allow])

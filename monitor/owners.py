@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from monitor.config import _line_of, format_validation_error, read_yaml
+from monitor.config import _line_of, compile_patterns, format_validation_error, read_yaml
 from monitor.errors import ConfigError
 
 TEAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -43,15 +43,7 @@ class _TeamSpec(BaseModel):
     @field_validator("topics", "groups")
     @classmethod
     def _patterns(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(
-                    f"invalid regular expression {pattern!r}: {exc}; fix the pattern "
-                    "(Python `re` syntax, matched against the whole name)"
-                ) from exc
-        return value
+        return compile_patterns(value)
 
 
 class _OwnersFile(BaseModel):
