@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version as package_version
 from pathlib import Path
+from statistics import median
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -124,11 +125,11 @@ _UNKNOWN_YET = frozenset(
     }
 )
 
-# Where a cycle's time goes: (key, label). Keys marked nested are inside another step and are not
-# added to the total.
+# Where a cycle's time goes: (key, label). Keys marked nested are inside another step, or run
+# beside other steps, and are not added to the total.
 STEPS: list[tuple[str, str]] = [
     ("list_group_ids", "1. list groups (ListGroups, every broker)"),
-    ("describe_groups", "1. describe groups (DescribeGroups)"),
+    ("describe_groups", "1. describe groups (DescribeGroups, beside steps 2 and 3)"),
     ("committed_offsets", "2. committed offsets (one OffsetFetch per group)"),
     ("list_offsets", "3. list offsets (earliest/latest/max-timestamp)"),
     ("targets", "4. timestamp targets (lag.*_targets)"),
@@ -142,7 +143,7 @@ STEPS: list[tuple[str, str]] = [
     ("db_batch_sql", "   of which write_offsets_batch"),
     ("db_run", "run row (start insert, finish update)"),
 ]
-NESTED = {"db_batch_sql"}
+NESTED = {"db_batch_sql", "describe_groups"}
 
 
 def _log(message: str) -> None:
@@ -716,6 +717,23 @@ def measure(spec: dict[str, Any], workload: Workload, rng: random.Random, thread
     return result
 
 
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run whose cold cycle is the median one (the lower of the two middle ones): its steps
+    and counts go into the detailed tables, the main table gives the medians of every cycle."""
+    ranked = sorted(runs, key=lambda r: r["cycles"][0]["seconds"])
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "seconds": [c["seconds"] for c in run["cycles"]],
+        "exact": [_exact(c["run"]["counts"]) for c in run["cycles"]],
+        "loadavg": [c["loadavg"] for c in run["cycles"]],
+        "peak_mb": run["memory"]["peak_mb"],
+        "verification": run["verification"],
+    }
+
+
 def run_size(
     size: int, index: int, args: argparse.Namespace, admin_url: str, collect: dict[str, Any]
 ) -> dict[str, Any]:
@@ -795,12 +813,24 @@ def run_size(
             "cycles": args.cycles,
             "profile": str(RESULTS) if args.profile else None,
         }
-        result.update(measure(spec, workload, rng, args.threads))
-        engine = make_engine(url)
-        try:
-            result["verification"] = verify(engine, spec["cluster"], workload)
-        finally:
-            engine.dispose()
+        runs: list[dict[str, Any]] = []
+        for repeat in range(args.repeat):
+            if repeat:
+                # Cold again: a new measuring process (empty memory cache) and a fresh database.
+                _log(f"  run {repeat + 1}/{args.repeat}: a fresh database, a new measuring process")
+                postgres.drop_database(admin_url, name)
+                postgres.create_database(admin_url, name)
+                migrate.upgrade(url)
+            run = measure(spec, workload, rng, args.threads)
+            engine = make_engine(url)
+            try:
+                run["verification"] = verify(engine, spec["cluster"], workload)
+            finally:
+                engine.dispose()
+            runs.append(run)
+        result.update(median_run(runs))
+        result["memory"] = {**result["memory"], "peak_mb": max(r["memory"]["peak_mb"] for r in runs)}
+        result["runs"] = [_run_summary(r) for r in runs]
         result["loadavg_after"] = os.getloadavg()[0]
         if not args.keep:
             postgres.drop_database(admin_url, name)
@@ -854,7 +884,10 @@ def verdicts(sizes: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
         found.append((f"cycle < {TARGET_CYCLE_SECONDS:g} s at 10k partitions", None, "10k not run"))
         found.append((f"exact >= {TARGET_EXACT:.0%} of lagging at 10k", None, "10k not run"))
     else:
+        runs = at.get("runs", [])
         times = [c["seconds"] for c in at["cycles"]]
+        if len(runs) > 1:
+            times = [median(r["seconds"][i] for r in runs) for i in range(len(runs[0]["seconds"]))]
         found.append(
             (
                 f"cycle < {TARGET_CYCLE_SECONDS:g} s at 10k partitions, {at['groups']} groups",
@@ -925,8 +958,17 @@ def report(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, 
         secs = [
             f"{c['seconds']:.2f}" + (" failed" if c["run"]["status"] == "failed" else "") for c in s["cycles"]
         ] + ["-"] * (3 - len(s["cycles"]))
+        runs = s.get("runs", [])
+        if len(runs) > 1:  # the median of each cycle over the runs, then each run's figure
+            secs = [
+                f"{median(r['seconds'][i] for r in runs):.2f} ("
+                + ", ".join(f"{r['seconds'][i]:.2f}" for r in runs)
+                + ")"
+                for i in range(len(runs[0]["seconds"]))
+            ] + ["-"] * (3 - len(runs[0]["seconds"]))
         exact = " / ".join(_pct(_exact(c["run"]["counts"])) for c in s["cycles"])
         load = max([s["loadavg_before"]] + [c["loadavg"] for c in s["cycles"]])
+        load = max([load] + [a for r in runs for a in r["loadavg"]])
         lines.append(
             f"| {s['partitions']:,} | {s['kafka_nodes']} | {first.get('groups', 0)} "
             f"| {first.get('group_partitions', 0):,} | {first.get('lagging_group_partitions', 0):,} "
@@ -942,6 +984,9 @@ def report(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, 
             ]
     lines += [
         "",
+        "Cycle times with figures in brackets: the median over that many cold-started runs "
+        "(--repeat), then each run's; the other columns and the tables below are of the run with the "
+        "median cold cycle. "
         "Exact % = counts.exact / counts.lagging_group_partitions of the cycle's collection_runs row. "
         "RSS is the measuring process (the collector alone: Python, its clients, caches and batch); "
         "Kafka and PostgreSQL run in their own processes and are not counted. Load avg is the highest "
@@ -1065,6 +1110,12 @@ def main() -> int:
         type=float,
         help="the cluster's request_timeout_seconds (default: ClusterConfig, 10 s)",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="measuring runs per size, each cold (new process, fresh database); the table gives medians",
+    )
     parser.add_argument("--threads", type=int, default=8, help="setup: groups committing at once (default 8)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--profile", action="store_true", help="cProfile each cycle into bench/results/")
@@ -1074,8 +1125,8 @@ def main() -> int:
         help="keep the other sizes of the last bench/results/collector.json in the report",
     )
     args = parser.parse_args()
-    if args.groups < 1 or args.cycles < 1 or args.threads < 1:
-        parser.error("--groups, --cycles and --threads must be at least 1")
+    if min(args.groups, args.cycles, args.threads, args.repeat) < 1:
+        parser.error("--groups, --cycles, --threads and --repeat must be at least 1")
     overrides: dict[str, Any] = {}
     if args.budget is not None:
         overrides["timestamp_budget_seconds"] = args.budget

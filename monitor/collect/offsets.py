@@ -4,7 +4,8 @@ timestamps of one cluster, every `intervals.offsets_seconds`.
 Steps, in this order (committed offsets are read before end offsets so that a commit can never
 look ahead of the end it is compared with, DOMAIN.md section 1):
 
-1. list the allowed groups and describe them (state, members, assignments);
+1. list the allowed groups and describe them (state, members, assignments), the description
+   running beside steps 2 and 3;
 2. fetch their committed offsets, one request per group, concurrently;
 3. list start/end/max-timestamp offsets of every allowed partition, batched;
 4. work out which record timestamps are needed; take them from the cache (memory, then the
@@ -22,7 +23,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, Engine
@@ -36,7 +38,14 @@ from monitor.store.buffer import BufferedWriter
 from monitor.store.history import end_offset_brackets
 from monitor.store.runs import Run
 from monitor.store.samples import OffsetsBatch, cached_timestamps, latest_committed, write_offsets_batch
-from monitor.types import CommittedOffset, Partial, PartitionOffsets, RecordTimestamp, TopicPartition
+from monitor.types import (
+    CommittedOffset,
+    Partial,
+    PartitionOffsets,
+    RecordTimestamp,
+    TopicInfo,
+    TopicPartition,
+)
 
 HISTORY_WINDOW = timedelta(days=7)
 """How far back the end-offset history is read for interpolation."""
@@ -79,6 +88,17 @@ class Topology:
 
     partitions: list[TopicPartition]
     observed_at: datetime
+    leaders: dict[TopicPartition, int] = field(default_factory=dict)
+    """Leader broker of each partition then: ListOffsets goes in chunks per leader."""
+
+    @classmethod
+    def of(cls, topics: Iterable[TopicInfo], observed_at: datetime) -> Topology:
+        topics = list(topics)
+        return cls(
+            [(t.name, p.partition) for t in topics for p in t.partitions],
+            observed_at,
+            {(t.name, p.partition): p.leader for t in topics for p in t.partitions if p.leader is not None},
+        )
 
 
 class OffsetsCollector:
@@ -109,20 +129,26 @@ class OffsetsCollector:
     def collect(self, run: Run) -> None:
         cluster = self._cluster
         group_ids = self._group_ids(run)
-        # A broker that just died can leave every group request of this cycle unanswered (its
-        # coordinators have not moved yet); the partitions on the other brokers are still
-        # sampled, and the run is partial rather than failed.
-        try:
-            described = self._admin.describe_groups(group_ids)
-        except KafkaUnavailableError as exc:
-            run.problem(f"no group description this cycle: {exc}")
-            described = Partial([], {})
+        # Describing the groups needs nothing else of the cycle: it runs beside steps 2 and 3 (on
+        # its own client), which saves its time (0.6 s for 500 groups) from every cycle.
+        with ThreadPoolExecutor(1, thread_name_prefix=f"describe-{cluster.name}") as pool:
+            describing = pool.submit(self._admin.describe_groups, group_ids)
+            try:
+                committed_result = self._admin.committed_offsets(group_ids)
+            except KafkaUnavailableError as exc:
+                run.problem(f"no committed offsets this cycle: {exc}")
+                committed_result = None
+            topology = self._topology()
+            listed = self._admin.list_offsets(topology.partitions, topology.leaders)
+            # A broker that just died can leave every group request of this cycle unanswered (its
+            # coordinators have not moved yet); the partitions on the other brokers are still
+            # sampled, and the run is partial rather than failed.
+            try:
+                described = describing.result()
+            except KafkaUnavailableError as exc:
+                run.problem(f"no group description this cycle: {exc}")
+                described = Partial([], {})
         run.problems_from("describe group", described.errors)
-        try:
-            committed_result = self._admin.committed_offsets(group_ids)
-        except KafkaUnavailableError as exc:
-            run.problem(f"no committed offsets this cycle: {exc}")
-            committed_result = None
         if committed_result is not None:
             run.problems_from("committed offsets of group", committed_result.errors)
         committed = [
@@ -132,8 +158,6 @@ class OffsetsCollector:
             if cluster.topics.accepts(c.topic)
         ]
 
-        partitions = self._partitions()
-        listed = self._admin.list_offsets(partitions)
         run.problems_from("offsets of partition", listed.errors)
         offsets: dict[TopicPartition, PartitionOffsets] = listed.value
         now = self._clock.now()
@@ -192,21 +216,19 @@ class OffsetsCollector:
         self._known_groups = set(groups)
         return groups
 
-    def _partitions(self) -> list[TopicPartition]:
+    def _topology(self) -> Topology:
         """The allowed partitions: from the last metadata sample when recent, else described now."""
         topology = self.topology
         stale = timedelta(minutes=5)
         if topology is not None and self._clock.now() - topology.observed_at < stale:
-            return topology.partitions
+            return topology
         names = [
             name
             for name in self._admin.list_topic_names(include_internal=self._cluster.include_internal_topics)
             if self._cluster.topics.accepts(name)
         ]
-        topics = self._admin.describe_topics(names)
-        partitions = [(t.name, p.partition) for t in topics for p in t.partitions]
-        self.topology = Topology(partitions, self._clock.now())
-        return partitions
+        self.topology = Topology.of(self._admin.describe_topics(names), self._clock.now())
+        return self.topology
 
     def _timestamps(
         self, targets: Collection[lag.Target]

@@ -84,9 +84,7 @@ class ClusterCollector:
     def metadata(self) -> None:
         def body(run: Run) -> None:
             topics = collect_metadata(run, self.cluster, self._admin, self._engine, self._clock, self._writer)
-            self.offsets_collector.topology = Topology(
-                [(t.name, p.partition) for t in topics for p in t.partitions], self._clock.now()
-            )
+            self.offsets_collector.topology = Topology.of(topics, self._clock.now())
 
         self._job("metadata", body)
 

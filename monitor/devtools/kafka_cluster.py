@@ -321,8 +321,11 @@ class DevKafkaCluster:
     def _launch(self, node_id: int) -> int:
         # `sh` backgrounds the JVM and exits, so the node is not our child: it outlives this
         # process and is never left as our zombie. A new session keeps it away from our signals.
+        # A broker keeps a file open per partition: its soft open-file limit is raised to the hard
+        # one (shells often start with 1024 of a much higher hard limit).
         node = self.node_dir(node_id)
-        script = 'log=$1; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!'
+        raise_limit = 'ulimit -n "$(ulimit -H -n)" 2>/dev/null'
+        script = raise_limit + '; log=$1; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!'
         command = ["sh", "-c", script, "sh", str(node / "console.log"), *self.java_command(node_id)]
         result = subprocess.run(
             command, cwd=node, capture_output=True, text=True, timeout=30, start_new_session=True, check=False

@@ -22,12 +22,10 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     TopicCollection,
-    TopicPartition,
 )
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but not in its `__all__`
     AdminClient,
     ConfigResource,
-    OffsetSpec,
     ResourceType,
 )
 from confluent_kafka.cimpl import NewTopic
@@ -37,6 +35,7 @@ from monitor.errors import ConfigError, KafkaUnavailableError
 from monitor.kafka import records
 from monitor.kafka.describe import GroupDescribeClient
 from monitor.kafka.groups import GROUPS_PER_REQUEST, GroupOffsetsClient
+from monitor.kafka.listoffsets import ChunkedListOffsets, NotAsked, plan_chunks
 from monitor.kafka.properties import ClientConfig, ClientLog, client_config, scrub
 from monitor.kafka.records import CONFIG_KEYS, partition_key
 from monitor.kafka.translate import FUTURE_GRACE_SECONDS, KafkaCall, Outcome, kafka_error
@@ -55,11 +54,6 @@ log = logging.getLogger(__name__)
 
 # Entities per request where the API takes many: bounded so one request stays a few hundred KB.
 _TOPICS_PER_REQUEST: Final = 100
-_OFFSET_SPECS: Final = {
-    "earliest": OffsetSpec.earliest(),  # type: ignore[no-untyped-call]
-    "latest": OffsetSpec.latest(),  # type: ignore[no-untyped-call]
-    "max_timestamp": OffsetSpec.max_timestamp(),  # type: ignore[no-untyped-call]
-}
 _CONSUMER_GROUP_TYPES: Final = {ConsumerGroupType.CLASSIC, ConsumerGroupType.CONSUMER}
 _UNSUPPORTED: Final = frozenset({KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE})
 # A partition's leader moved (broker restart, election, a topic just created): ask once more.
@@ -88,12 +82,6 @@ def _destroy(client: AdminClient) -> None:
 def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield list(items[start : start + size])
-
-
-_PARTITIONS_PER_LIST_OFFSETS = 1000
-"""Partitions per ListOffsets call; the calls of one round are all in flight at once. On the local
-10k-partition benchmark one call of 10,000 partitions took three to four times as long as ten
-calls of 1,000 in flight together."""
 
 
 class KafkaAdmin:
@@ -343,36 +331,42 @@ class KafkaAdmin:
     # -- offsets ----------------------------------------------------------------------------
 
     def list_offsets(
-        self, partitions: Sequence[TopicPartitionKey]
+        self,
+        partitions: Sequence[TopicPartitionKey],
+        leaders: Mapping[TopicPartitionKey, int] | None = None,
     ) -> Partial[dict[TopicPartitionKey, PartitionOffsets]]:
         """Earliest, latest and max-timestamp offsets of every partition.
 
-        One ListOffsets call per kind with all partitions in it (librdkafka sends one request per
-        leader), the three in flight at once; partitions whose leader had just moved are asked
-        once more. Blocks until all answered or the timeout passed. A partition whose earliest or
-        latest offset failed is in `errors` as "topic:partition"; one whose max timestamp alone
-        failed is returned without it. Raises KafkaUnavailableError when no partition answered
-        because the cluster did not.
+        In chunks of about 1,000 partitions of one leader (`leaders`, a hint: partition -> broker
+        id), a few chunks in flight at once, each with the full request timeout
+        (`monitor.kafka.listoffsets` says why); partitions whose leader had just moved are asked
+        once more. Blocks for at most about two request timeouts. A partition whose earliest or
+        latest offset failed, or whose chunk was not asked because its leader had not answered
+        another chunk, is in `errors` as "topic:partition"; one whose max timestamp alone failed
+        is returned without it. Raises KafkaUnavailableError when no partition answered because
+        the cluster did not.
         """
         wanted = list(dict.fromkeys((str(t), int(p)) for t, p in partitions))
         value: dict[TopicPartitionKey, PartitionOffsets] = {}
         outcome = self._outcome()
         if not wanted:
             return Partial(value, outcome.errors)
-        with self._call("list offsets") as call:
-            answers = self._offsets_round(wanted, call)
+        with self._call("list offsets"):
+            started = time.monotonic()
+            answers = ChunkedListOffsets(self._admin, self.timeout).run(plan_chunks(wanted, leaders))
             moved = [key for key, answer in answers.items() if _code(answer) in _LEADER_MOVED]
-            if moved and call.remaining() > _LEADER_MOVE_PAUSE_SECONDS:
+            if moved and time.monotonic() - started < self.timeout:
                 # librdkafka refreshes its metadata after NOT_LEADER but does not retry ListOffsets.
                 time.sleep(_LEADER_MOVE_PAUSE_SECONDS)
-                answers.update(self._offsets_round(moved, call))
+                again = ChunkedListOffsets(self._admin, self.timeout).run(plan_chunks(moved, None))
+                answers.update(again)
             for key in wanted:
                 answer = answers[key]
-                if isinstance(answer, BaseException):
+                if isinstance(answer, NotAsked):
+                    outcome.unanswered(partition_key(*key), str(answer))
+                elif isinstance(answer, BaseException):
                     outcome.failure(partition_key(*key), answer)
                 elif answer is None:
-                    # librdkafka reports a leader that did not answer in time as a "successful"
-                    # answer with offset -1001 (OFFSET_INVALID) instead of an error.
                     outcome.unanswered(
                         partition_key(*key), f"the leader did not answer within {self.timeout:g}s"
                     )
@@ -381,38 +375,6 @@ class KafkaAdmin:
                     outcome.success()
             _raise_if_unreachable(outcome)
         return Partial(value, outcome.errors)
-
-    def _offsets_round(
-        self, keys: Sequence[TopicPartitionKey], call: KafkaCall
-    ) -> dict[TopicPartitionKey, PartitionOffsets | BaseException | None]:
-        """One ListOffsets call per kind for `keys`: offsets, the failure, or None for no answer."""
-        client = self._admin()
-        futures: dict[str, dict[TopicPartitionKey, concurrent.futures.Future[Any]]] = {}
-        for kind, spec in _OFFSET_SPECS.items():
-            futures[kind] = {}
-            for start in range(0, len(keys), _PARTITIONS_PER_LIST_OFFSETS):
-                chunk = keys[start : start + _PARTITIONS_PER_LIST_OFFSETS]
-                request = {TopicPartition(t, p): spec for t, p in chunk}
-                answer = client.list_offsets(request, request_timeout=self.timeout)
-                futures[kind].update({(str(tp.topic), int(tp.partition)): f for tp, f in answer.items()})
-        concurrent.futures.wait(
-            [f for by_partition in futures.values() for f in by_partition.values()],
-            timeout=call.remaining(),
-        )
-        answers: dict[TopicPartitionKey, PartitionOffsets | BaseException | None] = {}
-        for key in keys:
-            try:
-                earliest = futures["earliest"][key].result(timeout=0)
-                latest = futures["latest"][key].result(timeout=0)
-            except Exception as exc:
-                answers[key] = exc
-                continue
-            if int(earliest.offset) < 0 or int(latest.offset) < 0:
-                answers[key] = None
-                continue
-            max_timestamp = _result_or_none(futures["max_timestamp"][key])
-            answers[key] = records.partition_offsets(key[0], key[1], earliest, latest, max_timestamp)
-        return answers
 
     # -- consumer groups --------------------------------------------------------------------
 
@@ -451,13 +413,6 @@ class KafkaAdmin:
         `errors` under its id. Raises KafkaUnavailableError when no group answered because the
         cluster did not."""
         return self._groups.committed_offsets(group_ids, groups_per_request)
-
-
-def _result_or_none(future: concurrent.futures.Future[Any]) -> Any | None:
-    try:
-        return future.result(timeout=0)
-    except Exception:
-        return None
 
 
 def _code(error: object) -> int | None:

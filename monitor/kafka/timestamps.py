@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -38,7 +38,12 @@ _LOG: Final = logging.getLogger(__name__)
 
 SILENCE_CHECK_SECONDS: Final = 0.5
 """librdkafka says nothing at all about an assigned partition that does not exist: partitions
-still silent after this long are looked up once in the metadata and given up if missing."""
+still silent after this long, once a poll brought nothing at all, are looked up once in the
+metadata and given up if missing. Not while answers keep coming: on a cold read of 10,000
+partitions most are still silent after 0.5 s only because their answers are queued behind
+others, and the metadata of every topic (what a consumer can ask for many topics) took seconds."""
+_FEW_TOPICS: Final = 5
+"""Up to this many silent topics are looked up one by one, more with one request for all topics."""
 
 _CONSUME_BATCH: Final = 5000
 _POLL_SECONDS: Final = 0.1
@@ -234,13 +239,12 @@ class _Read:
             if remaining <= 0:
                 return
             touched: set[tuple[str, int]] = set()
-            for message in consumer.consume(
-                num_messages=_CONSUME_BATCH, timeout=min(remaining, _POLL_SECONDS)
-            ):
+            messages = consumer.consume(num_messages=_CONSUME_BATCH, timeout=min(remaining, _POLL_SECONDS))
+            for message in messages:
                 if not self._handle(message, touched):
                     return
             self._apply(touched)
-            if check_at is not None and time.monotonic() >= check_at:
+            if check_at is not None and not messages and time.monotonic() >= check_at:
                 check_at = None
                 self._drop_missing(deadline)
 
@@ -249,12 +253,16 @@ class _Read:
         silent = [key for key in self._active if key not in self._heard]
         if not silent:
             return
+        names = sorted({topic for topic, _ in silent})
+        topics: dict[str, Any] = {}
         try:
-            metadata = self._consumer.list_topics(timeout=max(0.1, min(deadline - time.monotonic(), 5.0)))
+            for name in names if len(names) <= _FEW_TOPICS else [None]:
+                timeout = max(0.1, min(deadline - time.monotonic(), 5.0))
+                topics.update(self._consumer.list_topics(topic=name, timeout=timeout).topics)
         except KafkaException:
             return  # the brokers are not answering: the partitions may well exist
         for topic, partition in silent:
-            found = metadata.topics.get(topic)
+            found = topics.get(topic)
             if found is None or (found.error is None and partition not in found.partitions):
                 self._give_up(topic, partition, KafkaError(KafkaError._UNKNOWN_PARTITION))
             elif found.error is not None and found.error.code() in _UNREADABLE:

@@ -370,10 +370,13 @@ class FakeConsumer:
             time.sleep(min(timeout, 0.005))
         return out
 
-    def list_topics(self, timeout: float) -> SimpleNamespace:
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> SimpleNamespace:
+        """The metadata of every topic, or of `topic` alone (absent when it does not exist)."""
         topics: dict[str, SimpleNamespace] = {}
-        for topic, partition in self.logs:
-            topics.setdefault(topic, SimpleNamespace(error=None, partitions={})).partitions[partition] = (
+        for name, partition in self.logs:
+            if topic is not None and name != topic:
+                continue
+            topics.setdefault(name, SimpleNamespace(error=None, partitions={})).partitions[partition] = (
                 object()
             )
         return SimpleNamespace(topics=topics)
