@@ -2,9 +2,10 @@
 
 "The record at offset o" is the first record whose offset is >= o: compaction leaves gaps and
 transaction markers take offsets without ever reaching a consumer. One pooled consumer reads
-them all: every partition is assigned at once at its first target, the broker answers about one
-batch per partition (small fetch sizes, no prefetching), and each partition then moves on to its
-next target (read on when it is close, seek when it is far) or is unassigned when it has none left.
+them all: up to `ASSIGNED_AT_ONCE` partitions are assigned at once at their first target (more as
+others finish), the broker answers about one batch per partition (small fetch sizes, no
+prefetching), and each partition then moves on to its next target (read on when it is close, seek
+when it is far) or is unassigned when it has none left.
 
 How a target resolves:
 - a record at m >= o arrives: (m, its timestamp); every other open target of that partition in
@@ -45,6 +46,13 @@ others, and the metadata of every topic (what a consumer can ask for many topics
 _FEW_TOPICS: Final = 5
 """Up to this many silent topics are looked up one by one, more with one request for all topics."""
 
+ASSIGNED_AT_ONCE: Final = 2000
+"""Partitions assigned at any time; the others wait and are assigned as partitions finish.
+librdkafka's incremental (un)assign scans the whole assignment for every partition it adds or
+removes, so its cost grows with the square of the assignment: with 10,000 partitions assigned,
+one unassign of the finished ones took 6 s on a loaded machine, and a cold read of 30,000
+partitions spent its budget on them. 2,000 is about 700 partitions per broker of a three-broker
+cluster in each fetch, enough to keep every broker busy."""
 _CONSUME_BATCH: Final = 5000
 _POLL_SECONDS: Final = 0.1
 
@@ -223,16 +231,26 @@ class _Read:
         describe: Callable[[KafkaError], str],
     ) -> None:
         self._consumer = consumer
-        self._active = dict(cursors)
+        self._active: dict[tuple[str, int], PartitionCursor] = {}
+        self._waiting = list(cursors.values())
+        self._waiting.reverse()  # taken from the end, in the order given
         self._resolved = resolved
         self._describe = describe
         self._heard: set[tuple[str, int]] = set()
 
+    def _top_up(self) -> bool:
+        """Assign waiting partitions up to `ASSIGNED_AT_ONCE`; True when any were assigned."""
+        room = ASSIGNED_AT_ONCE - len(self._active)
+        if room <= 0 or not self._waiting:
+            return False
+        taken = [self._waiting.pop() for _ in range(min(room, len(self._waiting)))]
+        self._active.update((c.key, c) for c in taken)
+        self._consumer.incremental_assign([TopicPartition(c.topic, c.partition, c.position) for c in taken])
+        return True
+
     def run(self, deadline: float) -> None:
         consumer = self._consumer
-        consumer.incremental_assign(
-            [TopicPartition(c.topic, c.partition, c.position) for c in self._active.values()]
-        )
+        self._top_up()
         check_at: float | None = time.monotonic() + SILENCE_CHECK_SECONDS
         while self._active:
             remaining = deadline - time.monotonic()
@@ -244,6 +262,8 @@ class _Read:
                 if not self._handle(message, touched):
                     return
             self._apply(touched)
+            if self._top_up() and check_at is None:
+                check_at = time.monotonic() + SILENCE_CHECK_SECONDS
             if check_at is not None and not messages and time.monotonic() >= check_at:
                 check_at = None
                 self._drop_missing(deadline)

@@ -445,6 +445,28 @@ def test_the_reader_resolves_gaps_markers_ends_and_offsets_out_of_range() -> Non
     assert consumer.position == {}, "every partition is unassigned after the read"
 
 
+def test_the_reader_assigns_a_bounded_number_of_partitions_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("monitor.kafka.timestamps.ASSIGNED_AT_ONCE", 2)
+    consumer = FakeConsumer({("t", p): FakeLog(0, 3, {0: p, 1: p, 2: p}) for p in range(5)})
+    most = 0
+    assign = consumer.incremental_assign
+
+    def counting(partitions: list[TopicPartition]) -> None:
+        nonlocal most
+        assign(partitions)
+        most = max(most, len(consumer.position))
+
+    consumer.incremental_assign = counting  # type: ignore[method-assign]
+    targets = [("t", p, o) for p in range(5) for o in (0, 2)]
+
+    resolved, unread = reader_with(consumer).read(targets, budget_seconds=5)
+
+    assert unread == []
+    assert [resolved[t].record_offset for t in targets] == [0, 2] * 5
+    assert most == 2
+    assert consumer.position == {}
+
+
 def test_the_reader_reads_on_to_close_targets_and_seeks_far_ones() -> None:
     far = 5 + SEQUENTIAL_GAP + 10
     consumer = FakeConsumer({("t", 0): FakeLog(0, 200, {o: o for o in range(200)})}, batch=2)
