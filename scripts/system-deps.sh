@@ -23,6 +23,8 @@ fi
 [ "$java_ok" = 1 ] || missing+=(openjdk-17-jre-headless)
 
 have mvn || missing+=(maven)
+# The retention button keeps its config-as-code repository with git (through GitPython).
+have git || missing+=(git)
 
 pg_ok=0
 for d in /usr/lib/postgresql/*/bin; do [ -x "$d/initdb" ] && pg_ok=1; done
