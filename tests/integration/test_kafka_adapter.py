@@ -262,6 +262,7 @@ def test_groups_are_described_while_a_coordinator_dies(admin: KafkaAdmin, kafka:
     # the dead coordinator fail (or are found at their new one), the others are described, and
     # once Kafka has moved the coordinators every group answers again.
     topic = kafka.create_topic(partitions=1, replication_factor=3)
+    kafka.elect_preferred_leaders("__consumer_offsets")
     groups = [unique("dies") for _ in range(60)]
     kafka.commit_groups({g: [TopicPartition(topic, 0, 1)] for g in groups})
     before = admin.describe_groups(groups)

@@ -12,6 +12,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -129,7 +130,10 @@ class FakeManager:
     sent: list[tuple[str, int | None, list[str]]] = field(default_factory=list)
 
     def run(self, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        return asyncio.run(function(*args))
+        # On a thread of its own, like kafka-python's IO thread: the calling thread may already run
+        # an event loop (the browser tests keep Playwright's in the main thread for the session).
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, function(*args)).result()
 
     def call_soon(self, function: Callable[[], Awaitable[Any]]) -> asyncio.Future[Any]:
         return asyncio.ensure_future(function())
