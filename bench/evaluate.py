@@ -1,0 +1,558 @@
+"""The evaluation job's speed: JDBC read, compute and write of one evaluation, by size.
+
+    .venv/bin/python bench/evaluate.py                       # 100k, 1M and 3M group-partitions
+    .venv/bin/python bench/evaluate.py --sizes 1000000 --runs 3
+    .venv/bin/python bench/evaluate.py --url postgresql+psycopg://user@host/postgres --sizes 100000
+
+Target (the issue): on a 2-core machine, `local[2]` with a warm session, one evaluation of
+1,000,000 group-partitions and 100,000 partitions with the full default rule pack
+(alert_rules/*.yaml), from PostgreSQL and back, in under 60 s.
+
+For each size (a number of group-partitions, a multiple of 2,000):
+
+1. A fresh database kh_bench_evaluate_<size>, migrated to head, on a private PostgreSQL under
+   var/bench/postgres-evaluate (or $KAFKA_HEALTH_VAR/bench/...) on 127.0.0.1:55483, unless --url.
+2. One cluster with size / 10 partitions (topics of 100 partitions; 3 replicas on enough brokers
+   for about 4,000 replicas each, in 3 racks) and 10 consumer groups on every topic (each group
+   reads 2 topics), filled by INSERT ... SELECT in the server (the fastest way in: no row crosses
+   a connection) with everything `monitor/evaluate/extract.py` reads for the sample window:
+   latest and history of partition and group offsets, commit observations, group states,
+   partition metadata, brokers, open topic configs, log dir sizes of every replica, broker disks
+   and collection runs. `--samples` offsets cycles (default 5) every `--interval` seconds (default
+   180) lie in the 15-minute window: at 100k partitions one collector cycle takes minutes (see
+   bench/collector.py), so a cycle every 3 minutes is what such a cluster gets. Each group
+   behaves alike on all partitions of a topic, as consumers do: of the group-topics, 90% keep up
+   (half their partitions caught up at any sample), 5% are behind at the producers' pace, 2.5%
+   fall behind, 1.5% stopped 40 minutes ago, 0.8% are idle and caught up and 0.2% fell off the
+   log. 2% of the topics keep 8 hours, 10% are capped by retention.bytes, the others keep 3
+   days; a few partitions are under-replicated, under min ISR or offline.
+3. The evaluation the daemon runs (`monitor.evaluate.job.run_evaluation`, default rule pack,
+   default window), on one warm SparkSession (master local[2], the daemon's other defaults unless
+   --driver-memory or --conf): once to warm up, then --runs timed runs, each 30 s later than the
+   one before (new derived rows, findings updated), as the daemon's cycles are.
+
+Per timed run it reports the job's own phase durations (JDBC read of the inputs, compute, write of
+the derived tables and findings), the derived rows and findings written, the peak resident memory
+of the driver (this Python process) plus Spark's JVM (reset before each run through
+/proc/<pid>/clear_refs), and the load average. Prints Markdown on stdout (progress on stderr) and
+writes bench/results/evaluate.md and evaluate.json after each size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import signal
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, text
+from sqlalchemy.engine import make_url
+
+from monitor.config import SparkConfig
+from monitor.devtools import postgres
+from monitor.devtools.paths import var_dir
+from monitor.evaluate.extract import SLOW_WINDOW, WINDOWED
+from monitor.evaluate.job import JobSettings, run_evaluation
+from monitor.evaluate.rules import default_rule_paths, load_rules
+from monitor.evaluate.spark import build_session, ensure_jdbc_driver, jdbc_target
+from monitor.store import migrate
+from monitor.store.engine import make_engine, normalize_url
+from monitor.store.partitions import PARTITIONED_TABLES, create_day_partitions, day_of
+
+BENCH_PG_PORT = 55483
+RESULTS = Path(__file__).resolve().parent / "results"
+CLUSTER = "bench"
+T0 = datetime(2031, 3, 1, 12, 0, tzinfo=UTC)
+"""When the warm-up evaluation runs; the newest samples are taken at this time."""
+RUN_SPACING = timedelta(seconds=30)
+GP_PER_PARTITION = 10
+PARTITIONS_PER_TOPIC = 100
+REPLICAS_PER_BROKER = 4_000
+SIZE_STEP = GP_PER_PARTITION * PARTITIONS_PER_TOPIC * 2
+TARGET_SIZE, TARGET_SECONDS = 1_000_000, 60.0
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The synthetic cluster, generated inside PostgreSQL
+
+
+def _functions(interval: int) -> list[str]:
+    """Deterministic pseudo-random numbers and the offsets of a consumer of each kind at sample j
+    (j = 0 is the newest; sample j is taken `j * interval` seconds before it)."""
+    return [
+        """CREATE FUNCTION bench_hash(x bigint, salt int) RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE
+           AS $$ SELECT (hashint8(x * 1000003 + salt) & 2147483647) % 1000 $$""",
+        f"""CREATE FUNCTION bench_committed(kind int, jitter int, e0 bigint, s0 bigint, rate bigint, j int)
+           RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT greatest(0, CASE
+             WHEN kind < 900 THEN e0 - rate * j * {interval} - rate * (jitter % 2) * (jitter % 10)
+             WHEN kind < 950 THEN e0 - rate * j * {interval} - rate * 600 - 1000
+             WHEN kind < 975 THEN e0 - rate * 1200 - 500 - (rate / 2) * j * {interval}
+             WHEN kind < 990 THEN e0 - rate * 2400 - 100
+             WHEN kind < 998 THEN e0 - rate * j * {interval}
+             ELSE s0 - 5000 END) $$""",
+        """CREATE FUNCTION bench_append(o bigint, e0 bigint, rate bigint, t0 timestamptz)
+           RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT CASE
+             WHEN rate > 0 THEN t0 - make_interval(secs => (e0 - o)::float8 / rate)
+             ELSE t0 - interval '6 hours' - make_interval(secs => (e0 - o) / 1000.0) END $$""",
+    ]
+
+
+_PARTITIONS = """
+CREATE UNLOGGED TABLE bench_p AS
+SELECT pi, topic, partition, ph, rate, e0, retention_ms, retention_bytes,
+       greatest(e0 - least(rate * coverage_s,
+                           coalesce(retention_bytes * 97 / 100 / 200, rate * coverage_s)), 0) AS s0
+FROM (SELECT pi, 'topic-' || lpad((pi / 100)::text, 5, '0') AS topic, (pi % 100)::int AS partition,
+             bench_hash(pi, 1) AS ph, bench_hash(pi / 100, 2) AS th,
+             50000000 + bench_hash(pi, 3)::bigint * 1000 AS e0
+      FROM generate_series(0, :partitions - 1) AS pi) AS x,
+LATERAL (SELECT CASE WHEN ph < 50 THEN 0 WHEN ph < 150 THEN 2000 WHEN ph < 500 THEN 100 ELSE 5 END::bigint
+                  AS rate,
+                CASE WHEN th < 20 THEN 28800000 ELSE 259200000 END::bigint AS retention_ms,
+                CASE WHEN th BETWEEN 100 AND 199 THEN 1073741824 END::bigint AS retention_bytes,
+                CASE WHEN th < 20 THEN 28000 ELSE 172800 END AS coverage_s) AS r
+"""
+
+_GROUP_PARTITIONS = """
+CREATE UNLOGGED TABLE bench_gp AS
+SELECT n, p.topic, p.partition, p.rate, p.e0, p.s0,
+       'group-' || (n / :partitions) || '-' || lpad((p.pi / 200)::text, 4, '0') AS group_id,
+       bench_hash((n / :partitions) * 100000 + p.pi / 100, 4) AS kind, bench_hash(n, 5) AS gh
+FROM generate_series(0, :rows - 1) AS n JOIN bench_p AS p ON p.pi = n % :partitions
+"""
+
+_AT = "(CAST(:t0 AS timestamptz) - make_interval(secs => j * :interval))"
+_LOG_AT = "(CAST(:t0 AS timestamptz) - make_interval(secs => m * :log_interval))"
+_REPLICAS = "ARRAY[pi % :brokers, (pi + 1) % :brokers, (pi + 2) % :brokers]::int[]"
+
+_GROUP_OFFSETS = f"""
+INSERT INTO {{table}} (cluster, group_id, topic, partition, sampled_at, committed_offset, leader_epoch,
+    end_offset, start_offset, lag, lag_clamped, committed_timestamp, consumed_timestamp,
+    timestamp_method, timestamp_error_ms, {{last}})
+SELECT :cluster, group_id, topic, partition, {_AT}, c, 7, e, s0, greatest(e - c, 0), false,
+       CASE WHEN c < e AND c >= s0 THEN bench_append(c, e0, rate, :t0) END,
+       CASE WHEN c > s0 THEN bench_append(c - 1, e0, rate, :t0) END,
+       CASE WHEN c < s0 THEN 'none' WHEN gh < 50 AND c < e THEN 'interpolated' ELSE 'exact' END,
+       CASE WHEN gh < 50 AND c < e AND c >= s0 THEN 1500 END,
+       {{last_value}}
+FROM bench_gp, {{samples}},
+LATERAL (SELECT bench_committed(kind, gh, e0, s0, rate, j) AS c, e0 - rate * j * :interval AS e) AS v
+"""
+_LAST_COMMIT = """CASE WHEN c <> bench_committed(kind, gh, e0, s0, rate, 1) THEN CAST(:t0 AS timestamptz)
+       ELSE CAST(:t0 AS timestamptz) - interval '1 hour' - make_interval(mins => gh % 100) END"""
+
+_COMMITS = f"""
+INSERT INTO commit_observations (cluster, group_id, topic, partition, observed_at, committed_offset,
+    previous_offset)
+SELECT :cluster, group_id, topic, partition, {_AT}, c, cp
+FROM bench_gp, generate_series(0, :samples - 2) AS j,
+LATERAL (SELECT bench_committed(kind, gh, e0, s0, rate, j) AS c,
+                bench_committed(kind, gh, e0, s0, rate, j + 1) AS cp) AS v
+WHERE c <> cp
+"""
+
+_PARTITION_OFFSETS = f"""
+INSERT INTO {{table}} (cluster, topic, partition, sampled_at, start_offset, end_offset,
+    max_timestamp_offset, max_timestamp, start_timestamp, latest_timestamp, timestamp_type{{run}})
+SELECT :cluster, topic, partition, {_AT}, s0, e, e - 1, bench_append(e - 1, e0, rate, :t0),
+       CASE WHEN s0 < e THEN bench_append(s0, e0, rate, :t0) END, bench_append(e - 1, e0, rate, :t0),
+       'CreateTime'{{run_value}}
+FROM bench_p, {{samples}}, LATERAL (SELECT e0 - rate * j * :interval AS e) AS v
+"""
+
+_GROUP_STATES = f"""
+INSERT INTO group_states (cluster, group_id, sampled_at, state, protocol_type, protocol, members,
+    coordinator, is_simple, run_id)
+SELECT :cluster, 'group-' || k || '-' || lpad(tp::text, 4, '0'), {_AT},
+       CASE WHEN gh < 30 THEN 'Empty' WHEN gh < 40 THEN 'PreparingRebalance' ELSE 'Stable' END,
+       'consumer', 'range', CASE WHEN gh < 30 THEN 0 ELSE 1 + gh % 12 END, gh % :brokers, false, j + 1
+FROM generate_series(0, 9) AS k, generate_series(0, :partitions / 200 - 1) AS tp,
+     generate_series(0, :samples - 1) AS j, LATERAL (SELECT bench_hash(k * 100000 + tp, 7) AS gh) AS h
+"""
+
+_PARTITION_METADATA = f"""
+INSERT INTO partitions (cluster, topic, partition, leader, replicas, isr, updated_at)
+SELECT :cluster, topic, partition, CASE WHEN q < 1 THEN -1 WHEN q < 20 THEN r[3] ELSE r[1] END, r,
+       CASE WHEN q < 1 THEN ARRAY[]::int[] WHEN q < 4 THEN r[1:1] WHEN q < 30 THEN r[1:2] ELSE r END, :t0
+FROM bench_p, LATERAL (SELECT {_REPLICAS} AS r, bench_hash(pi, 6) AS q) AS x
+"""
+
+_BROKERS = """
+INSERT INTO brokers (cluster, broker_id, host, port, rack, first_seen, last_seen, up)
+SELECT :cluster, b, 'broker-' || b || '.bench.internal', 9092, 'rack-' || b % 3,
+       CAST(:t0 AS timestamptz) - interval '30 days', :t0, true
+FROM generate_series(0, :brokers - 1) AS b
+"""
+
+_TOPIC_CONFIGS = """
+INSERT INTO topic_configs (cluster, topic, name, value, source, sensitive, valid_from)
+SELECT :cluster, topic, c.name, c.value, 'DYNAMIC_TOPIC_CONFIG', false,
+       CAST(:t0 AS timestamptz) - interval '30 days'
+FROM (SELECT DISTINCT ON (topic) topic, retention_ms, retention_bytes FROM bench_p ORDER BY topic) AS t,
+LATERAL (VALUES ('retention.ms', retention_ms::text),
+                ('retention.bytes', coalesce(retention_bytes, -1)::text), ('cleanup.policy', 'delete'),
+                ('min.insync.replicas', '2'), ('segment.bytes', '1073741824')) AS c(name, value)
+"""
+
+_LOG_DIR_SIZES = f"""
+INSERT INTO log_dir_sizes (cluster, broker_id, log_dir, topic, partition, sampled_at, size_bytes,
+    offset_lag, is_future, run_id)
+SELECT :cluster, b, '/var/lib/kafka/data', topic, partition, {_LOG_AT},
+       least((e0 - rate * m * :log_interval - s0) * 200,
+             coalesce(retention_bytes * 97 / 100, 9e18::bigint)), 0, false, m + 1
+FROM bench_p, unnest({_REPLICAS}) AS b, generate_series(0, :log_samples - 1) AS m
+"""
+
+_BROKER_DISKS = f"""
+INSERT INTO broker_disks (cluster, broker_id, log_dir, sampled_at, total_bytes, usable_bytes, run_id)
+SELECT :cluster, b, '/var/lib/kafka/data', {_LOG_AT}, 4000000000000,
+       4000000000000 * (20 + bench_hash(b, 8) % 70) / 100, m + 1
+FROM generate_series(0, :brokers - 1) AS b, generate_series(0, :log_samples - 1) AS m
+"""
+
+_RUNS = f"""
+INSERT INTO collection_runs (cluster, job, instance, started_at, finished_at, duration_ms, status)
+SELECT :cluster, job, 'bench', {_AT} - interval '40 seconds', {_AT} - interval '1 second', 39000, 'ok'
+FROM generate_series(0, :samples - 1) AS j, unnest(ARRAY['offsets', 'metadata', 'log_dirs']) AS job
+"""
+
+_HISTORY, _LATEST = "generate_series(0, :samples - 1) AS j", "(VALUES (0)) AS s(j)"
+FILL: list[tuple[str, str]] = [
+    ("group_offsets", _GROUP_OFFSETS.format(table="group_offsets", last="run_id", last_value="j + 1",
+                                            samples=_HISTORY)),
+    ("latest_group_offsets", _GROUP_OFFSETS.format(table="latest_group_offsets",
+                                                   last="last_commit_observed_at", last_value=_LAST_COMMIT,
+                                                   samples=_LATEST)),
+    ("commit_observations", _COMMITS),
+    ("partition_offsets", _PARTITION_OFFSETS.format(table="partition_offsets", run=", run_id",
+                                                    run_value=", j + 1", samples=_HISTORY)),
+    ("latest_partition_offsets", _PARTITION_OFFSETS.format(table="latest_partition_offsets", run="",
+                                                           run_value="", samples=_LATEST)),
+    ("group_states", _GROUP_STATES),
+    ("partitions", _PARTITION_METADATA),
+    ("brokers", _BROKERS),
+    ("topic_configs", _TOPIC_CONFIGS),
+    ("log_dir_sizes", _LOG_DIR_SIZES),
+    ("broker_disks", _BROKER_DISKS),
+    ("collection_runs", _RUNS),
+]  # fmt: skip
+"""(table, statement) in fill order; the statements read bench_p and bench_gp."""
+
+
+def fill(engine: Engine, rows: int, samples: int, interval: int) -> dict[str, Any]:
+    """Generate one cluster of `rows` group-partitions; return its shape and the fill time."""
+    partitions = rows // GP_PER_PARTITION
+    brokers = max(3, -(-partitions * 3 // REPLICAS_PER_BROKER))
+    log_interval = max(120, interval)
+    log_samples = max(1, int(max(timedelta(minutes=15), SLOW_WINDOW).total_seconds()) // log_interval)
+    params = {
+        "cluster": CLUSTER, "t0": T0, "rows": rows, "partitions": partitions, "brokers": brokers,
+        "samples": samples, "interval": interval, "log_interval": log_interval, "log_samples": log_samples,
+    }  # fmt: skip
+    started = time.perf_counter()
+    with engine.begin() as conn:
+        days = {day_of(T0 - timedelta(days=1)), day_of(T0)}
+        for table in PARTITIONED_TABLES:
+            create_day_partitions(conn, table, days)
+        for statement in _functions(interval):
+            conn.execute(text(statement))
+        conn.execute(text(_PARTITIONS), params)
+        conn.execute(text(_GROUP_PARTITIONS), params)
+    counts: dict[str, int] = {}
+    for table, statement in FILL:
+        step = time.perf_counter()
+        with engine.begin() as conn:
+            conn.execute(text("SET LOCAL synchronous_commit = off"))
+            counts[table] = conn.execute(text(statement), params).rowcount
+        _log(f"  {table}: {counts[table]:,} rows in {time.perf_counter() - step:.1f} s")
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("DROP TABLE bench_gp, bench_p"))
+        conn.execute(text("VACUUM (ANALYZE)"))
+    return {"partitions": partitions, "brokers": brokers, "topics": partitions // PARTITIONS_PER_TOPIC,
+            "groups": rows // (GP_PER_PARTITION * PARTITIONS_PER_TOPIC * 2) * GP_PER_PARTITION,
+            "table_rows": counts, "fill_s": time.perf_counter() - started}  # fmt: skip
+
+
+def input_rows(engine: Engine, evaluated_at: datetime, window: timedelta) -> int:
+    """Rows of the evaluation's inputs (the extract's windows) at `evaluated_at`."""
+    total = 0
+    with engine.connect() as conn:
+        for table, column in WINDOWED.items():
+            where = "valid_to IS NULL" if table == "topic_configs" else "true"
+            params: dict[str, Any] = {}
+            if column is not None:
+                span = max(window, SLOW_WINDOW) if table in ("log_dir_sizes", "broker_disks") else window
+                where = f"{column} > :start AND {column} <= :end"
+                params = {"start": evaluated_at - span, "end": evaluated_at}
+            total += int(
+                conn.execute(text(f"SELECT count(*) FROM {table} WHERE {where}"), params).scalar_one()
+            )
+    return total
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring
+
+
+def _status_kb(pid: int | str) -> dict[str, int]:
+    values = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                values[key] = int(rest.split()[0])
+    except OSError:
+        pass
+    return values
+
+
+def reset_peaks(pids: list[int | str]) -> None:
+    """Reset the peak RSS (VmHWM) of each process (Linux 4.0+; ignored where refused)."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def peak_mb(pids: list[int | str]) -> float | None:
+    peaks = [_status_kb(pid).get("VmHWM") for pid in pids]
+    return None if any(p is None for p in peaks) else sum(p or 0 for p in peaks) / 1024
+
+
+def measure(
+    spark: Any, engine: Engine, url: str, evaluated_at: datetime, pids: list[int | str]
+) -> dict[str, Any]:
+    ruleset = load_rules(default_rule_paths())
+    for problem in ruleset.problems:  # as the daemon does: report a bad file, run the other rules
+        _log(f"rule problem: {problem}")
+    reset_peaks(pids)
+    load_before = os.getloadavg()[0]
+    started = time.perf_counter()
+    result = run_evaluation(
+        spark, jdbc_target(url), engine, ruleset.rules, [CLUSTER], evaluated_at, JobSettings()
+    )
+    wall = time.perf_counter() - started
+    findings = result.findings
+    return {
+        "evaluated_at": evaluated_at.isoformat(), "wall_s": wall, "seconds": dict(result.seconds),
+        "rows": dict(result.rows), "findings": dict(findings),
+        "findings_written": findings.get("new", 0) + findings.get("updated", 0), "rules": len(ruleset.rules),
+        "peak_mb": peak_mb(pids), "loadavg_before": load_before, "loadavg_after": os.getloadavg()[0],
+    }  # fmt: skip
+
+
+def run_size(
+    spark: Any, admin_url: str, rows: int, args: argparse.Namespace, pids: list[int | str]
+) -> dict[str, Any]:
+    name = f"kh_bench_evaluate_{rows}"
+    postgres.drop_database(admin_url, name)
+    postgres.create_database(admin_url, name)
+    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    result: dict[str, Any] = {"rows": rows}
+    try:
+        migrate.upgrade(url)
+        engine = make_engine(url)
+        try:
+            _log(f"[{rows:,} group-partitions] filling")
+            result.update(fill(engine, rows, args.samples, args.interval))
+            result["input_rows"] = input_rows(engine, T0 + RUN_SPACING, JobSettings().window)
+            _log(f"[{rows:,}] {result['partitions']:,} partitions, {result['input_rows']:,} input rows, "
+                 f"filled in {result['fill_s']:.0f} s; warm-up evaluation")  # fmt: skip
+            result["warmup"] = measure(spark, engine, url, T0, pids)
+            _log(f"[{rows:,}] warm-up {result['warmup']['wall_s']:.1f} s {_split(result['warmup'])}")
+            result["runs"] = []
+            for n in range(1, args.runs + 1):
+                run = measure(spark, engine, url, T0 + n * RUN_SPACING, pids)
+                result["runs"].append(run)
+                _log(f"[{rows:,}] run {n}: {run['wall_s']:.1f} s {_split(run)}, "
+                     f"peak {run['peak_mb'] or 0:.0f} MB, load {run['loadavg_after']:.1f}")  # fmt: skip
+        finally:
+            engine.dispose()
+    finally:
+        if not args.keep:
+            postgres.drop_database(admin_url, name)
+    return result
+
+
+def _split(run: dict[str, Any]) -> str:
+    return "(" + ", ".join(f"{k} {v:.1f} s" for k, v in run["seconds"].items()) + ")"
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+
+def machine(pg_version: str, spark_conf: dict[str, str]) -> dict[str, Any]:
+    memory = "unknown"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    import pyspark
+
+    return {"cpus": cpus, "memory": memory, "system": f"{platform.system()} {platform.machine()}",
+            "python": platform.python_version(), "pyspark": pyspark.__version__, "postgresql": pg_version,
+            "spark_conf": spark_conf, "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "loadavg_start": os.getloadavg()[0]}  # fmt: skip
+
+
+def _median_run(size: dict[str, Any]) -> dict[str, Any]:
+    runs = sorted(size["runs"], key=lambda r: r["wall_s"])
+    return runs[len(runs) // 2]
+
+
+def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str, Any]]) -> str:
+    conf = ", ".join(f"{k}={v}" for k, v in sorted(info["spark_conf"].items()))
+    lines = [
+        "## Evaluation job",
+        "",
+        f"Machine: {info['cpus']} CPU, {info['memory']} RAM, {info['system']}, Python {info['python']}, "
+        f"PySpark {info['pyspark']}, PostgreSQL {info['postgresql']}; {info['date']}. Spark: {conf}.",
+        f"Samples: {args.samples} offsets cycles {args.interval} s apart in the 15-minute window. "
+        f"Median of {args.runs} timed run(s) after a warm-up run.",
+        "",
+        "| group-partitions | partitions | input rows | JDBC read s | compute s | write s | total s "
+        "| derived rows written | findings written | peak RSS MB (driver + JVM) | load avg |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size in sizes:
+        if "error" in size:
+            lines.append(f"| {size['rows']:,} | | | | | | failed: {size['error']} | | | | |")
+            continue
+        run = _median_run(size)
+        s = run["seconds"]
+        peak = f"{run['peak_mb']:,.0f}" if run["peak_mb"] else "n/a"
+        lines.append(
+            f"| {size['rows']:,} | {size['partitions']:,} | {size['input_rows']:,} | {s.get('read', 0):.1f} "
+            f"| {s.get('compute', 0):.1f} | {s.get('write', 0):.1f} | {run['wall_s']:.1f} "
+            f"| {sum(run['rows'].values()):,} | {run['findings_written']:,} | {peak} "
+            f"| {run['loadavg_before']:.1f} -> {run['loadavg_after']:.1f} |"
+        )
+    target = [s for s in sizes if s["rows"] == TARGET_SIZE and s.get("runs")]
+    if target:
+        total = statistics.median(r["wall_s"] for r in target[0]["runs"])
+        verdict = "met" if total < TARGET_SECONDS else "NOT met"
+        lines += ["", f"Target (1M group-partitions, 100k partitions, < {TARGET_SECONDS:g} s): {verdict}, "
+                  f"{total:.1f} s."]  # fmt: skip
+    lines += ["", "Fill (not timed above): " + "; ".join(
+        f"{s['rows']:,}: {s['fill_s']:.0f} s, {s.get('brokers', 0)} brokers, {s.get('groups', 0):,} groups"
+        for s in sizes if "fill_s" in s)]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def save(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str, Any]]) -> str:
+    markdown = report(info, args, sizes)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "evaluate.md").write_text(markdown)
+    document = {"machine": info, "samples": args.samples, "interval": args.interval, "sizes": sizes}
+    (RESULTS / "evaluate.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
+    return markdown
+
+
+def _sizes(value: str) -> list[int]:
+    try:
+        sizes = sorted({int(part) for part in value.split(",") if part.strip()})
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--sizes takes comma-separated integers, got {value!r}") from exc
+    if not sizes or any(s < SIZE_STEP or s % SIZE_STEP for s in sizes):
+        raise argparse.ArgumentTypeError(f"every size must be a positive multiple of {SIZE_STEP:,}")
+    return sizes
+
+
+def _stop(signum: int, _frame: object) -> None:
+    """SIGTERM and SIGHUP end the run like Ctrl-C: the server is stopped on the way out."""
+    raise SystemExit(128 + signum)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=[100_000, 1_000_000, 3_000_000],
+        help="group-partition counts, comma-separated (default 100000,1000000,3000000)",
+    )
+    parser.add_argument("--url", help="an existing server (its admin database); default: a local one")
+    parser.add_argument("--samples", type=int, default=5, help="offsets cycles in the window (default 5)")
+    parser.add_argument("--interval", type=int, default=180, help="seconds between cycles (default 180)")
+    parser.add_argument(
+        "--runs", type=int, default=1, help="timed runs per size after the warm-up (default 1)"
+    )
+    parser.add_argument("--driver-memory", help="spark.driver.memory (default: SparkConfig's)")
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra Spark setting, as spark.conf in monitor.yaml (repeatable)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the databases (and the server) afterwards")
+    args = parser.parse_args()  # fmt: skip
+    if args.samples < 2 or args.runs < 1 or args.interval < 1:
+        parser.error("--samples must be at least 2, --runs and --interval at least 1")
+    if (args.samples - 1) * args.interval + RUN_SPACING.total_seconds() * args.runs >= 900:
+        parser.error(
+            "the samples must lie in the 15-minute window of every run: lower --samples or --interval"
+        )
+    extra = dict(item.split("=", 1) for item in args.conf)
+    memory = {"driver_memory": args.driver_memory} if args.driver_memory else {}
+    spark_config = SparkConfig(master="local[2]", conf=extra, **memory)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGHUP, _stop)
+    server = None
+    if args.url:
+        admin_url = normalize_url(args.url)
+    else:
+        server = postgres.LocalPostgres(var_dir() / "bench" / "postgres-evaluate", BENCH_PG_PORT, log=_log)
+        server.up()
+        admin_url = server.url("postgres")
+    sizes: list[dict[str, Any]] = []
+    try:
+        engine = make_engine(admin_url)
+        try:
+            with engine.connect() as conn:
+                pg_version = str(conn.execute(text("SHOW server_version")).scalar_one())
+        finally:
+            engine.dispose()
+        _log("starting Spark (local[2])")
+        spark = build_session(spark_config, ensure_jdbc_driver())
+        jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+        pids: list[int | str] = ["self", int(jvm_pid)]
+        shown = {"spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions", *extra}
+        info = machine(pg_version, {k: v for k, v in spark.sparkContext.getConf().getAll() if k in shown})
+        try:
+            for rows in args.sizes:
+                try:
+                    sizes.append(run_size(spark, admin_url, rows, args, pids))
+                except Exception as exc:
+                    _log(f"[{rows:,}] failed: {type(exc).__name__}: {exc}")
+                    sizes.append({"rows": rows, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+                save(info, args, sizes)
+        finally:
+            spark.stop()
+    finally:
+        if server is not None and not args.keep:
+            server.down()
+    print(save(info, args, sizes))
+    _log(f"wrote {RESULTS / 'evaluate.md'} and {RESULTS / 'evaluate.json'}")
+    return 0 if all("runs" in s for s in sizes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
