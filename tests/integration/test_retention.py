@@ -86,7 +86,34 @@ class Rig:
                     ),
                     {"c": CLUSTER, "b": broker, "t": now, "total": 1000 * GiB, "usable": 900 * GiB},
                 )
+        # A new topic reaches every broker's metadata a moment after it is created; the service may
+        # ask any of them for its configs.
+        self.kafka.wait_for(lambda: self._configs_readable(name), 30, f"every broker to know {name}")
         return name
+
+    def _configs_readable(self, topic: str) -> bool:
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        for _ in range(5):
+            try:
+                self.kafka.admin.describe_configs([resource])[resource].result(timeout=10)
+                self.service.writer(CLUSTER).read_configs(topic, ["retention.ms"])
+            except Exception:
+                return False
+        return True
+
+    def expect_retention_ms(self, topic: str, expected: str) -> None:
+        """retention.ms as Kafka reports it becomes `expected`: a broker that was just restarted
+        catches up on config changes a moment later than the controller applied them."""
+        seen: list[str] = []
+
+        def reached() -> bool:
+            seen.append(self.retention_ms(topic))
+            return seen[-1] == expected
+
+        try:
+            self.kafka.wait_for(reached, 30, f"retention.ms of {topic} to be {expected}")
+        except AssertionError:
+            raise AssertionError(f"retention.ms of {topic}: {seen[-1:]} != {expected}") from None
 
     def retention_ms(self, topic: str) -> str:
         resource = ConfigResource(ResourceType.TOPIC, topic)
@@ -133,7 +160,7 @@ def test_instant_raise_is_applied_within_seconds_and_committed(rig: Rig) -> None
     )
     assert (datetime.now(UTC) - started).total_seconds() < 20
     assert request["state"] == "pending_review"
-    assert rig.retention_ms(topic) == str(2 * DAY_MS)
+    rig.expect_retention_ms(topic, str(2 * DAY_MS))
     commit = _commit(rig, request["commit_id"])  # pushed to the remote
     assert f"Request: {request['id']}" in commit.message
     assert "Requested-by: alice" in commit.message
@@ -154,7 +181,7 @@ def test_large_raise_waits_for_a_reviewer_other_than_the_requester(rig: Rig) -> 
         CAROL, CLUSTER, topic, {"retention.ms": 5 * DAY_MS}, DAY_MS, "replay"
     )
     assert request["state"] == "awaiting_approval"
-    assert rig.retention_ms(topic) == str(DAY_MS)
+    rig.expect_retention_ms(topic, str(DAY_MS))
     with pytest.raises(RetentionError, match=r"carol asked for request \d+ and cannot approve it") as own:
         rig.service.approve(CAROL, request["id"])
     assert own.value.code == "forbidden"
@@ -162,7 +189,7 @@ def test_large_raise_waits_for_a_reviewer_other_than_the_requester(rig: Rig) -> 
         rig.service.approve(ALICE, request["id"])
     approved = rig.service.approve(BOB, request["id"], "ok for a day")
     assert approved["state"] == "verified"
-    assert rig.retention_ms(topic) == str(5 * DAY_MS)
+    rig.expect_retention_ms(topic, str(5 * DAY_MS))
     assert "Approved-by: bob" in _commit(rig, approved["commit_id"]).message
     assert rig.actions(request["id"]) == [
         "requested", "awaiting_approval", "approved", "committed", "applied", "verified",
@@ -175,7 +202,7 @@ def test_automatic_revert_at_expiry_with_notices_before_and_after(rig: Rig) -> N
     request = rig.service.raise_retention(
         ALICE, CLUSTER, topic, {"retention.ms": 2 * DAY_MS}, 2 * 3_600_000, "lag"
     )
-    assert rig.retention_ms(topic) == str(2 * DAY_MS)
+    rig.expect_retention_ms(topic, str(2 * DAY_MS))
     rig.clock.advance(3600 + 60)  # within notify_before_expiry (1 h)
     rig.service.tick()
     rig.clock.advance(3600)  # past the expiry
@@ -186,7 +213,7 @@ def test_automatic_revert_at_expiry_with_notices_before_and_after(rig: Rig) -> N
         kinds = [r.kind for r in conn.execute(
             text("SELECT kind FROM notices WHERE request_id = :r ORDER BY id"), {"r": request["id"]})]  # fmt: skip
     assert row is not None and row["state"] == "reverted"
-    assert rig.retention_ms(topic) == str(DAY_MS)
+    rig.expect_retention_ms(topic, str(DAY_MS))
     assert kinds == ["applied", "expiring", "reverted"]
     revert = _commit(rig, row["revert_commit_id"])
     assert f"retention.ms: {2 * DAY_MS} -> {DAY_MS}" in revert.message
@@ -227,7 +254,7 @@ def test_refusals_name_the_rule_and_the_numbers(
         row = ledger.get(conn, request_id)
     assert row is not None and row["state"] == "refused" and rule in row["refusal"]
     assert rig.actions(request_id) == ["requested", "refused"]
-    assert rig.retention_ms(topic) == str(DAY_MS)
+    rig.expect_retention_ms(topic, str(DAY_MS))
 
 
 def test_a_second_concurrent_request_is_refused(rig: Rig) -> None:
@@ -266,7 +293,7 @@ def test_kafka_down_at_apply_time_is_applied_after_it_returns(rig: Rig) -> None:
         return row is not None and row["state"] == "verified"
 
     rig.kafka.wait_for(applied, 120, "the retried apply")
-    assert rig.retention_ms(topic) == str(4 * DAY_MS)
+    rig.expect_retention_ms(topic, str(4 * DAY_MS))
     actions = rig.actions(request["id"])
     assert actions[:4] == ["requested", "awaiting_approval", "approved", "committed"]
     assert "retrying" in actions
