@@ -397,10 +397,17 @@ class DevKafkaCluster:
         deadline = time.monotonic() + self.start_timeout
         pending = list(waiting)
         last_seen: dict[int, set[int] | None] = {}
+        missing: dict[int, int] = {}
         while pending:
             for node_id in list(pending):
+                # Gone on two polls in a row: a process caught between fork and exec (or a
+                # launcher re-executing itself) can fail one look at its command line.
                 if self._running_pid(node_id) is None:
-                    raise self._died_error(node_id, doing)
+                    missing[node_id] = missing.get(node_id, 0) + 1
+                    if missing[node_id] >= 2:
+                        raise self._died_error(node_id, doing)
+                    continue
+                missing.pop(node_id, None)
                 last_seen[node_id] = seen = self._brokers_seen_by(node_id)
                 if seen is not None and expected <= seen:
                     pending.remove(node_id)

@@ -27,8 +27,16 @@ from monitor.expose.read_lag import GroupDetail, GroupPartitionLag, GroupSummary
 from monitor.expose.read_topics import TopicDetail, TopicSummary
 
 Status = Literal["OK", "WARN", "ERR", "STOP", "STALL", "REWIND"]
-WINDOW_PATTERN = r"^([1-9][0-9]{0,5})([smhd])$"
+WINDOW_PATTERN = r"^([1-9][0-9]{0,6})([smhd])$"
 MAX_WINDOW = timedelta(days=90)
+WINDOW_DOCUMENTED = (
+    r"^(([1-9][0-9]{0,5}|[1-6][0-9]{6}|7[0-6][0-9]{5}|77[0-6][0-9]{4}|777[0-5][0-9]{3}|7776000)s"
+    r"|([1-9][0-9]{0,4}|1[01][0-9]{4}|12[0-8][0-9]{3}|129[0-5][0-9]{2}|129600)m"
+    r"|([1-9][0-9]{0,2}|1[0-9]{3}|20[0-9]{2}|21[0-5][0-9]|2160)h"
+    r"|([1-9]|[1-8][0-9]|90)d)$"
+)
+"""The same windows as `parse_window` accepts, bound included, for the OpenAPI document; the
+handler checks with `parse_window` so that a wrong window gets a message rather than a regex."""
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 TAGS: list[dict[str, Any]] = [
@@ -74,7 +82,12 @@ Offset = Annotated[int, Query(ge=0, le=100_000_000, description="entries to skip
 Search = Annotated[str | None, Query(max_length=249, pattern=NAME, description="keep names containing this")]
 
 Window = Annotated[
-    str, Query(pattern=WINDOW_PATTERN, description="how far back: 90s, 15m, 1h, 7d (at most 90d)")
+    str,
+    Query(
+        max_length=9,
+        description="how far back: 90s, 15m, 1h, 7d (at most 90d)",
+        json_schema_extra={"pattern": WINDOW_DOCUMENTED},
+    ),
 ]
 Until = Annotated[
     datetime | None,
