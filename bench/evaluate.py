@@ -348,6 +348,7 @@ def measure(
         "evaluated_at": evaluated_at.isoformat(), "wall_s": wall, "seconds": dict(result.seconds),
         "rows": dict(result.rows), "findings": dict(findings),
         "findings_written": findings.get("new", 0) + findings.get("updated", 0), "rules": len(ruleset.rules),
+        "rows_read": result.rows_read,
         "peak_mb": peak_mb(pids), "loadavg_before": load_before, "loadavg_after": os.getloadavg()[0],
     }  # fmt: skip
 
@@ -425,7 +426,7 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
         f"Samples: {args.samples} offsets cycles {args.interval} s apart in the 15-minute window. "
         f"Median of {args.runs} timed run(s) after a warm-up run.",
         "",
-        "| group-partitions | partitions | input rows | JDBC read s | compute s | write s | total s "
+        "| group-partitions | partitions | rows read | JDBC read s | compute s | write s | total s "
         "| derived rows written | findings written | peak RSS MB (driver + JVM) | load avg |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -437,8 +438,9 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
         s = run["seconds"]
         peak = f"{run['peak_mb']:,.0f}" if run["peak_mb"] else "n/a"
         lines.append(
-            f"| {size['rows']:,} | {size['partitions']:,} | {size['input_rows']:,} | {s.get('read', 0):.1f} "
-            f"| {s.get('compute', 0):.1f} | {s.get('write', 0):.1f} | {run['wall_s']:.1f} "
+            f"| {size['rows']:,} | {size['partitions']:,} | {run['rows_read'] or 0:,} "
+            f"| {s.get('read', 0):.1f} | {s.get('compute', 0):.1f} | {s.get('write', 0):.1f} "
+            f"| {run['wall_s']:.1f} "
             f"| {sum(run['rows'].values()):,} | {run['findings_written']:,} | {peak} "
             f"| {run['loadavg_before']:.1f} -> {run['loadavg_after']:.1f} |"
         )
@@ -515,11 +517,12 @@ def main() -> int:
     spark_config = SparkConfig(master="local[2]", conf=extra, **memory)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGHUP, _stop)
-    server = None
+    server, started = None, False
     if args.url:
         admin_url = normalize_url(args.url)
     else:
         server = postgres.LocalPostgres(var_dir() / "bench" / "postgres-evaluate", BENCH_PG_PORT, log=_log)
+        started = not server.status()
         server.up()
         admin_url = server.url("postgres")
     sizes: list[dict[str, Any]] = []
@@ -547,7 +550,7 @@ def main() -> int:
         finally:
             spark.stop()
     finally:
-        if server is not None and not args.keep:
+        if server is not None and started and not args.keep:
             server.down()
     print(save(info, args, sizes))
     _log(f"wrote {RESULTS / 'evaluate.md'} and {RESULTS / 'evaluate.json'}")

@@ -45,20 +45,39 @@ KEY_SEPARATOR = "/"
 def evaluate_rules(
     frames: Mapping[str, DataFrame], rules: Sequence[Rule], evaluated_at: datetime
 ) -> DataFrame:
-    """The matches of `rules` on the entity `frames` (entity name -> DataFrame of its columns)."""
+    """The matches of `rules` on the entity `frames` (entity name -> DataFrame of its columns).
+
+    The rules of one entity are applied in one pass over its frame: each row gives an array of
+    one match (or null) per rule, exploded into the matches. One scan per entity instead of one
+    per rule: the group-partition frame has a million rows.
+    """
     from pyspark.errors import AnalysisException
     from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
 
-    parts: list[DataFrame] = []
+    by_entity: dict[str, list[Rule]] = {}
     for rule in rules:
-        frame = frames.get(rule.entity)
+        by_entity.setdefault(rule.entity, []).append(rule)
+    parts: list[DataFrame] = []
+    for entity, entity_rules in by_entity.items():
+        frame = frames.get(entity)
         if frame is None:
-            log.warning("rule %s skipped: no %s frame in this evaluation", rule.name, rule.entity)
+            for rule in entity_rules:
+                log.warning("rule %s skipped: no %s frame in this evaluation", rule.name, entity)
             continue
-        try:
-            parts.append(_matches(frame, rule, evaluated_at))
-        except AnalysisException as exc:
-            log.error("rule %s skipped: Spark cannot apply it: %s", rule.name, exc)
+        matches: list[Column] = []
+        for rule in entity_rules:
+            try:
+                match = _match(frame, rule)
+                frame.select(match)  # analysed now, so that a rule Spark cannot apply is skipped alone
+            except AnalysisException as exc:
+                log.error("rule %s skipped: Spark cannot apply it: %s", rule.name, exc)
+                continue
+            matches.append(match)
+        if matches:
+            exploded = frame.select(F.explode(F.array(*matches)).alias("m")).where(F.col("m").isNotNull())
+            at = F.lit(evaluated_at).cast("timestamp").alias("evaluated_at")
+            parts.append(exploded.select(at, "m.*"))
     if not parts:
         return _session(frames).createDataFrame([], FINDINGS_DDL)
     return reduce(DataFrame.unionByName, parts)
@@ -88,32 +107,33 @@ def _escaped(column: Column) -> Column:
     return F.regexp_replace(F.regexp_replace(text, "%", "%25"), KEY_SEPARATOR, "%2F")
 
 
-def _matches(frame: DataFrame, rule: Rule, evaluated_at: datetime) -> DataFrame:
+def _match(frame: DataFrame, rule: Rule) -> Column:
+    """One row's match of `rule` (a struct of the FINDINGS_DDL columns after `evaluated_at`), or
+    null when the condition does not hold or no tier does. Only a match computes its key, labels
+    and context."""
     from pyspark.sql import functions as F
 
     keys = KEYS[rule.entity]
-    matched = frame.where(F.expr(rule.condition)) if rule.condition else frame
-    rated = matched.withColumn("__severity", F.expr(severity_case(rule))).where(
-        F.col("__severity").isNotNull()
-    )
+    condition = F.expr(rule.condition) if rule.condition else F.lit(True)
+    severity = F.expr(severity_case(rule))
     label_pairs: list[Column] = [F.lit("cluster"), F.col("cluster")]
     for key in keys:
         label_pairs += [F.lit(key), F.col(key).cast("string")]
     for name, text in sorted(rule.labels.items()):
         label_pairs += [F.lit(name), F.lit(text)]
     entity_columns = [F.col(c) for c in frame.columns]
-    return rated.select(
-        F.lit(evaluated_at).cast("timestamp").alias("evaluated_at"),
+    found = F.struct(
         F.lit(rule.name).alias("rule"),
         F.lit(rule.entity).alias("entity"),
         F.col("cluster").cast("string").alias("cluster"),
         F.concat_ws(KEY_SEPARATOR, *(_escaped(F.col(c)) for c in ("cluster", *keys))).alias("entity_key"),
         F.create_map(*label_pairs).alias("labels"),
-        F.col("__severity").alias("severity"),
+        severity.alias("severity"),
         F.expr(rule.value).cast("double").alias("value"),
         F.lit(rule.for_seconds).cast("int").alias("for_seconds"),
         F.to_json(F.struct(*entity_columns), {"ignoreNullFields": "false"}).alias("context"),
     )
+    return F.when(condition & severity.isNotNull(), found)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,8 +1,14 @@
 """Extract: the inputs of one evaluation, read from PostgreSQL over JDBC.
 
-Each input is a table restricted to the configured clusters and, for time series, to the
-evaluation window ending at `evaluated_at`. The large time series are read in parallel ranges of
-their `partition` column so the read spreads over the Spark executors.
+Each input is a table restricted to the configured clusters, to the columns the transforms read
+and, for time series, to the evaluation window ending at `evaluated_at`. The inputs that grow
+with partitions x groups are read in parallel slices (a hash of topic and partition, so topics
+of any size spread evenly), one per executor core.
+
+The reads are lazy: Spark runs them inside the jobs that need the rows, streaming them into the
+first transforms rather than keeping a copy (which cost as much CPU as the reads, and memory the
+aggregations need). Each large input is used by one transform only, so it is read once. How long
+the reads took comes from Spark's own metrics afterwards (`monitor.evaluate.metrics`).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import TYPE_CHECKING
 from monitor.evaluate.io import read_table
 from monitor.evaluate.spark import JdbcTarget
 from monitor.evaluate.transforms import Inputs
+from monitor.evaluate.transforms.inputs import READ_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,8 +41,17 @@ WINDOWED: dict[str, str | None] = {
     "group_states": "sampled_at",
     "collection_runs": "started_at",
 }
-PARALLEL = {"group_offsets", "partition_offsets", "latest_group_offsets", "log_dir_sizes"}
-"""Inputs read in parallel ranges of `partition` (the ones that grow with partitions x groups)."""
+PARALLEL = (
+    "group_offsets", "latest_group_offsets", "commit_observations", "log_dir_sizes", "partition_offsets",
+)  # fmt: skip
+"""Inputs read in parallel slices (the ones that grow with partitions x groups)."""
+
+GROUP_KEYS = ("cluster", "group_id", "topic", "partition")
+NEWER_THAN_LATEST = {"commit_observations": "last_commit_observed_at"}
+"""Inputs of which the transforms use only a key's newest row, and only when it is newer than the
+key's `latest_group_offsets` column named here (they take the later of the two): only those rows
+are read. The collector stamps the latest row with each observation it writes, so this is almost
+always nothing, where the window holds an observation per active consumer per cycle."""
 
 SLOW_WINDOW = timedelta(minutes=10)
 """Log dirs are sampled every two minutes: their window is at least this long."""
@@ -46,7 +62,8 @@ def _quote(value: str) -> str:
 
 
 def query(table: str, clusters: Sequence[str], evaluated_at: datetime, window: timedelta) -> str:
-    """The SQL (as a JDBC `dbtable` subquery) for one input."""
+    """The SQL (as a JDBC `dbtable` subquery) for one input: the columns `derive` reads
+    (READ_COLUMNS) of the rows in the window."""
     where = [f"cluster IN ({', '.join(_quote(c) for c in clusters)})"]
     column = WINDOWED[table]
     if table == "topic_configs":
@@ -55,7 +72,33 @@ def query(table: str, clusters: Sequence[str], evaluated_at: datetime, window: t
         span = max(window, SLOW_WINDOW) if table in ("log_dir_sizes", "broker_disks") else window
         where.append(f"{column} > {_quote((evaluated_at - span).isoformat())}::timestamptz")
         where.append(f"{column} <= {_quote(evaluated_at.isoformat())}::timestamptz")
-    return f"(SELECT * FROM {table} WHERE {' AND '.join(where)}) AS {table}_q"
+    condition = " AND ".join(where)
+    columns = ", ".join(f'"{c}"' for c in READ_COLUMNS[table])
+    if table in NEWER_THAN_LATEST:
+        return _newer_than_latest(table, str(column), where)
+    return f"(SELECT {columns} FROM {table} WHERE {condition}) AS {table}_q"
+
+
+def _newer_than_latest(table: str, column: str, where: list[str]) -> str:
+    """The newest row per key of `table` that is newer than the key's latest group offset row says
+    (see NEWER_THAN_LATEST); keys without a latest row are not evaluated, so not read."""
+    keys = ", ".join(f't."{c}"' for c in GROUP_KEYS)
+    columns = ", ".join(f't."{c}"' for c in READ_COLUMNS[table])
+    latest = f'l."{NEWER_THAN_LATEST[table]}"'
+    newer = f'({latest} IS NULL OR t."{column}" > {latest})'
+    condition = " AND ".join([*(f"t.{w}" for w in where), newer])
+    join = " AND ".join(f't."{c}" = l."{c}"' for c in GROUP_KEYS)
+    return (
+        f"(SELECT DISTINCT ON ({keys}) {columns} FROM {table} AS t JOIN latest_group_offsets AS l ON {join} "
+        f'WHERE {condition} ORDER BY {keys}, t."{column}" DESC) AS {table}_q'
+    )
+
+
+def slices(count: int) -> list[str]:
+    """`count` conditions that split rows with `topic` and `partition` into disjoint slices of
+    about equal size, whatever the number of partitions per topic."""
+    bucket = f'abs((hashtext(topic)::bigint + "partition") % {count})'
+    return [f"{bucket} = {n}" for n in range(count)]
 
 
 def read_inputs(
@@ -65,24 +108,12 @@ def read_inputs(
     evaluated_at: datetime,
     window: timedelta,
 ) -> Inputs:
+    """The inputs as DataFrames, read when a job needs them."""
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     frames: dict[str, DataFrame] = {}
     names = [f.name for f in fields(Inputs) if f.name != "evaluated_at"]
     for name in names:
         sql = query(name, clusters, evaluated_at, window)
-        if name in PARALLEL and parallelism > 1:
-            frames[name] = read_table(
-                spark, target, sql, partition_column="partition", lower_bound=0, upper_bound=64,
-                num_partitions=parallelism,
-            )  # fmt: skip
-        else:
-            frames[name] = read_table(spark, target, sql)
+        predicates = slices(parallelism) if name in PARALLEL and parallelism > 1 else None
+        frames[name] = read_table(spark, target, sql, predicates=predicates)
     return Inputs(evaluated_at=evaluated_at, **frames)
-
-
-def release(inputs: Inputs) -> None:
-    """Drop cached inputs (the transforms may cache them)."""
-    for f in fields(Inputs):
-        value = getattr(inputs, f.name)
-        if hasattr(value, "unpersist"):
-            value.unpersist()

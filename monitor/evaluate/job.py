@@ -6,6 +6,11 @@
 4. load: the derived tables get this evaluation's rows (replacing any earlier attempt at the same
    `evaluated_at`), and the matches are merged into the findings.
 
+`EvaluationResult.seconds` times the phases: `read` (the inputs over JDBC), `compute` (transform
+and evaluate, the findings' texts included) and `write` (load); the daemon records them in its
+evaluation run row. The reads run lazily inside the compute jobs, so their share is taken from
+Spark's metrics (`metrics.py`) and moved out of `compute`.
+
 The same job runs inside the daemon on a warm session, or through spark-submit:
 
     spark-submit --jars postgresql.jar -m monitor.evaluate.job --config monitor.yaml
@@ -16,7 +21,8 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -27,6 +33,7 @@ from monitor.derived import ENTITIES, table_of
 from monitor.evaluate import extract
 from monitor.evaluate.engine import evaluate_rules, render
 from monitor.evaluate.io import write_table
+from monitor.evaluate.metrics import JdbcReads, jdbc_reads
 from monitor.evaluate.rules import Rule
 from monitor.evaluate.spark import JdbcTarget
 from monitor.evaluate.transforms import derive
@@ -35,23 +42,38 @@ from monitor.store.findings import Match, merge_findings
 from monitor.store.partitions import create_day_partitions, day_of
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class EvaluationResult:
+    """What one evaluation did: derived rows per entity, findings counts (merge_findings), and
+    the seconds of each phase (see the module docstring); `rows_read` and the `read` seconds come
+    from Spark's metrics of the JDBC reads (None and absent when Spark's plan could not be read).
+    """
+
     evaluated_at: datetime
     rows: dict[str, int] = field(default_factory=dict)
     findings: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    rows_read: int | None = None
 
 
 @dataclass(frozen=True)
 class JobSettings:
     window: timedelta = timedelta(minutes=15)
     window_commits: int = 10
+
+
+@contextmanager
+def _phase(result: EvaluationResult, name: str) -> Iterator[None]:
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        result.seconds[name] = time.monotonic() - started
 
 
 def run_evaluation(
@@ -63,46 +85,71 @@ def run_evaluation(
     evaluated_at: datetime,
     settings: JobSettings = JobSettings(),
 ) -> EvaluationResult:
-    """One evaluation of `clusters` at `evaluated_at`. Idempotent for a given `evaluated_at`."""
+    """One evaluation of `clusters` at `evaluated_at`. Idempotent for a given `evaluated_at`.
+
+    What is computed once and used several times is kept in Spark's cache (see `derive`) until
+    it is written, and released when the job ends, failed or not.
+    """
     result = EvaluationResult(evaluated_at)
-    t0 = time.monotonic()
     inputs = extract.read_inputs(spark, target, clusters, evaluated_at, settings.window)
-    result.seconds["read"] = time.monotonic() - t0
+    kept: list[DataFrame] = []
 
-    t1 = time.monotonic()
-    frames = {entity: df.cache() for entity, df in derive(inputs, settings.window_commits).items()}
-    for entity, df in frames.items():
-        result.rows[entity] = df.count()
-    matches_df = evaluate_rules(frames, rules, evaluated_at)
-    matches = [row.asDict(recursive=True) for row in matches_df.collect()]
-    result.seconds["compute"] = time.monotonic() - t1
+    def keep(frame: DataFrame) -> DataFrame:
+        kept.append(frame.persist())
+        return frame
 
-    t2 = time.monotonic()
-    _write_derived(target, engine, frames, clusters, evaluated_at)
-    by_name = {rule.name: rule for rule in rules}
-    with engine.begin() as conn:
-        result.findings = merge_findings(
-            conn,
-            [_match(row, by_name[row["rule"]]) for row in matches],
-            evaluated_at,
-            clusters=clusters,
-            rules=list(by_name),
-        )
-    result.seconds["write"] = time.monotonic() - t2
-    for df in frames.values():
-        df.unpersist()
-    extract.release(inputs)
+    try:
+        with _phase(result, "compute"):
+            frames = derive(inputs, settings.window_commits, keep)
+            # The rules read every entity: this reads the inputs and computes (and keeps) them all.
+            matches = _evaluate(frames, rules, evaluated_at)
+        with _phase(result, "write"):
+            result.rows = _write_derived(target, engine, frames, clusters, evaluated_at)
+            with engine.begin() as conn:
+                result.findings = merge_findings(
+                    conn, matches, evaluated_at, clusters=clusters, rules=[rule.name for rule in rules]
+                )
+        _split_reads(result, jdbc_reads(frames.values()), spark.sparkContext.defaultParallelism)
+    finally:
+        for frame in kept:
+            frame.unpersist()
     return result
+
+
+def _split_reads(result: EvaluationResult, reads: JdbcReads | None, cores: int) -> None:
+    """Move the JDBC reads out of the compute phase they ran in: their task time spread over the
+    cores (an estimate of their share of the wall time; they run alongside other tasks)."""
+    if reads is None:
+        return
+    result.rows_read = reads.rows
+    read = min(reads.task_seconds / max(1, cores), result.seconds["compute"])
+    result.seconds = {
+        "read": read,
+        "compute": result.seconds["compute"] - read,
+        "write": result.seconds["write"],
+    }
+
+
+def _evaluate(frames: dict[str, DataFrame], rules: Sequence[Rule], evaluated_at: datetime) -> list[Match]:
+    """The rules' matches, with their texts rendered (on the driver: they are few)."""
+    by_name = {rule.name: rule for rule in rules}
+    rows = evaluate_rules(frames, rules, evaluated_at).collect()
+    return [_match(row.asDict(recursive=True), by_name[row["rule"]]) for row in rows]
 
 
 def _write_derived(
     target: JdbcTarget,
     engine: Engine,
-    frames: dict[str, Any],
+    frames: dict[str, DataFrame],
     clusters: Sequence[str],
     evaluated_at: datetime,
-) -> None:
-    """Replace this evaluation's rows: delete any earlier attempt at `evaluated_at`, then append."""
+) -> dict[str, int]:
+    """Replace this evaluation's rows: delete any earlier attempt at `evaluated_at`, then append
+    each entity's rows, one connection per core. Returns the rows written per entity (counted by
+    the writes themselves, not by another pass)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
     with engine.begin() as conn:
         for entity in ENTITIES:
             table = DERIVED_TABLES[entity]
@@ -110,8 +157,14 @@ def _write_derived(
             conn.execute(
                 delete(table).where(table.c.evaluated_at == evaluated_at, table.c.cluster.in_(list(clusters)))
             )
-    for entity, df in frames.items():
-        write_table(df, target, table_of(entity), mode="append")
+    rows = {}
+    for entity, frame in frames.items():
+        counted = Observation(f"rows_{entity}")
+        writers = max(1, frame.sparkSession.sparkContext.defaultParallelism)
+        written = frame.coalesce(writers).observe(counted, F.count(F.lit(1)).alias("rows"))
+        write_table(written, target, table_of(entity), mode="append")
+        rows[entity] = int(counted.get["rows"])
+    return rows
 
 
 def _match(row: dict[str, Any], rule: Rule) -> Match:
@@ -163,7 +216,11 @@ def main(argv: list[str] | None = None) -> None:
         [c.name for c in settings.clusters],
         datetime.now(UTC),
     )
-    print(f"evaluated at {result.evaluated_at.isoformat()}: rows {result.rows}, findings {result.findings}")
+    seconds = ", ".join(f"{phase} {value:.1f} s" for phase, value in result.seconds.items())
+    print(
+        f"evaluated at {result.evaluated_at.isoformat()}: rows {result.rows}, findings {result.findings}, "
+        f"{seconds}"
+    )
 
 
 if __name__ == "__main__":

@@ -86,6 +86,8 @@ class EvaluateStage:
             run.count(f"findings_{key}", value)
         for step, seconds in result.seconds.items():
             run.count(f"ms_{step}", int(seconds * 1000))
+        if result.rows_read is not None:
+            run.count("rows_read", result.rows_read)
         run.count("rules", len(ruleset.rules))
 
     def stop(self) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from monitor.derived import COMMON, ENTITIES
 from monitor.evaluate.transforms import SCHEMAS, Inputs, derive, empty_inputs
-from monitor.evaluate.transforms.inputs import column_names, table_names
+from monitor.evaluate.transforms.inputs import READ_COLUMNS, column_names, table_names
 from monitor.store.models import Base
 
 if TYPE_CHECKING:
@@ -192,6 +192,24 @@ def test_inputs_reject_naive_time_and_wrong_columns(spark: SparkSession) -> None
         replace(base, evaluated_at=AT.replace(tzinfo=None))
     with pytest.raises(ValueError, match=r"brokers: missing \['up'\]"):
         replace(base, brokers=base.brokers.drop("up"))
+
+
+def test_derive_needs_only_the_read_columns(spark: SparkSession) -> None:
+    frames = {}
+    for table in table_names():
+        assert list(READ_COLUMNS[table]) == [c for c in column_names(table) if c in READ_COLUMNS[table]], (
+            table
+        )
+        ddl = ", ".join(
+            part for part in SCHEMAS[table].split(", ") if part.split(" ")[0] in READ_COLUMNS[table]
+        )
+        frames[table] = spark.createDataFrame([], ddl)
+    derived = derive(Inputs(**frames, evaluated_at=AT))
+    assert [f.name for f in derived["group_partition"].schema.fields][:3] == [
+        "evaluated_at",
+        "cluster",
+        "group_id",
+    ]
 
 
 def test_outputs_have_exactly_the_contract_columns_and_types(spark: SparkSession) -> None:

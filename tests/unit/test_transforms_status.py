@@ -1,8 +1,8 @@
 """Burrow's rules as a numbered table: every rule's verdict per window, not only the final status.
 
 Windows are written as (offset, time in s, lag) entries, oldest first; the last is the current
-sample. `now` is in seconds. No Spark here: the Spark wrapper runs the same functions (see
-test_transforms_lag.py).
+sample. `now` is in seconds. No Spark here: test_transforms_status_columns.py checks the Spark
+expressions the job runs against these functions.
 """
 
 from __future__ import annotations

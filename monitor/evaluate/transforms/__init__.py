@@ -5,6 +5,8 @@ entities of monitor.derived out. No I/O, no session, no clock: "now" is
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -14,19 +16,33 @@ from monitor.evaluate.transforms.inputs import SCHEMAS, Inputs, empty_inputs
 from monitor.evaluate.transforms.lag import group_partition_frame
 from monitor.evaluate.transforms.replication import broker_frame, partition_replication
 from monitor.evaluate.transforms.retention import partition_storage
-from monitor.evaluate.transforms.rollups import clusters, group_topics, groups, topics
+from monitor.evaluate.transforms.rollups import ROLLUP_PARTS, clusters, group_topics, groups, topics
 from monitor.evaluate.transforms.status import DEFAULT_WINDOW_COMMITS
 
 __all__ = ["DEFAULT_WINDOW_COMMITS", "SCHEMAS", "Inputs", "derive", "empty_inputs"]
 
 
-def derive(inputs: Inputs, window_commits: int = DEFAULT_WINDOW_COMMITS) -> dict[str, DataFrame]:
+def _as_is(frame: DataFrame) -> DataFrame:
+    return frame
+
+
+def derive(
+    inputs: Inputs,
+    window_commits: int = DEFAULT_WINDOW_COMMITS,
+    keep: Callable[[DataFrame], DataFrame] = _as_is,
+) -> dict[str, DataFrame]:
     """The seven entity DataFrames, keyed by entity name (the keys of columns.ENTITIES), each
     with exactly `evaluated_at`, `cluster` and that entity's columns, in order, with their types.
 
-    `window_commits` is the number of commits the sliding-window status looks at. The frames
-    share lineage (group-partitions feed three roll-ups): a caller writing all of them should
-    cache what it reuses. Raises ValueError when `window_commits` < 1.
+    `window_commits` is the number of commits the sliding-window status looks at. Raises
+    ValueError when `window_commits` < 1.
+
+    `keep` is applied to every frame that is costly and used more than once (it returns the frame
+    to use): the partitions' replication (feeding the partitions and the brokers), the partitions,
+    the group-partitions and the group-topics (feeding the coarser roll-ups), and the roll-ups
+    themselves (a caller counts, evaluates and writes each entity). The group-partition,
+    group-topic and partition entities are projections of kept frames. A caller using the
+    entities more than once passes a `keep` that caches.
     """
     if window_commits < 1:
         raise ValueError(f"window_commits must be at least 1, not {window_commits}")
@@ -34,27 +50,34 @@ def derive(inputs: Inputs, window_commits: int = DEFAULT_WINDOW_COMMITS) -> dict
     # 1. Topic settings from the open config rows.
     settings = topic_settings(inputs.topic_configs)
     # 2. Partitions: replication from metadata, storage from offsets and log dirs.
-    replication = partition_replication(inputs.partitions, inputs.brokers, settings)
+    replication = keep(partition_replication(inputs.partitions, inputs.brokers, settings))
     storage = partition_storage(inputs, replication.select(*PARTITION_KEYS, "leader"), settings)
-    partition = (
+    partition = keep(
         _partition_keys(inputs)
         .join(storage, list(PARTITION_KEYS), "left")
         .join(replication, list(PARTITION_KEYS), "left")
     )
-    # 3. Group-partitions, then their roll-ups.
-    group_partition = group_partition_frame(inputs, partition, window_commits)
+    # 3. Group-partitions (with the lag at the window's start, for group.lag_growing), then their
+    #    roll-ups.
+    group_partition = keep(
+        conform(group_partition_frame(inputs, partition, window_commits), "group_partition", at, _GP_EXTRA)
+    )
     # 4. Brokers, then the cluster.
-    broker = broker_frame(inputs.brokers, replication, inputs.broker_disks)
+    broker = keep(conform(broker_frame(inputs.brokers, replication, inputs.broker_disks), "broker", at))
+    group_topic = keep(conform(group_topics(group_partition), "group_topic", at, ROLLUP_PARTS))
     frames = {
-        "group_partition": group_partition,
-        "group_topic": group_topics(group_partition),
-        "group": groups(group_partition),
-        "partition": partition,
-        "topic": topics(partition, group_partition),
+        "group_partition": group_partition.drop(*_GP_EXTRA),
+        "group_topic": group_topic.drop(*ROLLUP_PARTS),
+        "group": keep(conform(groups(group_topic), "group", at)),
+        "partition": conform(partition, "partition", at),
+        "topic": keep(conform(topics(partition, group_topic), "topic", at)),
         "broker": broker,
-        "cluster": clusters(partition, broker, inputs.collection_runs, at),
+        "cluster": keep(conform(clusters(partition, broker, inputs.collection_runs, at), "cluster", at)),
     }
-    return {entity: conform(frames[entity], entity, at) for entity in ENTITIES}
+    return {entity: frames[entity] for entity in ENTITIES}
+
+
+_GP_EXTRA = ("window_start_lag",)
 
 
 def _partition_keys(inputs: Inputs) -> DataFrame:

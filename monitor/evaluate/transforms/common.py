@@ -108,9 +108,10 @@ def topic_settings(topic_configs: DataFrame) -> DataFrame:
     )
 
 
-def conform(frame: DataFrame, entity: str, evaluated_at: datetime) -> DataFrame:
+def conform(frame: DataFrame, entity: str, evaluated_at: datetime, extra: Sequence[str] = ()) -> DataFrame:
     """Exactly the contract of `entity` (monitor.derived): `evaluated_at`, `cluster`,
-    then the entity's columns in order, each cast to its declared type."""
+    then the entity's columns in order, each cast to its declared type; then the `extra` columns
+    as they are."""
     columns = [F.lit(evaluated_at).cast("timestamp").alias("evaluated_at")]
     columns += [F.col(c.name).cast(c.type).alias(c.name) for c in (*COMMON[1:], *ENTITIES[entity])]
-    return frame.select(*columns)
+    return frame.select(*columns, *extra)

@@ -15,7 +15,6 @@ from pyspark.sql import functions as F
 from monitor.evaluate.transforms.common import (
     GROUP_PARTITION_KEYS,
     PARTITION_KEYS,
-    endpoints,
     newest,
     non_negative,
     rate,
@@ -25,9 +24,8 @@ from monitor.evaluate.transforms.common import (
 )
 from monitor.evaluate.transforms.inputs import Inputs
 from monitor.evaluate.transforms.retention import with_data_loss
-from monitor.evaluate.transforms.status import status_frame
+from monitor.evaluate.transforms.status_columns import entry, millis, with_status
 
-_SAMPLE_COLUMNS = (*GROUP_PARTITION_KEYS, "sampled_at", "committed_offset", "lag", "consumed_timestamp")
 _PARTITION_COLUMNS = (
     "latest_timestamp",
     "produce_rate",
@@ -44,12 +42,10 @@ def group_partition_frame(inputs: Inputs, partition: DataFrame, window_commits: 
     `window_start_lag` (the lag at the window's first sample, for `group.lag_growing`).
 
     `partition` is the partition frame (`retention.partition_storage` columns, at least
-    `start_offset`, `end_offset` and those in _PARTITION_COLUMNS).
+    `start_offset`, `end_offset` and those in _PARTITION_COLUMNS). It and the group states are
+    small next to the group-partitions (one row per partition, per group): they are broadcast,
+    so the group-partitions are shuffled once, in `key_summaries`.
     """
-    keys = list(GROUP_PARTITION_KEYS)
-    current = inputs.latest_group_offsets
-    series = inputs.group_offsets.select(*_SAMPLE_COLUMNS).unionByName(current.select(*_SAMPLE_COLUMNS))
-    last_commits = last_commit_times(inputs.commit_observations, current)
     partitions = partition.select(
         *PARTITION_KEYS,
         F.col("start_offset").alias("partition_start_offset"),
@@ -60,18 +56,115 @@ def group_partition_frame(inputs: Inputs, partition: DataFrame, window_commits: 
         "cluster", "group_id", F.col("state").alias("group_state"), "members"
     )
     frame = (
-        current.join(window_movement(series), keys, "left")
-        .join(last_commits, keys, "left")
-        .join(commit_lags(series, last_commits), keys, "left")
-        .join(status_frame(series, last_commits, inputs.evaluated_at, window_commits), keys, "left")
-        .join(partitions, list(PARTITION_KEYS), "left")
-        .join(states, ["cluster", "group_id"], "left")
+        key_summaries(inputs, window_commits)
+        .join(F.broadcast(partitions), list(PARTITION_KEYS), "left")
+        .join(F.broadcast(states), ["cluster", "group_id"], "left")
         .withColumn("end_offset", F.coalesce(F.col("end_offset"), F.col("partition_end_offset")))
         .withColumn("start_offset", F.coalesce(F.col("start_offset"), F.col("partition_start_offset")))
         .withColumn("group_state", F.coalesce(F.col("group_state"), F.lit("Unknown")))
     )
     frame = _with_lag(frame, inputs.evaluated_at)
     return with_data_loss(frame, inputs.evaluated_at)
+
+
+_WORK_COLUMNS: tuple[str, ...] = (
+    "first_at", "last_at", "first_committed_offset", "last_committed_offset", "first_lag", "observed_at",
+    "entries", "consumed",
+)  # fmt: skip
+"""Columns of key_summaries' own work, not part of its result."""
+
+
+def key_summaries(inputs: Inputs, window_commits: int) -> DataFrame:
+    """Per row of `latest_group_offsets` (its columns kept): `consume_rate` (committed offset
+    change per second between the oldest and newest sample; negative after a rewind),
+    `window_start_lag`, `last_commit_at` (the newest observed commit, from the window's
+    observations or the row's `last_commit_observed_at`; null if never), `commit_lag_seconds` and
+    the sliding-window `status` (status.py).
+
+    The window's samples (`group_offsets` plus the current row) and the commit observations are
+    brought together per key by one grouping, the only shuffle of the group-partitions: each key's
+    samples become an array that the per-key values are computed from.
+    """
+    keys = list(GROUP_PARTITION_KEYS)
+    is_sample = F.col("sampled_at").isNotNull()
+    window_entry = entry(F.col("sampled_at"), F.col("committed_offset"), F.col("lag"))
+    # Hash-partitioned by key first: the grouping then needs no partial aggregation before a
+    # shuffle (which, for lists, only copies them), and no second shuffle after it.
+    summaries = (
+        _key_rows(inputs)
+        .repartition(*keys)
+        .groupBy(*keys)
+        .agg(
+            F.first("current", ignorenulls=True).alias("current"),
+            *_endpoint_aggregates(),
+            F.max("observed_at").alias("observed_at"),
+            F.collect_list(F.when(is_sample & F.col("lag").isNotNull(), window_entry)).alias("entries"),
+            F.collect_list(F.when(is_sample, F.struct("sampled_at", "consumed_timestamp"))).alias("consumed"),
+        )
+    )
+    consumed = rate(
+        F.col("first_committed_offset"), F.col("last_committed_offset"), F.col("first_at"), F.col("last_at")
+    )
+    frame = (
+        summaries.where(F.col("current").isNotNull())  # the universe is latest_group_offsets
+        .select(*keys, "current.*", *_WORK_COLUMNS)
+        .select(
+            "*",
+            F.greatest(F.col("last_commit_observed_at"), F.col("observed_at")).alias("last_commit_at"),
+            consumed.alias("consume_rate"),
+            F.col("first_lag").alias("window_start_lag"),
+        )
+        .withColumn("commit_lag_seconds", _commit_lag(F.col("consumed"), F.col("last_commit_at")))
+    )
+    at = inputs.evaluated_at
+    return with_status(frame, "entries", millis(F.col("last_commit_at")), at, window_commits).drop(
+        *_WORK_COLUMNS
+    )
+
+
+def _key_rows(inputs: Inputs) -> DataFrame:
+    """The current rows (with all their columns in the struct `current`), the window's samples
+    and the commit observations (`observed_at`), in one frame of shared columns."""
+    keys = list(GROUP_PARTITION_KEYS)
+    current = inputs.latest_group_offsets
+    row = F.struct(*[F.col(c) for c in current.columns if c not in keys])
+    no_row = F.lit(None).cast(current.select(row.alias("current")).schema["current"].dataType)
+    no_time = F.lit(None).cast("timestamp")
+    no_offset = F.lit(None).cast("bigint")
+    sample = (*keys, "sampled_at", "committed_offset", "lag", "consumed_timestamp")
+    observations = inputs.commit_observations.select(
+        *keys, no_time.alias("sampled_at"), no_offset.alias("committed_offset"), no_offset.alias("lag"),
+        no_time.alias("consumed_timestamp"), no_row.alias("current"), "observed_at",
+    )  # fmt: skip
+    return (
+        current.select(*sample, row.alias("current"), no_time.alias("observed_at"))
+        .unionByName(
+            inputs.group_offsets.select(*sample, no_row.alias("current"), no_time.alias("observed_at"))
+        )
+        .unionByName(observations)
+    )
+
+
+def _endpoint_aggregates() -> list[Column]:
+    """common.endpoints of the samples: the oldest and newest sample time, and the committed
+    offset (and the lag) at them. Rows without `sampled_at` (commit observations) are skipped."""
+    time = F.col("sampled_at")
+    return [
+        F.min(time).alias("first_at"),
+        F.max(time).alias("last_at"),
+        F.min_by("committed_offset", time).alias("first_committed_offset"),
+        F.max_by("committed_offset", time).alias("last_committed_offset"),
+        F.min_by("lag", time).alias("first_lag"),
+    ]
+
+
+def _commit_lag(consumed: Column, last_commit_at: Column) -> Column:
+    """`commit_lag_seconds`: the commit time minus the append time of the last consumed message,
+    read from the first sample at or after the commit (the committed offset is unchanged from the
+    commit to the next one). Null without an observed commit or a sample after it."""
+    after = F.filter(consumed, lambda x: x["sampled_at"] >= last_commit_at)
+    at_commit = F.array_min(after)["consumed_timestamp"]
+    return non_negative(seconds_between(last_commit_at, at_commit))
 
 
 def _with_lag(frame: DataFrame, now: datetime) -> DataFrame:
@@ -105,40 +198,3 @@ def time_to_catch_up(offset_lag: Column, consume_rate: Column, produce_rate: Col
     caught up; null when it does not gain or a rate is unknown (never infinite)."""
     gaining = consume_rate > produce_rate
     return F.when(offset_lag == 0, F.lit(0.0)).when(gaining, ratio(offset_lag, consume_rate - produce_rate))
-
-
-def window_movement(series: DataFrame) -> DataFrame:
-    """Per group-partition: `consume_rate` (committed offset change per second between the oldest
-    and newest sample; negative after a rewind) and `window_start_lag`."""
-    keys = list(GROUP_PARTITION_KEYS)
-    ends = endpoints(series, keys, ["committed_offset", "lag"])
-    consumed = rate(
-        F.col("first_committed_offset"), F.col("last_committed_offset"), F.col("first_at"), F.col("last_at")
-    )
-    return ends.select(*keys, consumed.alias("consume_rate"), F.col("first_lag").alias("window_start_lag"))
-
-
-def last_commit_times(commit_observations: DataFrame, current: DataFrame) -> DataFrame:
-    """Per row of `current` (latest_group_offsets): `last_commit_at`, the newest observed commit
-    (from the window's observations or the row's `last_commit_observed_at`; null if never)."""
-    keys = list(GROUP_PARTITION_KEYS)
-    observed = commit_observations.groupBy(*keys).agg(F.max("observed_at").alias("observed_at"))
-    newest_commit = F.greatest(F.col("last_commit_observed_at"), F.col("observed_at"))  # skips nulls
-    return (
-        current.select(*keys, "last_commit_observed_at")
-        .join(observed, keys, "left")
-        .select(*keys, newest_commit.alias("last_commit_at"))
-    )
-
-
-def commit_lags(series: DataFrame, last_commits: DataFrame) -> DataFrame:
-    """Per group-partition with an observed commit: `commit_lag_seconds` = the commit time minus
-    the append time of the last consumed message, read from the first sample at or after the
-    commit (the committed offset is unchanged from the commit to the next one)."""
-    keys = list(GROUP_PARTITION_KEYS)
-    after = series.join(last_commits, keys).where(F.col("sampled_at") >= F.col("last_commit_at"))
-    at_commit = after.groupBy(*keys, "last_commit_at").agg(
-        F.min_by("consumed_timestamp", "sampled_at").alias("consumed_at_commit")
-    )
-    lag = non_negative(seconds_between(F.col("last_commit_at"), F.col("consumed_at_commit")))
-    return at_commit.select(*keys, lag.alias("commit_lag_seconds"))

@@ -1,5 +1,5 @@
-"""Roll-ups: group-partitions into group-topics and groups, partitions into topics, and
-partitions, brokers and collection runs into clusters.
+"""Roll-ups: group-partitions into group-topics, those into groups, partitions (and the
+group-topics' data loss) into topics, and partitions, brokers and collection runs into clusters.
 
 How each lag column rolls up (columns.py names only the sum of offset_lag):
 - offset_lag, consume_rate, produce_rate: summed;
@@ -30,7 +30,8 @@ UNREACHABLE_AFTER = timedelta(minutes=2)
 
 def _lag_aggregates() -> list[Column]:
     """Aggregates of group-partition rows into the lag columns (see the module docstring), plus
-    `partitions`, `max_offset_lag`, `max_lag_seconds`, `group_state` and `members`."""
+    `partitions`, `max_offset_lag`, `max_lag_seconds`, `group_state` and `members`, and the
+    parts a coarser roll-up needs (ROLLUP_PARTS)."""
     lagging_without_estimate = (F.col("offset_lag") > 0) & F.col("time_to_catch_up_seconds").isNull()
     catch_up = F.when(F.count_if(lagging_without_estimate) == 0, F.max("time_to_catch_up_seconds"))
     return [
@@ -49,33 +50,64 @@ def _lag_aggregates() -> list[Column]:
         F.max("lag_seconds").alias("max_lag_seconds"),
         F.max("group_state").alias("group_state"),
         F.max("members").alias("members"),
+        F.count_if(lagging_without_estimate).alias("lagging_without_estimate"),
+        F.max("time_to_catch_up_seconds").alias("max_time_to_catch_up_seconds"),
+        F.sum("window_start_lag").alias("window_start_lag"),
+    ]
+
+
+ROLLUP_PARTS = ("lagging_without_estimate", "max_time_to_catch_up_seconds", "window_start_lag")
+"""Columns of `group_topics` beyond the group_topic contract, from which `groups` rolls up."""
+
+
+def _regrouped() -> list[Column]:
+    """`_lag_aggregates` of group-topic rows (rolled up from group-partitions) into coarser ones:
+    sums of sums, extremes of extremes, and the catch-up time from its parts."""
+    catch_up = F.when(F.sum("lagging_without_estimate") == 0, F.max("max_time_to_catch_up_seconds"))
+    return [
+        F.sum("partitions").alias("partitions"),
+        F.sum("offset_lag").alias("offset_lag"),
+        F.max("lag_seconds").alias("lag_seconds"),
+        F.max("append_lag_seconds").alias("append_lag_seconds"),
+        F.max("commit_lag_seconds").alias("commit_lag_seconds"),
+        F.min("time_since_last_commit_seconds").alias("time_since_last_commit_seconds"),
+        F.sum("consume_rate").alias("consume_rate"),
+        F.sum("produce_rate").alias("produce_rate"),
+        catch_up.alias("time_to_catch_up_seconds"),
+        F.min("time_until_data_loss_seconds").alias("time_until_data_loss_seconds"),
+        F.bool_or("data_loss_occurred").alias("data_loss_occurred"),
+        F.max("max_offset_lag").alias("max_offset_lag"),
+        F.max("max_lag_seconds").alias("max_lag_seconds"),
+        F.max("group_state").alias("group_state"),
+        F.max("members").alias("members"),
     ]
 
 
 def group_topics(group_partitions: DataFrame) -> DataFrame:
-    """Per (cluster, group, topic), from `lag.group_partition_frame`: the lag roll-ups and the
-    worst partition status (STOP, STALL and REWIND kept apart)."""
+    """Per (cluster, group, topic), from `lag.group_partition_frame`: the lag roll-ups, the worst
+    partition status (STOP, STALL and REWIND kept apart) and ROLLUP_PARTS."""
     return group_partitions.groupBy("cluster", "group_id", "topic").agg(
         *_lag_aggregates(), worst(F.col("status")).alias("status")
     )
 
 
-def groups(group_partitions: DataFrame) -> DataFrame:
-    """Per (cluster, group), from `lag.group_partition_frame`: the lag roll-ups, `topics`, the
-    worst status as a group status (OK, WARN, ERR) and `lag_growing` (total offset lag above the
-    total at the window's first samples)."""
-    return group_partitions.groupBy("cluster", "group_id").agg(
-        *_lag_aggregates(),
-        F.countDistinct("topic").alias("topics"),
+def groups(group_topics: DataFrame) -> DataFrame:
+    """Per (cluster, group), from `group_topics` (a group has far fewer topics than partitions,
+    so this rolls up thousands of rows, not millions): the lag roll-ups, `topics`, the worst
+    status as a group status (OK, WARN, ERR) and `lag_growing` (total offset lag above the total
+    at the window's first samples)."""
+    return group_topics.groupBy("cluster", "group_id").agg(
+        *_regrouped(),
+        F.count(F.lit(1)).alias("topics"),
         as_group_status(worst(F.col("status"))).alias("status"),
         (F.sum("offset_lag") > F.sum("window_start_lag")).alias("lag_growing"),
     )
 
 
-def topics(partitions: DataFrame, group_partitions: DataFrame) -> DataFrame:
+def topics(partitions: DataFrame, group_topics: DataFrame) -> DataFrame:
     """Per (cluster, topic) of the partition frame: sums and extremes of its partitions, and the
-    soonest data loss of any group on it."""
-    data_loss = group_partitions.groupBy("cluster", "topic").agg(
+    soonest data loss of any group on it (from `group_topics`)."""
+    data_loss = group_topics.groupBy("cluster", "topic").agg(
         F.min("time_until_data_loss_seconds").alias("min_time_until_data_loss_seconds")
     )
     per_topic = partitions.groupBy("cluster", "topic").agg(

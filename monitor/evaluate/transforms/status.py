@@ -1,5 +1,6 @@
 """Sliding-window consumer status: Burrow's rules (DOMAIN.md 1) as small pure functions over a
-window of commits, and the Spark wrapper that applies them to every group-partition.
+window of commits. They are the specification: status_columns.py computes the same with Spark
+column expressions for every group-partition, and is tested against these functions.
 
 The window. We observe commits by sampling committed offsets, so a "commit" is a sample in which
 the committed offset changed; its time is the sample time (the observed commit time, late by at
@@ -38,15 +39,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 from itertools import pairwise
-from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType
-
-from monitor.evaluate.transforms.common import GROUP_PARTITION_KEYS, epoch_micros
 
 OK, WARN, ERR, STOP, STALL, REWIND = "OK", "WARN", "ERR", "STOP", "STALL", "REWIND"
 SEVERITY: dict[str, int] = {OK: 1, WARN: 2, ERR: 3, STOP: 4, STALL: 5, REWIND: 6}
@@ -197,39 +193,6 @@ def partition_status(
     """The status of one group-partition from its samples; None when there are none."""
     window = commit_window(samples, last_commit_ms, size)
     return evaluate(window, now_ms).final if window else None
-
-
-def _status_of_rows(rows: list[Any] | None, last_commit_ms: int | None, now_ms: int, size: int) -> str | None:
-    """UDF body: `rows` are Spark structs (offset, time_ms, lag)."""
-    samples = [Commit(int(r["offset"]), int(r["time_ms"]), int(r["lag"])) for r in rows or ()]
-    return partition_status(samples, last_commit_ms, now_ms, size)
-
-
-# Plain (pickled rows) rather than Arrow: the input is a short array of structs per key, and
-# Arrow would add pandas and pyarrow to the requirements for nothing.
-_status_udf = F.udf(_status_of_rows, StringType(), useArrow=False)
-
-
-def status_frame(
-    samples: DataFrame, last_commits: DataFrame, evaluated_at: datetime, size: int = DEFAULT_WINDOW_COMMITS
-) -> DataFrame:
-    """Per group-partition key: `status`.
-
-    `samples` has the keys, `sampled_at`, `committed_offset` and `lag` (every sample of the
-    window, the current one included; samples with unknown lag are ignored). `last_commits` has
-    the keys and `last_commit_at` (null when no commit was ever observed). The rules run in a
-    Python UDF so the Spark path is the tested pure code.
-    """
-    keys = list(GROUP_PARTITION_KEYS)
-    entry = F.struct(
-        F.col("committed_offset").alias("offset"),
-        F.floor(F.unix_micros("sampled_at") / 1000).cast("bigint").alias("time_ms"),
-        F.col("lag").alias("lag"),
-    )
-    windows = samples.where(F.col("lag").isNotNull()).groupBy(*keys).agg(F.collect_list(entry).alias("rows"))
-    last_ms = F.floor(F.unix_micros("last_commit_at") / 1000).cast("bigint")
-    status = _status_udf(F.col("rows"), last_ms, F.lit(epoch_micros(evaluated_at) // 1000), F.lit(size))
-    return windows.join(last_commits, keys, "left").select(*keys, status.alias("status"))
 
 
 def severity(status: Column) -> Column:
