@@ -7,14 +7,16 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+BENCH_ARGS  ?=
 
-.PHONY: demo test lint format setup install bootstrap clean down help
+.PHONY: demo test lint format setup install bootstrap bench clean down help
 
 help:
 	@echo "make demo   - local 3-node Kafka + PostgreSQL + Spark, and the monitor daemon with its web UI"
 	@echo "make test   - the whole test suite (unit, integration on real Kafka/PostgreSQL/Spark) and lint"
 	@echo "make lint   - ruff, mypy (strict on monitor/) and the import layering contracts"
 	@echo "make down   - stop the local Kafka cluster and PostgreSQL started by the demo"
+	@echo "make bench  - every benchmark, a results table and plots in bench/results/ (BENCH_ARGS=--quick)"
 
 $(STAMP): pyproject.toml scripts/system-deps.sh
 	@PYTHON=$(PYTHON) bash scripts/system-deps.sh
@@ -38,6 +40,14 @@ lint: install
 
 test: bootstrap lint
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The benchmarks (bench/README.md): the bench extra (matplotlib, for the plots), then bench/run.py.
+$(VENV)/.bench-installed: $(STAMP)
+	@$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	@touch $@
+
+bench: bootstrap $(VENV)/.bench-installed
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 demo: bootstrap
 	$(BIN)/kafka-health demo

@@ -18,7 +18,8 @@ created, migrated and dropped afterwards.
 3. Latency: a finding written, then the alert cycle and the sender, as the daemon's jobs run
    them (group_wait 0); the time until the receiver answered 202, median of 20.
 
-Prints Markdown tables on stdout (and to bench/results/alerts.md); progress goes to stderr.
+Prints Markdown tables on stdout (and to bench/results/alerts.md, with the figures in alerts.json);
+progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -291,7 +292,23 @@ def _machine() -> str:
             f"{platform.python_version()}, load average {load:.1f} at the end")  # fmt: skip
 
 
+def _save_json(
+    cycles: list[dict[str, Any]], sending: dict[str, Any], latency: dict[str, Any], loadavg_start: float
+) -> None:
+    memory = _machine().split(", ")[1].removesuffix(" RAM")
+    machine = {
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "memory": memory, "system": f"{platform.system()} {platform.machine()}",
+        "python": platform.python_version(), "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "loadavg_start": loadavg_start, "loadavg_end": os.getloadavg()[0],
+    }  # fmt: skip
+    RESULTS.mkdir(exist_ok=True)
+    document = {"machine": machine, "cycles": cycles, "sender": sending, "latency": latency}
+    (RESULTS / "alerts.json").write_text(json.dumps(document, indent=2) + "\n")
+
+
 def bench(admin_url: str, findings: list[int], notifications: int, rounds: int) -> str:
+    loadavg_start = os.getloadavg()[0]
     name = f"kh_bench_{uuid.uuid4().hex[:8]}"
     postgres.create_database(admin_url, name)
     url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
@@ -317,6 +334,7 @@ def bench(admin_url: str, findings: list[int], notifications: int, rounds: int) 
     finally:
         server.stop()
         postgres.drop_database(admin_url, name)
+    _save_json(cycles, sending, latency, loadavg_start)
     lines = [
         "## Alert stage",
         "",
@@ -358,13 +376,16 @@ def main() -> int:
                         help="firing findings per cycle run (default 1000 10000)")  # fmt: skip
     parser.add_argument("--notifications", type=int, default=1_000, help="per receiver (default 1000)")
     parser.add_argument("--rounds", type=int, default=20, help="latency rounds (default 20)")
+    parser.add_argument(
+        "--port", type=int, default=BENCH_PORT, help=f"the local server's port ({BENCH_PORT})"
+    )
     args = parser.parse_args()
     if min(args.findings) < 1 or args.notifications < 1 or args.rounds < 1:
         parser.error("--findings, --notifications and --rounds must be at least 1")
     if args.url:
         _publish(bench(normalize_url(args.url), args.findings, args.notifications, args.rounds))
         return 0
-    server = postgres.LocalPostgres(var_dir() / "bench" / "postgres", BENCH_PORT, log=_log)
+    server = postgres.LocalPostgres(var_dir() / "bench" / "postgres", args.port, log=_log)
     was_running = server.status()
     server.up()
     try:

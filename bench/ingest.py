@@ -12,12 +12,14 @@ group offsets) and a commit observed on a quarter of those (P), i.e. about 6P ro
 of each size fills the latest tables and is not timed; the timed cycles that follow update them in
 place, as every cycle does in production. Each timed cycle is one transaction, commit included.
 The last column replays the last batch in idempotent mode (what the buffered writer does after
-an outage). Prints a Markdown table on stdout; progress goes to stderr.
+an outage). Prints a Markdown table on stdout (and to bench/results/ingest.md, with everything
+measured in ingest.json); progress goes to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -52,6 +54,7 @@ TARGET_ROWS = (10_000, 50_000, 100_000)
 GROUPS = 4
 PARTITIONS_PER_TOPIC = 50
 START = datetime(2031, 1, 1, tzinfo=UTC)
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def _log(message: str) -> None:
@@ -185,7 +188,23 @@ def report(results: list[dict[str, float]], server_version: str, cycles: int) ->
     return "\n".join(lines)
 
 
+def _save(results: list[dict[str, float]], server_version: str, cycles: int, loadavg_start: float) -> str:
+    text_ = report(results, server_version, cycles)
+    machine = {
+        "cpus": _cpus(), "memory": _memory(), "system": f"{platform.system()} {platform.machine()}",
+        "python": platform.python_version(), "postgresql": server_version,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "loadavg_start": loadavg_start,
+        "loadavg_end": os.getloadavg()[0],
+    }  # fmt: skip
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "ingest.md").write_text(text_ + "\n")
+    document = {"machine": machine, "cycles": cycles, "sizes": results}
+    (RESULTS / "ingest.json").write_text(json.dumps(document, indent=2) + "\n")
+    return text_
+
+
 def bench(admin_url: str, cycles: int) -> str:
+    loadavg_start = os.getloadavg()[0]
     name = f"kh_bench_{uuid.uuid4().hex[:8]}"
     postgres.create_database(admin_url, name)
     url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
@@ -203,7 +222,7 @@ def bench(admin_url: str, cycles: int) -> str:
             engine.dispose()
     finally:
         postgres.drop_database(admin_url, name)
-    return report(results, version, cycles)
+    return _save(results, version, cycles, loadavg_start)
 
 
 def main() -> int:
@@ -212,13 +231,16 @@ def main() -> int:
     )
     parser.add_argument("--url", help="an existing server (its admin database); default: a local one")
     parser.add_argument("--cycles", type=int, default=5, help="timed cycles per batch size (default 5)")
+    parser.add_argument(
+        "--port", type=int, default=BENCH_PORT, help=f"the local server's port ({BENCH_PORT})"
+    )
     args = parser.parse_args()
     if args.cycles < 1:
         parser.error("--cycles must be at least 1")
     if args.url:
         print(bench(normalize_url(args.url), args.cycles))
         return 0
-    server = postgres.LocalPostgres(var_dir() / "bench" / "postgres", BENCH_PORT, log=_log)
+    server = postgres.LocalPostgres(var_dir() / "bench" / "postgres", args.port, log=_log)
     was_running = server.status()
     server.up()
     try:

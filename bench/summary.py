@@ -1,0 +1,351 @@
+"""The results table of every benchmark: one row per benchmark, input size and cost, read from the
+JSON each script writes into bench/results/.
+
+Each reader takes one script's document as that script writes it and returns `Row`s; a missing
+file gives no rows, and a size that failed gives a row that says so. The targets are the ones the
+scripts check (see bench/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+INGEST_TARGET = 50_000.0
+"""Sample ingest: at least 50,000 rows/s through write_offsets_batch."""
+EVALUATE_TARGET = (1_000_000, 60.0)
+"""bench/evaluate.py's target: 1M group-partitions evaluated in under 60 s."""
+ALERT_CYCLE_TARGET = (10_000, 5.0)
+"""bench/alerts.py's: 10k firing findings grouped and routed in one cycle in under 5 s."""
+SENDER_TARGET = 200.0
+"""bench/alerts.py's: at least 200 notifications/s."""
+
+
+@dataclass(frozen=True)
+class Row:
+    benchmark: str
+    input: str
+    """The input's size in words, e.g. `10,000 partitions, 500 groups`."""
+    size: float
+    """The input's size as a number (the x of the plots)."""
+    cost: str
+    value: float | None
+    """None when the measurement failed (`note` says why)."""
+    unit: str
+    target: str = ""
+    met: bool | None = None
+    measured: str = ""
+    load: float | None = None
+    note: str = ""
+
+
+def _median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+def ingest_rows(doc: dict[str, Any]) -> list[Row]:
+    machine = doc.get("machine", {})
+    return [
+        Row(
+            "ingest", f"{s['rows']:,} rows per batch", s["rows"], "write_offsets_batch rows/s (median)",
+            s["median_rate"], "rows/s", f">= {INGEST_TARGET:,.0f}/s", s["median_rate"] >= INGEST_TARGET,
+            machine.get("date", ""), machine.get("loadavg_start"),
+            f"idempotent replay {s['replay_rate']:,.0f}/s",
+        )
+        for s in doc.get("sizes", [])
+    ]  # fmt: skip
+
+
+def collector_rows(doc: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    for s in doc.get("sizes", []):
+        label = f"{s['partitions']:,} partitions, {s.get('groups', 0):,} groups"
+        when = s.get("measured_at", doc.get("machine", {}).get("date", ""))
+        if s.get("error") or not s.get("cycles"):
+            rows.append(
+                Row(
+                    "collector",
+                    label,
+                    s["partitions"],
+                    "offsets cycle s",
+                    None,
+                    "s",
+                    measured=when,
+                    note=f"failed: {s.get('error', 'no cycles')}",
+                )
+            )
+            continue
+        cycles = cycle_seconds(s)
+        load = max((c.get("loadavg") or 0.0) for c in s["cycles"])
+        target = "< 10 s at 10k partitions" if s["partitions"] == 10_000 else ""
+        cold, warm = cycles[0], cycles[-1]
+        rows.append(
+            Row(
+                "collector",
+                label,
+                s["partitions"],
+                "offsets cycle s (cold)",
+                cold,
+                "s",
+                target,
+                cold < 10 if target else None,
+                when,
+                load,
+            )
+        )
+        rows.append(
+            Row(
+                "collector",
+                label,
+                s["partitions"],
+                f"offsets cycle s (warm, cycle {len(cycles)})",
+                warm,
+                "s",
+                target,
+                warm < 10 if target else None,
+                when,
+                load,
+            )
+        )
+        peak = s.get("memory", {}).get("peak_mb")
+        if peak is not None:
+            rows.append(
+                Row(
+                    "collector",
+                    label,
+                    s["partitions"],
+                    "collector peak RSS MB",
+                    peak,
+                    "MB",
+                    "< 500 MB",
+                    peak < 500,
+                    when,
+                    load,
+                )
+            )
+    return rows
+
+
+def cycle_seconds(size: dict[str, Any]) -> list[float]:
+    """Each cycle's time: the median over the repeated runs when there were several."""
+    runs = [r["seconds"] for r in size.get("runs", []) if r.get("seconds")]
+    if len(runs) > 1:
+        return [_median([run[i] for run in runs]) for i in range(min(len(r) for r in runs))]
+    return [c["seconds"] for c in size["cycles"]]
+
+
+def evaluate_run(size: dict[str, Any]) -> dict[str, Any]:
+    """The run with the median wall time (as bench/evaluate.py reports it)."""
+    runs = sorted(size["runs"], key=lambda r: r["wall_s"])
+    return dict(runs[len(runs) // 2])
+
+
+def evaluate_rows(doc: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    when = doc.get("machine", {}).get("date", "")
+    for s in doc.get("sizes", []):
+        label = f"{s['rows']:,} group-partitions"
+        if s.get("error") or not s.get("runs"):
+            rows.append(
+                Row(
+                    "evaluate",
+                    label,
+                    s["rows"],
+                    "evaluation s",
+                    None,
+                    "s",
+                    measured=when,
+                    note=f"failed: {s.get('error', 'no timed run')}",
+                )
+            )
+            continue
+        run = evaluate_run(s)
+        split = ", ".join(f"{k} {v:.1f}" for k, v in run["seconds"].items())
+        at_target = s["rows"] == EVALUATE_TARGET[0]
+        target = f"< {EVALUATE_TARGET[1]:g} s at 1M" if at_target else ""
+        rows.append(
+            Row(
+                "evaluate",
+                label,
+                s["rows"],
+                "evaluation s (read + compute + write)",
+                run["wall_s"],
+                "s",
+                target,
+                run["wall_s"] < EVALUATE_TARGET[1] if at_target else None,
+                when,
+                run.get("loadavg_before"),
+                split,
+            )
+        )
+    return rows
+
+
+def alerts_rows(doc: dict[str, Any]) -> list[Row]:
+    machine = doc.get("machine", {})
+    when, load = machine.get("date", ""), machine.get("loadavg_start")
+    rows: list[Row] = []
+    for c in doc.get("cycles", []):
+        label = f"{c['findings']:,} firing findings"
+        slowest = max(c["first"], c["notify"], c["steady"])
+        at_target = c["findings"] == ALERT_CYCLE_TARGET[0]
+        rows.append(
+            Row(
+                "alerts",
+                label,
+                c["findings"],
+                "slowest alert cycle s",
+                slowest,
+                "s",
+                f"< {ALERT_CYCLE_TARGET[1]:g} s at 10k" if at_target else "",
+                slowest < ALERT_CYCLE_TARGET[1] if at_target else None,
+                when,
+                load,
+                f"first {c['first']:.2f}, notifying {c['notify']:.2f}, steady {c['steady']:.2f}",
+            )
+        )
+    sender = doc.get("sender")
+    if sender:
+        rows.append(
+            Row(
+                "alerts",
+                f"{sender['notifications']:,} notifications",
+                sender["notifications"],
+                "sender notifications/s",
+                sender["rate"],
+                "1/s",
+                f">= {SENDER_TARGET:g}/s",
+                sender["rate"] >= SENDER_TARGET,
+                when,
+                load,
+            )
+        )
+    latency = doc.get("latency")
+    if latency:
+        rows.append(
+            Row(
+                "alerts",
+                "1 finding",
+                1,
+                "finding -> receiver ms (median)",
+                latency["median_ms"],
+                "ms",
+                measured=when,
+                load=load,
+                note=f"max {latency['max_ms']:.0f} ms",
+            )
+        )
+    return rows
+
+
+def web_rows(doc: dict[str, Any]) -> list[Row]:
+    """Per size, at the highest concurrency, the slowest endpoint of each kind by p95."""
+    rows: list[Row] = []
+    for s in doc.get("sizes", []):
+        results = s.get("results", [])
+        if not results:
+            continue
+        top = max(r["concurrency"] for r in results)
+        label = f"{s['topics']:,} topics, {top} clients"
+        for kind in dict.fromkeys(r["kind"] for r in results):
+            same = [r for r in results if r["kind"] == kind and r["concurrency"] == top]
+            worst = max(same, key=lambda r: _nan_high(r["p95_ms"]))
+            errors = sum(r["errors"] for r in results if r["kind"] == kind)
+            note = f"{worst['path']}, {worst['rps']:.1f} req/s"
+            if worst["p95_ms"] != worst["p95_ms"]:
+                note = (f"{worst['path']}: no request answered within the limit; one alone took "
+                        f"{worst.get('warmup_ms', float('nan')) / 1000:.1f} s")  # fmt: skip
+            note += f"; {errors} errors" if errors else ""
+            rows.append(
+                Row(
+                    "web",
+                    label,
+                    s["topics"],
+                    f"{kind}: slowest p95 ms",
+                    _none(worst["p95_ms"]),
+                    "ms",
+                    measured=s.get("measured_at", ""),
+                    load=s.get("loadavg_before"),
+                    note=note,
+                )
+            )
+    return rows
+
+
+def _nan_high(value: float) -> float:
+    """A NaN p95 (nothing answered in time) is the slowest of all."""
+    return float("inf") if value != value else value
+
+
+def _none(value: float) -> float | None:
+    return None if value != value else value
+
+
+READERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
+    "collector": collector_rows,
+    "ingest": ingest_rows,
+    "evaluate": evaluate_rows,
+    "alerts": alerts_rows,
+    "web": web_rows,
+}
+
+
+def load(results: Path) -> dict[str, dict[str, Any]]:
+    """Every benchmark's JSON document found in `results`, by benchmark name."""
+    documents = {}
+    for name in READERS:
+        path = results / f"{name}.json"
+        if path.is_file():
+            documents[name] = json.loads(path.read_text())
+    return documents
+
+
+def rows(documents: dict[str, dict[str, Any]]) -> list[Row]:
+    return [row for name, reader in READERS.items() if name in documents for row in reader(documents[name])]
+
+
+def _value(row: Row) -> str:
+    if row.value is None:
+        return "failed"
+    if row.value >= 1000:
+        return f"{row.value:,.0f}"
+    return f"{row.value:.3g}" if row.value < 10 else f"{row.value:.1f}"
+
+
+def markdown(table: list[Row], machine: dict[str, Any], status: dict[str, str]) -> str:
+    met = {True: "yes", False: "**no**", None: ""}
+    lines = [
+        "| benchmark | input | cost | value | target | met | measured (load) | note |",
+        "|---|---|---|---:|---|---|---|---|",
+    ]
+    for r in table:
+        load = f" ({r.load:.1f})" if r.load is not None else ""
+        lines.append(
+            f"| {r.benchmark} | {r.input} | {r.cost} | {_value(r)} | {r.target} | {met[r.met]} "
+            f"| {r.measured}{load} | {r.note} |"
+        )
+    head = [
+        "## Benchmark results",
+        "",
+        f"Summarised {machine['date']} on {machine_text(machine)}. Each row gives when it was measured "
+        "and the 1-minute load average then; the scripts' own reports in bench/results/ have the details.",
+        "",
+    ]
+    if status:
+        head += ["This run: " + ", ".join(f"{name} {state}" for name, state in status.items()) + ".", ""]
+    return "\n".join(head + lines) + "\n"
+
+
+def machine_text(machine: dict[str, Any]) -> str:
+    return (
+        f"{machine['cpus']} CPU, {machine['memory']} RAM, {machine['system']}, Python {machine['python']}, "
+        f"PostgreSQL {machine.get('postgresql', 'unknown')}"
+    )
+
+
+def document(table: list[Row], machine: dict[str, Any], status: dict[str, str]) -> dict[str, Any]:
+    return {"machine": machine, "status": status, "rows": [asdict(r) for r in table]}

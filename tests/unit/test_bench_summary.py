@@ -1,0 +1,294 @@
+"""The benchmarks' pure parts: latency percentiles, the results table assembled from the scripts'
+JSON documents, the README's table between markers, and the plots drawn from them."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import run, summary
+from bench.web import percentile, summarize
+
+# -- percentiles ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [
+        ([1.0, 2.0, 3.0, 4.0], 50, 2.5),
+        ([1.0, 2.0, 3.0, 4.0], 0, 1.0),
+        ([1.0, 2.0, 3.0, 4.0], 100, 4.0),
+        ([4.0, 1.0, 3.0, 2.0], 50, 2.5),  # order does not matter
+        ([7.0], 99, 7.0),
+        ([float(n) for n in range(1, 101)], 95, 95.05),
+        ([float(n) for n in range(1, 101)], 99, 99.01),
+        ([10.0, 20.0], 25, 12.5),
+    ],
+)
+def test_percentile_interpolates_between_ranks(values: list[float], q: float, expected: float) -> None:
+    assert percentile(values, q) == pytest.approx(expected)
+
+
+def test_percentile_of_nothing_is_nan_and_q_is_checked() -> None:
+    assert math.isnan(percentile([], 50))
+    with pytest.raises(ValueError, match="percentile"):
+        percentile([1.0], 101)
+
+
+def test_summarize_counts_errors_in_the_rate_but_not_in_the_latency() -> None:
+    result = summarize([0.010, 0.020, 0.030, 0.040], errors=1, seconds=0.5)
+    assert result["requests"] == 5
+    assert result["errors"] == 1
+    assert result["rps"] == pytest.approx(10.0)
+    assert result["p50_ms"] == pytest.approx(25.0)
+    assert result["max_ms"] == pytest.approx(40.0)
+    assert math.isnan(summarize([], errors=3, seconds=1.0)["p95_ms"])
+
+
+# -- the results table ----------------------------------------------------------------------------
+
+MACHINE = {"cpus": 2, "memory": "23.5 GiB", "system": "Linux x86_64", "python": "3.11.7",
+           "postgresql": "15.18", "date": "2026-11-22 06:00 UTC", "loadavg_start": 1.5}  # fmt: skip
+
+
+def _web_result(kind: str, path: str, concurrency: int, p95: float) -> dict[str, Any]:
+    return {"kind": kind, "path": path, "concurrency": concurrency, "requests": 50, "errors": 0, "seconds": 1.0,
+            "rps": 50.0, "p50_ms": p95 / 2, "p95_ms": p95, "p99_ms": p95, "max_ms": p95, "bytes": 100,
+            "error_kinds": [], "cut_short": False}  # fmt: skip
+
+
+DOCUMENTS: dict[str, dict[str, Any]] = {
+    "ingest": {
+        "machine": MACHINE,
+        "cycles": 3,
+        "sizes": [
+            {
+                "rows": 10_006,
+                "partitions": 1668,
+                "group_offsets": 6672,
+                "observations": 1668,
+                "median_s": 0.33,
+                "median_rate": 30_000.0,
+                "best_rate": 32_000.0,
+                "replay_rate": 20_000.0,
+            },
+            {
+                "rows": 100_002,
+                "partitions": 16667,
+                "group_offsets": 66668,
+                "observations": 16667,
+                "median_s": 2.5,
+                "median_rate": 40_000.0,
+                "best_rate": 41_000.0,
+                "replay_rate": 25_000.0,
+            },
+        ],
+    },
+    "alerts": {
+        "machine": MACHINE,
+        "cycles": [
+            {"findings": 1000, "first": 0.09, "notify": 0.3, "steady": 0.08, "notifications": 8},
+            {"findings": 10000, "first": 0.87, "notify": 6.2, "steady": 0.63, "notifications": 8},
+        ],
+        "sender": {"notifications": 2000, "sent": 2000, "seconds": 6.5, "rate": 307.0},
+        "latency": {"rounds": 20, "median_ms": 11.0, "max_ms": 15.0},
+    },
+    "collector": {
+        "machine": {**MACHINE, "date": "2026-11-22 03:31 UTC"},
+        "sizes": [
+            {
+                "partitions": 1000,
+                "groups": 500,
+                "measured_at": "2026-11-22 02:55 UTC",
+                "cycles": [
+                    {"cycle": 1, "seconds": 5.0, "loadavg": 3.0},
+                    {"cycle": 2, "seconds": 3.0, "loadavg": 4.0},
+                ],
+                "runs": [{"seconds": [5.0, 3.0]}, {"seconds": [7.0, 4.0]}],
+                "memory": {"peak_mb": 150.0},
+            },
+            {
+                "partitions": 10000,
+                "groups": 500,
+                "measured_at": "2026-11-22 03:34 UTC",
+                "cycles": [
+                    {"cycle": 1, "seconds": 12.0, "loadavg": 2.0},
+                    {"cycle": 2, "seconds": 4.0, "loadavg": 2.0},
+                ],
+                "memory": {"peak_mb": 240.0},
+            },
+            {"partitions": 30000, "groups": 500, "error": "Kafka did not start"},
+        ],
+    },
+    "evaluate": {
+        "machine": {**MACHINE, "date": "2026-11-22 06:51 UTC"},
+        "sizes": [
+            {
+                "rows": 100_000,
+                "runs": [
+                    {
+                        "wall_s": 12.0,
+                        "seconds": {"read": 2.0, "compute": 8.0, "write": 2.0},
+                        "loadavg_before": 1.0,
+                    }
+                ],
+            },
+            {
+                "rows": 1_000_000,
+                "runs": [
+                    {
+                        "wall_s": 70.0,
+                        "seconds": {"read": 8.0, "compute": 50.0, "write": 12.0},
+                        "loadavg_before": 2.0,
+                    },
+                    {
+                        "wall_s": 50.0,
+                        "seconds": {"read": 6.0, "compute": 36.0, "write": 8.0},
+                        "loadavg_before": 2.0,
+                    },
+                    {
+                        "wall_s": 55.0,
+                        "seconds": {"read": 7.0, "compute": 40.0, "write": 8.0},
+                        "loadavg_before": 2.5,
+                    },
+                ],
+            },
+        ],
+    },
+    "web": {
+        "machine": MACHINE,
+        "sizes": [
+            {
+                "topics": t,
+                "measured_at": "2026-11-22 07:00 UTC",
+                "loadavg_before": 2.0,
+                "results": [_web_result("page", "/", c, 10.0 * t / 100 * c) for c in (4, 16)]
+                + [_web_result("api", "/api/v1/clusters", c, 5.0 * c) for c in (4, 16)]
+                + [_web_result("api", "/api/v1/findings", c, 8.0 * c) for c in (4, 16)],
+            }
+            for t in (100, 1000)
+        ],
+    },
+}
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    for name, doc in DOCUMENTS.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    (tmp_path / "unrelated.json").write_text("{}")
+    return tmp_path
+
+
+def _row(table: list[summary.Row], benchmark: str, size: float, cost: str) -> summary.Row:
+    [row] = [r for r in table if r.benchmark == benchmark and r.size == size and r.cost.startswith(cost)]
+    return row
+
+
+def test_every_benchmark_document_is_read_in_the_issue_order(results: Path) -> None:
+    documents = summary.load(results)
+    assert list(documents) == ["collector", "ingest", "evaluate", "alerts", "web"]
+    table = summary.rows(documents)
+    assert list(dict.fromkeys(r.benchmark for r in table)) == list(documents)
+
+
+def test_collector_rows_take_the_median_over_runs_and_check_the_targets(results: Path) -> None:
+    table = summary.rows(summary.load(results))
+    cold = _row(table, "collector", 1000, "offsets cycle s (cold)")
+    assert cold.value == 6.0  # median of the runs' 5.0 and 7.0
+    assert cold.met is None  # the 10 s target is for 10k partitions
+    assert cold.measured == "2026-11-22 02:55 UTC"
+    assert cold.load == 4.0  # the highest of the size's cycles
+    at_target = _row(table, "collector", 10000, "offsets cycle s (cold)")
+    assert (at_target.value, at_target.met) == (12.0, False)
+    assert _row(table, "collector", 10000, "offsets cycle s (warm").met is True
+    assert _row(table, "collector", 10000, "collector peak RSS MB").met is True
+    failed = _row(table, "collector", 30000, "offsets cycle s")
+    assert failed.value is None
+    assert "Kafka did not start" in failed.note
+
+
+def test_evaluate_row_is_the_median_run_against_the_60_s_target(results: Path) -> None:
+    table = summary.rows(summary.load(results))
+    row = _row(table, "evaluate", 1_000_000, "evaluation s")
+    assert row.value == 55.0
+    assert row.met is True
+    assert row.note == "read 7.0, compute 40.0, write 8.0"
+    assert _row(table, "evaluate", 100_000, "evaluation s").met is None
+
+
+def test_alert_rows_take_the_slowest_cycle_and_the_sender_rate(results: Path) -> None:
+    table = summary.rows(summary.load(results))
+    cycle = _row(table, "alerts", 10000, "slowest alert cycle s")
+    assert (cycle.value, cycle.met) == (6.2, False)
+    assert _row(table, "alerts", 1000, "slowest alert cycle s").met is None
+    sender = _row(table, "alerts", 2000, "sender notifications/s")
+    assert (sender.value, sender.met) == (307.0, True)
+    assert _row(table, "alerts", 1, "finding -> receiver ms").value == 11.0
+
+
+def test_web_rows_give_the_slowest_endpoint_of_each_kind_at_the_highest_concurrency(results: Path) -> None:
+    table = summary.rows(summary.load(results))
+    web = [r for r in table if r.benchmark == "web"]
+    assert [(r.size, r.cost) for r in web] == [
+        (100, "page: slowest p95 ms"), (100, "api: slowest p95 ms"),
+        (1000, "page: slowest p95 ms"), (1000, "api: slowest p95 ms"),
+    ]  # fmt: skip
+    api = _row(table, "web", 1000, "api")
+    assert api.value == 8.0 * 16
+    assert api.note.startswith("/api/v1/findings")
+    assert api.input == "1,000 topics, 16 clients"
+
+
+def test_summary_files_and_markdown(results: Path) -> None:
+    text, _ = run.summarize(results, {"ingest": "ok (40 s)"}, results / "plots")
+    assert (results / "summary.md").read_text() == text
+    doc = json.loads((results / "summary.json").read_text())
+    assert doc["status"] == {"ingest": "ok (40 s)"}
+    assert {"cpus", "memory", "date", "loadavg"} <= set(doc["machine"])
+    assert len(doc["rows"]) == len(summary.rows(summary.load(results)))
+    assert "This run: ingest ok (40 s)." in text
+    assert "| evaluate | 1,000,000 group-partitions | evaluation s (read + compute + write) | 55.0 |" in text
+    assert "| failed |" in text
+
+
+def test_missing_documents_give_no_rows(tmp_path: Path) -> None:
+    assert summary.rows(summary.load(tmp_path)) == []
+
+
+def test_readme_table_is_replaced_between_the_markers() -> None:
+    start, end = run.MARKERS
+    readme = f"# Title\n\n{start}\nold table\n{end}\n\nmore\n"
+    table = "## Benchmark results\n\nSummarised today.\n\n| a |\n|---|\n"
+    assert (
+        run.with_table(readme, table)
+        == f"# Title\n\n{start}\nSummarised today.\n\n| a |\n|---|\n{end}\n\nmore\n"
+    )
+    assert run.with_table("no markers", table) == "no markers"
+
+
+def test_quick_preset_and_ports() -> None:
+    argv = run.command("web", quick=True, port_base=55600)
+    assert argv[1].endswith("bench/web.py")
+    assert argv[-2:] == ["--port", "55602"]
+    assert "--sizes" in argv
+    assert run.command("collector", quick=False, port_base=55600)[2:] == []
+
+
+# -- plots ----------------------------------------------------------------------------------------
+
+
+def test_plots_are_png_files(results: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from bench import plots
+
+    written = plots.draw(summary.load(results), tmp_path / "plots", "test machine")
+    assert sorted(p.name for p in written) == ["alerts.png", "collector.png", "evaluate.png", "ingest.png",
+                                               "web.png"]  # fmt: skip
+    for path in written:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert path.stat().st_size > 5_000
