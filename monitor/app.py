@@ -97,6 +97,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     from datetime import timedelta
 
     from monitor.collect.stage import CollectStage
+    from monitor.expose.inbox import inbox_paths
     from monitor.expose.pages_collection import job_intervals
     from monitor.expose.server import WebServer
     from monitor.expose.web import create_app
@@ -141,9 +142,11 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
         retention = build_service(settings, lambda: store.engine, clock)
         components.append(ActStage(retention, scheduler, settings.retention.interval_seconds))
     intervals = job_intervals(settings.intervals, settings.alert)
+    inboxes = inbox_paths(settings.alert) if settings.alert.enabled else {}
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,
                                                 retention=retention, identity=settings.web.identity,
-                                                metrics=settings.metrics, job_intervals=intervals),
+                                                metrics=settings.metrics, job_intervals=intervals,
+                                                inboxes=inboxes),
                                      settings.web.host, settings.web.port))  # fmt: skip
     scheduler.every("store:maintenance", settings.intervals.maintenance_seconds, store.maintain,
                     first_run_in=settings.intervals.maintenance_seconds)  # fmt: skip

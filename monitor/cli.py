@@ -113,13 +113,14 @@ def run(config: ConfigOption = None) -> None:
 @app.command()
 def demo(config: ConfigOption = None) -> None:
     """The embedded defaults end to end: a local 3-node Kafka cluster, PostgreSQL under var/,
-    Spark in-process, and the daemon with its web UI. Ctrl-C stops everything it started."""
+    Spark in-process, the daemon with its web UI, and a workload of producers and consumer groups
+    that behave differently, with two broker stops. Ctrl-C stops everything it started."""
     from monitor.app import build_app
     from monitor.devtools import stack
-    from monitor.devtools.demo import demo_settings, ensure_demo_topic
+    from monitor.devtools.demo import demo_settings, ensure_demo_topic, start_workload, web_url
 
-    # Inbox files instead of Slack, email and PagerDuty, and the retention button in the labelled
-    # development mode (monitor/devtools/demo.py).
+    # Inbox files instead of Slack, email and PagerDuty, the retention button in the labelled
+    # development mode, shorter collection intervals, and the workload (monitor/devtools/demo.py).
     settings = demo_settings(_settings(config))
     _setup_logging(settings.log_level)
     with stack.local_services(settings, _say, with_kafka=True) as services:
@@ -127,8 +128,13 @@ def demo(config: ConfigOption = None) -> None:
         daemon = build_app(settings, services.database_url)
         if settings.web.identity.mode == "development":
             _say(f"development mode: no sign-in, everyone is {settings.web.identity.development_user}")
-        _say(f"open http://{settings.web.host}:{settings.web.port}  (Ctrl-C stops the demo)")
-        daemon.run_until_signalled()
+        workload = start_workload(settings, stack.dev_kafka(settings), _say)
+        try:
+            _say(f"open {web_url(settings)}  (Ctrl-C stops the demo)")
+            daemon.run_until_signalled()
+        finally:
+            _say("stopping the workload ...")
+            workload.stop()
 
 
 def main() -> None:

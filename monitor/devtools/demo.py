@@ -6,15 +6,22 @@
   `payments`, which owns the `payments...` topics in `alert_rules/owners.yaml`. Every page and API
   answer then says it is in development mode; it is never a default outside the demo.
 - A topic owned by that team, `DEMO_TOPIC` (retention.ms 1 day), is created on the local cluster
-  when missing, so the button has a topic to raise.
+  when missing, so the button has a topic to raise; the workload sets its min.insync.replicas
+  to 2 and produces to it.
+- The workload (`monitor/devtools/workload/`) plays client applications on the local cluster:
+  producers, consumer groups that keep up, fall behind, stop, stall and rewind, topics whose
+  retention cuts their history, and two broker stops. `start_workload` starts it.
+- Metadata and log directories are collected more often than by default (see `DEMO_INTERVALS`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from monitor.config import IdentityConfig, Settings
+from monitor.config import IdentityConfig, Intervals, Settings
+from monitor.devtools.kafka_cluster import HOST, DevKafkaCluster
 from monitor.devtools.paths import project_root
+from monitor.devtools.workload import Workload, demo_plan
 from monitor.errors import KafkaRequestError, KafkaUnavailableError
 from monitor.kafka.admin import KafkaAdmin
 
@@ -22,6 +29,11 @@ DEMO_USER = "demo-user"
 DEMO_TEAMS = ("payments",)
 DEMO_TOPIC = "payments.orders"
 DEMO_TOPIC_CONFIGS = {"retention.ms": str(86_400_000)}
+# The default intervals collect metadata every minute and log directories every two: a broker
+# stopped a minute into the demo would show up in the data a minute later, and the replication
+# rules' `for:` (1 to 5 minutes) comes on top, past the five minutes the demo has to show every
+# incident. Used only when the configuration leaves `intervals` at its defaults.
+DEMO_INTERVALS = Intervals(metadata_seconds=15, log_dirs_seconds=30)
 
 
 def demo_settings(settings: Settings) -> Settings:
@@ -31,6 +43,8 @@ def demo_settings(settings: Settings) -> Settings:
         updates["alert"] = settings.alert.model_copy(
             update={"routing_file": project_root() / "deploy" / "demo-routing.yaml"}
         )
+    if settings.intervals == Intervals():
+        updates["intervals"] = DEMO_INTERVALS
     if settings.web.identity == IdentityConfig():
         identity = IdentityConfig(
             mode="development", development_user=DEMO_USER, development_teams=list(DEMO_TEAMS)
@@ -57,3 +71,25 @@ def ensure_demo_topic(settings: Settings, report: Callable[[str], None]) -> None
         report(f"could not create the demo topic {DEMO_TOPIC}: {exc}")
     finally:
         admin.close()
+
+
+def web_url(settings: Settings) -> str:
+    return f"http://{settings.web.host}:{settings.web.port}"
+
+
+def start_workload(settings: Settings, cluster: DevKafkaCluster, report: Callable[[str], None]) -> Workload:
+    """Start the demo's workload on the local `cluster`. Its pages are those of the configured
+    cluster that points at it (else the first). The brokers it stops are not among that cluster's
+    bootstrap servers, so the monitor keeps reaching the cluster through the one left."""
+    local = cluster.bootstrap_servers.split(",")
+    watching = next((c for c in settings.clusters if set(c.bootstrap_servers) & set(local)), None)
+    name = (watching or settings.clusters[0]).name if settings.clusters else "local"
+    bootstrap = set(watching.bootstrap_servers) if watching else set()
+    spare = [n for n in cluster.node_ids if f"{HOST}:{cluster.broker_port(n)}" not in bootstrap]
+    spare = spare or cluster.node_ids[1:]
+    plan = demo_plan(
+        web_url=web_url(settings), cluster=name, nodes=len(cluster.node_ids), stop_brokers=spare[-2:]
+    )
+    workload = Workload(plan, cluster.bootstrap_servers, report, cluster.stop_node, keep_topics=[DEMO_TOPIC])
+    workload.start()
+    return workload

@@ -46,9 +46,12 @@ class WebContext:
     clock: Clock
     stale_after: timedelta
     silence_max_seconds: int = 7 * 86400
+    inbox_nav: bool = False
+    """Whether the navigation links the inbox (some receiver writes to an inbox file)."""
     templates: jinja2.Environment = field(default_factory=template_environment)
 
     def render(self, name: str, **context: Any) -> HTMLResponse:
+        context.setdefault("inbox_nav", self.inbox_nav)
         context.setdefault("generated_at", self.clock.now().strftime("%Y-%m-%d %H:%M:%S"))
         context.setdefault("now", self.clock.now())
         return HTMLResponse(self.templates.get_template(name).render(**context))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -25,6 +26,7 @@ from monitor.expose import (
     api_alerts,
     api_retention,
     burrow,
+    inbox,
     pages,
     pages_alerts,
     pages_collection,
@@ -53,11 +55,15 @@ def create_app(
     retention: RetentionService | None = None,
     identity: IdentityConfig | None = None,
     job_intervals: Mapping[str, float] | None = None,
+    inboxes: Mapping[str, Path] | None = None,
 ) -> FastAPI:
     """Build the FastAPI app over `engine`. `/readyz` fails when no collection succeeded within
     `stale_after`; `metrics` sets what `/metrics` serves (default: the settings' defaults);
-    `job_intervals` (`pages_collection.job_intervals`) says when a job's last success is stale."""
-    ctx = WebContext(engine, clock or SystemClock(), stale_after, silence_max_seconds)
+    `job_intervals` (`pages_collection.job_intervals`) says when a job's last success is stale;
+    `inboxes` (`inbox.inbox_paths`): the console receivers' files the inbox page reads."""
+    ctx = WebContext(
+        engine, clock or SystemClock(), stale_after, silence_max_seconds, inbox_nav=bool(inboxes)
+    )
     registry = metrics_registry(engine, metrics or MetricsConfig())
     app = FastAPI(title="kafka-health", version=__version__)
     _error_handlers(app)
@@ -98,6 +104,7 @@ def create_app(
     app.include_router(pages.router(ctx, panel))
     app.include_router(pages_alerts.router(ctx))
     app.include_router(pages_collection.router(ctx, job_intervals))
+    app.include_router(inbox.router(ctx, inboxes or {}))
     return app
 
 
