@@ -278,24 +278,29 @@ def bench_latency(engine: Engine, routing_path: Path, rounds: int, server: Recei
             "max_ms": 1000 * max(latencies)}  # fmt: skip
 
 
-def _machine() -> str:
-    memory = "unknown"
+def _memory() -> str:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal:"):
-                memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+                return f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
     except OSError:
         pass
+    return "unknown"
+
+
+def _machine() -> str:
+    memory = _memory()
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"{cpus} CPU, {memory} RAM, {platform.system()} {platform.machine()}, Python "
-            f"{platform.python_version()}, load average {load:.1f} at the end")  # fmt: skip
+            f"{platform.python_version()}, {datetime.now(UTC):%Y-%m-%d %H:%M UTC}, load average {load:.1f} "
+            "at the end")  # fmt: skip
 
 
 def _save_json(
     cycles: list[dict[str, Any]], sending: dict[str, Any], latency: dict[str, Any], loadavg_start: float
 ) -> None:
-    memory = _machine().split(", ")[1].removesuffix(" RAM")
+    memory = _memory()
     machine = {
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "memory": memory, "system": f"{platform.system()} {platform.machine()}",

@@ -196,6 +196,8 @@ def _save(results: list[dict[str, float]], server_version: str, cycles: int, loa
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "loadavg_start": loadavg_start,
         "loadavg_end": os.getloadavg()[0],
     }  # fmt: skip
+    text_ += (f"\n\nMeasured {machine['date']}; load average (1 min) {loadavg_start:.1f} at the start, "
+              f"{machine['loadavg_end']:.1f} at the end.")  # fmt: skip
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "ingest.md").write_text(text_ + "\n")
     document = {"machine": machine, "cycles": cycles, "sizes": results}

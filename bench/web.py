@@ -134,9 +134,9 @@ class Shape:
         return max(3, math.ceil(self.partitions * 3 / REPLICAS_PER_BROKER))
 
 
-# Every statement gets :c (cluster), :t (topics), :p (partitions per topic), :g (groups), :k
-# (topics per group), :b (brokers), :now, :seen, and for the derived tables :at (one evaluation)
-# and :e (its index, 0 the oldest). Topic n is `topic-n`, group n `group-n` reading topics
+# Every statement gets :c (cluster), :t (topics), :p (partitions per topic), :n (partitions),
+# :g (groups), :k (topics per group), :b (brokers), :now, :seen, and for the derived tables :at (one
+# evaluation) and :e (its index, 0 the oldest). Topic n is `topic-n`, group n `group-n` reading topics
 # k*n .. k*n + k - 1; a group-partition lags when (n + partition + topic) % 50 == 0.
 _TOPIC = "'topic-' || lpad(tn::text, 5, '0')"
 _GROUP = "'group-' || lpad(gn::text, 4, '0')"
@@ -183,15 +183,15 @@ _STATIC = [
 
 _EVALUATION = [
     """INSERT INTO derived_cluster
-       VALUES (:c, :b, 0, :t * :p, 0, (:t * :p) / 97 + 1, 0, 1.1, 12.0, false, :at)""",
+       VALUES (:c, :b, 0, :n, 0, :n / 97 + 1, 0, 1.1, 12.0, false, :at)""",
     f"""INSERT INTO derived_topic
         SELECT :c, {_TOPIC}, :p, 10.0 + tn % 7, 1000.0 * (1 + tn % 7), 1000000 * (1 + tn % 11) + 1000 * :e,
                0.1 * (tn % 9), 259200.0, 604800000, NULL, 0.0, CASE WHEN tn % 97 = 0 THEN 1 ELSE 0 END,
                CASE WHEN tn % 97 = 0 THEN 1 ELSE 0 END, 0, 0, NULL, :at
         FROM generate_series(0, :t - 1) AS tn""",
     """INSERT INTO derived_broker
-        SELECT :c, b, 'rack-' || (b % 3), true, false, (:t * :p) / :b, (:t * :p)::float / :b, 1.0, 0,
-               3 * (:t * :p) / :b, 1000000000000, 400000000000, 0.6, :at
+        SELECT :c, b, 'rack-' || (b % 3), true, false, :n / :b, CAST(:n AS double precision) / :b, 1.0, 0,
+               3 * :n / :b, 1000000000000, 400000000000, 0.6, :at
         FROM generate_series(1, :b) AS b""",
     f"""INSERT INTO derived_partition
         SELECT :c, {_TOPIC}, pn, 1000, 100000 + pn + 10 * :e, 1.0, 100.0, 100000 * (1 + tn % 11), NULL,
@@ -262,8 +262,9 @@ _FINDINGS = [
 
 
 def _params(shape: Shape, now: datetime) -> dict[str, Any]:
-    return {"c": CLUSTER, "t": shape.topics, "p": PARTITIONS_PER_TOPIC, "g": shape.groups,
-            "k": TOPICS_PER_GROUP, "b": shape.brokers, "now": now,
+    # psycopg sends a small int as smallint: products of parameters would overflow, so :n is given.
+    return {"c": CLUSTER, "t": shape.topics, "p": PARTITIONS_PER_TOPIC, "n": shape.partitions,
+            "g": shape.groups, "k": TOPICS_PER_GROUP, "b": shape.brokers, "now": now,
             "seen": now - timedelta(days=3)}  # fmt: skip
 
 
@@ -572,9 +573,14 @@ def bench(admin_url: str, args: argparse.Namespace) -> int:
     with make_engine(admin_url).connect() as conn:
         version = str(conn.execute(text("SHOW server_version")).scalar_one())
     info = machine(version)
-    sizes: list[dict[str, Any]] = []
+    kept: list[dict[str, Any]] = []
+    if args.merge and (RESULTS / "web.json").exists():
+        previous = json.loads((RESULTS / "web.json").read_text())["sizes"]
+        kept = [s for s in previous if s["topics"] not in args.sizes]
+    measured: list[dict[str, Any]] = []
     for topics in args.sizes:
-        sizes.append(run_size(admin_url, topics, args))
+        measured.append(run_size(admin_url, topics, args))
+        sizes = sorted([*kept, *measured], key=lambda s: int(s["topics"]))
         save(info, sizes, args)
     print(save(info, sizes, args))
     _log(f"wrote {RESULTS / 'web.md'} and {RESULTS / 'web.json'}")
@@ -601,6 +607,8 @@ def main() -> int:
     parser.add_argument("--max-seconds", type=float, default=20.0,
                         help="time limit per endpoint and level (default 20)")  # fmt: skip
     parser.add_argument("--evaluations", type=int, default=6, help="evaluations a minute apart (default 6)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other sizes of the last web.json (each with its date)")  # fmt: skip
     parser.add_argument("--serve", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--web-port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
