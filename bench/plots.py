@@ -19,18 +19,21 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from bench.summary import ALERT_CYCLE_TARGET, EVALUATE_TARGET, cycle_seconds, evaluate_run
+from bench.summary import ALERT_CYCLE_TARGET, EVALUATE_TARGET, INGEST_TARGET, cycle_seconds, evaluate_run
 
 
 def _when(doc: dict[str, Any]) -> str:
-    return str(doc.get("machine", {}).get("date", ""))
+    """When the document was written, and the 1-minute load average then."""
+    machine = doc.get("machine", {})
+    load = machine.get("loadavg_start")
+    return str(machine.get("date", "")) + (f", load {load:.1f}" if load is not None else "")
 
 
 def _finish(fig: Figure, ax: Axes | None, title: str, path: Path, footer: str) -> None:
     if ax is not None:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize="small", loc="best")
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize="medium")
     fig.text(0.01, 0.01, footer, fontsize="x-small", color="0.4")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path, dpi=100)
@@ -63,6 +66,7 @@ def ingest(doc: dict[str, Any], path: Path, footer: str) -> None:
         ("replay_rate", "idempotent replay", "s:"),
     ):
         ax.plot(x, [s[key] for s in sizes], style, label=label)
+    ax.axhline(INGEST_TARGET, color="red", linewidth=0.8, linestyle=":", label="target 50,000 rows/s")
     ax.set_xscale("log")
     ax.set_ylim(bottom=0)
     ax.set_xlabel("rows per batch")
@@ -83,6 +87,9 @@ def evaluate(doc: dict[str, Any], path: Path, footer: str) -> None:
     for i, r in enumerate(runs):
         ax.annotate(f"{r['wall_s']:.0f} s", (i, bottom[i]), ha="center", va="bottom", fontsize="small")
     ax.axhline(EVALUATE_TARGET[1], color="red", linewidth=0.8, linestyle=":", label="target 60 s (at 1M)")
+    pad = max(0.6, (3 - len(labels)) / 2)  # one or two sizes would fill the width with a bar
+    ax.set_xlim(-pad, len(labels) - 1 + pad)
+    ax.set_ylim(0, 1.3 * max([*bottom, EVALUATE_TARGET[1]]))
     ax.set_xlabel("group-partitions")
     ax.set_ylabel("seconds")
     _finish(fig, ax, f"Evaluation: read, compute, write vs group-partitions ({_when(doc)})", path, footer)

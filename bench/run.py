@@ -11,8 +11,9 @@ starts and stops its own servers; their output goes to this terminal). A script 
 reported as failed and the others still run. Then it reads each script's JSON from bench/results/
 and writes bench/results/summary.md and summary.json (benchmark, input size, cost, target, met,
 when measured) and one PNG per benchmark into bench/results/plots/. A benchmark that did not run
-this time keeps the rows of its last run, with their date. `--publish` copies the table and plots
-into docs/bench/ and rewrites the table between the markers in README.md.
+this time keeps the rows of its last run, with their date. `--publish` copies the table, the plots
+and each script's own Markdown report into docs/bench/ and rewrites the table between the markers
+in README.md.
 
 The plots need matplotlib: `make bench` installs the `bench` extra (`pip install -e '.[bench]'`).
 """
@@ -138,6 +139,9 @@ def publish(results: Path, pngs: list[Path], target: Path, readme: Path) -> None
     target.mkdir(parents=True, exist_ok=True)
     for name in ("summary.md", "summary.json"):
         shutil.copyfile(results / name, target / name)
+    for name in summary.READERS:  # each script's own report: every figure behind the table's rows
+        if (results / f"{name}.md").exists():
+            shutil.copyfile(results / f"{name}.md", target / f"{name}.md")
     for png in pngs:
         shutil.copyfile(png, target / png.name)
     if readme.exists():

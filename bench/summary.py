@@ -41,6 +41,8 @@ class Row:
     measured: str = ""
     load: float | None = None
     note: str = ""
+    shown: str = ""
+    """What the table shows instead of a missing value (e.g. `> 8,000` when nothing answered in 8 s)."""
 
 
 def _median(values: list[float]) -> float:
@@ -255,9 +257,12 @@ def web_rows(doc: dict[str, Any]) -> list[Row]:
             same = [r for r in results if r["kind"] == kind and r["concurrency"] == top]
             worst = max(same, key=lambda r: _nan_high(r["p95_ms"]))
             errors = sum(r["errors"] for r in results if r["kind"] == kind)
-            note = f"{worst['path']}, {worst['rps']:.1f} req/s"
-            if worst["p95_ms"] != worst["p95_ms"]:
-                note = (f"{worst['path']}: no request answered within the limit; one alone took "
+            note, shown = f"{worst['path']}, {worst['rps']:.1f} req/s", ""
+            if worst["p95_ms"] != worst["p95_ms"]:  # every request took longer than the time limit
+                limit = doc.get("max_seconds")
+                shown = f"> {1000 * limit:,.0f}" if limit else "none in time"
+                within = f"{limit:g} s" if limit else "the time limit"
+                note = (f"{worst['path']}: no answer within {within}; one request alone took "
                         f"{worst.get('warmup_ms', float('nan')) / 1000:.1f} s")  # fmt: skip
             note += f"; {errors} errors" if errors else ""
             rows.append(
@@ -271,6 +276,7 @@ def web_rows(doc: dict[str, Any]) -> list[Row]:
                     measured=s.get("measured_at", ""),
                     load=s.get("loadavg_before"),
                     note=note,
+                    shown=shown,
                 )
             )
     return rows
@@ -310,7 +316,7 @@ def rows(documents: dict[str, dict[str, Any]]) -> list[Row]:
 
 def _value(row: Row) -> str:
     if row.value is None:
-        return "failed"
+        return row.shown or "failed"
     if row.value >= 1000:
         return f"{row.value:,.0f}"
     return f"{row.value:.3g}" if row.value < 10 else f"{row.value:.1f}"
@@ -332,7 +338,8 @@ def markdown(table: list[Row], machine: dict[str, Any], status: dict[str, str]) 
         "## Benchmark results",
         "",
         f"Summarised {machine['date']} on {machine_text(machine)}. Each row gives when it was measured "
-        "and the 1-minute load average then; the scripts' own reports in bench/results/ have the details.",
+        "and the 1-minute load average then; each script's own report (`<benchmark>.md` beside this "
+        "table) has every figure.",
         "",
     ]
     if status:

@@ -292,3 +292,14 @@ def test_plots_are_png_files(results: Path, tmp_path: Path) -> None:
     for path in written:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert path.stat().st_size > 5_000
+
+
+def test_a_web_endpoint_with_no_answer_in_time_shows_the_limit(tmp_path: Path) -> None:
+    slow = {**_web_result("metrics", "/metrics", 16, float("nan")), "warmup_ms": 6200.0, "cut_short": True}
+    doc = {"max_seconds": 8, "sizes": [{"topics": 10000, "measured_at": "now", "results": [slow]}]}
+    (tmp_path / "web.json").write_text(json.dumps(doc))
+    [row] = summary.rows(summary.load(tmp_path))
+    assert row.value is None
+    assert row.shown == "> 8,000"
+    assert row.note == "/metrics: no answer within 8 s; one request alone took 6.2 s"
+    assert "| > 8,000 |" in summary.markdown([row], run.machine({}), {})
