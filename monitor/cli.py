@@ -13,7 +13,7 @@ from rich.console import Console
 from monitor.act import cli_retention
 from monitor.alert import cli_alerts, cli_routes
 from monitor.config import Settings, load_settings
-from monitor.devtools import cli_db, cli_kafka
+from monitor.devtools import cli_db, cli_kafka, cli_spark
 from monitor.errors import ConfigError, MonitorError
 from monitor.evaluate import cli_rules
 from monitor.expose import cli_reports
@@ -27,6 +27,7 @@ app = typer.Typer(
 config_app = typer.Typer(help="Validate configuration files.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 app.add_typer(cli_kafka.app, name="dev-cluster")
+app.add_typer(cli_spark.app, name="dev-spark")
 app.add_typer(cli_db.app, name="db")
 app.add_typer(cli_rules.app, name="rules")
 app.add_typer(cli_routes.app, name="routes")

@@ -562,7 +562,13 @@ def environment_overrides(data: dict[str, Any], environ: Mapping[str, str]) -> d
 
 # Variables with the prefix that steer the tooling rather than the service.
 _NOT_SETTINGS = frozenset(
-    {"KAFKA_HEALTH_VAR", "KAFKA_HEALTH_CACHE", "KAFKA_HEALTH_TEST_KAFKA_PORT", "KAFKA_HEALTH_TEST_PG_PORT"}
+    {
+        "KAFKA_HEALTH_VAR",
+        "KAFKA_HEALTH_CACHE",
+        "KAFKA_HEALTH_TEST_KAFKA_PORT",
+        "KAFKA_HEALTH_TEST_PG_PORT",
+        "KAFKA_HEALTH_TEST_SPARK_PORT",
+    }
 )
 
 

@@ -99,6 +99,16 @@ def jdbc_target(sqlalchemy_url: str) -> JdbcTarget:
     return JdbcTarget(url=jdbc, user=url.username, password=url.password)
 
 
+def sql_conf(config: SparkConfig) -> dict[str, str]:
+    """The SQL settings the job relies on (settable on a running session): derived timestamps
+    are computed in UTC."""
+    return {
+        "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.adaptive.enabled": "true",
+    }
+
+
 def session_conf(config: SparkConfig, jdbc_jar: Path) -> dict[str, str]:
     """Every setting the session is built with: ours first, then the user's `spark.conf`."""
     conf = {
@@ -106,12 +116,10 @@ def session_conf(config: SparkConfig, jdbc_jar: Path) -> dict[str, str]:
         "spark.app.name": config.app_name,
         "spark.driver.memory": config.driver_memory,
         "spark.executor.memory": config.executor_memory,
-        "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
+        **sql_conf(config),
         "spark.jars": str(jdbc_jar),
-        "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.adaptive.enabled": "true",
         "spark.driver.bindAddress": "127.0.0.1" if config.master.startswith("local") else "0.0.0.0",  # noqa: S104
         "spark.driver.host": "127.0.0.1" if config.master.startswith("local") else "",
         "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
@@ -135,4 +143,23 @@ def build_session(config: SparkConfig, jdbc_jar: Path | None = None) -> SparkSes
         builder = builder.config(key, value)
     session: SparkSession = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+def submitted_session(config: SparkConfig) -> SparkSession:
+    """The session of a job started by spark-submit, which owns the master, the jars, the memory
+    and every `--conf`: of this config only the SQL settings (`sql_conf`) and the user's
+    `spark.conf` entries of them are applied, each unless spark-submit was given it."""
+    from pyspark.sql import SparkSession
+
+    session: SparkSession = SparkSession.builder.getOrCreate()
+    submitted = session.sparkContext.getConf()
+    wanted = {**sql_conf(config), **{k: v for k, v in config.conf.items() if k.startswith("spark.sql.")}}
+    for key, value in wanted.items():
+        if submitted.contains(key):
+            continue
+        if not session.conf.isModifiable(key):
+            log.warning("spark.conf %s is ignored under spark-submit: give it with --conf", key)
+            continue
+        session.conf.set(key, value)
     return session

@@ -1,0 +1,45 @@
+"""The local Spark standalone cluster's layout and its refusal of a busy port (no JVM started)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+from monitor.devtools.spark_cluster import MASTER_CLASS, WORKER_CLASS, DevSparkCluster
+from monitor.errors import DevEnvironmentError
+
+
+def test_ports_and_command_lines_follow_the_base_port(tmp_path: Path) -> None:
+    cluster = DevSparkCluster(tmp_path / "spark", base_port=27050, worker_cores=2, worker_memory="2g")
+    assert cluster.master_url == "spark://127.0.0.1:27050"
+    assert cluster.web_url == "http://127.0.0.1:27051"
+    master, worker = cluster.command("master"), cluster.command("worker")
+    assert master[1] == MASTER_CLASS and master[master.index("--port") + 1] == "27050"
+    assert master[master.index("--webui-port") + 1] == "27051"
+    assert worker[1:3] == [WORKER_CLASS, "spark://127.0.0.1:27050"]
+    assert worker[worker.index("--port") + 1] == "27052"
+    assert worker[worker.index("--cores") + 1] == "2" and worker[worker.index("--memory") + 1] == "2g"
+    assert worker[worker.index("--work-dir") + 1] == str(tmp_path / "spark" / "work")
+    assert [s.running for s in cluster.status()] == [False, False]
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs java on PATH")
+def test_up_names_the_busy_port_and_the_fix(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        cluster = DevSparkCluster(tmp_path / "spark", base_port=port)
+        with pytest.raises(DevEnvironmentError, match=rf"port {port} .*master's port.*--base-port"):
+            cluster.up()
+    assert cluster.status()[0].pid is None
+
+
+def test_bad_settings_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(DevEnvironmentError, match="at least one core"):
+        DevSparkCluster(tmp_path, worker_cores=0)
+    with pytest.raises(DevEnvironmentError, match="base port"):
+        DevSparkCluster(tmp_path, base_port=80)
