@@ -269,7 +269,11 @@ def produce(bootstrap: str, workload: Workload, plan: Iterable[tuple[TP, int, in
         {
             "bootstrap.servers": bootstrap,
             "acks": "all",
-            "enable.idempotence": False,  # its PID lookup waits for Kafka's coordinators to load
+            # Without idempotence, a retried batch whose first attempt was written after all
+            # (a timeout on a loaded broker) is written twice, or after a later batch: the
+            # records' offsets then no longer give their timestamps, and the check fails on rows
+            # the collector got right.
+            "enable.idempotence": True,
             "linger.ms": 50,
             "queue.buffering.max.messages": 2_000_000,
             "queue.buffering.max.kbytes": 1_048_576,
@@ -632,9 +636,15 @@ def database_url(admin_url: str, name: str) -> str:
     return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
 
 
+MAX_WRONG_EXAMPLES = 10
+"""Wrong rows kept in the results (with what was expected), to tell a reader bug from the
+benchmark's own bookkeeping."""
+
+
 def verify(engine: Engine, cluster: str, workload: Workload) -> dict[str, int]:
     """Check every exact timestamp written against the known record times."""
     checked = wrong = 0
+    examples: list[dict[str, Any]] = []
     with engine.connect() as conn:
         rows = conn.execute(
             text(
@@ -650,9 +660,17 @@ def verify(engine: Engine, cluster: str, workload: Workload) -> dict[str, int]:
             ok = committed is not None and int(committed.timestamp() * 1000) == expected
             if offset > 0:
                 ok = ok and consumed is not None and int(consumed.timestamp() * 1000) == expected - 1000
-            if workload.commits.get(group, {}).get((topic, partition)) != offset:
+            known = workload.commits.get(group, {}).get((topic, partition))
+            if known != offset:
                 ok = False
             wrong += not ok
+            if not ok and len(examples) < MAX_WRONG_EXAMPLES:
+                examples.append({
+                    "group": group, "topic": topic, "partition": partition, "committed_offset": offset,
+                    "known_commit": known, "records": workload.records.get((topic, partition)),
+                    "committed_ms": _ms(committed), "consumed_ms": _ms(consumed),
+                    "expected_committed_ms": expected,
+                })  # fmt: skip
         partitions = conn.execute(
             text(
                 "SELECT topic, partition, end_offset, start_timestamp, latest_timestamp "
@@ -670,12 +688,25 @@ def verify(engine: Engine, cluster: str, workload: Workload) -> dict[str, int]:
             and int(latest.timestamp() * 1000) == workload.base_ms + (end - 1) * 1000
         )
         partition_wrong += not good
+        if not good and len(examples) < 2 * MAX_WRONG_EXAMPLES:
+            examples.append({
+                "topic": topic, "partition": partition, "end_offset": end,
+                "records": workload.records[(topic, partition)], "start_ms": _ms(first),
+                "latest_ms": _ms(latest),
+            })  # fmt: skip
+    if examples:
+        _log(f"  verification found wrong rows, e.g. {json.dumps(examples[:5])}")
     return {
         "exact_checked": checked,
         "exact_wrong": wrong,
         "partitions_checked": len(partitions),
         "partitions_wrong": partition_wrong,
+        "wrong_examples": examples,
     }
+
+
+def _ms(value: datetime | None) -> int | None:
+    return None if value is None else int(value.timestamp() * 1000)
 
 
 def measure(spec: dict[str, Any], workload: Workload, rng: random.Random, threads: int) -> dict[str, Any]:

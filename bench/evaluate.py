@@ -427,12 +427,15 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
         f"Median of {args.runs} timed run(s) after a warm-up run.",
         "",
         "| group-partitions | partitions | rows read | JDBC read s | compute s | write s | total s "
-        "| derived rows written | findings written | peak RSS MB (driver + JVM) | load avg |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| derived rows written | findings written | peak RSS MB (driver + JVM) | load avg "
+        "| measured, driver memory |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for size in sizes:
+        measured = size.get("measured", {})
+        when = f"{measured.get('date', '?')}, {measured.get('driver_memory', '?')}"
         if "error" in size:
-            lines.append(f"| {size['rows']:,} | | | | | | failed: {size['error']} | | | | |")
+            lines.append(f"| {size['rows']:,} | | | | | | failed: {size['error']} | | | | | {when} |")
             continue
         run = _median_run(size)
         s = run["seconds"]
@@ -442,7 +445,7 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
             f"| {s.get('read', 0):.1f} | {s.get('compute', 0):.1f} | {s.get('write', 0):.1f} "
             f"| {run['wall_s']:.1f} "
             f"| {sum(run['rows'].values()):,} | {run['findings_written']:,} | {peak} "
-            f"| {run['loadavg_before']:.1f} -> {run['loadavg_after']:.1f} |"
+            f"| {run['loadavg_before']:.1f} -> {run['loadavg_after']:.1f} | {when} |"
         )
     target = [s for s in sizes if s["rows"] == TARGET_SIZE and s.get("runs")]
     if target:
@@ -463,6 +466,23 @@ def save(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str, A
     document = {"machine": info, "samples": args.samples, "interval": args.interval, "sizes": sizes}
     (RESULTS / "evaluate.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
     return markdown
+
+
+def earlier_sizes(measuring: list[int]) -> list[dict[str, Any]]:
+    """The sizes of the last report that this run does not measure again (--merge), each with
+    when and with how much driver memory it was measured."""
+    path = RESULTS / "evaluate.json"
+    if not path.exists():
+        return []
+    document = json.loads(path.read_text())
+    machine_info = document.get("machine", {})
+    default = {
+        "date": machine_info.get("date", "?"),
+        "driver_memory": machine_info.get("spark_conf", {}).get("spark.driver.memory", "?"),
+    }
+    return [
+        {"measured": default, **size} for size in document.get("sizes", []) if size["rows"] not in measuring
+    ]
 
 
 def _sizes(value: str) -> list[int]:
@@ -505,6 +525,11 @@ def main() -> int:
         help="an extra Spark setting, as spark.conf in monitor.yaml (repeatable)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the databases (and the server) afterwards")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the sizes of the last report (bench/results/evaluate.json) that this run does not measure",
+    )
     args = parser.parse_args()  # fmt: skip
     if args.samples < 2 or args.runs < 1 or args.interval < 1:
         parser.error("--samples must be at least 2, --runs and --interval at least 1")
@@ -526,6 +551,7 @@ def main() -> int:
         server.up()
         admin_url = server.url("postgres")
     sizes: list[dict[str, Any]] = []
+    kept: list[dict[str, Any]] = []
     try:
         engine = make_engine(admin_url)
         try:
@@ -540,19 +566,25 @@ def main() -> int:
         shown = {"spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions", *extra}
         info = machine(pg_version, {k: v for k, v in spark.sparkContext.getConf().getAll() if k in shown})
         try:
+            kept = earlier_sizes(args.sizes) if args.merge else []
+            measured = {
+                "date": info["date"],
+                "driver_memory": info["spark_conf"].get("spark.driver.memory", "?"),
+            }
             for rows in args.sizes:
                 try:
-                    sizes.append(run_size(spark, admin_url, rows, args, pids))
+                    size = run_size(spark, admin_url, rows, args, pids)
                 except Exception as exc:
                     _log(f"[{rows:,}] failed: {type(exc).__name__}: {exc}")
-                    sizes.append({"rows": rows, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
-                save(info, args, sizes)
+                    size = {"rows": rows, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+                sizes.append({**size, "measured": measured})
+                save(info, args, sorted([*kept, *sizes], key=lambda s: int(s["rows"])))
         finally:
             spark.stop()
     finally:
         if server is not None and started and not args.keep:
             server.down()
-    print(save(info, args, sizes))
+    print(save(info, args, sorted([*kept, *sizes], key=lambda s: int(s["rows"]))))
     _log(f"wrote {RESULTS / 'evaluate.md'} and {RESULTS / 'evaluate.json'}")
     return 0 if all("runs" in s for s in sizes) else 1
 
