@@ -70,7 +70,7 @@ class Inbox(BaseModel):
     """The newest notifications of every inbox file, newest first."""
 
     receivers: dict[str, str] = Field(description="Receiver -> the inbox file it writes.")
-    items: list[InboxEntry]
+    items: list[InboxEntry] = Field(description="The notifications, newest first.")
     unreadable_lines: int = Field(description="Lines that were not a notification (skipped).")
 
 

@@ -202,6 +202,12 @@ def test_each_behaviour_leaves_its_signature_on_the_cluster(
             timeout=60,
             message="inventory.events' start to move",
         )
+        # Data loss: the slow group's next offset was deleted; it skips to the log start.
+        kafka.wait_for(
+            lambda: workload.group_stats[at_risk.group_id].lost > 0,
+            timeout=60,
+            message="the group to lose messages",
+        )
     finally:
         workload.stop()
         kafka.start_broker(STOPPED_BROKER)
@@ -233,5 +239,7 @@ def test_each_behaviour_leaves_its_signature_on_the_cluster(
     assert f"group {stopped.group_id} closed its consumers" in text
     assert f"group {stalled.group_id} stalled" in text
     assert f"group {rewinding.group_id} rewound partition" in text
+    assert f"group {at_risk.group_id}: retention deleted" in text
+    assert "stopped the workload's producers and consumers" in text
     members = [c for group in workload.consumers.values() for c in group]
     assert all(not t.is_alive() for t in [*members, *workload.producers.values()])

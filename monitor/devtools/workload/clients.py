@@ -136,7 +136,7 @@ class GroupStats:
     rewinds: list[tuple[int, int, int]] = field(default_factory=list)  # (partition, from, to)
     stalled: dict[int, int] = field(default_factory=dict)  # partition -> the offset it stays at
     closed: int = 0  # members closed
-    offset_resets: int = 0
+    lost: int = 0  # messages retention deleted before a member read them
     said: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -254,26 +254,33 @@ class ConsumerLoop(threading.Thread):
     def _take(self, message: Message) -> int:
         error = message.error()
         if error is not None:
-            if error.code() == KafkaError._AUTO_OFFSET_RESET:
-                with self.stats.lock:
-                    self.stats.offset_resets += 1
-                    first = self.stats.offset_resets == 1
-                if first:
-                    self.report(
-                        f"group {self.group.group_id}: retention deleted messages it had not read "
-                        f"({error.str()}); expect DataLossOccurred (critical) on {self.group.topic}"
-                    )
-            elif error.code() != KafkaError._PARTITION_EOF:
+            if error.code() != KafkaError._PARTITION_EOF:
                 log.debug("group %s: %s", self.group.group_id, error.str())
             return 0
         partition, offset = message.partition(), message.offset()
         if partition is None or offset is None:
             return 0
+        expected = self.position.get(partition)
+        if expected is not None and offset > expected:
+            # Offsets are dense on these topics (no compaction, no transactions): a jump means the
+            # messages in between were deleted before this group read them, and the consumer
+            # restarted from the log start (auto.offset.reset).
+            self._skipped(partition, expected, offset)
         self.position[partition] = offset + 1
         self.floor.setdefault(partition, offset)
         with self.stats.lock:
             self.stats.consumed += 1
         return 1
+
+    def _skipped(self, partition: int, expected: int, offset: int) -> None:
+        with self.stats.lock:
+            self.stats.lost += offset - expected
+        if self.stats.first("data loss"):
+            self.report(
+                f"group {self.group.group_id}: retention deleted {offset - expected:,} messages of "
+                f"{self.group.topic} partition {partition} before the group read them; expect "
+                "DataLossOccurred (critical) on the alerts page"
+            )
 
     def _offsets(self) -> list[TopicPartition]:
         return [TopicPartition(self.group.topic, p, o) for p, o in sorted(self.position.items())]

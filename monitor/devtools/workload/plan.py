@@ -199,7 +199,7 @@ def demo_plan(
                   "pending, firing after its 5m `for:`"),
         GroupPlan(name("clicks-sessionizer"), name(CLICKS), Behaviour.STALLED, rate=40,
                   act_after_seconds=t(20),
-                  expect="1 member, the same committed offset while lag grows: status STOP"),
+                  expect="its members stay, the same committed offsets while lag grows: status STOP"),
         GroupPlan(name("audit-archiver"), name(AUDIT), Behaviour.STOPPED, rate=200, from_beginning=True,
                   act_after_seconds=t(10),
                   expect="no member, lag growing: status STOP, ConsumerAppendLag firing after ~3 min"),

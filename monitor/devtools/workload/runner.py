@@ -39,6 +39,13 @@ Report = Callable[[str], None]
 StopBroker = Callable[[int], None]
 
 _ADMIN_TIMEOUT = 30.0
+_COORDINATOR_BUSY = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    }
+)
 _READY_TIMEOUT = 60.0
 
 
@@ -99,6 +106,8 @@ class Workload:
             producer.flush(3)
             producer.purge()
             producer.close()
+        if self._clients:
+            self.say("stopped the workload's producers and consumers")
         self._clients.clear()
 
     def __enter__(self) -> Workload:
@@ -125,13 +134,25 @@ class Workload:
         self._wait_for_leaders(admin, self.plan.topics)
 
     def _delete_groups(self, admin: AdminClient) -> None:
-        ids = [g.group_id for g in self.plan.groups]
-        for group_id, future in admin.delete_consumer_groups(ids, request_timeout=_ADMIN_TIMEOUT).items():
-            try:
-                future.result(timeout=_ADMIN_TIMEOUT)
-            except KafkaException as exc:
-                if _code(exc) != KafkaError.GROUP_ID_NOT_FOUND:
-                    self.say(f"could not delete the consumer group {group_id} of an earlier run: {exc}")
+        """Delete the plan's groups that exist (none on a new cluster). A coordinator still loading
+        (a cluster just started) is asked again for a while."""
+        listed = admin.list_consumer_groups(request_timeout=_ADMIN_TIMEOUT).result(timeout=_ADMIN_TIMEOUT)
+        existing = {str(g.group_id) for g in listed.valid or []}
+        waiting = [g.group_id for g in self.plan.groups if g.group_id in existing]
+        deadline = time.monotonic() + _READY_TIMEOUT
+        while waiting:
+            futures = admin.delete_consumer_groups(waiting, request_timeout=_ADMIN_TIMEOUT)
+            waiting = []
+            for group_id, future in futures.items():
+                try:
+                    future.result(timeout=_ADMIN_TIMEOUT)
+                except KafkaException as exc:
+                    if _code(exc) in _COORDINATOR_BUSY and time.monotonic() < deadline:
+                        waiting.append(group_id)
+                    elif _code(exc) != KafkaError.GROUP_ID_NOT_FOUND:
+                        self.say(f"could not delete the consumer group {group_id} of an earlier run: {exc}")
+            if waiting:
+                time.sleep(0.5)
 
     def _delete_topics(self, admin: AdminClient, names: list[str]) -> None:
         existing = set(admin.list_topics(timeout=_ADMIN_TIMEOUT).topics)
