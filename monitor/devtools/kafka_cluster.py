@@ -26,7 +26,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -37,6 +36,14 @@ from typing import Final
 
 from monitor.config import ClusterConfig, DevKafkaConfig
 from monitor.devtools.paths import maven_pom
+from monitor.devtools.processes import (
+    TAIL_LINES,
+    java_executable,
+    port_in_use,
+    process_alive,
+    tail,
+    wait_gone,
+)
 from monitor.errors import DevEnvironmentError, MonitorError
 from monitor.kafka import KafkaAdmin
 
@@ -44,7 +51,6 @@ HOST: Final = "127.0.0.1"
 CONTROLLER_PORT_OFFSET: Final = 100
 SUPPORTED_NODE_COUNTS: Final = (1, 3)
 _JARS_MARKER: Final = ".complete"
-_TAIL_LINES: Final = 30
 _PROBE_TIMEOUT_SECONDS: Final = 3.0
 _POLL_SECONDS: Final = 0.5
 _PURGE_HINT: Final = "run `kafka-health dev-cluster down --purge` to delete it and start afresh"
@@ -85,27 +91,6 @@ def new_cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode("ascii")
         if not cluster_id.startswith("-"):
             return cluster_id
-
-
-def tail(path: Path, lines: int = _TAIL_LINES) -> str:
-    """The last `lines` lines of a text file, or a note that it is missing or empty."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return f"({path.name} does not exist)"
-    kept = text.splitlines()[-lines:]
-    return "\n".join(kept) if kept else f"({path.name} is empty)"
-
-
-def _port_in_use(port: int) -> bool:
-    # SO_REUSEADDR as the JVM sets it, so sockets in TIME_WAIT do not count as "in use".
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return True
-    return False
 
 
 class DevKafkaCluster:
@@ -307,16 +292,7 @@ class DevKafkaCluster:
         return pid
 
     def _java(self) -> str:
-        java_home = os.environ.get("JAVA_HOME")
-        if java_home and (Path(java_home) / "bin" / "java").exists():
-            return str(Path(java_home) / "bin" / "java")
-        found = shutil.which("java")
-        if found is None:
-            raise DevEnvironmentError(
-                "`java` is not on PATH and JAVA_HOME is unset; Kafka 4 needs Java 17 or newer "
-                "(e.g. `apt-get install openjdk-17-jre-headless`)"
-            )
-        return found
+        return java_executable("Kafka 4")
 
     def _launch(self, node_id: int) -> int:
         # `sh` backgrounds the JVM and exits, so the node is not our child: it outlives this
@@ -340,21 +316,13 @@ class DevKafkaCluster:
         """SIGTERM every node in `pids`, wait up to `timeout`, then SIGKILL the rest."""
         for pid in pids.values():
             _send(pid, signal.SIGTERM)
-        if not self._wait_gone(pids, timeout):
+        if not wait_gone(pids.values(), timeout):
             for pid in pids.values():
-                if _process_exists(pid):
+                if process_alive(pid):
                     _send(pid, signal.SIGKILL)
-            self._wait_gone(pids, 10.0)
+            wait_gone(pids.values(), 10.0)
         for node_id in pids:
             self._pid_file(node_id).unlink(missing_ok=True)
-
-    def _wait_gone(self, pids: dict[int, int], timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while any(_process_exists(p) for p in pids.values()):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.1)
-        return True
 
     def _died_error(self, node_id: int, doing: str) -> DevEnvironmentError:
         node = self.node_dir(node_id)
@@ -370,7 +338,7 @@ class DevKafkaCluster:
                 ("broker", self.broker_port(node_id)),
                 ("controller", self.controller_port(node_id)),
             ):
-                if _port_in_use(port):
+                if port_in_use(HOST, port):
                     raise DevEnvironmentError(
                         f"port {port} on {HOST} ({kind} port of node {node_id}) is already in use; "
                         "stop whatever listens there or choose another base port "
@@ -452,7 +420,7 @@ class DevKafkaCluster:
             raise DevEnvironmentError("mvn did not finish fetching the Kafka jars within 30 minutes") from exc
         if result.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
             shutil.rmtree(staging, ignore_errors=True)
-            output = (result.stdout + result.stderr).strip().splitlines()[-_TAIL_LINES:]
+            output = (result.stdout + result.stderr).strip().splitlines()[-TAIL_LINES:]
             raise DevEnvironmentError(
                 f"mvn failed (exit code {result.returncode}) to fetch Kafka {version}; check access to "
                 "Maven Central (or your ~/.m2/settings.xml mirror) and that the version exists. "
@@ -549,7 +517,7 @@ class DevKafkaCluster:
             results = dict(zip(node_ids, pool.map(format_one, node_ids), strict=True))
         for node_id, result in results.items():
             if result.returncode != 0:
-                output = (result.stdout + result.stderr).strip().splitlines()[-_TAIL_LINES:]
+                output = (result.stdout + result.stderr).strip().splitlines()[-TAIL_LINES:]
                 raise DevEnvironmentError(
                     f"formatting the storage of Kafka node {node_id} failed (exit code "
                     f"{result.returncode}):\n" + ("\n".join(output) or "(no output)")
@@ -590,7 +558,7 @@ class DevKafkaCluster:
         pid = self._running_pid(node_id)
         if pid is not None:
             _send(pid, signal.SIGKILL)
-            self._wait_gone({node_id: pid}, 10.0)
+            wait_gone([pid], 10.0)
             self._pid_file(node_id).unlink(missing_ok=True)
 
     def start_node(self, node_id: int) -> None:
@@ -608,24 +576,6 @@ class DevKafkaCluster:
         except BaseException:
             self._signal_and_wait({node_id: pid}, 10.0)
             raise
-
-
-def _process_exists(pid: int) -> bool:
-    """True until the process has released its resources (ports included): zombies count as gone."""
-    stat = Path("/proc") / str(pid) / "stat"
-    if Path("/proc/self").exists():
-        try:
-            state = stat.read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return False
-        return state not in ("Z", "X")
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _send(pid: int, signum: signal.Signals) -> None:

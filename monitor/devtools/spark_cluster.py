@@ -21,9 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +32,7 @@ from typing import Any, Final, Literal
 
 import httpx
 
+from monitor.devtools.processes import java_executable, port_in_use, process_alive, tail, wait_gone
 from monitor.errors import DevEnvironmentError
 
 HOST: Final = "127.0.0.1"
@@ -44,7 +43,6 @@ DAEMON_MEMORY: Final = "256m"
 """Heap of the master and worker JVMs themselves (executors get `spark.executor.memory`)."""
 DRIVER_CONF: Final = {"spark.driver.host": HOST, "spark.driver.bindAddress": HOST}
 """What a driver on this machine needs so the executors can reach it on 127.0.0.1."""
-_TAIL_LINES: Final = 30
 _POLL_SECONDS: Final = 0.5
 
 Role = Literal["master", "worker"]
@@ -75,16 +73,6 @@ def spark_home() -> Path:
         "no Spark distribution found: neither $SPARK_HOME nor the installed pyspark package has "
         "bin/spark-class; install the project's dependencies (pip install -e .) or set SPARK_HOME"
     )
-
-
-def tail(path: Path, lines: int = _TAIL_LINES) -> str:
-    """The last `lines` lines of a text file, or a note that it is missing or empty."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return f"({path.name} does not exist)"
-    kept = text.splitlines()[-lines:]
-    return "\n".join(kept) if kept else f"({path.name} is empty)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +217,7 @@ class DevSparkCluster:
 
         Running `up` twice is harmless; a running cluster keeps the layout it was started with.
         """
-        _java()
+        java_executable("Spark")
         running = {role: self._running_pid(role) for role in ("master", "worker")}
         if not any(running.values()):
             self.home.mkdir(parents=True, exist_ok=True)
@@ -296,7 +284,7 @@ class DevSparkCluster:
     def _running_pid(self, role: Role) -> int | None:
         """The daemon's pid while it runs (checked against its command line: pids are reused)."""
         pids = self._read_pids(role)
-        if pids is None or not _alive(pids[0]):
+        if pids is None or not process_alive(pids[0]):
             return None
         try:
             cmdline = (Path("/proc") / str(pids[0]) / "cmdline").read_bytes().decode(errors="replace")
@@ -307,7 +295,7 @@ class DevSparkCluster:
 
     def _launch(self, role: Role) -> None:
         for port, what in ((self.port(role), "port"), (self.webui_port(role), "web UI port")):
-            if _port_in_use(port):
+            if port_in_use(HOST, port):
                 raise DevEnvironmentError(
                     f"port {port} on {HOST} (the Spark {role}'s {what}) is already in use; stop what "
                     "listens there or choose another base port (--base-port)"
@@ -335,9 +323,9 @@ class DevSparkCluster:
         pids = self._read_pids(role)
         group = pids[1] if pids is not None else pid
         _signal_group(group, signal.SIGTERM)
-        if not _wait_gone(pid, self.stop_timeout):
+        if not wait_gone([pid], self.stop_timeout):
             _signal_group(group, signal.SIGKILL)
-            if not _wait_gone(pid, 10.0):
+            if not wait_gone([pid], 10.0):
                 raise DevEnvironmentError(f"the Spark {role} (pid {pid}) did not exit after SIGKILL")
         # Executors and Python workers of the group may outlive their parent by a moment.
         _signal_group(group, signal.SIGKILL)
@@ -388,57 +376,6 @@ class DevSparkCluster:
         return DevEnvironmentError(
             f"the Spark {role} exited while {doing}.\nLast lines of {log}:\n{tail(log)}"
         )
-
-
-def _java() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and (Path(java_home) / "bin" / "java").exists():
-        return str(Path(java_home) / "bin" / "java")
-    found = shutil.which("java")
-    if found is None:
-        raise DevEnvironmentError(
-            "`java` is not on PATH and JAVA_HOME is unset; Spark needs Java 17 or newer "
-            "(e.g. `apt-get install openjdk-17-jre-headless`)"
-        )
-    return found
-
-
-def _port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return True
-    return False
-
-
-def _alive(pid: int) -> bool:
-    """True until the process is gone; a zombie (exited, not yet reaped) counts as gone."""
-    try:
-        stat = (Path("/proc") / str(pid) / "stat").read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return False
-    except OSError:
-        stat = ""
-    if stat:
-        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _wait_gone(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 def _signal_group(group: int, signum: signal.Signals) -> None:

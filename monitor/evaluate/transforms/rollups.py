@@ -28,14 +28,10 @@ FINISHED = (*REACHED, "failed")
 UNREACHABLE_AFTER = timedelta(minutes=2)
 
 
-def _lag_aggregates() -> list[Column]:
-    """Aggregates of group-partition rows into the lag columns (see the module docstring), plus
-    `partitions`, `max_offset_lag`, `max_lag_seconds`, `group_state` and `members`, and the
-    parts a coarser roll-up needs (ROLLUP_PARTS)."""
-    lagging_without_estimate = (F.col("offset_lag") > 0) & F.col("time_to_catch_up_seconds").isNull()
-    catch_up = F.when(F.count_if(lagging_without_estimate) == 0, F.max("time_to_catch_up_seconds"))
+def _same_at_every_level() -> list[Column]:
+    """The lag roll-ups that aggregate the same way from group-partitions and from roll-ups of
+    them: sums of sums, extremes of extremes."""
     return [
-        F.count(F.lit(1)).alias("partitions"),
         F.sum("offset_lag").alias("offset_lag"),
         F.max("lag_seconds").alias("lag_seconds"),
         F.max("append_lag_seconds").alias("append_lag_seconds"),
@@ -43,13 +39,25 @@ def _lag_aggregates() -> list[Column]:
         F.min("time_since_last_commit_seconds").alias("time_since_last_commit_seconds"),
         F.sum("consume_rate").alias("consume_rate"),
         F.sum("produce_rate").alias("produce_rate"),
-        catch_up.alias("time_to_catch_up_seconds"),
         F.min("time_until_data_loss_seconds").alias("time_until_data_loss_seconds"),
         F.bool_or("data_loss_occurred").alias("data_loss_occurred"),
-        F.max("offset_lag").alias("max_offset_lag"),
-        F.max("lag_seconds").alias("max_lag_seconds"),
         F.max("group_state").alias("group_state"),
         F.max("members").alias("members"),
+    ]
+
+
+def _lag_aggregates() -> list[Column]:
+    """Aggregates of group-partition rows into the lag columns (see the module docstring), plus
+    `partitions`, `max_offset_lag`, `max_lag_seconds`, `group_state` and `members`, and the
+    parts a coarser roll-up needs (ROLLUP_PARTS)."""
+    lagging_without_estimate = (F.col("offset_lag") > 0) & F.col("time_to_catch_up_seconds").isNull()
+    catch_up = F.when(F.count_if(lagging_without_estimate) == 0, F.max("time_to_catch_up_seconds"))
+    return [
+        *_same_at_every_level(),
+        F.count(F.lit(1)).alias("partitions"),
+        catch_up.alias("time_to_catch_up_seconds"),
+        F.max("offset_lag").alias("max_offset_lag"),
+        F.max("lag_seconds").alias("max_lag_seconds"),
         F.count_if(lagging_without_estimate).alias("lagging_without_estimate"),
         F.max("time_to_catch_up_seconds").alias("max_time_to_catch_up_seconds"),
         F.sum("window_start_lag").alias("window_start_lag"),
@@ -65,21 +73,11 @@ def _regrouped() -> list[Column]:
     sums of sums, extremes of extremes, and the catch-up time from its parts."""
     catch_up = F.when(F.sum("lagging_without_estimate") == 0, F.max("max_time_to_catch_up_seconds"))
     return [
+        *_same_at_every_level(),
         F.sum("partitions").alias("partitions"),
-        F.sum("offset_lag").alias("offset_lag"),
-        F.max("lag_seconds").alias("lag_seconds"),
-        F.max("append_lag_seconds").alias("append_lag_seconds"),
-        F.max("commit_lag_seconds").alias("commit_lag_seconds"),
-        F.min("time_since_last_commit_seconds").alias("time_since_last_commit_seconds"),
-        F.sum("consume_rate").alias("consume_rate"),
-        F.sum("produce_rate").alias("produce_rate"),
         catch_up.alias("time_to_catch_up_seconds"),
-        F.min("time_until_data_loss_seconds").alias("time_until_data_loss_seconds"),
-        F.bool_or("data_loss_occurred").alias("data_loss_occurred"),
         F.max("max_offset_lag").alias("max_offset_lag"),
         F.max("max_lag_seconds").alias("max_lag_seconds"),
-        F.max("group_state").alias("group_state"),
-        F.max("members").alias("members"),
     ]
 
 

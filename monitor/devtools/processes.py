@@ -1,0 +1,87 @@
+"""What the local Kafka and Spark clusters share about the JVM processes they start: finding
+Java, checking a port, telling whether a process is still there, waiting for it to go, and the
+tail of its log for an error message."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Final
+
+from monitor.errors import DevEnvironmentError
+
+TAIL_LINES: Final = 30
+
+
+def tail(path: Path, lines: int = TAIL_LINES) -> str:
+    """The last `lines` lines of a text file, or a note that it is missing or empty."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return f"({path.name} does not exist)"
+    kept = text.splitlines()[-lines:]
+    return "\n".join(kept) if kept else f"({path.name} is empty)"
+
+
+def java_executable(needed_by: str) -> str:
+    """`$JAVA_HOME/bin/java`, else `java` on PATH. Raises DevEnvironmentError naming `needed_by`."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return str(Path(java_home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise DevEnvironmentError(
+            f"`java` is not on PATH and JAVA_HOME is unset; {needed_by} needs Java 17 or newer "
+            "(e.g. `apt-get install openjdk-17-jre-headless`)"
+        )
+    return found
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something listens on (or holds) `port`. SO_REUSEADDR as the JVM sets it, so
+    sockets in TIME_WAIT do not count as "in use"."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def process_alive(pid: int) -> bool:
+    """True until the process has released its resources (ports included): a zombie (exited,
+    not yet reaped) counts as gone."""
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        stat = ""
+    if stat:
+        try:
+            return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except IndexError:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def wait_gone(pids: Iterable[int], timeout: float) -> bool:
+    """Wait up to `timeout` seconds for every process of `pids` to be gone; False if one is not."""
+    waiting = list(pids)
+    deadline = time.monotonic() + timeout
+    while any(process_alive(pid) for pid in waiting):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
