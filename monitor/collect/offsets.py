@@ -16,16 +16,20 @@ look ahead of the end it is compared with, DOMAIN.md section 1):
 Failure policy: steps 1-3 failing as a whole fail the run (nothing written); a group or partition
 that fails alone is a problem and the run is `partial`; timestamps missed by the budget are not a
 problem (they fall back to interpolation and say so). The batch goes through the buffered writer,
-so a PostgreSQL outage queues it instead of losing it.
+so a PostgreSQL outage queues it instead of losing it. The cycle's reads of the store (the
+persisted timestamp cache, the end-offset history, the last committed offsets after a start) only
+save work or refine estimates: while PostgreSQL is unavailable the cycle goes on without them and
+counts each one it skipped in `store_reads_skipped`.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from sqlalchemy import Connection, Engine
 
@@ -34,7 +38,7 @@ from monitor.collect import lag
 from monitor.config import ClusterConfig, CollectConfig
 from monitor.errors import KafkaUnavailableError
 from monitor.kafka import KafkaAdmin, RecordTimestampReader
-from monitor.store.buffer import BufferedWriter
+from monitor.store.buffer import BufferedWriter, is_unavailable
 from monitor.store.history import end_offset_brackets
 from monitor.store.runs import Run
 from monitor.store.samples import OffsetsBatch, cached_timestamps, latest_committed, write_offsets_batch
@@ -46,6 +50,8 @@ from monitor.types import (
     TopicInfo,
     TopicPartition,
 )
+
+T = TypeVar("T")
 
 HISTORY_WINDOW = timedelta(days=7)
 """How far back the end-offset history is read for interpolation."""
@@ -122,12 +128,14 @@ class OffsetsCollector:
         self._cache = TimestampCache(config.timestamp_cache_entries)
         self._previous: dict[lag.GroupKey, int] | None = None
         self._known_groups: set[str] | None = None  # None: never listed successfully
+        self._store_reads_skipped = 0  # in the current cycle
         self.topology: Topology | None = None
 
     # -- the cycle ------------------------------------------------------------------------------
 
     def collect(self, run: Run) -> None:
         cluster = self._cluster
+        self._store_reads_skipped = 0
         group_ids = self._group_ids(run)
         # Describing the groups needs nothing else of the cycle: it runs beside steps 2 and 3 (on
         # its own client), which saves its time (0.6 s for 500 groups) from every cycle.
@@ -198,6 +206,7 @@ class OffsetsCollector:
         run.count("rows", batch.row_count)
         run.count("buffered", 0 if written else batch.row_count)
         run.count("buffer_dropped_rows_total", self._writer.dropped_rows)
+        run.count("store_reads_skipped", self._store_reads_skipped)
 
     # -- steps -----------------------------------------------------------------------------------
 
@@ -237,8 +246,9 @@ class OffsetsCollector:
         known = self._cache.get_many(targets)
         missing = [t for t in targets if t not in known]
         if missing:
-            with self._engine.connect() as conn:
-                from_db = cached_timestamps(conn, self._cluster.name, missing)
+            from_db = (
+                self._read_store(lambda conn: cached_timestamps(conn, self._cluster.name, missing)) or {}
+            )
             self._cache.put_many(from_db.values())
             known.update(from_db)
             missing = [t for t in missing if t not in known]
@@ -275,16 +285,34 @@ class OffsetsCollector:
                     needed.add((c.topic, c.partition, c.offset - 1))
         if not needed:
             return {}
-        with self._engine.connect() as conn:
-            history = end_offset_brackets(conn, self._cluster.name, needed, now - HISTORY_WINDOW)
+        since = now - HISTORY_WINDOW
+        history = (
+            self._read_store(lambda conn: end_offset_brackets(conn, self._cluster.name, needed, since)) or {}
+        )
         return {tp: [(end, to_millis(at)) for end, at in points] for tp, points in history.items()}
 
     def _previous_commits(self) -> dict[lag.GroupKey, int]:
         if self._previous is None:
-            with self._engine.connect() as conn:
-                latest = latest_committed(conn, self._cluster.name)
+            latest = self._read_store(lambda conn: latest_committed(conn, self._cluster.name))
+            if latest is None:
+                return {}  # asked again next cycle: a commit is observed once the previous is known
             self._previous = {key: offset for key, (offset, _) in latest.items()}
         return self._previous
+
+    def _read_store(self, read: Callable[[Connection], T]) -> T | None:
+        """`read` on a connection, or None when PostgreSQL is unavailable: known to be down by
+        the writer (no connect attempt then), or found down now."""
+        if not self._writer.available:
+            self._store_reads_skipped += 1
+            return None
+        try:
+            with self._engine.connect() as conn:
+                return read(conn)
+        except Exception as exc:
+            if not is_unavailable(exc):
+                raise
+            self._store_reads_skipped += 1
+            return None
 
 
 def _writer_for(batch: OffsetsBatch) -> BufferedWriter.Write:

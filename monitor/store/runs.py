@@ -8,7 +8,11 @@ Partial-failure policy (the same for every job):
   `failed` with the error; nothing is written but the run row;
 - the run row is written in its own transaction after the samples, so a failed sample write is
   visible too. When the database itself is down, the run row is queued in the same buffered
-  writer as the samples and written, in order, when the database is back.
+  writer as the samples and written, in order, when the database is back. A job without samples
+  (evaluation, alerting, retention) queues its run rows in a writer of its own, up to
+  `RUN_ROWS_QUEUED`, written at its next run once the database is back: the runs of an outage
+  are recorded, failed ones with their error, and a run the outage interrupted does not stay
+  `running`.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from monitor.store.metadata import finish_run, insert_finished_run, start_run
 log = logging.getLogger(__name__)
 
 MAX_ERROR_LENGTH = 2000
+RUN_ROWS_QUEUED = 10_000
 
 RUNS = Counter(
     "kafka_health_collection_runs_total",
@@ -88,7 +93,7 @@ class RunRecorder:
         self._engine = engine
         self._clock = clock
         self._instance = instance or instance_name()
-        self._writer = writer
+        self._writer = writer or BufferedWriter(engine, RUN_ROWS_QUEUED, clock)
 
     @contextmanager
     def run(self, cluster: str | None, job: str) -> Iterator[Run]:
@@ -145,11 +150,4 @@ class RunRecorder:
                 status=status, counts=counts, error=error,
             )  # fmt: skip
 
-        if self._writer is not None:
-            self._writer.submit(f"{run.cluster}:{run.job}:run", 1, write)
-            return
-        try:
-            with self._engine.begin() as conn:
-                write(conn, False)
-        except (StoreUnavailableError, SQLAlchemyError) as exc:
-            log.error("cannot record %s/%s (%s): %s", run.cluster, run.job, status, exc)
+        self._writer.submit(f"{run.cluster}:{run.job}:run", 1, write)

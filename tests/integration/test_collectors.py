@@ -330,7 +330,11 @@ def test_samples_kept_across_a_postgres_restart(
     c.offsets()
     server.down()
     try:
+        # New records each time: the timestamps they need are in no cache, and the persisted
+        # cache and history cannot be read either; the cycle goes on without them.
+        kafka.produce(topic, [b"s"] * 3)
         c.offsets()
+        kafka.produce(topic, [b"t"] * 3)
         c.offsets()
         writer = c.offsets_collector._writer
         assert writer.pending_writes == 4 and not writer.available  # two samples, two run rows
@@ -348,6 +352,12 @@ def test_samples_kept_across_a_postgres_restart(
     )
     assert [r["status"] for r in runs] == ["ok", "ok", "ok"]  # the outage's runs were queued too
     assert [r["counts"]["buffered"] > 0 for r in runs] == [False, True, True]  # and show the degraded window
+    assert [r["counts"]["store_reads_skipped"] > 0 for r in runs] == [False, True, True]
+    latest = rows(
+        engine,
+        "SELECT end_offset FROM partition_offsets WHERE cluster='pgrestart' ORDER BY sampled_at DESC LIMIT 1",
+    )
+    assert latest[0]["end_offset"] == 11
 
 
 def test_time_of_sampling_is_now(engine: Engine, kafka: KafkaTestHelper, make_collector: Any) -> None:

@@ -45,3 +45,13 @@ def test_session_conf_user_settings_win(tmp_path: Path) -> None:
     assert conf["spark.driver.host"] == "127.0.0.1"
     remote = session_conf(SparkConfig(master="spark://10.1.2.3:7077"), jar)
     assert "spark.driver.host" not in remote
+
+
+def test_session_keeps_a_bounded_history_of_its_work(tmp_path: Path) -> None:
+    jar = tmp_path / "postgresql-42.jar"
+    conf = session_conf(SparkConfig(), jar)
+    assert int(conf["spark.sql.ui.retainedExecutions"]) <= 50
+    assert int(conf["spark.ui.retainedJobs"]) <= 200 and int(conf["spark.ui.retainedStages"]) <= 200
+    assert int(conf["spark.ui.retainedTasks"]) <= 5000
+    mine = session_conf(SparkConfig(conf={"spark.sql.ui.retainedExecutions": "500"}), jar)
+    assert mine["spark.sql.ui.retainedExecutions"] == "500"
