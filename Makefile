@@ -9,13 +9,14 @@ STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 BENCH_ARGS  ?=
 
-.PHONY: demo test lint format setup install bootstrap bench clean down help
+.PHONY: demo test soak lint format setup install bootstrap bench clean down help
 
 help:
 	@echo "make demo   - local 3-node Kafka + PostgreSQL + Spark, and the monitor daemon with its web UI"
 	@echo "make test   - the whole test suite (unit, integration on real Kafka/PostgreSQL/Spark) and lint"
 	@echo "make lint   - ruff, mypy (strict on monitor/) and the import layering contracts"
 	@echo "make down   - stop the local Kafka cluster and PostgreSQL started by the demo"
+	@echo "make soak   - only the soak test: ten minutes of traffic through broker, PostgreSQL and receiver outages"
 	@echo "make bench  - every benchmark, a results table and plots in bench/results/ (BENCH_ARGS=--quick)"
 
 $(STAMP): pyproject.toml scripts/system-deps.sh
@@ -40,6 +41,9 @@ lint: install
 
 test: bootstrap lint
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+soak: bootstrap
+	$(BIN)/pytest -m soak -s $(PYTEST_ARGS)
 
 # The benchmarks (bench/README.md): the bench extra (matplotlib, for the plots), then bench/run.py.
 $(VENV)/.bench-installed: $(STAMP)

@@ -11,7 +11,8 @@ starts and stops its own servers; their output goes to this terminal). A script 
 reported as failed and the others still run. Then it reads each script's JSON from bench/results/
 and writes bench/results/summary.md and summary.json (benchmark, input size, cost, target, met,
 when measured) and one PNG per benchmark into bench/results/plots/. A benchmark that did not run
-this time keeps the rows of its last run, with their date. `--publish` copies the table, the plots
+this time keeps the rows of its last run, with their date (from its JSON in bench/results/, or
+else from the published docs/bench/summary.json). `--publish` copies the table, the plots
 and each script's own Markdown report into docs/bench/ and rewrites the table between the markers
 in README.md.
 
@@ -121,7 +122,7 @@ def summarize(results: Path, status: dict[str, str], plots_dir: Path) -> tuple[s
     """Write summary.md and summary.json into `results` and the plots into `plots_dir`."""
     documents = summary.load(results)
     info = machine(documents)
-    table = summary.rows(documents)
+    table = summary.rows(documents, PUBLISHED / "summary.json")
     text = summary.markdown(table, info, status)
     results.mkdir(parents=True, exist_ok=True)
     (results / "summary.md").write_text(text)

@@ -310,8 +310,18 @@ def load(results: Path) -> dict[str, dict[str, Any]]:
     return documents
 
 
-def rows(documents: dict[str, dict[str, Any]]) -> list[Row]:
-    return [row for name, reader in READERS.items() if name in documents for row in reader(documents[name])]
+def rows(documents: dict[str, dict[str, Any]], published: Path | None = None) -> list[Row]:
+    """The rows of every benchmark in `documents`; a benchmark without a document keeps its rows
+    from the `published` summary.json (when given), with the date they were measured."""
+    kept: dict[str, list[Row]] = {}
+    if published is not None and published.is_file():
+        for row in json.loads(published.read_text()).get("rows", []):
+            if row.get("benchmark") in READERS and row["benchmark"] not in documents:
+                kept.setdefault(row["benchmark"], []).append(Row(**row))
+    table: list[Row] = []
+    for name, reader in READERS.items():
+        table.extend(reader(documents[name]) if name in documents else kept.get(name, []))
+    return table
 
 
 def _value(row: Row) -> str:

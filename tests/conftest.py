@@ -17,9 +17,12 @@ automatically; `spark`, `e2e` and `browser` are set by the tests themselves.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
+
+from tests.session import SESSION_STARTED
 
 pytest_plugins = [
     "tests.fixtures.kafka",
@@ -33,7 +36,13 @@ pytest_plugins = [
 _TESTS = Path(__file__).parent
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[SESSION_STARTED] = time.monotonic()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The soak runs last, when the time budget left can be judged (tests/integration/test_soak.py).
+    items.sort(key=lambda item: item.get_closest_marker("soak") is not None)
     for item in items:
         path = Path(str(item.fspath))
         if _TESTS / "unit" in path.parents:

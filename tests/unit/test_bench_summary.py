@@ -260,6 +260,32 @@ def test_missing_documents_give_no_rows(tmp_path: Path) -> None:
     assert summary.rows(summary.load(tmp_path)) == []
 
 
+def test_a_benchmark_not_run_again_keeps_its_published_rows(results: Path, tmp_path: Path) -> None:
+    everything = summary.rows(summary.load(results))
+    published = tmp_path / "published" / "summary.json"
+    published.parent.mkdir()
+    published.write_text(json.dumps(summary.document(everything, {}, {})))
+    (results / "web.json").unlink()
+    (results / "evaluate.json").unlink()
+    fresh = summary.load(results)
+    fresh["ingest"]["sizes"][0]["median_rate"] = 1.0  # re-measured: its new figures win
+    table = summary.rows(fresh, published)
+    assert list(dict.fromkeys(r.benchmark for r in table)) == [
+        "collector",
+        "ingest",
+        "evaluate",
+        "alerts",
+        "web",
+    ]
+    assert [r for r in table if r.benchmark in ("web", "evaluate")] == [
+        r for r in everything if r.benchmark in ("web", "evaluate")
+    ]
+    assert [r for r in table if r.benchmark == "ingest"] != [r for r in everything if r.benchmark == "ingest"]
+    assert summary.rows(summary.load(results), tmp_path / "absent.json") == summary.rows(
+        summary.load(results)
+    )
+
+
 def test_readme_table_is_replaced_between_the_markers() -> None:
     start, end = run.MARKERS
     readme = f"# Title\n\n{start}\nold table\n{end}\n\nmore\n"
@@ -283,7 +309,6 @@ def test_quick_preset_and_ports() -> None:
 
 
 def test_plots_are_png_files(results: Path, tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     from bench import plots
 
     written = plots.draw(summary.load(results), tmp_path / "plots", "test machine")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
 import pytest
 from pydantic import SecretStr
@@ -85,7 +86,7 @@ def test_webhook_posts_the_documented_body(
     monkeypatch: pytest.MonkeyPatch, fake_webhook: FakeWebhook
 ) -> None:
     receiver = webhook(monkeypatch, fake_webhook.url)
-    notification = sample_notification("partitions_50", receiver="chatops")
+    notification = replace(sample_notification("partitions_50", receiver="chatops"), id=4711)
     assert receiver.send(notification) == DeliveryResult.delivered(200)
     (request,) = fake_webhook.requests
     assert request.headers["Authorization"] == HOOK_SECRET
@@ -98,6 +99,7 @@ def test_webhook_posts_the_documented_body(
     assert body["group_labels"] == {"cluster": "prod", "rule": "UnderReplicatedPartition"}
     assert body["common_labels"] == notification.common_labels
     assert body["dedup_key"] == notification.dedup_key
+    assert body["notification_id"] == 4711
     assert body["ack_url"] == f"{EXTERNAL_URL}/ack/77b1e0"
     assert body["title"] == "[WARNING] 50 firing: UnderReplicatedPartition (cluster=prod)"
     assert len(body["alerts"]) == 50

@@ -12,6 +12,7 @@ The body, version 1 (fields are only ever added; a breaking change gets a new ve
       "group_labels": {"cluster": "prod", ...},
       "common_labels": {...},                # labels every alert shares
       "dedup_key": "...",                    # stable per receiver and group: dedupe on it
+      "notification_id": 1234 | null,        # this notification; a retried delivery repeats it
       "ack_url": "https://.../ack/..." | null,
       "created_at": "2026-11-21T14:03:09+00:00",
       "external_url": "https://kafka-health.example.com",
@@ -114,6 +115,7 @@ def webhook_body(notification: Notification, receiver: str, external_url: str) -
         "group_labels": dict(notification.group_labels),
         "common_labels": notification.common_labels,
         "dedup_key": notification.dedup_key,
+        "notification_id": notification.id,
         "ack_url": notification.ack_url,
         "created_at": notification.created_at.isoformat(),
         "external_url": external_url.rstrip("/"),
