@@ -181,7 +181,8 @@ def show(routing: RoutingOption = None, owners: OwnersOption = None) -> None:
         source = ", ".join(map(str, rule.source_matchers))
         target = ", ".join(map(str, rule.target_matchers))
         equal = f" with equal {', '.join(rule.equal)}" if rule.equal else ""
-        out.print(f"inhibit: {{{source}}} mutes {{{target}}}{equal}", markup=False, highlight=False)
+        after = " that went pending after it" if rule.only_after_source else ""
+        out.print(f"inhibit: {{{source}}} mutes {{{target}}}{after}{equal}", markup=False, highlight=False)
 
 
 def _add_children(branch: Tree, route: Route) -> None:

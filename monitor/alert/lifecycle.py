@@ -6,7 +6,8 @@
    whose finding is gone is `resolved`.
 2. **Muting.** A firing alert matched by an active silence is silenced; one matched as a target
    of an inhibition rule while a firing source alert (not itself) with the same `equal` labels
-   exists is inhibited. Muted alerts are kept and shown, but notify nobody.
+   exists is inhibited (with `only_after_source`, only when it went pending after that source).
+   Muted alerts are kept and shown, but notify nobody.
 3. **Groups.** Every unmuted firing alert is routed (`Routing.receivers_for`); per receiver it
    joins the group given by the route's `group_by` labels. An open `alert_groups` row is the
    incident of one group at one receiver.
@@ -230,18 +231,22 @@ def apply_inhibition(alerts: Sequence[AlertRow], routing: Routing) -> None:
     firing = [a for a in alerts if a.state == "firing"]
     verdict: dict[str, str | None] = {a.fingerprint: None for a in alerts}
     for rule in routing.inhibit_rules:
-        sources: dict[tuple[str, ...], str] = {}
-        for alert in firing:
+        # Per `equal` key, the source that went pending first: the earliest possible cause.
+        sources: dict[tuple[str, ...], AlertRow] = {}
+        for alert in sorted(firing, key=lambda a: a.pending_since):
             if matches_all(rule.source_matchers, alert.labels):
-                sources.setdefault(tuple(alert.labels.get(n, "") for n in rule.equal), alert.fingerprint)
+                sources.setdefault(tuple(alert.labels.get(n, "") for n in rule.equal), alert)
         if not sources:
             continue
         for alert in firing:
             if verdict[alert.fingerprint] is not None or not matches_all(rule.target_matchers, alert.labels):
                 continue
             source = sources.get(tuple(alert.labels.get(n, "") for n in rule.equal))
-            if source is not None and source != alert.fingerprint:
-                verdict[alert.fingerprint] = source
+            if source is None or source.fingerprint == alert.fingerprint:
+                continue
+            if rule.only_after_source and alert.pending_since < source.pending_since:
+                continue
+            verdict[alert.fingerprint] = source.fingerprint
     for alert in alerts:
         if alert.inhibited_by != verdict[alert.fingerprint]:
             alert.inhibited_by = verdict[alert.fingerprint]

@@ -151,6 +151,7 @@ class _InhibitSpec(_Strict):
     source_matchers: list[MatcherText]
     target_matchers: list[MatcherText]
     equal: list[str] = Field(default_factory=list)
+    only_after_source: bool = False
 
     @field_validator("source_matchers", "target_matchers")
     @classmethod
@@ -261,11 +262,14 @@ class Route:
 @dataclass(frozen=True, slots=True)
 class InhibitRule:
     """While an alert matching `source_matchers` fires, alerts matching `target_matchers` that
-    share the `equal` labels with it are muted (an alert never mutes itself)."""
+    share the `equal` labels with it are muted (an alert never mutes itself). With
+    `only_after_source`, only targets that went pending after the source did: what was already
+    wrong before the cause appeared is not its effect, and is still told."""
 
     source_matchers: tuple[Matcher, ...]
     target_matchers: tuple[Matcher, ...]
     equal: tuple[str, ...]
+    only_after_source: bool = False
 
     def inhibits(self, source_labels: Mapping[str, str], target_labels: Mapping[str, str]) -> bool:
         if dict(source_labels) == dict(target_labels):
@@ -453,7 +457,12 @@ def _check_routing_file(data: Any, problems: _Problems) -> _Parts | None:
         return _Parts(defined, None)
     root = _resolve(spec.route, ("route",), None, "root", problems)
     rules = tuple(
-        InhibitRule(parse_matchers(r.source_matchers), parse_matchers(r.target_matchers), tuple(r.equal))
+        InhibitRule(
+            parse_matchers(r.source_matchers),
+            parse_matchers(r.target_matchers),
+            tuple(r.equal),
+            r.only_after_source,
+        )
         for r in spec.inhibit_rules
     )
     settings = RoutingSettings(spec.settings.silence_max_duration, spec.settings.external_url)

@@ -264,6 +264,23 @@ def test_a_broker_down_inhibits_the_under_replication_it_causes(world: World) ->
     assert inhibited == 5
 
 
+def test_a_broker_down_mutes_only_the_lag_that_started_after_it(world: World) -> None:
+    world.finding("ConsumerAppendLag", "warning", topic="before", partition=None, group_id="early")
+    world.cycle()
+    world.clock.advance(60)
+    world.finding("BrokerDown", "critical", broker_id=3, partition=None)
+    world.finding("ConsumerAppendLag", "warning", topic="after", partition=None, group_id="late")
+    world.cycle()
+    world.cycle(after=30)
+    with world.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT entity_key, inhibited_by IS NOT NULL AS muted FROM alerts WHERE rule = 'ConsumerAppendLag'"
+            )
+        ).all()
+    assert dict((r.entity_key, r.muted) for r in rows) == {"prod/before": False, "prod/after": True}
+
+
 def test_two_cycles_at_once_never_decide_the_same_notification_twice(world: World) -> None:
     import threading
 

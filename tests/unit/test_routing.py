@@ -336,6 +336,26 @@ def test_shipped_inhibition(shipped: Routing) -> None:
     assert not shipped.inhibits(unreachable, {**unreachable, "cluster": "other"})
 
 
+def test_shipped_lag_inhibition_waits_for_the_cause(shipped: Routing) -> None:
+    lag = rule_labels("ConsumerAppendLag", "critical") | {"group_id": "g", "topic": "t"}
+    broker_down = rule_labels("BrokerDown", "critical") | {"broker_id": "1"}
+    replica = rule_labels("PartitionReplicaLost", "warning")
+    by_target = {
+        name: [r.only_after_source for r in shipped.inhibit_rules if r.inhibits(broker_down, labels)]
+        for name, labels in (("lag", lag), ("replica", replica))
+    }
+    assert by_target == {"lag": [True], "replica": [False]}
+
+
+def test_only_after_source_must_be_a_boolean(tmp_path: Path) -> None:
+    text = TREE + (
+        "inhibit_rules:\n  - source_matchers: [rule=A]\n    target_matchers: [rule=B]\n"
+        "    only_after_source: sometimes\n"
+    )
+    _, problems = routing_problems(tmp_path, text)
+    assert any("only_after_source" in p for p in problems), problems
+
+
 def test_inhibition_rule_names_are_real_rules(shipped: Routing) -> None:
     names = {
         rule["name"]
@@ -665,7 +685,7 @@ def test_cli_test_bad_label_argument(bad: str) -> None:
 def test_cli_check_shipped_files() -> None:
     result = runner.invoke(cli_routes.app, ["check"])
     assert result.exit_code == 0, result.output
-    assert "routing.yaml: OK (5 receiver(s), 5 route(s), 2 inhibit rule(s))" in result.output
+    assert "routing.yaml: OK (5 receiver(s), 5 route(s), 3 inhibit rule(s))" in result.output
     assert "owners.yaml: OK (1 team(s))" in result.output
 
 
