@@ -148,8 +148,9 @@ def evaluate_run(size: dict[str, Any]) -> dict[str, Any]:
 
 def evaluate_rows(doc: dict[str, Any]) -> list[Row]:
     rows: list[Row] = []
-    when = doc.get("machine", {}).get("date", "")
     for s in doc.get("sizes", []):
+        # Sizes merged from earlier runs (evaluate.py --merge) carry their own date.
+        when = (s.get("measured") or {}).get("date") or doc.get("machine", {}).get("date", "")
         label = f"{s['rows']:,} group-partitions"
         if s.get("error") or not s.get("runs"):
             rows.append(

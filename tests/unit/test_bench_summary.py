@@ -221,6 +221,19 @@ def test_evaluate_row_is_the_median_run_against_the_60_s_target(results: Path) -
     assert _row(table, "evaluate", 100_000, "evaluation s").met is None
 
 
+def test_an_evaluate_size_merged_from_an_earlier_run_keeps_its_date(results: Path) -> None:
+    documents = summary.load(results)
+    documents["evaluate"]["sizes"][0]["measured"] = {"date": "2026-11-20 09:00 UTC", "driver_memory": "4g"}
+    table = summary.rows(documents)
+    assert _row(table, "evaluate", documents["evaluate"]["sizes"][0]["rows"], "evaluation s").measured == (
+        "2026-11-20 09:00 UTC"
+    )
+    assert (
+        _row(table, "evaluate", 1_000_000, "evaluation s").measured
+        == documents["evaluate"]["machine"]["date"]
+    )
+
+
 def test_alert_rows_take_the_slowest_cycle_and_the_sender_rate(results: Path) -> None:
     table = summary.rows(summary.load(results))
     cycle = _row(table, "alerts", 10000, "slowest alert cycle s")
