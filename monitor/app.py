@@ -146,7 +146,8 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,
                                                 retention=retention, identity=settings.web.identity,
                                                 metrics=settings.metrics, job_intervals=intervals,
-                                                inboxes=inboxes),
+                                                inboxes=inboxes,
+                                                ack_link_seconds=settings.alert.ack_link_seconds),
                                      settings.web.host, settings.web.port))  # fmt: skip
     scheduler.every("store:maintenance", settings.intervals.maintenance_seconds, store.maintain,
                     first_run_in=settings.intervals.maintenance_seconds)  # fmt: skip

@@ -265,6 +265,13 @@ class AlertConfig(_Strict):
     external_url: str | None = Field(
         default=None, description="The web UI's address for links in notifications (default: web host:port)."
     )
+    ack_link_seconds: float = Field(
+        default=7 * 86_400,
+        gt=0,
+        le=366 * 86_400,
+        description="How long the acknowledgement link of a notification works after the incident's "
+        "latest notification (it also works only once).",
+    )
 
 
 class MetricsConfig(_Strict):
@@ -308,6 +315,15 @@ class IdentityConfig(_Strict):
     )
     development_user: str = "developer"
     development_teams: list[str] = Field(default_factory=list)
+    platform_teams: list[str] = Field(
+        default_factory=lambda: ["kafka-platform"],
+        description="Teams holding the platform role: they may silence any team's alerts, or all of them.",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins (https://monitor.example.com) whose pages may post forms here besides the "
+        "request's own host; set the public address when the proxy rewrites the Host header.",
+    )
     csrf_secret: SecretStr | None = Field(
         default=None,
         description="Signs the forms' CSRF tokens. Unset: a random secret per process (set one "

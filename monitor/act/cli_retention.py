@@ -18,12 +18,13 @@ from rich.console import Console
 from rich.table import Table
 
 from monitor.act import ledger
-from monitor.act.model import Identity, RetentionError, display_state, request_json
+from monitor.act.model import RetentionError, display_state, request_json
 from monitor.act.policy import default_policy_path, load_policy, parse_duration_ms, parse_size
 from monitor.act.service import RetentionService
 from monitor.act.tokens import create_token, list_tokens, revoke_token
 from monitor.config import Settings, load_settings
 from monitor.errors import ConfigError, MonitorError
+from monitor.types import Identity
 
 app = typer.Typer(
     help="The retention button: raise, review, revert and extend retention.", no_args_is_help=True
@@ -69,7 +70,7 @@ def _service(config: Path | None) -> Iterator[RetentionService]:
 
 
 def _who(user: str | None, teams: list[str] | None) -> Identity:
-    return Identity(user or getpass.getuser(), frozenset(teams or ()), "cli")
+    return Identity.command_line(user, teams)
 
 
 def _run(action: Callable[[], T]) -> T:

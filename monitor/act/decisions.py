@@ -19,9 +19,10 @@ from sqlalchemy import Connection
 from monitor.act import ledger
 from monitor.act.gitrepo import ChangeRecord, ConfigRepoError
 from monitor.act.ledger import Audit
-from monitor.act.model import Identity, RetentionError, iso, show_value
+from monitor.act.model import RetentionError, iso, show_value
 from monitor.act.policy import Policy
 from monitor.store.retention import IN_FORCE_STATES
+from monitor.types import Identity
 
 if TYPE_CHECKING:
     from monitor.act.service import RetentionService
@@ -47,7 +48,7 @@ class Decisions:
                     conn,
                     request,
                     {"state": "approved", "approved_by": who.user, "approved_at": now, "review": "approved"},
-                    Audit(who.user, "approved", approver=who.user, reason=comment or None),
+                    Audit.by(who, "approved", approver=who.user, reason=comment or None),
                     now,
                 )
             elif state in IN_FORCE_STATES and (request["review"] == "pending" or request["extension_ms"]):
@@ -88,8 +89,8 @@ class Decisions:
             who.user,
             changes.get("expires_at", request["expires_at"]),
         )
-        audit = Audit(
-            who.user,
+        audit = Audit.by(
+            who,
             what,
             approver=who.user,
             reason=comment or None,
@@ -108,19 +109,19 @@ class Decisions:
             state = request["state"]
             if who.user == request["requested_by"] and state in ("awaiting_approval", "approved", "retrying"):
                 return ledger.transition(
-                    conn, request, {"state": "cancelled"}, Audit(who.user, "cancelled", reason=reason), now
+                    conn, request, {"state": "cancelled"}, Audit.by(who, "cancelled", reason=reason), now
                 )
             self._reviewer(policy, who, request, "reject")
             if state == "awaiting_approval":
                 return ledger.transition(
-                    conn, request, {"state": "rejected"}, Audit(who.user, "rejected", reason=reason), now
+                    conn, request, {"state": "rejected"}, Audit.by(who, "rejected", reason=reason), now
                 )
             if state in IN_FORCE_STATES and request["extension_ms"]:
                 return ledger.transition(
                     conn,
                     request,
                     {"extension_ms": None, "extension_requested_by": None, "extension_reason": None},
-                    Audit(who.user, "extension_rejected", reason=reason),
+                    Audit.by(who, "extension_rejected", reason=reason),
                     now,
                 )
             if state == "pending_review":
@@ -128,7 +129,7 @@ class Decisions:
                     conn,
                     request,
                     {"state": "expiring", "review": "rolled_back"},
-                    Audit(who.user, "rolled_back", reason=reason),
+                    Audit.by(who, "rolled_back", reason=reason),
                     now,
                 )
                 return self._s.applier.revert(conn, request)
@@ -152,7 +153,7 @@ class Decisions:
                 conn,
                 request,
                 {"state": "expiring"},
-                Audit(who.user, "expiring", reason=reason or "reverted by hand"),
+                Audit.by(who, "expiring", reason=reason or "reverted by hand"),
                 now,
             )
             return self._s.applier.revert(conn, request)
@@ -179,8 +180,8 @@ class Decisions:
                 conn,
                 request,
                 {"extension_ms": duration_ms, "extension_requested_by": who.user, "extension_reason": reason},
-                Audit(
-                    who.user,
+                Audit.by(
+                    who,
                     "extension_requested",
                     reason=reason,
                     detail=f"{show_value('retention.ms', duration_ms)} more",

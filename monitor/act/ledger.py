@@ -15,7 +15,10 @@ from typing import Any
 from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from monitor.store.retention import OPEN_STATES, AuditEntry, Notice, RetentionRequest
+from monitor.store import audit as audit_trail
+from monitor.store.audit import AuditEntry
+from monitor.store.retention import OPEN_STATES, Notice, RetentionRequest
+from monitor.types import Identity
 
 SYSTEM_ACTOR = "kafka-health"
 _COLUMNS = RetentionRequest.__table__.columns
@@ -33,6 +36,24 @@ class Audit:
     approver: str | None = None
     commit_id: str | None = None
     detail: str | None = None
+    via: str | None = None
+    """How the actor was identified (proxy, token, development, cli); None for the scheduled job."""
+    address: str | None = None
+    """From where the actor asked (a client address, `cli@host`)."""
+
+    @classmethod
+    def by(
+        cls,
+        who: Identity,
+        action: str,
+        old_value: Mapping[str, Any] | None = None,
+        new_value: Mapping[str, Any] | None = None,
+        **fields: str | None,
+    ) -> Audit:
+        """An entry for what person `who` did, with how and from where they were identified."""
+        return cls(
+            who.user, action, old_value, new_value, via=who.source, address=who.address or None, **fields
+        )
 
 
 class TopicBusy(Exception):
@@ -68,21 +89,22 @@ def insert_request(
 def write_audit(
     conn: Connection, request_id: int | None, cluster: str, topic: str, audit: Audit, now: datetime
 ) -> None:
-    conn.execute(
-        insert(AuditEntry).values(
-            at=now,
-            request_id=request_id,
-            cluster=cluster,
-            topic=topic,
-            actor=audit.actor,
-            action=audit.action,
-            old_value=dict(audit.old_value) if audit.old_value is not None else None,
-            new_value=dict(audit.new_value) if audit.new_value is not None else None,
-            reason=audit.reason,
-            approver=audit.approver,
-            commit_id=audit.commit_id,
-            detail=audit.detail,
-        )
+    audit_trail.write(
+        conn,
+        at=now,
+        subject="retention_request",
+        subject_id=request_id,
+        request_id=request_id,
+        cluster=cluster,
+        topic=topic,
+        actor=audit_trail.Actor(audit.actor, audit.via, audit.address),
+        action=audit.action,
+        old_value=audit.old_value,
+        new_value=audit.new_value,
+        reason=audit.reason,
+        approver=audit.approver,
+        commit_id=audit.commit_id,
+        detail=audit.detail,
     )
 
 

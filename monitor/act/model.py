@@ -2,29 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from monitor.errors import MonitorError
 from monitor.formatting import bytes_filter, duration_filter
 
-IdentitySource = Literal["proxy", "token", "development", "cli"]
 ErrorCode = Literal["refused", "forbidden", "not_found", "conflict", "unavailable", "invalid"]
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """Who acts, and the teams they belong to (from the proxy's groups header, the API token, or
-    the command line)."""
-
-    user: str
-    teams: frozenset[str]
-    source: IdentitySource
-
-    def __post_init__(self) -> None:
-        if not self.user.strip():
-            raise RetentionError("invalid", "an identity needs a user name")
 
 
 class RetentionError(MonitorError):

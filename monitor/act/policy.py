@@ -39,24 +39,36 @@ _SIZE_UNITS = {
 }
 
 
+KAFKA_LONG_MAX = 2**63 - 1
+"""The largest value of a Kafka `long` config (retention.ms, retention.bytes)."""
+
+
+def bounded_long(value: int, what: str) -> int:
+    """`value` when a Kafka long config can hold it; else ValueError naming `what`."""
+    if not 0 < value <= KAFKA_LONG_MAX:
+        raise ValueError(f"{what} must be between 1 and {KAFKA_LONG_MAX}, not {str(value)[:30]}")
+    return value
+
+
 def parse_duration_ms(value: Any) -> int:
     """Milliseconds in 30m, 12h, 7d, 1d12h. Raises ValueError saying how to write one."""
-    if isinstance(value, str) and value.strip() and (found := _DURATION.match(value.strip())):
+    text = value.strip() if isinstance(value, str) else ""
+    if text and len(text) <= 40 and (found := _DURATION.match(text)):
         units = zip(found.groups(), (86400, 3600, 60, 1), strict=True)
         seconds = sum(int(part) * unit for part, unit in units if part)
         if seconds > 0:
-            return seconds * 1000
+            return bounded_long(seconds * 1000, f"duration {text!r} in milliseconds")
     raise ValueError(f"bad duration {value!r}: write a number and a unit, e.g. 30m, 12h, 7d or 1d12h")
 
 
 def parse_size(value: Any) -> int:
     """Bytes in 500GiB, 10GB, 1048576. Raises ValueError saying how to write one."""
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    if isinstance(value, str) and (found := _SIZE.match(value.strip())):
-        size = int(float(found.group(1)) * _SIZE_UNITS[found.group(2)])
-        if size > 0:
-            return size
+        return bounded_long(value, "a size in bytes")
+    if isinstance(value, str) and len(value) <= 40 and (found := _SIZE.match(value.strip())):
+        size = float(found.group(1)) * _SIZE_UNITS[found.group(2)]
+        if 0 < size <= KAFKA_LONG_MAX:
+            return int(size)
     raise ValueError(f"bad size {value!r}: write bytes or a number and a unit, e.g. 500MiB, 50GiB, 2TB")
 
 

@@ -32,7 +32,7 @@ from monitor.act.decisions import Decisions
 from monitor.act.gitrepo import ConfigRepo
 from monitor.act.guardrails import RaiseAsk, Verdict, evaluate
 from monitor.act.ledger import SYSTEM_ACTOR, Audit, TopicBusy
-from monitor.act.model import Identity, RetentionError, describe_change, iso, show_value
+from monitor.act.model import RetentionError, describe_change, iso, show_value
 from monitor.act.policy import Policy, load_policy
 from monitor.clock import Clock
 from monitor.config import ClusterConfig, RetentionConfig
@@ -40,6 +40,7 @@ from monitor.errors import KafkaRequestError, KafkaUnavailableError
 from monitor.kafka.alter import TopicConfigWriter
 from monitor.owners import Owners, load_owners
 from monitor.store.retention import IN_FORCE_STATES
+from monitor.types import Identity
 
 log = logging.getLogger(__name__)
 
@@ -184,8 +185,8 @@ class RetentionService:
                 "duration_ms": duration_ms,
                 "disk": verdict.disk.as_dict(),
             }
-            asked = Audit(
-                who.user,
+            asked = Audit.by(
+                who,
                 "requested",
                 {n: old_configs.get(n, {}).get("value") for n in new},
                 new_configs,

@@ -1,44 +1,67 @@
 """What people do to alerts: acknowledge an incident, create and expire silences, and list them.
 
-Shared by the CLI, the HTTP API and the acknowledgement link in notifications. Functions take a
-connection inside the caller's transaction and never commit. Bad input raises `ActionError` with
-a message that says what is wrong and how to fix it.
+Shared by the CLI, the HTTP API, the web forms and the acknowledgement link in notifications, so
+each action has one authorization rule (`monitor.alert.permissions`) and one audit entry
+(`monitor.store.audit`, written in the action's transaction). The caller identifies the person
+(`Identity`): nothing here takes a name from a request body. Functions take a connection inside the
+caller's transaction and never commit. A refusal raises `ActionError` whose `code` the API maps to
+its status and whose message says what is wrong and how to fix it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
-from monitor.alert.matchers import parse_matchers
+from monitor.alert import permissions
+from monitor.alert.matchers import MatcherError, parse_matchers
 from monitor.errors import MonitorError
+from monitor.store import audit
+from monitor.types import Identity
+
+ActionCode = Literal["invalid", "forbidden", "not_found", "conflict", "expired"]
+MAX_COMMENT = 2_000
 
 
 class ActionError(MonitorError):
-    """A request about alerts that cannot be carried out as asked."""
+    """A request about alerts that cannot be carried out as asked. `code` is stable (the HTTP API
+    answers with it: invalid 422, forbidden 403, not_found 404, conflict 409, expired 410)."""
+
+    def __init__(self, message: str, code: ActionCode = "invalid") -> None:
+        super().__init__(message)
+        self.code: ActionCode = code
+
+
+def actor(who: Identity) -> audit.Actor:
+    return audit.Actor(who.user, who.source, who.address or None)
 
 
 def acknowledge(
     conn: Connection,
+    who: Identity,
     *,
-    by: str,
     now: datetime,
     group_id: int | None = None,
     token: str | None = None,
     fingerprint: str | None = None,
     comment: str = "",
-    via: str = "cli",
+    link_ttl: timedelta = timedelta(days=7),
 ) -> list[int]:
     """Acknowledge the open incident(s) named by id, link token or alert fingerprint.
 
     Returns the acknowledged group ids. An acknowledged incident gets no repeats and is not
     escalated; the next alert cycle passes the acknowledgement on to its receivers once.
+
+    A link token names exactly one incident, works once (an acknowledged incident refuses it) and
+    expires `link_ttl` after the incident's latest notification.
     """
-    if not by.strip():
-        raise ActionError("say who acknowledges (--by NAME)")
+    _allowed(permissions.acknowledge_refusal(who))
+    if len(comment) > MAX_COMMENT:
+        raise ActionError(f"the comment is {len(comment)} characters; at most {MAX_COMMENT}")
     params: dict[str, Any]
     if group_id is not None:
         where, params = "id = :v", {"v": group_id}
@@ -49,13 +72,20 @@ def acknowledge(
     else:
         raise ActionError("name the incident: a group id, an acknowledgement token or an alert fingerprint")
     rows = conn.execute(
-        text(f"SELECT id, acknowledged_at FROM alert_groups WHERE closed_at IS NULL AND {where} FOR UPDATE"),
+        text(
+            "SELECT id, acknowledged_at, acknowledged_by, created_at, last_notified_at FROM alert_groups"
+            f" WHERE closed_at IS NULL AND {where} FOR UPDATE"
+        ),
         params,
     ).all()
     if not rows:
         raise ActionError(
-            "no open incident matches; it may have resolved already (see `kafka-health alerts list`)"
+            "no open incident matches; it may have resolved already (see `kafka-health alerts list`)",
+            "not_found",
         )
+    if token is not None:
+        _check_link(rows[0], now, link_ttl)
+    via = "link" if token is not None else _via(who)
     ids = []
     for row in rows:
         conn.execute(
@@ -63,39 +93,73 @@ def acknowledge(
                 "INSERT INTO acks (alert_group_id, acknowledged_by, comment, via, created_at)"
                 " VALUES (:g, :by, :comment, :via, :now)"
             ),
-            {"g": row.id, "by": by, "comment": comment, "via": via, "now": now},
+            {"g": row.id, "by": who.user, "comment": comment, "via": via, "now": now},
         )
         if row.acknowledged_at is None:
             conn.execute(
                 text("UPDATE alert_groups SET acknowledged_at = :now, acknowledged_by = :by WHERE id = :g"),
-                {"g": row.id, "by": by, "now": now},
+                {"g": row.id, "by": who.user, "now": now},
             )
+        audit.write(
+            conn, at=now, subject="incident", subject_id=int(row.id), actor=actor(who), action="acknowledged",
+            reason=comment or None, detail=f"via {via}",
+        )  # fmt: skip
         ids.append(int(row.id))
     return ids
 
 
+def _allowed(refusal: str | None) -> None:
+    if refusal is not None:
+        raise ActionError(refusal, "forbidden")
+
+
+def _check_link(row: Any, now: datetime, ttl: timedelta) -> None:
+    if row.acknowledged_at is not None:
+        raise ActionError(
+            f"incident {row.id} was already acknowledged by {row.acknowledged_by}; an acknowledgement "
+            "link works once (see the alerts page for the incident's state)",
+            "conflict",
+        )
+    sent = row.last_notified_at or row.created_at
+    if now - sent > ttl:
+        raise ActionError(
+            f"this acknowledgement link expired {ttl} after the incident's last notification; "
+            "acknowledge incident {0} on the alerts page instead".format(row.id),
+            "expired",
+        )
+
+
+def _via(who: Identity) -> str:
+    return {"proxy": "web", "development": "web", "token": "api", "cli": "cli"}[who.source]
+
+
 def create_silence(
     conn: Connection,
+    who: Identity,
     *,
     matchers: list[str],
-    created_by: str,
     comment: str,
     now: datetime,
     duration: timedelta,
     max_duration: timedelta,
+    platform_teams: Collection[str],
     starts_at: datetime | None = None,
 ) -> int:
-    """Store a silence over `matchers` (at least one) from `starts_at` (default now) for `duration`."""
+    """Store a silence over `matchers` (at least one) from `starts_at` (default now) for `duration`.
+
+    Who may: see `permissions.check_silence` (their own teams' alerts, or the platform role)."""
     if not matchers:
         raise ActionError("a silence needs at least one matcher, e.g. cluster=prod rule=ConsumerLag")
+    if len(matchers) > permissions.MAX_MATCHERS:
+        raise ActionError(f"a silence takes at most {permissions.MAX_MATCHERS} matchers, not {len(matchers)}")
     try:
-        parse_matchers(matchers)
-    except ValueError as exc:
-        raise ActionError(f"bad matcher: {exc}") from exc
-    if not created_by.strip():
-        raise ActionError("say who creates the silence (--by NAME)")
+        parsed = parse_matchers(matchers)
+    except MatcherError as exc:
+        raise ActionError(f"bad matcher: {exc}") from None
     if not comment.strip():
         raise ActionError("say why (--comment TEXT): the next on-call engineer reads it")
+    if len(comment) > MAX_COMMENT:
+        raise ActionError(f"the comment is {len(comment)} characters; at most {MAX_COMMENT}")
     if starts_at is not None and starts_at.tzinfo is None:
         raise ActionError("give the start with its UTC offset, e.g. 2026-11-21T22:00:00+00:00")
     if duration <= timedelta(0):
@@ -105,33 +169,71 @@ def create_silence(
             f"a silence may last at most {max_duration}; ask for less, or raise settings.silence_max_duration"
         )
     start = starts_at or now
-    return int(
+    if start - now > max_duration:
+        raise ActionError(f"a silence may start at most {max_duration} from now; give an earlier start")
+    if now - start > max_duration:
+        raise ActionError(f"a silence may start at most {max_duration} ago; give a later start")
+    _allowed(permissions.silence_refusal(who, parsed, platform_teams))
+    texts = [str(m) for m in parsed]
+    silence_id = int(
         conn.execute(
             text(
                 "INSERT INTO silences (matchers, starts_at, ends_at, created_by, comment, created_at)"
                 " VALUES (CAST(:m AS jsonb), :s, :e, :by, :c, :now) RETURNING id"
             ),
             {
-                "m": json.dumps(matchers),
+                "m": json.dumps(texts),
                 "s": start,
                 "e": start + duration,
-                "by": created_by,
+                "by": who.user,
                 "c": comment,
                 "now": now,
             },
         ).scalar_one()
     )
+    audit.write(
+        conn, at=now, subject="silence", subject_id=silence_id, actor=actor(who), action="silence_created",
+        new_value={"matchers": texts, "starts_at": start.isoformat(), "ends_at": (start + duration).isoformat()},  # noqa: E501
+        reason=comment,
+    )  # fmt: skip
+    return silence_id
 
 
-def expire_silence(conn: Connection, silence_id: int, now: datetime) -> None:
-    updated = conn.execute(
+def expire_silence(
+    conn: Connection, who: Identity, silence_id: int, now: datetime, platform_teams: Collection[str]
+) -> None:
+    """End a silence now: its creator, a member of the team it names, or the platform role."""
+    row = conn.execute(
         text(
-            "UPDATE silences SET expired_at = :now WHERE id = :id AND expired_at IS NULL AND ends_at > :now"
+            "SELECT id, matchers, created_by, ends_at FROM silences"
+            " WHERE id = :id AND expired_at IS NULL AND ends_at > :now FOR UPDATE"
         ),
         {"id": silence_id, "now": now},
-    ).rowcount
-    if not updated:
-        raise ActionError(f"no active silence {silence_id} (see `kafka-health alerts silences`)")
+    ).first()
+    if row is None:
+        raise ActionError(f"no active silence {silence_id} (see `kafka-health alerts silences`)", "not_found")
+    try:
+        matchers = parse_matchers(row.matchers)
+    except MatcherError:  # stored before a rule it breaks: it mutes nothing; let it be ended
+        matchers = ()
+    _allowed(permissions.expire_refusal(who, str(row.created_by), matchers, platform_teams))
+    conn.execute(text("UPDATE silences SET expired_at = :now WHERE id = :id"), {"id": silence_id, "now": now})
+    audit.write(
+        conn, at=now, subject="silence", subject_id=silence_id, actor=actor(who), action="silence_expired",
+        old_value={"matchers": list(row.matchers), "ends_at": row.ends_at.isoformat()},
+    )  # fmt: skip
+
+
+def record_refusal(
+    conn: Connection, who: Identity, subject: str, subject_id: int | None, what: str, error: ActionError,
+    now: datetime,
+) -> None:  # fmt: skip
+    """Audit a refused action of an identified person (in a transaction of its own: the refused
+    action's was rolled back)."""
+    audit.write(
+        conn, at=now, subject=subject, subject_id=subject_id, actor=actor(who), action="refused",
+        detail=f"{what}: {error.code}: {error}",
+    )  # fmt: skip
 
 
 def silences(conn: Connection, now: datetime, include_ended: bool = False) -> list[dict[str, Any]]:

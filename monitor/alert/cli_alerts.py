@@ -6,7 +6,6 @@ PostgreSQL, which must be running: `kafka-health db up`).
 
 from __future__ import annotations
 
-import getpass
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,8 +21,9 @@ from sqlalchemy import Connection
 from monitor.alert import actions
 from monitor.alert.outbox import outbox_counts, outbox_rows
 from monitor.clock import SystemClock
-from monitor.config import load_settings
+from monitor.config import Settings, load_settings
 from monitor.errors import ConfigError, MonitorError
+from monitor.types import Identity
 
 app = typer.Typer(help="Alerts: list (the default), acknowledge, silence, and the notification outbox.")
 out = Console(soft_wrap=True)
@@ -33,7 +33,8 @@ ConfigOption = Annotated[
     Path | None,
     typer.Option("--config", "-c", help="monitor.yaml; without it the embedded defaults are used."),
 ]
-ByOption = Annotated[str, typer.Option("--by", help="Who you are (default: your login name).")]
+AsOption = Annotated[str | None, typer.Option("--as", "--by", help="Who acts (default: your login name).")]
+TeamOption = Annotated[list[str] | None, typer.Option("--team", "-t", help="A team you belong to (repeat).")]
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -63,11 +64,37 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _user() -> str:
+def _who(user: str | None, teams: list[str] | None) -> Identity:
     try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return ""
+        return Identity.command_line(user, teams)
+    except ValueError as exc:
+        raise _fail(str(exc)) from exc
+
+
+@contextmanager
+def _action(
+    config: Path | None, who: Identity, subject: str, subject_id: int | None, what: str
+) -> Iterator[tuple[Connection, Settings]]:
+    """A transaction for one alert action by `who`; a refusal is audited, then said."""
+    from monitor.devtools.database import database_url
+    from monitor.store.engine import make_engine
+
+    try:
+        settings = load_settings(config)
+        engine = make_engine(database_url(settings))
+    except (ConfigError, MonitorError) as exc:
+        raise _fail(str(exc)) from exc
+    try:
+        with engine.begin() as conn:
+            yield conn, settings
+    except actions.ActionError as exc:
+        with engine.begin() as conn:
+            actions.record_refusal(conn, who, subject, subject_id, what, exc, SystemClock().now())
+        raise _fail(f"{exc.code}: {exc}", 1) from exc
+    except MonitorError as exc:
+        raise _fail(str(exc)) from exc
+    finally:
+        engine.dispose()
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str], title: str) -> None:
@@ -117,22 +144,24 @@ def ack(
     incident: Annotated[
         str, typer.Argument(help="An incident id (`alerts incidents`) or an alert fingerprint.")
     ],
-    by: ByOption = "",
+    user: AsOption = None,
+    team: TeamOption = None,
     comment: Annotated[str, typer.Option("--comment", "-m", help="Why, or what you are doing.")] = "",
     config: ConfigOption = None,
 ) -> None:
     """Acknowledge an incident: no more repeats, no escalation; the pager is told."""
-    who = by or _user()
-    with _connection(config) as conn:
-        if incident.isdigit():
-            ids = actions.acknowledge(
-                conn, by=who, now=SystemClock().now(), group_id=int(incident), comment=comment
-            )
+    who = _who(user, team)
+    group_id = int(incident) if incident.isdigit() and int(incident) < 2**63 else None
+    with _action(config, who, "incident", group_id, "acknowledge") as (conn, _):
+        if group_id is not None:
+            ids = actions.acknowledge(conn, who, now=SystemClock().now(), group_id=group_id, comment=comment)
         else:
             ids = actions.acknowledge(
-                conn, by=who, now=SystemClock().now(), fingerprint=incident, comment=comment
+                conn, who, now=SystemClock().now(), fingerprint=incident, comment=comment
             )
-    out.print(f"acknowledged incident(s) {', '.join(map(str, ids))} as {who}", highlight=False)
+    out.print(
+        f"acknowledged incident(s) {', '.join(map(str, ids))} as {who.user}", markup=False, highlight=False
+    )
 
 
 @app.command("silence")
@@ -145,7 +174,8 @@ def silence(
         str | None, typer.Option("--start", help="When it starts, ISO 8601 with offset; default now.")
     ] = None,
     comment: Annotated[str, typer.Option("--comment", "-m", help="Why (required).")] = "",
-    by: ByOption = "",
+    user: AsOption = None,
+    team: TeamOption = None,
     config: ConfigOption = None,
 ) -> None:
     """Mute the alerts that match every MATCHER for a while."""
@@ -162,17 +192,21 @@ def silence(
             starts_at = datetime.fromisoformat(start)
         except ValueError as exc:
             raise _fail(f"--start {start!r}: write e.g. 2026-11-21T22:00:00+00:00") from exc
-    with _connection(config) as conn:
-        settings = load_settings(config)
+    who = _who(user, team)
+    with _action(config, who, "silence", None, "create silence") as (conn, settings):
         routing = load_routing(*routing_paths(settings.alert))
+        max_duration = timedelta(seconds=routing.settings.silence_max_duration)
+        if seconds > max_duration.total_seconds():
+            raise actions.ActionError(f"a silence may last at most {max_duration}; ask for less")
         silence_id = actions.create_silence(
             conn,
+            who,
             matchers=list(matchers),
-            created_by=by or _user(),
             comment=comment,
             now=SystemClock().now(),
             duration=timedelta(seconds=seconds),
-            max_duration=timedelta(seconds=routing.settings.silence_max_duration),
+            max_duration=max_duration,
+            platform_teams=settings.web.identity.platform_teams,
             starts_at=starts_at,
         )
     out.print(f"silence {silence_id} created for {duration}", highlight=False)
@@ -194,12 +228,16 @@ def list_silences(
 
 @app.command("expire")
 def expire(
-    silence_id: Annotated[int, typer.Argument(help="The silence to end now.")],
+    silence_id: Annotated[int, typer.Argument(help="The silence to end now.", min=1, max=2**63 - 1)],
+    user: AsOption = None,
+    team: TeamOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """End a silence now."""
-    with _connection(config) as conn:
-        actions.expire_silence(conn, silence_id, SystemClock().now())
+    """End a silence now (its creator, its team, or the platform role)."""
+    who = _who(user, team)
+    with _action(config, who, "silence", silence_id, "expire silence") as (conn, settings):
+        platform = settings.web.identity.platform_teams
+        actions.expire_silence(conn, who, silence_id, SystemClock().now(), platform)
     out.print(f"silence {silence_id} expired", highlight=False)
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from monitor.alert.matchers import matches_all, parse_matchers
+from monitor.alert.matchers import MatcherError, matches_all, parse_matchers
 from monitor.alert.model import AlertView, Notification, NotificationKind
 from monitor.alert.outbox import enqueue
 from monitor.alert.routing import RouteMatch, Routing
@@ -215,7 +215,12 @@ def merge_alerts(
 
 
 def apply_silences(alerts: Iterable[AlertRow], silences: Sequence[SilenceRow]) -> None:
-    parsed = [(s.id, parse_matchers(s.matchers)) for s in silences]
+    parsed = []
+    for silence in silences:
+        try:
+            parsed.append((silence.id, parse_matchers(silence.matchers)))
+        except MatcherError as exc:  # stored before a rule it breaks: it mutes nothing, the cycle goes on
+            log.warning("silence %s is ignored: %s; expire it and create it again", silence.id, exc)
     for alert in alerts:
         before = alert.silenced_by
         alert.silenced_by = None

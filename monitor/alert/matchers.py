@@ -4,8 +4,11 @@ The syntax and semantics are Alertmanager's, so an operator who knows one knows 
 
     severity=critical          equal
     severity!=info             not equal
-    topic=~"payments\\..*"     regular expression, anchored at both ends
+    topic=~"payments\\..*"     regular expression (RE2), anchored at both ends
     team!~"ops|infra"          not matching the regular expression
+
+Regular expressions compile with RE2 (`monitor.patterns`): matching is linear in the label's
+length whatever the pattern, so what a person types into a silence cannot stall the alert cycle.
 
 A label the alert does not carry matches as the empty string, so `team=""` selects the alerts
 without a team and `team!=""` those with one. A value may be written bare or in double quotes; in
@@ -19,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, cast
 
+from monitor.patterns import PatternError, UserPattern, compile_pattern
+
 MatchOp = Literal["=", "!=", "=~", "!~"]
 
 OPERATORS: tuple[MatchOp, ...] = ("=", "!=", "=~", "!~")
@@ -28,6 +33,9 @@ _ESCAPES = {'"': '"', "\\": "\\", "n": "\n"}
 _BARE = re.compile(r'^(?:[^\s"=~]|[^\s"=~].*\S)?$', re.DOTALL)
 """Values printed without quotes: those that parse back unchanged."""
 _HOW = "write label=value, label!=value, label=~regex or label!~regex"
+MAX_MATCHER_LENGTH = 1_200
+"""Longest matcher text accepted (a label name, an operator and a pattern of up to
+`monitor.patterns.MAX_PATTERN_LENGTH` characters)."""
 
 
 class MatcherError(ValueError):
@@ -41,7 +49,7 @@ class Matcher:
     name: str
     op: MatchOp
     value: str
-    _regex: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
+    _regex: UserPattern | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not re.fullmatch(_LABEL, self.name):
@@ -52,12 +60,11 @@ class Matcher:
             raise MatcherError(f"bad operator {self.op!r}; {_HOW}")
         if self.op in ("=~", "!~"):
             try:
-                regex = re.compile(self.value)
-            except re.error as exc:
+                regex = compile_pattern(self.value)
+            except PatternError as exc:
                 raise MatcherError(
-                    f"invalid regular expression {self.value!r} for label {self.name}: {exc}; fix the "
-                    "pattern (Python `re` syntax, matched against the whole value)"
-                ) from exc
+                    f"label {self.name}: {exc}; the pattern is matched against the whole value"
+                ) from None
             object.__setattr__(self, "_regex", regex)
 
     @classmethod
@@ -65,6 +72,10 @@ class Matcher:
         """`label=value`, `label!=value`, `label=~regex` or `label!~regex`. Raises MatcherError."""
         if not isinstance(text, str):
             raise MatcherError(f"a matcher is text, not {type(text).__name__}: {_HOW}")
+        if len(text) > MAX_MATCHER_LENGTH:
+            raise MatcherError(
+                f"a matcher of {len(text)} characters is too long (at most {MAX_MATCHER_LENGTH}): {_HOW}"
+            )
         found = _SYNTAX.match(text)
         if found is None:
             raise MatcherError(f"bad matcher {text!r}: {_HOW}, e.g. severity=critical")
@@ -87,7 +98,10 @@ class Matcher:
         if self.op == "!=":
             return actual != self.value
         assert self._regex is not None
-        found = self._regex.fullmatch(actual) is not None
+        try:
+            found = self._regex.fullmatch(actual) is not None
+        except UnicodeEncodeError:  # a lone surrogate in a label: match what it prints as
+            found = self._regex.fullmatch(actual.encode("utf-8", "replace").decode("utf-8")) is not None
         return found if self.op == "=~" else not found
 
     def __str__(self) -> str:

@@ -14,6 +14,8 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
+from monitor.alert.matchers import Matcher
+
 SECTIONS = ("firing", "pending", "acknowledged", "silenced")
 """The page's sections, in the order an on-call engineer reads them."""
 
@@ -104,7 +106,9 @@ class AlertItem:
     def silence_matchers(self) -> str:
         """Matchers that silence exactly this alert, one per line. Severity is left out, so the
         silence still holds when the alert is re-rated."""
-        return "\n".join(f"{k}={v}" for k, v in sorted(self.labels.items()) if k != "severity")
+        return "\n".join(
+            str(Matcher(k, "=", str(v))) for k, v in sorted(self.labels.items()) if k != "severity"
+        )
 
 
 def belongs_to(alert_labels: Mapping[str, str], incident: Incident) -> bool:

@@ -20,7 +20,8 @@ from sqlalchemy import Connection
 
 from monitor.expose import read_clusters, read_history, read_lag, read_topics
 from monitor.expose.context import ApiError, WebContext, not_found
-from monitor.expose.queries import DEFAULT_LIMIT, MAX_LIMIT, Listing, Page, cluster_exists, latest_evaluation
+from monitor.expose.inputs import Limit
+from monitor.expose.queries import DEFAULT_LIMIT, Listing, Page, cluster_exists, latest_evaluation
 from monitor.expose.read_clusters import BrokerState, ClusterState, Finding
 from monitor.expose.read_history import GroupLagPoint, LagHistory, PartitionLagPoint
 from monitor.expose.read_lag import GroupDetail, GroupPartitionLag, GroupSummary
@@ -77,7 +78,6 @@ ClusterName = Annotated[
 TopicName = Annotated[str, Path(pattern=NAME, description="topic name", examples=["orders"])]
 GroupId = Annotated[str, Path(pattern=NAME, description="consumer group id", examples=["billing"])]
 RuleName = Annotated[str, StringConstraints(pattern=NAME)]
-Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="entries per page")]
 Offset = Annotated[int, Query(ge=0, le=100_000_000, description="entries to skip")]
 Search = Annotated[str | None, Query(max_length=249, pattern=NAME, description="keep names containing this")]
 

@@ -12,20 +12,20 @@ unavailable 503, invalid 400.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi import APIRouter, Depends, FastAPI
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from monitor.act import ledger
-from monitor.act.model import Identity, RetentionError, request_json
-from monitor.act.policy import parse_duration_ms, parse_size
+from monitor.act.model import RetentionError, request_json
+from monitor.act.policy import bounded_long, parse_duration_ms, parse_size
 from monitor.act.service import RetentionService
-from monitor.config import IdentityConfig
 from monitor.expose.context import ApiError, WebContext, jsonable
-from monitor.expose.identity import MODE_HEADER, Authenticator, dependency
+from monitor.expose.identity import Authenticator, dependency
+from monitor.expose.inputs import Id, Limit, Text
+from monitor.types import Identity
 
 T = TypeVar("T")
 _STATUS = {
@@ -41,24 +41,28 @@ _STATUS = {
 class RaiseBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    cluster: str = Field(min_length=1)
-    topic: str = Field(min_length=1)
-    retention_ms: int | str | None = Field(default=None, description="New retention.ms: ms, or 2d, 36h ...")
-    retention_bytes: int | str | None = Field(
+    cluster: Text = Field(min_length=1, max_length=249)
+    topic: Text = Field(min_length=1, max_length=249)
+    retention_ms: int | Text | None = Field(default=None, description="New retention.ms: ms, or 2d, 36h ...")
+    retention_bytes: int | Text | None = Field(
         default=None, description="New retention.bytes per partition: bytes, or 50GiB ..."
     )
-    duration: str = Field(description="How long the raise lasts before it reverts: 12h, 2d ...")
-    reason: str = Field(default="", max_length=2000)
+    duration: Text = Field(
+        max_length=40, description="How long the raise lasts before it reverts: 12h, 2d ..."
+    )
+    reason: Text = Field(default="", max_length=2000)
 
     @field_validator("retention_ms", mode="after")
     @classmethod
     def _ms(cls, value: int | str | None) -> int | None:
-        return value if value is None or isinstance(value, int) else parse_duration_ms(value)
+        if value is None:
+            return None
+        return bounded_long(value, "retention_ms") if isinstance(value, int) else parse_duration_ms(value)
 
     @field_validator("retention_bytes", mode="after")
     @classmethod
     def _bytes(cls, value: int | str | None) -> int | None:
-        return value if value is None or isinstance(value, int) else parse_size(value)
+        return value if value is None else parse_size(value)
 
     @field_validator("duration")
     @classmethod
@@ -83,14 +87,14 @@ class RaiseBody(BaseModel):
 class DecisionBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    reason: str = Field(default="", max_length=2000)
+    reason: Text = Field(default="", max_length=2000)
 
 
 class ExtendBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    duration: str
-    reason: str = Field(min_length=1, max_length=2000)
+    duration: Text = Field(max_length=40)
+    reason: Text = Field(min_length=1, max_length=2000)
 
 
 def router(ctx: WebContext, service: RetentionService, auth: Authenticator) -> APIRouter:
@@ -99,32 +103,19 @@ def router(ctx: WebContext, service: RetentionService, auth: Authenticator) -> A
     changer = dependency(auth)
     who_changes = Depends(changer)
 
-    @api.get("/api/v1/whoami")
-    def whoami(request: Request) -> JSONResponse:
-        """Who the request is, and whether the development mode is on."""
-        who = auth.identify(request)
-        body = {"user": who.user, "teams": sorted(who.teams), "source": who.source} if who else None
-        return _labelled(auth, {"identity": body, "development": auth.development})
-
-    @api.get("/api/v1/csrf-token")
-    def csrf_token(request: Request) -> JSONResponse:
-        """A CSRF token for the signed-in user, to send in X-CSRF-Token with every change."""
-        who = auth.require(request)
-        return _labelled(auth, {"token": auth.csrf_token(who), "user": who.user})
-
     @api.get("/api/v1/retention-requests")
     def list_requests(
-        cluster: str | None = None, topic: str | None = None, state: str | None = None, limit: int = 100
+        cluster: str | None = None, topic: str | None = None, state: str | None = None, limit: Limit = 100
     ) -> list[dict[str, Any]]:
         """Requests, newest first (optionally of one cluster, topic or state)."""
         with engine.connect() as conn:
             rows = ledger.list_requests(
-                conn, cluster=cluster, topic=topic, states=[state] if state else None, limit=min(limit, 1000)
+                conn, cluster=cluster, topic=topic, states=[state] if state else None, limit=limit
             )
         return [request_json(r) for r in rows]
 
     @api.get("/api/v1/retention-requests/{request_id}")
-    def show(request_id: int) -> dict[str, Any]:
+    def show(request_id: Id) -> dict[str, Any]:
         """One request with its audit trail."""
         with engine.connect() as conn:
             row = ledger.get(conn, request_id)
@@ -152,34 +143,27 @@ def router(ctx: WebContext, service: RetentionService, auth: Authenticator) -> A
         )
 
     @api.post("/api/v1/retention-requests/{request_id}/approve")
-    def approve(request_id: int, body: DecisionBody, who: Identity = who_changes) -> dict[str, Any]:
+    def approve(request_id: Id, body: DecisionBody, who: Identity = who_changes) -> dict[str, Any]:
         """Approve a waiting request, an instant raise's review, or an extension (a reviewer)."""
         return request_json(_act(lambda: service.approve(who, request_id, body.reason)))
 
     @api.post("/api/v1/retention-requests/{request_id}/reject")
-    def reject(request_id: int, body: DecisionBody, who: Identity = who_changes) -> dict[str, Any]:
+    def reject(request_id: Id, body: DecisionBody, who: Identity = who_changes) -> dict[str, Any]:
         """Reject (a reviewer; rolls an instant raise back), or withdraw one's own request."""
         return request_json(_act(lambda: service.reject(who, request_id, body.reason)))
 
     @api.post("/api/v1/retention-requests/{request_id}/revert")
-    def revert(request_id: int, body: DecisionBody, who: Identity = who_changes) -> dict[str, Any]:
+    def revert(request_id: Id, body: DecisionBody, who: Identity = who_changes) -> dict[str, Any]:
         """Restore the old values now (the owning team, or a reviewer)."""
         return request_json(_act(lambda: service.revert(who, request_id, body.reason)))
 
     @api.post("/api/v1/retention-requests/{request_id}/extend")
-    def extend(request_id: int, body: ExtendBody, who: Identity = who_changes) -> dict[str, Any]:
+    def extend(request_id: Id, body: ExtendBody, who: Identity = who_changes) -> dict[str, Any]:
         """Ask for more time (the owning team); a reviewer approves it."""
         duration = _act(lambda: parse_duration_ms(body.duration))
         return request_json(_act(lambda: service.extend(who, request_id, duration, body.reason)))
 
     return api
-
-
-def _labelled(auth: Authenticator, body: dict[str, Any]) -> JSONResponse:
-    response = JSONResponse(body)
-    if auth.development:
-        response.headers[MODE_HEADER] = "development"
-    return response
 
 
 class DetailedApiError(ApiError):
@@ -199,18 +183,6 @@ def _act(action: Callable[[], T]) -> T:
         raise ApiError(400, "invalid", str(exc)) from exc
 
 
-def install(
-    app: FastAPI, ctx: WebContext, service: RetentionService, config: IdentityConfig
-) -> Authenticator:
-    """Add the retention routes to `app`; in development mode, every answer is labelled so."""
-    auth = Authenticator(config, ctx.engine, ctx.clock)
+def install(app: FastAPI, ctx: WebContext, service: RetentionService, auth: Authenticator) -> None:
+    """Add the retention routes to `app`."""
     app.include_router(router(ctx, service, auth))
-    if auth.development:
-
-        @app.middleware("http")
-        async def label(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-            response = await call_next(request)
-            response.headers[MODE_HEADER] = "development"
-            return response
-
-    return auth

@@ -48,6 +48,8 @@ class WebContext:
     silence_max_seconds: int = 7 * 86400
     inbox_nav: bool = False
     """Whether the navigation links the inbox (some receiver writes to an inbox file)."""
+    ack_link_seconds: float = 7 * 86400
+    """How long an acknowledgement link works after the incident's latest notification."""
     templates: jinja2.Environment = field(default_factory=template_environment)
 
     def render(self, name: str, **context: Any) -> HTMLResponse:

@@ -25,14 +25,15 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import Connection
 
 from monitor.act import ledger
-from monitor.act.model import Identity, RetentionError, show_value
+from monitor.act.model import RetentionError, show_value
 from monitor.act.service import RetentionService
 from monitor.expose import health
 from monitor.expose import retention_views as views
 from monitor.expose.context import ApiError, WebContext
-from monitor.expose.identity import CSRF_FIELD, Authenticator
+from monitor.expose.identity import CSRF_FIELD, SIGN_IN, Authenticator, FormRefused
 from monitor.expose.pages import TopicPanel
 from monitor.store.retention import OPEN_STATES
+from monitor.types import Identity
 
 AUDIT_ROWS = 50
 PANEL = "#retention-panel"
@@ -44,14 +45,6 @@ _DONE = {
     "revert": "reverted",
     "extend": "given more time, once a reviewer approves the extension",
 }
-
-
-class _Refused(Exception):
-    """A post that cannot go on: answered with an HTML page of `status` saying why."""
-
-    def __init__(self, status: int, title: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.title = status, title
 
 
 def install(app: FastAPI, ctx: WebContext, service: RetentionService, auth: Authenticator) -> TopicPanel:
@@ -97,8 +90,7 @@ class Pages:
             "csrf_token": self.auth.csrf_token(who) if who else None,
             "csrf_field": CSRF_FIELD,
             "flash": views.read_flash(request.cookies.get(views.FLASH_COOKIE)),
-            "sign_in": "sign in through the reverse proxy in front of kafka-health (its user and groups "
-            "headers are trusted only from web.identity.trusted_proxies)",
+            "sign_in": SIGN_IN,
         }
 
     def topic_panel(self, request: Request, conn: Connection, cluster: str, topic: str) -> dict[str, Any]:
@@ -163,7 +155,7 @@ class Pages:
             who, form = await self._changer(request)
             asked = views.parse_raise_form(form)
             preview = self.service.preview(who, cluster, topic, asked.new, asked.duration_ms)
-        except _Refused as exc:
+        except FormRefused as exc:
             return self._refused(exc, back)
         except (ValueError, RetentionError) as exc:
             return _redirect(back + PANEL, "error", f"Not previewed: {exc}")
@@ -195,7 +187,7 @@ class Pages:
             done = self.service.raise_retention(
                 who, cluster, topic, asked.new, asked.duration_ms, asked.reason
             )
-        except _Refused as exc:
+        except FormRefused as exc:
             return self._refused(exc, back)
         except RetentionError as exc:
             lines = [c["message"] for c in exc.details.get("checks", []) if not c.get("ok", True)]
@@ -220,8 +212,10 @@ class Pages:
             elif action == "extend":
                 done = self.service.extend(who, request_id, views.duration_ms_of(form), reason)
             else:
-                raise _Refused(404, "Not found", f"No action {action!r}: approve, reject, revert or extend.")
-        except _Refused as exc:
+                raise FormRefused(
+                    404, "Not found", f"No action {action!r}: approve, reject, revert or extend."
+                )
+        except FormRefused as exc:
             return self._refused(exc, form_back)
         except (ValueError, RetentionError) as exc:
             return _redirect(form_back, "error", f"Request {request_id} was not changed ({action}): {exc}")
@@ -231,27 +225,11 @@ class Pages:
     # -- helpers --------------------------------------------------------------------------------
 
     async def _changer(self, request: Request) -> tuple[Identity, dict[str, str]]:
-        """The identity behind a post and its form, the CSRF token checked."""
+        """The identity behind a post and its form, the CSRF token and origin checked."""
         form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
-        who, problem = self._identity(request)
-        if who is None:
-            raise _Refused(
-                401,
-                "Sign in first",
-                problem or f"Changes need an identity: {self._common(request)['sign_in']}.",
-            )
-        try:
-            self.auth.check_csrf(request, who, form.get(CSRF_FIELD, ""))
-        except ApiError as exc:
-            raise _Refused(
-                403,
-                "Form expired or forged",
-                "Refused: the form's CSRF token is missing or invalid, so nothing was changed. "
-                "Reload the page and submit the form again.",
-            ) from exc
-        return who, form
+        return self.auth.form_changer(request, form), form
 
-    def _refused(self, exc: _Refused, back: str) -> HTMLResponse:
+    def _refused(self, exc: FormRefused, back: str) -> HTMLResponse:
         response = self.ctx.render(
             "web/error.html", title=exc.title, message=str(exc), links=[(back, "Back"), ("/", "All clusters")]
         )

@@ -23,9 +23,10 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 from urllib.parse import quote
 
-from monitor.act.model import Identity, describe_change, display_state, show_value
-from monitor.act.policy import Policy
+from monitor.act.model import describe_change, display_state, show_value
+from monitor.act.policy import KAFKA_LONG_MAX, Policy
 from monitor.store.retention import IN_FORCE_STATES
+from monitor.types import Identity
 
 FLASH_COOKIE: Final = "kh_flash"
 FLASH_MAX_AGE_SECONDS: Final = 120
@@ -67,9 +68,11 @@ def _amount(form: Mapping[str, str], field: str, units: Mapping[str, int], label
     try:
         number = Decimal(raw)
     except InvalidOperation:
-        raise ValueError(f"{label}: {raw!r} is not a number; write e.g. 2 or 1.5") from None
+        raise ValueError(f"{label}: {raw[:40]!r} is not a number; write e.g. 2 or 1.5") from None
     if not number.is_finite() or number <= 0:
-        raise ValueError(f"{label}: give a number above 0, not {raw!r}")
+        raise ValueError(f"{label}: give a number above 0, not {raw[:40]!r}")
+    if number > Decimal(KAFKA_LONG_MAX) / units[unit]:
+        raise ValueError(f"{label}: {raw[:40]!r} {unit} is more than Kafka can hold; give a smaller number")
     return int(number * units[unit])
 
 

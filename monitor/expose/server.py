@@ -18,7 +18,12 @@ class WebServer:
     name = "web"
 
     def __init__(self, app: FastAPI, host: str, port: int) -> None:
-        self._config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+        # proxy_headers=False: uvicorn would otherwise replace the peer's address with the first
+        # X-Forwarded-For entry when the peer is 127.0.0.1, and the identity check, which trusts
+        # proxy headers only from `web.identity.trusted_proxies`, would no longer see the proxy.
+        self._config = uvicorn.Config(
+            app, host=host, port=port, log_level="warning", access_log=False, proxy_headers=False
+        )
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.url = f"http://{host}:{port}"

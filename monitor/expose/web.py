@@ -4,7 +4,9 @@ answers every API error as `{"error": {"code": ..., "message": ...}}`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import math
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import (
+    DataError,
+    DisconnectionError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from monitor import __version__
@@ -34,8 +44,13 @@ from monitor.expose import (
     queries,
 )
 from monitor.expose.context import ApiError, WebContext
+from monitor.expose.identity import MODE_HEADER, Authenticator
+from monitor.expose.identity import router as identity_router
+from monitor.expose.inputs import guard_input
 from monitor.expose.prometheus import metrics_registry
 
+log = logging.getLogger(__name__)
+_MAX_DETAIL = 200
 _CODES = {
     400: "bad_request",
     404: "not_found",
@@ -56,17 +71,28 @@ def create_app(
     identity: IdentityConfig | None = None,
     job_intervals: Mapping[str, float] | None = None,
     inboxes: Mapping[str, Path] | None = None,
+    ack_link_seconds: float = 7 * 86400,
 ) -> FastAPI:
     """Build the FastAPI app over `engine`. `/readyz` fails when no collection succeeded within
     `stale_after`; `metrics` sets what `/metrics` serves (default: the settings' defaults);
     `job_intervals` (`pages_collection.job_intervals`) says when a job's last success is stale;
     `inboxes` (`inbox.inbox_paths`): the console receivers' files the inbox page reads."""
+    clock = clock or SystemClock()
+    auth = Authenticator(identity or IdentityConfig(), engine, clock)
     ctx = WebContext(
-        engine, clock or SystemClock(), stale_after, silence_max_seconds, inbox_nav=bool(inboxes)
+        engine,
+        clock,
+        stale_after,
+        silence_max_seconds,
+        inbox_nav=bool(inboxes),
+        ack_link_seconds=ack_link_seconds,
     )
     registry = metrics_registry(engine, metrics or MetricsConfig())
     app = FastAPI(title="kafka-health", version=__version__)
     _error_handlers(app)
+    guard_input(app)
+    if auth.development:
+        _label_development(app)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:
@@ -96,16 +122,27 @@ def create_app(
 
     api.install(app, ctx)
     app.include_router(burrow.router(ctx))
-    app.include_router(api_alerts.router(ctx))
+    app.include_router(api_alerts.router(ctx, auth))
+    app.include_router(identity_router(auth))
     panel = None
     if retention is not None:  # the retention button's API and pages; `identity` says who may press it
-        auth = api_retention.install(app, ctx, retention, identity or IdentityConfig())
+        api_retention.install(app, ctx, retention, auth)
         panel = pages_retention.install(app, ctx, retention, auth)
     app.include_router(pages.router(ctx, panel))
-    app.include_router(pages_alerts.router(ctx))
+    app.include_router(pages_alerts.router(ctx, auth))
     app.include_router(pages_collection.router(ctx, job_intervals))
     app.include_router(inbox.router(ctx, inboxes or {}))
     return app
+
+
+def _label_development(app: FastAPI) -> None:
+    """In development mode every answer says so (nobody signs in: everyone is the same user)."""
+
+    @app.middleware("http")
+    async def label(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        response = await call_next(request)
+        response.headers[MODE_HEADER] = "development"
+        return response
 
 
 def _error_handlers(app: FastAPI) -> None:
@@ -129,21 +166,52 @@ def _error_handlers(app: FastAPI) -> None:
         return _error(422, "invalid_parameter", problems or "invalid request", details=exc.errors())
 
     @app.exception_handler(SQLAlchemyError)
-    async def database_down(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+    async def database_error(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        return database_answer(exc)
+
+
+def database_answer(exc: SQLAlchemyError) -> JSONResponse:
+    """A database error as the client should hear it: a value the database refused is the
+    request's fault (400, saying which), a conflict is 409, and only a database that does not
+    answer is 503. Anything else is a fault of ours: 500, logged with its traceback."""
+    if isinstance(exc, DataError):
+        return _error(
+            400, "invalid_value", f"a value in the request is out of range or invalid: {_primary(exc)}"
+        )
+    if isinstance(exc, IntegrityError):
+        return _error(409, "conflict", f"the change conflicts with what is stored: {_primary(exc)}")
+    if isinstance(exc, OperationalError | InterfaceError | DisconnectionError | PoolTimeout):
         return _error(503, "database_unavailable", "PostgreSQL did not answer; try again shortly")
+    log.error("database error answering a request", exc_info=exc)
+    return _error(500, "internal_error", "an internal error; it is logged")
+
+
+def _primary(exc: SQLAlchemyError) -> str:
+    """The database's one-line reason (never the statement or its parameters)."""
+    diag = getattr(getattr(exc, "orig", None), "diag", None)
+    text = getattr(diag, "message_primary", None) or str(getattr(exc, "orig", exc)).splitlines()[0]
+    return str(_plain(str(text)[:300]))
 
 
 def _error(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
-    body: dict[str, Any] = {"error": {"code": code, "message": message}}
+    body: dict[str, Any] = {"error": {"code": code, "message": _plain(message)}}
     if details is not None:
         body["error"]["details"] = _plain(details)
     return JSONResponse(body, status_code=status)
 
 
 def _plain(value: Any) -> Any:
-    """Validation details without the raw input objects JSON cannot carry."""
+    """Validation details as JSON can carry them: no raw input objects, no NaN or infinities (JSON
+    has none), no lone surrogates (UTF-8 has none), and no input longer than a line."""
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items() if k != "ctx"}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
-    return value if isinstance(value, str | int | float | bool | type(None)) else str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, bool | int | float | type(None)):
+        return value
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) > _MAX_DETAIL:
+        text = text[:_MAX_DETAIL] + "..."
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -472,5 +472,6 @@ def partitioned_tables() -> dict[str, str]:
 
 # The evaluate stage's tables share this metadata (imported last: they build on Base).
 from monitor.store import alerting as _alerting  # noqa: E402, F401
+from monitor.store import audit as _audit  # noqa: E402, F401
 from monitor.store import evaluation as _evaluation  # noqa: E402, F401
 from monitor.store import retention as _retention  # noqa: E402, F401

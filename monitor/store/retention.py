@@ -4,8 +4,8 @@
   (see `REQUEST_STATES`), the values before and after, the review, the apply attempts and the
   commits in the config-as-code repository. A partial unique index keeps one open request per
   topic, so two people pressing the button at once cannot both get one.
-- `audit_log`: append-only; every request, decision, apply, verify, revert and failure, with who,
-  when, old -> new, reason, approver and commit id.
+- `audit_log` (`monitor.store.audit`): every request, decision, apply, verify, revert and
+  failure, with who, when, old -> new, reason, approver and commit id.
 - `api_tokens`: API tokens for scripts, stored as SHA-256 hashes (tokens are 256-bit random, so a
   fast hash is enough; the token itself is shown once, when it is created).
 - `notices`: what the owning team must hear (awaiting approval, applied, about to revert,
@@ -110,32 +110,6 @@ class RetentionRequest(Base):
     extension_requested_by: Mapped[str | None]
     extension_reason: Mapped[str | None]
     expiry_notified_at: Mapped[datetime | None]
-
-
-class AuditEntry(Base):
-    __tablename__ = "audit_log"
-    __table_args__ = (
-        Index("ix_audit_log_cluster_topic_at", "cluster", "topic", "at"),
-        Index("ix_audit_log_request_id", "request_id"),
-    )
-
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
-    at: Mapped[datetime]
-    request_id: Mapped[int | None] = mapped_column(BigInteger)
-    cluster: Mapped[str]
-    topic: Mapped[str]
-    actor: Mapped[str]
-    """Who did it: a person, or `kafka-health` for the scheduled jobs."""
-    action: Mapped[str]
-    """requested, refused, approved, rejected, cancelled, committed, applied, verified, retrying,
-    failed, expiring, reverted, review_approved, rolled_back, extension_requested, extended,
-    push_failed."""
-    old_value: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
-    new_value: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
-    reason: Mapped[str | None]
-    approver: Mapped[str | None]
-    commit_id: Mapped[str | None]
-    detail: Mapped[str | None]
 
 
 class ApiToken(Base):

@@ -7,23 +7,33 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
 from monitor.alert.lifecycle import run_cycle
 from monitor.alert.routing import default_routing_paths, load_routing
 from monitor.clock import FakeClock
+from monitor.config import IdentityConfig
 from monitor.expose.web import create_app
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 
 
+PROXY = ("127.0.0.1", 50000)
+"""The reverse proxy's address (trusted); anyone else's is `STRANGER`."""
+STRANGER = ("192.0.2.7", 50000)
+IDENTITY = IdentityConfig(trusted_proxies=["127.0.0.1"], platform_teams=["kafka-platform"])
+ORDERS = ["cluster=prod", "topic=orders", "team=payments"]
+
+
 @pytest.fixture
-def client(engine: Engine) -> TestClient:
+def app(engine: Engine) -> FastAPI:
     with engine.begin() as conn:
         conn.execute(
             text(
-                "TRUNCATE findings, alerts, alert_groups, acks, silences, notification_outbox, notification_log"
+                "TRUNCATE findings, alerts, alert_groups, acks, silences, notification_outbox, notification_log,"
+                " audit_log, api_tokens"
             )
         )
         conn.execute(
@@ -39,9 +49,37 @@ def client(engine: Engine) -> TestClient:
         run_cycle(conn, routing, T0, "http://monitor.test")
         run_cycle(conn, routing, T0 + timedelta(seconds=30), "http://monitor.test")
     clock = FakeClock(T0 + timedelta(minutes=1))
-    return TestClient(
-        create_app(engine, stale_after=timedelta(minutes=5), clock=clock, silence_max_seconds=86400)
+    return create_app(
+        engine, stale_after=timedelta(minutes=5), clock=clock, silence_max_seconds=86400, identity=IDENTITY
     )
+
+
+@pytest.fixture
+def client(app: FastAPI) -> TestClient:
+    """Anonymous, from the proxy's address (as a request the proxy let through without a user)."""
+    return TestClient(app, client=PROXY)
+
+
+class Person:
+    """Someone signed in through the proxy: the user and groups headers, and the CSRF token the
+    pages give them."""
+
+    def __init__(self, app: FastAPI, user: str, *teams: str) -> None:
+        self.user = user
+        self.http = TestClient(app, client=PROXY)
+        self.http.headers.update({"X-Forwarded-User": user, "X-Forwarded-Groups": ",".join(teams)})
+        token = self.http.get("/api/v1/csrf-token").json()["token"]
+        self.http.headers["X-CSRF-Token"] = token
+        self.csrf = token
+
+
+def _silence(matchers: list[str], **extra: object) -> dict[str, object]:
+    return {"matchers": matchers, "duration_seconds": 3600, "comment": "upgrade", **extra}
+
+
+def _count(engine: Engine, table: str) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
 
 
 def _token(engine: Engine) -> tuple[int, str]:
@@ -50,14 +88,23 @@ def _token(engine: Engine) -> tuple[int, str]:
     return int(row.id), str(row.ack_token)
 
 
-def test_the_acknowledgement_link_asks_then_acknowledges(client: TestClient, engine: Engine) -> None:
-    _, token = _token(engine)
-    page = client.get(f"/ack/{token}")
-    assert page.status_code == 200 and 'name="by"' in page.text
+def _audit(engine: Engine) -> list[tuple[str, str, str, str | None]]:
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT count(*) FROM acks")).scalar() == 0, "a GET changes nothing"
+        rows = conn.execute(text("SELECT subject, actor, action, via FROM audit_log ORDER BY id")).all()
+    return [tuple(r) for r in rows]  # type: ignore[misc]
 
-    done = client.post(f"/ack/{token}", data={"by": "alice", "comment": "on it"})
+
+def test_the_acknowledgement_link_asks_then_acknowledges_as_the_signed_in_person(
+    app: FastAPI, engine: Engine
+) -> None:
+    _, token = _token(engine)
+    alice = Person(app, "alice", "payments")
+    page = alice.http.get(f"/ack/{token}")
+    assert page.status_code == 200 and "Acknowledge as <strong>alice</strong>" in page.text
+    assert 'name="by"' not in page.text, "nobody types a name: the identity is who acknowledges"
+    assert _count(engine, "acks") == 0, "a GET changes nothing"
+
+    done = alice.http.post(f"/ack/{token}", data={"comment": "on it", "csrf_token": alice.csrf})
     assert done.status_code == 200 and "Acknowledged" in done.text
     with engine.connect() as conn:
         row = conn.execute(
@@ -66,72 +113,189 @@ def test_the_acknowledgement_link_asks_then_acknowledges(client: TestClient, eng
             )
         ).one()
     assert tuple(row) == ("alice", "link", "on it")
+    assert ("incident", "alice", "acknowledged", "proxy") in _audit(engine)
+
+    replay = alice.http.post(f"/ack/{token}", data={"csrf_token": alice.csrf})
+    assert replay.status_code == 409 and "works once" in replay.text
+    assert _count(engine, "acks") == 1
 
 
-def test_an_unknown_link_and_a_nameless_acknowledgement_are_refused(
-    client: TestClient, engine: Engine
+def test_acknowledgement_links_refuse_strangers_forgeries_and_old_tokens(
+    app: FastAPI, client: TestClient, engine: Engine
 ) -> None:
-    assert client.post("/ack/not-a-token", data={"by": "alice"}).status_code == 404
     _, token = _token(engine)
-    refused = client.post(f"/ack/{token}", data={"by": "  "})
-    assert refused.status_code == 400 and "say who acknowledges" in refused.text
+    anonymous = client.post(f"/ack/{token}", data={"by": "alice"})
+    assert anonymous.status_code == 401 and "Sign in" in anonymous.text
+    assert client.get(f"/ack/{token}").status_code == 401
+    alice = Person(app, "alice", "payments")
+    no_csrf = alice.http.post(f"/ack/{token}", data={}, headers={"X-CSRF-Token": ""})
+    assert no_csrf.status_code == 403
+    cross_site = alice.http.post(
+        f"/ack/{token}", data={"csrf_token": alice.csrf},
+        headers={"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"},
+    )  # fmt: skip
+    assert cross_site.status_code == 403
+    foreign = alice.http.post("/ack/not-a-token-of-ours", data={"csrf_token": alice.csrf})
+    assert foreign.status_code == 404
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alert_groups SET last_notified_at = :t"), {"t": T0 - timedelta(days=8)})
+    expired = alice.http.post(f"/ack/{token}", data={"csrf_token": alice.csrf})
+    assert expired.status_code == 410 and "expired" in expired.text
+    assert _count(engine, "acks") == 0
 
 
-def test_the_api_acknowledges_an_incident(client: TestClient, engine: Engine) -> None:
+def test_the_api_acknowledges_as_the_identity_never_as_the_body_says(
+    app: FastAPI, client: TestClient, engine: Engine
+) -> None:
     incident, _ = _token(engine)
-    assert client.post(f"/api/v1/incidents/{incident}/ack", json={"by": "bob"}).json() == {
-        "acknowledged": [incident]
+    assert client.post(f"/api/v1/incidents/{incident}/ack", json={}).status_code == 401
+    bob = Person(app, "bob", "search")
+    forged = bob.http.post(f"/api/v1/incidents/{incident}/ack", json={"by": "mallory"})
+    assert forged.status_code == 422 and "your identity" in forged.json()["error"]["message"]
+    assert _count(engine, "acks") == 0
+    assert bob.http.post(f"/api/v1/incidents/{incident}/ack", json={"comment": "mine"}).json() == {
+        "acknowledged": [incident],
+        "by": "bob",
     }
     listed = {i["id"]: i for i in client.get("/api/v1/incidents").json()}
     assert listed[incident]["acknowledged_by"] == "bob"
-    assert client.post("/api/v1/incidents/999999/ack", json={"by": "bob"}).status_code == 404
-    assert client.post(f"/api/v1/incidents/{incident}/ack", json={"who": "bob"}).status_code == 422
+    assert bob.http.post("/api/v1/incidents/999999/ack", json={}).status_code == 404
+    assert bob.http.post(f"/api/v1/incidents/{2**63}/ack", json={}).status_code == 422
+    assert bob.http.post(f"/api/v1/incidents/{incident}/ack", json={"who": "bob"}).status_code == 422
 
 
-def test_silences_over_the_api(client: TestClient) -> None:
-    bad = client.post(
-        "/api/v1/silences",
-        json={"matchers": ["cluster=~(unclosed"], "duration_seconds": 600, "created_by": "c", "comment": "x"},
+@pytest.mark.parametrize(
+    ("who", "body", "status"),
+    [
+        (None, _silence(ORDERS), 401),
+        (("carol", "search"), _silence(ORDERS), 403),
+        (("carol", "payments"), _silence(["severity=~.*"]), 403),
+        (("carol", "payments"), _silence(["cluster=prod"]), 403),
+        (("carol", "payments"), _silence(["team=~payments|search"]), 403),
+        (("carol", "payments"), _silence(ORDERS, created_by="mallory"), 422),
+        (("carol", "payments"), _silence(["rule=~(.*.*)*\\1", "team=payments"]), 422),
+        (("carol", "payments"), _silence(ORDERS, duration_seconds=2**63), 422),
+        (("carol", "payments"), _silence(ORDERS, starts_at="9999-12-31T00:00:00+00:00"), 422),
+        (("carol", "payments"), _silence(ORDERS), 201),
+        (("pat", "kafka-platform"), _silence(["severity=~.*"]), 201),
+    ],
+    ids=["anonymous", "other-team", "every-alert", "no-team", "team-regex", "forged-by", "backreference",
+         "huge-duration", "year-9999", "own-team", "platform-everything"],
+)  # fmt: skip
+def test_who_may_create_a_silence(
+    app: FastAPI,
+    client: TestClient,
+    engine: Engine,
+    who: tuple[str, ...] | None,
+    body: dict[str, object],
+    status: int,
+) -> None:
+    http = Person(app, *who).http if who else client
+    answer = http.post("/api/v1/silences", json=body)
+    assert answer.status_code == status, answer.text
+    assert _count(engine, "silences") == (1 if status == 201 else 0)
+    if status == 201:
+        assert answer.json()["created_by"] == who[0] if who else False
+        assert _audit(engine)[-1] == ("silence", who[0], "silence_created", "proxy") if who else False
+    if status == 403:
+        assert _audit(engine)[-1][2] == "refused", "a refusal of someone identified is audited"
+
+
+def test_proxy_headers_count_only_from_the_proxy(app: FastAPI, engine: Engine) -> None:
+    stranger = TestClient(app, client=STRANGER)
+    stranger.headers.update({"X-Forwarded-User": "pat", "X-Forwarded-Groups": "kafka-platform"})
+    assert stranger.get("/api/v1/whoami").json()["identity"] is None
+    assert stranger.post("/api/v1/silences", json=_silence(["severity=~.*"])).status_code == 401
+    assert _count(engine, "silences") == 0
+
+
+def test_a_proxy_identity_needs_the_csrf_token_and_a_same_site_origin(app: FastAPI, engine: Engine) -> None:
+    carol = Person(app, "carol", "payments")
+    missing = carol.http.post("/api/v1/silences", json=_silence(ORDERS), headers={"X-CSRF-Token": ""})
+    assert missing.status_code == 403
+    other_user = Person(app, "dave", "payments")
+    swapped = carol.http.post(
+        "/api/v1/silences", json=_silence(ORDERS), headers={"X-CSRF-Token": other_user.csrf}
     )
-    assert bad.status_code == 400 and "bad matcher" in bad.json()["error"]["message"]
-    too_long = client.post(
-        "/api/v1/silences",
-        json={
-            "matchers": ["cluster=prod"],
-            "duration_seconds": 30 * 86400,
-            "created_by": "c",
-            "comment": "x",
-        },
-    )
-    assert too_long.status_code == 400 and "at most" in too_long.json()["error"]["message"]
+    assert swapped.status_code == 403, "a token signed for someone else"
+    for headers in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}, {"Origin": "null"}):
+        assert carol.http.post("/api/v1/silences", json=_silence(ORDERS), headers=headers).status_code == 403
+    same = carol.http.post("/api/v1/silences", json=_silence(ORDERS),
+                           headers={"Origin": "http://testserver", "Sec-Fetch-Site": "same-origin"})  # fmt: skip
+    assert same.status_code == 201
+    assert _count(engine, "silences") == 1
 
-    made = client.post(
-        "/api/v1/silences",
-        json={
-            "matchers": ["cluster=prod"],
-            "duration_seconds": 3600,
-            "created_by": "carol",
+
+def test_cross_site_forms_change_nothing(app: FastAPI, engine: Engine) -> None:
+    incident, _ = _token(engine)
+    carol = Person(app, "carol", "payments")
+    evil = {"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site", "X-CSRF-Token": ""}
+    posted = [
+        carol.http.post("/alerts/silences", data={"matchers": "severity=~.*", "duration": "7d", "comment": "x"},
+                        headers=evil, follow_redirects=False),
+        carol.http.post("/alerts/ack", data={"incident": str(incident)}, headers=evil, follow_redirects=False),
+    ]  # fmt: skip
+    assert [r.status_code for r in posted] == [403, 403]
+    assert _count(engine, "silences") == 0 and _count(engine, "acks") == 0
+    made = carol.http.post(
+        "/alerts/silences",
+        data={
+            "matchers": "\n".join(ORDERS),
+            "duration": "1h",
             "comment": "upgrade",
+            "csrf_token": carol.csrf,
         },
+        follow_redirects=False,
     )
+    assert made.status_code == 303 and _count(engine, "silences") == 1
+    silence_id = client_silences(carol)[0]["id"]
+    assert client_silences(carol)[0]["created_by"] == "carol"
+    forged = carol.http.post(f"/alerts/silences/{silence_id}/expire", data={}, headers=evil)
+    assert forged.status_code == 403 and client_silences(carol) != []
+
+
+def client_silences(person: Person) -> list[dict[str, object]]:
+    return person.http.get("/api/v1/silences").json()  # type: ignore[no-any-return]
+
+
+def test_who_may_expire_a_silence(app: FastAPI, client: TestClient, engine: Engine) -> None:
+    carol = Person(app, "carol", "payments")
+    silence_id = carol.http.post("/api/v1/silences", json=_silence(ORDERS)).json()["id"]
+    assert client.delete(f"/api/v1/silences/{silence_id}").status_code == 401
+    assert Person(app, "erin", "search").http.delete(f"/api/v1/silences/{silence_id}").status_code == 403
+    assert Person(app, "dave", "payments").http.delete(f"/api/v1/silences/{silence_id}").status_code == 200
+    assert client.get("/api/v1/silences").json() == []
+    assert carol.http.delete(f"/api/v1/silences/{silence_id}").status_code == 404
+    actions = [(a[1], a[2]) for a in _audit(engine)]
+    assert actions == [("carol", "silence_created"), ("erin", "refused"), ("dave", "silence_expired"),
+                       ("carol", "refused")]  # fmt: skip
+
+
+def test_silences_over_the_api(app: FastAPI) -> None:
+    pat = Person(app, "pat", "kafka-platform")
+    bad = pat.http.post("/api/v1/silences", json=_silence(["cluster=~(unclosed"]))
+    assert bad.status_code == 422 and "bad matcher" in bad.json()["error"]["message"]
+    too_long = pat.http.post("/api/v1/silences", json=_silence(["cluster=prod"], duration_seconds=30 * 86400))
+    assert too_long.status_code == 422 and "at most" in too_long.json()["error"]["message"]
+
+    made = pat.http.post("/api/v1/silences", json=_silence(["cluster=prod"]))
     assert made.status_code == 201
     silence_id = made.json()["id"]
-    listed = client.get("/api/v1/silences").json()
+    listed = pat.http.get("/api/v1/silences").json()
     assert [(s["id"], s["created_by"], s["comment"], s["active"]) for s in listed] == [
-        (silence_id, "carol", "upgrade", True)
+        (silence_id, "pat", "upgrade", True)
     ]
-    later = client.post(
+    later = pat.http.post(
         "/api/v1/silences",
-        json={"matchers": ["cluster=prod"], "duration_seconds": 600, "created_by": "carol", "comment": "window",
-              "starts_at": "2026-05-02T01:00:00+00:00"},
-    )  # fmt: skip
+        json=_silence(["cluster=prod"], duration_seconds=600, starts_at="2026-05-02T01:00:00+00:00"),
+    )
     assert later.status_code == 201
-    future = next(s for s in client.get("/api/v1/silences").json() if s["id"] == later.json()["id"])
+    future = next(s for s in pat.http.get("/api/v1/silences").json() if s["id"] == later.json()["id"])
     assert future["active"] is False and future["starts_at"].startswith("2026-05-02T01:00:00")
-    assert client.delete(f"/api/v1/silences/{later.json()['id']}").status_code == 200
-    assert client.delete(f"/api/v1/silences/{silence_id}").status_code == 200
-    assert client.get("/api/v1/silences").json() == []
-    assert client.delete(f"/api/v1/silences/{silence_id}").status_code == 404
+    assert pat.http.delete(f"/api/v1/silences/{later.json()['id']}").status_code == 200
+    assert pat.http.delete(f"/api/v1/silences/{silence_id}").status_code == 200
+    assert pat.http.get("/api/v1/silences").json() == []
+    assert pat.http.delete(f"/api/v1/silences/{silence_id}").status_code == 404
 
 
 def test_alerts_are_listed(client: TestClient) -> None:
@@ -163,6 +327,8 @@ def test_metrics_show_delivery_failures_by_receiver_and_reason(client: TestClien
 def test_the_alerts_cli_lists_acknowledges_and_silences(
     client: TestClient, engine: Engine, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The command line acts with the database's credentials: `--as` and `--team` say who, and the
+    same authorization rule and audit trail apply."""
     from rich.console import Console
     from typer.testing import CliRunner
 
@@ -175,22 +341,46 @@ def test_the_alerts_cli_lists_acknowledges_and_silences(
     listed = runner.invoke(app, ["alerts", "list"])
     assert listed.exit_code == 0 and "PartitionReplicaLost" in listed.output
     incident, _ = _token(engine)
-    acked = runner.invoke(app, ["alerts", "ack", str(incident), "--by", "dave", "-m", "looking"])
+    acked = runner.invoke(app, ["alerts", "ack", str(incident), "--as", "dave", "-m", "looking"])
     assert acked.exit_code == 0, acked.output
     assert f"acknowledged incident(s) {incident} as dave" in acked.output
-    missing = runner.invoke(app, ["alerts", "ack", "999999", "--by", "dave"])
-    assert missing.exit_code == 2 and "no open incident" in missing.output
+    missing = runner.invoke(app, ["alerts", "ack", "999999", "--as", "dave"])
+    assert missing.exit_code == 1 and "no open incident" in missing.output
 
-    no_reason = runner.invoke(app, ["alerts", "silence", "cluster=prod", "--for", "1h", "--by", "dave"])
-    assert no_reason.exit_code == 2 and "--comment" in no_reason.output
+    no_reason = runner.invoke(app, ["alerts", "silence", "team=payments", "--for", "1h", "--as", "dave",
+                                    "--team", "payments"])  # fmt: skip
+    assert no_reason.exit_code == 1 and "--comment" in no_reason.output
+    not_theirs = runner.invoke(app, ["alerts", "silence", "cluster=prod", "--for", "1h", "-m", "x", "--as", "dave",
+                                     "--team", "payments"])  # fmt: skip
+    assert not_theirs.exit_code == 1 and "forbidden" in not_theirs.output and "team=" in not_theirs.output
     bad_for = runner.invoke(app, ["alerts", "silence", "cluster=prod", "--for", "soon", "-m", "x"])
     assert bad_for.exit_code == 2 and "--for 'soon'" in bad_for.output
     made = runner.invoke(
-        app, ["alerts", "silence", "cluster=prod", "--for", "1h", "-m", "upgrade", "--by", "dave"]
+        app,
+        [
+            "alerts",
+            "silence",
+            "cluster=prod",
+            "--for",
+            "1h",
+            "-m",
+            "upgrade",
+            "--as",
+            "dave",
+            "-t",
+            "kafka-platform",
+        ],
     )
     assert made.exit_code == 0, made.output
     silences = runner.invoke(app, ["alerts", "silences"])
     assert "cluster=prod" in silences.output and "dave" in silences.output
+    with engine.connect() as conn:
+        audited = conn.execute(text("SELECT actor, action, via, address FROM audit_log ORDER BY id")).all()
+    assert [tuple(a[:3]) for a in audited] == [
+        ("dave", "acknowledged", "cli"), ("dave", "refused", "cli"), ("dave", "refused", "cli"),
+        ("dave", "refused", "cli"), ("dave", "silence_created", "cli"),
+    ]  # fmt: skip
+    assert all(str(a.address).startswith("cli@") for a in audited)
     outbox = runner.invoke(app, ["alerts", "outbox", "--state", "pending"])
     assert outbox.exit_code == 0 and "notification outbox" in outbox.output
     assert runner.invoke(app, ["alerts", "outbox", "--state", "stuck"]).exit_code == 2

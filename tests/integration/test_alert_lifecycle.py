@@ -18,6 +18,7 @@ from monitor.alert.lifecycle import CycleResult, run_cycle
 from monitor.alert.model import Notification
 from monitor.alert.routing import Routing, default_routing_paths, load_routing
 from monitor.clock import FakeClock
+from monitor.types import Identity
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 URL = "http://monitor.test"
@@ -197,7 +198,7 @@ def test_an_acknowledged_warning_is_neither_escalated_nor_repeated(world: World)
     assert slack.ack_url is not None and slack.ack_url.startswith(f"{URL}/ack/")
     token = slack.ack_url.rsplit("/", 1)[1]
     with world.engine.begin() as conn:
-        actions.acknowledge(conn, by="alice", token=token, now=world.clock.now(), via="link")
+        actions.acknowledge(conn, Identity("alice", frozenset(), "proxy"), token=token, now=world.clock.now())
     told = world.cycle(after=60)
     assert sent(told) == [("ops-slack", "acknowledge")]
     assert told[0].extra == {"acknowledged_by": "alice"}
@@ -223,8 +224,9 @@ def test_a_silence_mutes_until_it_expires(world: World) -> None:
     with world.engine.begin() as conn:
         silence = actions.create_silence(
             conn,
+            Identity("bob", frozenset({"kafka-platform"}), "cli"),
             matchers=["cluster=prod", "rule=~PartitionReplica.*"],
-            created_by="bob",
+            platform_teams={"kafka-platform"},
             comment="broker replacement",
             now=world.clock.now(),
             duration=timedelta(hours=1),

@@ -1,0 +1,123 @@
+"""The audit trail: one append-only table, `audit_log`, for every change a person (or the
+scheduled retention job) makes: retention requests and their decisions, silences created and
+expired, incidents acknowledged, and the refusals of identified people.
+
+A row says who (`actor`, and how they were identified: `via`), what (`subject`, `subject_id`,
+`action`, old and new values, `reason`), when (`at`) and from where (`address`: the client
+address of a web request, `cli@host` for the command line). It is written in the transaction of
+the change it records, so the table never shows a change without its entry, or the other way
+round. Retention rows also name the request, cluster and topic (`request_id`, `cluster`, `topic`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, CheckConstraint, Connection, Index, insert, select, text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from monitor.store.models import Base
+
+SUBJECTS = ("retention_request", "silence", "incident")
+
+
+class AuditEntry(Base):
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        CheckConstraint("subject IN ('retention_request', 'silence', 'incident')", name="subject"),
+        Index("ix_audit_log_cluster_topic_at", "cluster", "topic", "at"),
+        Index("ix_audit_log_request_id", "request_id"),
+        Index("ix_audit_log_subject", "subject", "subject_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    at: Mapped[datetime]
+    subject: Mapped[str] = mapped_column(server_default=text("'retention_request'"))
+    subject_id: Mapped[int | None] = mapped_column(BigInteger)
+    request_id: Mapped[int | None] = mapped_column(BigInteger)
+    cluster: Mapped[str | None]
+    topic: Mapped[str | None]
+    actor: Mapped[str]
+    """Who did it: a person, or `kafka-health` for the scheduled jobs."""
+    via: Mapped[str | None]
+    """How the actor was identified: proxy, token, development, cli, or link (an acknowledgement
+    link, with the identity of whoever followed it)."""
+    address: Mapped[str | None]
+    """From where: the web client's address, or `cli@<host>`."""
+    action: Mapped[str]
+    """Retention: requested, refused, approved, rejected, cancelled, committed, applied, verified,
+    retrying, failed, expiring, reverted, review_approved, rolled_back, extension_requested,
+    extended, push_failed. Alerts: silence_created, silence_expired, acknowledged, refused."""
+    old_value: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    new_value: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    reason: Mapped[str | None]
+    approver: Mapped[str | None]
+    commit_id: Mapped[str | None]
+    detail: Mapped[str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who acts, as the audit trail records them."""
+
+    name: str
+    via: str | None = None
+    address: str | None = None
+
+
+def write(
+    conn: Connection,
+    *,
+    at: datetime,
+    subject: str,
+    subject_id: int | None,
+    actor: Actor,
+    action: str,
+    old_value: Mapping[str, Any] | None = None,
+    new_value: Mapping[str, Any] | None = None,
+    reason: str | None = None,
+    detail: str | None = None,
+    request_id: int | None = None,
+    cluster: str | None = None,
+    topic: str | None = None,
+    approver: str | None = None,
+    commit_id: str | None = None,
+) -> None:
+    """Append one entry inside the caller's transaction."""
+    if subject not in SUBJECTS:
+        raise ValueError(f"unknown audit subject {subject!r}; one of {', '.join(SUBJECTS)}")
+    conn.execute(
+        insert(AuditEntry).values(
+            at=at,
+            subject=subject,
+            subject_id=subject_id,
+            request_id=request_id,
+            cluster=cluster,
+            topic=topic,
+            actor=actor.name,
+            via=actor.via,
+            address=actor.address,
+            action=action,
+            old_value=dict(old_value) if old_value is not None else None,
+            new_value=dict(new_value) if new_value is not None else None,
+            reason=reason,
+            approver=approver,
+            commit_id=commit_id,
+            detail=detail,
+        )
+    )
+
+
+def entries(
+    conn: Connection, subject: str, subject_id: int | None = None, limit: int = 100
+) -> list[dict[str, Any]]:
+    """The newest entries about `subject` (one of them, with `subject_id`), newest first."""
+    query = select(AuditEntry.__table__).where(AuditEntry.subject == subject)
+    if subject_id is not None:
+        query = query.where(AuditEntry.subject_id == subject_id)
+    rows = conn.execute(query.order_by(AuditEntry.id.desc()).limit(limit)).mappings()
+    return [dict(row) for row in rows]
