@@ -15,11 +15,11 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, FastAPI, Path, Query
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import StringConstraints
 from sqlalchemy import Connection
 
 from monitor.expose import read_clusters, read_history, read_lag, read_topics
-from monitor.expose.context import ApiError, WebContext, not_found
+from monitor.expose.context import ApiError, ErrorBody, WebContext, not_found
 from monitor.expose.inputs import Limit
 from monitor.expose.queries import DEFAULT_LIMIT, Listing, Page, cluster_exists, latest_evaluation
 from monitor.expose.read_clusters import BrokerState, ClusterState, Finding
@@ -50,18 +50,6 @@ TAGS: list[dict[str, Any]] = [
     {"name": "findings", "description": "What the alert rules match now (pending and firing)."},
     {"name": "burrow", "description": "Burrow v3-compatible read endpoints, in Burrow's JSON shape."},
 ]  # fmt: skip
-
-
-class ErrorDetail(BaseModel):
-    code: str = Field(description="stable error code, e.g. cluster_not_found or invalid_parameter")
-    message: str = Field(description="what is wrong and how to fix it")
-    details: list[Any] | None = Field(default=None, description="the invalid parameters, for a 422")
-
-
-class ErrorBody(BaseModel):
-    """Every API error: `{"error": {"code": ..., "message": ...}}`."""
-
-    error: ErrorDetail
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from monitor.alert import actions
 from monitor.alert.matchers import MAX_MATCHER_LENGTH
 from monitor.alert.permissions import MAX_MATCHERS
-from monitor.expose.context import ApiError, WebContext, jsonable
+from monitor.expose.context import CHANGE_ERRORS, ApiError, WebContext, jsonable
 from monitor.expose.identity import CSRF_FIELD, Authenticator, FormRefused, dependency
 from monitor.expose.inputs import Id, Text
 from monitor.types import Identity
@@ -79,7 +79,7 @@ class SilenceRequest(_NoSelfNaming):
 
 
 def router(ctx: WebContext, auth: Authenticator) -> APIRouter:
-    api = APIRouter()
+    api = APIRouter(responses=CHANGE_ERRORS)
     engine, clock = ctx.engine, ctx.clock
     changer = Depends(dependency(auth))
     platform = auth.platform_teams

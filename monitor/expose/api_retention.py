@@ -7,7 +7,7 @@ guardrails, review rules and audit are the same everywhere.
 
 Errors: `{"error": {"code", "message", "details"?}}` with refused 422 (every rule and its numbers
 in details), unauthenticated 401, forbidden and csrf_failed 403, not_found 404, conflict 409,
-unavailable 503, invalid 400.
+unavailable 503, invalid 422.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from monitor.act import ledger
 from monitor.act.model import RetentionError, request_json
 from monitor.act.policy import bounded_long, parse_duration_ms, parse_size
 from monitor.act.service import RetentionService
-from monitor.expose.context import ApiError, WebContext, jsonable
+from monitor.expose.context import CHANGE_ERRORS, ApiError, WebContext, jsonable
 from monitor.expose.identity import Authenticator, dependency
 from monitor.expose.inputs import Id, Limit, Text
 from monitor.types import Identity
@@ -34,7 +34,7 @@ _STATUS = {
     "not_found": 404,
     "conflict": 409,
     "unavailable": 503,
-    "invalid": 400,
+    "invalid": 422,
 }
 
 
@@ -98,7 +98,7 @@ class ExtendBody(BaseModel):
 
 
 def router(ctx: WebContext, service: RetentionService, auth: Authenticator) -> APIRouter:
-    api = APIRouter(tags=["retention"])
+    api = APIRouter(tags=["retention"], responses=CHANGE_ERRORS)
     engine = ctx.engine
     changer = dependency(auth)
     who_changes = Depends(changer)
@@ -180,7 +180,7 @@ def _act(action: Callable[[], T]) -> T:
     except RetentionError as exc:
         raise DetailedApiError(_STATUS[exc.code], exc.code, str(exc), exc.details) from exc
     except ValueError as exc:
-        raise ApiError(400, "invalid", str(exc)) from exc
+        raise ApiError(422, "invalid", str(exc)) from exc
 
 
 def install(app: FastAPI, ctx: WebContext, service: RetentionService, auth: Authenticator) -> None:

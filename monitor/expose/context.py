@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 from fastapi import HTTPException
 from fastapi.responses import HTMLResponse
+from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 
 from monitor.clock import Clock
@@ -57,6 +58,34 @@ class WebContext:
         context.setdefault("generated_at", self.clock.now().strftime("%Y-%m-%d %H:%M:%S"))
         context.setdefault("now", self.clock.now())
         return HTMLResponse(self.templates.get_template(name).render(**context))
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="stable error code, e.g. cluster_not_found or invalid_parameter")
+    message: str = Field(description="what is wrong and how to fix it")
+    details: list[Any] | None = Field(default=None, description="the invalid parameters, for a 422")
+
+
+class ErrorBody(BaseModel):
+    """Every API error: `{"error": {"code": ..., "message": ...}}`."""
+
+    error: ErrorDetail
+
+
+CHANGE_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "A value the database cannot hold (code `invalid_value`)"},
+    401: {"model": ErrorBody, "description": "No identity: sign in through the proxy or send an API token"},
+    403: {"model": ErrorBody, "description": "Not allowed (`forbidden`), or a CSRF/origin check failed"},
+    404: {"model": ErrorBody, "description": "Nothing to act on (`not_found`)"},
+    409: {"model": ErrorBody, "description": "The state forbids it now (`conflict`)"},
+    410: {"model": ErrorBody, "description": "An acknowledgement link that expired (`expired`)"},
+    422: {
+        "model": ErrorBody,
+        "description": "The request is invalid or a rule refuses it; the message says why",
+    },
+    503: {"model": ErrorBody, "description": "PostgreSQL or Kafka did not answer (`unavailable`)"},
+}
+"""The answers of the routes that change something, for the OpenAPI document."""
 
 
 class ApiError(HTTPException):

@@ -44,7 +44,7 @@ from sqlalchemy import Engine
 from monitor.act.tokens import find_token
 from monitor.clock import Clock
 from monitor.config import IdentityConfig
-from monitor.expose.context import ApiError
+from monitor.expose.context import CHANGE_ERRORS, ApiError
 from monitor.types import Identity
 
 CSRF_HEADER = "X-CSRF-Token"
@@ -178,11 +178,12 @@ class Authenticator:
         try:
             self.check_csrf(request, who, form.get(CSRF_FIELD, ""))
         except ApiError as exc:
+            origin = str(exc.detail).startswith("refused")  # another site, not a stale token
+            reason = exc.detail if origin else "the form's CSRF token is missing or invalid"
             raise FormRefused(
                 403,
                 "Form expired or forged",
-                f"Refused, nothing was changed: {exc.detail}. If you used this site's own page, "
-                "reload it and submit the form again.",
+                f"Refused: {reason}, so nothing was changed. Reload the page and submit the form again.",
             ) from exc
         return who
 
@@ -228,7 +229,7 @@ def dependency(auth: Authenticator) -> Callable[[Request], Identity]:
 
 def router(auth: Authenticator) -> APIRouter:
     """Who am I, and a CSRF token for the signed-in user."""
-    api = APIRouter(tags=["identity"])
+    api = APIRouter(tags=["identity"], responses=CHANGE_ERRORS)
 
     @api.get("/api/v1/whoami")
     def whoami(request: Request) -> dict[str, object]:

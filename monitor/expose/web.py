@@ -99,7 +99,17 @@ def create_app(
         """Liveness: the process answers."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"], response_model=None)
+    @app.get(
+        "/readyz",
+        tags=["health"],
+        response_model=None,
+        responses={
+            503: {
+                "description": "Not ready: the database does not answer, or no collection "
+                "succeeded recently (a readiness probe's answer, not a fault)."
+            }
+        },
+    )
     def readyz() -> JSONResponse:
         """Readiness: PostgreSQL answers and a collection succeeded recently."""
         now = ctx.clock.now()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from urllib.parse import unquote
 
 import pytest
 from fastapi import FastAPI
@@ -384,3 +385,59 @@ def test_the_alerts_cli_lists_acknowledges_and_silences(
     outbox = runner.invoke(app, ["alerts", "outbox", "--state", "pending"])
     assert outbox.exit_code == 0 and "notification outbox" in outbox.output
     assert runner.invoke(app, ["alerts", "outbox", "--state", "stuck"]).exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"matchers": ["team=payments"], "duration_seconds": NaN, "comment": "x"}',
+        '{"matchers": ["team=payments"], "duration_seconds": Infinity, "comment": "x"}',
+        '{"matchers": ["team=payments"], "duration_seconds": 1e400, "comment": "x"}',
+        '{"matchers": ["team=payments\\ud800"], "duration_seconds": 60, "comment": "x"}',
+        '{"matchers": ["team=payments"], "duration_seconds": 60, "comment": "nul \\u0000 byte"}',
+        '{"matchers": ["team=payments"], "duration_seconds": 60, "comment": "x", "starts_at": "9999-12-31T23:59:59+00:00"}',
+        '{"matchers": ["' + "a" * 5000 + '=~x"], "duration_seconds": 60, "comment": "x"}',
+        "[1, 2",
+    ],
+    ids=["nan", "infinity", "1e400", "lone-surrogate", "nul", "year-9999", "long-matcher", "broken-json"],
+)
+def test_any_body_gets_a_4xx_with_a_reason(app: FastAPI, engine: Engine, raw: str) -> None:
+    carol = Person(app, "carol", "payments")
+    answer = carol.http.post("/api/v1/silences", content=raw, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["message"]
+    assert _count(engine, "silences") == 0
+
+
+def test_bad_paths_and_queries_get_a_4xx(app: FastAPI) -> None:
+    carol = Person(app, "carol", "payments")
+    assert carol.http.get("/api/v1/clusters/prod%00x").status_code == 422
+    assert carol.http.get("/api/v1/retention-requests?limit=-1").status_code in (404, 422)
+    assert carol.http.delete(f"/api/v1/silences/{2**64}").status_code == 422
+    assert carol.http.delete("/api/v1/silences/0").status_code == 422
+    form = carol.http.post(
+        "/alerts/silences", follow_redirects=False,
+        data={"matchers": "team=payments", "duration": "99999999999d", "comment": "x", "csrf_token": carol.csrf},
+    )  # fmt: skip
+    assert form.status_code == 303 and "at most" in unquote(form.cookies.get("kh_flash", ""))
+    ack = carol.http.post(
+        "/alerts/ack", data={"incident": "9" * 30, "csrf_token": carol.csrf}, follow_redirects=False
+    )
+    assert ack.status_code == 303 and "positive whole number" in unquote(ack.cookies.get("kh_flash", ""))
+
+
+def test_database_errors_are_told_apart() -> None:
+    """A value the database refuses is the request's fault (400); only a database that does not
+    answer is 503; and neither leaks the statement or its parameters."""
+    import psycopg
+    from sqlalchemy.exc import DataError, IntegrityError, OperationalError
+
+    from monitor.expose.web import database_answer
+
+    refused = DataError("SELECT :p", {"p": "secret"}, psycopg.DataError("value out of range for type bigint"))
+    conflict = IntegrityError("INSERT", {}, psycopg.IntegrityError("duplicate key value"))
+    away = OperationalError("SELECT 1", {}, psycopg.OperationalError("connection refused"))
+    answers = [database_answer(e) for e in (refused, conflict, away)]
+    assert [a.status_code for a in answers] == [400, 409, 503]
+    assert b"out of range" in answers[0].body and b"secret" not in answers[0].body
+    assert b"did not answer" in answers[2].body

@@ -136,7 +136,44 @@ def test_development_mode_is_labelled(engine: Engine, service: RetentionService,
     answer = TestClient(app).get("/api/v1/whoami")  # type: ignore[arg-type]
     assert answer.headers["X-Kafka-Health-Identity"] == "development"
     assert answer.json() == {"identity": {"user": "dev", "teams": ["payments"], "source": "development"},
+                             "platform_role": False,
                              "development": True}  # fmt: skip
     assert (
         TestClient(app).get("/api/v1/retention-requests").headers["X-Kafka-Health-Identity"] == "development"
     )  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("retention_ms", 10**400),
+        ("retention_bytes", int("9" * 401)),
+        ("retention_ms", "99999999999999999999d"),
+        ("retention_bytes", "1e5000GiB"),
+        ("duration", "99999999999999999999d"),
+    ],
+    ids=["ms-10^400", "bytes-401-digits", "ms-duration-overflow", "bytes-exponent", "duration-overflow"],
+)
+def test_numbers_no_config_can_hold_are_refused_with_a_reason(
+    engine: Engine, service: RetentionService, topic: str, field: str, value: object
+) -> None:
+    with engine.begin() as conn:
+        token = create_token(conn, name=f"big-{field}", user="ci-bot", teams=["payments"], created_by="test",
+                             now=datetime.now(UTC))  # fmt: skip
+    client = TestClient(_app(engine, service), headers={"Authorization": f"Bearer {token}"})  # type: ignore[arg-type]
+    body = {**_body(topic), field: value}
+    answer = client.post("/api/v1/retention-requests", json=body)
+    assert answer.status_code == 422, answer.text
+    assert field in answer.text
+    with engine.connect() as conn:
+        assert (
+            conn.execute(
+                text("SELECT count(*) FROM retention_requests WHERE topic = :t"), {"t": topic}
+            ).scalar()
+            == 0
+        )
+    for raw in ('{"cluster": NaN}', '{"retention_ms": Infinity}', '{"retention_ms": 1e400}'):
+        odd = client.post(
+            "/api/v1/retention-requests", content=raw, headers={"Content-Type": "application/json"}
+        )
+        assert odd.status_code == 422, (raw, odd.text)

@@ -1,10 +1,14 @@
 """The alerts page in a real headless Chromium over the populated database: every section with
 the alerts the collection, evaluation and alert cycle raised, and the forms that acknowledge an
-incident, silence an alert and expire a silence (checked in the database, then undone)."""
+incident, silence an alert and expire a silence as the person the proxy signed in (checked in the
+database, then undone); a form on another site, and a silence wider than one's own team, change
+nothing."""
 
 from __future__ import annotations
 
+import http.server
 import re
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,8 +16,9 @@ from contextlib import contextmanager
 import pytest
 from sqlalchemy import text
 
-from tests.fixtures.browser import BrowserPage
+from tests.fixtures.browser import BrowserPage, sign_in
 from tests.fixtures.populated import ACK_BY, SILENCE_BY, Populated
+from tests.fixtures.receivers import free_port
 
 pytestmark = pytest.mark.browser
 
@@ -72,8 +77,11 @@ def test_a_runbook_is_linked(web: BrowserPage, populated: Populated) -> None:
 
 
 @pytest.fixture
-def who() -> str:
-    return f"browser-{uuid.uuid4().hex[:8]}"
+def who(web: BrowserPage) -> str:
+    """A person of the platform team, signed in through the proxy."""
+    name = f"browser-{uuid.uuid4().hex[:8]}"
+    sign_in(web, name, "kafka-platform")
+    return name
 
 
 def test_acknowledge_an_incident_from_the_alerts_page(
@@ -88,7 +96,6 @@ def test_acknowledge_an_incident_from_the_alerts_page(
     assert len(incidents) == 2, incidents  # the pager's and Slack's
     try:
         row.locator("details.ack summary").click()
-        row.locator("details.ack input[name=by]").fill(who)
         row.locator("details.ack input[name=comment]").fill("looking at the ledger consumer")
         web.shot("alerts-ack-form", "details.ack[open] form")
         with web.page.expect_navigation():
@@ -127,7 +134,6 @@ def test_silence_an_alert_then_expire_the_silence(web: BrowserPage, populated: P
     assert f"group_id={group}" in matchers and "rule=ConsumerAppendLag" in matchers, matchers
     assert f"cluster={populated.cluster}" in matchers and not any(m.startswith("severity") for m in matchers)
     row.locator("details.silence input[name=duration]").fill("30m")
-    row.locator("details.silence input[name=by]").fill(who)
     row.locator("details.silence input[name=comment]").fill("consumer being redeployed")
     web.shot("alerts-silence-form", "details.silence[open] textarea")
     with web.page.expect_navigation():
@@ -149,7 +155,7 @@ def test_silence_an_alert_then_expire_the_silence(web: BrowserPage, populated: P
     web.shot("alerts-silenced", "#flash", listed)
     assert f"Silence {made.id} created for 30m" in web.page.locator("#flash").inner_text()
     assert who in web.page.locator(listed).inner_text()
-    assert web.page.locator("input[name=by]").first.input_value() == who  # the name is remembered
+    assert f"Signed in as {who}" in web.page.locator("[data-role=identity]").inner_text()
 
     with web.page.expect_navigation():
         web.page.locator(f"{listed} button", has_text="Expire now").click()
@@ -165,7 +171,6 @@ def test_a_refused_action_is_shown_on_the_page(web: BrowserPage, populated: Popu
     form = web.page.locator("#silences details.silence")
     form.locator("summary").click()
     form.locator("textarea[name=matchers]").fill("cluster=~(unclosed")
-    form.locator("input[name=by]").fill(who)
     form.locator("input[name=comment]").fill("typo in the matcher")
     with web.page.expect_navigation():
         form.locator("button[type=submit]").click()
@@ -175,7 +180,6 @@ def test_a_refused_action_is_shown_on_the_page(web: BrowserPage, populated: Popu
     web.page.locator("#silences details.silence summary").click()
     web.page.locator("#silences details.silence textarea[name=matchers]").fill("cluster=prod")
     web.page.locator("#silences details.silence input[name=duration]").fill("30d")
-    web.page.locator("#silences details.silence input[name=by]").fill(who)
     web.page.locator("#silences details.silence input[name=comment]").fill("too long")
     with web.page.expect_navigation():
         web.page.locator("#silences details.silence button[type=submit]").click()
@@ -185,6 +189,79 @@ def test_a_refused_action_is_shown_on_the_page(web: BrowserPage, populated: Popu
             conn.execute(text("SELECT count(*) FROM silences WHERE created_by = :by"), {"by": who}).scalar()
             == 0
         )
+
+
+def test_without_sign_in_the_page_offers_no_action(web: BrowserPage, populated: Populated) -> None:
+    web.goto("/alerts")
+    assert "Not signed in" in web.page.locator("[data-role=identity]").inner_text()
+    assert web.page.locator("form[action='/alerts/silences']").count() == 0
+    assert web.page.locator("form[action='/alerts/ack']").count() == 0
+
+
+def test_a_team_member_may_silence_only_their_team(web: BrowserPage, populated: Populated) -> None:
+    name = f"browser-{uuid.uuid4().hex[:8]}"
+    sign_in(web, name, "payments")
+    web.goto("/alerts")
+    assert "payments" in web.page.locator("[data-role=silence-scope]").inner_text()
+    form = web.page.locator("#silences details.silence")
+    form.locator("summary").click()
+    form.locator("textarea[name=matchers]").fill(f"cluster={populated.cluster}")
+    form.locator("input[name=comment]").fill("everything of the cluster")
+    with web.page.expect_navigation():
+        form.locator("button[type=submit]").click()
+    assert (
+        "may silence only the alerts of their own teams"
+        in web.page.locator("#flash.flash-error").inner_text()
+    )
+    with populated.engine.connect() as conn:
+        made = conn.execute(
+            text("SELECT count(*) FROM silences WHERE created_by = :by"), {"by": name}
+        ).scalar()
+        refused = conn.execute(
+            text("SELECT count(*) FROM audit_log WHERE actor = :by AND action = 'refused'"), {"by": name}
+        ).scalar()
+    assert (made, refused) == (0, 1)
+
+
+def test_a_form_on_another_site_changes_nothing(web: BrowserPage, populated: Populated, who: str) -> None:
+    """A page of another origin that a signed-in engineer opens posts a silence of every alert:
+    refused (no CSRF token, a cross-site origin), nothing stored."""
+    target = web.base_url + "/alerts/silences"
+    evil = (
+        "<!doctype html><title>cat pictures</title><body>"
+        f'<form id=f method=post action="{target}">'
+        '<input name=matchers value="severity=~.*"><input name=duration value=7d>'
+        '<input name=comment value=oops></form><script>document.getElementById("f").submit()</script>'
+    ).encode()
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(evil)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", free_port()), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    web.expect_problem("HTTP 403: POST " + target)
+    web.expect_problem(f"403 (Forbidden) ({target})")
+    try:
+        with web.page.expect_navigation(url=target):
+            web.page.goto(f"http://127.0.0.1:{server.server_port}/")
+        web.page.wait_for_load_state()
+        assert "Form expired or forged" in web.page.content()
+    finally:
+        server.shutdown()
+        server.server_close()
+    with populated.engine.connect() as conn:
+        made = conn.execute(
+            text("SELECT count(*) FROM silences WHERE created_by = :by"), {"by": who}
+        ).scalar()
+    assert made == 0
 
 
 @contextmanager

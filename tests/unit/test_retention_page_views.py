@@ -86,3 +86,9 @@ def test_audit_rows_say_old_and_new_in_words() -> None:
         {"old_value": None, "new_value": None},
     ])  # fmt: skip
     assert [r["change"] for r in rows] == ["retention.ms 1 d → 2 d", "retention.ms = 2 d", ""]
+
+
+@pytest.mark.parametrize("value", ["1e5000", "1e999999999", "9" * 400])
+def test_form_numbers_beyond_what_kafka_holds_are_refused(value: str) -> None:
+    with pytest.raises(ValueError, match="more than Kafka can hold"):
+        views.parse_raise_form(_form(retention_ms_value=value))
