@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from monitor.act import cli_retention
 from monitor.alert import cli_alerts, cli_routes
@@ -52,7 +53,7 @@ def config_check(
     try:
         settings = load_settings(file)
     except ConfigError as exc:
-        err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True, highlight=False)
         raise typer.Exit(2) from exc
     names = ", ".join(c.name for c in settings.clusters)
     out.print(f"{file}: OK ({len(settings.clusters)} cluster(s): {names})", highlight=False)

@@ -31,7 +31,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify_columns import qualify_columns
 from sqlglot.schema import MappingSchema
 
-from monitor.config import _line_of, format_validation_error, read_yaml
+from monitor.config import format_validation_error, line_of, read_yaml
 from monitor.derived import ENTITIES, KEYS, columns_of
 from monitor.errors import ConfigError
 from monitor.formatting import NUMBER_FILTERS
@@ -440,7 +440,7 @@ def _load_file(path: Path, seen: dict[str, tuple[Path, int | None]]) -> FileRepo
         here = ("rules", index)
         name = item.get("name") if isinstance(item, dict) else None
         if isinstance(name, str):
-            name_line = _line_of(data, lines, (*here, "name"))
+            name_line = line_of(data, lines, (*here, "name"))
             if name in seen:
                 first_path, first_line = seen[name]
                 problems.append(
@@ -452,7 +452,7 @@ def _load_file(path: Path, seen: dict[str, tuple[Path, int | None]]) -> FileRepo
                 seen[name] = (path, name_line)
         found = rule_problems(item) if isinstance(item, dict) else []
         for loc, message in found:
-            where = _line_of(data, lines, (*here, *loc))
+            where = line_of(data, lines, (*here, *loc))
             problems.append(f"{_at(where)}rules.{index}.{'.'.join(map(str, loc))}: {message}")
         if index not in bad and not found:
             rules.append(Rule.model_validate(item))
