@@ -67,6 +67,19 @@ def _settings(config: Path | None) -> Settings:
         raise typer.Exit(2) from exc
 
 
+def _checked(settings: Settings) -> Settings:
+    """`settings`, once every operator file the daemon will use is valid: a bad one stops here,
+    before PostgreSQL, Kafka or Spark is started."""
+    from monitor.app import check_operator_files
+
+    try:
+        check_operator_files(settings)
+    except ConfigError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        raise typer.Exit(2) from exc
+    return settings
+
+
 def _setup_logging(level: str) -> None:
     logging.basicConfig(
         level=getattr(logging, level),
@@ -104,7 +117,7 @@ def run(config: ConfigOption = None) -> None:
     from monitor.app import build_app
     from monitor.devtools import stack
 
-    settings = _settings(config)
+    settings = _checked(_settings(config))
     _setup_logging(settings.log_level)
     with stack.local_services(settings, _say, with_kafka=False) as services:
         daemon = build_app(settings, services.database_url)
@@ -123,7 +136,7 @@ def demo(config: ConfigOption = None) -> None:
 
     # Inbox files instead of Slack, email and PagerDuty, the retention button in the labelled
     # development mode, shorter collection intervals, and the workload (monitor/devtools/demo.py).
-    settings = demo_settings(_settings(config))
+    settings = _checked(demo_settings(_settings(config)))
     _setup_logging(settings.log_level)
     with stack.local_services(settings, _say, with_kafka=True) as services:
         ensure_demo_topic(settings, _say)

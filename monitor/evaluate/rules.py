@@ -402,6 +402,11 @@ def rule_files_in(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.yaml") if p.name not in NOT_RULE_FILES)
 
 
+def rule_files(directory: Path | None) -> list[Path]:
+    """The rule files: those of `evaluate.rules_dir`, else the project's alert_rules/."""
+    return rule_files_in(directory) if directory is not None else default_rule_paths()
+
+
 def load_rules(paths: Iterable[Path]) -> RuleSet:
     """Load and validate rule files (a directory stands for its `*.yaml`). Never raises for a bad
     file: its problems are in the result's `errors`, its valid rules in `rules`.
