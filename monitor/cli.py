@@ -18,6 +18,7 @@ from monitor.devtools import cli_db, cli_kafka, cli_spark
 from monitor.errors import ConfigError, MonitorError
 from monitor.evaluate import cli_rules
 from monitor.expose import cli_reports
+from monitor.formatting import PrintableLogFormatter
 
 app = typer.Typer(
     name="kafka-health",
@@ -81,17 +82,17 @@ def _checked(settings: Settings) -> Settings:
 
 
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        PrintableLogFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", datefmt="%H:%M:%S")
     )
+    logging.basicConfig(level=getattr(logging, level), handlers=[handler])
     for noisy in ("py4j", "apscheduler", "httpx", "uvicorn.error", "alembic", "monitor.kafka.client"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def _say(message: str) -> None:
-    out.print(f"[bold cyan]>>[/] {message}", highlight=False)
+    out.print(f"[bold cyan]>>[/] {escape(message)}", highlight=False)
 
 
 @app.command()

@@ -24,6 +24,7 @@ from monitor.alert.outbox import outbox_counts, outbox_rows
 from monitor.clock import SystemClock
 from monitor.config import load_settings
 from monitor.errors import ConfigError, MonitorError
+from monitor.formatting import printable, printable_markup
 
 app = typer.Typer(help="Alerts: list (the default), acknowledge, silence, and the notification outbox.")
 out = Console(soft_wrap=True)
@@ -75,7 +76,7 @@ def _table(rows: list[dict[str, Any]], columns: list[str], title: str) -> None:
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+        table.add_row(*("" if row.get(c) is None else printable_markup(row.get(c)) for c in columns))
     out.print(table)
 
 
@@ -132,7 +133,11 @@ def ack(
             ids = actions.acknowledge(
                 conn, by=who, now=SystemClock().now(), fingerprint=incident, comment=comment
             )
-    out.print(f"acknowledged incident(s) {', '.join(map(str, ids))} as {who}", highlight=False)
+    out.print(
+        f"acknowledged incident(s) {', '.join(map(str, ids))} as {printable(who)}",
+        highlight=False,
+        markup=False,
+    )
 
 
 @app.command("silence")

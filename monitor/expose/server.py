@@ -18,7 +18,10 @@ class WebServer:
     name = "web"
 
     def __init__(self, app: FastAPI, host: str, port: int) -> None:
-        self._config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+        # log_config=None: uvicorn's records go to the monitor's own log handler and formatter.
+        self._config = uvicorn.Config(
+            app, host=host, port=port, log_level="warning", access_log=False, log_config=None
+        )
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.url = f"http://{host}:{port}"
