@@ -8,7 +8,8 @@ entity does not have, and templates that do not compile, use an unknown variable
 rendered once against a sample finding (templates render in jinja2's sandbox, so one that reaches
 for Python internals is refused here and never runs). Every problem names the file and the line.
 
-Partial-failure policy: a bad rule never stops the others. `load_rules` returns every valid rule,
+Partial-failure policy: a bad rule never stops the others once the daemon runs (at start it is
+refused: `monitor.app.check_operator_files`). `load_rules` returns every valid rule,
 and one `ConfigError` per file that has a problem; a file that is not a rule file at all (not
 YAML, no `rules:` list) contributes no rule.
 """
