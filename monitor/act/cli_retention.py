@@ -77,7 +77,7 @@ def _run(action: Callable[[], T]) -> T:
     try:
         return action()
     except RetentionError as exc:
-        err.print(f"{exc.code}: {exc}", markup=False, highlight=False)
+        err.print(printable(f"{exc.code}: {exc}"), markup=False, highlight=False)
         raise typer.Exit(1) from exc
     except (MonitorError, ValueError) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
