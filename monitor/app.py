@@ -18,6 +18,7 @@ from typing import Protocol
 
 from monitor.clock import Clock, SystemClock
 from monitor.config import Settings
+from monitor.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +93,49 @@ class App:
                 signal.signal(sig, old)
 
 
+def check_operator_files(settings: Settings) -> None:
+    """Load every file an operator edits that the enabled stages use (rule files, routing and
+    ownership, retention policy), so that a bad one stops the daemon before anything starts.
+
+    Raises ConfigError listing every problem as `file: line N: key.path: message`. Reads files
+    only: no database, Kafka or Spark. The stages reload the files later; a bad edit then is
+    reported on the run and the last good version stays in force.
+    """
+    errors: list[ConfigError] = []
+    if settings.evaluate.enabled:
+        from monitor.evaluate.rules import load_rules, rule_files
+
+        errors += load_rules(rule_files(settings.evaluate.rules_dir)).errors
+    if settings.alert.enabled:
+        from monitor.alert.routing import check_routing
+        from monitor.alert.stage import routing_paths
+
+        errors += check_routing(*routing_paths(settings.alert))[1]
+    if settings.retention.enabled:
+        from monitor.act.policy import default_policy_path, load_policy
+        from monitor.act.stage import owners_path
+        from monitor.owners import load_owners
+
+        for load, path in (
+            (load_policy, settings.retention.policy_file or default_policy_path()),
+            (load_owners, owners_path(settings)),
+        ):
+            try:
+                load(path)
+            except ConfigError as exc:
+                errors.append(exc)
+    if errors:
+        unique = {(error.source, problem): None for error in errors for problem in error.problems}
+        raise ConfigError([f"{source}: {problem}" for source, problem in unique], "configuration")
+
+
 def build_app(settings: Settings, database_url: str, clock: Clock | None = None) -> App:
-    """Wire the stages for `settings` against the database at `database_url`. Connects nothing."""
+    """Wire the stages for `settings` against the database at `database_url`. Connects nothing.
+
+    Raises ConfigError when an operator file is invalid (`check_operator_files`)."""
     from datetime import timedelta
+
+    check_operator_files(settings)
 
     from monitor.collect.stage import CollectStage
     from monitor.expose.inbox import inbox_paths

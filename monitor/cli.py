@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from monitor.act import cli_retention
 from monitor.alert import cli_alerts, cli_routes
@@ -17,6 +18,7 @@ from monitor.devtools import cli_db, cli_kafka, cli_spark
 from monitor.errors import ConfigError, MonitorError
 from monitor.evaluate import cli_rules
 from monitor.expose import cli_reports
+from monitor.formatting import PrintableLogFormatter
 
 app = typer.Typer(
     name="kafka-health",
@@ -52,7 +54,7 @@ def config_check(
     try:
         settings = load_settings(file)
     except ConfigError as exc:
-        err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True, highlight=False)
         raise typer.Exit(2) from exc
     names = ", ".join(c.name for c in settings.clusters)
     out.print(f"{file}: OK ({len(settings.clusters)} cluster(s): {names})", highlight=False)
@@ -66,18 +68,31 @@ def _settings(config: Path | None) -> Settings:
         raise typer.Exit(2) from exc
 
 
+def _checked(settings: Settings) -> Settings:
+    """`settings`, once every operator file the daemon will use is valid: a bad one stops here,
+    before PostgreSQL, Kafka or Spark is started."""
+    from monitor.app import check_operator_files
+
+    try:
+        check_operator_files(settings)
+    except ConfigError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        raise typer.Exit(2) from exc
+    return settings
+
+
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        PrintableLogFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", datefmt="%H:%M:%S")
     )
+    logging.basicConfig(level=getattr(logging, level), handlers=[handler])
     for noisy in ("py4j", "apscheduler", "httpx", "uvicorn.error", "alembic", "monitor.kafka.client"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def _say(message: str) -> None:
-    out.print(f"[bold cyan]>>[/] {message}", highlight=False)
+    out.print(f"[bold cyan]>>[/] {escape(message)}", highlight=False)
 
 
 @app.command()
@@ -103,7 +118,7 @@ def run(config: ConfigOption = None) -> None:
     from monitor.app import build_app
     from monitor.devtools import stack
 
-    settings = _settings(config)
+    settings = _checked(_settings(config))
     _setup_logging(settings.log_level)
     with stack.local_services(settings, _say, with_kafka=False) as services:
         daemon = build_app(settings, services.database_url)
@@ -122,7 +137,7 @@ def demo(config: ConfigOption = None) -> None:
 
     # Inbox files instead of Slack, email and PagerDuty, the retention button in the labelled
     # development mode, shorter collection intervals, and the workload (monitor/devtools/demo.py).
-    settings = demo_settings(_settings(config))
+    settings = _checked(demo_settings(_settings(config)))
     _setup_logging(settings.log_level)
     with stack.local_services(settings, _say, with_kafka=True) as services:
         ensure_demo_topic(settings, _say)

@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from monitor.errors import ConfigError
+from monitor.patterns import PatternError, UserPattern, compile_pattern
 
 ENV_PREFIX = "KAFKA_HEALTH_"
 DEFAULT_DEV_KAFKA_PORT = 19092
@@ -91,16 +92,22 @@ class Security(_Strict):
         return self
 
 
+def compile_name_pattern(pattern: str) -> UserPattern:
+    """A topic or group name pattern, compiled with RE2 to match whole names (use `fullmatch`).
+
+    `.` matches every character, a newline included: a name is data, and a group id with a
+    control character in it must still match `.*`, or it would silently not be monitored.
+    Raises ValueError with the fix for a pattern that is too long or does not compile."""
+    try:
+        return compile_pattern(pattern, dot_all=True)
+    except PatternError as exc:
+        raise ValueError(f"{exc}; the pattern is matched against the whole name") from None
+
+
 def compile_patterns(patterns: list[str]) -> list[str]:
-    """Check every regular expression compiles; a bad one is an error that says how to fix it."""
+    """Check every name pattern compiles; a bad one is an error that says how to fix it."""
     for pattern in patterns:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(
-                f"invalid regular expression {pattern!r}: {exc}; fix the pattern "
-                "(Python `re` syntax, matched against the whole name)"
-            ) from exc
+        compile_name_pattern(pattern)
     return patterns
 
 
@@ -110,8 +117,8 @@ class NameFilter(_Strict):
     allow: list[str] = Field(default_factory=lambda: [".*"])
     deny: list[str] = Field(default_factory=list)
 
-    _allow_re: list[re.Pattern[str]] = []
-    _deny_re: list[re.Pattern[str]] = []
+    _allow_re: list[UserPattern] = []
+    _deny_re: list[UserPattern] = []
 
     @field_validator("allow", "deny")
     @classmethod
@@ -119,8 +126,8 @@ class NameFilter(_Strict):
         return compile_patterns(value)
 
     def model_post_init(self, __context: Any) -> None:
-        object.__setattr__(self, "_allow_re", [re.compile(p) for p in self.allow])
-        object.__setattr__(self, "_deny_re", [re.compile(p) for p in self.deny])
+        object.__setattr__(self, "_allow_re", [compile_name_pattern(p) for p in self.allow])
+        object.__setattr__(self, "_deny_re", [compile_name_pattern(p) for p in self.deny])
 
     def accepts(self, name: str) -> bool:
         if any(p.fullmatch(name) for p in self._deny_re):
@@ -442,12 +449,66 @@ class Settings(BaseSettings):
 # Loading, with line numbers for errors
 
 
+MAX_YAML_BYTES = 4 * 1024 * 1024
+"""The largest operator file read: settings, rules, routing, ownership and policy are kilobytes."""
+
+MAX_YAML_ALIASES = 100
+"""Aliases (`*name`) a file may use. Nothing shipped uses any; a few keep a file short."""
+
+MAX_YAML_NODES = 100_000
+"""Values a file may hold once its aliases are expanded: a few aliases that each repeat the one
+before ("billion laughs") would otherwise expand to gigabytes when the data is copied or checked."""
+
+
 class _LineLoader(yaml.SafeLoader):
-    """A SafeLoader that records the line of every mapping key and sequence item."""
+    """A SafeLoader that records the line of every mapping key and sequence item, and bounds the
+    aliases a file uses and what they expand to."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.lines: dict[tuple[int, Any], int] = {}
+        self.aliases = 0
+        self.first_alias_line: int | None = None
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            line = self.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
+            self.aliases += 1
+            self.first_alias_line = self.first_alias_line or line
+            if self.aliases > MAX_YAML_ALIASES:
+                raise ConfigError(
+                    [
+                        f"line {line}: more than {MAX_YAML_ALIASES} YAML aliases (*name); "
+                        "write the values out instead of repeating anchors"
+                    ]
+                )
+        return super().compose_node(parent, index)
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """How many values `root` holds with every alias expanded, counted without expanding them."""
+    sizes: dict[int, int] = {}
+    pending: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in pending:
+            raise ConfigError(
+                [f"line {node.start_mark.line + 1}: an alias refers to the value that contains it; remove it"]
+            )
+        pending.add(id(node))
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        total = 1 + sum(size(child) for child in children)
+        pending.discard(id(node))
+        sizes[id(node)] = total
+        return total
+
+    return size(root)
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -474,7 +535,7 @@ _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _con
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 
 
-def _line_of(data: Any, lines: Mapping[tuple[int, Any], int], loc: tuple[int | str, ...]) -> int | None:
+def line_of(data: Any, lines: Mapping[tuple[int, Any], int], loc: tuple[int | str, ...]) -> int | None:
     """The line of the deepest YAML node on the path `loc` that exists in the file."""
     found: int | None = None
     node = data
@@ -508,24 +569,59 @@ def format_validation_error(
     problems = []
     for error in exc.errors():
         text = _describe(error)
-        line = _line_of(data, lines, tuple(error["loc"])) if lines is not None else None
+        line = line_of(data, lines, tuple(error["loc"])) if lines is not None else None
         problems.append(f"line {line}: {text}" if line else text)
     return problems
 
 
-def read_yaml(path: Path) -> tuple[Any, dict[tuple[int, Any], int]]:
-    """Parse a YAML file, returning its data and the line map used in error messages."""
+def read_text(path: Path) -> str:
+    """An operator file's text. Raises ConfigError, naming the file, when it cannot be read, is
+    larger than MAX_YAML_BYTES or is not UTF-8 (with the byte's position and line)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_YAML_BYTES + 1)
     except OSError as exc:
         raise ConfigError([f"cannot read {path}: {exc.strerror}; check the path"], str(path)) from exc
-    loader = _LineLoader(text)
+    if len(raw) > MAX_YAML_BYTES:
+        raise ConfigError(
+            [f"the file is larger than {MAX_YAML_BYTES // 2**20} MiB; this is not a configuration file"],
+            str(path),
+        )
     try:
-        data = loader.get_single_data()
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            [
+                f"line {line}: the file is not UTF-8 text (byte 0x{raw[exc.start]:02x} at position "
+                f"{exc.start}); save it as UTF-8"
+            ],
+            str(path),
+        ) from None
+
+
+def read_yaml(path: Path) -> tuple[Any, dict[tuple[int, Any], int]]:
+    """Parse an operator's YAML file, returning its data and the line map used in error messages.
+
+    The one loader of operator files: safe tags only, duplicate keys refused, bounded size and
+    aliases. Raises ConfigError naming the file (and the line where there is one)."""
+    loader = _LineLoader(read_text(path))
+    try:
+        node = loader.get_single_node()
+        if node is not None and loader.aliases and _expanded_size(node) > MAX_YAML_NODES:
+            raise ConfigError(
+                [
+                    f"line {loader.first_alias_line}: the YAML aliases (*name) expand to more than "
+                    f"{MAX_YAML_NODES} values; write the values out instead of repeating anchors"
+                ]
+            )
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         raise ConfigError([f"not valid YAML: {exc}"], str(path)) from exc
     except ConfigError as exc:
         raise ConfigError(exc.problems, str(path)) from exc
+    except RecursionError as exc:
+        raise ConfigError(["the YAML is nested too deeply; flatten it"], str(path)) from exc
     finally:
         loader.dispose()
     return data, loader.lines

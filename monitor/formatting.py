@@ -1,4 +1,5 @@
-"""How numbers read in messages: the jinja2 filters that rule summaries and notifications share.
+"""How numbers read in messages (the jinja2 filters that rule summaries and notifications share),
+and how names from Kafka and from users reach a terminal or a log: as data, never as control.
 
 A root module, like `types.py`: the evaluate and alert stages may not import each other, and both
 render the same quantities for the same on-call engineer.
@@ -6,6 +7,7 @@ render the same quantities for the same on-call engineer.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from typing import Final
@@ -58,3 +60,45 @@ NUMBER_FILTERS: Final[dict[str, Callable[..., str]]] = {
     "number": number_filter,
 }
 """The filters by the names templates use."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Names are data: what reaches a terminal or a log line
+
+
+def _control_escapes() -> dict[int, str]:
+    table = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
+    table |= {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
+    # Line and paragraph separators end a line too; bidirectional overrides reorder what follows.
+    for code in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)):
+        table[code] = f"\\u{code:04x}"
+    return table
+
+
+_CONTROL_ESCAPES: Final = _control_escapes()
+
+
+def printable(value: object) -> str:
+    """`value` as text that cannot steer a terminal or forge a log line: every control character
+    (C0 and C1, so ESC, BEL and the start of OSC-8 links; newline, tab, DEL) and every Unicode
+    line separator or bidirectional override becomes a visible escape (`\\n`, `\\x1b`, `\\u202e`).
+
+    For names that come from Kafka or from users: group ids, topics, members, comments."""
+    return str(value).translate(_CONTROL_ESCAPES)
+
+
+def printable_markup(value: object) -> str:
+    """`printable(value)` with Rich markup escaped, for a string that Rich renders as markup (a
+    table cell, a title, `Console.print` with markup on): `[bold]x[/]` prints as written."""
+    from rich.markup import escape
+
+    return escape(printable(value))
+
+
+class PrintableLogFormatter(logging.Formatter):
+    """A log formatter whose line (time, level, logger and message) goes through `printable`, so a
+    group id with a newline in it cannot forge a second log line, nor an escape sequence reach the
+    terminal that shows the log. A traceback that follows keeps its own lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return printable(super().formatMessage(record))

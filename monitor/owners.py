@@ -19,8 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from monitor.config import _line_of, compile_patterns, format_validation_error, read_yaml
+from monitor.config import compile_name_pattern, compile_patterns, format_validation_error, line_of, read_yaml
 from monitor.errors import ConfigError
+from monitor.patterns import UserPattern
 
 TEAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -58,8 +59,8 @@ class Team:
 
     name: str
     receivers: tuple[str, ...]
-    topics: tuple[re.Pattern[str], ...]
-    groups: tuple[re.Pattern[str], ...]
+    topics: tuple[UserPattern, ...]
+    groups: tuple[UserPattern, ...]
 
     def owns_topic(self, topic: str) -> bool:
         return any(pattern.fullmatch(topic) for pattern in self.topics)
@@ -86,7 +87,7 @@ class Owners:
 
 
 def _at(data: Any, lines: Mapping[tuple[int, Any], int], loc: tuple[str | int, ...]) -> str:
-    line = _line_of(data, lines, loc)
+    line = line_of(data, lines, loc)
     where = ".".join(map(str, loc))
     return f"line {line}: {where}" if line else where
 
@@ -118,15 +119,15 @@ def check_owners_data(data: Any, lines: Mapping[tuple[int, Any], int]) -> tuple[
                 f"{_at(data, lines, loc)}: duplicate team {name!r}, already defined on line "
                 f"{seen[name]}; merge the two"
             )
-        seen.setdefault(name, _line_of(data, lines, loc))
+        seen.setdefault(name, line_of(data, lines, loc))
     if spec is None or problems:
         return (), problems
     teams = tuple(
         Team(
             team.name,
             tuple(team.receivers),
-            tuple(re.compile(p) for p in team.topics),
-            tuple(re.compile(p) for p in team.groups),
+            tuple(compile_name_pattern(p) for p in team.topics),
+            tuple(compile_name_pattern(p) for p in team.groups),
         )
         for team in spec.teams
     )

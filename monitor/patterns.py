@@ -30,25 +30,27 @@ class PatternError(ValueError):
     """A pattern is too long, does not parse, or uses what RE2 cannot match in linear time."""
 
 
-def _options() -> re2.Options:
+def _options(dot_all: bool) -> re2.Options:
     options = re2.Options()
     options.log_errors = False  # errors come back as exceptions with their reason, not on stderr
     options.max_mem = _MAX_PROGRAM_BYTES
+    options.dot_nl = dot_all
     return options
 
 
-_OPTIONS = _options()
+_OPTIONS = {False: _options(False), True: _options(True)}
 
 
-def compile_pattern(pattern: str) -> UserPattern:
-    """`pattern` compiled with RE2, or PatternError saying why not and how to fix it."""
+def compile_pattern(pattern: str, *, dot_all: bool = False) -> UserPattern:
+    """`pattern` compiled with RE2, or PatternError saying why not and how to fix it. With
+    `dot_all`, `.` also matches a newline (names are data: `.*` must match every one)."""
     if len(pattern) > MAX_PATTERN_LENGTH:
         raise PatternError(
             f"the regular expression is {len(pattern)} characters long; at most {MAX_PATTERN_LENGTH} "
             "are accepted: list fewer alternatives, or match a common prefix"
         )
     try:
-        compiled: UserPattern = re2.compile(pattern, _OPTIONS)
+        compiled: UserPattern = re2.compile(pattern, _OPTIONS[dot_all])
     except re2.error as exc:
         reason = exc.args[0] if exc.args else exc
         text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)

@@ -24,6 +24,7 @@ from monitor.act.service import RetentionService
 from monitor.act.tokens import create_token, list_tokens, revoke_token
 from monitor.config import Settings, load_settings
 from monitor.errors import ConfigError, MonitorError
+from monitor.formatting import printable, printable_markup
 from monitor.types import Identity
 
 app = typer.Typer(
@@ -77,7 +78,7 @@ def _run(action: Callable[[], T]) -> T:
     try:
         return action()
     except RetentionError as exc:
-        err.print(f"{exc.code}: {exc}", markup=False, highlight=False)
+        err.print(printable(f"{exc.code}: {exc}"), markup=False, highlight=False)
         raise typer.Exit(1) from exc
     except (MonitorError, ValueError) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
@@ -87,12 +88,16 @@ def _run(action: Callable[[], T]) -> T:
 def _print(request: dict[str, Any]) -> None:
     view = request_json(request)
     out.print(
-        f"request {view['id']}: {view['display_state']} ({view['tier']}) {view['cluster']}/{view['topic']}: "
-        f"{view['change']}" + (f", expires {view['expires_at']}" if view["expires_at"] else ""),
+        printable(
+            f"request {view['id']}: {view['display_state']} ({view['tier']}) "
+            f"{view['cluster']}/{view['topic']}: {view['change']}"
+            + (f", expires {view['expires_at']}" if view["expires_at"] else "")
+        ),
         highlight=False,
+        markup=False,
     )
     if view.get("last_error"):
-        out.print(f"  last error: {view['last_error']}", highlight=False)
+        out.print(f"  last error: {printable(view['last_error'])}", highlight=False, markup=False)
 
 
 @policy_app.command("check")
@@ -204,10 +209,7 @@ def list_(
         table.add_row(
             str(row["id"]),
             display_state(row),
-            row["cluster"],
-            row["topic"],
-            view["change"],
-            row["requested_by"],
+            *map(printable_markup, (row["cluster"], row["topic"], view["change"], row["requested_by"])),
             view["expires_at"] or "-",
         )
     out.print(table)
@@ -234,7 +236,8 @@ def show(
         detail = entry["detail"] or entry["reason"] or ""
         commit = f" commit {entry['commit_id'][:10]}" if entry["commit_id"] else ""
         out.print(
-            f"  {entry['at']:%Y-%m-%d %H:%M:%S} {entry['actor']}: {entry['action']}{commit} {detail}",
+            f"  {entry['at']:%Y-%m-%d %H:%M:%S} {printable(entry['actor'])}: {entry['action']}{commit} "
+            f"{printable(detail)}",
             highlight=False,
             markup=False,
         )
@@ -276,9 +279,9 @@ def token_list(config: ConfigOption = None) -> None:
     table = Table("name", "user", "teams", "created", "revoked")
     for row in rows:
         table.add_row(
-            str(row["name"]),
-            str(row["user_name"]),
-            ", ".join(row["teams"]),  # type: ignore[arg-type]
+            printable_markup(row["name"]),
+            printable_markup(row["user_name"]),
+            printable_markup(", ".join(row["teams"])),  # type: ignore[arg-type]
             f"{row['created_at']:%Y-%m-%d}",
             str(row["revoked_at"] or "-"),
         )

@@ -20,7 +20,8 @@ from pathlib import Path
 import git
 import yaml
 
-from monitor.errors import MonitorError
+from monitor.config import read_yaml
+from monitor.errors import ConfigError, MonitorError
 
 FILE_HEADER = (
     "# Retention configs set on this topic through kafka-health's retention button.\n"
@@ -124,12 +125,20 @@ class ConfigRepo:
         return Path(cluster) / f"{topic}.yaml"
 
     def read_topic(self, cluster: str, topic: str) -> dict[str, str]:
-        """The configs the repository holds for the topic (empty when it has no file)."""
+        """The configs the repository holds for the topic (empty when it has no file).
+
+        Raises ConfigRepoError when the file is not one this module wrote (not YAML, no mapping)."""
         path = self.path / self.file_of(cluster, topic)
         if not path.exists():
             return {}
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        return {str(k): str(v) for k, v in (data.get("configs") or {}).items()}
+        try:
+            data, _ = read_yaml(path)
+        except ConfigError as exc:
+            raise ConfigRepoError(str(exc)) from exc
+        configs = data.get("configs") if isinstance(data, dict) else None
+        if not isinstance(configs, dict | None):
+            raise ConfigRepoError(f"{path}: `configs:` must be a mapping of config name to value")
+        return {str(k): str(v) for k, v in (configs or {}).items()}
 
     def commit_topic(
         self, cluster: str, topic: str, configs: Mapping[str, str | None], record: ChangeRecord

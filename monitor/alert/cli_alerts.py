@@ -23,6 +23,7 @@ from monitor.alert.outbox import outbox_counts, outbox_rows
 from monitor.clock import SystemClock
 from monitor.config import Settings, load_settings
 from monitor.errors import ConfigError, MonitorError
+from monitor.formatting import printable, printable_markup
 from monitor.types import Identity
 
 app = typer.Typer(help="Alerts: list (the default), acknowledge, silence, and the notification outbox.")
@@ -102,7 +103,7 @@ def _table(rows: list[dict[str, Any]], columns: list[str], title: str) -> None:
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+        table.add_row(*("" if row.get(c) is None else printable_markup(row.get(c)) for c in columns))
     out.print(table)
 
 
@@ -160,7 +161,9 @@ def ack(
                 conn, who, now=SystemClock().now(), fingerprint=incident, comment=comment
             )
     out.print(
-        f"acknowledged incident(s) {', '.join(map(str, ids))} as {who.user}", markup=False, highlight=False
+        f"acknowledged incident(s) {', '.join(map(str, ids))} as {printable(who.user)}",
+        highlight=False,
+        markup=False,
     )
 
 

@@ -26,6 +26,7 @@ from monitor.alert.routing import (
     format_seconds,
 )
 from monitor.errors import ConfigError
+from monitor.formatting import printable, printable_markup
 
 app = typer.Typer(
     help="Test, check and show the alert routing (alert_rules/routing.yaml and owners.yaml).",
@@ -122,7 +123,7 @@ def test(
         out.print("team: none (no `team` label, no owner in owners.yaml)", highlight=False)
     else:
         source = "its team label" if given.get("team") else "owners.yaml"
-        out.print(f"team: {team} (from {source})", highlight=False)
+        out.print(f"team: {printable(team)} (from {source})", highlight=False, markup=False)
     table = Table("receiver", "route", "group_by", "wait", "interval", "repeat", "escalation", "resolved")
     for index, column in enumerate(table.columns):
         column.no_wrap = index < 2
@@ -130,13 +131,11 @@ def test(
         column.overflow = "fold"  # a cut receiver name would mislead
     for match in loaded.receivers_for(given):
         table.add_row(
-            match.receiver,
-            match.route_path,
-            ", ".join(match.group_by),
+            *map(printable_markup, (match.receiver, match.route_path, ", ".join(match.group_by))),
             format_seconds(match.group_wait),
             format_seconds(match.group_interval),
             format_seconds(match.repeat_interval),
-            _escalation(match),
+            printable_markup(_escalation(match)),
             "yes" if match.send_resolved else "no",
         )
     out.print(table)
@@ -172,8 +171,10 @@ def show(routing: RoutingOption = None, owners: OwnersOption = None) -> None:
         topics = ", ".join(p.pattern for p in team.topics) or "-"
         groups = ", ".join(p.pattern for p in team.groups) or "-"
         out.print(
-            f"team {team.name}: receivers {', '.join(team.receivers) or '-'}; topics {topics}; "
-            f"groups {groups}",
+            printable(
+                f"team {team.name}: receivers {', '.join(team.receivers) or '-'}; topics {topics}; "
+                f"groups {groups}"
+            ),
             markup=False,
             highlight=False,
         )
@@ -182,7 +183,8 @@ def show(routing: RoutingOption = None, owners: OwnersOption = None) -> None:
         target = ", ".join(map(str, rule.target_matchers))
         equal = f" with equal {', '.join(rule.equal)}" if rule.equal else ""
         after = " that went pending after it" if rule.only_after_source else ""
-        out.print(f"inhibit: {{{source}}} mutes {{{target}}}{after}{equal}", markup=False, highlight=False)
+        line = f"inhibit: {{{source}}} mutes {{{target}}}{after}{equal}"
+        out.print(printable(line), markup=False, highlight=False)
 
 
 def _add_children(branch: Tree, route: Route) -> None:
@@ -205,8 +207,8 @@ def _describe(route: Route) -> Text:
         settings.append(f"escalate {_escalation(match)}")
     if not match.send_resolved:
         settings.append("no resolved notices")
-    text = Text(head + (", continue" if route.continue_matching else ""))
-    text.append("\n" + "; ".join(settings), style="dim")
+    text = Text(printable(head + (", continue" if route.continue_matching else "")))
+    text.append("\n" + printable("; ".join(settings)), style="dim")
     return text
 
 

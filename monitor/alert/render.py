@@ -5,7 +5,9 @@ firing, resolved, common_labels, title, external_url) and nothing else, so a tem
 anything else fails when it is rendered, not with an empty gap in a page. `Templates`
 compiles every template when it is built, so a template that does not parse stops the start.
 
-Autoescape is on for the `.html` templates only; the others are plain text (Slack mrkdwn, the
+Templates render in jinja2's immutable sandbox: an edited template cannot reach Python internals
+(`cycler.__init__.__globals__`) or change what it is given. Autoescape is on for the `.html`
+templates only; the others are plain text (Slack mrkdwn, the
 email's text part and subject, the PagerDuty summary). Filters: `duration`, `percent`, `bytes`,
 `number`, `timestamp`, and for Slack text `mrkdwn` (escapes `&`, `<` and `>`, so a group or topic
 name cannot become a link or an @channel).
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from monitor.alert.model import Notification
 from monitor.errors import ConfigError
@@ -130,8 +133,9 @@ def one_line(text: str) -> str:
 
 
 def notification_environment(directory: Path) -> jinja2.Environment:
-    """Strict undefined, our filters, HTML escaping for `.html` templates only."""
-    env = jinja2.Environment(
+    """Sandboxed (a template reaches no Python internals and changes nothing), strict undefined,
+    our filters, HTML escaping for `.html` templates only."""
+    env = ImmutableSandboxedEnvironment(
         loader=jinja2.FileSystemLoader(directory),
         undefined=jinja2.StrictUndefined,
         autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default_for_string=False),

@@ -43,7 +43,7 @@ from pydantic import (
 )
 
 from monitor.alert.matchers import Matcher, matches_all, parse_matchers
-from monitor.config import _line_of, format_validation_error, read_yaml
+from monitor.config import format_validation_error, line_of, read_yaml
 from monitor.errors import ConfigError
 from monitor.owners import Team, check_owners_data
 
@@ -419,12 +419,12 @@ class _Problems:
         self.items: list[str] = []
 
     def add(self, loc: tuple[str | int, ...], message: str) -> None:
-        line = _line_of(self.data, self.lines, loc)
+        line = line_of(self.data, self.lines, loc)
         where = ".".join(map(str, loc)) or "(top level)"
         self.items.append(f"{_at(line)}{where}: {message}")
 
     def line(self, loc: tuple[str | int, ...]) -> int | None:
-        return _line_of(self.data, self.lines, loc)
+        return line_of(self.data, self.lines, loc)
 
     def sorted(self) -> list[str]:
         return sorted(self.items, key=lambda text: int(m.group(1)) if (m := _LINE.match(text)) else 0)

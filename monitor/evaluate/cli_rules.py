@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from monitor.derived import ENTITIES, KEYS, columns_of
+from monitor.formatting import printable_markup
 
 if TYPE_CHECKING:
     from monitor.evaluate.rules import RuleSet
@@ -80,7 +81,9 @@ def list_rules(paths: PathsArgument = None) -> None:
     table = Table("name", "entity", "tiers", "for")
     table.columns[0].no_wrap = True
     for rule in ruleset.rules:
-        table.add_row(rule.name, rule.entity, describe_tiers(rule), format_duration(rule.for_seconds))
+        table.add_row(
+            rule.name, rule.entity, printable_markup(describe_tiers(rule)), format_duration(rule.for_seconds)
+        )
     out.print(table)
     if not ruleset.ok:
         err.print(

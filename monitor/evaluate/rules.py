@@ -4,10 +4,12 @@ A rule file holds `rules: [...]`; each rule names an entity of the derived-colum
 (`monitor.derived`), a Spark SQL condition over that entity's columns, the value to
 report, and severity tiers. Everything an operator can get wrong is checked here, without Spark:
 unknown or missing keys, durations, entity names, SQL that does not parse or uses a column the
-entity does not have, and templates that do not compile or use an unknown variable. Every problem
-names the file and the line.
+entity does not have, and templates that do not compile, use an unknown variable, or fail when
+rendered once against a sample finding (templates render in jinja2's sandbox, so one that reaches
+for Python internals is refused here and never runs). Every problem names the file and the line.
 
-Partial-failure policy: a bad rule never stops the others. `load_rules` returns every valid rule,
+Partial-failure policy: a bad rule never stops the others once the daemon runs (at start it is
+refused: `monitor.app.check_operator_files`). `load_rules` returns every valid rule,
 and one `ConfigError` per file that has a problem; a file that is not a rule file at all (not
 YAML, no `rules:` list) contributes no rule.
 """
@@ -25,13 +27,15 @@ from typing import Any, Literal
 import jinja2
 import jinja2.meta
 import sqlglot
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify_columns import qualify_columns
 from sqlglot.schema import MappingSchema
 
-from monitor.config import _line_of, format_validation_error, read_yaml
+from monitor.config import format_validation_error, line_of, read_yaml
 from monitor.derived import ENTITIES, KEYS, columns_of
 from monitor.errors import ConfigError
 from monitor.formatting import NUMBER_FILTERS
@@ -93,8 +97,10 @@ TEMPLATE_FILTERS = dict(NUMBER_FILTERS)
 
 
 def template_environment() -> jinja2.Environment:
-    """The environment summaries and descriptions are compiled in: strict undefined, our filters."""
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701 (plain text)
+    """The environment summaries and descriptions are compiled in: sandboxed (a rule file is
+    whatever an operator typed; its templates reach no Python internals and change nothing),
+    strict undefined, our filters."""
+    env = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
     env.filters.update(TEMPLATE_FILTERS)
     return env
 
@@ -305,8 +311,29 @@ def _type_problems(tree: exp.Expression, entity: str, *, boolean: bool, text: st
     return []
 
 
-def template_problems(source: str, entity: str) -> list[str]:
-    """Why `source` is not a valid template for a rule on `entity` (empty when fine)."""
+_SAMPLE_BY_TYPE: dict[str, Any] = {
+    "int": 3,
+    "bigint": 1200,
+    "double": 0.5,
+    "boolean": True,
+    "timestamp": "2026-01-01T00:00:00+00:00",
+}
+
+
+def sample_context(entity: str) -> dict[str, Any]:
+    """A finding's template context (`monitor.evaluate.engine.template_context`) with a sample
+    value of the right type in every column, to render a rule's templates once when checking."""
+    context = {
+        name: f"sample-{name}" if column.type == "string" else _SAMPLE_BY_TYPE.get(column.type)
+        for name, column in columns_of(entity).items()
+    }
+    return {**context, "value": 1.0, "severity": "warning"}
+
+
+def template_problems(source: str, entity: str, rule: str = "") -> list[str]:
+    """Why `source` is not a valid template for a rule on `entity` (empty when fine): it does not
+    parse, names an unknown variable, or fails when rendered once against `sample_context` (the
+    sandbox refused it, say). `rule` is the rule's name, for the message."""
     try:
         ast = _ENV.parse(source)
         _ENV.compile(ast)
@@ -314,11 +341,26 @@ def template_problems(source: str, entity: str) -> list[str]:
         return [f"template does not parse (template line {exc.lineno}): {exc.message}"]
     allowed = set(columns_of(entity)) | set(TEMPLATE_EXTRAS)
     unknown = sorted(jinja2.meta.find_undeclared_variables(ast) - allowed)
-    return [
-        f"unknown template variable {name!r}; {_suggest(name, allowed, entity)} "
-        f"(variables: the {entity} columns, value, severity)"
-        for name in unknown
-    ]
+    if unknown:
+        return [
+            f"unknown template variable {name!r}; {_suggest(name, allowed, entity)} "
+            f"(variables: the {entity} columns, value, severity)"
+            for name in unknown
+        ]
+    of_rule = f" of rule {rule!r}" if rule else ""
+    try:
+        compile_template(source).render(sample_context(entity))
+    except SecurityError as exc:
+        reason = str(exc).rstrip(".")
+        return [
+            f"the template{of_rule} is refused: {reason}; use only the columns, value, severity and filters"
+        ]
+    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, LookupError) as exc:
+        return [
+            f"the template{of_rule} fails on a sample finding: {type(exc).__name__}: {exc}; "
+            "see `kafka-health rules columns` for what each column holds"
+        ]
+    return []
 
 
 def rule_problems(rule: Mapping[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
@@ -336,9 +378,12 @@ def rule_problems(rule: Mapping[str, Any]) -> list[tuple[tuple[str | int, ...], 
         if isinstance(text, str) and text.strip():
             found.extend((loc, p) for p in expression_problems(text, entity, boolean=boolean))
 
+    name = rule.get("name")
+    named = name if isinstance(name, str) else ""
+
     def template(loc: tuple[str | int, ...], text: Any) -> None:
         if isinstance(text, str):
-            found.extend((loc, p) for p in template_problems(text, entity))
+            found.extend((loc, p) for p in template_problems(text, entity, named))
 
     sql(("condition",), rule.get("condition"), boolean=True)
     sql(("value",), rule.get("value"), boolean=False)
@@ -402,6 +447,11 @@ def rule_files_in(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.yaml") if p.name not in NOT_RULE_FILES)
 
 
+def rule_files(directory: Path | None) -> list[Path]:
+    """The rule files: those of `evaluate.rules_dir`, else the project's alert_rules/."""
+    return rule_files_in(directory) if directory is not None else default_rule_paths()
+
+
 def load_rules(paths: Iterable[Path]) -> RuleSet:
     """Load and validate rule files (a directory stands for its `*.yaml`). Never raises for a bad
     file: its problems are in the result's `errors`, its valid rules in `rules`.
@@ -440,7 +490,7 @@ def _load_file(path: Path, seen: dict[str, tuple[Path, int | None]]) -> FileRepo
         here = ("rules", index)
         name = item.get("name") if isinstance(item, dict) else None
         if isinstance(name, str):
-            name_line = _line_of(data, lines, (*here, "name"))
+            name_line = line_of(data, lines, (*here, "name"))
             if name in seen:
                 first_path, first_line = seen[name]
                 problems.append(
@@ -452,7 +502,7 @@ def _load_file(path: Path, seen: dict[str, tuple[Path, int | None]]) -> FileRepo
                 seen[name] = (path, name_line)
         found = rule_problems(item) if isinstance(item, dict) else []
         for loc, message in found:
-            where = _line_of(data, lines, (*here, *loc))
+            where = line_of(data, lines, (*here, *loc))
             problems.append(f"{_at(where)}rules.{index}.{'.'.join(map(str, loc))}: {message}")
         if index not in bad and not found:
             rules.append(Rule.model_validate(item))

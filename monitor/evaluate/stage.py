@@ -8,7 +8,6 @@ import gc
 import logging
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
@@ -16,7 +15,7 @@ from sqlalchemy import Engine
 from monitor.clock import Clock
 from monitor.config import EvaluateConfig, SparkConfig
 from monitor.evaluate.job import JobSettings, run_evaluation
-from monitor.evaluate.rules import default_rule_paths, load_rules, rule_files_in
+from monitor.evaluate.rules import load_rules, rule_files
 from monitor.evaluate.spark import build_session, ensure_jdbc_driver, jdbc_target
 from monitor.scheduler import Scheduler
 from monitor.store.runs import Run, RunRecorder
@@ -25,11 +24,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-
-
-def rule_files(directory: Path | None) -> list[Path]:
-    """The rule files: those of `evaluate.rules_dir`, else the project's alert_rules/."""
-    return rule_files_in(directory) if directory is not None else default_rule_paths()
 
 
 class EvaluateStage:

@@ -4,6 +4,9 @@ tables for an on-call engineer on a shell, or as JSON (`--json`) for scripts.
 They read the same records as the pages and the API (`monitor.expose.read_*`), from the database
 the configuration points at. Worst first everywhere: a down broker, an offline partition, the
 group closest to losing data.
+
+Names are data: every group, topic, member and error text goes through `printable_markup`, so a
+group called `[link=http://x]y[/link]` or one with an escape sequence in it prints as written.
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ from monitor.clock import SystemClock
 from monitor.config import load_settings
 from monitor.errors import ConfigError, MonitorError
 from monitor.expose import queries, read_clusters, read_lag, read_topics
-from monitor.formatting import bytes_filter, duration_filter, number_filter, percent_filter
+from monitor.formatting import (
+    bytes_filter,
+    duration_filter,
+    number_filter,
+    percent_filter,
+    printable_markup,
+)
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -59,7 +68,7 @@ def _connection(config: Path | None) -> Iterator[Connection]:
         with engine.connect() as conn:
             yield conn
     except (ConfigError, MonitorError, ReportError) as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        err.print(f"error: {exc}", markup=False, highlight=False)  # names in it are quoted with repr
         raise typer.Exit(2) from exc
 
 
@@ -98,7 +107,7 @@ def status(cluster: ClusterOption = None, as_json: JsonOption = False, config: C
     for s in states:
         down = [str(b.broker_id) for b in brokers[s.cluster] if not b.up]
         table.add_row(
-            s.cluster,
+            _text(s.cluster),
             _mark(f"{s.brokers_up} up" + (f", down: {', '.join(down)}" if down else ""), bool(down)),
             _mark(_count(s.offline_partitions), bool(s.offline_partitions)),
             _mark(_count(s.under_min_isr_partitions), bool(s.under_min_isr_partitions)),
@@ -114,8 +123,8 @@ def status(cluster: ClusterOption = None, as_json: JsonOption = False, config: C
         for column in ("cluster", "job", "started", "status", "error"):
             runs_table.add_column(column, overflow="fold")
         for r in failing:
-            runs_table.add_row(str(r["cluster"] or "-"), r["job"], _time(r["started_at"]),
-                               _mark(r["status"], True), r["error"] or "")  # fmt: skip
+            runs_table.add_row(_text(r["cluster"] or "-"), _text(r["job"]), _time(r["started_at"]),
+                               _mark(r["status"], True), _text(r["error"] or ""))  # fmt: skip
         out.print(runs_table)
 
 
@@ -141,8 +150,8 @@ def lag(
     bad = (g.status or "") in _BAD_STATUS or bool(g.data_loss_occurred)
     loss = g.time_until_data_loss_seconds
     line = [
-        f"[bold]{group}[/] on {name}: status {_mark(g.status or 'unknown', bad)}",
-        f"state {g.group_state}, {g.members or 0} member(s)",
+        f"[bold]{_text(group)}[/] on {_text(name)}: status {_mark(g.status or 'unknown', bad)}",
+        f"state {_text(g.group_state)}, {g.members or 0} member(s)",
         f"lag {number_filter(g.offset_lag)} messages, {duration_filter(g.lag_seconds)}",
         f"time until data loss {_mark(duration_filter(loss), loss is not None) if loss is not None else '-'}",
     ]
@@ -155,12 +164,12 @@ def lag(
         table.add_column(column, overflow="fold")
     for p in partitions.items:
         table.add_row(
-            p.topic, str(p.partition), _count(p.committed_offset), _count(p.end_offset),
-            _count(p.offset_lag), duration_filter(p.lag_seconds), p.lag_seconds_method or "-",
+            _text(p.topic), str(p.partition), _count(p.committed_offset), _count(p.end_offset),
+            _count(p.offset_lag), duration_filter(p.lag_seconds), _text(p.lag_seconds_method or "-"),
             duration_filter(p.append_lag_seconds), duration_filter(p.commit_lag_seconds),
             duration_filter(p.time_until_data_loss_seconds) if p.time_until_data_loss_seconds is not None
             else "-",
-            _mark(p.status or "-", (p.status or "") in _BAD_STATUS), p.owner or "unassigned",
+            _mark(p.status or "-", (p.status or "") in _BAD_STATUS), _text(p.owner or "unassigned"),
         )  # fmt: skip
     out.print(table)
 
@@ -183,8 +192,8 @@ def topic(
         return
     t = detail.topic
     line = [
-        f"[bold]{name}[/] on {where}: {t.partitions} partition(s), RF {t.replication_factor}, "
-        f"cleanup.policy {t.cleanup_policy}",
+        f"[bold]{_text(name)}[/] on {_text(where)}: {t.partitions} partition(s), RF {t.replication_factor}, "
+        f"cleanup.policy {_text(t.cleanup_policy)}",
         f"retention.ms {_retention_ms(t.retention_ms)}, retention.bytes "
         + (bytes_filter(t.retention_bytes) if t.retention_bytes else "unlimited"),
         f"size {bytes_filter(t.size_bytes)}, fullest partition at {percent_filter(t.max_size_ratio)} "
@@ -213,7 +222,7 @@ def topic(
         readers.add_column(column)
     for c in detail.consumers:
         readers.add_row(
-            c.group_id, _mark(c.status or "-", (c.status or "") in _BAD_STATUS), _count(c.offset_lag),
+            _text(c.group_id), _mark(c.status or "-", (c.status or "") in _BAD_STATUS), _count(c.offset_lag),
             duration_filter(c.lag_seconds),
             duration_filter(c.time_until_data_loss_seconds)
             if c.time_until_data_loss_seconds is not None else "-",
@@ -257,8 +266,13 @@ def _findings(by_severity: dict[str, int]) -> str:
     return _mark(text, "critical" in by_severity) if text else "none"
 
 
+def _text(value: object) -> str:
+    """A name or message from Kafka, the database or the user, as literal text in Rich markup."""
+    return printable_markup(value)
+
+
 def _mark(text: str, bad: bool, colour: str = "red") -> str:
-    return f"[{colour} bold]{text}[/]" if bad else text
+    return f"[{colour} bold]{_text(text)}[/]" if bad else _text(text)
 
 
 def _count(value: int | None) -> str:

@@ -21,8 +21,15 @@ class WebServer:
         # proxy_headers=False: uvicorn would otherwise replace the peer's address with the first
         # X-Forwarded-For entry when the peer is 127.0.0.1, and the identity check, which trusts
         # proxy headers only from `web.identity.trusted_proxies`, would no longer see the proxy.
+        # log_config=None: uvicorn's records go to the monitor's own log handler and formatter.
         self._config = uvicorn.Config(
-            app, host=host, port=port, log_level="warning", access_log=False, proxy_headers=False
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            proxy_headers=False,
+            log_config=None,
         )
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
