@@ -86,9 +86,18 @@ def stale_reason(notification: Notification, states: Mapping[str, str], announce
 
 
 _ALERT_STATES = text(
-    "SELECT DISTINCT ON (fingerprint) fingerprint, state FROM alerts"
-    " WHERE fingerprint = ANY(:fps) ORDER BY fingerprint, id DESC"
+    """
+SELECT DISTINCT ON (a.fingerprint) a.fingerprint,
+       CASE WHEN a.state = 'resolved' OR NOT EXISTS (
+                SELECT 1 FROM findings f
+                WHERE f.rule = a.rule AND f.entity_key = a.entity_key AND f.state <> 'resolved')
+            THEN 'resolved' ELSE a.state END AS state
+FROM alerts a WHERE a.fingerprint = ANY(:fps) ORDER BY a.fingerprint, a.id DESC
+"""
 )
+"""The state of each alert now: resolved when its row is, or when its finding has resolved and
+the alert cycle has not caught up yet (the evaluation that saw the group come back ran after
+the cycle that decided the notice)."""
 _ANNOUNCED = text(
     "SELECT EXISTS (SELECT 1 FROM notification_outbox WHERE receiver = :receiver AND dedup_key = :dedup_key"
     " AND id < :id AND state = 'sent' AND kind = ANY(:kinds))"
