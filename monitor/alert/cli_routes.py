@@ -182,7 +182,11 @@ def show(routing: RoutingOption = None, owners: OwnersOption = None) -> None:
         target = ", ".join(map(str, rule.target_matchers))
         equal = f" with equal {', '.join(rule.equal)}" if rule.equal else ""
         after = " that went pending after it" if rule.only_after_source else ""
-        out.print(f"inhibit: {{{source}}} mutes {{{target}}}{after}{equal}", markup=False, highlight=False)
+        told = ", ".join(map(str, rule.still_notify))
+        unless = f", still telling {{{told}}}" if told else ""
+        out.print(
+            f"inhibit: {{{source}}} mutes {{{target}}}{after}{equal}{unless}", markup=False, highlight=False
+        )
 
 
 def _add_children(branch: Tree, route: Route) -> None:
