@@ -24,6 +24,7 @@ from monitor.clock import SystemClock
 from monitor.config import Settings, load_settings
 from monitor.errors import ConfigError, MonitorError
 from monitor.formatting import printable, printable_markup
+from monitor.store.alerting import OUTBOX_STATES
 from monitor.types import Identity
 
 app = typer.Typer(help="Alerts: list (the default), acknowledge, silence, and the notification outbox.")
@@ -247,14 +248,15 @@ def expire(
 @app.command("outbox")
 def outbox(
     state: Annotated[
-        str | None, typer.Option("--state", help="pending, sending, sent or failed; default: all.")
+        str | None,
+        typer.Option("--state", help="pending, sending, sent, failed or dropped; default: all."),
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 50,
     config: ConfigOption = None,
 ) -> None:
     """The newest notifications and how their delivery went (failed ones say why)."""
-    if state is not None and state not in ("pending", "sending", "sent", "failed"):
-        raise _fail(f"--state {state!r}: use pending, sending, sent or failed")
+    if state is not None and state not in OUTBOX_STATES:
+        raise _fail(f"--state {state!r}: use {', '.join(OUTBOX_STATES)}")
     with _connection(config) as conn:
         rows = outbox_rows(conn, state, limit)
         counts = outbox_counts(conn)

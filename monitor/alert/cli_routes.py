@@ -183,7 +183,9 @@ def show(routing: RoutingOption = None, owners: OwnersOption = None) -> None:
         target = ", ".join(map(str, rule.target_matchers))
         equal = f" with equal {', '.join(rule.equal)}" if rule.equal else ""
         after = " that went pending after it" if rule.only_after_source else ""
-        line = f"inhibit: {{{source}}} mutes {{{target}}}{after}{equal}"
+        told = ", ".join(map(str, rule.still_notify))
+        unless = f", still telling {{{told}}}" if told else ""
+        line = f"inhibit: {{{source}}} mutes {{{target}}}{after}{equal}{unless}"
         out.print(printable(line), markup=False, highlight=False)
 
 

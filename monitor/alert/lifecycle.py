@@ -6,17 +6,26 @@
    whose finding is gone is `resolved`.
 2. **Muting.** A firing alert matched by an active silence is silenced; one matched as a target
    of an inhibition rule while a firing source alert (not itself) with the same `equal` labels
-   exists is inhibited (with `only_after_source`, only when it went pending after that source).
-   Muted alerts are kept and shown, but notify nobody.
+   exists is covered by that source (with `only_after_source`, only when it went pending after
+   it) and inhibited, unless it matches the rule's `still_notify` (its consequence is worse than
+   the source's notice says: it is told). Muted alerts are kept and shown, but notify nobody;
+   the source carries what it covers as its `impact` (`monitor.alert.impact`), so its notice
+   tells the consequences it stands for, and a new kind of consequence is news of its group.
 3. **Groups.** Every unmuted firing alert is routed (`Routing.receivers_for`); per receiver it
    joins the group given by the route's `group_by` labels. An open `alert_groups` row is the
    incident of one group at one receiver.
 4. **Notifications**, per group, Alertmanager's timing plus acknowledgement and escalation:
-   first notice after `group_wait`; new or re-rated alerts after `group_interval`; a repeat after
+   first notice after `group_wait`; news after `group_interval`: new or re-rated alerts, a new
+   kind of impact, and alerts of the group that resolved while others still fire (listed as
+   resolved in the next notice, Alertmanager's send_resolved; not to a pager, whose incident is
+   the group's and resolves with it); a repeat after
    `repeat_interval` unless acknowledged; an unacknowledged warning that outlasts `escalate_after`
    is sent to `escalate_to` (the pager) once; an acknowledgement is passed on once (the pager
    stops escalating); when nothing in the group fires any more the incident closes with a resolved
    notice where the route asks for one (always to a pager, so its incident closes).
+
+A notice about consumer groups lists each alert's worst partitions (status, since, lag, time
+until data loss: `monitor.alert.details`), read from the newest evaluation when it is decided.
 
 Everything a cycle decides, the alerts, the groups and the outbox rows, is written in one
 transaction under an advisory lock, so two daemons never decide the same notification twice and a
@@ -30,21 +39,29 @@ import json
 import logging
 import secrets
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, text
 
+from monitor.alert.details import PartitionDetails
+from monitor.alert.impact import impact_of, signature
 from monitor.alert.matchers import MatcherError, matches_all, parse_matchers
-from monitor.alert.model import AlertView, Notification, NotificationKind
+from monitor.alert.model import (
+    SEVERITY_RANK,
+    AlertView,
+    Impact,
+    Notification,
+    NotificationKind,
+    PartitionDetail,
+)
 from monitor.alert.outbox import enqueue
 from monitor.alert.routing import RouteMatch, Routing
 
 log = logging.getLogger(__name__)
 
-SEVERITY_RANK = {"info": 1, "warning": 2, "critical": 3}
 LIFECYCLE_LOCK = 0x6B68_616C  # pg_advisory_xact_lock key of the alert cycle ("khal")
 PAGER_KINDS = frozenset({"pagerduty"})
 
@@ -58,7 +75,9 @@ def _group_key(match: RouteMatch, labels: Mapping[str, str]) -> tuple[str, dict[
     if "..." in match.group_by:
         chosen = dict(sorted(labels.items()))
     else:
-        chosen = {name: labels.get(name, "") for name in match.group_by}
+        # A label the alert does not have is left out, not grouped as "": a partition alert's
+        # group is (cluster, rule) whether or not group_by also names group_id.
+        chosen = {name: labels[name] for name in match.group_by if name in labels}
     return f"{match.route_path}:{json.dumps(chosen, sort_keys=True)}", chosen
 
 
@@ -91,8 +110,16 @@ class AlertRow:
     silenced_by: int | None = None
     inhibited_by: str | None = None
     changed: bool = False
+    impact: Impact | None = None
+    """What this alert covers as an inhibition source, this cycle (not stored)."""
 
-    def view(self, state: str | None = None, ends_at: datetime | None = None) -> AlertView:
+    def view(
+        self,
+        state: str | None = None,
+        ends_at: datetime | None = None,
+        partitions: tuple[PartitionDetail, ...] = (),
+        partitions_total: int = 0,
+    ) -> AlertView:
         return AlertView(
             fingerprint=self.fingerprint,
             rule=self.rule,
@@ -108,6 +135,10 @@ class AlertRow:
             runbook=self.runbook,
             starts_at=self.starts_at or self.pending_since,
             ends_at=ends_at or self.resolved_at,
+            owner=self.labels.get("team") or None,
+            partitions=partitions,
+            partitions_total=partitions_total,
+            impact=self.impact,
         )
 
 
@@ -233,8 +264,10 @@ def apply_silences(alerts: Iterable[AlertRow], silences: Sequence[SilenceRow]) -
 
 
 def apply_inhibition(alerts: Sequence[AlertRow], routing: Routing) -> None:
+    """Set `inhibited_by` (the source muting each alert, or None) and each source's `impact`."""
     firing = [a for a in alerts if a.state == "firing"]
     verdict: dict[str, str | None] = {a.fingerprint: None for a in alerts}
+    covered: dict[str, dict[str, AlertRow]] = defaultdict(dict)
     for rule in routing.inhibit_rules:
         # Per `equal` key, the source that went pending first: the earliest possible cause.
         sources: dict[tuple[str, ...], AlertRow] = {}
@@ -244,18 +277,23 @@ def apply_inhibition(alerts: Sequence[AlertRow], routing: Routing) -> None:
         if not sources:
             continue
         for alert in firing:
-            if verdict[alert.fingerprint] is not None or not matches_all(rule.target_matchers, alert.labels):
+            if not matches_all(rule.target_matchers, alert.labels):
                 continue
             source = sources.get(tuple(alert.labels.get(n, "") for n in rule.equal))
             if source is None or source.fingerprint == alert.fingerprint:
                 continue
             if rule.only_after_source and alert.pending_since < source.pending_since:
                 continue
-            verdict[alert.fingerprint] = source.fingerprint
+            covered[source.fingerprint].setdefault(alert.fingerprint, alert)
+            if verdict[alert.fingerprint] is None and not rule.still_told(alert.labels):
+                verdict[alert.fingerprint] = source.fingerprint
     for alert in alerts:
         if alert.inhibited_by != verdict[alert.fingerprint]:
             alert.inhibited_by = verdict[alert.fingerprint]
             alert.changed = True
+        alert.impact = (
+            impact_of(covered[alert.fingerprint].values()) if alert.fingerprint in covered else None
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,14 +319,40 @@ def route_groups(alerts: Iterable[AlertRow], routing: Routing) -> dict[tuple[str
     return groups
 
 
-class Planner:
-    """Decides the notifications of one cycle from the groups and their incidents."""
+DetailsOf = Callable[[AlertRow], tuple[tuple[PartitionDetail, ...], int]]
+"""An alert's worst partitions and how many are flagged (`PartitionDetails.for_alert`)."""
 
-    def __init__(self, routing: Routing, now: datetime, external_url: str) -> None:
+
+def notified_as(alert: AlertRow) -> str:
+    """What `alert_groups.notified` remembers of a firing alert, to tell news from old news: its
+    severity, and the kinds of consequence it covers as an inhibition source."""
+    covered = signature(alert.impact)
+    return f"{alert.severity};impact={covered}" if covered else alert.severity
+
+
+class Planner:
+    """Decides the notifications of one cycle from the groups and their incidents.
+
+    `details` gives a consumer group alert's partitions; it is asked only for alerts that are
+    about to be notified (once per alert and cycle).
+    """
+
+    def __init__(
+        self, routing: Routing, now: datetime, external_url: str, details: DetailsOf | None = None
+    ) -> None:
         self.routing = routing
         self.now = now
         self.external_url = external_url.rstrip("/")
         self.notifications: list[Notification] = []
+        self._details = details
+        self._views: dict[str, AlertView] = {}
+
+    def view(self, alert: AlertRow) -> AlertView:
+        """The firing alert as notifications show it, with its partitions."""
+        if alert.fingerprint not in self._views:
+            partitions, total = self._details(alert) if self._details else ((), 0)
+            self._views[alert.fingerprint] = alert.view(partitions=partitions, partitions_total=total)
+        return self._views[alert.fingerprint]
 
     def _kind_of(self, receiver: str) -> str:
         config = self.routing.receiver_configs.get(receiver, {})
@@ -331,26 +395,33 @@ class Planner:
             created_at=self.now,
         )
 
-    def plan_open(self, row: GroupRow, group: _Group) -> None:
+    def plan_open(self, row: GroupRow, group: _Group, resolved: Sequence[AlertView] = ()) -> None:
+        """`resolved`: alerts of the group's last notice that have resolved since (while others
+        still fire); the next notice lists them, where the route sends resolved notices."""
         match = group.match
-        firing = {a.fingerprint: a.severity for a in group.alerts}
-        views = [a.view() for a in sorted(group.alerts, key=_alert_order)]
-        row.severity = most_severe(firing.values())
+        firing = {a.fingerprint: notified_as(a) for a in group.alerts}
+        ordered = sorted(group.alerts, key=_alert_order)
+
+        def views() -> list[AlertView]:
+            return [self.view(a) for a in ordered]
+
+        told_resolved = list(resolved) if match.send_resolved and not self._is_pager(row.receiver) else []
+        row.severity = most_severe(a.severity for a in group.alerts)
         sent = False
         if row.first_notified_at is None:
             if self.now >= row.created_at + timedelta(seconds=match.group_wait):
-                self._notify(row, "firing", views)
+                self._notify(row, "firing", views())
                 row.first_notified_at = self.now
                 sent = True
         else:
             assert row.last_notified_at is not None
-            news = any(row.notified.get(fp) != sev for fp, sev in firing.items())
+            news = bool(told_resolved) or any(row.notified.get(fp) != sig for fp, sig in firing.items())
             since = (self.now - row.last_notified_at).total_seconds()
             if news and since >= match.group_interval:
-                self._notify(row, "firing", views)
+                self._notify(row, "firing", [*views(), *told_resolved])
                 sent = True
             elif row.acknowledged_at is None and since >= match.repeat_interval:
-                self._notify(row, "repeat", views)
+                self._notify(row, "repeat", [*views(), *told_resolved])
                 sent = True
         if sent:
             row.last_notified_at = self.now
@@ -365,27 +436,30 @@ class Planner:
             and (self.now - row.first_notified_at).total_seconds() >= match.escalate_after
         ):
             self._notify(
-                row, "escalation", views, receiver=match.escalate_to, dedup_key=row.dedup_key + ":esc"
+                row, "escalation", views(), receiver=match.escalate_to, dedup_key=row.dedup_key + ":esc"
             )
             row.escalated_at, row.escalated_to = self.now, match.escalate_to
         self._pass_on_ack(row, views)
 
-    def _pass_on_ack(self, row: GroupRow, views: Sequence[AlertView]) -> None:
+    def _pass_on_ack(self, row: GroupRow, views: Callable[[], list[AlertView]]) -> None:
         if row.acknowledged_at is None or row.ack_notified_at is not None or row.first_notified_at is None:
             return
-        self._notify(row, "acknowledge", views)
+        self._notify(row, "acknowledge", views())
         if row.escalated_to:
             self._notify(
-                row, "acknowledge", views, receiver=row.escalated_to, dedup_key=row.dedup_key + ":esc"
+                row, "acknowledge", views(), receiver=row.escalated_to, dedup_key=row.dedup_key + ":esc"
             )
         row.ack_notified_at = self.now
+
+    def _is_pager(self, receiver: str) -> bool:
+        return self._kind_of(receiver) in PAGER_KINDS
 
     def plan_closed(self, row: GroupRow, resolved: Sequence[AlertView], send_resolved: bool) -> None:
         """Nothing of the group fires unmuted any more: close the incident."""
         row.closed_at = self.now
         if row.first_notified_at is None or not resolved:
             return
-        if send_resolved or self._kind_of(row.receiver) in PAGER_KINDS:
+        if send_resolved or self._is_pager(row.receiver):
             self._notify(row, "resolved", resolved)
         if row.escalated_to:
             self._notify(
@@ -543,7 +617,10 @@ def run_cycle(conn: Connection, routing: Routing, now: datetime, external_url: s
     apply_silences(alerts, silences)
     apply_inhibition(alerts, routing)
 
-    planner = Planner(routing, now, external_url)
+    partitions = PartitionDetails(conn, now)
+    planner = Planner(
+        routing, now, external_url, lambda a: partitions.for_alert(a.entity, a.cluster, a.labels)
+    )
     groups = route_groups(alerts, routing)
     rows = {
         (g.receiver, g.group_key): g
@@ -551,24 +628,21 @@ def run_cycle(conn: Connection, routing: Routing, now: datetime, external_url: s
     }
     result = CycleResult()
     touched: list[GroupRow] = []
+    known = {**current, **{a.fingerprint: a for a in resolved_now}}
     for key, group in groups.items():
         row = rows.pop(key, None)
         if row is None:
             row = planner.new_group(key[0], key[1], group)
             result.groups_opened += 1
-        planner.plan_open(row, group)
+        still = {a.fingerprint for a in group.alerts}
+        planner.plan_open(
+            row, group, _resolved_views(conn, known, [fp for fp in row.notified if fp not in still], now)
+        )
         touched.append(row)
 
-    resolved_by_fp = {a.fingerprint: a for a in resolved_now}
-    known = {**current, **resolved_by_fp}
     for row in rows.values():
         # The group no longer has an unmuted firing alert.
-        # Muted alerts still fire: only the ones that really resolved are announced as such.
-        views = []
-        for fp in row.notified:
-            alert = known.get(fp) or _last_alert(conn, fp)
-            if alert is not None and alert.state == "resolved":
-                views.append(alert.view(ends_at=alert.resolved_at or now))
+        views = _resolved_views(conn, known, list(row.notified), now)
         match = _route_of(routing, row)
         planner.plan_closed(row, views, send_resolved=match.send_resolved if match else True)
         result.groups_closed += 1
@@ -587,6 +661,19 @@ def run_cycle(conn: Connection, routing: Routing, now: datetime, external_url: s
     counts["resolved"] = len(resolved_now)
     result.alerts = dict(counts)
     return result
+
+
+def _resolved_views(
+    conn: Connection, known: Mapping[str, AlertRow], fingerprints: Iterable[str], now: datetime
+) -> list[AlertView]:
+    """The alerts among `fingerprints` that really resolved, as resolved views. Muted alerts still
+    fire, and a re-rated alert fires in another group: neither is announced as resolved."""
+    views = []
+    for fp in fingerprints:
+        alert = known.get(fp) or _last_alert(conn, fp)
+        if alert is not None and alert.state == "resolved":
+            views.append(alert.view(ends_at=alert.resolved_at or now))
+    return views
 
 
 def _last_alert(conn: Connection, fp: str) -> AlertRow | None:

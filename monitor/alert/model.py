@@ -13,8 +13,21 @@ The template context (documented once, used by every template in `templates/noti
     firing         the alerts whose state is "firing"
     resolved       the alerts whose state is "resolved"
     common_labels  the labels every alert of the notification shares
+    owners         the owning teams of the alerts (their `owner`), in order, without repeats
     title          one line: "[CRITICAL] 3 firing: UnderMinIsr (cluster=prod)"
     external_url   the monitor's web address (for links), without a trailing slash
+
+Each AlertView also carries what the cycle knew when it decided the notification:
+
+    alert.owner       the owning team (the `team` label: the rule's, else owners.yaml's), or None
+    alert.partitions  for a consumer group's alert, its worst partitions (PartitionDetail: topic,
+                      partition, status OK/WARN/ERR/STOP/STALL/REWIND, since, offset_lag,
+                      lag_seconds, time_until_data_loss_seconds), worst first, at most
+                      `monitor.alert.details.MAX_PARTITIONS`; empty for other alerts
+    alert.partitions_total  how many partitions of the group the evaluation flagged (not OK)
+    alert.impact      for an alert that inhibits others, what it mutes (Impact: counts by rule,
+                      `total`, and the `worst` muted alerts as ImpactItem: rule, severity,
+                      entity_key, summary); None when it mutes nothing
 
 Filters besides jinja2's own: `duration` (seconds -> "1h 5m"), `percent`, `bytes`, `number`,
 `timestamp` (datetime -> "2026-11-21 14:03:09 UTC").
@@ -28,6 +41,74 @@ from datetime import datetime
 from typing import Any, Literal
 
 AlertState = Literal["firing", "resolved"]
+SEVERITY_RANK: dict[str, int] = {"info": 1, "warning": 2, "critical": 3}
+"""The alert severities, least severe first."""
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def _moment(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDetail:
+    """One partition of a consumer group as a notification shows it: which status, since when,
+    how far behind, how long until retention deletes what the group has not read."""
+
+    topic: str
+    partition: int
+    status: str
+    since: datetime | None
+    """When the partition entered `status` (the first evaluation of the current run of it)."""
+    offset_lag: int | None
+    lag_seconds: float | None
+    time_until_data_loss_seconds: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "since": _iso(self.since)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PartitionDetail:
+        return cls(**{**data, "since": _moment(data.get("since"))})
+
+
+@dataclass(frozen=True, slots=True)
+class ImpactItem:
+    """One alert muted by an inhibition, as the source's notification names it."""
+
+    rule: str
+    severity: str
+    entity_key: str
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class Impact:
+    """What an inhibiting alert mutes: so its notice tells the consequences it stands for."""
+
+    counts: dict[str, int]
+    """rule -> how many of its alerts this one mutes, worst rule first."""
+    worst: tuple[ImpactItem, ...]
+    """The worst muted alerts (by severity, then the rule's rank), at most a handful."""
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"counts": dict(self.counts), "worst": [asdict(item) for item in self.worst]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Impact:
+        return cls(
+            counts={str(k): int(v) for k, v in data["counts"].items()},
+            worst=tuple(ImpactItem(**item) for item in data["worst"]),
+        )
+
+
 NotificationKind = Literal["firing", "repeat", "escalation", "acknowledge", "resolved"]
 """firing: first notice of a group (or new alerts in it); repeat: the group still fires after
 repeat_interval; escalation: an unacknowledged warning outlasted escalate_after and goes to the
@@ -54,19 +135,28 @@ class AlertView:
     starts_at: datetime
     ends_at: datetime | None = None
     acknowledged_by: str | None = None
+    owner: str | None = None
+    partitions: tuple[PartitionDetail, ...] = ()
+    partitions_total: int = 0
+    impact: Impact | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["starts_at"] = self.starts_at.isoformat()
-        data["ends_at"] = self.ends_at.isoformat() if self.ends_at else None
+        data["ends_at"] = _iso(self.ends_at)
+        data["partitions"] = [p.to_dict() for p in self.partitions]
+        data["impact"] = self.impact.to_dict() if self.impact else None
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AlertView:
+        """Also reads payloads stored before `owner`, `partitions` and `impact` existed."""
         values = dict(data)
         values["starts_at"] = datetime.fromisoformat(values["starts_at"])
-        values["ends_at"] = datetime.fromisoformat(values["ends_at"]) if values.get("ends_at") else None
+        values["ends_at"] = _moment(values.get("ends_at"))
         values["labels"] = {str(k): str(v) for k, v in values["labels"].items()}
+        values["partitions"] = tuple(PartitionDetail.from_dict(p) for p in values.get("partitions") or ())
+        values["impact"] = Impact.from_dict(values["impact"]) if values.get("impact") else None
         return cls(**values)
 
 
@@ -105,6 +195,10 @@ class Notification:
         for alert in self.alerts[1:]:
             common = {k: v for k, v in common.items() if alert.labels.get(k) == v}
         return common
+
+    @property
+    def owners(self) -> list[str]:
+        return list(dict.fromkeys(a.owner for a in self.alerts if a.owner))
 
     def to_json(self) -> str:
         data = asdict(self)

@@ -9,7 +9,10 @@ transaction, fenced on its claim: an instance that lost its claim (it stalled pa
 - delivered -> `sent`;
 - retryable (429, 5xx, timeout, connection error) -> back to `pending`, next attempt after an
   exponential backoff with jitter;
-- anything else, or older than `give_up_after` -> `failed`, with the reason.
+- anything else, or older than `give_up_after` -> `failed`, with the reason;
+- no longer true when it is due -> `dropped`, with a `DropReason` (`recheck`): a notice is
+  decided by one alert cycle and sent by the sender some seconds later, after a retry even
+  minutes later; what it announces is checked against the alerts as they are when it is sent.
 
 Per (receiver, dedup_key) rows go out in order: a row is not claimed while an older one of the same
 key is unsent, so a resolve never overtakes its trigger. A daemon killed after claiming and before
@@ -27,6 +30,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any, Protocol
 
 from prometheus_client import Counter
@@ -47,6 +51,88 @@ NOTIFICATION_FAILURES = Counter(
     "Failed delivery attempts by receiver and reason class (http_<status>, timeout, connection, other).",
     ["receiver", "reason"],
 )
+
+
+class DropReason(StrEnum):
+    """Why a due notification was not sent (the `reason` of its `dropped` log row)."""
+
+    ALL_RESOLVED = "all_resolved"
+    """Every alert it announced as firing resolved after it was decided (a "no members" notice
+    for a group that came back meanwhile): the group's resolved notice follows, or nothing."""
+    NEVER_ANNOUNCED = "never_announced"
+    """A resolved notice for an incident of which nothing was ever sent to this receiver (its
+    firing notice was dropped or failed): there is nothing to resolve for the people told."""
+
+
+ANNOUNCING_KINDS = frozenset({"firing", "repeat", "escalation"})
+"""The kinds that tell people something fires (and so have something to resolve)."""
+
+
+def stale_reason(notification: Notification, states: Mapping[str, str], announced: bool) -> DropReason | None:
+    """Whether a due notification is no longer true (pure).
+
+    `states`: the current state of each alert of the notification, by fingerprint, for those
+    that have an alert row (a notice of the retention button has none, and is always true);
+    `announced`: whether a notice that announces firing alerts was sent on its (receiver,
+    dedup_key) before.
+    """
+    if notification.kind in ANNOUNCING_KINDS:
+        firing = [a.fingerprint for a in notification.firing]
+        if firing and all(states.get(fp) == "resolved" for fp in firing):
+            return DropReason.ALL_RESOLVED
+    if notification.kind == "resolved" and not announced:
+        return DropReason.NEVER_ANNOUNCED
+    return None
+
+
+_ALERT_STATES = text(
+    """
+SELECT DISTINCT ON (a.fingerprint) a.fingerprint,
+       CASE WHEN a.state = 'resolved' OR NOT EXISTS (
+                SELECT 1 FROM findings f
+                WHERE f.rule = a.rule AND f.entity_key = a.entity_key AND f.state <> 'resolved')
+            THEN 'resolved' ELSE a.state END AS state
+FROM alerts a WHERE a.fingerprint = ANY(:fps) ORDER BY a.fingerprint, a.id DESC
+"""
+)
+"""The state of each alert now: resolved when its row is, or when its finding has resolved and
+the alert cycle has not caught up yet (the evaluation that saw the group come back ran after
+the cycle that decided the notice)."""
+_ANNOUNCED = text(
+    "SELECT EXISTS (SELECT 1 FROM notification_outbox WHERE receiver = :receiver AND dedup_key = :dedup_key"
+    " AND id < :id AND state = 'sent' AND kind = ANY(:kinds))"
+)
+
+
+def recheck(conn: Connection, item: Claimed, notification: Notification) -> DropReason | None:
+    """`stale_reason` against the alerts and the outbox as they are now."""
+    fps = [a.fingerprint for a in notification.alerts]
+    states = {str(r.fingerprint): str(r.state) for r in conn.execute(_ALERT_STATES, {"fps": fps})}
+    announced = True
+    if notification.kind == "resolved":
+        params = {
+            "receiver": item.receiver,
+            "dedup_key": item.dedup_key,
+            "id": item.id,
+            "kinds": sorted(ANNOUNCING_KINDS),
+        }
+        announced = bool(conn.execute(_ANNOUNCED, params).scalar())
+    return stale_reason(notification, states, announced)
+
+
+def drop(
+    conn: Connection, item: Claimed, instance: str, reason: DropReason, now: datetime, alerts: int
+) -> None:
+    """Mark a claimed notification `dropped` and log why, in the caller's transaction."""
+    conn.execute(
+        text(
+            "UPDATE notification_outbox SET state = 'dropped', claimed_by = NULL, claimed_until = NULL,"
+            " last_error = :reason WHERE id = :id AND claimed_by = :me AND state = 'sending'"
+        ),
+        {"reason": f"dropped: {reason.value}", "id": item.id, "me": instance},
+    )
+    _log(conn, item, instance, now, "dropped", None, reason.value, alerts)
+    NOTIFICATIONS.labels(item.receiver, "dropped").inc()
 
 
 class Sendable(Protocol):
@@ -184,6 +270,23 @@ def complete(
             "attempt": item.attempt,
         },
     ).rowcount
+    _log(conn, item, instance, now, outcome if updated else "lost", result.status, reason or None, alerts)
+    NOTIFICATIONS.labels(item.receiver, outcome).inc()
+    if not result.ok:
+        NOTIFICATION_FAILURES.labels(item.receiver, _reason_class(result)).inc()
+    return outcome if updated else "lost"
+
+
+def _log(
+    conn: Connection,
+    item: Claimed,
+    instance: str,
+    now: datetime,
+    outcome: str,
+    status: int | None,
+    reason: str | None,
+    alerts: int,
+) -> None:
     conn.execute(
         text(
             "INSERT INTO notification_log"
@@ -198,17 +301,13 @@ def complete(
             "dedup_key": item.dedup_key,
             "attempt": item.attempt,
             "now": now,
-            "outcome": outcome if updated else "lost",
-            "status": result.status,
-            "reason": reason or None,
+            "outcome": outcome,
+            "status": status,
+            "reason": reason,
             "me": instance,
             "alerts": alerts,
         },
     )
-    NOTIFICATIONS.labels(item.receiver, outcome).inc()
-    if not result.ok:
-        NOTIFICATION_FAILURES.labels(item.receiver, _reason_class(result)).inc()
-    return outcome if updated else "lost"
 
 
 class Sender:
@@ -259,13 +358,22 @@ class Sender:
 
     def _round(self) -> dict[str, int]:
         engine = self._engine()
+        counts: dict[str, int] = {}
         with engine.begin() as conn:
-            items = claim(conn, self.instance, self._clock.now(), self._batch, self._claim_seconds)
+            now = self._clock.now()
+            claimed = claim(conn, self.instance, now, self._batch, self._claim_seconds)
+            items = []
+            for item in claimed:
+                if (reason := self._stale(conn, item)) is None:
+                    items.append(item)
+                    continue
+                drop(conn, item, self.instance, reason, now, _alert_count(item))
+                counts["dropped"] = counts.get("dropped", 0) + 1
+                log.info("dropped %s notification %d to %s: %s", item.kind, item.id, item.receiver, reason)
         if not items:
-            return {}
+            return counts
         receivers = self._receivers()
         outcomes = list(self._pool.map(lambda item: self._send(item, receivers), items))
-        counts: dict[str, int] = {}
         with engine.begin() as conn:
             now = self._clock.now()
             for item, (result, alerts) in zip(items, outcomes, strict=True):
@@ -289,6 +397,14 @@ class Sender:
                     )
         return counts
 
+    @staticmethod
+    def _stale(conn: Connection, item: Claimed) -> DropReason | None:
+        try:
+            notification = Notification.from_json(item.payload, id=item.id)
+        except (ValueError, KeyError, TypeError):
+            return None  # `_send` gives it up with the reason
+        return recheck(conn, item, notification)
+
     def _send(self, item: Claimed, receivers: Mapping[str, Sendable]) -> tuple[DeliveryResult, int]:
         try:
             notification = Notification.from_json(item.payload, id=item.id)
@@ -305,6 +421,13 @@ class Sender:
         except Exception as exc:  # a receiver bug must not stop the others; retried like an outage
             log.exception("receiver %s failed on notification %d", item.receiver, item.id)
             return DeliveryResult.retry(f"{type(exc).__name__}: {exc}"), len(notification.alerts)
+
+
+def _alert_count(item: Claimed) -> int:
+    try:
+        return len(Notification.from_json(item.payload).alerts)
+    except (ValueError, KeyError, TypeError):
+        return 0
 
 
 def outbox_rows(conn: Connection, state: str | None = None, limit: int = 100) -> list[dict[str, Any]]:

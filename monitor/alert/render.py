@@ -1,7 +1,7 @@
 """Notification text from `templates/notifications/`: one documented context, strict undefined.
 
 Every template gets the context documented in `monitor.alert.model` (notification, alerts,
-firing, resolved, common_labels, title, external_url) and nothing else, so a template that names
+firing, resolved, common_labels, owners, title, external_url) and nothing else, so a template that names
 anything else fails when it is rendered, not with an empty gap in a page. `Templates`
 compiles every template when it is built, so a template that does not parse stops the start.
 
@@ -118,6 +118,7 @@ def template_context(notification: Notification, external_url: str) -> dict[str,
         "firing": notification.firing,
         "resolved": notification.resolved,
         "common_labels": notification.common_labels,
+        "owners": notification.owners,
         "title": title(notification),
         "external_url": external_url.rstrip("/"),
     }

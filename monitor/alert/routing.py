@@ -50,9 +50,14 @@ from monitor.owners import Team, check_owners_data
 RECEIVER_KINDS = ("slack", "email", "pagerduty", "webhook", "console")
 GROUP_BY_ALL = "..."
 """`group_by: [...]` groups by every label: one notification per alert."""
-DEFAULT_GROUP_BY = ("cluster", "rule")
+DEFAULT_GROUP_BY = ("cluster", "rule", "group_id")
+"""A consumer group in trouble is its own notification group (its first notice waits only
+`group_wait`, not another group's `group_interval`); alerts without a `group_id` (partitions,
+topics, brokers) group by rule and cluster, so a broker restart is one message, not one per topic."""
 DEFAULT_GROUP_WAIT = 30
-DEFAULT_GROUP_INTERVAL = 5 * 60
+DEFAULT_GROUP_INTERVAL = 2 * 60
+"""News of a group already notified (a new alert, a worse one, one that resolved) waits at most
+this long: Alertmanager's 5m batches more, but leaves a new kind of trouble untold for 5 minutes."""
 DEFAULT_REPEAT_INTERVAL = 4 * 3600
 DEFAULT_SILENCE_MAX_DURATION = 7 * 86400
 
@@ -152,6 +157,7 @@ class _InhibitSpec(_Strict):
     target_matchers: list[MatcherText]
     equal: list[str] = Field(default_factory=list)
     only_after_source: bool = False
+    still_notify: list[MatcherText] = Field(default_factory=list)
 
     @field_validator("source_matchers", "target_matchers")
     @classmethod
@@ -262,16 +268,21 @@ class Route:
 @dataclass(frozen=True, slots=True)
 class InhibitRule:
     """While an alert matching `source_matchers` fires, alerts matching `target_matchers` that
-    share the `equal` labels with it are muted (an alert never mutes itself). With
-    `only_after_source`, only targets that went pending after the source did: what was already
-    wrong before the cause appeared is not its effect, and is still told."""
+    share the `equal` labels with it are covered by it (an alert never covers itself): they are
+    muted, and the source's notice carries them as its impact. With `only_after_source`, only
+    targets that went pending after the source did: what was already wrong before the cause
+    appeared is not its effect, and is still told. A covered target matching every
+    `still_notify` matcher (when there are any) is told anyway: its consequence is worse than
+    the source's notice says (writes failing behind a broker that is down)."""
 
     source_matchers: tuple[Matcher, ...]
     target_matchers: tuple[Matcher, ...]
     equal: tuple[str, ...]
     only_after_source: bool = False
+    still_notify: tuple[Matcher, ...] = ()
 
-    def inhibits(self, source_labels: Mapping[str, str], target_labels: Mapping[str, str]) -> bool:
+    def covers(self, source_labels: Mapping[str, str], target_labels: Mapping[str, str]) -> bool:
+        """Whether the target counts in the source's impact (muted or still told)."""
         if dict(source_labels) == dict(target_labels):
             return False
         return (
@@ -279,6 +290,13 @@ class InhibitRule:
             and matches_all(self.target_matchers, target_labels)
             and all(source_labels.get(n, "") == target_labels.get(n, "") for n in self.equal)
         )
+
+    def still_told(self, target_labels: Mapping[str, str]) -> bool:
+        return bool(self.still_notify) and matches_all(self.still_notify, target_labels)
+
+    def inhibits(self, source_labels: Mapping[str, str], target_labels: Mapping[str, str]) -> bool:
+        """Whether the target is muted: covered and not told anyway."""
+        return self.covers(source_labels, target_labels) and not self.still_told(target_labels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,6 +480,7 @@ def _check_routing_file(data: Any, problems: _Problems) -> _Parts | None:
             parse_matchers(r.target_matchers),
             tuple(r.equal),
             r.only_after_source,
+            parse_matchers(r.still_notify),
         )
         for r in spec.inhibit_rules
     )

@@ -23,7 +23,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 from monitor.store.models import Base
 
 ALERT_STATES = ("pending", "firing", "resolved")
-OUTBOX_STATES = ("pending", "sending", "sent", "failed")
+OUTBOX_STATES = ("pending", "sending", "sent", "failed", "dropped")
+"""dropped: not sent because what it announced was no longer true when it was due."""
 
 
 class Alert(Base):
@@ -87,7 +88,8 @@ class AlertGroup(Base):
     first_notified_at: Mapped[datetime | None]
     last_notified_at: Mapped[datetime | None]
     notified: Mapped[dict[str, Any]] = mapped_column(JSONB)
-    """fingerprint -> severity of the firing alerts as last notified."""
+    """fingerprint -> severity of the firing alerts as last notified (with the kinds of impact an
+    inhibiting alert carried, `severity;impact=Rule,Rule`)."""
     acknowledged_at: Mapped[datetime | None]
     acknowledged_by: Mapped[str | None]
     ack_notified_at: Mapped[datetime | None]
@@ -126,7 +128,7 @@ class Ack(Base):
 class OutboxEntry(Base):
     __tablename__ = "notification_outbox"
     __table_args__ = (
-        CheckConstraint("state IN ('pending', 'sending', 'sent', 'failed')", name="state"),
+        CheckConstraint("state IN ('pending', 'sending', 'sent', 'failed', 'dropped')", name="state"),
         Index("ix_notification_outbox_due", "state", "next_attempt_at"),
         Index("ix_notification_outbox_key", "receiver", "dedup_key", "id"),
     )
@@ -161,7 +163,7 @@ class NotificationLogEntry(Base):
     attempt: Mapped[int]
     at: Mapped[datetime]
     outcome: Mapped[str]
-    """sent, retry or failed."""
+    """sent, retry, failed, lost (the claim was taken over) or dropped (the reason says why)."""
     status: Mapped[int | None]
     reason: Mapped[str | None]
     instance: Mapped[str]

@@ -15,7 +15,8 @@ from sqlalchemy import Engine, text
 
 from monitor.alert import actions
 from monitor.alert.lifecycle import CycleResult, run_cycle
-from monitor.alert.model import Notification
+from monitor.alert.model import DeliveryResult, Notification
+from monitor.alert.outbox import Sender
 from monitor.alert.routing import Routing, default_routing_paths, load_routing
 from monitor.clock import FakeClock
 from monitor.types import Identity
@@ -147,14 +148,14 @@ def test_news_waits_for_group_interval_and_repeats_follow_repeat_interval(world:
     world.cycle()
     world.cycle(after=30)
     world.finding("PartitionReplicaLost", "warning", partition=1)
-    assert world.cycle(after=60) == [], "a new alert in the group waits for group_interval (5m)"
-    update = world.cycle(after=240)
-    assert sent(update) == [("ops-slack", "firing")], "email's group_interval is 15m"
-    assert len(update[0].alerts) == 2
-    assert sent(world.cycle(after=600)) == [("ops-email", "firing")]
+    assert world.cycle(after=60) == [], "a new alert in the group waits for group_interval (2m)"
+    update = world.cycle(after=60)
+    assert sent(update) == [("ops-email", "firing"), ("ops-slack", "firing")]
+    assert all(len(n.alerts) == 2 for n in update)
+    assert world.cycle(after=600) == [], "no news, no notice"
     # Slack repeats 4h after its last notice (email 12h after its own); by then, unacknowledged
     # for over 2h, the warning has been escalated to the pager.
-    repeats = world.cycle(after=4 * 3600)
+    repeats = world.cycle(after=4 * 3600 - 600)
     assert sent(repeats) == [("oncall-pager", "escalation"), ("ops-slack", "repeat")]
 
 
@@ -303,3 +304,267 @@ def test_two_cycles_at_once_never_decide_the_same_notification_twice(world: Worl
     with world.engine.connect() as conn:
         rows = conn.execute(text("SELECT receiver, kind FROM notification_outbox ORDER BY receiver")).all()
     assert [tuple(r) for r in rows] == [("oncall-pager", "firing"), ("ops-slack", "firing")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Notices that say what is wrong, on time, and that say when it ended
+
+
+def group_finding(world: World, rule: str, severity: str, group_id: str, state: str = "firing") -> None:
+    """A finding on a consumer group (entity `group`), as the evaluate stage writes it."""
+    with world.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
+                " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
+                " VALUES (:rule, 'group', :key, 'prod', CAST(:labels AS jsonb), :severity, 1, :summary, '',"
+                " NULL, 0, :state, :now, :now, :now)"
+                " ON CONFLICT (rule, entity_key) WHERE state <> 'resolved'"
+                " DO UPDATE SET severity = excluded.severity, state = excluded.state, last_seen = excluded.last_seen"
+            ),
+            {
+                "rule": rule,
+                "key": f"prod/{group_id}",
+                "labels": json.dumps({"cluster": "prod", "group_id": group_id}),
+                "severity": severity,
+                "summary": f"Group {group_id} is in status ERR",
+                "state": state,
+                "now": world.clock.now(),
+            },
+        )
+
+
+def resolve_entity(world: World, entity_key: str) -> None:
+    with world.engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE findings SET state = 'resolved', resolved_at = :now"
+                " WHERE entity_key = :key AND state <> 'resolved'"
+            ),
+            {"key": entity_key, "now": world.clock.now()},
+        )
+
+
+def evaluated(
+    world: World, group_id: str, at: datetime, partitions: dict[tuple[str, int], tuple[str, int]]
+) -> None:
+    """derived_group_partition rows of one evaluation: (topic, partition) -> (status, offset lag)."""
+    from monitor.store.partitions import create_day_partitions
+
+    with world.engine.begin() as conn:
+        create_day_partitions(conn, "derived_group_partition", [at.date()])
+        for (topic, partition), (status, lag) in partitions.items():
+            conn.execute(
+                text(
+                    "INSERT INTO derived_group_partition (cluster, group_id, topic, partition, status,"
+                    " offset_lag, lag_seconds, time_until_data_loss_seconds, evaluated_at)"
+                    " VALUES ('prod', :g, :t, :p, :status, :lag, :lag_seconds, :loss, :at)"
+                ),
+                {
+                    "g": group_id,
+                    "t": topic,
+                    "p": partition,
+                    "status": status,
+                    "lag": lag,
+                    "lag_seconds": float(lag),
+                    "loss": 900.0 if status == "STOP" else None,
+                    "at": at,
+                },
+            )
+
+
+@pytest.fixture
+def clean_derived(db: Engine) -> Iterator[None]:
+    with db.begin() as conn:
+        conn.execute(text("DELETE FROM derived_group_partition WHERE cluster = 'prod'"))
+    yield
+
+
+def test_a_group_notice_says_which_partitions_which_status_since_when(
+    world: World, clean_derived: None
+) -> None:
+    # Partition 3 was WARN, then STOP from T0+60; partition 1 STALL all along; 0 is fine.
+    evaluated(
+        world,
+        "billing",
+        T0,
+        {("invoices", 3): ("WARN", 10), ("invoices", 1): ("STALL", 40), ("invoices", 0): ("OK", 0)},
+    )
+    evaluated(
+        world,
+        "billing",
+        T0 + timedelta(seconds=60),
+        {("invoices", 3): ("STOP", 50), ("invoices", 1): ("STALL", 40), ("invoices", 0): ("OK", 0)},
+    )
+    evaluated(
+        world,
+        "billing",
+        T0 + timedelta(seconds=120),
+        {("invoices", 3): ("STOP", 90), ("invoices", 1): ("STALL", 40), ("invoices", 0): ("OK", 0)},
+    )
+    world.clock.advance(120)
+    group_finding(world, "ConsumerGroupStatus", "warning", "billing")
+    world.cycle()
+    notified = world.cycle(after=30)
+    slack = next(n for n in notified if n.receiver == "ops-slack")
+    alert = slack.alerts[0]
+    assert [(p.topic, p.partition, p.status, p.offset_lag) for p in alert.partitions] == [
+        ("invoices", 1, "STALL", 40),
+        ("invoices", 3, "STOP", 90),
+    ], "worst first (Burrow's order ranks STALL above STOP); a partition that is fine is not listed"
+    assert alert.partitions[1].since == T0 + timedelta(seconds=60), (
+        "since it entered STOP, not since it lagged"
+    )
+    assert alert.partitions[0].since == T0
+    assert alert.partitions[1].time_until_data_loss_seconds == 900.0
+    assert alert.partitions_total == 2
+    # the outbox holds what was decided, facts included
+    with world.engine.connect() as conn:
+        payload = conn.execute(
+            text("SELECT payload FROM notification_outbox WHERE receiver = 'ops-slack'")
+        ).scalar_one()
+    assert Notification.from_json(payload).alerts[0].partitions == alert.partitions
+
+
+def test_a_new_group_in_trouble_is_told_after_group_wait_not_another_groups_interval(world: World) -> None:
+    group_finding(world, "ConsumerGroupNoMembers", "warning", "billing")
+    world.cycle()
+    assert ("ops-slack", "firing") in sent(world.cycle(after=30))
+    group_finding(world, "ConsumerGroupNoMembers", "warning", "ledger")
+    world.cycle(after=10)
+    told = world.cycle(after=30)
+    assert ("ops-slack", "firing") in sent(told), "told 40 s after it appeared, not after group_interval"
+    assert {n.group_labels.get("group_id") for n in told} == {"ledger"}
+
+
+def test_an_alert_that_resolves_inside_a_firing_group_is_announced(world: World) -> None:
+    world.finding("PartitionReplicaLost", "warning", partition=0)
+    world.finding("PartitionReplicaLost", "warning", partition=1)
+    world.cycle()
+    world.cycle(after=30)
+    resolve_entity(world, "prod/orders/1")
+    assert world.cycle(after=30) == [], "news waits for group_interval"
+    told = world.cycle(after=90)
+    assert sent(told) == [("ops-email", "firing"), ("ops-slack", "firing")]
+    for notification in told:
+        assert [a.entity_key for a in notification.firing] == ["prod/orders/0"]
+        assert [a.entity_key for a in notification.resolved] == ["prod/orders/1"]
+    assert world.cycle(after=600) == [], "announced once"
+
+
+def test_the_pager_is_not_told_of_each_alert_that_resolves_in_its_incident(world: World) -> None:
+    world.finding("PartitionReplicasLost", "critical", partition=0)
+    world.finding("PartitionReplicasLost", "critical", partition=1)
+    world.cycle()
+    world.cycle(after=30)
+    resolve_entity(world, "prod/orders/1")
+    world.cycle(after=10)
+    told = world.cycle(after=300)
+    assert sent(told) == [("ops-slack", "firing")], "Slack hears the news; the pager's incident goes on"
+
+
+def test_two_brokers_down_page_with_their_impact_and_writes_failing_are_told(world: World) -> None:
+    world.finding("BrokerDown", "critical", broker_id=2, partition=None)
+    world.finding("BrokerDown", "critical", broker_id=3, partition=None)
+    for partition in range(4):
+        world.finding("PartitionReplicaLost", "warning", partition=partition)
+    world.finding("PartitionReplicasLost", "critical", topic="payments", partition=0)
+    world.finding("PartitionUnderMinIsr", "critical", topic="orders", partition=9)
+    world.cycle()
+    notified = world.cycle(after=10)
+    pages = {n.group_labels["rule"]: n for n in notified if n.receiver == "oncall-pager"}
+    assert set(pages) == {"BrokerDown", "PartitionReplicasLost", "PartitionUnderMinIsr"}, (
+        "what is worse than a broker down is told, not muted"
+    )
+    broker = pages["BrokerDown"]
+    impact = broker.alerts[0].impact
+    assert impact is not None and impact.counts == {
+        "PartitionUnderMinIsr": 1,
+        "PartitionReplicasLost": 1,
+        "PartitionReplicaLost": 4,
+    }
+    assert impact.worst[0].entity_key == "prod/orders/9", "writes failing first"
+    with world.engine.connect() as conn:
+        muted = conn.execute(text("SELECT rule FROM alerts WHERE inhibited_by IS NOT NULL")).scalars().all()
+    assert sorted(set(muted)) == ["PartitionReplicaLost"]
+
+
+def test_a_new_kind_of_impact_is_news_of_the_source(world: World) -> None:
+    world.finding("BrokerDown", "critical", broker_id=3, partition=None)
+    world.finding("PartitionReplicaLost", "warning", partition=0)
+    world.cycle()
+    first = [n for n in world.cycle(after=10) if n.receiver == "oncall-pager"]
+    assert first and first[0].alerts[0].impact is not None
+    assert first[0].alerts[0].impact.counts == {"PartitionReplicaLost": 1}
+    world.finding("PartitionReplicaLost", "warning", partition=1)
+    assert not [n for n in world.cycle(after=150) if n.receiver == "oncall-pager"], (
+        "more of the same is no news"
+    )
+    world.finding("PartitionUnderMinIsr", "critical", partition=2)
+    later = [
+        n
+        for n in world.cycle(after=10)
+        if n.receiver == "oncall-pager" and n.group_labels["rule"] == "BrokerDown"
+    ]
+    assert later and later[0].alerts[0].impact is not None
+    assert later[0].alerts[0].impact.counts == {"PartitionUnderMinIsr": 1, "PartitionReplicaLost": 2}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.received: list[Notification] = []
+
+    def send(self, notification: Notification) -> DeliveryResult:
+        self.received.append(notification)
+        return DeliveryResult.delivered(200)
+
+
+def drain(world: World, receivers: dict[str, Recorder]) -> dict[str, int]:
+    sender = Sender(lambda: world.engine, lambda: receivers, world.clock, "a", seed=1)
+    try:
+        return sender.drain()
+    finally:
+        sender.close()
+
+
+def log_rows(world: World) -> list[tuple[str, str, str | None]]:
+    with world.engine.connect() as conn:
+        rows = conn.execute(text("SELECT kind, outcome, reason FROM notification_log ORDER BY id")).all()
+    return [tuple(r) for r in rows]
+
+
+def test_a_notice_whose_group_came_back_before_it_was_sent_is_dropped(world: World) -> None:
+    receivers = {name: Recorder() for name in ("ops-slack", "ops-email", "oncall-pager", "console")}
+    group_finding(world, "ConsumerGroupNoMembers", "warning", "billing")
+    world.cycle()
+    assert sent(world.cycle(after=30)) == [("ops-email", "firing"), ("ops-slack", "firing")]
+    # The group comes back: the evaluation resolves the finding before the sender runs, and
+    # before the next alert cycle has resolved the alert.
+    world.clock.advance(5)
+    resolve_entity(world, "prod/billing")
+    assert drain(world, receivers) == {"dropped": 2}
+    assert not any(r.received for r in receivers.values())
+    assert log_rows(world) == [("firing", "dropped", "all_resolved")] * 2
+    # The cycle closes the incident; its resolved notice would resolve what nobody was told.
+    closing = world.cycle(after=5)
+    assert sent(closing) == [("ops-email", "resolved"), ("ops-slack", "resolved")]
+    assert drain(world, receivers) == {"dropped": 2}
+    assert not any(r.received for r in receivers.values())
+    assert log_rows(world)[2:] == [("resolved", "dropped", "never_announced")] * 2
+    with world.engine.connect() as conn:
+        states = conn.execute(text("SELECT DISTINCT state FROM notification_outbox")).scalars().all()
+    assert states == ["dropped"]
+
+
+def test_a_notice_still_true_when_due_is_sent_and_its_resolve_follows(world: World) -> None:
+    receivers = {name: Recorder() for name in ("ops-slack", "ops-email", "oncall-pager", "console")}
+    world.finding("PartitionReplicaLost", "warning", partition=0)
+    world.finding("PartitionReplicaLost", "warning", partition=1)
+    world.cycle()
+    world.cycle(after=30)
+    resolve_entity(world, "prod/orders/1")  # one of the two is back: the other still fires
+    assert drain(world, receivers) == {"sent": 2}
+    resolve_entity(world, "prod/orders/0")
+    world.cycle(after=60)
+    assert drain(world, receivers) == {"sent": 2}, "the resolve of an incident that was told is sent"
+    assert [n.kind for n in receivers["ops-slack"].received] == ["firing", "resolved"]

@@ -190,3 +190,109 @@ def test_timestamp_filter_shows_utc() -> None:
 
 def test_one_line_collapses_whitespace() -> None:
     assert one_line("  a\n b\t\tc \n") == "a b c"
+
+
+@pytest.mark.parametrize("name", ["slack.txt", "email.txt", "email.html", "pagerduty.summary.txt"])
+def test_a_group_notice_says_which_partitions_which_status_since_when(
+    templates: Templates, name: str
+) -> None:
+    text = templates.render(name, sample_notification("group_stopped"))
+    needed = [
+        "invoices/3 STOP since 2026-11-21 13:52:09 UTC",
+        "lag 1,200 messages (11 min)",
+        "data loss in 40 min",
+    ]
+    if name != "pagerduty.summary.txt":  # one line: the worst partition only
+        needed += [
+            "refunds/1 STALL since 2026-11-21 13:55:09 UTC",
+            "and 2 more partitions",
+            "Owner:",
+            "payments",
+        ]
+    for fact in needed:
+        assert fact in text, fact
+
+
+@pytest.mark.parametrize("name", ["slack.txt", "email.txt", "email.html"])
+def test_alerts_resolved_inside_a_firing_group_are_named(templates: Templates, name: str) -> None:
+    text = templates.render(name, sample_notification("group_stopped"))
+    assert "prod/ledger" in text and "resolved 2026-11-21 14:02:09 UTC" in text
+    # the resolved group's partitions are not listed as if it were still in trouble
+    assert text.count("Group ledger") == 1
+
+
+@pytest.mark.parametrize("name", ["slack.txt", "email.txt", "email.html", "pagerduty.summary.txt"])
+def test_an_inhibiting_alert_tells_the_impact_it_covers(templates: Templates, name: str) -> None:
+    text = templates.render(name, sample_notification("broker_impact"))
+    assert (
+        "covers 18 alerts: 3 PartitionUnderMinIsr, 2 PartitionReplicasLost, 13 PartitionReplicaLost" in text
+    )
+    if name != "pagerduty.summary.txt":
+        assert "acks=all producers fail" in text
+        assert text.index("PartitionUnderMinIsr prod/orders/3") < text.index(
+            "PartitionReplicaLost prod/clicks/7"
+        )
+
+
+def _crowded() -> Notification:
+    """Twenty consumer group alerts with long names, five partitions each, and an impact: the
+    largest notice the cycle builds (it lists at most MAX_PARTITIONS partitions per alert)."""
+    from monitor.alert.details import MAX_PARTITIONS
+    from monitor.alert.model import PartitionDetail
+
+    base = sample_notification("group_stopped")
+    stopped, _ = base.alerts
+    broker = sample_notification("broker_impact").alerts[0]
+    long = "t" * 200
+    alerts = tuple(
+        replace(
+            stopped,
+            fingerprint=f"fp-{n}",
+            entity_key=f"prod/{'g' * 200}-{n}",
+            summary=stopped.summary + " " + "x" * 300,
+            partitions=tuple(
+                PartitionDetail(long, p, "STOP", stopped.starts_at, 10**9, 86400.0 * 3, 60.0)
+                for p in range(MAX_PARTITIONS)
+            ),
+            partitions_total=500,
+            impact=broker.impact,
+        )
+        for n in range(20)
+    )
+    return replace(base, alerts=alerts)
+
+
+def test_rich_notices_stay_within_each_receivers_limits(templates: Templates) -> None:
+    notification = _crowded()
+    blocks = slack_blocks(templates.render("slack.txt", notification), notification)
+    assert len(blocks) <= 50, "Slack takes at most 50 blocks"
+    sections = [b["text"]["text"] for b in blocks if b["type"] == "section"]
+    assert all(len(text) <= 3000 for text in sections), "Slack's section limit"
+    assert "…and 10 more" in "".join(sections), "the alerts past the limit are counted, not cut off"
+    summary = one_line(templates.render("pagerduty.summary.txt", notification))
+    event = pagerduty_event(
+        notification,
+        routing_key=ROUTING_KEY,
+        summary=summary,
+        source="kafka-health",
+        external_url=EXTERNAL_URL,
+    )
+    assert len(event["payload"]["summary"]) <= 1024
+    assert len(json.dumps(event).encode()) < 512 * 1024, "PagerDuty's event size limit"
+    assert len(event["payload"]["custom_details"]["partitions"]) == 20
+    body = json.dumps(webhook_body(notification, "oncall", EXTERNAL_URL))
+    assert body.count('"status": "STOP"') == 20 * 5
+
+
+def test_payloads_stored_before_partitions_and_impact_still_load() -> None:
+    notification = sample_notification("single_critical")
+    data = json.loads(notification.to_json())
+    for alert in data["alerts"]:
+        for key in ("owner", "partitions", "partitions_total", "impact"):
+            del alert[key]
+    loaded = Notification.from_json(json.dumps(data))
+    assert loaded.alerts[0].partitions == () and loaded.alerts[0].impact is None
+    rich = sample_notification("group_stopped")
+    assert Notification.from_json(rich.to_json()) == rich
+    impact = sample_notification("broker_impact")
+    assert Notification.from_json(impact.to_json()) == impact

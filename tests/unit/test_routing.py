@@ -132,21 +132,21 @@ def test_tree(tree: Routing, case: int, labels: dict[str, str], expected: list[t
 def test_children_inherit_unless_they_set(tree: Routing) -> None:
     root, pager, slack = tree.route({})[0], *tree.route({"severity": "critical"})
     assert (root.group_by, root.group_wait, root.group_interval, root.repeat_interval) == (
-        ("cluster", "rule"),
+        ("cluster", "rule", "group_id"),
         60,
-        300,
+        120,
         4 * 3600,
     )
     assert root.send_resolved is True and root.escalate_after is None and root.escalate_to is None
     # root/0 sets repeat_interval only; group_wait comes from the root, the rest from defaults
-    assert (pager.group_wait, pager.repeat_interval, pager.group_by) == (60, 3600, ("cluster", "rule"))
+    assert (pager.group_wait, pager.repeat_interval, pager.group_by) == (60, 3600, routing.DEFAULT_GROUP_BY)
     # root/1 sets the escalation; its children inherit it with everything else they do not set
     assert (slack.escalate_after, slack.escalate_to) == (7200, "pager")
     team = tree.route({"severity": "warning", "team": "payments"})[0]
     assert (team.escalate_after, team.escalate_to, team.group_wait) == (7200, "pager", 60)
     assert team.group_by == ("...",) and team.send_resolved is False
     mail = tree.route({"severity": "warning", "cluster": "staging"})[0]
-    assert mail.group_by == ("cluster", "rule") and mail.send_resolved is True
+    assert mail.group_by == routing.DEFAULT_GROUP_BY and mail.send_resolved is True
 
 
 def test_group_labels(tree: Routing) -> None:
@@ -318,10 +318,16 @@ def test_shipped_example_team_owns_payments(shipped: Routing) -> None:
 
 def test_shipped_inhibition(shipped: Routing) -> None:
     broker_down = rule_labels("BrokerDown", "critical") | {"broker_id": "1"}
-    for muted in ("PartitionReplicaLost", "PartitionReplicasLost", "PartitionUnderMinIsr"):
-        target = rule_labels(muted, "critical" if muted != "PartitionReplicaLost" else "warning")
-        assert shipped.inhibits(broker_down, target), muted
-        assert not shipped.inhibits(broker_down, {**target, "cluster": "other"}), muted
+    echo = rule_labels("PartitionReplicaLost", "warning")
+    assert shipped.inhibits(broker_down, echo)
+    assert not shipped.inhibits(broker_down, {**echo, "cluster": "other"})
+    # worse than one broker down says: told, and still counted in the broker's impact
+    for worse in ("PartitionReplicasLost", "PartitionUnderMinIsr"):
+        target = rule_labels(worse, "critical")
+        assert not shipped.inhibits(broker_down, target), worse
+        rule = shipped.inhibit_rules[0]
+        assert rule.covers(broker_down, target) and rule.still_told(target), worse
+        assert not rule.covers(broker_down, {**target, "cluster": "other"}), worse
     lag = rule_labels("ConsumerAppendLag", "critical") | {"group_id": "g", "topic": "t"}
     assert shipped.inhibits(broker_down, lag)
     # an offline partition and data loss still need their own decisions

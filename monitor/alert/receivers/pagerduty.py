@@ -7,7 +7,9 @@ The event (https://developer.pagerduty.com/docs/events-api-v2/trigger-events/)::
      "payload": {"summary": "<= 1024 characters", "source": "kafka-health",
                  "severity": "critical" | "error" | "warning" | "info",
                  "timestamp": ..., "component": cluster, "class": rule,
-                 "custom_details": {...}},
+                 "custom_details": {kind, severity, group, firing, resolved, alerts (one line
+                                    each), partitions (a group alert's worst ones, by entity),
+                                    impact (what an inhibiting alert covers), owner, ...}},
      "links": [{"href": runbook, "text": ...}, {"href": ack_url, "text": ...}],
      "client": "kafka-health", "client_url": external_url}
 
@@ -175,6 +177,15 @@ def _details(notification: Notification, alerts: list[AlertView]) -> dict[str, A
     }
     if len(alerts) > _DETAIL_ALERTS:
         details["more_alerts"] = len(alerts) - _DETAIL_ALERTS
+    listed = alerts[:_DETAIL_ALERTS]
+    partitions = {a.entity_key: [p.to_dict() for p in a.partitions] for a in listed if a.partitions}
+    if partitions:
+        details["partitions"] = partitions
+    impact = {a.entity_key: a.impact.to_dict() for a in listed if a.impact}
+    if impact:
+        details["impact"] = impact
+    if notification.owners:
+        details["owner"] = ", ".join(notification.owners)
     if notification.ack_url:
         details["acknowledge"] = notification.ack_url
     return details

@@ -19,7 +19,14 @@ The body, version 1 (fields are only ever added; a breaking change gets a new ve
       "alerts": [                            # every alert of the notification
         {"fingerprint", "rule", "severity", "state": "firing" | "resolved", "cluster", "entity",
          "entity_key", "labels", "summary", "description", "value", "runbook",
-         "starts_at", "ends_at", "acknowledged_by"}
+         "starts_at", "ends_at", "acknowledged_by",
+         "owner",                            # the owning team, or null
+         "partitions": [                     # a consumer group alert's worst partitions
+           {"topic", "partition", "status", "since", "offset_lag", "lag_seconds",
+            "time_until_data_loss_seconds"}],
+         "partitions_total",                 # how many partitions were flagged in all
+         "impact": {"counts": {rule: n}, "worst": [{"rule", "severity", "entity_key", "summary"}]}
+                   | null}                   # what an inhibiting alert covers
       ]
     }
 

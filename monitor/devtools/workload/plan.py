@@ -221,9 +221,10 @@ def broker_steps(broker_ids: Iterable[int], speed: float, min_isr_topics: Sequen
     topics = " and ".join(min_isr_topics)
     expectations = (
         "expect BrokerDown (critical) within ~2 min and PartitionReplicaLost (one replica lost) on "
-        "every topic; BrokerDown inhibits the replica alerts it causes",
+        "every topic; BrokerDown mutes the lost replicas it causes and its page counts them",
         f"expect PartitionUnderMinIsr (critical) on {topics} within ~2 min: only one replica left, "
-        f"under min.insync.replicas 2, so the acks=all producer of {min_isr_topics[0]} fails",
+        f"under min.insync.replicas 2, so the acks=all producer of {min_isr_topics[0]} fails; "
+        "paged on its own (worse than a broker down) and in BrokerDown's impact",
     )
     times = (120.0, 240.0)
     chosen = zip(times, broker_ids, expectations, strict=False)
