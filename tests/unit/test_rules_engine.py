@@ -46,18 +46,18 @@ HEALTHY: dict[str, dict[str, Any]] = {
                         "time_to_catch_up_seconds": None, "time_until_data_loss_seconds": None,
                         "data_loss_occurred": False, "lag_seconds_method": "exact",
                         "lag_seconds_error": None, "data_loss_limit": None, "status": "OK",
-                        "group_state": "Stable", "members": 2},
+                        "group_state": "Stable", "members": 2, "sampled": True},
     "group_topic": {"topic": "orders", "partitions": 6, "offset_lag": 0, "lag_seconds": 0.0,
                     "append_lag_seconds": 0.0, "commit_lag_seconds": 1.0,
                     "time_since_last_commit_seconds": 5.0, "consume_rate": 6.0, "produce_rate": 6.0,
                     "time_to_catch_up_seconds": None, "time_until_data_loss_seconds": None,
                     "data_loss_occurred": False, "max_offset_lag": 0, "max_lag_seconds": 0.0,
-                    "status": "OK", "group_state": "Stable", "members": 2},
+                    "status": "OK", "group_state": "Stable", "members": 2, "sampled": True},
     "group": {"topics": 1, "partitions": 6, "offset_lag": 0, "lag_seconds": 0.0, "append_lag_seconds": 0.0,
               "commit_lag_seconds": 1.0, "time_since_last_commit_seconds": 5.0, "consume_rate": 6.0,
               "produce_rate": 6.0, "time_to_catch_up_seconds": None, "time_until_data_loss_seconds": None,
               "data_loss_occurred": False, "max_offset_lag": 0, "max_lag_seconds": 0.0, "status": "OK",
-              "group_state": "Stable", "members": 2, "lag_growing": False},
+              "group_state": "Stable", "members": 2, "lag_growing": False, "sampled": True},
 }  # fmt: skip
 
 # (entity, row overrides); the comment says which finding the row must give.
