@@ -49,13 +49,29 @@ _LAG = (
     (
         "time_until_data_loss_seconds",
         "double",
-        "time until the oldest unconsumed message is deleted by retention (the earlier of the time and size limits); null when nothing is at risk",
+        "time until the oldest unconsumed message is deleted by retention (the earlier of the time and size limits), whether or not the group reads it first; null when not lagging or no limit applies",
+    ),
+    (
+        "data_loss_margin_seconds",
+        "double",
+        "the data-loss risk: time_until_data_loss_seconds minus the time the group needs to read its "
+        "backlog (offset_lag / consume_rate); time_until_data_loss_seconds itself when it makes no "
+        "progress; null when it is not at risk (caught up, or keeping up and reading its backlog before "
+        "the oldest unread message is deleted, or no retention limit) or no consume rate is known yet; "
+        "negative: retention deletes messages before the group reads them. Roll-ups: the smallest",
     ),
     (
         "data_loss_occurred",
         "boolean",
         "committed < log start offset: messages were deleted before the group read them",
     ),
+)
+
+_SAMPLED = (
+    "sampled",
+    "boolean",
+    "the newest offsets run sampled it (every partition of a roll-up): false when a partial run "
+    "could not, and its values are carried from an older sample; rules neither match nor resolve it",
 )
 
 GROUP_PARTITION = _cols(
@@ -67,6 +83,12 @@ GROUP_PARTITION = _cols(
     *_LAG,
     ("lag_seconds_method", "string", "exact | interpolated | none: how lag_seconds was measured"),
     ("lag_seconds_error", "double", "bound of the interpolation error in seconds (null when exact)"),
+    (
+        "time_to_read_seconds",
+        "double",
+        "offset_lag / consume_rate: time the group needs to read its backlog at the rate it consumed "
+        "over the evaluation window; 0 when caught up; null when it makes no progress or has no rate yet",
+    ),
     (
         "data_loss_limit",
         "string",
@@ -84,6 +106,7 @@ GROUP_PARTITION = _cols(
         "Assigning, Reconciling",
     ),
     ("members", "int", "members of the group"),
+    _SAMPLED,
 )
 
 GROUP_TOPIC = _cols(
@@ -96,6 +119,7 @@ GROUP_TOPIC = _cols(
     ("status", "string", "worst partition status"),
     ("group_state", "string", "state of the group"),
     ("members", "int", "members of the group"),
+    _SAMPLED,
 )
 
 GROUP = _cols(
@@ -109,6 +133,7 @@ GROUP = _cols(
     ("group_state", "string", "state of the group"),
     ("members", "int", "members of the group"),
     ("lag_growing", "boolean", "offset_lag is higher than at the start of the evaluation window"),
+    _SAMPLED,
 )
 
 PARTITION = _cols(
@@ -167,7 +192,12 @@ TOPIC = _cols(
     ("under_replicated_partitions", "int", "partitions with isr < replication factor"),
     ("under_min_isr_partitions", "int", "partitions under min.insync.replicas"),
     ("offline_partitions", "int", "partitions with no leader"),
-    ("min_time_until_data_loss_seconds", "double", "soonest data loss of any lagging group on the topic"),
+    (
+        "min_time_until_data_loss_seconds",
+        "double",
+        "soonest deletion of an unread message of any lagging group on the topic",
+    ),
+    ("min_data_loss_margin_seconds", "double", "smallest data_loss_margin_seconds of a group on the topic"),
 )
 
 BROKER = _cols(

@@ -3,7 +3,10 @@
 1. **Alerts from findings.** Each open finding is an alert keyed by a stable fingerprint (rule +
    entity key, which includes the cluster). `pending` until the rule's `for` holds (the finding
    says so), then `firing`; a severity change updates the same alert (and re-routes it); an alert
-   whose finding is gone is `resolved`.
+   whose finding is gone is `resolved`. A finding is gone only when its entity was evaluated and
+   the rule no longer matched (or it went unsampled past the staleness bound): the finding of an
+   entity a partial collection run could not sample stays open (store.findings), so its alert
+   keeps its state and `pending_since`.
 2. **Muting.** A firing alert matched by an active silence is silenced; one matched as a target
    of an inhibition rule while a firing source alert (not itself) with the same `equal` labels
    exists is covered by that source (with `only_after_source`, only when it went pending after

@@ -5,6 +5,10 @@ the condition holds get the severity of the most severe matching tier (a CASE WH
 critical first); rows matching no tier give nothing. The rules' results are unioned into one
 DataFrame of matches with `FINDINGS_SCHEMA`.
 
+Missing data is not a condition turned false: a row whose `sampled` column is false (a group the
+newest offsets run could not sample, whose values are carried from an older sample) gives no
+match, and `unsampled_keys` lists it so that what was found on it keeps its state.
+
 Partial-failure policy: a rule whose entity has no frame, or whose SQL Spark cannot analyse, is
 skipped and logged; the other rules still run. Errors raised while the job runs (a division by
 zero under ANSI mode, for instance) fail the whole evaluation, so rule authors use `try_divide`.
@@ -40,6 +44,8 @@ FINDINGS_DDL = (
 what `render` fills the templates from."""
 
 KEY_SEPARATOR = "/"
+SAMPLED = "sampled"
+"""The derived column that says whether an entity was sampled in this evaluation (where it has one)."""
 
 
 def evaluate_rules(
@@ -107,14 +113,48 @@ def _escaped(column: Column) -> Column:
     return F.regexp_replace(F.regexp_replace(text, "%", "%25"), KEY_SEPARATOR, "%2F")
 
 
+def _entity_key(entity: str) -> Column:
+    """The finding's `entity_key` of a row of `entity`: the cluster and the key columns, escaped,
+    joined by KEY_SEPARATOR."""
+    from pyspark.sql import functions as F
+
+    return F.concat_ws(KEY_SEPARATOR, *(_escaped(F.col(c)) for c in ("cluster", *KEYS[entity])))
+
+
+def _sampled(frame: DataFrame) -> Column:
+    """Whether a row was sampled in this evaluation: its `sampled` column where the entity has
+    one (the group entities, monitor.derived), else always."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.col(SAMPLED), F.lit(False)) if SAMPLED in frame.columns else F.lit(True)
+
+
+def unsampled_keys(frames: Mapping[str, DataFrame], rules: Sequence[Rule]) -> DataFrame | None:
+    """(entity, entity_key) of the rows not sampled in this evaluation, of the entities `rules`
+    apply to: the rules said nothing about them (no match, and no "condition false" either), so
+    what was found on them before keeps its state (store.findings.merge_findings). None when no
+    such entity has a `sampled` column."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    parts = [
+        frame.where(~_sampled(frame)).select(
+            F.lit(entity).alias("entity"), _entity_key(entity).alias("entity_key")
+        )
+        for entity, frame in frames.items()
+        if SAMPLED in frame.columns and any(rule.entity == entity for rule in rules)
+    ]
+    return reduce(DataFrame.unionByName, parts) if parts else None
+
+
 def _match(frame: DataFrame, rule: Rule) -> Column:
     """One row's match of `rule` (a struct of the FINDINGS_DDL columns after `evaluated_at`), or
-    null when the condition does not hold or no tier does. Only a match computes its key, labels
-    and context."""
+    null when the row was not sampled in this evaluation, the condition does not hold or no tier
+    does. Only a match computes its key, labels and context."""
     from pyspark.sql import functions as F
 
     keys = KEYS[rule.entity]
-    condition = F.expr(rule.condition) if rule.condition else F.lit(True)
+    condition = _sampled(frame) & (F.expr(rule.condition) if rule.condition else F.lit(True))
     severity = F.expr(severity_case(rule))
     label_pairs: list[Column] = [F.lit("cluster"), F.col("cluster")]
     for key in keys:
@@ -126,7 +166,7 @@ def _match(frame: DataFrame, rule: Rule) -> Column:
         F.lit(rule.name).alias("rule"),
         F.lit(rule.entity).alias("entity"),
         F.col("cluster").cast("string").alias("cluster"),
-        F.concat_ws(KEY_SEPARATOR, *(_escaped(F.col(c)) for c in ("cluster", *keys))).alias("entity_key"),
+        _entity_key(rule.entity).alias("entity_key"),
         F.create_map(*label_pairs).alias("labels"),
         severity.alias("severity"),
         F.expr(rule.value).cast("double").alias("value"),

@@ -4,7 +4,8 @@
 2. transform: pure DataFrame functions derive each entity's metrics (`transforms/`);
 3. evaluate: the YAML rules become matches with a severity (`engine.py`);
 4. load: the derived tables get this evaluation's rows (replacing any earlier attempt at the same
-   `evaluated_at`), and the matches are merged into the findings.
+   `evaluated_at`), and the matches are merged into the findings; the findings of entities this
+   evaluation did not sample keep their state for up to the window (store.findings).
 
 `EvaluationResult.seconds` times the phases: `read` (the inputs over JDBC), `compute` (transform
 and evaluate, the findings' texts included) and `write` (load); the daemon records them in its
@@ -34,7 +35,7 @@ from sqlalchemy import Engine, delete
 
 from monitor.derived import ENTITIES, table_of
 from monitor.evaluate import extract
-from monitor.evaluate.engine import evaluate_rules, render
+from monitor.evaluate.engine import evaluate_rules, render, unsampled_keys
 from monitor.evaluate.io import write_table
 from monitor.evaluate.metrics import JdbcReads, jdbc_reads
 from monitor.evaluate.rules import Rule
@@ -106,11 +107,18 @@ def run_evaluation(
             frames = derive(inputs, settings.window_commits, keep)
             # The rules read every entity: this reads the inputs and computes (and keeps) them all.
             matches = _evaluate(frames, rules, evaluated_at)
+            unsampled = _unsampled(frames, rules)
         with _phase(result, "write"):
             result.rows = _write_derived(target, engine, frames, clusters, evaluated_at)
             with engine.begin() as conn:
                 result.findings = merge_findings(
-                    conn, matches, evaluated_at, clusters=clusters, rules=[rule.name for rule in rules]
+                    conn,
+                    matches,
+                    evaluated_at,
+                    clusters=clusters,
+                    rules=[rule.name for rule in rules],
+                    unsampled=unsampled,
+                    stale_before=evaluated_at - settings.window,
                 )
         _split_reads(result, jdbc_reads(frames.values()), spark.sparkContext.defaultParallelism)
     finally:
@@ -138,6 +146,13 @@ def _evaluate(frames: dict[str, DataFrame], rules: Sequence[Rule], evaluated_at:
     by_name = {rule.name: rule for rule in rules}
     rows = evaluate_rules(frames, rules, evaluated_at).collect()
     return [_match(row.asDict(recursive=True), by_name[row["rule"]]) for row in rows]
+
+
+def _unsampled(frames: dict[str, DataFrame], rules: Sequence[Rule]) -> list[tuple[str, str]]:
+    """(entity, entity_key) of the entities this evaluation did not sample (engine.unsampled_keys):
+    few, except while a broker is gone, and each a short pair."""
+    keys = unsampled_keys(frames, rules)
+    return [] if keys is None else [(row["entity"], row["entity_key"]) for row in keys.collect()]
 
 
 def _write_derived(

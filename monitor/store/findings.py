@@ -4,7 +4,14 @@ Lifecycle of a finding, keyed by (rule, entity_key):
 - first match: inserted, `pending` (or `firing` at once when the rule's `for` is 0);
 - matched again: `last_seen`, severity, value and texts updated; `firing` once it has held for
   `for_seconds` since `first_seen` (a severity change keeps the same finding);
-- not matched by an evaluation of its rule on its cluster: `resolved` (kept as history).
+- not matched by an evaluation of its rule on its cluster: `resolved` (kept as history), unless
+  that evaluation did not sample its entity (a partial collection run: missing data is not a
+  condition turned false). Then it keeps its state, `first_seen` (the `for` timer) and all, until
+  an evaluation samples the entity again (matched: it goes on; not matched: resolved) or it has
+  not been seen for longer than the staleness bound the caller gives (`stale_before`: the
+  evaluation window, past which nothing the evaluation reads says anything about it): then it is
+  resolved. A whole collection that stops is told by the cluster's CollectionStale rule, which
+  fires before that bound with the default window.
 
 Idempotent per evaluation time: merging the same matches at the same `evaluated_at` twice changes
 nothing the second time; an evaluation older than a finding's `last_seen` does not move it back.
@@ -67,11 +74,22 @@ WHERE NOT EXISTS (
 )
 """
 
+_STAGE_UNSAMPLED = """
+CREATE TEMP TABLE IF NOT EXISTS _unsampled (entity text, entity_key text) ON COMMIT DROP
+"""
+
 _RESOLVE = """
 UPDATE findings f SET state = 'resolved', resolved_at = :t, evaluated_at = :t
 WHERE f.state <> 'resolved' AND f.last_seen < :t
   AND f.cluster = ANY(:clusters) AND f.rule = ANY(:rules)
   AND NOT EXISTS (SELECT 1 FROM _matches m WHERE m.rule = f.rule AND m.entity_key = f.entity_key)
+  AND (f.last_seen < CAST(:stale_before AS timestamptz) OR NOT EXISTS (
+      SELECT 1 FROM _unsampled u WHERE u.entity = f.entity AND u.entity_key = f.entity_key))
+"""
+
+_KEPT = """
+SELECT count(*) FROM findings f JOIN _unsampled u ON u.entity = f.entity AND u.entity_key = f.entity_key
+WHERE f.state <> 'resolved' AND f.last_seen < :t AND f.cluster = ANY(:clusters) AND f.rule = ANY(:rules)
 """
 
 
@@ -82,13 +100,21 @@ def merge_findings(
     *,
     clusters: Collection[str],
     rules: Collection[str],
+    unsampled: Collection[tuple[str, str]] = (),
+    stale_before: datetime | None = None,
 ) -> dict[str, int]:
     """Merge `matches` of an evaluation of `rules` over `clusters` at `evaluated_at`.
 
-    Returns counts: new, updated, resolved, and the open findings by state afterwards.
+    `unsampled` holds the (entity, entity_key) pairs the evaluation did not sample: their open
+    findings are neither resolved nor changed, unless last seen before `stale_before` (None: kept
+    however old). Returns counts: new, updated, resolved, kept (open findings of unsampled
+    entities left as they were), and the open findings by state afterwards.
     """
     conn.execute(text(_STAGE))
     conn.execute(text("TRUNCATE _matches"))
+    conn.execute(text(_STAGE_UNSAMPLED))
+    conn.execute(text("TRUNCATE _unsampled"))
+    copy_rows(conn, "_unsampled", ("entity", "entity_key"), list(unsampled))
     copy_rows(
         conn,
         "_matches",
@@ -103,9 +129,9 @@ def merge_findings(
     params: dict[str, Any] = {"t": evaluated_at}
     updated = conn.execute(text(_UPDATE), params).rowcount
     new = conn.execute(text(_INSERT), params).rowcount
-    resolved = conn.execute(
-        text(_RESOLVE), {**params, "clusters": list(clusters), "rules": list(rules)}
-    ).rowcount
+    scope = {**params, "clusters": list(clusters), "rules": list(rules), "stale_before": stale_before}
+    resolved = conn.execute(text(_RESOLVE), scope).rowcount
+    kept = conn.execute(text(_KEPT), scope).scalar_one() if unsampled else 0
     counted = conn.execute(
         text("SELECT state, count(*) FROM findings WHERE state <> 'resolved' GROUP BY state")
     )
@@ -114,6 +140,7 @@ def merge_findings(
         "new": int(new),
         "updated": int(updated),
         "resolved": int(resolved),
+        "kept": int(kept),
         "pending": int(states.get("pending", 0)),
         "firing": int(states.get("firing", 0)),
     }

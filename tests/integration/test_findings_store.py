@@ -36,9 +36,20 @@ def merge(
     at: datetime,
     clusters: tuple[str, ...] = ("c1",),
     rules: tuple[str, ...] = ("R",),
+    unsampled: tuple[str, ...] = (),
+    stale_before: datetime | None = None,
 ) -> dict[str, int]:
+    """`unsampled`: entity keys (of partitions, as `match` makes them) the evaluation did not sample."""
     with engine.begin() as conn:
-        return merge_findings(conn, matches, at, clusters=clusters, rules=rules)
+        return merge_findings(
+            conn,
+            matches,
+            at,
+            clusters=clusters,
+            rules=rules,
+            unsampled=[("partition", key) for key in unsampled],
+            stale_before=stale_before,
+        )
 
 
 def findings(engine: Engine) -> dict[str, dict[str, Any]]:
@@ -53,7 +64,7 @@ def test_lifecycle(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.execute(text("DELETE FROM findings"))
     counts = merge(engine, [match("a"), match("b", for_seconds=0)], T)
-    assert counts == {"new": 2, "updated": 0, "resolved": 0, "pending": 1, "firing": 1}
+    assert counts == {"new": 2, "updated": 0, "resolved": 0, "kept": 0, "pending": 1, "firing": 1}
     f = findings(engine)
     assert f["a"]["state"] == "pending" and f["b"]["state"] == "firing"
 
@@ -90,3 +101,36 @@ def test_other_clusters_and_rules_are_not_resolved(engine: Engine) -> None:
     counts = merge(engine, [], T + timedelta(seconds=10), clusters=("c1",), rules=("R",))
     assert counts["resolved"] == 0
     assert {k for k in findings(engine)} == {"x", "y"}
+
+
+def test_an_unsampled_entity_keeps_its_state_until_sampled_or_stale(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM findings"))
+    window = timedelta(minutes=15)
+    merge(engine, [match("a"), match("b"), match("c", for_seconds=0)], T)
+
+    # A partial run: a and c were not sampled, b was and no longer matches.
+    at = T + timedelta(seconds=30)
+    counts = merge(engine, [], at, unsampled=("a", "c"), stale_before=at - window)
+    assert (counts["resolved"], counts["kept"], counts["pending"], counts["firing"]) == (1, 2, 1, 1)
+    f = findings(engine)
+    assert (f["a"]["state"], f["a"]["first_seen"], f["a"]["last_seen"]) == ("pending", T, T)
+    assert (f["c"]["state"], f["c"]["first_seen"]) == ("firing", T)
+    assert f["b#resolved"]["resolved_at"] == at
+
+    # Data again: a still matches and fires on its first `for` timer; c, sampled and not matched, resolves.
+    at = T + timedelta(seconds=90)
+    counts = merge(engine, [match("a")], at, stale_before=at - window)
+    assert (counts["new"], counts["updated"], counts["resolved"], counts["kept"]) == (0, 1, 1, 0)
+    f = findings(engine)
+    assert (f["a"]["state"], f["a"]["first_seen"]) == ("firing", T)
+    assert "c" not in f and f["c#resolved"]["resolved_at"] == at
+
+    # Not sampled for longer than the window: stale, resolved.
+    at = T + timedelta(seconds=90) + window
+    assert (
+        merge(engine, [], at, unsampled=("a",), stale_before=at - window)["resolved"] == 0
+    )  # exactly the window
+    at += timedelta(seconds=1)
+    counts = merge(engine, [], at, unsampled=("a",), stale_before=at - window)
+    assert (counts["resolved"], counts["kept"], counts["firing"]) == (1, 0, 0)

@@ -46,18 +46,18 @@ HEALTHY: dict[str, dict[str, Any]] = {
                         "time_to_catch_up_seconds": None, "time_until_data_loss_seconds": None,
                         "data_loss_occurred": False, "lag_seconds_method": "exact",
                         "lag_seconds_error": None, "data_loss_limit": None, "status": "OK",
-                        "group_state": "Stable", "members": 2},
+                        "group_state": "Stable", "members": 2, "sampled": True},
     "group_topic": {"topic": "orders", "partitions": 6, "offset_lag": 0, "lag_seconds": 0.0,
                     "append_lag_seconds": 0.0, "commit_lag_seconds": 1.0,
                     "time_since_last_commit_seconds": 5.0, "consume_rate": 6.0, "produce_rate": 6.0,
                     "time_to_catch_up_seconds": None, "time_until_data_loss_seconds": None,
                     "data_loss_occurred": False, "max_offset_lag": 0, "max_lag_seconds": 0.0,
-                    "status": "OK", "group_state": "Stable", "members": 2},
+                    "status": "OK", "group_state": "Stable", "members": 2, "sampled": True},
     "group": {"topics": 1, "partitions": 6, "offset_lag": 0, "lag_seconds": 0.0, "append_lag_seconds": 0.0,
               "commit_lag_seconds": 1.0, "time_since_last_commit_seconds": 5.0, "consume_rate": 6.0,
               "produce_rate": 6.0, "time_to_catch_up_seconds": None, "time_until_data_loss_seconds": None,
               "data_loss_occurred": False, "max_offset_lag": 0, "max_lag_seconds": 0.0, "status": "OK",
-              "group_state": "Stable", "members": 2, "lag_growing": False},
+              "group_state": "Stable", "members": 2, "lag_growing": False, "sampled": True},
 }  # fmt: skip
 
 # (entity, row overrides); the comment says which finding the row must give.
@@ -82,9 +82,11 @@ ROWS: list[tuple[str, dict[str, Any]]] = [
                "min_time_coverage_seconds": 600.0}),  # 14 shortfall
     ("group_partition", {"group_id": "billing", "partition": 0}),  # 15 healthy
     ("group_partition", {"group_id": "billing", "partition": 3, "offset_lag": 500, "lag_seconds": 2520.0,
-                         "time_until_data_loss_seconds": 10800.0, "data_loss_limit": "time"}),  # 16 3 h
+                         "time_until_data_loss_seconds": 10800.0, "data_loss_limit": "time",
+                         "time_to_read_seconds": 500.0, "data_loss_margin_seconds": 10300.0}),  # 16 3 h
     ("group_partition", {"group_id": "billing", "partition": 4, "offset_lag": 800, "lag_seconds": 2520.0,
-                         "time_until_data_loss_seconds": 600.0, "data_loss_limit": "size"}),  # 17 10 min
+                         "consume_rate": 0.0, "time_until_data_loss_seconds": 600.0, "data_loss_limit": "size",
+                         "data_loss_margin_seconds": 600.0}),  # 17 10 min, stopped
     ("group_partition", {"group_id": "audit", "partition": 1, "offset_lag": 7,
                          "data_loss_occurred": True}),  # 18 data lost
     ("group_topic", {"group_id": "search"}),  # 19 healthy
@@ -95,6 +97,9 @@ ROWS: list[tuple[str, dict[str, Any]]] = [
                "max_lag_seconds": 300.0}),  # 22 stalled
     ("group", {"group_id": "idle", "members": 0, "group_state": "Empty", "offset_lag": 50,
                "lag_growing": True, "max_lag_seconds": 3600.0}),  # 23 nobody consuming
+    ("group_partition", {"group_id": "billing", "partition": 5, "offset_lag": 5, "lag_seconds": 3.0,
+                         "time_until_data_loss_seconds": 50.0, "data_loss_limit": "size",
+                         "time_to_read_seconds": 5.0}),  # 24 keeps up on a topic that keeps a minute
 ]  # fmt: skip
 
 EXPECTED = {
@@ -110,7 +115,7 @@ EXPECTED = {
     ("PartitionNearRetentionBytes", "prod/orders/5", "warning", 0.95),  # 12
     ("ReplicasSharingRack", "prod/orders/5", "warning", 1.0),  # 12
     ("RetentionShortfall", "prod/clicks", "warning", 6600.0),  # 14
-    ("TimeUntilDataLoss", "prod/billing/orders/3", "warning", 10800.0),  # 16
+    ("TimeUntilDataLoss", "prod/billing/orders/3", "warning", 10300.0),  # 16
     ("TimeUntilDataLoss", "prod/billing/orders/4", "critical", 600.0),  # 17
     ("DataLossOccurred", "prod/audit/orders/1", "critical", 7.0),  # 18
     ("ConsumerAppendLag", "prod/billing/orders", "warning", 400.0),  # 20
@@ -176,13 +181,14 @@ def test_render_reads_like_a_page(findings: list[dict[str, Any]], pack: list[Rul
     )
     summary, description = render(finding, rule)
     assert summary == (
-        "Group billing is 42 min behind on orders (partition 4): its oldest unread message is deleted in 10 min"
+        "Group billing is 42 min behind on orders (partition 4) and will lose unread messages to retention "
+        "in about 10 min"
     )
     assert description.startswith(
         "On cluster prod, retention (size limit) deletes the oldest message of orders partition 4 that "
         "consumer group billing has not read in about 10 min"
     )
-    assert "800 messages are unread" in description
+    assert "It made no progress over the window: 800 messages are unread" in description
 
 
 def test_most_severe_tier_wins_and_no_tier_means_no_finding(spark: SparkSession) -> None:

@@ -26,9 +26,12 @@ demo's intervals (`monitor.devtools.demo.demo_settings`):
 - `telemetry` has retention.bytes of a few segments and a producer that fills them in about a
   minute: the size limit deletes long before retention.ms (1 hour), so its time coverage is about
   a minute (RetentionShortfall, and the topic page's coverage). No group reads it: on a topic
-  that keeps a minute, any lag at all is data deleted within the minute (TimeUntilDataLoss).
+  that keeps a minute a group that keeps up is healthy (no TimeUntilDataLoss), and one that stops
+  loses data within the minute.
 - `inventory.events` keeps 4 minutes (retention.ms) in 15-second segments; its group reads a
-  quarter of what is produced, so TimeUntilDataLoss fires at the first evaluation and, about six
+  quarter of what is produced, so reading its backlog takes four times as long as producing it
+  did: its data-loss margin is minutes at most, TimeUntilDataLoss fires (critical) at the first
+  evaluation and, about six
   minutes in, retention deletes what the group has not read (DataLossOccurred).
 - The topics that should show replica loss have replication factor 3 and min.insync.replicas 2:
   stopping one broker loses a replica (PartitionReplicaLost, BrokerDown), stopping a second one

@@ -1,6 +1,7 @@
 """Retention (DOMAIN.md 2): per-partition offsets, rates, size against retention.bytes, time
 coverage and retention shortfall; and, per lagging group-partition, the time until retention
-deletes its oldest unconsumed message.
+deletes its oldest unconsumed message and the risk that it does so before the group reads it
+(the data-loss margin).
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ SIZE_CAPPED_RATIO = 0.8
 """A partition at or above this fraction of retention.bytes is being trimmed by the size limit:
 segments are deleted whole, so a capped partition hovers between retention.bytes minus one
 segment and retention.bytes, not at exactly 1.0."""
+
+KEEP_UP_RATIO = 0.9
+"""A group consuming at least this fraction of the produce rate over the window keeps up. Not
+1.0: commits come in steps (every 5 s by default), so over a short window the measured rate of a
+healthy group swings by the few seconds of lag it commits at. A group falling behind more slowly
+is told once its backlog outlasts the oldest unread message (data_loss_margin), which at 90% is
+still several retention spans before the loss."""
 
 _RETENTION_SETTINGS = ("retention_ms", "retention_bytes", "deletes")
 
@@ -96,9 +104,10 @@ def retention_shortfall() -> Column:
 
 
 def with_data_loss(frame: DataFrame, evaluated_at: datetime) -> DataFrame:
-    """Adds `time_until_data_loss_seconds` and `data_loss_limit` ('time' | 'size') to a frame of
-    group-partitions with `offset_lag`, `data_loss_occurred`, `committed_offset`,
-    `committed_timestamp`, `start_offset`, `end_offset` and the partition's `size_bytes`,
+    """Adds `time_until_data_loss_seconds`, `data_loss_limit` ('time' | 'size'),
+    `time_to_read_seconds` and `data_loss_margin_seconds` (the risk) to a frame of group-partitions
+    with `offset_lag`, `data_loss_occurred`, `committed_offset`, `committed_timestamp`,
+    `start_offset`, `end_offset`, `consume_rate` and the partition's `produce_rate`, `size_bytes`,
     `produce_bytes_rate`, `retention_ms`, `retention_bytes` and `deletes`.
 
     Only a lagging group on a topic that deletes is at risk; otherwise both are null, as they are
@@ -113,8 +122,47 @@ def with_data_loss(frame: DataFrame, evaluated_at: datetime) -> DataFrame:
     earliest = F.least(by_time, by_size)  # least() skips nulls
     seconds = F.when(F.col("data_loss_occurred"), F.lit(0.0)).otherwise(earliest)
     limit = F.when(by_size.isNull() | (by_time <= by_size), F.lit("time")).otherwise(F.lit("size"))
-    return frame.withColumn("time_until_data_loss_seconds", F.when(at_risk, seconds)).withColumn(
-        "data_loss_limit", F.when(at_risk, limit)
+    return (
+        frame.withColumn("time_until_data_loss_seconds", F.when(at_risk, seconds))
+        .withColumn("data_loss_limit", F.when(at_risk, limit))
+        .withColumn("time_to_read_seconds", time_to_read())
+        .withColumn("data_loss_margin_seconds", data_loss_margin())
+    )
+
+
+def time_to_read() -> Column:
+    """`time_to_read_seconds`: offset_lag / consume_rate, the time the group needs to read its
+    backlog at the rate it consumed over the window; 0 when caught up; null when it made no
+    progress (never, at that rate) or has no rate yet (one sample)."""
+    return F.when(F.col("offset_lag") == 0, F.lit(0.0)).when(
+        F.col("consume_rate") > 0, ratio(F.col("offset_lag"), F.col("consume_rate"))
+    )
+
+
+def data_loss_margin() -> Column:
+    """`data_loss_margin_seconds` (DOMAIN.md 2: the deletion time is a risk only when the group
+    will not read the message first), from `time_until_data_loss_seconds`,
+    `time_to_read_seconds`, `consume_rate` and `produce_rate`:
+
+    - no deletion ahead (not lagging, no limit, compacted only): null;
+    - no consume rate yet (one sample): null, no verdict (as the status gives none);
+    - no progress over the window (a stopped, stalled or rewound group): it reads nothing before
+      the deletion, so the margin is the time until it;
+    - otherwise the time until deletion minus the time it needs to read its backlog, except that
+      a group that keeps up (consumes at least KEEP_UP_RATIO of the produce rate: its lag does not
+      grow) and reads its backlog before the deletion has no margin at all: it is not at risk,
+      however short the retention. Its margin shows only once its backlog outlasts the oldest
+      unread message (the margin is then negative).
+    """
+    until = F.col("time_until_data_loss_seconds")
+    consume = F.col("consume_rate")
+    margin = until - F.col("time_to_read_seconds")
+    keeps_up = consume >= F.lit(KEEP_UP_RATIO) * F.coalesce(F.col("produce_rate"), F.lit(0.0))
+    return (
+        F.when(until.isNull() | consume.isNull(), F.lit(None).cast("double"))
+        .when(consume <= 0, until)
+        .when(keeps_up & (margin > 0), F.lit(None).cast("double"))
+        .otherwise(margin)
     )
 
 
@@ -125,15 +173,23 @@ def _time_limit_seconds(evaluated_at: datetime) -> Column:
 
 
 def _size_limit_seconds() -> Column:
-    """(retention.bytes - bytes from the oldest unconsumed message to the end) / produce bytes/s.
+    """(retention.bytes - bytes from the oldest unconsumed message to the end) / bytes written per
+    second.
 
-    Approximation: the unconsumed bytes are taken as size * (end - oldest) / (end - start), i.e.
-    records assumed of even size across the partition (compaction gaps and batches of mixed record
-    sizes make it rough). Null without retention.bytes or without growth (nothing pushes the
-    message out at the current rate).
+    Approximation: records are assumed of even size across the partition (compaction gaps and
+    batches of mixed record sizes make it rough): the unconsumed bytes are size * (end - oldest) /
+    (end - start), and the bytes written per second are the produce rate times size / (end -
+    start). Not the partition's growth (`produce_bytes_rate`): a partition at its cap does not
+    grow, retention deletes as much as is written, and between two deletions its growth is
+    anything from 0 to a segment. The growth stands in when the produce rate is unknown. Null
+    without retention.bytes or without writes (nothing pushes the message out at the current rate).
     """
     oldest = F.greatest(F.col("committed_offset"), F.col("start_offset"))
-    share = ratio(F.col("end_offset") - oldest, F.col("end_offset") - F.col("start_offset"))
+    retained = F.col("end_offset") - F.col("start_offset")
+    share = ratio(F.col("end_offset") - oldest, retained)
     unconsumed_bytes = F.col("size_bytes") * share
     headroom = F.col("retention_bytes") - unconsumed_bytes
-    return F.when(F.col("produce_bytes_rate") > 0, ratio(headroom, F.col("produce_bytes_rate")))
+    written = F.coalesce(
+        F.col("produce_rate") * ratio(F.col("size_bytes"), retained), F.col("produce_bytes_rate")
+    )
+    return F.when(written > 0, ratio(headroom, written))

@@ -8,7 +8,8 @@ How each lag column rolls up (columns.py names only the sum of offset_lag):
 - time_since_last_commit_seconds: the smallest (when the group last committed anything);
 - time_to_catch_up_seconds: the largest (caught up when the slowest partition is), null when any
   lagging partition does not gain on its producers;
-- time_until_data_loss_seconds: the smallest; data_loss_occurred: any.
+- time_until_data_loss_seconds, data_loss_margin_seconds: the smallest; data_loss_occurred: any;
+- sampled: all (a roll-up is sampled when every one of its group-partitions is).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ REACHED = ("ok", "partial")
 """Run statuses that reached the cluster (a partial run failed only for some entities)."""
 FINISHED = (*REACHED, "failed")
 UNREACHABLE_AFTER = timedelta(minutes=2)
+SAMPLE_STALE_AFTER = timedelta(minutes=5)
+"""A group sample older than this is not a sample of this evaluation, whatever run wrote it (the
+age at which the default CollectionStale rule starts to count)."""
 
 
 def _same_at_every_level() -> list[Column]:
@@ -40,7 +44,9 @@ def _same_at_every_level() -> list[Column]:
         F.sum("consume_rate").alias("consume_rate"),
         F.sum("produce_rate").alias("produce_rate"),
         F.min("time_until_data_loss_seconds").alias("time_until_data_loss_seconds"),
+        F.min("data_loss_margin_seconds").alias("data_loss_margin_seconds"),
         F.bool_or("data_loss_occurred").alias("data_loss_occurred"),
+        F.bool_and("sampled").alias("sampled"),
         F.max("group_state").alias("group_state"),
         F.max("members").alias("members"),
     ]
@@ -106,7 +112,8 @@ def topics(partitions: DataFrame, group_topics: DataFrame) -> DataFrame:
     """Per (cluster, topic) of the partition frame: sums and extremes of its partitions, and the
     soonest data loss of any group on it (from `group_topics`)."""
     data_loss = group_topics.groupBy("cluster", "topic").agg(
-        F.min("time_until_data_loss_seconds").alias("min_time_until_data_loss_seconds")
+        F.min("time_until_data_loss_seconds").alias("min_time_until_data_loss_seconds"),
+        F.min("data_loss_margin_seconds").alias("min_data_loss_margin_seconds"),
     )
     per_topic = partitions.groupBy("cluster", "topic").agg(
         F.count(F.lit(1)).alias("partitions"),
@@ -158,6 +165,14 @@ def clusters(
     counts = ["brokers", "brokers_down", "partitions", "offline_partitions"]
     counts += ["under_replicated_partitions", "under_min_isr_partitions"]
     return frame.fillna(0, subset=counts).fillna(False, subset=["unreachable"])
+
+
+def newest_offsets_run(collection_runs: DataFrame) -> DataFrame:
+    """Per cluster: `run_started_at`, the start of the newest offsets run that reached the
+    cluster (ok or partial). Its samples are dated after it; a key sampled before it was missed
+    by that run."""
+    runs = collection_runs.where((F.col("job") == OFFSETS_JOB) & F.col("status").isin(*REACHED))
+    return runs.groupBy("cluster").agg(F.max("started_at").alias("run_started_at"))
 
 
 def collection_health(collection_runs: DataFrame, evaluated_at: datetime) -> DataFrame:
