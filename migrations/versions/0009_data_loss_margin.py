@@ -1,8 +1,8 @@
 """The data-loss risk and the sampled flag: new derived columns, and the latest views that show them.
 
-Revision ID: 0007
-Revises: 0006
-Create Date: 2026-11-26
+Revision ID: 0009
+Revises: 0008
+Create Date: 2026-11-25
 
 - derived_group_partition: time_to_read_seconds, data_loss_margin_seconds, sampled;
 - derived_group_topic, derived_group: data_loss_margin_seconds, sampled;
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0007"
-down_revision: str | Sequence[str] | None = "0006"
+revision: str = "0009"
+down_revision: str | Sequence[str] | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
