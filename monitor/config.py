@@ -326,6 +326,11 @@ class IdentityConfig(_Strict):
         default_factory=lambda: ["kafka-platform"],
         description="Teams holding the platform role: they may silence any team's alerts, or all of them.",
     )
+    protect_reads: bool = Field(
+        default=False,
+        description="Also reads (pages, API, Burrow endpoints) need an identity; /healthz, /readyz and "
+        "/metrics stay open for probes and scrapers.",
+    )
     allowed_origins: list[str] = Field(
         default_factory=list,
         description="Origins (https://monitor.example.com) whose pages may post forms here besides the "

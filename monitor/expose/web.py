@@ -93,6 +93,8 @@ def create_app(
     guard_input(app)
     if auth.development:
         _label_development(app)
+    if auth.config.protect_reads:
+        _protect_reads(app, auth)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:
@@ -143,6 +145,23 @@ def create_app(
     app.include_router(pages_collection.router(ctx, job_intervals))
     app.include_router(inbox.router(ctx, inboxes or {}))
     return app
+
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+"""What answers without an identity when `web.identity.protect_reads` is on: probes and scrapers."""
+
+
+def _protect_reads(app: FastAPI, auth: Authenticator) -> None:
+    """Every request but `OPEN_PATHS` needs an identity (changes need one anyway)."""
+
+    @app.middleware("http")
+    async def identified(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        if request.url.path not in OPEN_PATHS:
+            try:
+                auth.require(request)
+            except ApiError as exc:
+                return _error(exc.status_code, exc.code, str(exc.detail))
+        return await call_next(request)
 
 
 def _label_development(app: FastAPI) -> None:

@@ -441,3 +441,14 @@ def test_database_errors_are_told_apart() -> None:
     assert [a.status_code for a in answers] == [400, 409, 503]
     assert b"out of range" in answers[0].body and b"secret" not in answers[0].body
     assert b"did not answer" in answers[2].body
+
+
+def test_reads_can_be_put_behind_the_same_identity(engine: Engine) -> None:
+    identity = IdentityConfig(trusted_proxies=["127.0.0.1"], protect_reads=True)
+    app = create_app(engine, stale_after=timedelta(minutes=5), identity=identity)
+    anonymous = TestClient(app, client=PROXY)
+    for path in ("/api/v1/alerts", "/alerts", "/api/v1/clusters", "/v3/kafka"):
+        assert anonymous.get(path).status_code == 401, path
+    assert anonymous.get("/healthz").status_code == 200
+    assert anonymous.get("/metrics").status_code == 200
+    assert Person(app, "carol", "payments").http.get("/api/v1/alerts").status_code == 200
