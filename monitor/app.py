@@ -182,12 +182,20 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
 
         retention = build_service(settings, lambda: store.engine, clock)
         components.append(ActStage(retention, scheduler, settings.retention.interval_seconds))
+    silence_max_seconds = 7 * 86400
+    if settings.alert.enabled:  # the web forms and API bound silences as the routing file says
+        from monitor.alert.routing import check_routing
+        from monitor.alert.stage import routing_paths
+
+        routing, _ = check_routing(*routing_paths(settings.alert))
+        if routing is not None:
+            silence_max_seconds = routing.settings.silence_max_duration
     intervals = job_intervals(settings.intervals, settings.alert)
     inboxes = inbox_paths(settings.alert) if settings.alert.enabled else {}
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,
                                                 retention=retention, identity=settings.web.identity,
                                                 metrics=settings.metrics, job_intervals=intervals,
-                                                inboxes=inboxes,
+                                                inboxes=inboxes, silence_max_seconds=silence_max_seconds,
                                                 ack_link_seconds=settings.alert.ack_link_seconds),
                                      settings.web.host, settings.web.port))  # fmt: skip
     scheduler.every("store:maintenance", settings.intervals.maintenance_seconds, store.maintain,
