@@ -452,3 +452,27 @@ def test_reads_can_be_put_behind_the_same_identity(engine: Engine) -> None:
     assert anonymous.get("/healthz").status_code == 200
     assert anonymous.get("/metrics").status_code == 200
     assert Person(app, "carol", "payments").http.get("/api/v1/alerts").status_code == 200
+
+
+def test_a_proxy_on_the_same_host_keeps_its_identity(app: FastAPI, engine: Engine) -> None:
+    """Through the real web server: a proxy on 127.0.0.1 that adds X-Forwarded-For is still seen
+    as the proxy (the server does not rewrite the peer's address), so its user is believed, and the
+    audit records the address the proxy forwarded."""
+    import httpx
+
+    from tests.fixtures.browser import serve_app
+
+    headers = {
+        "X-Forwarded-User": "carol",
+        "X-Forwarded-Groups": "payments",
+        "X-Forwarded-For": "198.51.100.7",
+    }
+    with serve_app(app) as url, httpx.Client(base_url=url, headers=headers, timeout=10) as http:
+        assert http.get("/api/v1/whoami").json()["identity"]["user"] == "carol"
+        http.headers["X-CSRF-Token"] = http.get("/api/v1/csrf-token").json()["token"]
+        assert http.post("/api/v1/silences", json=_silence(ORDERS)).status_code == 201
+    with engine.connect() as conn:
+        address = conn.execute(
+            text("SELECT address FROM audit_log WHERE action = 'silence_created'")
+        ).scalar()
+    assert address == "198.51.100.7"
