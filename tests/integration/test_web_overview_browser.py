@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 from sqlalchemy import text
 
-from tests.fixtures.browser import BrowserPage, serve_app
+from tests.fixtures.browser import BrowserPage, serve_app, sign_in
 from tests.fixtures.populated import Populated
 
 pytestmark = pytest.mark.browser
@@ -45,34 +45,52 @@ def test_overview_shows_the_cluster_and_its_collection(web: BrowserPage, populat
 
 
 def test_the_acknowledgement_link_asks_then_acknowledges(web: BrowserPage, populated: Populated) -> None:
-    # The incident the populated database has acknowledged already: acknowledging it again
-    # adds a record of who did, and changes nothing else another test could see.
-    incident = populated.acknowledged_incidents[0]
+    """Signed in through the proxy, the link acknowledges as that person, once; then it is spent."""
     with populated.engine.connect() as conn:
-        token = conn.execute(
-            text("SELECT ack_token FROM alert_groups WHERE id = :i"), {"i": incident}
-        ).scalar()
-    web.goto(f"/ack/{token}")
-    web.shot("ack-form", "form", "input[name=by]", "button[type=submit]")
-
+        incident, token = conn.execute(
+            text("SELECT id, ack_token FROM alert_groups WHERE closed_at IS NULL AND acknowledged_at IS NULL"
+                 " ORDER BY id LIMIT 1")
+        ).one()  # fmt: skip
     who = f"browser-{uuid.uuid4().hex[:6]}"
-    web.page.fill("input[name=by]", who)
-    web.page.fill("input[name=comment]", "seen in the browser")
-    with web.page.expect_navigation():
-        web.page.click("button[type=submit]")
-    web.shot("ack-done", "p.ok")
-    assert f"Acknowledged incident {incident}" in web.page.locator("p.ok").inner_text()
-    with populated.engine.connect() as conn:
-        row = conn.execute(
-            text("SELECT via, comment FROM acks WHERE alert_group_id = :i AND acknowledged_by = :by"),
-            {"i": incident, "by": who},
-        ).one()
-    assert tuple(row) == ("link", "seen in the browser")
+    sign_in(web, who, "payments")
+    try:
+        web.goto(f"/ack/{token}")
+        web.shot("ack-form", "form", "button[type=submit]")
+        assert f"Acknowledge as {who}" in web.page.locator("form").inner_text()
+        web.page.fill("input[name=comment]", "seen in the browser")
+        with web.page.expect_navigation():
+            web.page.click("button[type=submit]")
+        web.shot("ack-done", "p.ok")
+        assert f"Acknowledged incident {incident} as {who}" in web.page.locator("p.ok").inner_text()
+        with populated.engine.connect() as conn:
+            row = conn.execute(
+                text("SELECT via, comment FROM acks WHERE alert_group_id = :i AND acknowledged_by = :by"),
+                {"i": incident, "by": who},
+            ).one()
+        assert tuple(row) == ("link", "seen in the browser")
+
+        web.expect_problem("409")  # the spent link answers 409, and the browser reports it
+        web.page.goto(web.base_url + f"/ack/{token}")
+        with web.page.expect_navigation():
+            web.page.click("button[type=submit]")
+        assert "works once" in web.page.locator("p.bad").inner_text()
+    finally:
+        with populated.engine.begin() as conn:  # undo: the incident is unacknowledged again
+            conn.execute(text("DELETE FROM acks WHERE acknowledged_by = :by"), {"by": who})
+            conn.execute(
+                text("UPDATE alert_groups SET acknowledged_at = NULL, acknowledged_by = NULL WHERE id = :i"),
+                {"i": incident},
+            )
 
 
-def test_an_unknown_acknowledgement_link_says_so(web: BrowserPage) -> None:
+def test_an_acknowledgement_link_needs_a_sign_in_and_a_known_token(web: BrowserPage) -> None:
+    web.expect_problem("401")
+    web.page.goto(web.base_url + "/ack/not-a-token")
+    assert "Sign in first" in web.page.locator("p.bad").inner_text()
+    assert web.page.locator("form").count() == 0
+
+    sign_in(web, f"browser-{uuid.uuid4().hex[:6]}", "payments")
     web.goto("/ack/not-a-token")
-    web.page.fill("input[name=by]", "someone")
     web.expect_problem("404")  # the page answers 404, and the browser reports it
     with web.page.expect_navigation():
         web.page.click("button[type=submit]")
