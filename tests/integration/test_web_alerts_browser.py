@@ -55,7 +55,9 @@ def test_the_alerts_page_shows_every_section(web: BrowserPage, populated: Popula
     assert populated.cluster in row.inner_text() and f"topic={groups['at_risk'].topic}" in row.inner_text()
     receivers = row.locator("[data-role=receivers]").inner_text()
     assert "oncall-pager" in receivers and "ops-slack" in receivers, receivers
-    assert re.search(r"lose unread messages to retention in about \d+ (s|min)", row.inner_text()), row.inner_text()
+    assert re.search(r"lose unread messages to retention in about \d+ (s|min)", row.inner_text()), (
+        row.inner_text()
+    )
 
     lagging = web.page.locator(pending).inner_text()
     assert f"({groups['lagging'].lag} messages)" in lagging, lagging  # the lagging group's offset lag
