@@ -196,7 +196,8 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
                                                 retention=retention, identity=settings.web.identity,
                                                 metrics=settings.metrics, job_intervals=intervals,
                                                 inboxes=inboxes, silence_max_seconds=silence_max_seconds,
-                                                ack_link_seconds=settings.alert.ack_link_seconds),
+                                                ack_link_seconds=settings.alert.ack_link_seconds,
+                                                rules_dir=settings.evaluate.rules_dir),
                                      settings.web.host, settings.web.port))  # fmt: skip
     scheduler.every("store:maintenance", settings.intervals.maintenance_seconds, store.maintain,
                     first_run_in=settings.intervals.maintenance_seconds)  # fmt: skip

@@ -107,15 +107,20 @@ def broker_disks(conn: Connection, cluster: str, now: datetime) -> dict[int, Bro
 
 
 def lagging_groups(conn: Connection, cluster: str, topic: str) -> list[dict[str, Any]]:
-    """Groups lagging on the topic, the most urgent first: offset lag, lag in seconds and the time
-    until the oldest unconsumed message is deleted."""
+    """Groups lagging on the topic, the most urgent first (data lost, then the smallest data-loss
+    margin, then the soonest deletion): offset lag, lag in seconds, the time until the oldest
+    unconsumed message is deleted and the data-loss margin (that time minus the time the group
+    needs to read its backlog; null when the group reads it first)."""
     rows = conn.execute(
         text(
             "SELECT group_id, sum(offset_lag) AS offset_lag, max(lag_seconds) AS lag_seconds,"
             " min(time_until_data_loss_seconds) AS time_until_data_loss_seconds,"
+            " min(data_loss_margin_seconds) AS data_loss_margin_seconds,"
             " bool_or(coalesce(data_loss_occurred, false)) AS data_loss_occurred"
             " FROM group_partition_lag WHERE cluster = :c AND topic = :t AND offset_lag > 0"
-            " GROUP BY group_id ORDER BY min(time_until_data_loss_seconds) NULLS LAST, group_id"
+            " GROUP BY group_id ORDER BY bool_or(coalesce(data_loss_occurred, false)) DESC,"
+            " min(data_loss_margin_seconds) NULLS LAST, min(time_until_data_loss_seconds) NULLS LAST,"
+            " group_id"
         ),
         {"c": cluster, "t": topic},
     )

@@ -17,6 +17,7 @@ YAML, no `rules:` list) contributes no rule.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -521,3 +522,32 @@ def _on(line: int | None) -> str:
 def describe_tiers(rule: Rule) -> str:
     """`critical: x > 1; warning: x > 0` — the tiers as a table cell."""
     return "; ".join(f"{t.severity}: {t.when or 'always'}" for t in rule.tiers_by_severity())
+
+
+def upper_bound(when: str | None, column: str) -> float | None:
+    """The bound B of a tier's `when` that reads `column < B` (or `column <= B`, `B > column`,
+    `B >= column`), B a number: the form a dashboard can colour `column` by without Spark.
+    `<=` gives the next float above B, so `value < bound` holds exactly where the tier does.
+    None for any other form (a compound condition, another column, no `when`)."""
+    if when is None:
+        return None
+    try:
+        tree = sqlglot.parse_one(when, read="spark")
+    except sqlglot.errors.SqlglotError:
+        return None
+    while isinstance(tree, exp.Paren):
+        tree = tree.this
+    if isinstance(tree, exp.GT | exp.GTE):  # B > column reads column < B
+        inclusive, side, bound = isinstance(tree, exp.GTE), tree.expression, tree.this
+    elif isinstance(tree, exp.LT | exp.LTE):
+        inclusive, side, bound = isinstance(tree, exp.LTE), tree.this, tree.expression
+    else:
+        return None
+    negative = isinstance(bound, exp.Neg)
+    number = bound.this if negative else bound
+    if not (isinstance(side, exp.Column) and side.name == column and not side.table):
+        return None
+    if not (isinstance(number, exp.Literal) and not number.is_string):
+        return None
+    value = -float(number.this) if negative else float(number.this)
+    return math.nextafter(value, math.inf) if inclusive else value

@@ -148,12 +148,13 @@ def lag(
         return
     g = detail.group
     bad = (g.status or "") in _BAD_STATUS or bool(g.data_loss_occurred)
-    loss = g.time_until_data_loss_seconds
+    loss, margin = g.time_until_data_loss_seconds, g.data_loss_margin_seconds
     line = [
         f"[bold]{_text(group)}[/] on {_text(name)}: status {_mark(g.status or 'unknown', bad)}",
         f"state {_text(g.group_state)}, {g.members or 0} member(s)",
         f"lag {number_filter(g.offset_lag)} messages, {duration_filter(g.lag_seconds)}",
-        f"time until data loss {_mark(duration_filter(loss), loss is not None) if loss is not None else '-'}",
+        f"time until data loss {duration_filter(loss) if loss is not None else '-'}"
+        + (" (not at risk)" if margin is None else f" (margin {_mark(duration_filter(margin), True)})"),
     ]
     if g.data_loss_occurred:
         line.append("[red bold]DATA LOST[/]")

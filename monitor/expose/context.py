@@ -8,6 +8,7 @@ Each group of pages or endpoints lives in its own module as `router(ctx) -> APIR
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -21,6 +22,7 @@ from sqlalchemy import Engine
 
 from monitor.clock import Clock
 from monitor.devtools.paths import project_root
+from monitor.expose.health import LossScale, RuleScale
 from monitor.formatting import NUMBER_FILTERS
 
 
@@ -52,6 +54,9 @@ class WebContext:
     ack_link_seconds: float = 7 * 86400
     """How long an acknowledgement link works after the incident's latest notification."""
     templates: jinja2.Environment = field(default_factory=template_environment)
+    data_loss: Callable[[], LossScale] = field(default_factory=RuleScale)
+    """The colours of the data-loss margin: TimeUntilDataLoss's tiers in the rule files the
+    evaluation reads (`health.RuleScale`)."""
 
     def render(self, name: str, **context: Any) -> HTMLResponse:
         context.setdefault("inbox_nav", self.inbox_nav)

@@ -112,8 +112,9 @@ def router(ctx: WebContext, topic_panel: TopicPanel | None = None) -> APIRouter:
                 for g in read_lag.groups(conn, cluster, page=ALL).items
             ]
             alerts = read_pages.firing_alerts(conn, cluster)
-        topics = health.annotate(topics, health.topic)
-        groups = _judge_groups(groups)
+        loss = ctx.data_loss()
+        topics = health.annotate(topics, lambda t: health.topic(t, loss))
+        groups = _judge_groups(groups, loss)
         return _render(
             ctx,
             "web/cluster.html",
@@ -145,13 +146,17 @@ def router(ctx: WebContext, topic_panel: TopicPanel | None = None) -> APIRouter:
             alerts = read_pages.firing_alerts(conn, cluster, topic=topic)
             evaluated = queries.latest_evaluation(conn, cluster)
             panel = topic_panel(request, conn, cluster, topic) if topic_panel else {"retention": None}
-        partitions = health.annotate((asdict(p) for p in detail.partitions.items), health.partition)
-        groups = _judge_groups(
+        loss = ctx.data_loss()
+        partitions = health.annotate(
+            (asdict(p) for p in detail.partitions.items), lambda p: health.partition(p, loss)
+        )
+        consumers = (
             {**asdict(c), "worst_status": worst.get(c.group_id), "data_loss_limit": limits.get(c.group_id)}
             for c in detail.consumers
         )
+        groups = _judge_groups(consumers, loss)
         row = asdict(detail.topic)
-        row["health"] = health.worst(health.topic(row), *(p["health"] for p in partitions))
+        row["health"] = health.worst(health.topic(row, loss), *(p["health"] for p in partitions))
         return _render(
             ctx,
             "web/topic.html",
@@ -192,7 +197,9 @@ def router(ctx: WebContext, topic_panel: TopicPanel | None = None) -> APIRouter:
                     " its first evaluation)",
                     cluster,
                 )
-            context = _group_context(conn, cluster, group, detail, now - WINDOWS[window], now)
+            context = _group_context(
+                conn, cluster, group, detail, now - WINDOWS[window], now, ctx.data_loss()
+            )
             evaluated = queries.latest_evaluation(conn, cluster)
         return _render(
             ctx,
@@ -219,6 +226,7 @@ def _group_context(
     detail: read_lag.GroupDetail | None,
     since: datetime,
     until: datetime,
+    loss: health.LossScale,
 ) -> dict[str, Any]:
     """Everything the group page shows besides the freshness and the window."""
     partitions = [
@@ -228,8 +236,8 @@ def _group_context(
     statuses = [p["status"] for p in partitions if p["status"]]
     worst_status = max(statuses, key=lambda s: health.STATUS_SEVERITY.get(s, 0), default=None)
     summary = asdict(detail.group) if detail else {**dict.fromkeys(_GROUP_COLUMNS), "group_id": group}
-    judged = _judge_groups([{**summary, "worst_status": worst_status}])[0]
-    partitions = _judge_groups(partitions)
+    judged = _judge_groups([{**summary, "worst_status": worst_status}], loss)[0]
+    partitions = _judge_groups(partitions, loss)
     partitions.sort(
         key=lambda p: (health.RANK[p["health"]], -(p["offset_lag"] or 0), p["topic"], p["partition"])
     )
@@ -246,9 +254,7 @@ def _group_context(
     ]
     return {
         "group": judged,
-        "data_loss_class": health.data_loss_health(
-            judged["time_until_data_loss_seconds"], judged["data_loss_occurred"]
-        ),
+        "data_loss_class": loss.health(judged["data_loss_margin_seconds"], judged["data_loss_occurred"]),
         "method": _method(partitions),
         "partitions": partitions,
         "members": detail.members if detail else [],
@@ -258,11 +264,11 @@ def _group_context(
     }
 
 
-def _judge_groups(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def _judge_groups(rows: Iterable[dict[str, Any]], loss: health.LossScale) -> list[dict[str, Any]]:
     return [
         {
             **r,
-            "health": health.group(r),
+            "health": health.group(r, loss),
             "status_health": health.status_health(r.get("worst_status") or r["status"]),
         }
         for r in rows
@@ -370,7 +376,7 @@ def _limits(configs: dict[str, str | None]) -> dict[str, str]:
 
 def _render(ctx: WebContext, name: str, **context: Any) -> HTMLResponse:
     """A page with what every dashboard template uses: the health labels and colours."""
-    return ctx.render(name, labels=LABELS, loss_health=health.data_loss_health, **context)
+    return ctx.render(name, labels=LABELS, loss_health=ctx.data_loss().health, **context)
 
 
 def _group_href(cluster: str, group: str) -> str:

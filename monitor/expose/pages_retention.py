@@ -27,7 +27,6 @@ from sqlalchemy import Connection
 from monitor.act import ledger
 from monitor.act.model import RetentionError, show_value
 from monitor.act.service import RetentionService
-from monitor.expose import health
 from monitor.expose import retention_views as views
 from monitor.expose.context import ApiError, WebContext
 from monitor.expose.identity import CSRF_FIELD, SIGN_IN, Authenticator, FormRefused
@@ -174,7 +173,7 @@ class Pages:
             disk_rows=views.disk_rows(preview["disk"], policy.disk_usage_ceiling),
             ceiling=policy.disk_usage_ceiling,
             reviewers=policy.reviewers,
-            loss_health=health.data_loss_health,
+            loss_health=self.ctx.data_loss().health,
             **self._common(request),
         )
 

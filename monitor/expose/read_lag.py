@@ -28,18 +28,26 @@ STATUS_ORDER = ("OK", "WARN", "ERR", "STOP", "STALL", "REWIND")
 """Burrow's statuses from best to worst."""
 WORST_STATUS_FIRST = f"array_position(ARRAY{list(STATUS_ORDER)!r}, status) DESC NULLS LAST"
 
-GroupSort = Literal["status", "group_id", "offset_lag", "lag_seconds", "time_until_data_loss_seconds"]
+GroupSort = Literal[
+    "status",
+    "group_id",
+    "offset_lag",
+    "lag_seconds",
+    "time_until_data_loss_seconds",
+    "data_loss_margin_seconds",
+]
 _GROUP_ORDER: dict[str, str] = {
     "status": f"{WORST_STATUS_FIRST}, max_lag_seconds DESC NULLS LAST, group_id",
     "group_id": "group_id",
     "offset_lag": "offset_lag DESC NULLS LAST, group_id",
     "lag_seconds": "lag_seconds DESC NULLS LAST, group_id",
     "time_until_data_loss_seconds": "time_until_data_loss_seconds NULLS LAST, group_id",
+    "data_loss_margin_seconds": "data_loss_margin_seconds NULLS LAST, group_id",
 }
 
 _LAG = """offset_lag, lag_seconds, append_lag_seconds, commit_lag_seconds,
     time_since_last_commit_seconds, consume_rate, produce_rate, time_to_catch_up_seconds,
-    time_until_data_loss_seconds, data_loss_occurred, status"""
+    time_until_data_loss_seconds, data_loss_margin_seconds, data_loss_occurred, status"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +72,7 @@ class GroupSummary(Described):
     produce_rate: float | None
     time_to_catch_up_seconds: float | None
     time_until_data_loss_seconds: float | None
+    data_loss_margin_seconds: float | None
     data_loss_occurred: bool | None
     status: str | None
     lag_growing: bool | None
@@ -104,6 +113,7 @@ class GroupTopicLag(Described):
     produce_rate: float | None
     time_to_catch_up_seconds: float | None
     time_until_data_loss_seconds: float | None
+    data_loss_margin_seconds: float | None
     data_loss_occurred: bool | None
     status: str | None
 
@@ -129,6 +139,8 @@ class GroupPartitionLag(Described):
     produce_rate: float | None
     time_to_catch_up_seconds: float | None
     time_until_data_loss_seconds: float | None
+    time_to_read_seconds: float | None
+    data_loss_margin_seconds: float | None
     data_loss_limit: str | None
     data_loss_occurred: bool | None
     status: str | None
@@ -138,7 +150,8 @@ class GroupPartitionLag(Described):
 
 @dataclass(frozen=True, slots=True)
 class GroupDetail(Described):
-    """One group: its summary, its members, and its lag per topic (most urgent first)."""
+    """One group: its summary, its members, and its lag per topic (most urgent first: data lost,
+    then the smallest data-loss margin, then the largest lag)."""
 
     __overrides__ = {"group": "the group's lag summed over its partitions", "topics": "lag per topic"}
 
@@ -196,7 +209,8 @@ def group(conn: Connection, cluster: str, group_id: str) -> GroupDetail | None:
         GroupTopicLag,
         f"SELECT topic, partitions, max_offset_lag, max_lag_seconds, {_LAG} FROM group_topic_lag"
         " WHERE cluster = :c AND group_id = :g"
-        " ORDER BY time_until_data_loss_seconds NULLS LAST, offset_lag DESC NULLS LAST, topic",
+        " ORDER BY data_loss_occurred DESC NULLS LAST, data_loss_margin_seconds NULLS LAST,"
+        " offset_lag DESC NULLS LAST, topic",
         params,
     )
     return GroupDetail(found[0], members, topics)
@@ -237,7 +251,7 @@ def group_partitions(
         where.append("g.offset_lag > 0")
     body = f"""
         SELECT g.topic, g.partition, g.committed_offset, g.end_offset, g.lag_seconds_method,
-               g.lag_seconds_error, g.data_loss_limit, o.host AS owner, o.client_id,
+               g.lag_seconds_error, g.data_loss_limit, g.time_to_read_seconds, o.host AS owner, o.client_id,
                {", ".join(f"g.{c.strip()}" for c in _LAG.split(","))}
         FROM group_partition_lag g
         LEFT JOIN LATERAL (

@@ -27,7 +27,12 @@ from monitor.expose.queries import (
 from monitor.expose.vocabulary import Described
 
 TopicSort = Literal[
-    "topic", "size_bytes", "produce_rate", "lagging_groups", "min_time_until_data_loss_seconds"
+    "topic",
+    "size_bytes",
+    "produce_rate",
+    "lagging_groups",
+    "min_time_until_data_loss_seconds",
+    "min_data_loss_margin_seconds",
 ]
 _TOPIC_ORDER: dict[str, str] = {
     "topic": "topic",
@@ -35,6 +40,7 @@ _TOPIC_ORDER: dict[str, str] = {
     "produce_rate": "produce_rate DESC NULLS LAST, topic",
     "lagging_groups": "lagging_groups DESC, topic",
     "min_time_until_data_loss_seconds": "min_time_until_data_loss_seconds NULLS LAST, topic",
+    "min_data_loss_margin_seconds": "min_data_loss_margin_seconds NULLS LAST, topic",
 }
 
 
@@ -70,6 +76,7 @@ class TopicSummary(Described):
     under_min_isr_partitions: int | None
     offline_partitions: int | None
     min_time_until_data_loss_seconds: float | None
+    min_data_loss_margin_seconds: float | None
     lagging_groups: int
     evaluated_at: datetime | None
 
@@ -114,6 +121,7 @@ class PartitionState(Described):
     produce_bytes_rate: float | None
     lagging_groups: int
     min_time_until_data_loss_seconds: float | None
+    min_data_loss_margin_seconds: float | None
     data_loss_occurred: bool
     evaluated_at: datetime | None
 
@@ -136,6 +144,7 @@ class TopicConsumer(Described):
     consume_rate: float | None
     time_to_catch_up_seconds: float | None
     time_until_data_loss_seconds: float | None
+    data_loss_margin_seconds: float | None
     data_loss_occurred: bool | None
     status: str | None
 
@@ -148,7 +157,7 @@ class TopicDetail(Described):
     __overrides__ = {
         "topic": "the topic's settings and evaluated numbers",
         "partitions": "one page of the topic's partitions, by number",
-        "consumers": "the consumer groups reading the topic, soonest data loss first",
+        "consumers": "the consumer groups reading the topic, the smallest data-loss margin first",
     }
 
     topic: TopicSummary
@@ -170,7 +179,8 @@ _TOPICS = f"""
            s.size_bytes, s.produce_rate, s.produce_bytes_rate, s.max_size_ratio,
            s.min_time_coverage_seconds, s.retention_shortfall_seconds, s.max_replicas_lost,
            s.under_replicated_partitions, s.under_min_isr_partitions, s.offline_partitions,
-           s.min_time_until_data_loss_seconds, coalesce(lg.lagging_groups, 0) AS lagging_groups,
+           s.min_time_until_data_loss_seconds, s.min_data_loss_margin_seconds,
+           coalesce(lg.lagging_groups, 0) AS lagging_groups,
            s.evaluated_at
     FROM topics t
     LEFT JOIN topic_state s ON s.cluster = t.cluster AND s.topic = t.topic
@@ -191,7 +201,7 @@ _TOPICS = f"""
 
 _PROBLEMS = """(under_replicated_partitions > 0 OR offline_partitions > 0
     OR under_min_isr_partitions > 0 OR retention_shortfall_seconds > 0
-    OR min_time_until_data_loss_seconds IS NOT NULL)"""
+    OR min_data_loss_margin_seconds IS NOT NULL)"""
 
 
 def topics(
@@ -205,7 +215,7 @@ def topics(
 ) -> Listing[TopicSummary]:
     """The topics of `cluster` (deleted ones excluded). `search` keeps names containing it;
     `problems` keeps topics under-replicated, offline, under min ISR, short of their retention
-    or with a group at risk of data loss."""
+    or with a group at risk of data loss (a data-loss margin)."""
     body, params = _TOPICS, {"c": cluster}
     filters = []
     if search:
@@ -252,7 +262,7 @@ def topic_partitions(
                h.size_ratio, h.retention_ms, h.time_coverage_seconds,
                h.retention_shortfall_seconds, h.produce_rate, h.produce_bytes_rate,
                coalesce(h.lagging_groups, 0)::int AS lagging_groups,
-               h.min_time_until_data_loss_seconds,
+               h.min_time_until_data_loss_seconds, h.min_data_loss_margin_seconds,
                coalesce(h.data_loss_occurred, false) AS data_loss_occurred,
                coalesce(h.evaluated_at, r.evaluated_at) AS evaluated_at
         FROM replication_state r
@@ -268,17 +278,17 @@ def topic_partitions(
 
 
 def consumers(conn: Connection, cluster: str, name: str) -> list[TopicConsumer]:
-    """The groups with committed offsets on topic `name`: soonest data loss first, then the
-    largest lag."""
+    """The groups with committed offsets on topic `name`: data lost first, then the smallest
+    data-loss margin, then the largest lag."""
     return records(
         conn,
         TopicConsumer,
         """
         SELECT group_id, group_state, members, partitions, offset_lag, max_offset_lag, lag_seconds,
                max_lag_seconds, append_lag_seconds, consume_rate, time_to_catch_up_seconds,
-               time_until_data_loss_seconds, data_loss_occurred, status
+               time_until_data_loss_seconds, data_loss_margin_seconds, data_loss_occurred, status
         FROM group_topic_lag WHERE cluster = :c AND topic = :t
-        ORDER BY data_loss_occurred DESC NULLS LAST, time_until_data_loss_seconds NULLS LAST,
+        ORDER BY data_loss_occurred DESC NULLS LAST, data_loss_margin_seconds NULLS LAST,
                  offset_lag DESC NULLS LAST, group_id
         """,
         {"c": cluster, "t": name},

@@ -51,6 +51,8 @@ FIELDS: dict[str, str] = {
     "headroom_bytes": "retention.bytes - size_bytes: bytes the partition can grow before the size "
     "limit deletes (null when unlimited)",
     "min_time_until_data_loss_seconds": "soonest time until a lagging group loses data on it",
+    "min_data_loss_margin_seconds": "smallest data_loss_margin_seconds of a group reading it: the "
+    "group most at risk of losing unread messages to retention (null: none is at risk)",
     "member_id": "member id the coordinator assigned",
     "client_id": "client.id of the consumer",
     "group_instance_id": "group.instance.id of a static member (null when dynamic)",

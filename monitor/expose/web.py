@@ -44,6 +44,7 @@ from monitor.expose import (
     queries,
 )
 from monitor.expose.context import ApiError, WebContext
+from monitor.expose.health import RuleScale
 from monitor.expose.identity import MODE_HEADER, Authenticator
 from monitor.expose.identity import router as identity_router
 from monitor.expose.inputs import guard_input
@@ -72,11 +73,14 @@ def create_app(
     job_intervals: Mapping[str, float] | None = None,
     inboxes: Mapping[str, Path] | None = None,
     ack_link_seconds: float = 7 * 86400,
+    rules_dir: Path | None = None,
 ) -> FastAPI:
     """Build the FastAPI app over `engine`. `/readyz` fails when no collection succeeded within
     `stale_after`; `metrics` sets what `/metrics` serves (default: the settings' defaults);
     `job_intervals` (`pages_collection.job_intervals`) says when a job's last success is stale;
-    `inboxes` (`inbox.inbox_paths`): the console receivers' files the inbox page reads."""
+    `inboxes` (`inbox.inbox_paths`): the console receivers' files the inbox page reads;
+    `rules_dir` (`evaluate.rules_dir`): the rule files whose TimeUntilDataLoss tiers colour the
+    data-loss margin (default: the project's alert_rules/)."""
     clock = clock or SystemClock()
     auth = Authenticator(identity or IdentityConfig(), engine, clock)
     ctx = WebContext(
@@ -86,6 +90,7 @@ def create_app(
         silence_max_seconds,
         inbox_nav=bool(inboxes),
         ack_link_seconds=ack_link_seconds,
+        data_loss=RuleScale(rules_dir),
     )
     registry = metrics_registry(engine, metrics or MetricsConfig())
     app = FastAPI(title="kafka-health", version=__version__)

@@ -40,7 +40,18 @@ def test_every_group_has_the_lag_that_was_committed(client: TestClient, populate
     lost = populated.groups["lost"].name
     assert get(client, f"{base}/groups/{lost}")["group"]["data_loss_occurred"] is True
     at_risk = get(client, f"{base}/groups/{populated.groups['at_risk'].name}")["group"]
-    assert 0 < at_risk["time_until_data_loss_seconds"] < 3600, "retention deletes it in about 10 minutes"
+    assert 0 < at_risk["time_until_data_loss_seconds"] < 1800, "retention deletes it in under 25 minutes"
+    # It made no progress between the two runs: its margin is the whole time until the deletion,
+    # under TimeUntilDataLoss's 30-minute critical tier, and the rule pages.
+    assert at_risk["data_loss_margin_seconds"] == at_risk["time_until_data_loss_seconds"]
+    risky = {
+        (f["labels"].get("group_id"), f["severity"])
+        for f in get(client, f"/api/v1/findings?cluster={populated.cluster}&limit=1000")["items"]
+        if f["rule"] == "TimeUntilDataLoss"
+    }
+    assert (populated.groups["at_risk"].name, "critical") in risky, risky
+    caught_up = get(client, f"{base}/groups/{populated.groups['caught_up'].name}")["group"]
+    assert (caught_up["time_until_data_loss_seconds"], caught_up["data_loss_margin_seconds"]) == (None, None)
     history = get(client, f"{base}/groups/{populated.groups['lagging'].name}/history?window=1h")
     assert [p["offset_lag"] for p in history["points"]][-1] == populated.groups["lagging"].lag
 
@@ -54,6 +65,7 @@ def test_topics_and_the_groups_at_risk_on_them(client: TestClient, populated: Po
     consumers = {c["group_id"] for c in ledger["consumers"]}
     assert {populated.groups["at_risk"].name, populated.groups["at_risk_silenced"].name} <= consumers
     assert ledger["topic"]["min_time_until_data_loss_seconds"] is not None
+    assert ledger["topic"]["min_data_loss_margin_seconds"] is not None
     rules = {
         f["rule"] for f in get(client, f"/api/v1/findings?cluster={populated.cluster}&limit=1000")["items"]
     }

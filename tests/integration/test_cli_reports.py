@@ -53,7 +53,10 @@ def test_lag_of_a_group_per_partition(run: CliRunner) -> None:
     result = run.invoke(app, ["lag", "billing", "--lagging"])
     assert result.exit_code == 0, result.output
     assert "billing on prod: status WARN" in result.output
-    assert "lag 50 messages, 10 min" in result.output and "time until data loss 30 min" in result.output
+    assert (
+        "lag 50 messages, 10 min" in result.output
+        and "time until data loss 30 min (margin 29 min)" in result.output
+    )
     rows = [line for line in result.output.splitlines() if line.startswith("│ orders")]
     assert len(rows) == 1 and "│ 150 " in rows[0] and "│ 200 " in rows[0], "only the lagging partition"
     assert "/10.0.0.1" in rows[0], "the member that owns orders/0"

@@ -89,6 +89,7 @@ def test_topics_join_settings_evaluation_and_lagging_groups(conn: Connection) ->
     )
     assert (orders.size_bytes, orders.under_replicated_partitions, orders.lagging_groups) == (3000, 2, 1)
     assert (orders.min_time_until_data_loss_seconds, orders.evaluated_at) == (1800.0, T1)
+    assert (orders.min_data_loss_margin_seconds, payments.min_data_loss_margin_seconds) == (1760.0, None)
     assert (payments.cleanup_policy, payments.retention_ms, payments.retention_bytes) == (
         "compact",
         None,
@@ -125,11 +126,16 @@ def test_a_topic_with_its_partitions_and_consumers(conn: Connection) -> None:
         1800.0,
         False,
     )
+    assert (first.min_data_loss_margin_seconds, detail.partitions.items[1].min_data_loss_margin_seconds) == (
+        1760.0,
+        None,
+    )
     assert [
-        (c.group_id, c.offset_lag, c.time_until_data_loss_seconds, c.status) for c in detail.consumers
+        (c.group_id, c.offset_lag, c.time_until_data_loss_seconds, c.data_loss_margin_seconds, c.status)
+        for c in detail.consumers
     ] == [
-        ("billing", 50, 1800.0, "WARN"),
-        ("audit", 0, None, "OK"),
+        ("billing", 50, 1800.0, 1760.0, "WARN"),
+        ("audit", 0, None, None, "OK"),
     ]
     third = read_topics.topic_partitions(conn, "prod", "orders", Page(limit=5, offset=2)).items
     assert [(p.partition, p.non_preferred_leader, p.preferred_leader) for p in third] == [(2, True, 3)]
@@ -147,6 +153,11 @@ def test_groups_are_the_newest_evaluation_worst_first(conn: Connection) -> None:
     ]
     assert (listing.total, listing.evaluated_at) == (2, T1)
     assert [g.group_id for g in read_lag.groups(conn, "prod", sort="group_id").items] == ["audit", "billing"]
+    by_margin = read_lag.groups(conn, "prod", sort="data_loss_margin_seconds").items
+    assert [(g.group_id, g.data_loss_margin_seconds) for g in by_margin] == [
+        ("billing", 1760.0),
+        ("audit", None),
+    ]
     assert [g.group_id for g in read_lag.groups(conn, "prod", lagging=True).items] == ["billing"]
     assert [g.group_id for g in read_lag.groups(conn, "prod", status=["OK"]).items] == ["audit"]
     assert [g.group_id for g in read_lag.groups(conn, "prod", search="ud").items] == ["audit"]
@@ -160,12 +171,13 @@ def test_a_group_with_members_and_topics(conn: Connection) -> None:
     assert (
         detail.group.offset_lag,
         detail.group.time_until_data_loss_seconds,
+        detail.group.data_loss_margin_seconds,
         detail.group.evaluated_at,
-    ) == (50, 1800.0, T1)
+    ) == (50, 1800.0, 1760.0, T1)
     assert detail.members[0] == GroupMember("m1", "c-m1", "/10.0.0.1", None, ["orders:0", "orders:1"], T1)
-    assert [(t.topic, t.offset_lag, t.status) for t in detail.topics] == [
-        ("orders", 50, "WARN"),
-        ("payments", 0, "OK"),
+    assert [(t.topic, t.offset_lag, t.data_loss_margin_seconds, t.status) for t in detail.topics] == [
+        ("orders", 50, 1760.0, "WARN"),
+        ("payments", 0, None, "OK"),
     ]
     assert read_lag.group(conn, "prod", "ghost") is None, "gone from the newest evaluation"
     assert read_lag.group_known(conn, "prod", "ghost") and not read_lag.group_known(conn, "prod", "nope")
@@ -187,6 +199,8 @@ def test_partition_lag_names_the_owner(conn: Connection) -> None:
         "WARN",
     )
     assert (lagging.lag_seconds_method, lagging.data_loss_limit) == ("exact", "time")
+    assert (lagging.time_to_read_seconds, lagging.data_loss_margin_seconds) == (40.0, 1760.0)
+    assert listing.items[1].data_loss_margin_seconds is None, "caught up: not at risk"
     assert read_lag.group_partitions(conn, "prod", "billing", topic="payments").total == 1
     assert read_lag.group_partitions(conn, "prod", "billing", lagging=True).total == 1
     assert read_lag.group_partitions(conn, "prod", "audit", page=ALL).items[0].owner is None

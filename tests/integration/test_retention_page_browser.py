@@ -91,8 +91,8 @@ def _evaluated(engine: Engine, kafka: KafkaTestHelper, topic: str) -> None:
         )  # fmt: skip
         conn.execute(
             text("INSERT INTO derived_group_partition (cluster, evaluated_at, group_id, topic, partition,"
-                 " offset_lag, lag_seconds, time_until_data_loss_seconds, data_loss_occurred)"
-                 " VALUES (:c, :t, :g, :topic, 0, 4200, 18000, 68400, false)"),
+                 " offset_lag, lag_seconds, time_until_data_loss_seconds, data_loss_margin_seconds,"
+                 " data_loss_occurred) VALUES (:c, :t, :g, :topic, 0, 4200, 18000, 68400, 68400, false)"),
             {"c": CLUSTER, "t": now, "g": GROUP, "topic": topic},
         )  # fmt: skip
         for broker in kafka.broker_ids:
@@ -161,6 +161,8 @@ def test_raise_through_the_button_confirmation_and_audit(browser_page: BrowserPa
         lagging.inner_text()
     )
     assert "4,200" in lagging.inner_text() or "4200" in lagging.inner_text(), lagging.inner_text()
+    # Stopped: its margin is the 19 h until the deletion, past the 6 h warning tier.
+    assert lagging.locator("[data-role=time-until-loss] span").first.get_attribute("class") == "ok"
     disk = page.locator("#disk tr[data-broker]")
     assert disk.count() == 3
     for row in disk.all():  # 100 GiB used + 1000 B/s for one more day (82.4 MiB) of 1000 GiB

@@ -70,6 +70,7 @@ def test_topic_page_shows_the_group_about_to_lose_data(web: BrowserPage, populat
     at_risk = web.page.locator("#topic-groups tr", has_text=populated.groups["at_risk"].name)
     assert "row-bad" in (at_risk.get_attribute("class") or "")
     assert "min" in at_risk.inner_text() and "time limit" in at_risk.inner_text()
+    assert "data-loss margin" in web.page.locator("#topic-groups tr").first.inner_text()
     partitions = web.page.locator("#partitions tr").all_inner_texts()[1:]
     assert any(row.startswith("0\t") for row in partitions), partitions
 

@@ -1,7 +1,10 @@
 """The dashboard pages over synthetic rows: the overview, a cluster, a topic and a consumer group
 render what an on-call engineer must see first (a down broker, a lagging group's lag, lost
-replicas, the time until data loss), say how fresh the data is, and answer 404 and 422 pages
-for unknown names and a bad window."""
+replicas, the data-loss margin), say how fresh the data is, and answer 404 and 422 pages
+for unknown names and a bad window. The data-loss margin is coloured as TimeUntilDataLoss
+pages: `billing` (stopped, its oldest unread message deleted in 15 min) is red; `mirror` keeps
+up on a topic that keeps a minute of data (deleted in 50 s, but it reads it first) and is
+green, as the rule is quiet about it."""
 
 from __future__ import annotations
 
@@ -129,7 +132,7 @@ def _evaluation(conn: Connection) -> None:
              "max_size_ratio": 0.5, "min_time_coverage_seconds": 600, "retention_ms": 7200000,
              "retention_bytes": 1073741824, "retention_shortfall_seconds": 6600, "max_replicas_lost": 1,
              "under_replicated_partitions": 2, "under_min_isr_partitions": 0, "offline_partitions": 0,
-             "min_time_until_data_loss_seconds": 900},
+             "min_time_until_data_loss_seconds": 50, "min_data_loss_margin_seconds": 900},
             {"cluster": "prod", "evaluated_at": T, "topic": "payments", "partitions": 1, "size_bytes": 10,
              "max_replicas_lost": 2, "under_replicated_partitions": 1, "under_min_isr_partitions": 1,
              "offline_partitions": 1},
@@ -152,7 +155,10 @@ def _evaluation(conn: Connection) -> None:
     )  # fmt: skip
     lag = {"offset_lag": 4321, "lag_seconds": 1250.0, "append_lag_seconds": 1100.0, "commit_lag_seconds": 40.0,
            "time_since_last_commit_seconds": 700.0, "time_until_data_loss_seconds": 900.0,
-           "data_loss_occurred": False}  # fmt: skip
+           "data_loss_margin_seconds": 900.0, "data_loss_occurred": False}  # fmt: skip
+    keeps_up = {"offset_lag": 12, "lag_seconds": 2.0, "time_since_last_commit_seconds": 3.0,
+                "time_until_data_loss_seconds": 50.0, "data_loss_margin_seconds": None,
+                "data_loss_occurred": False}  # fmt: skip
     caught_up = {"offset_lag": 0, "lag_seconds": 0.0, "data_loss_occurred": False}
     _insert(
         conn,
@@ -163,6 +169,9 @@ def _evaluation(conn: Connection) -> None:
              "members": 1, "lag_growing": True},
             {"cluster": "prod", "evaluated_at": T, "group_id": "audit", "topics": 1, "partitions": 2, **caught_up,
              "status": "OK", "group_state": "Stable", "members": 2, "lag_growing": False},
+            {"cluster": "prod", "evaluated_at": T, "group_id": "mirror", "topics": 1, "partitions": 1,
+             **keeps_up, "max_offset_lag": 12, "max_lag_seconds": 2.0, "status": "OK", "group_state": "Stable",
+             "members": 1, "lag_growing": False},
         ]
         + [  # billing's history: one evaluation a minute over the last 30 minutes
             {"cluster": "prod", "evaluated_at": T - timedelta(minutes=m), "group_id": "billing",
@@ -178,6 +187,8 @@ def _evaluation(conn: Connection) -> None:
              **lag, "max_lag_seconds": 1250.0, "status": "STOP", "group_state": "Stable", "members": 1},
             {"cluster": "prod", "evaluated_at": T, "group_id": "audit", "topic": "orders", "partitions": 2,
              **caught_up, "status": "OK", "group_state": "Stable", "members": 2},
+            {"cluster": "prod", "evaluated_at": T, "group_id": "mirror", "topic": "orders", "partitions": 1,
+             **keeps_up, "max_lag_seconds": 2.0, "status": "OK", "group_state": "Stable", "members": 1},
         ],
     )  # fmt: skip
     _insert(
@@ -187,13 +198,16 @@ def _evaluation(conn: Connection) -> None:
             {"cluster": "prod", "evaluated_at": T, "group_id": "billing", "topic": "orders", "partition": 0,
              "committed_offset": 100, "end_offset": 4100, "offset_lag": 4000, "lag_seconds": 1250.0,
              "lag_seconds_method": "exact", "time_until_data_loss_seconds": 900.0, "data_loss_limit": "time",
-             "data_loss_occurred": False, "status": "STOP"},
+             "data_loss_margin_seconds": 900.0, "data_loss_occurred": False, "status": "STOP"},
             {"cluster": "prod", "evaluated_at": T, "group_id": "billing", "topic": "orders", "partition": 1,
              "committed_offset": 500, "end_offset": 821, "offset_lag": 321, "lag_seconds": 300.0,
              "lag_seconds_method": "interpolated", "lag_seconds_error": 12.0, "data_loss_occurred": False,
              "status": "OK"},
             {"cluster": "prod", "evaluated_at": T, "group_id": "audit", "topic": "orders", "partition": 0,
              "committed_offset": 4100, "end_offset": 4100, **caught_up, "status": "OK"},
+            {"cluster": "prod", "evaluated_at": T, "group_id": "mirror", "topic": "orders", "partition": 1,
+             "committed_offset": 809, "end_offset": 821, **keeps_up, "lag_seconds_method": "exact",
+             "time_to_read_seconds": 2.4, "data_loss_limit": "size", "status": "OK"},
         ],
     )  # fmt: skip
     _insert(
@@ -255,6 +269,50 @@ def test_cluster_page_lists_brokers_topics_and_groups_worst_first(client: TestCl
     assert groups.index("billing") < groups.index("audit")
     assert "4,321" in groups and "STOP" in groups and "15 min" in groups
     assert "billing loses data on orders-0 in 15 min" in html
+
+
+def _row(html: str, table: str, name: str) -> str:
+    """The `<tr ...>` of `name` in the table whose id is `table`, its opening tag included."""
+    body = html[html.index(f'id="{table}"') :]
+    body = body[: body.index("</table>")]
+    start = body.rindex("<tr", 0, body.index(f">{name}<"))
+    return body[start : body.index("</tr>", start)]
+
+
+def test_the_data_loss_margin_is_coloured_as_the_rule_pages(client: TestClient) -> None:
+    # billing is stopped with 15 min left: TimeUntilDataLoss pages (critical under 30 min), the
+    # page is red. mirror's oldest unread message is deleted in 50 s but it reads it in 2 s: the
+    # rule is quiet, the page green, the 50 s shown only as a hint.
+    cluster = client.get("/clusters/prod").text
+    billing, mirror = _row(cluster, "groups", "billing"), _row(cluster, "groups", "mirror")
+    assert 'class="row-bad"' in billing and '<span class="bad">15 min</span>' in billing
+    assert 'class="row-ok"' in mirror and "not at risk" in mirror and 'class="bad"' not in mirror
+    assert "the oldest unread message is deleted in 50 s; the group reads it first" in unescape(mirror)
+    topic = client.get("/clusters/prod/topics/orders").text
+    assert 'class="row-ok"' in _row(topic, "topic-groups", "mirror")
+    group = client.get("/clusters/prod/groups/mirror").text
+    assert 'data-role="data-loss" class="ok"' in group and "not at risk" in group
+    assert "data-loss margin" in group
+    stopped = client.get("/clusters/prod/groups/billing").text
+    assert 'data-role="data-loss" class="bad"' in stopped
+
+
+def test_the_api_shows_the_data_loss_margin(client: TestClient) -> None:
+    mirror = client.get("/api/v1/clusters/prod/groups/mirror").json()
+    assert mirror["group"]["time_until_data_loss_seconds"] == 50.0
+    assert mirror["group"]["data_loss_margin_seconds"] is None, "it reads its backlog first"
+    (partition,) = client.get("/api/v1/clusters/prod/groups/mirror/lag").json()["items"]
+    assert (partition["time_to_read_seconds"], partition["data_loss_margin_seconds"]) == (2.4, None)
+    billing = client.get("/api/v1/clusters/prod/groups/billing").json()
+    assert billing["group"]["data_loss_margin_seconds"] == 900.0
+    orders = client.get("/api/v1/clusters/prod/topics/orders").json()
+    assert (orders["topic"]["min_time_until_data_loss_seconds"], orders["topic"]["min_data_loss_margin_seconds"]) == (
+        50.0, 900.0,
+    )  # fmt: skip
+    margins = {c["group_id"]: c["data_loss_margin_seconds"] for c in orders["consumers"]}
+    assert margins == {"billing": 900.0, "audit": None, "mirror": None}
+    by_partition = {p["partition"]: p["min_data_loss_margin_seconds"] for p in orders["partitions"]["items"]}
+    assert by_partition == {0: 900.0, 1: None}
 
 
 def test_topic_page_shows_lost_replicas_retention_and_lagging_groups(client: TestClient) -> None:

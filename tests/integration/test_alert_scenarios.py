@@ -1,0 +1,241 @@
+"""Alerts on the real 3-node cluster as the daemon makes them: collection, the Spark evaluation
+with the default rule pack, and the alert cycle with the shipped routing
+(`alert_rules/routing.yaml`: its notifications are the rows of `notification_outbox`).
+
+- Healthy controls next to a fault: a group that keeps up on a topic whose retention.bytes keeps
+  about a minute of data, and one that keeps up on a topic whose retention.ms is 3 minutes, are
+  never told about (no finding, no alert, no notification of any tier), although the oldest
+  message they have not read yet is deleted within minutes; the group that stopped on the
+  short-retention topic next to them pages (TimeUntilDataLoss, critical).
+- A broker stop neither resolves nor resets unrelated alerts: the broker coordinating a group
+  with a firing and a pending alert is killed, so the offsets runs that follow cannot read its
+  committed offsets (NotCoordinator, or no answer, until Kafka moves the coordinator); the
+  alerts keep their ids, `pending_since` and `starts_at` through the gap and after it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from sqlalchemy import Engine, text
+
+from monitor.alert.lifecycle import run_cycle
+from monitor.alert.routing import default_routing_paths, load_routing
+from monitor.devtools.workload.plan import Behaviour, GroupPlan, Plan, TopicPlan
+from monitor.devtools.workload.runner import Workload
+from tests.fixtures.kafka import KafkaTestHelper
+from tests.fixtures.populated import MINUTE, Scenario, now_ms
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def scenario(kafka: KafkaTestHelper, engine: Engine, spark: SparkSession, db_url: str) -> Iterator[Any]:
+    made: list[Scenario] = []
+
+    def make(name: str, topics: list[str]) -> Scenario:
+        s = Scenario(name, kafka, engine, spark, db_url, topics)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def alert_cycle(engine: Engine) -> None:
+    """One alert cycle now, with the shipped routing."""
+    with engine.begin() as conn:
+        run_cycle(conn, load_routing(*default_routing_paths()), datetime.now(UTC), "http://kafka-health.test")
+
+
+def group_alerts(engine: Engine, cluster: str, group: str) -> list[dict[str, Any]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT id, rule, severity, state, pending_since, starts_at FROM alerts"
+                 " WHERE cluster = :c AND labels->>'group_id' = :g ORDER BY id"),
+            {"c": cluster, "g": group},
+        )  # fmt: skip
+        return [dict(r._mapping) for r in rows]
+
+
+def findings_ever(engine: Engine, cluster: str, group: str) -> list[dict[str, Any]]:
+    """Every finding on the group's entities, resolved ones included."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT rule, severity, state, entity_key FROM findings WHERE cluster = :c"
+                 " AND labels->>'group_id' = :g"),
+            {"c": cluster, "g": group},
+        )  # fmt: skip
+        return [dict(r._mapping) for r in rows]
+
+
+def notifications(engine: Engine) -> list[dict[str, Any]]:
+    """Every notification the alert cycles queued (sent or not), with its receiver."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT receiver, kind, group_key, payload FROM notification_outbox ORDER BY id")
+        )
+        return [dict(r._mapping) for r in rows]
+
+
+# -- healthy controls next to a fault -------------------------------------------------------------
+
+
+def test_groups_that_keep_up_are_never_told_about_next_to_one_that_stopped(
+    kafka: KafkaTestHelper, scenario: Any, engine: Engine
+) -> None:
+    prefix = f"ctl{uuid.uuid4().hex[:6]}-"
+    capped, short = f"{prefix}capped", f"{prefix}short"
+    controls = {f"{prefix}capped-reader": capped, f"{prefix}short-reader": short}
+    stopped = f"{prefix}short-stopped"
+    plan = Plan(
+        topics=(
+            # 20 msg/s of 1.6 kB: 2 MiB of retention.bytes hold about a minute.
+            TopicPlan(capped, 1, rate=20, payload_bytes=1600,
+                      configs={"retention.bytes": str(2 * MIB), "segment.bytes": str(MIB),
+                               "retention.ms": str(3_600_000)}),
+            TopicPlan(short, 1, rate=10, configs={"retention.ms": str(3 * MINUTE), "segment.ms": "15000"}),
+        ),
+        groups=(
+            *(GroupPlan(group, topic, Behaviour.HEALTHY) for group, topic in controls.items()),
+            GroupPlan(stopped, short, Behaviour.STOPPED, act_after_seconds=3),
+        ),
+        steps=(),
+        web_url="http://kafka-health.test",
+        cluster="controls",
+    )  # fmt: skip
+    cluster = f"controls-{prefix.rstrip('-')}"
+    with Workload(plan, kafka.bootstrap_servers, lambda _: None) as workload:
+        kafka.wait_for(lambda: workload.group_stats[stopped].closed > 0, 60, "the stopped group to close")
+        kafka.wait_for(
+            lambda: all(kafka.committed(g, t) for g, t in controls.items()), 60, "the controls' first commits"
+        )
+        s = scenario(cluster, [capped, short])
+        # About half a minute of samples, every job, as the daemon's intervals would take them:
+        # long enough for the consume rates of groups that commit every second.
+        started = time.monotonic()
+        while time.monotonic() - started < 30:
+            s.collect(log_dirs=True)
+            time.sleep(3)
+
+        def told() -> bool:
+            s.collect(log_dirs=True)
+            s.evaluate()
+            alert_cycle(engine)
+            pages = [
+                n
+                for n in notifications(engine)
+                if stopped in n["payload"] and n["receiver"] == "oncall-pager"
+            ]
+            return bool(pages)
+
+        kafka.wait_for(told, 150, "the stopped group's page (group_wait 10 s)")  # a few cycles
+
+    # The fault: a stopped group on the short-retention topic pages.
+    assert s.rules_for(stopped).get("TimeUntilDataLoss") == "critical", s.findings()
+    # The controls: nothing, of any tier, in findings, alerts or notifications.
+    for group in controls:
+        assert findings_ever(engine, cluster, group) == [], group
+        assert group_alerts(engine, cluster, group) == [], group
+        assert not [n for n in notifications(engine) if group in n["payload"] or group in n["group_key"]], (
+            group
+        )
+    # ... although the oldest message they had not read was always minutes from its deletion
+    # (the size limit on the capped topic, the time limit on the other): the margin, not the
+    # deletion time, is the risk.
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT group_id, max(time_until_data_loss_seconds) AS until, max(data_loss_limit) AS limit_,"
+                 " count(data_loss_margin_seconds) AS margins, count(*) AS evaluations"
+                 " FROM derived_group_partition WHERE cluster = :c GROUP BY group_id"),
+            {"c": cluster},
+        )  # fmt: skip
+        seen = {r.group_id: r for r in rows}
+    for group, limit, deleted_within in ((f"{prefix}capped-reader", "size", 120), (f"{prefix}short-reader", "time", 180)):  # fmt: skip
+        row = seen[group]
+        assert row.evaluations >= 2 and row.margins == 0, dict(row._mapping)
+        assert row.until is not None and row.until <= deleted_within and row.limit_ == limit, dict(
+            row._mapping
+        )
+
+
+# -- a broker stop: a gap in the data, not a condition turned false ---------------------------------
+
+
+def _coordinator(kafka: KafkaTestHelper, group: str) -> int:
+    (future,) = kafka.admin.describe_consumer_groups([group]).values()
+    return int(future.result(timeout=30).coordinator.id)
+
+
+def _sampled(engine: Engine, cluster: str, group: str, after: datetime) -> list[bool]:
+    """Per evaluation after `after`, oldest first: whether it sampled the group's partitions."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT evaluated_at, bool_and(coalesce(sampled, false)) AS sampled FROM derived_group_partition"
+                 " WHERE cluster = :c AND group_id = :g AND evaluated_at > :t GROUP BY evaluated_at"
+                 " ORDER BY evaluated_at"),
+            {"c": cluster, "g": group, "t": after},
+        )  # fmt: skip
+        return [bool(r.sampled) for r in rows]
+
+
+def test_a_broker_stop_neither_resolves_nor_resets_the_alerts_of_a_group(
+    kafka: KafkaTestHelper, scenario: Any, engine: Engine
+) -> None:
+    kafka.elect_preferred_leaders("__consumer_offsets")  # coordinators spread over the brokers
+    retention_ms = 7 * 3600_000
+    topic = kafka.create_topic(partitions=1, replication_factor=3, config={"retention.ms": str(retention_ms)})
+    old = now_ms() - retention_ms + 25 * MINUTE  # deleted in about 25 minutes, 6 h 35 min old
+    kafka.produce(topic, [b"g"] * 20, timestamps_ms=[old + i for i in range(20)])
+    group = f"gap-{topic}"
+    kafka.consume_and_commit(group, topic, 2)
+    cluster = f"gap-{topic}"
+    s = scenario(cluster, [topic])
+    s.collect()
+    time.sleep(1)
+    s.collect()  # two samples: it made no progress between them
+    s.evaluate()
+    alert_cycle(engine)
+    before = {a["rule"]: a for a in group_alerts(engine, cluster, group)}
+    # TimeUntilDataLoss has no `for`: firing; ConsumerLagSeconds waits 5 minutes: pending.
+    assert (before["TimeUntilDataLoss"]["state"], before["TimeUntilDataLoss"]["severity"]) == (
+        "firing",
+        "critical",
+    )
+    assert before["ConsumerLagSeconds"]["state"] == "pending", before
+
+    victim = _coordinator(kafka, group)
+    killed_at = datetime.now(UTC)
+    kafka.kill_broker(victim)  # no controlled shutdown: the coordinator is gone until Kafka notices
+
+    def through_the_gap() -> bool:
+        s.collect()
+        s.evaluate()
+        alert_cycle(engine)
+        now = {a["rule"]: a for a in group_alerts(engine, cluster, group)}
+        assert now == before, "an alert of the group was resolved, re-opened or its timer reset"
+        sampled = _sampled(engine, cluster, group, killed_at)
+        return False in sampled and sampled[-1]  # a gap, then sampled again by a later run
+
+    kafka.wait_for(
+        through_the_gap, 180, f"a gap in the group's offsets (coordinator {victim} killed) and its end"
+    )
+    with engine.connect() as conn:
+        partial = conn.execute(
+            text("SELECT count(*) FROM collection_runs WHERE cluster = :c AND job = 'offsets'"
+                 " AND status <> 'ok' AND started_at >= :t"),
+            {"c": cluster, "t": killed_at},
+        ).scalar_one()  # fmt: skip
+    assert partial >= 1, "the offsets run after the kill was complete: there was no gap to show"
+    assert {a["state"] for a in group_alerts(engine, cluster, group)} == {"firing", "pending"}
