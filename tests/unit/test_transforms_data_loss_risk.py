@@ -4,6 +4,8 @@ AT-10 s (the stopped group's at AT-130 s and AT-10 s).
 
 - capped (retention.bytes keeps a minute, 10 msg/s of ~1.6 kB): `capped-reader` keeps up, 3 s
   behind: its oldest unread message is deleted in under a minute, and it reads it long before.
+  `fresh-reader` keeps up too, but was first seen 30 s ago and auto-commits in steps: its lag
+  went from 1 s to 5 s of messages, so its measured rate is 87% of the produce rate.
 - short (retention.ms 4 minutes, 20 msg/s): `short-reader` keeps up, 3 s behind; `short-stopped`
   stopped 2.5 minutes behind: it reads nothing, so its margin is the time until the deletion.
 - orders (retention.ms 3 hours, 10 msg/s): `orders-slow` reads half of what is produced, 15
@@ -49,6 +51,9 @@ def risk_world() -> World:
     world.group_offsets("capped-reader", "capped", 0,
                         committed(ago(610), 4480, 4500, start=3900, committed_ts=ago(612)),
                         committed(ago(10), 10470, 10500, start=9900, committed_ts=ago(13)))  # fmt: skip
+    world.group_offsets("fresh-reader", "capped", 0,
+                        committed(ago(40), 10190, 10200, start=9600, committed_ts=ago(41)),
+                        committed(ago(10), 10450, 10500, start=9900, committed_ts=ago(15)))  # fmt: skip
 
     # short: end = 22000 - 20 * (seconds ago - 10); four minutes on disk.
     world.partition_offsets("short", 0, offsets(ago(610), 5200, 10000, ago(850), ago(611)),
@@ -93,6 +98,9 @@ def test_margin_per_group_partition(spark: SparkSession, derived: dict[str, Data
         # Size limit: (960000 - 950000 * 30/600) bytes / (10 msg/s * 950000/600 bytes) = 57.6 s; the
         # group reads its 30 messages in 3 s and keeps up: no margin, whatever the deletion time.
         ("capped-reader", 30, 5990 / 600, 912_500 / (10 * 950_000 / 600), "size", 30 / (5990 / 600), None),
+        # Its lag grew by 40 messages (4 s of production): one commit step, not a group falling behind.
+        ("fresh-reader", 50, 260 / 30, (960_000 - 950_000 * 50 / 600) / (10 * 950_000 / 600), "size",
+         50 / (260 / 30), None),
         # 240 - 13 s; it reads its 60 messages in 3 s and keeps up.
         ("short-reader", 60, 11990 / 600, 227.0, "time", 60 / (11990 / 600), None),
         # No progress: it never reads the message, deleted in 240 - 160 s.
@@ -107,12 +115,15 @@ def test_margin_per_group_partition(spark: SparkSession, derived: dict[str, Data
 
 def test_roll_ups_take_the_smallest_margin(spark: SparkSession, derived: dict[str, DataFrame]) -> None:
     expect(spark, derived["group"], ["group_id", "data_loss_margin_seconds"], [
-        ("capped-reader", None), ("short-reader", None), ("short-stopped", 80.0), ("orders-slow", 8090.0),
+        ("capped-reader", None), ("fresh-reader", None), ("short-reader", None), ("short-stopped", 80.0),
+        ("orders-slow", 8090.0),
         ("idle-reader", None), ("idle-paused", None),
     ])  # fmt: skip
     columns = ["topic", "min_time_until_data_loss_seconds", "min_data_loss_margin_seconds"]
     expect(spark, derived["topic"], columns, [
-        ("capped", 912_500 / (10 * 950_000 / 600), None), ("short", 80.0, 80.0), ("orders", 9890.0, 8090.0),
+        # fresh-reader's oldest unread message is the one deleted first
+        ("capped", (960_000 - 950_000 * 50 / 600) / (10 * 950_000 / 600), None), ("short", 80.0, 80.0),
+        ("orders", 9890.0, 8090.0),
         ("idle", None, None), ("idlecap", None, None),
     ])  # fmt: skip
 

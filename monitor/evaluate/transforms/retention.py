@@ -34,6 +34,12 @@ healthy group swings by the few seconds of lag it commits at. A group falling be
 is told once its backlog outlasts the oldest unread message (data_loss_margin), which at 90% is
 still several retention spans before the loss."""
 
+LAG_STEP_SECONDS = 10.0
+"""A group whose lag grew by no more than this many seconds of production over the window keeps
+up, whatever its measured rate: over a short window (a new group, a new monitor) one commit step
+of an auto-committing consumer (5 s by default) moves its measured rate by a lot; a group really
+falling behind grows its lag past that within one more evaluation."""
+
 _RETENTION_SETTINGS = ("retention_ms", "retention_bytes", "deletes")
 
 
@@ -106,7 +112,7 @@ def retention_shortfall() -> Column:
 def with_data_loss(frame: DataFrame, evaluated_at: datetime) -> DataFrame:
     """Adds `time_until_data_loss_seconds`, `data_loss_limit` ('time' | 'size'),
     `time_to_read_seconds` and `data_loss_margin_seconds` (the risk) to a frame of group-partitions
-    with `offset_lag`, `data_loss_occurred`, `committed_offset`, `committed_timestamp`,
+    with `offset_lag`, `window_start_lag`, `data_loss_occurred`, `committed_offset`, `committed_timestamp`,
     `start_offset`, `end_offset`, `consume_rate` and the partition's `produce_rate`, `size_bytes`,
     `produce_bytes_rate`, `retention_ms`, `retention_bytes` and `deletes`.
 
@@ -149,15 +155,18 @@ def data_loss_margin() -> Column:
     - no progress over the window (a stopped, stalled or rewound group): it reads nothing before
       the deletion, so the margin is the time until it;
     - otherwise the time until deletion minus the time it needs to read its backlog, except that
-      a group that keeps up (consumes at least KEEP_UP_RATIO of the produce rate: its lag does not
-      grow) and reads its backlog before the deletion has no margin at all: it is not at risk,
+      a group that keeps up (consumes at least KEEP_UP_RATIO of the produce rate, or its lag grew
+      by at most LAG_STEP_SECONDS of production over the window: one commit step) and reads its
+      backlog before the deletion has no margin at all: it is not at risk,
       however short the retention. Its margin shows only once its backlog outlasts the oldest
       unread message (the margin is then negative).
     """
     until = F.col("time_until_data_loss_seconds")
     consume = F.col("consume_rate")
     margin = until - F.col("time_to_read_seconds")
-    keeps_up = consume >= F.lit(KEEP_UP_RATIO) * F.coalesce(F.col("produce_rate"), F.lit(0.0))
+    produce = F.coalesce(F.col("produce_rate"), F.lit(0.0))
+    lag_step = F.col("offset_lag") - F.coalesce(F.col("window_start_lag"), F.col("offset_lag"))
+    keeps_up = (consume >= F.lit(KEEP_UP_RATIO) * produce) | (lag_step <= F.lit(LAG_STEP_SECONDS) * produce)
     return (
         F.when(until.isNull() | consume.isNull(), F.lit(None).cast("double"))
         .when(consume <= 0, until)
