@@ -147,6 +147,11 @@ class OffsetsCollector:
         self._ends: dict[TopicPartition, lag.KnownEnd] = {}  # of the partitions held back now
         self._previous_listing: tuple[dict[TopicPartition, PartitionOffsets], int] = ({}, 0)
         self._held_back_logged: frozenset[TopicPartition] = frozenset()
+        self._held_back_seen: frozenset[TopicPartition] = frozenset()
+        self._losses: frozenset[lag.GroupKey] = frozenset()
+        self.critical_changed = False
+        """The last cycle saw a group newly fallen off the log, or the set of partitions under
+        min ISR change: inputs of critical rules."""
         self.topology: Topology | None = None
 
     # -- the cycle ------------------------------------------------------------------------------
@@ -223,6 +228,11 @@ class OffsetsCollector:
         run.count("interpolated", sum(1 for s in group_samples if s.timestamp_method == "interpolated"))
         run.count("lag_clamped", sum(1 for s in group_samples if s.lag_clamped))
         run.count("data_loss", len(losses))
+        lost = frozenset((e.group_id, e.topic, e.partition) for e in losses)
+        self.critical_changed = (
+            bool(lost - self._losses) or frozenset(listed.held_back) != self._held_back_seen
+        )
+        self._losses, self._held_back_seen = lost, frozenset(listed.held_back)
         run.count("commits_observed", len(observations))
         run.count("rows", batch.row_count)
         run.count("buffered", 0 if written else batch.row_count)

@@ -151,7 +151,11 @@ def test_a_partition_held_back_keeps_its_end_offset_and_lag_and_the_run_is_ok(
     admin.held = {(T, 1)}
     admin.ends[(T, 1)] = 999  # never seen: the leader cannot answer it
     caplog.set_level(logging.INFO, logger="monitor.collect.offsets")
-    runs = [cycle(job, clock) for _ in range(3)]
+    runs, changed = [], []
+    for _ in range(3):
+        runs.append(cycle(job, clock))
+        changed.append(job.critical_changed)
+    assert changed == [True, False, False], "a critical rule's input changed once: one evaluation asked"
 
     for run in runs:
         assert run.problems == [], "a partition that cannot move is not a failed collection"
