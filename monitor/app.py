@@ -148,8 +148,16 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     clock = clock or SystemClock()
     scheduler = Scheduler(max_workers=max(4, 2 * len(settings.clusters)))
     store = StoreService(database_url, settings.database, clock)
+    # Stages never call one another: a collection that sees a critical change asks the scheduler
+    # for an evaluation now, and an evaluation that changed findings for the alert cycle now.
     collect = CollectStage(
-        settings.clusters, settings.intervals, settings.collect, lambda: store.engine, clock, scheduler
+        settings.clusters,
+        settings.intervals,
+        settings.collect,
+        lambda: store.engine,
+        clock,
+        scheduler,
+        on_critical=lambda cluster: scheduler.run_soon("evaluate"),
     )
     stale_after = timedelta(
         seconds=3 * max(settings.intervals.metadata_seconds, settings.intervals.offsets_seconds)
@@ -168,6 +176,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
                 lambda: store.engine,
                 clock,
                 scheduler,
+                on_findings_changed=lambda: scheduler.run_soon("alert"),
             )
         )
     if settings.alert.enabled:

@@ -3,13 +3,18 @@
 Policy for every job: one instance at a time (`max_instances=1`), missed runs coalesced into one,
 and a job that raises is logged and retried at its next interval; it never stops the scheduler.
 Each cluster's jobs run in a shared thread pool sized so a slow cluster cannot starve the others.
+
+`run_soon(job_id)` runs a job now instead of at its next tick (a collection that saw a broker go
+calls it for the evaluation): at most one run is ever pending. Asked while the job is running, it
+runs once more straight after; asked again meanwhile, that is still the one run.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -27,6 +32,9 @@ class Scheduler:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30},
             timezone="UTC",
         )
+        self._lock = threading.Lock()
+        self._running: set[str] = set()
+        self._pending: set[str] = set()  # asked to run again while running: one run, not a queue
 
     def every(
         self,
@@ -39,7 +47,7 @@ class Scheduler:
         """Run `func` every `seconds`, first after `first_run_in` seconds. Replaces a job of that id."""
         start = datetime.now().astimezone() + timedelta(seconds=first_run_in)
         self._scheduler.add_job(
-            _logged(job_id, func),
+            self._tracked(job_id, _logged(job_id, func)),
             "interval",
             seconds=seconds,
             id=job_id,
@@ -47,6 +55,43 @@ class Scheduler:
             next_run_time=start,
             replace_existing=True,
         )
+
+    def run_soon(self, job_id: str) -> bool:
+        """Run `job_id` now rather than at its next tick; its interval counts from this run.
+        Returns False when the request was coalesced into a run already pending, or the job is
+        unknown (not scheduled: e.g. its stage is disabled)."""
+        with self._lock:
+            if job_id in self._running:
+                queued = job_id not in self._pending
+                self._pending.add(job_id)
+                return queued
+        return self._move_to_now(job_id)
+
+    def _move_to_now(self, job_id: str) -> bool:
+        job = self._scheduler.get_job(job_id)
+        if job is None:
+            return False
+        now = datetime.now(UTC)
+        if job.next_run_time is not None and job.next_run_time <= now:
+            return False  # already due: that run is the pending one
+        job.modify(next_run_time=now)
+        return True
+
+    def _tracked(self, job_id: str, func: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            with self._lock:
+                self._running.add(job_id)
+            try:
+                func()
+            finally:
+                with self._lock:
+                    self._running.discard(job_id)
+                    again = job_id in self._pending
+                    self._pending.discard(job_id)
+                if again:
+                    self._move_to_now(job_id)
+
+        return run
 
     def job_ids(self) -> list[str]:
         return sorted(job.id for job in self._scheduler.get_jobs())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import getpass
 import socket
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
 T = TypeVar("T")
@@ -95,6 +95,19 @@ class PartitionOffsets:
     end: int
     max_timestamp_offset: int | None = None
     max_timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EndOffsetHeldBack:
+    """A partition whose leader answered ListOffsets but could not give its end offset:
+    OFFSET_NOT_AVAILABLE, "leader high watermark is not caught up". Kafka 4 does not advance the
+    high watermark of a partition under min ISR, so this lasts as long as the ISR stays short.
+    `start` is its start offset when the leader answered that (None otherwise)."""
+
+    topic: str
+    partition: int
+    start: int | None
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +215,15 @@ class Partial(Generic[T]):
     errors: dict[str, str]
 
 
+@dataclass(frozen=True, slots=True)
+class ListedOffsets(Partial[dict[TopicPartition, PartitionOffsets]]):
+    """ListOffsets over many partitions: the offsets of those that answered, an error for each that
+    failed, and apart from both the partitions whose end offset is held back (`EndOffsetHeldBack`):
+    their leader answered, so they are neither failed nor in `value`."""
+
+    held_back: dict[TopicPartition, EndOffsetHeldBack] = field(default_factory=dict)
+
+
 # ---------------------------------------------------------------------------------------------
 # Samples: what the collect stage hands the store in one cycle
 
@@ -211,6 +233,12 @@ METHOD_INTERPOLATED = "interpolated"
 """Estimated from the (end offset, observed time) history of the partition; see `error_ms`."""
 METHOD_NONE = "none"
 """Neither was possible (no lag, no history, or the record is gone)."""
+
+END_OFFSET_LISTED = "listed"
+"""The end offset was listed by the partition's leader in this sample."""
+END_OFFSET_LAST_KNOWN = "last_known"
+"""The leader could not answer it (`EndOffsetHeldBack`): the last end offset listed before stands
+in. Consumers cannot read past a held-back high watermark, so lag against it stays meaningful."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +250,10 @@ class PartitionSample:
     start_timestamp_ms: int | None = None
     latest_timestamp_ms: int | None = None
     timestamp_type: str | None = None
+    end_offset_method: str = END_OFFSET_LISTED
+    """END_OFFSET_LISTED or END_OFFSET_LAST_KNOWN."""
+    end_offset_listed_at_ms: int | None = None
+    """When a last-known end offset was listed (None for one listed in this sample)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,15 +10,18 @@ committed offset is ahead of a stale end offset; the oldest unconsumed message i
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from monitor.collect.interpolate import estimate_append_time
 from monitor.types import (
+    END_OFFSET_LAST_KNOWN,
     METHOD_EXACT,
     METHOD_INTERPOLATED,
     METHOD_NONE,
     CommitObservation,
     CommittedOffset,
     DataLossEvent,
+    EndOffsetHeldBack,
     GroupOffsetSample,
     PartitionOffsets,
     PartitionSample,
@@ -30,6 +33,38 @@ Target = tuple[str, int, int]
 """(topic, partition, offset): a record whose append time we want."""
 GroupKey = tuple[str, str, int]
 """(group, topic, partition)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KnownEnd:
+    """The last end offset listed for a partition, its start offset then, and when it was listed."""
+
+    start: int
+    end: int
+    listed_at_ms: int
+
+
+def last_known_ends(
+    held_back: Mapping[TopicPartition, EndOffsetHeldBack], known: Mapping[TopicPartition, KnownEnd]
+) -> tuple[dict[TopicPartition, PartitionOffsets], dict[TopicPartition, KnownEnd], list[TopicPartition]]:
+    """Offsets for the partitions whose leader could not give an end offset: the last end offset
+    known stands in (consumers cannot read past a held-back high watermark, so lag against it
+    stays meaningful), with the start offset the leader gave now where it gave one.
+
+    Returns (their offsets, the known ends used, the held-back partitions with no end known).
+    """
+    offsets: dict[TopicPartition, PartitionOffsets] = {}
+    used: dict[TopicPartition, KnownEnd] = {}
+    unknown: list[TopicPartition] = []
+    for key, held in sorted(held_back.items()):
+        last = known.get(key)
+        if last is None:
+            unknown.append(key)
+            continue
+        start = held.start if held.start is not None else last.start
+        offsets[key] = PartitionOffsets(held.topic, held.partition, min(start, last.end), last.end)
+        used[key] = last
+    return offsets, used, unknown
 
 
 def partition_targets(offsets: Iterable[PartitionOffsets]) -> set[Target]:
@@ -68,8 +103,12 @@ def _exact(timestamps: Mapping[Target, RecordTimestamp], target: Target) -> int 
 
 
 def partition_samples(
-    offsets: Iterable[PartitionOffsets], timestamps: Mapping[Target, RecordTimestamp]
+    offsets: Iterable[PartitionOffsets],
+    timestamps: Mapping[Target, RecordTimestamp],
+    last_known: Mapping[TopicPartition, KnownEnd] | None = None,
 ) -> list[PartitionSample]:
+    """One sample per partition; those in `last_known` say their end offset is the last known."""
+    last_known = last_known or {}
     samples = []
     for po in offsets:
         start_ts = latest_ts = None
@@ -83,7 +122,15 @@ def partition_samples(
             )
             known = latest if latest is not None and latest.record_offset is not None else start
             ts_type = known.timestamp_type if known is not None and known.record_offset is not None else None
-        samples.append(PartitionSample(po, start_ts, latest_ts, ts_type))
+        stand_in = last_known.get((po.topic, po.partition))
+        if stand_in is None:
+            samples.append(PartitionSample(po, start_ts, latest_ts, ts_type))
+        else:
+            samples.append(
+                PartitionSample(
+                    po, start_ts, latest_ts, ts_type, END_OFFSET_LAST_KNOWN, stand_in.listed_at_ms
+                )
+            )
     return samples
 
 

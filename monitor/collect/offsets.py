@@ -15,7 +15,12 @@ look ahead of the end it is compared with, DOMAIN.md section 1):
 
 Failure policy: steps 1-3 failing as a whole fail the run (nothing written); a group or partition
 that fails alone is a problem and the run is `partial`; timestamps missed by the budget are not a
-problem (they fall back to interpolation and say so). The batch goes through the buffered writer,
+problem (they fall back to interpolation and say so). Nor is a partition whose leader cannot give
+its end offset because the high watermark is held back (under min ISR): a partition that cannot
+move has not failed. Its last known end offset stands in (kept in memory; after a restart the
+latest stored one), the sample says so (`end_offset_method`), the run counts it
+(`end_offsets_last_known`), and the log says it once per change of the set of such partitions;
+only one with no end offset known at all is a problem. The batch goes through the buffered writer,
 so a PostgreSQL outage queues it instead of losing it. The cycle's reads of the store (the
 persisted timestamp cache, the end-offset history, the last committed offsets after a start) only
 save work or refine estimates: while PostgreSQL is unavailable the cycle goes on without them and
@@ -24,6 +29,7 @@ counts each one it skipped in `store_reads_skipped`.
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -41,9 +47,16 @@ from monitor.kafka import KafkaAdmin, RecordTimestampReader
 from monitor.store.buffer import BufferedWriter, is_unavailable
 from monitor.store.history import end_offset_brackets
 from monitor.store.runs import Run
-from monitor.store.samples import OffsetsBatch, cached_timestamps, latest_committed, write_offsets_batch
+from monitor.store.samples import (
+    OffsetsBatch,
+    cached_timestamps,
+    latest_committed,
+    latest_end_offsets,
+    write_offsets_batch,
+)
 from monitor.types import (
     CommittedOffset,
+    EndOffsetHeldBack,
     Partial,
     PartitionOffsets,
     RecordTimestamp,
@@ -52,6 +65,8 @@ from monitor.types import (
 )
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 HISTORY_WINDOW = timedelta(days=7)
 """How far back the end-offset history is read for interpolation."""
@@ -129,6 +144,14 @@ class OffsetsCollector:
         self._previous: dict[lag.GroupKey, int] | None = None
         self._known_groups: set[str] | None = None  # None: never listed successfully
         self._store_reads_skipped = 0  # in the current cycle
+        self._ends: dict[TopicPartition, lag.KnownEnd] = {}  # of the partitions held back now
+        self._previous_listing: tuple[dict[TopicPartition, PartitionOffsets], int] = ({}, 0)
+        self._held_back_logged: frozenset[TopicPartition] = frozenset()
+        self._held_back_seen: frozenset[TopicPartition] = frozenset()
+        self._losses: frozenset[lag.GroupKey] = frozenset()
+        self.critical_changed = False
+        """The last cycle saw a group newly fallen off the log, or the set of partitions under
+        min ISR change: inputs of critical rules."""
         self.topology: Topology | None = None
 
     # -- the cycle ------------------------------------------------------------------------------
@@ -167,9 +190,11 @@ class OffsetsCollector:
         ]
 
         run.problems_from("offsets of partition", listed.errors)
-        offsets: dict[TopicPartition, PartitionOffsets] = listed.value
+        offsets: dict[TopicPartition, PartitionOffsets] = dict(listed.value)
         now = self._clock.now()
         now_ms = to_millis(now)
+        stand_ins, last_known = self._last_known_ends(run, listed.value, listed.held_back, now_ms)
+        offsets.update(stand_ins)
 
         targets = lag.partition_targets(offsets.values()) | lag.group_targets(committed, offsets)
         timestamps, fresh, unread = self._timestamps(targets)
@@ -183,7 +208,7 @@ class OffsetsCollector:
             cluster=cluster.name,
             sampled_at=now,
             run_id=run.run_id,
-            partitions=lag.partition_samples(offsets.values(), timestamps),
+            partitions=lag.partition_samples(offsets.values(), timestamps, last_known),
             groups=list(described.value),
             group_offsets=group_samples,
             commit_observations=observations,
@@ -194,6 +219,7 @@ class OffsetsCollector:
         run.count("groups", len(described.value))
         run.count("group_partitions", len(committed))
         run.count("partitions", len(offsets))
+        run.count("end_offsets_last_known", len(last_known))
         run.count("lagging_group_partitions", sum(1 for s in group_samples if s.lag))
         run.count("timestamps_needed", len(targets))
         run.count("timestamps_read", len(fresh))
@@ -202,6 +228,11 @@ class OffsetsCollector:
         run.count("interpolated", sum(1 for s in group_samples if s.timestamp_method == "interpolated"))
         run.count("lag_clamped", sum(1 for s in group_samples if s.lag_clamped))
         run.count("data_loss", len(losses))
+        lost = frozenset((e.group_id, e.topic, e.partition) for e in losses)
+        self.critical_changed = (
+            bool(lost - self._losses) or frozenset(listed.held_back) != self._held_back_seen
+        )
+        self._losses, self._held_back_seen = lost, frozenset(listed.held_back)
         run.count("commits_observed", len(observations))
         run.count("rows", batch.row_count)
         run.count("buffered", 0 if written else batch.row_count)
@@ -238,6 +269,64 @@ class OffsetsCollector:
         ]
         self.topology = Topology.of(self._admin.describe_topics(names), self._clock.now())
         return self.topology
+
+    def _last_known_ends(
+        self,
+        run: Run,
+        listed: dict[TopicPartition, PartitionOffsets],
+        held_back: dict[TopicPartition, EndOffsetHeldBack],
+        now_ms: int,
+    ) -> tuple[dict[TopicPartition, PartitionOffsets], dict[TopicPartition, lag.KnownEnd]]:
+        """Offsets standing in for the partitions whose end offset is held back, and the known
+        ends they use: remembered from an earlier cycle, else the latest stored sample. A held-back
+        partition without either is a problem."""
+        # Kept per partition only while its end is held back; the previous cycle's listing
+        # (a reference, not a copy) is where a partition that just got held back is found.
+        self._ends = {key: known for key, known in self._ends.items() if key in held_back}
+        previous, previous_ms = self._previous_listing
+        for key in held_back:
+            po = previous.get(key)
+            if key not in self._ends and po is not None:
+                self._ends[key] = lag.KnownEnd(po.start, po.end, previous_ms)
+        self._previous_listing = (listed, now_ms)
+        missing = [key for key in held_back if key not in self._ends]
+        if missing:
+            stored = (
+                self._read_store(lambda conn: latest_end_offsets(conn, self._cluster.name, missing)) or {}
+            )
+            self._ends.update(
+                (key, lag.KnownEnd(start, end, to_millis(at))) for key, (start, end, at) in stored.items()
+            )
+        stand_ins, used, unknown = lag.last_known_ends(held_back, self._ends)
+        run.problems_from(
+            "offsets of partition",
+            {
+                f"{topic}:{partition}": f"{held_back[(topic, partition)].reason}, and no end offset is known"
+                for topic, partition in unknown
+            },
+        )
+        self._log_held_back(frozenset(held_back))
+        return stand_ins, used
+
+    def _log_held_back(self, held_back: frozenset[TopicPartition]) -> None:
+        """Say once, with a count, which partitions have their end offset held back; again only
+        when that set changes."""
+        if held_back == self._held_back_logged:
+            return
+        self._held_back_logged = held_back
+        if not held_back:
+            log.info("%s: every partition's leader gives its end offset again", self._cluster.name)
+            return
+        names = ", ".join(f"{t}:{p}" for t, p in sorted(held_back)[:10])
+        more = f" and {len(held_back) - 10} more" if len(held_back) > 10 else ""
+        log.warning(
+            "%s: %d partition(s) under min ISR (their leader holds the high watermark back: %s%s): "
+            "their end offsets are the last known; logged again when the set changes",
+            self._cluster.name,
+            len(held_back),
+            names,
+            more,
+        )
 
     def _timestamps(
         self, targets: Collection[lag.Target]

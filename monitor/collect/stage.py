@@ -50,8 +50,11 @@ class ClusterCollector:
         recorder: RunRecorder,
         writer: BufferedWriter,
         config: CollectConfig,
+        on_critical: Callable[[str], object] | None = None,
     ) -> None:
         self.cluster = cluster
+        self._on_critical = on_critical
+        self._critical_seen: frozenset[object] = frozenset()
         self._engine = engine
         self._clock = clock
         self._recorder = recorder
@@ -79,12 +82,34 @@ class ClusterCollector:
             body(run)
 
     def offsets(self) -> None:
-        self._job("offsets", self.offsets_collector.collect)
+        def body(run: Run) -> None:
+            self.offsets_collector.collect(run)
+            self._critical(run, "offsets", self.offsets_collector.critical_changed)
+
+        self._job("offsets", body)
+
+    def _critical(self, run: Run, job: str, changed: bool) -> None:
+        """Ask for an evaluation now when `changed` (a critical rule's input changed)."""
+        if changed and self._on_critical is not None:
+            run.count("evaluation_requested", 1)
+            log.info("%s/%s: a change critical rules depend on; evaluating now", self.cluster.name, job)
+            self._on_critical(self.cluster.name)
 
     def metadata(self) -> None:
         def body(run: Run) -> None:
             topics = collect_metadata(run, self.cluster, self._admin, self._engine, self._clock, self._writer)
             self.offsets_collector.topology = Topology.of(topics, self._clock.now())
+            # What critical rules depend on: a broker gone, a partition offline or with fewer
+            # in-sync replicas (under min ISR is one of those). Evaluated at once when it grows.
+            seen = frozenset(
+                (t.name, p.partition, len(p.isr), p.offline)
+                for t in topics
+                for p in t.partitions
+                if p.offline or p.under_replicated
+            )
+            grew = bool(seen - self._critical_seen)
+            self._critical_seen = seen
+            self._critical(run, "metadata", run.counts.get("brokers_went_down", 0) > 0 or grew)
 
         self._job("metadata", body)
 
@@ -114,7 +139,9 @@ class CollectStage:
         clock: Clock,
         scheduler: Scheduler,
         instance: str | None = None,
+        on_critical: Callable[[str], object] | None = None,
     ) -> None:
+        self._on_critical = on_critical
         self._clusters = list(clusters)
         self._intervals = intervals
         self._config = config
@@ -132,7 +159,9 @@ class CollectStage:
         self.writer = BufferedWriter(engine, self._config.buffer_max_rows, self._clock)
         recorder = RunRecorder(engine, self._clock, self.instance, self.writer)
         for cluster in self._clusters:
-            collector = ClusterCollector(cluster, engine, self._clock, recorder, self.writer, self._config)
+            collector = ClusterCollector(
+                cluster, engine, self._clock, recorder, self.writer, self._config, self._on_critical
+            )
             try:
                 collector.start()
             except MonitorError as exc:

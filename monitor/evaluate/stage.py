@@ -39,7 +39,10 @@ class EvaluateStage:
         engine: Callable[[], Engine],
         clock: Clock,
         scheduler: Scheduler,
+        on_findings_changed: Callable[[], object] | None = None,
     ) -> None:
+        self._on_findings_changed = on_findings_changed
+        self._previous_states: tuple[int, int] | None = None
         self._spark_config = spark
         self._config = config
         self._interval = interval_seconds
@@ -85,11 +88,21 @@ class EvaluateStage:
             run.count(f"rows_{entity}", rows)
         for key, value in result.findings.items():
             run.count(f"findings_{key}", value)
+        self._after(result.findings)
         for step, seconds in result.seconds.items():
             run.count(f"ms_{step}", int(seconds * 1000))
         if result.rows_read is not None:
             run.count("rows_read", result.rows_read)
         run.count("rules", len(ruleset.rules))
+
+    def _after(self, findings: dict[str, int]) -> None:
+        """Run the alert cycle now when findings were opened, resolved, or moved between pending
+        and firing: a page does not wait for the alert stage's next tick."""
+        states = (findings.get("pending", 0), findings.get("firing", 0))
+        changed = bool(findings.get("new") or findings.get("resolved")) or states != self._previous_states
+        self._previous_states = states
+        if changed and self._on_findings_changed is not None:
+            self._on_findings_changed()
 
     def stop(self) -> None:
         if self._session is not None:

@@ -93,6 +93,11 @@ class PartitionState(Described):
         "leader": "leader broker id (null when offline)",
         "data_loss_occurred": "a group reading the partition committed below the log start "
         "offset: messages were deleted before it read them",
+        "end_offset_method": "where the newest sample's end offset comes from: listed (by the "
+        "leader) or last_known (the leader holds the high watermark back, under min ISR, and the "
+        "last end offset listed stands in; consumers cannot read past it)",
+        "end_offset_listed_at": "when a last_known end offset was listed (null when listed in the "
+        "newest sample)",
     }
 
     partition: int
@@ -124,6 +129,8 @@ class PartitionState(Described):
     min_data_loss_margin_seconds: float | None
     data_loss_occurred: bool
     evaluated_at: datetime | None
+    end_offset_method: str | None = None
+    end_offset_listed_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,13 +271,16 @@ def topic_partitions(
                coalesce(h.lagging_groups, 0)::int AS lagging_groups,
                h.min_time_until_data_loss_seconds, h.min_data_loss_margin_seconds,
                coalesce(h.data_loss_occurred, false) AS data_loss_occurred,
-               coalesce(h.evaluated_at, r.evaluated_at) AS evaluated_at
+               coalesce(h.evaluated_at, r.evaluated_at) AS evaluated_at,
+               o.end_offset_method, o.end_offset_listed_at
         FROM replication_state r
         LEFT JOIN retention_headroom h
             ON h.cluster = r.cluster AND h.topic = r.topic AND h.partition = r.partition
         LEFT JOIN derived_partition d
             ON d.cluster = h.cluster AND d.topic = h.topic AND d.partition = h.partition
             AND d.evaluated_at = h.evaluated_at
+        LEFT JOIN latest_partition_offsets o
+            ON o.cluster = r.cluster AND o.topic = r.topic AND o.partition = r.partition
         WHERE r.cluster = :c AND r.topic = :t
     """
     params = {"c": cluster, "t": name}

@@ -42,7 +42,9 @@ from monitor.kafka.translate import FUTURE_GRACE_SECONDS, KafkaCall, Outcome, ka
 from monitor.types import (
     ClusterInfo,
     CommittedOffset,
+    EndOffsetHeldBack,
     GroupDescription,
+    ListedOffsets,
     Partial,
     PartitionOffsets,
     TopicConfigEntry,
@@ -334,7 +336,7 @@ class KafkaAdmin:
         self,
         partitions: Sequence[TopicPartitionKey],
         leaders: Mapping[TopicPartitionKey, int] | None = None,
-    ) -> Partial[dict[TopicPartitionKey, PartitionOffsets]]:
+    ) -> ListedOffsets:
         """Earliest, latest and max-timestamp offsets of every partition.
 
         In chunks of about 1,000 partitions of one leader (`leaders`, a hint: partition -> broker
@@ -343,14 +345,17 @@ class KafkaAdmin:
         once more. Blocks for at most about two request timeouts. A partition whose earliest or
         latest offset failed, or whose chunk was not asked because its leader had not answered
         another chunk, is in `errors` as "topic:partition"; one whose max timestamp alone failed
-        is returned without it. Raises KafkaUnavailableError when no partition answered because
+        is returned without it. A partition whose leader cannot give its end offset now
+        (OFFSET_NOT_AVAILABLE: high watermark held back, under min ISR) is in `held_back`, neither
+        failed nor in `value`. Raises KafkaUnavailableError when no partition answered because
         the cluster did not.
         """
         wanted = list(dict.fromkeys((str(t), int(p)) for t, p in partitions))
         value: dict[TopicPartitionKey, PartitionOffsets] = {}
+        held_back: dict[TopicPartitionKey, EndOffsetHeldBack] = {}
         outcome = self._outcome()
         if not wanted:
-            return Partial(value, outcome.errors)
+            return ListedOffsets(value, outcome.errors)
         with self._call("list offsets"):
             started = time.monotonic()
             answers = ChunkedListOffsets(self._admin, self.timeout).run(plan_chunks(wanted, leaders))
@@ -362,7 +367,10 @@ class KafkaAdmin:
                 answers.update(again)
             for key in wanted:
                 answer = answers[key]
-                if isinstance(answer, NotAsked):
+                if isinstance(answer, EndOffsetHeldBack):
+                    held_back[key] = answer
+                    outcome.success()
+                elif isinstance(answer, NotAsked):
                     outcome.unanswered(partition_key(*key), str(answer))
                 elif isinstance(answer, BaseException):
                     outcome.failure(partition_key(*key), answer)
@@ -374,7 +382,7 @@ class KafkaAdmin:
                     value[key] = answer
                     outcome.success()
             _raise_if_unreachable(outcome)
-        return Partial(value, outcome.errors)
+        return ListedOffsets(value, outcome.errors, held_back)
 
     # -- consumer groups --------------------------------------------------------------------
 

@@ -18,7 +18,10 @@ about two request timeouts. The leaders are a hint from the last metadata sample
 each partition's current leader itself, a stale hint only makes a chunk span two brokers.
 
 Failure policy: every partition of a failed or unasked chunk is reported failed under its key,
-the others are returned; the caller (`KafkaAdmin.list_offsets`) turns that into a `Partial`.
+the others are returned; the caller (`KafkaAdmin.list_offsets`) turns that into a `Partial`. A
+partition whose leader answered the earliest offset but not the latest one with
+OFFSET_NOT_AVAILABLE (high watermark held back under min ISR) is answered with an
+`EndOffsetHeldBack`, not a failure.
 """
 
 from __future__ import annotations
@@ -35,8 +38,13 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # public, but not in `__all__`
 
 from monitor.kafka import records
-from monitor.kafka.translate import FUTURE_GRACE_SECONDS, is_unavailable
-from monitor.types import PartitionOffsets
+from monitor.kafka.translate import (
+    FUTURE_GRACE_SECONDS,
+    is_end_offset_held_back,
+    is_unavailable,
+    reason,
+)
+from monitor.types import EndOffsetHeldBack, PartitionOffsets
 from monitor.types import TopicPartition as TopicPartitionKey
 
 PARTITIONS_PER_CHUNK: Final = 1000
@@ -54,8 +62,8 @@ OFFSET_SPECS: Final = {
     "max_timestamp": OffsetSpec.max_timestamp(),  # type: ignore[no-untyped-call]
 }
 
-Answer = PartitionOffsets | BaseException | None
-"""Offsets, the failure, or None for "the leader did not answer in time"."""
+Answer = PartitionOffsets | EndOffsetHeldBack | BaseException | None
+"""Offsets, a held-back end offset, the failure, or None for "the leader did not answer in time"."""
 
 
 class NotAsked(TimeoutError):
@@ -161,7 +169,12 @@ def _answer(
         earliest = futures["earliest"][key].result(timeout=0)
         latest = futures["latest"][key].result(timeout=0)
     except Exception as exc:
-        return exc
+        if not is_end_offset_held_back(exc):
+            return exc
+        # The leader is there and answered: only the latest offset (or both) is held back.
+        start = _result_or_none(futures["earliest"][key])
+        offset = int(start.offset) if start is not None else -1
+        return EndOffsetHeldBack(key[0], key[1], offset if offset >= 0 else None, reason(exc, ()))
     if int(earliest.offset) < 0 or int(latest.offset) < 0:
         # librdkafka reports a leader that did not answer in time as a "successful" answer with
         # offset -1001 (OFFSET_INVALID) instead of an error.

@@ -3,6 +3,8 @@
 - unavailable: the cluster, or the broker a request needs, did not answer (transport failure,
   timeout, no leader or coordinator right now). Retrying later may succeed.
 - refused: a broker answered and refused (unknown topic, authorisation, invalid request ...).
+- end offset held back: a partition's leader answered ListOffsets but cannot give the latest
+  offset while its high watermark is held back (under min ISR); its own outcome, not a failure.
 """
 
 from __future__ import annotations
@@ -60,6 +62,15 @@ def is_unavailable(exc: BaseException) -> bool:
         return True
     error = kafka_error(exc)
     return error is not None and error.code() in UNAVAILABLE_CODES
+
+
+def is_end_offset_held_back(exc: BaseException) -> bool:
+    """True when a leader answered that it cannot give the end offset now: OFFSET_NOT_AVAILABLE,
+    "leader high watermark is not caught up" (Kafka 4 holds the high watermark of a partition
+    under min ISR back). Neither "unavailable" nor "refused": the partition is there and answers
+    again once its ISR is back (`monitor.types.EndOffsetHeldBack`)."""
+    error = kafka_error(exc)
+    return error is not None and error.code() == KafkaError.OFFSET_NOT_AVAILABLE
 
 
 def reason(exc: BaseException, secrets: Sequence[str], timeout: float | None = None) -> str:

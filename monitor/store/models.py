@@ -54,6 +54,7 @@ PARTITION_COLUMN_KEY = "partitioned_by_day"
 RUN_STATUSES = ("running", "ok", "partial", "failed", "skipped")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime", "NotAvailable")
 TIMESTAMP_METHODS = ("exact", "interpolated", "none")
+END_OFFSET_METHODS = ("listed", "last_known")
 
 LAST = 100
 """`sort_order` of columns that follow a mixin's columns (mixin columns come after the class's own)."""
@@ -142,7 +143,13 @@ class Partition(Base):
 
 class _PartitionOffsetValues:
     """One partition's offsets and the append times of its oldest and newest records (None for an
-    empty partition, or when they could not be read)."""
+    empty partition, or when they could not be read).
+
+    `end_offset_method` says where the end offset comes from: `listed` by the leader in this
+    sample, or `last_known` when the leader could not give one (high watermark held back under
+    min ISR) and the last one listed stands in; `end_offset_listed_at` is when that one was listed
+    (NULL for `listed`: the sample's own time).
+    """
 
     start_offset: Mapped[int] = mapped_column(BigInteger)
     end_offset: Mapped[int] = mapped_column(BigInteger)
@@ -151,12 +158,15 @@ class _PartitionOffsetValues:
     start_timestamp: Mapped[datetime | None]
     latest_timestamp: Mapped[datetime | None]
     timestamp_type: Mapped[str | None]
+    end_offset_method: Mapped[str] = mapped_column(server_default="listed")
+    end_offset_listed_at: Mapped[datetime | None]
 
 
 class PartitionOffset(_PartitionOffsetValues, Base):
     __tablename__ = "partition_offsets"
     __table_args__ = (
         Index("ix_partition_offsets_cluster_sampled_at", "cluster", "sampled_at"),
+        CheckConstraint(_one_of("end_offset_method", END_OFFSET_METHODS), name="end_offset_method"),
         _by_day("sampled_at"),
     )
 
@@ -313,7 +323,10 @@ class CommitObservation(Base):
 
 class LatestPartitionOffset(_PartitionOffsetValues, Base):
     __tablename__ = "latest_partition_offsets"
-    __table_args__ = ({"postgresql_with": {"fillfactor": LATEST_FILLFACTOR}},)
+    __table_args__ = (
+        CheckConstraint(_one_of("end_offset_method", END_OFFSET_METHODS), name="end_offset_method"),
+        {"postgresql_with": {"fillfactor": LATEST_FILLFACTOR}},
+    )
 
     cluster: Mapped[str] = mapped_column(primary_key=True)
     topic: Mapped[str] = mapped_column(primary_key=True)

@@ -117,7 +117,7 @@ _PARTITIONS = _Stage(
     "stage_partition_samples",
     "topic text, partition integer, start_offset bigint, end_offset bigint, "
     "max_timestamp_offset bigint, max_timestamp_ms bigint, start_ms bigint, latest_ms bigint, "
-    "timestamp_type text",
+    "timestamp_type text, end_offset_method text, end_offset_listed_ms bigint",
 )
 _GROUP_OFFSETS = _Stage(
     "stage_group_offsets",
@@ -265,6 +265,8 @@ def _write_partitions(
             s.start_timestamp_ms,
             s.latest_timestamp_ms,
             s.timestamp_type,
+            s.end_offset_method,
+            s.end_offset_listed_at_ms,
         )
         for s in batch.partitions
     ]
@@ -371,10 +373,11 @@ def _loss_row(e: DataLossEvent) -> tuple[Any, ...]:
 
 _PARTITION_VALUES = """
     start_offset, end_offset, max_timestamp_offset, max_timestamp, start_timestamp, latest_timestamp,
-    timestamp_type"""
+    timestamp_type, end_offset_method, end_offset_listed_at"""
 _PARTITION_SELECT = f"""
     SELECT :cluster, topic, partition, :at, start_offset, end_offset, max_timestamp_offset,
-           {_ts("max_timestamp_ms")}, {_ts("start_ms")}, {_ts("latest_ms")}, timestamp_type"""
+           {_ts("max_timestamp_ms")}, {_ts("start_ms")}, {_ts("latest_ms")}, timestamp_type,
+           end_offset_method, {_ts("end_offset_listed_ms")}"""
 
 _INSERT_PARTITIONS = f"""
 INSERT INTO partition_offsets (cluster, topic, partition, sampled_at, {_PARTITION_VALUES}, run_id)
@@ -387,7 +390,8 @@ ON CONFLICT (cluster, topic, partition) DO UPDATE SET
     sampled_at = excluded.sampled_at, start_offset = excluded.start_offset,
     end_offset = excluded.end_offset, max_timestamp_offset = excluded.max_timestamp_offset,
     max_timestamp = excluded.max_timestamp, start_timestamp = excluded.start_timestamp,
-    latest_timestamp = excluded.latest_timestamp, timestamp_type = excluded.timestamp_type
+    latest_timestamp = excluded.latest_timestamp, timestamp_type = excluded.timestamp_type,
+    end_offset_method = excluded.end_offset_method, end_offset_listed_at = excluded.end_offset_listed_at
 WHERE l.sampled_at <= excluded.sampled_at"""
 
 _GROUP_VALUES = """
@@ -679,6 +683,28 @@ def latest_committed(
     return {
         (group, topic, partition): (offset, observed) for group, topic, partition, offset, observed in rows
     }
+
+
+def latest_end_offsets(
+    conn: Connection, cluster: str, partitions: Collection[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[int, int, datetime]]:
+    """(topic, partition) -> (start offset, end offset, when that end offset was listed) from the
+    latest partition offsets: the last end offset known for a partition whose leader cannot give
+    one now, after a restart. Partitions without a sample are absent. One query."""
+    if not partitions:
+        return {}
+    topics, numbers = zip(*partitions, strict=True)
+    rows = conn.execute(
+        text(
+            "SELECT o.topic, o.partition, o.start_offset, o.end_offset, "
+            "coalesce(o.end_offset_listed_at, o.sampled_at) "
+            "FROM unnest(CAST(:topics AS text[]), CAST(:partitions AS integer[])) AS k(topic, partition) "
+            "JOIN latest_partition_offsets AS o ON o.cluster = :cluster AND o.topic = k.topic "
+            "AND o.partition = k.partition"
+        ),
+        {"cluster": cluster, "topics": list(topics), "partitions": list(numbers)},
+    )
+    return {(topic, partition): (start, end, at) for topic, partition, start, end, at in rows}
 
 
 def end_offset_history(

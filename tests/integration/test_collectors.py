@@ -3,13 +3,14 @@ timestamps, groups that consume and commit at known points."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from sqlalchemy import Engine, text
 
@@ -395,3 +396,71 @@ def test_interpolation_fallback_when_the_budget_reads_nothing(
     assert g["timestamp_method"] == "interpolated"
     assert seen[0] <= g["committed_timestamp"] <= seen[1]
     assert 0 < g["timestamp_error_ms"] <= ms(seen[1]) - ms(seen[0])  # type: ignore[operator]
+
+
+def test_a_partition_under_min_isr_keeps_its_end_offset_and_lag(
+    kafka: KafkaTestHelper, engine: Engine, make_collector: Any
+) -> None:
+    # RF 3 and min.insync.replicas 3: stopping one broker puts the partition under min ISR. Its
+    # leader stopped while records were being written, the new leader's epoch starts past its high
+    # watermark, which Kafka 4 no longer advances: ListOffsets latest answers OFFSET_NOT_AVAILABLE.
+    topic = kafka.create_topic(partitions=1, replication_factor=3, config={"min.insync.replicas": "3"})
+    kafka.produce(topic, [b"x"] * 10, partition=0)
+    group = f"held-{topic}"
+    kafka.commit(group, topic, 0, 4)
+    c = make_collector("held", [topic], [group])
+    c.metadata()
+    c.offsets()
+    assert last_run(engine, "held", "offsets")["status"] == "ok"
+    (leader,) = [r["leader"] for r in rows(engine, "SELECT leader FROM partitions WHERE cluster='held'")]
+
+    writing = threading.Event()
+    writing.set()
+
+    def write() -> None:
+        producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "acks": "1", "linger.ms": 0})
+        while writing.is_set():
+            producer.produce(topic, b"y", partition=0)
+            producer.poll(0.002)
+        producer.flush(10)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        time.sleep(1)
+        kafka.stop_broker(leader)
+        time.sleep(2)
+    finally:
+        writing.clear()
+        writer.join(30)
+    sql = """SELECT o.end_offset, o.end_offset_method, o.end_offset_listed_at, o.sampled_at, g.lag
+             FROM latest_partition_offsets o
+             JOIN latest_group_offsets g USING (cluster, topic, partition)
+             WHERE o.cluster = 'held'"""
+    runs: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        before = rows(engine, sql)[0]
+        c.offsets()
+        runs.append(last_run(engine, "held", "offsets"))
+        if runs[-1]["counts"].get("end_offsets_last_known") and runs[-1]["status"] == "ok":
+            break
+        time.sleep(1)
+    assert runs and runs[-1]["counts"].get("end_offsets_last_known") == 1, runs
+    assert runs[-1]["status"] == "ok", "a partition that cannot move is not a failed collection"
+    (latest,) = rows(engine, sql)
+    assert latest["end_offset_method"] == "last_known"
+    assert latest["end_offset"] == before["end_offset"] >= 10, "the last end offset listed"
+    assert latest["end_offset_listed_at"] is not None
+    assert latest["end_offset_listed_at"] < latest["sampled_at"]
+    assert latest["lag"] == latest["end_offset"] - 4, "lag against the last known end offset"
+    c.offsets()
+    again = last_run(engine, "held", "offsets")
+    assert again["status"] == "ok" and again["counts"]["end_offsets_last_known"] == 1, again
+
+    kafka.start_broker(leader)
+    kafka.wait_for(
+        lambda: (c.offsets(), rows(engine, sql)[0]["end_offset_method"] == "listed")[1],
+        90,
+        "the end offset to be listed again",
+    )

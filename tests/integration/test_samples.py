@@ -27,6 +27,7 @@ from monitor.store.samples import (
     cached_timestamps,
     end_offset_history,
     latest_committed,
+    latest_end_offsets,
     prune_record_timestamps,
     record_topic_configs,
     to_datetime,
@@ -34,6 +35,8 @@ from monitor.store.samples import (
     write_offsets_batch,
 )
 from monitor.types import (
+    END_OFFSET_LAST_KNOWN,
+    END_OFFSET_LISTED,
     METHOD_EXACT,
     METHOD_INTERPOLATED,
     METHOD_NONE,
@@ -657,3 +660,32 @@ def test_prune_runs_keeps_recent_and_unfinished_runs(engine: Engine) -> None:
             text("SELECT id FROM collection_runs WHERE cluster = 'prune-runs' ORDER BY id")
         ).scalars()
         assert list(left) == [stuck, recent]
+
+
+def test_a_last_known_end_offset_is_stored_with_its_method_and_age(engine: Engine) -> None:
+    listed_at = T0 - timedelta(minutes=3)
+    first = OffsetsBatch(
+        "held", T0 - timedelta(minutes=3), None, [PartitionSample(PartitionOffsets("t", 0, 5, 80))]
+    )
+    held = PartitionSample(
+        PartitionOffsets("t", 0, 7, 80), end_offset_method=END_OFFSET_LAST_KNOWN,
+        end_offset_listed_at_ms=to_millis(listed_at),
+    )  # fmt: skip
+    second = OffsetsBatch("held", T0, None, [held, PartitionSample(PartitionOffsets("t", 1, 0, 3))])
+    with engine.begin() as conn:
+        write_offsets_batch(conn, first)
+        write_offsets_batch(conn, second)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT partition, sampled_at, end_offset_method, end_offset_listed_at "
+                "FROM partition_offsets WHERE cluster = 'held' ORDER BY partition, sampled_at"
+            )
+        ).all()
+        latest = latest_end_offsets(conn, "held", [("t", 0), ("t", 1), ("t", 9)])
+    assert [tuple(r) for r in rows] == [
+        (0, listed_at, END_OFFSET_LISTED, None),
+        (0, T0, END_OFFSET_LAST_KNOWN, listed_at),
+        (1, T0, END_OFFSET_LISTED, None),
+    ]
+    assert latest == {("t", 0): (7, 80, listed_at), ("t", 1): (0, 3, T0)}, "listed when it was listed"

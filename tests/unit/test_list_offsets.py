@@ -161,3 +161,50 @@ def test_a_silent_cluster_raises_within_about_one_timeout(monkeypatch: pytest.Mo
     assert time.monotonic() - started < 0.3 * 2 + 0.5
     assert len({r for r in brokers.requests if r[1] == "latest"}) <= 1
     assert sum(1 for r in brokers.requests if r[1] == "latest") < 20, "not every chunk was sent"
+
+
+def _held_back_latest(brokers: Brokers, held: set[int], earliest_too: bool = False) -> None:
+    """Make `brokers` answer OFFSET_NOT_AVAILABLE for the latest offset of the partitions `held`
+    (and for their earliest one too when `earliest_too`), as a Kafka 4 leader under min ISR does."""
+    not_caught_up = KafkaException(
+        KafkaError(KafkaError.OFFSET_NOT_AVAILABLE, "leader high watermark is not caught up")
+    )
+
+    def list_offsets(request: dict[TopicPartition, Any], request_timeout: float) -> dict[Any, Any]:
+        kind = KINDS[next(iter(request.values()))._value]
+        futures = Brokers.list_offsets(brokers, request, request_timeout)
+        if kind == "latest" or (earliest_too and kind == "earliest"):
+            for tp in list(futures):
+                if tp.partition in held:
+                    futures[tp] = concurrent.futures.Future()
+                    futures[tp].set_exception(not_caught_up)
+        return futures
+
+    brokers.list_offsets = list_offsets  # type: ignore[method-assign]
+
+
+def test_a_held_back_end_offset_is_its_own_outcome_not_a_failure() -> None:
+    leaders = {("t", 0): 1, ("t", 1): 2, ("t", 2): 2}
+    brokers = Brokers(leaders)
+    _held_back_latest(brokers, {1})
+
+    result = admin_with(brokers).list_offsets(list(leaders), leaders)
+
+    assert set(result.value) == {("t", 0), ("t", 2)}
+    assert result.errors == {}, "the leader answered: nothing failed"
+    held = result.held_back[("t", 1)]
+    assert (held.topic, held.partition, held.start) == ("t", 1, 1)
+    assert "OFFSET_NOT_AVAILABLE" in held.reason
+    assert ("t", 2) not in result.held_back, "the leader's other partitions are listed as usual"
+
+
+def test_a_held_back_partition_without_a_start_offset_says_so() -> None:
+    leaders = {("t", 0): 1, ("t", 1): 1}
+    brokers = Brokers(leaders)
+    _held_back_latest(brokers, {0, 1}, earliest_too=True)
+
+    result = admin_with(brokers).list_offsets(list(leaders), leaders)
+
+    assert result.value == {}
+    assert result.errors == {}
+    assert {k: h.start for k, h in result.held_back.items()} == {("t", 0): None, ("t", 1): None}
