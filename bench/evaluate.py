@@ -56,7 +56,7 @@ from typing import Any
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
-from monitor.config import SparkConfig
+from monitor.core.settings import SparkConfig
 from monitor.devtools import postgres
 from monitor.devtools.paths import var_dir
 from monitor.evaluate.extract import SLOW_WINDOW, WINDOWED

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Protocol
 
-from monitor.clock import Clock, SystemClock
-from monitor.config import Settings
-from monitor.errors import ConfigError
+from monitor.core.clock import Clock, SystemClock
+from monitor.core.errors import ConfigError
+from monitor.core.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def check_operator_files(settings: Settings) -> None:
     if settings.retention.enabled:
         from monitor.act.policy import default_policy_path, load_policy
         from monitor.act.stage import owners_path
-        from monitor.owners import load_owners
+        from monitor.core.owners import load_owners
 
         for load, path in (
             (load_policy, settings.retention.policy_file or default_policy_path()),
@@ -138,11 +138,11 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     check_operator_files(settings)
 
     from monitor.collect.stage import CollectStage
+    from monitor.core.scheduler import Scheduler
     from monitor.expose.inbox import inbox_paths
     from monitor.expose.pages_collection import job_intervals
     from monitor.expose.server import WebServer
     from monitor.expose.web import create_app
-    from monitor.scheduler import Scheduler
     from monitor.store.service import StoreService
 
     clock = clock or SystemClock()

@@ -13,12 +13,12 @@ from rich.markup import escape
 
 from monitor.act import cli_retention
 from monitor.alert import cli_alerts, cli_routes
-from monitor.config import Settings, load_settings
+from monitor.core.errors import ConfigError, MonitorError
+from monitor.core.formatting import PrintableLogFormatter
+from monitor.core.settings import Settings, load_settings
 from monitor.devtools import cli_db, cli_kafka, cli_spark
-from monitor.errors import ConfigError, MonitorError
 from monitor.evaluate import cli_rules
 from monitor.expose import cli_reports
-from monitor.formatting import PrintableLogFormatter
 
 app = typer.Typer(
     name="kafka-health",

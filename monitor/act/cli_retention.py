@@ -22,10 +22,10 @@ from monitor.act.model import RetentionError, display_state, request_json
 from monitor.act.policy import default_policy_path, load_policy, parse_duration_ms, parse_size
 from monitor.act.service import RetentionService
 from monitor.act.tokens import create_token, list_tokens, revoke_token
-from monitor.config import Settings, load_settings
-from monitor.errors import ConfigError, MonitorError
-from monitor.formatting import printable, printable_markup
-from monitor.types import Identity
+from monitor.core.errors import ConfigError, MonitorError
+from monitor.core.formatting import printable, printable_markup
+from monitor.core.records import Identity
+from monitor.core.settings import Settings, load_settings
 
 app = typer.Typer(
     help="The retention button: raise, review, revert and extend retention.", no_args_is_help=True
@@ -55,7 +55,7 @@ def _settings(config: Path | None) -> Settings:
 def _service(config: Path | None) -> Iterator[RetentionService]:
     """The service against the configured database (database.url, else the local one)."""
     from monitor.act.stage import build_service
-    from monitor.clock import SystemClock
+    from monitor.core.clock import SystemClock
     from monitor.devtools.database import database_url
     from monitor.store.engine import make_engine
 

@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from monitor.config import format_validation_error, read_yaml
-from monitor.errors import ConfigError
-from monitor.owners import TEAM_NAME
+from monitor.core.errors import ConfigError
+from monitor.core.owners import TEAM_NAME
+from monitor.core.yaml_files import format_validation_error, read_yaml
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$")

@@ -18,11 +18,11 @@ from sqlalchemy import Engine
 from monitor.act.gitrepo import ConfigRepo
 from monitor.act.policy import default_policy_path
 from monitor.act.service import RetentionService
-from monitor.clock import Clock
-from monitor.config import Settings
+from monitor.core.clock import Clock
+from monitor.core.owners import default_owners_path
+from monitor.core.scheduler import Scheduler
+from monitor.core.settings import Settings
 from monitor.devtools.paths import var_dir
-from monitor.owners import default_owners_path
-from monitor.scheduler import Scheduler
 from monitor.store.runs import RunRecorder
 
 log = logging.getLogger(__name__)

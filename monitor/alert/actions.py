@@ -19,9 +19,9 @@ from sqlalchemy import Connection, text
 
 from monitor.alert import permissions
 from monitor.alert.matchers import MatcherError, parse_matchers
-from monitor.errors import MonitorError
+from monitor.core.errors import MonitorError
+from monitor.core.records import Identity
 from monitor.store import audit
-from monitor.types import Identity
 
 ActionCode = Literal["invalid", "forbidden", "not_found", "conflict", "expired"]
 MAX_COMMENT = 2_000

@@ -20,12 +20,12 @@ from sqlalchemy import Connection
 
 from monitor.alert import actions
 from monitor.alert.outbox import outbox_counts, outbox_rows
-from monitor.clock import SystemClock
-from monitor.config import Settings, load_settings
-from monitor.errors import ConfigError, MonitorError
-from monitor.formatting import printable, printable_markup
+from monitor.core.clock import SystemClock
+from monitor.core.errors import ConfigError, MonitorError
+from monitor.core.formatting import printable, printable_markup
+from monitor.core.records import Identity
+from monitor.core.settings import Settings, load_settings
 from monitor.store.alerting import OUTBOX_STATES
-from monitor.types import Identity
 
 app = typer.Typer(help="Alerts: list (the default), acknowledge, silence, and the notification outbox.")
 out = Console(soft_wrap=True)

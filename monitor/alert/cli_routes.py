@@ -25,8 +25,8 @@ from monitor.alert.routing import (
     default_routing_paths,
     format_seconds,
 )
-from monitor.errors import ConfigError
-from monitor.formatting import printable, printable_markup
+from monitor.core.errors import ConfigError
+from monitor.core.formatting import printable, printable_markup
 
 app = typer.Typer(
     help="Test, check and show the alert routing (alert_rules/routing.yaml and owners.yaml).",

@@ -24,7 +24,7 @@ from typing import Any, Final
 from sqlalchemy import Connection, text
 
 from monitor.alert.model import PartitionDetail
-from monitor.derived import STATUS_SEVERITY
+from monitor.core.derived import STATUS_SEVERITY
 
 MAX_PARTITIONS: Final = 5
 """Partitions listed per alert: enough to tell what is wrong, short enough for a pager."""

@@ -43,9 +43,9 @@ from pydantic import (
 )
 
 from monitor.alert.matchers import Matcher, matches_all, parse_matchers
-from monitor.config import format_validation_error, line_of, read_yaml
-from monitor.errors import ConfigError
-from monitor.owners import Team, check_owners_data
+from monitor.core.errors import ConfigError
+from monitor.core.owners import Team, check_owners_data
+from monitor.core.yaml_files import format_validation_error, line_of, read_yaml
 
 RECEIVER_KINDS = ("slack", "email", "pagerduty", "webhook", "console")
 GROUP_BY_ALL = "..."
@@ -665,7 +665,7 @@ def _pick(value: _T | None, inherited: _T) -> _T:
 def _check_owners_file(
     data: Any, problems: _Problems, defined: set[str], *, checked: bool
 ) -> tuple[Team, ...]:
-    """The teams (validated by `monitor.owners`), checking that their receivers are defined;
+    """The teams (validated by `monitor.core.owners`), checking that their receivers are defined;
     `checked` is False when routing.yaml could not be read, so receiver names cannot be checked."""
     teams, found = check_owners_data(data, problems.lines)
     problems.items += found

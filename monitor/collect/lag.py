@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from monitor.collect.interpolate import estimate_append_time
-from monitor.types import (
+from monitor.core.records import (
     METHOD_EXACT,
     METHOD_INTERPOLATED,
     METHOD_NONE,

@@ -6,13 +6,13 @@ import logging
 
 from sqlalchemy import Connection, Engine
 
-from monitor.clock import Clock
-from monitor.config import ClusterConfig
+from monitor.core.clock import Clock
+from monitor.core.records import TopicInfo
+from monitor.core.settings import ClusterConfig
 from monitor.kafka import KafkaAdmin
 from monitor.store.buffer import BufferedWriter
 from monitor.store.metadata import append_replica_states, upsert_brokers, upsert_cluster, upsert_topics
 from monitor.store.runs import Run
-from monitor.types import TopicInfo
 
 log = logging.getLogger(__name__)
 

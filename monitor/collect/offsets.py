@@ -33,16 +33,10 @@ from typing import TypeVar
 
 from sqlalchemy import Connection, Engine
 
-from monitor.clock import Clock, to_millis
 from monitor.collect import lag
-from monitor.config import ClusterConfig, CollectConfig
-from monitor.errors import KafkaUnavailableError
-from monitor.kafka import KafkaAdmin, RecordTimestampReader
-from monitor.store.buffer import BufferedWriter, is_unavailable
-from monitor.store.history import end_offset_brackets
-from monitor.store.runs import Run
-from monitor.store.samples import OffsetsBatch, cached_timestamps, latest_committed, write_offsets_batch
-from monitor.types import (
+from monitor.core.clock import Clock, to_millis
+from monitor.core.errors import KafkaUnavailableError
+from monitor.core.records import (
     CommittedOffset,
     Partial,
     PartitionOffsets,
@@ -50,6 +44,12 @@ from monitor.types import (
     TopicInfo,
     TopicPartition,
 )
+from monitor.core.settings import ClusterConfig, CollectConfig
+from monitor.kafka import KafkaAdmin, RecordTimestampReader
+from monitor.store.buffer import BufferedWriter, is_unavailable
+from monitor.store.history import end_offset_brackets
+from monitor.store.runs import Run
+from monitor.store.samples import OffsetsBatch, cached_timestamps, latest_committed, write_offsets_batch
 
 T = TypeVar("T")
 

@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from monitor.config import Settings, load_settings
+from monitor.core.errors import StoreUnavailableError
+from monitor.core.settings import Settings, load_settings
 from monitor.devtools.paths import var_dir
 from monitor.devtools.postgres import LocalPostgres
-from monitor.errors import StoreUnavailableError
 from monitor.store import migrate
 from monitor.store.engine import make_engine, mask_url, normalize_url
 from monitor.store.partitions import ensure_partitions

@@ -13,8 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from monitor.derived import ENTITIES, KEYS, columns_of
-from monitor.formatting import printable_markup
+from monitor.core.derived import ENTITIES, KEYS, columns_of
+from monitor.core.formatting import printable_markup
 
 if TYPE_CHECKING:
     from monitor.evaluate.rules import RuleSet

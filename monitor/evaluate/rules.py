@@ -1,7 +1,7 @@
 """Alert rules: the YAML model, its validation and loading.
 
 A rule file holds `rules: [...]`; each rule names an entity of the derived-columns contract
-(`monitor.derived`), a Spark SQL condition over that entity's columns, the value to
+(`monitor.core.derived`), a Spark SQL condition over that entity's columns, the value to
 report, and severity tiers. Everything an operator can get wrong is checked here, without Spark:
 unknown or missing keys, durations, entity names, SQL that does not parse or uses a column the
 entity does not have, and templates that do not compile, use an unknown variable, or fail when
@@ -35,10 +35,10 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify_columns import qualify_columns
 from sqlglot.schema import MappingSchema
 
-from monitor.config import format_validation_error, line_of, read_yaml
-from monitor.derived import ENTITIES, KEYS, columns_of
-from monitor.errors import ConfigError
-from monitor.formatting import NUMBER_FILTERS
+from monitor.core.derived import ENTITIES, KEYS, columns_of
+from monitor.core.errors import ConfigError
+from monitor.core.formatting import NUMBER_FILTERS
+from monitor.core.yaml_files import format_validation_error, line_of, read_yaml
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITY_RANK: dict[str, int] = {"info": 1, "warning": 2, "critical": 3}

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
-from monitor.config import SparkConfig
+from monitor.core.errors import ConfigError, DevEnvironmentError
+from monitor.core.settings import SparkConfig
 from monitor.devtools.paths import cache_dir, maven_pom
-from monitor.errors import ConfigError, DevEnvironmentError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
-from monitor.clock import Clock
-from monitor.config import EvaluateConfig, SparkConfig
+from monitor.core.clock import Clock
+from monitor.core.scheduler import Scheduler
+from monitor.core.settings import EvaluateConfig, SparkConfig
 from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.rules import load_rules, rule_files
 from monitor.evaluate.spark import build_session, ensure_jdbc_driver, jdbc_target
-from monitor.scheduler import Scheduler
 from monitor.store.runs import Run, RunRecorder
 
 if TYPE_CHECKING:

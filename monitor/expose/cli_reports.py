@@ -25,17 +25,17 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy import Connection
 
-from monitor.clock import SystemClock
-from monitor.config import load_settings
-from monitor.errors import ConfigError, MonitorError
-from monitor.expose import queries, read_clusters, read_lag, read_topics
-from monitor.formatting import (
+from monitor.core.clock import SystemClock
+from monitor.core.errors import ConfigError, MonitorError
+from monitor.core.formatting import (
     bytes_filter,
     duration_filter,
     number_filter,
     percent_filter,
     printable_markup,
 )
+from monitor.core.settings import load_settings
+from monitor.expose import queries, read_clusters, read_lag, read_topics
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)

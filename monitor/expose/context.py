@@ -19,9 +19,9 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 
-from monitor.clock import Clock
+from monitor.core.clock import Clock
+from monitor.core.formatting import NUMBER_FILTERS
 from monitor.devtools.paths import project_root
-from monitor.formatting import NUMBER_FILTERS
 
 
 def template_environment() -> jinja2.Environment:

@@ -22,13 +22,13 @@ from sqlalchemy import Connection
 
 from monitor.alert import actions
 from monitor.alert.routing import parse_seconds
+from monitor.core.records import Identity
 from monitor.expose.alert_views import SECTIONS, read_alerts
 from monitor.expose.api_alerts import run_action
 from monitor.expose.context import ApiError, WebContext
 from monitor.expose.identity import CSRF_FIELD, SIGN_IN, Authenticator, FormRefused
 from monitor.expose.inputs import MAX_ID, Id
 from monitor.expose.retention_views import identity_view
-from monitor.types import Identity
 
 FLASH_COOKIE = "kh_flash"
 

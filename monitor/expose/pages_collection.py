@@ -19,7 +19,7 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 from sqlalchemy import Connection, text
 
-from monitor.config import AlertConfig, Intervals
+from monitor.core.settings import AlertConfig, Intervals
 from monitor.expose.context import WebContext
 
 STALE_INTERVALS = 3

@@ -29,8 +29,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from monitor import __version__
 from monitor.act.service import RetentionService
-from monitor.clock import Clock, SystemClock
-from monitor.config import IdentityConfig, MetricsConfig
+from monitor.core.clock import Clock, SystemClock
+from monitor.core.settings import IdentityConfig, MetricsConfig
 from monitor.expose import (
     api,
     api_alerts,

@@ -34,10 +34,10 @@ from typing import Any, Final
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # public, but not in `__all__`
 
+from monitor.core.records import PartitionOffsets
+from monitor.core.records import TopicPartition as TopicPartitionKey
 from monitor.kafka import records
 from monitor.kafka.translate import FUTURE_GRACE_SECONDS, is_unavailable
-from monitor.types import PartitionOffsets
-from monitor.types import TopicPartition as TopicPartitionKey
 
 PARTITIONS_PER_CHUNK: Final = 1000
 """Partitions per ListOffsets call (one call per kind)."""

@@ -1,4 +1,4 @@
-"""Client-library errors turned into text and into the named errors of `monitor.errors`.
+"""Client-library errors turned into text and into the named errors of `monitor.core.errors`.
 
 - unavailable: the cluster, or the broker a request needs, did not answer (transport failure,
   timeout, no leader or coordinator right now). Retrying later may succeed.
@@ -14,8 +14,8 @@ from typing import Final, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
-from monitor.config import ClusterConfig
-from monitor.errors import KafkaRequestError, KafkaUnavailableError, MonitorError
+from monitor.core.errors import KafkaRequestError, KafkaUnavailableError, MonitorError
+from monitor.core.settings import ClusterConfig
 from monitor.kafka.properties import ClientConfig, scrub
 
 # A future is only a backstop: librdkafka enforces `request_timeout` itself and fails the

@@ -1,5 +1,5 @@
 """Tables written by the evaluate stage: one `derived_<entity>` table per entity of the derived
-columns contract (`monitor.derived`), partitioned by day on `evaluated_at`, and
+columns contract (`monitor.core.derived`), partitioned by day on `evaluated_at`, and
 `findings`, the rules' verdicts with their lifecycle (pending -> firing -> resolved).
 
 The derived tables are generated from the contract so that the columns a rule can use, the
@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
 
-from monitor.derived import ENTITIES, KEYS, table_of
+from monitor.core.derived import ENTITIES, KEYS, table_of
 from monitor.store.models import PARTITION_COLUMN_KEY, Base
 
 FINDING_STATES = ("pending", "firing", "resolved")

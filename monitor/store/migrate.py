@@ -14,7 +14,7 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from monitor.errors import MonitorError
+from monitor.core.errors import MonitorError
 from monitor.store.engine import make_engine, normalize_url
 
 

@@ -25,9 +25,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from monitor.store.ingest import copy_rows
-from monitor.store.partitions import create_day_partitions, day_of, partition_name
-from monitor.types import (
+from monitor.core.records import (
     CommitObservation,
     DataLossEvent,
     GroupDescription,
@@ -38,6 +36,8 @@ from monitor.types import (
     RecordTimestamp,
     TopicConfigEntry,
 )
+from monitor.store.ingest import copy_rows
+from monitor.store.partitions import create_day_partitions, day_of, partition_name
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)

@@ -14,8 +14,8 @@ from sqlalchemy import Engine, text
 
 from monitor.alert.lifecycle import run_cycle
 from monitor.alert.routing import default_routing_paths, load_routing
-from monitor.clock import FakeClock
-from monitor.config import IdentityConfig
+from monitor.core.clock import FakeClock
+from monitor.core.settings import IdentityConfig
 from monitor.expose.web import create_app
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)

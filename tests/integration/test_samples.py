@@ -15,25 +15,9 @@ import pytest
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import IntegrityError
 
-from monitor.clock import FakeClock, to_millis
-from monitor.devtools.paths import var_dir
-from monitor.devtools.postgres import LocalPostgres
-from monitor.errors import StoreUnavailableError
-from monitor.store import leases
-from monitor.store.buffer import BufferedWriter
-from monitor.store.metadata import finish_run, prune_runs, start_run
-from monitor.store.samples import (
-    OffsetsBatch,
-    cached_timestamps,
-    end_offset_history,
-    latest_committed,
-    prune_record_timestamps,
-    record_topic_configs,
-    to_datetime,
-    write_log_dirs,
-    write_offsets_batch,
-)
-from monitor.types import (
+from monitor.core.clock import FakeClock, to_millis
+from monitor.core.errors import StoreUnavailableError
+from monitor.core.records import (
     METHOD_EXACT,
     METHOD_INTERPOLATED,
     METHOD_NONE,
@@ -49,6 +33,22 @@ from monitor.types import (
     PartitionSample,
     RecordTimestamp,
     TopicConfigEntry,
+)
+from monitor.devtools.paths import var_dir
+from monitor.devtools.postgres import LocalPostgres
+from monitor.store import leases
+from monitor.store.buffer import BufferedWriter
+from monitor.store.metadata import finish_run, prune_runs, start_run
+from monitor.store.samples import (
+    OffsetsBatch,
+    cached_timestamps,
+    end_offset_history,
+    latest_committed,
+    prune_record_timestamps,
+    record_topic_configs,
+    to_datetime,
+    write_log_dirs,
+    write_offsets_batch,
 )
 from tests.fixtures.postgres import DEFAULT_TEST_PORT, PgServer
 

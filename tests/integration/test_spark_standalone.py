@@ -125,10 +125,10 @@ def finished_apps(cluster: DevSparkCluster) -> list[dict[str, Any]]:
 
 def run_stage(master: str, database_url: str, evaluated_at: str) -> None:
     """In a child process: the daemon's evaluate stage on `master`, one evaluation at `evaluated_at`."""
-    from monitor.clock import FakeClock
-    from monitor.config import EvaluateConfig, SparkConfig
+    from monitor.core.clock import FakeClock
+    from monitor.core.scheduler import Scheduler
+    from monitor.core.settings import EvaluateConfig, SparkConfig
     from monitor.evaluate.stage import EvaluateStage
-    from monitor.scheduler import Scheduler
     from monitor.store.engine import make_engine
 
     engine = make_engine(database_url)

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 
 from monitor.alert import cli_alerts
 from monitor.cli import app
+from monitor.core.formatting import PrintableLogFormatter, printable, printable_markup
 from monitor.expose import cli_reports, read_lag, read_topics
 from monitor.expose.queries import Listing
-from monitor.formatting import PrintableLogFormatter, printable, printable_markup
 
 runner = CliRunner()
 

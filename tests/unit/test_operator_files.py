@@ -14,17 +14,11 @@ from typer.testing import CliRunner
 from monitor.act.gitrepo import ConfigRepo, ConfigRepoError
 from monitor.act.policy import load_policy
 from monitor.cli import app
-from monitor.config import (
-    MAX_YAML_ALIASES,
-    MAX_YAML_BYTES,
-    ClusterConfig,
-    NameFilter,
-    load_settings,
-    read_yaml,
-)
-from monitor.errors import ConfigError
+from monitor.core.errors import ConfigError
+from monitor.core.owners import load_owners
+from monitor.core.settings import ClusterConfig, NameFilter, load_settings
+from monitor.core.yaml_files import MAX_YAML_ALIASES, MAX_YAML_BYTES, read_yaml
 from monitor.evaluate.rules import load_rules
-from monitor.owners import load_owners
 
 runner = CliRunner()
 

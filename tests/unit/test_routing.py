@@ -23,7 +23,7 @@ from monitor.alert.routing import (
     load_routing,
     parse_seconds,
 )
-from monitor.errors import ConfigError
+from monitor.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from monitor.config import AlertConfig, Intervals
+from monitor.core.settings import AlertConfig, Intervals
 from monitor.expose.alert_views import AlertItem, Incident, by_section, link_incidents
 from monitor.expose.pages_alerts import _read_flash
 from monitor.expose.pages_collection import job_health, job_intervals

@@ -19,9 +19,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from monitor.config import compile_name_pattern, compile_patterns, format_validation_error, line_of, read_yaml
-from monitor.errors import ConfigError
-from monitor.patterns import UserPattern
+from monitor.core.errors import ConfigError
+from monitor.core.patterns import UserPattern
+from monitor.core.settings import compile_name_pattern, compile_patterns
+from monitor.core.yaml_files import format_validation_error, line_of, read_yaml
 
 TEAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
