@@ -138,14 +138,14 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     check_operator_files(settings)
 
     from monitor.collect.stage import CollectStage
-    from monitor.core.scheduler import Scheduler
+    from monitor.core.scheduler import Scheduler, run_intervals
     from monitor.expose.inbox import inbox_paths
-    from monitor.expose.pages_collection import job_intervals
     from monitor.expose.server import WebServer
     from monitor.expose.web import create_app
     from monitor.store.service import StoreService
 
     clock = clock or SystemClock()
+    intervals = run_intervals(settings.intervals, settings.alert, settings.retention)
     scheduler = Scheduler(max_workers=max(4, 2 * len(settings.clusters)))
     store = StoreService(database_url, settings.database, clock)
     collect = CollectStage(
@@ -162,7 +162,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
             EvaluateStage(
                 settings.spark,
                 settings.evaluate,
-                settings.intervals.evaluate_seconds,
+                intervals["evaluate"],
                 database_url,
                 [c.name for c in settings.clusters],
                 lambda: store.engine,
@@ -181,8 +181,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
         from monitor.act.stage import ActStage, build_service
 
         retention = build_service(settings, lambda: store.engine, clock)
-        components.append(ActStage(retention, scheduler, settings.retention.interval_seconds))
-    intervals = job_intervals(settings.intervals, settings.alert)
+        components.append(ActStage(retention, scheduler, intervals["retention"]))
     inboxes = inbox_paths(settings.alert) if settings.alert.enabled else {}
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,
                                                 retention=retention, identity=settings.web.identity,
@@ -190,8 +189,8 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
                                                 inboxes=inboxes,
                                                 ack_link_seconds=settings.alert.ack_link_seconds),
                                      settings.web.host, settings.web.port))  # fmt: skip
-    scheduler.every("store:maintenance", settings.intervals.maintenance_seconds, store.maintain,
-                    first_run_in=settings.intervals.maintenance_seconds)  # fmt: skip
+    scheduler.every("store:maintenance", intervals["maintenance"], store.maintain,
+                    first_run_in=intervals["maintenance"])  # fmt: skip
     return App([*components, web, scheduler])
 
 

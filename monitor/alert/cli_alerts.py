@@ -25,7 +25,7 @@ from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import printable, printable_markup
 from monitor.core.records import Identity
 from monitor.core.settings import Settings, load_settings
-from monitor.store.alerting import OUTBOX_STATES
+from monitor.core.vocabulary import OUTBOX_STATES
 
 app = typer.Typer(help="Alerts: list (the default), acknowledge, silence, and the notification outbox.")
 out = Console(soft_wrap=True)
@@ -183,11 +183,12 @@ def silence(
     config: ConfigOption = None,
 ) -> None:
     """Mute the alerts that match every MATCHER for a while."""
-    from monitor.alert.routing import load_routing, parse_seconds
+    from monitor.alert.routing import load_routing
     from monitor.alert.stage import routing_paths
+    from monitor.core.vocabulary import parse_duration
 
     try:
-        seconds = parse_seconds(duration)
+        seconds = parse_duration(duration)
     except ValueError as exc:
         raise _fail(f"--for {duration!r}: {exc}") from exc
     starts_at = None

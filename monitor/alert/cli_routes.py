@@ -17,16 +17,10 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from monitor.alert.routing import (
-    Route,
-    RouteMatch,
-    Routing,
-    check_routing,
-    default_routing_paths,
-    format_seconds,
-)
+from monitor.alert.routing import Route, RouteMatch, Routing, check_routing, default_routing_paths
 from monitor.core.errors import ConfigError
 from monitor.core.formatting import printable, printable_markup
+from monitor.core.vocabulary import format_duration
 
 app = typer.Typer(
     help="Test, check and show the alert routing (alert_rules/routing.yaml and owners.yaml).",
@@ -132,9 +126,9 @@ def test(
     for match in loaded.receivers_for(given):
         table.add_row(
             *map(printable_markup, (match.receiver, match.route_path, ", ".join(match.group_by))),
-            format_seconds(match.group_wait),
-            format_seconds(match.group_interval),
-            format_seconds(match.repeat_interval),
+            format_duration(match.group_wait),
+            format_duration(match.group_interval),
+            format_duration(match.repeat_interval),
             printable_markup(_escalation(match)),
             "yes" if match.send_resolved else "no",
         )
@@ -201,9 +195,9 @@ def _describe(route: Route) -> Text:
     head = f"{match.route_path} {{{matchers}}} -> {match.receiver}"
     settings = [
         f"group_by [{', '.join(match.group_by)}]",
-        f"wait {format_seconds(match.group_wait)}",
-        f"interval {format_seconds(match.group_interval)}",
-        f"repeat {format_seconds(match.repeat_interval)}",
+        f"wait {format_duration(match.group_wait)}",
+        f"interval {format_duration(match.group_interval)}",
+        f"repeat {format_duration(match.repeat_interval)}",
     ]
     if match.escalate_to:
         settings.append(f"escalate {_escalation(match)}")
@@ -217,4 +211,4 @@ def _describe(route: Route) -> Text:
 def _escalation(match: RouteMatch) -> str:
     if match.escalate_to is None:
         return "-"
-    return f"after {format_seconds(match.escalate_after)} to {match.escalate_to}"
+    return f"after {format_duration(match.escalate_after)} to {match.escalate_to}"

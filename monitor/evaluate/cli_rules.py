@@ -75,7 +75,8 @@ def check(paths: PathsArgument = None) -> None:
 @app.command("list")
 def list_rules(paths: PathsArgument = None) -> None:
     """The valid rules: name, entity, severity tiers and `for`."""
-    from monitor.evaluate.rules import describe_tiers, format_duration
+    from monitor.core.vocabulary import format_duration
+    from monitor.evaluate.rules import describe_tiers
 
     ruleset = _load(paths)
     table = Table("name", "entity", "tiers", "for")

@@ -13,6 +13,8 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
+from monitor.core.vocabulary import STATUS_RANK
+
 BAD: Final = "bad"
 WARN: Final = "warn"
 OK: Final = "ok"
@@ -35,8 +37,8 @@ LEADERS_AMBER_LOW: Final = 0.5
 SIZE_RATIO_AMBER: Final = 0.9
 """PartitionNearRetentionBytes."""
 
-STATUS_SEVERITY: Final = {"OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
-"""Burrow's ordering (`monitor.evaluate.transforms.status.SEVERITY`)."""
+STATUS_SEVERITY: Final = STATUS_RANK
+"""Burrow's ordering (`monitor.core.vocabulary.STATUS_RANK`)."""
 
 
 def worst(*healths: str) -> str:

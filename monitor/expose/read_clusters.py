@@ -10,16 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import Connection
 
 from monitor.expose.queries import FIRST_PAGE, Listing, Page, fetch_page, latest_evaluation, records
 from monitor.expose.vocabulary import Described
-
-Severity = Literal["critical", "warning", "info"]
-SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
-"""Most severe first: the order findings are listed in."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,7 +75,7 @@ def create_app(
 ) -> FastAPI:
     """Build the FastAPI app over `engine`. `/readyz` fails when no collection succeeded within
     `stale_after`; `metrics` sets what `/metrics` serves (default: the settings' defaults);
-    `job_intervals` (`pages_collection.job_intervals`) says when a job's last success is stale;
+    `job_intervals` (`monitor.core.scheduler.run_intervals`) says when a job's last success is stale;
     `inboxes` (`inbox.inbox_paths`): the console receivers' files the inbox page reads."""
     clock = clock or SystemClock()
     auth = Authenticator(identity or IdentityConfig(), engine, clock)

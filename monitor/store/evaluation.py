@@ -30,9 +30,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
 
 from monitor.core.derived import ENTITIES, KEYS, table_of
-from monitor.store.models import PARTITION_COLUMN_KEY, Base
-
-FINDING_STATES = ("pending", "firing", "resolved")
+from monitor.core.vocabulary import ALERT_STATES
+from monitor.store.models import PARTITION_COLUMN_KEY, Base, one_of
 
 _TYPES: dict[str, TypeEngine[Any]] = {
     "string": Text(),
@@ -72,7 +71,7 @@ class Finding(Base):
 
     __tablename__ = "findings"
     __table_args__ = (
-        CheckConstraint("state IN ('pending', 'firing', 'resolved')", name="state"),
+        CheckConstraint(one_of("state", ALERT_STATES), name="state"),
         Index(
             "uq_findings_open",
             "rule",
