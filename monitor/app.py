@@ -13,6 +13,7 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
@@ -129,6 +130,16 @@ def check_operator_files(settings: Settings) -> None:
         raise ConfigError([f"{source}: {problem}" for source, problem in unique], "configuration")
 
 
+def _jdbc_jar(settings: Settings) -> Callable[[], Path]:
+    """`spark.jdbc_jar`, else the driver `kafka-health setup` fetches (fetched now if missing)."""
+    if settings.spark.jdbc_jar is not None:
+        configured = settings.spark.jdbc_jar
+        return lambda: configured
+    from monitor.devtools.jdbc import ensure_jdbc_driver
+
+    return ensure_jdbc_driver
+
+
 def build_app(settings: Settings, database_url: str, clock: Clock | None = None) -> App:
     """Wire the stages for `settings` against the database at `database_url`. Connects nothing.
 
@@ -168,6 +179,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
                 lambda: store.engine,
                 clock,
                 scheduler,
+                _jdbc_jar(settings),
             )
         )
     if settings.alert.enabled:
@@ -179,8 +191,9 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     retention: RetentionService | None = None
     if settings.retention.enabled:
         from monitor.act.stage import ActStage, build_service
+        from monitor.devtools.paths import retention_repo_dir
 
-        retention = build_service(settings, lambda: store.engine, clock)
+        retention = build_service(settings, lambda: store.engine, clock, retention_repo_dir())
         components.append(ActStage(retention, scheduler, intervals["retention"]))
     inboxes = inbox_paths(settings.alert) if settings.alert.enabled else {}
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,

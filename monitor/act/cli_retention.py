@@ -57,11 +57,12 @@ def _service(config: Path | None) -> Iterator[RetentionService]:
     from monitor.act.stage import build_service
     from monitor.core.clock import SystemClock
     from monitor.devtools.database import database_url
+    from monitor.devtools.paths import retention_repo_dir
     from monitor.store.engine import make_engine
 
     settings = _settings(config)
     engine = _run(lambda: make_engine(database_url(settings)))
-    service = build_service(settings, lambda: engine, SystemClock())
+    service = build_service(settings, lambda: engine, SystemClock(), retention_repo_dir())
     try:
         _run(service.start)
         yield service

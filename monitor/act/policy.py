@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from monitor.core.errors import ConfigError
 from monitor.core.owners import TEAM_NAME
+from monitor.core.resources import rules_dir
 from monitor.core.vocabulary import parse_duration
 from monitor.core.yaml_files import format_validation_error, read_yaml
 
@@ -171,7 +172,5 @@ def load_policy(path: Path) -> Policy:
 
 
 def default_policy_path() -> Path:
-    """`alert_rules/retention-policy.yaml` of the checkout."""
-    from monitor.devtools.paths import project_root
-
-    return project_root() / "alert_rules" / "retention-policy.yaml"
+    """The shipped `alert_rules/retention-policy.yaml`."""
+    return rules_dir() / "retention-policy.yaml"

@@ -22,7 +22,6 @@ from monitor.core.clock import Clock
 from monitor.core.owners import default_owners_path
 from monitor.core.scheduler import Scheduler
 from monitor.core.settings import Settings
-from monitor.devtools.paths import var_dir
 from monitor.store.runs import RunRecorder
 
 log = logging.getLogger(__name__)
@@ -40,11 +39,14 @@ def owners_path(settings: Settings) -> Path:
     return default_owners_path()
 
 
-def build_service(settings: Settings, engine: Callable[[], Engine], clock: Clock) -> RetentionService:
-    """The retention service for `settings`. Connects nothing."""
+def build_service(
+    settings: Settings, engine: Callable[[], Engine], clock: Clock, default_repo: Path
+) -> RetentionService:
+    """The retention service for `settings`; its config-as-code repository is `retention.repo_path`,
+    else `default_repo`. Connects nothing."""
     config = settings.retention
     repo = ConfigRepo(
-        config.repo_path or var_dir() / "retention-configs",
+        config.repo_path or default_repo,
         remote=config.repo_remote,
         branch=config.repo_branch,
     )

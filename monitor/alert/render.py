@@ -31,6 +31,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from monitor.alert.model import Notification
 from monitor.core.errors import ConfigError
 from monitor.core.formatting import NUMBER_FILTERS
+from monitor.core.resources import templates_dir
 
 TEMPLATE_NAMES: Final = (
     "slack.txt",
@@ -46,9 +47,8 @@ _WHITESPACE = re.compile(r"\s+")
 
 
 def default_template_dir() -> Path:
-    from monitor.devtools.paths import project_root
-
-    return project_root() / "templates" / "notifications"
+    """The shipped `templates/notifications/`."""
+    return templates_dir() / "notifications"
 
 
 # ---------------------------------------------------------------------------------------------

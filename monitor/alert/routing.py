@@ -45,6 +45,7 @@ from pydantic import (
 from monitor.alert.matchers import Matcher, matches_all, parse_matchers
 from monitor.core.errors import ConfigError
 from monitor.core.owners import Team, check_owners_data
+from monitor.core.resources import rules_dir
 from monitor.core.vocabulary import format_duration, parse_duration
 from monitor.core.yaml_files import format_validation_error, line_of, read_yaml
 
@@ -350,10 +351,8 @@ class Routing:
 
 
 def default_routing_paths() -> tuple[Path, Path]:
-    """`alert_rules/routing.yaml` and `alert_rules/owners.yaml` of the checkout."""
-    from monitor.devtools.paths import project_root
-
-    directory = project_root() / "alert_rules"
+    """The shipped `alert_rules/routing.yaml` and `alert_rules/owners.yaml`."""
+    directory = rules_dir()
     return directory / "routing.yaml", directory / "owners.yaml"
 
 

@@ -149,7 +149,7 @@ def load_owners(path: Path) -> Owners:
 
 
 def default_owners_path() -> Path:
-    """`alert_rules/owners.yaml` of the checkout."""
-    from monitor.devtools.paths import project_root
+    """The shipped `alert_rules/owners.yaml`."""
+    from monitor.core.resources import rules_dir
 
-    return project_root() / "alert_rules" / "owners.yaml"
+    return rules_dir() / "owners.yaml"

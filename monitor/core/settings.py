@@ -209,6 +209,10 @@ class SparkConfig(_Strict):
     executor_memory: str = Field(default="1g", pattern=r"^\d+[kmgKMG]$")
     shuffle_partitions: int = Field(default=8, ge=1, le=100000)
     conf: dict[str, str] = Field(default_factory=dict, description="Extra spark.* settings.")
+    jdbc_jar: Path | None = Field(
+        default=None,
+        description="The PostgreSQL JDBC driver's jar; unset, `run` uses the one `setup` fetches.",
+    )
 
 
 class Intervals(_Strict):

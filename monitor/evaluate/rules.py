@@ -38,6 +38,7 @@ from sqlglot.schema import MappingSchema
 from monitor.core.derived import ENTITIES, KEYS, columns_of
 from monitor.core.errors import ConfigError
 from monitor.core.formatting import NUMBER_FILTERS
+from monitor.core.resources import rules_dir
 from monitor.core.vocabulary import SEVERITY_RANK, Severity, parse_duration
 from monitor.core.yaml_files import format_validation_error, line_of, read_yaml
 
@@ -400,12 +401,9 @@ class RuleSet:
 
 
 def default_rule_paths(root: Path | None = None) -> list[Path]:
-    """`alert_rules/*.yaml` of the checkout, without the routing and ownership files."""
-    if root is None:
-        from monitor.devtools.paths import project_root
-
-        root = project_root()
-    return rule_files_in(root / "alert_rules")
+    """`alert_rules/*.yaml` (the shipped ones, or those under `root`), without the routing,
+    ownership and policy files."""
+    return rule_files_in(rules_dir() if root is None else root / "alert_rules")
 
 
 def rule_files_in(directory: Path) -> list[Path]:

@@ -8,16 +8,18 @@ import gc
 import logging
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
 from monitor.core.clock import Clock
+from monitor.core.errors import ConfigError
 from monitor.core.scheduler import Scheduler
 from monitor.core.settings import EvaluateConfig, SparkConfig
 from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.rules import load_rules, rule_files
-from monitor.evaluate.spark import build_session, ensure_jdbc_driver, jdbc_target
+from monitor.evaluate.spark import build_session, jdbc_target
 from monitor.store.runs import Run, RunRecorder
 
 if TYPE_CHECKING:
@@ -39,7 +41,9 @@ class EvaluateStage:
         engine: Callable[[], Engine],
         clock: Clock,
         scheduler: Scheduler,
+        jdbc_jar: Callable[[], Path],
     ) -> None:
+        """`jdbc_jar` finds the PostgreSQL JDBC driver's jar when the stage starts."""
         self._spark_config = spark
         self._config = config
         self._interval = interval_seconds
@@ -48,12 +52,16 @@ class EvaluateStage:
         self._engine = engine
         self._clock = clock
         self._scheduler = scheduler
+        self._jdbc_jar = jdbc_jar
         self._session: SparkSession | None = None
         self._recorder: RunRecorder | None = None
 
     def start(self) -> None:
         """Start the SparkSession (blocks a few seconds on local[*]) and schedule the job."""
-        self._session = build_session(self._spark_config, ensure_jdbc_driver())
+        jar = self._jdbc_jar()
+        if not jar.is_file():
+            raise ConfigError([f"spark.jdbc_jar: no file at {jar}; give the PostgreSQL JDBC driver's jar"])
+        self._session = build_session(self._spark_config, jar)
         self._recorder = RunRecorder(self._engine(), self._clock)
         self._scheduler.every("evaluate", self._interval, self.evaluate, first_run_in=self._interval)
 

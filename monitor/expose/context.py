@@ -21,13 +21,13 @@ from sqlalchemy import Engine
 
 from monitor.core.clock import Clock
 from monitor.core.formatting import NUMBER_FILTERS
-from monitor.devtools.paths import project_root
+from monitor.core.resources import templates_dir
 
 
 def template_environment() -> jinja2.Environment:
     """Templates with strict undefined: a missing variable is an error, never an empty string."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(project_root() / "templates"),
+        loader=jinja2.FileSystemLoader(templates_dir()),
         autoescape=jinja2.select_autoescape(["html"]),
         undefined=jinja2.StrictUndefined,
     )
