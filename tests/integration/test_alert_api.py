@@ -333,8 +333,8 @@ def test_the_alerts_cli_lists_acknowledges_and_silences(
     from rich.console import Console
     from typer.testing import CliRunner
 
-    from monitor.alert import cli_alerts
-    from monitor.cli import app
+    from monitor.cli import alerts as cli_alerts
+    from monitor.cli.main import app
 
     monkeypatch.setenv("DATABASE_URL", db_url)
     monkeypatch.setattr(cli_alerts, "out", Console(width=400, soft_wrap=True))

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
-from monitor.cli import app
+from monitor.cli.main import app
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
 from monitor.core.records import TopicInfo
 from monitor.core.settings import ClusterConfig

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from monitor.app import build_app, check_operator_files
-from monitor.cli import app
+from monitor.cli.main import app
 from monitor.core.errors import ConfigError
 from monitor.core.settings import load_settings
 from monitor.devtools import stack

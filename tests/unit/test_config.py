@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from monitor.cli import app
+from monitor.cli.main import app
 from monitor.core.errors import ConfigError
 from monitor.core.settings import Settings, load_settings
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from monitor.act.gitrepo import ConfigRepo, ConfigRepoError
 from monitor.act.policy import load_policy
-from monitor.cli import app
+from monitor.cli.main import app
 from monitor.core.errors import ConfigError
 from monitor.core.owners import load_owners
 from monitor.core.settings import ClusterConfig, NameFilter, load_settings

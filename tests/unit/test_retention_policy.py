@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from monitor.act.policy import default_policy_path, load_policy, parse_duration_ms, parse_size
-from monitor.cli import app
+from monitor.cli.main import app
 from monitor.core.errors import ConfigError
 
 GOOD = """\

@@ -15,8 +15,9 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from monitor.alert import cli_routes, routing
+from monitor.alert import routing
 from monitor.alert.routing import Routing, check_routing, default_routing_paths, load_routing
+from monitor.cli import routes as cli_routes
 from monitor.core.errors import ConfigError
 from monitor.core.vocabulary import parse_duration
 

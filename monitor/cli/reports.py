@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from sqlalchemy import Connection
 
+from monitor.cli.common import ConfigOption, err, open_engine, out
 from monitor.core.clock import SystemClock
 from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import (
@@ -38,13 +38,6 @@ from monitor.core.settings import load_settings
 from monitor.core.vocabulary import BAD_STATUSES, SEVERITY_RANK
 from monitor.expose import queries, read_clusters, read_lag, read_topics
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
-
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="monitor.yaml; without it the embedded defaults are used."),
-]
 ClusterOption = Annotated[
     str | None,
     typer.Option("--cluster", help="The cluster; may be left out when only one cluster has the name."),
@@ -58,11 +51,8 @@ class ReportError(Exception):
 
 @contextmanager
 def _connection(config: Path | None) -> Iterator[Connection]:
-    from monitor.devtools.database import database_url
-    from monitor.store.engine import make_engine
-
     try:
-        engine = make_engine(database_url(load_settings(config)))
+        engine = open_engine(load_settings(config))
         with engine.connect() as conn:
             yield conn
     except (ConfigError, MonitorError, ReportError) as exc:

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
 from monitor.alert.routing import Route, RouteMatch, Routing, check_routing, default_routing_paths
+from monitor.cli.common import err, out
 from monitor.core.errors import ConfigError
 from monitor.core.formatting import printable, printable_markup
 from monitor.core.vocabulary import format_duration
@@ -27,8 +27,6 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
 
 _LABEL_ARG = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.DOTALL)
 

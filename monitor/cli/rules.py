@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from monitor.cli.common import err, out
 from monitor.core.derived import ENTITIES, KEYS, columns_of
 from monitor.core.formatting import printable_markup
 
@@ -21,8 +21,6 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Check and list the alert rules (alert_rules/*.yaml).", no_args_is_help=True)
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
 
 PathsArgument = Annotated[
     list[Path] | None,
