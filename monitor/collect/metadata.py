@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection
 
 from monitor.core.clock import Clock
 from monitor.core.records import TopicInfo
@@ -21,7 +21,6 @@ def collect_metadata(
     run: Run,
     cluster: ClusterConfig,
     admin: KafkaAdmin,
-    engine: Engine,
     clock: Clock,
     writer: BufferedWriter,
 ) -> list[TopicInfo]:

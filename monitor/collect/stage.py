@@ -83,7 +83,7 @@ class ClusterCollector:
 
     def metadata(self) -> None:
         def body(run: Run) -> None:
-            topics = collect_metadata(run, self.cluster, self._admin, self._engine, self._clock, self._writer)
+            topics = collect_metadata(run, self.cluster, self._admin, self._clock, self._writer)
             self.offsets_collector.topology = Topology.of(topics, self._clock.now())
 
         self._job("metadata", body)

@@ -80,9 +80,6 @@ class Owners:
         """The first team whose topic pattern matches `topic`."""
         return next((team for team in self.teams if team.owns_topic(topic)), None)
 
-    def group_owner(self, group: str) -> Team | None:
-        return next((team for team in self.teams if team.owns_group(group)), None)
-
     def team(self, name: str) -> Team | None:
         return next((team for team in self.teams if team.name == name), None)
 

@@ -681,30 +681,6 @@ def latest_committed(
     }
 
 
-def end_offset_history(
-    conn: Connection, cluster: str, partitions: Collection[tuple[str, int]], since: datetime
-) -> dict[tuple[str, int], list[tuple[int, datetime]]]:
-    """(topic, partition) -> [(end offset, sampled at)] since `since`, ascending by time: the
-    persisted history lag interpolation works from. Partitions without samples are absent."""
-    if not partitions:
-        return {}
-    topics, numbers = zip(*partitions, strict=True)
-    rows = conn.execute(
-        text(
-            "SELECT o.topic, o.partition, o.end_offset, o.sampled_at "
-            "FROM unnest(CAST(:topics AS text[]), CAST(:partitions AS integer[])) AS k(topic, partition) "
-            "JOIN partition_offsets AS o ON o.cluster = :cluster AND o.topic = k.topic "
-            "AND o.partition = k.partition AND o.sampled_at >= :since "
-            "ORDER BY o.topic, o.partition, o.sampled_at"
-        ),
-        {"cluster": cluster, "topics": list(topics), "partitions": list(numbers), "since": since},
-    )
-    history: dict[tuple[str, int], list[tuple[int, datetime]]] = defaultdict(list)
-    for topic, partition, end, at in rows:
-        history[(topic, partition)].append((end, at))
-    return dict(history)
-
-
 def prune_record_timestamps(conn: Connection, cluster: str, older_than: datetime) -> int:
     """Delete the cache entries of `cluster` fetched before `older_than`; return how many went.
 

@@ -42,7 +42,6 @@ from monitor.store.metadata import finish_run, prune_runs, start_run
 from monitor.store.samples import (
     OffsetsBatch,
     cached_timestamps,
-    end_offset_history,
     latest_committed,
     prune_record_timestamps,
     record_topic_configs,
@@ -365,10 +364,7 @@ def test_collector_reads_round_trip(
     with engine.connect() as conn:
         cached = cached_timestamps(conn, "big", keys)
         committed = latest_committed(conn, "big")
-        history = end_offset_history(conn, "big", [("topic-3", 4), ("topic-7", 0), ("nope", 0)], T0)
-        recent = end_offset_history(conn, "big", [("topic-3", 4)], second.sampled_at)
         assert cached_timestamps(conn, "other-cluster", keys[:10]) == {}
-        assert end_offset_history(conn, "big", [], T0) == {}
     assert len(cached) == 1_500
     assert cached[("topic-0", 1, 1_200)] == RecordTimestamp(
         "topic-0", 1, 1_200, 1_200, to_millis(second.sampled_at) - 1_000 + 1_200, "LogAppendTime"
@@ -379,11 +375,6 @@ def test_collector_reads_round_trip(
     expected = _group_sample(0, 0, 0, 1, 0).committed.offset
     assert committed[key] == (expected, to_datetime(first.commit_observations[0].observed_at_ms))
     assert committed[("group-4", "topic-99", 99)][1] is None
-    assert history == {
-        ("topic-3", 4): [(1_007, first.sampled_at), (2_007, second.sampled_at)],
-        ("topic-7", 0): [(1_007, first.sampled_at), (2_007, second.sampled_at)],
-    }
-    assert recent == {("topic-3", 4): [(2_007, second.sampled_at)]}
 
 
 def test_prune_record_timestamps(engine: Engine) -> None:

@@ -170,5 +170,5 @@ def test_owners_patterns_match_names_with_newlines(tmp_path: Path) -> None:
     path = tmp_path / "owners.yaml"
     path.write_text("teams:\n  - name: payments\n    groups: ['payments-.*']\n")
     owners = load_owners(path)
-    team = owners.group_owner("payments-\nworker")
-    assert team is not None and team.name == "payments"
+    (team,) = owners.teams
+    assert team.owns_group("payments-\nworker") and team.name == "payments"
