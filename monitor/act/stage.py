@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 def owners_path(settings: Settings) -> Path:
     """One ownership file for alerting and the retention button: `alert.owners_file`, else the one
-    beside a configured routing file, else the project's."""
+    beside a configured routing file, else the shipped one."""
     if settings.alert.owners_file is not None:
         return settings.alert.owners_file
     if settings.alert.routing_file is not None:

@@ -48,7 +48,7 @@ class UnusableReceiver:
 
 
 def routing_paths(config: AlertConfig) -> tuple[Path, Path | None]:
-    """The routing file and the ownership file: the configured ones, else the project's. Without a
+    """The routing file and the ownership file: the configured ones, else the shipped ones. Without a
     configured owners_file, a configured routing file takes the owners.yaml beside it, if any (the
     project's names receivers that another routing file need not define)."""
     default_routing, _ = default_routing_paths()

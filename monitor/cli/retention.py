@@ -89,7 +89,7 @@ def _print(request: dict[str, Any]) -> None:
 
 @policy_app.command("check")
 def policy_check(
-    file: Annotated[Path | None, typer.Argument(help="Default: the project's policy.")] = None,
+    file: Annotated[Path | None, typer.Argument(help="Default: the shipped policy.")] = None,
 ) -> None:
     """Validate the policy file without starting anything."""
     path = file or default_policy_path()

@@ -1,8 +1,9 @@
 """`kafka-health routes ...`: test, check and show the alert routing without running anything,
 like Alertmanager's `amtool config routes test` and `amtool check-config`.
 
-Without options the commands read `alert_rules/routing.yaml` and `alert_rules/owners.yaml` of the
-checkout; `--routing FILE` alone reads the `owners.yaml` beside FILE, if there is one.
+Without options the commands read the shipped `alert_rules/routing.yaml` and
+`alert_rules/owners.yaml`; `--routing FILE` alone reads the `owners.yaml` beside FILE, if there is
+one.
 """
 
 from __future__ import annotations

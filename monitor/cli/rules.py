@@ -25,7 +25,7 @@ app = typer.Typer(help="Check and list the alert rules (alert_rules/*.yaml).", n
 PathsArgument = Annotated[
     list[Path] | None,
     typer.Argument(
-        help="Rule files or directories; default: alert_rules/*.yaml of the checkout "
+        help="Rule files or directories; default: the shipped alert_rules/*.yaml "
         "(without routing.yaml, owners.yaml and policy.yaml).",
         show_default=False,
     ),

@@ -246,9 +246,7 @@ class EvaluateConfig(_Strict):
     enabled: bool = True
     window_seconds: float = Field(default=900, ge=60, description="Sample window each evaluation reads.")
     window_commits: int = Field(default=10, ge=2, le=100, description="Commits in the sliding-window status.")
-    rules_dir: Path | None = Field(
-        default=None, description="Rule files; default: the project's alert_rules/."
-    )
+    rules_dir: Path | None = Field(default=None, description="Rule files; default: the shipped alert_rules/.")
 
 
 class AlertConfig(_Strict):
@@ -256,10 +254,10 @@ class AlertConfig(_Strict):
 
     enabled: bool = True
     routing_file: Path | None = Field(
-        default=None, description="Default: the project's alert_rules/routing.yaml."
+        default=None, description="Default: the shipped alert_rules/routing.yaml."
     )
     owners_file: Path | None = Field(
-        default=None, description="Default: the project's alert_rules/owners.yaml."
+        default=None, description="Default: the shipped alert_rules/owners.yaml."
     )
     interval_seconds: float = Field(default=10, gt=0, description="Seconds between alert cycles.")
     sender_interval_seconds: float = Field(default=1, gt=0, description="Seconds between outbox polls.")
@@ -365,7 +363,7 @@ class RetentionConfig(_Strict):
 
     enabled: bool = True
     policy_file: Path | None = Field(
-        default=None, description="Default: the project's alert_rules/retention-policy.yaml."
+        default=None, description="Default: the shipped alert_rules/retention-policy.yaml."
     )
     repo_path: Path | None = Field(
         default=None, description="The config-as-code git working copy. Default: var/retention-configs."

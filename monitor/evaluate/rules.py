@@ -411,7 +411,7 @@ def rule_files_in(directory: Path) -> list[Path]:
 
 
 def rule_files(directory: Path | None) -> list[Path]:
-    """The rule files: those of `evaluate.rules_dir`, else the project's alert_rules/."""
+    """The rule files: those of `evaluate.rules_dir`, else the shipped alert_rules/."""
     return rule_files_in(directory) if directory is not None else default_rule_paths()
 
 
