@@ -23,6 +23,12 @@ MOST_SEVERE_FIRST: Final[tuple[Severity, ...]] = tuple(reversed(SEVERITIES))
 """The order findings and alerts are listed in."""
 
 
+def most_severe_first_sql(column: str) -> str:
+    """A SQL sort key putting the severity in `column` most severe first (an unknown one last)."""
+    words = ", ".join(f"'{severity}'" for severity in MOST_SEVERE_FIRST)
+    return f"array_position(ARRAY[{words}], {column}) NULLS LAST"
+
+
 # ---------------------------------------------------------------------------------------------
 # A consumer group's sliding-window status (Burrow's words and order)
 

@@ -18,6 +18,7 @@ from monitor.core.vocabulary import (
     SEVERITY_RANK,
     STATUS_RANK,
     format_duration,
+    most_severe_first_sql,
     parse_duration,
 )
 
@@ -25,6 +26,11 @@ from monitor.core.vocabulary import (
 def test_critical_outranks_warning_outranks_info() -> None:
     assert SEVERITY_RANK["critical"] > SEVERITY_RANK["warning"] > SEVERITY_RANK["info"]
     assert MOST_SEVERE_FIRST == ("critical", "warning", "info")
+
+
+def test_queries_list_the_most_severe_first() -> None:
+    key = most_severe_first_sql("a.severity")
+    assert key == "array_position(ARRAY['critical', 'warning', 'info'], a.severity) NULLS LAST"
 
 
 def test_statuses_rank_in_burrows_order() -> None:
