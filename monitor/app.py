@@ -130,7 +130,7 @@ def check_operator_files(settings: Settings) -> None:
         raise ConfigError([f"{source}: {problem}" for source, problem in unique], "configuration")
 
 
-def _jdbc_jar(settings: Settings) -> Callable[[], Path]:
+def find_jdbc_jar(settings: Settings) -> Callable[[], Path]:
     """`spark.jdbc_jar`, else the driver `kafka-health setup` fetches (fetched now if missing)."""
     if settings.spark.jdbc_jar is not None:
         configured = settings.spark.jdbc_jar
@@ -179,7 +179,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
                 lambda: store.engine,
                 clock,
                 scheduler,
-                _jdbc_jar(settings),
+                find_jdbc_jar(settings),
             )
         )
     if settings.alert.enabled:
