@@ -29,6 +29,7 @@ from tests.fixtures.receivers import sample_notification
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "notifications"
 CASE = "group_stopped"
+NOT_SOURCE = (".git", ".venv", "var", "build", "*.egg-info", ".*_cache", "__pycache__", "bench", "docs")
 
 
 class Installed:
@@ -47,10 +48,12 @@ class Installed:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     base = tmp_path_factory.mktemp("wheel")
-    dist, prefix, workdir = base / "dist", base / "venv", base / "work"
+    source, dist, prefix, workdir = base / "source", base / "dist", base / "venv", base / "work"
     workdir.mkdir()
+    # Built from a copy: setuptools reuses a build/ folder, which would carry modules since deleted.
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(*NOT_SOURCE))
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "-w", str(dist), "--no-deps", "-q"],
+        [sys.executable, "-m", "pip", "wheel", str(source), "-w", str(dist), "--no-deps", "-q"],
         capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip
     assert built.returncode == 0, built.stdout + built.stderr
