@@ -11,8 +11,8 @@ COPY alert_rules ./alert_rules
 COPY templates ./templates
 COPY queries ./queries
 COPY deploy ./deploy
-# Editable: the service finds migrations/, templates/ and alert_rules/ beside the package.
-RUN pip install --no-cache-dir -e . && kafka-health setup --skip-kafka --skip-postgres
+# Not editable: migrations/, templates/ and alert_rules/ travel inside the package (monitor/resources/).
+RUN pip install --no-cache-dir . && kafka-health setup --skip-kafka --skip-postgres
 EXPOSE 8080
 ENTRYPOINT ["kafka-health"]
 CMD ["run", "--config", "/etc/kafka-health/monitor.yaml"]

@@ -48,8 +48,8 @@ from monitor.alert.outbox import RetryPolicy, Sender, enqueue
 from monitor.alert.render import Templates
 from monitor.alert.routing import default_routing_paths, load_routing
 from monitor.alert.stage import build_receivers
-from monitor.clock import SystemClock
-from monitor.config import AlertConfig
+from monitor.core.clock import SystemClock
+from monitor.core.settings import AlertConfig
 from monitor.devtools import postgres
 from monitor.devtools.paths import var_dir
 from monitor.store import migrate

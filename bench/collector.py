@@ -68,15 +68,15 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
-from monitor.clock import SystemClock
 from monitor.collect import lag
 from monitor.collect import offsets as offsets_module
 from monitor.collect.stage import ClusterCollector
-from monitor.config import ClusterConfig, CollectConfig, DevKafkaConfig
+from monitor.core.clock import SystemClock
+from monitor.core.errors import DevEnvironmentError
+from monitor.core.settings import ClusterConfig, CollectConfig, DevKafkaConfig
 from monitor.devtools import postgres
 from monitor.devtools.kafka_cluster import DevKafkaCluster
 from monitor.devtools.paths import cache_dir, var_dir
-from monitor.errors import DevEnvironmentError
 from monitor.store import migrate
 from monitor.store import samples as samples_module
 from monitor.store.buffer import BufferedWriter

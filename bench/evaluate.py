@@ -56,13 +56,14 @@ from typing import Any
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
-from monitor.config import SparkConfig
+from monitor.core.settings import SparkConfig
 from monitor.devtools import postgres
+from monitor.devtools.jdbc import ensure_jdbc_driver
 from monitor.devtools.paths import var_dir
 from monitor.evaluate.extract import SLOW_WINDOW, WINDOWED
 from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.rules import default_rule_paths, load_rules
-from monitor.evaluate.spark import build_session, ensure_jdbc_driver, jdbc_target
+from monitor.evaluate.spark import build_session, jdbc_target
 from monitor.store import migrate
 from monitor.store.engine import make_engine, normalize_url
 from monitor.store.partitions import PARTITIONED_TABLES, create_day_partitions, day_of

@@ -32,13 +32,8 @@ from pathlib import Path
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
-from monitor.clock import to_millis
-from monitor.devtools import postgres
-from monitor.devtools.paths import var_dir
-from monitor.store import migrate
-from monitor.store.engine import make_engine, normalize_url
-from monitor.store.samples import OffsetsBatch, write_offsets_batch
-from monitor.types import (
+from monitor.core.clock import to_millis
+from monitor.core.records import (
     METHOD_EXACT,
     CommitObservation,
     CommittedOffset,
@@ -48,6 +43,11 @@ from monitor.types import (
     PartitionOffsets,
     PartitionSample,
 )
+from monitor.devtools import postgres
+from monitor.devtools.paths import var_dir
+from monitor.store import migrate
+from monitor.store.engine import make_engine, normalize_url
+from monitor.store.samples import OffsetsBatch, write_offsets_batch
 
 BENCH_PORT = 55463
 TARGET_ROWS = (10_000, 50_000, 100_000)

@@ -14,7 +14,7 @@ from typing import Any
 from alembic import context
 from sqlalchemy import Connection
 
-from monitor.config import load_settings
+from monitor.core.settings import load_settings
 from monitor.store.engine import make_engine, normalize_url
 from monitor.store.models import Base
 

@@ -1,5 +1,5 @@
 """`python -m monitor` is `kafka-health`."""
 
-from monitor.cli import main
+from monitor.cli.main import main
 
 main()

@@ -13,12 +13,13 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
-from monitor.clock import Clock, SystemClock
-from monitor.config import Settings
-from monitor.errors import ConfigError
+from monitor.core.clock import Clock, SystemClock
+from monitor.core.errors import ConfigError
+from monitor.core.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ def check_operator_files(settings: Settings) -> None:
     if settings.retention.enabled:
         from monitor.act.policy import default_policy_path, load_policy
         from monitor.act.stage import owners_path
-        from monitor.owners import load_owners
+        from monitor.core.owners import load_owners
 
         for load, path in (
             (load_policy, settings.retention.policy_file or default_policy_path()),
@@ -129,6 +130,16 @@ def check_operator_files(settings: Settings) -> None:
         raise ConfigError([f"{source}: {problem}" for source, problem in unique], "configuration")
 
 
+def find_jdbc_jar(settings: Settings) -> Callable[[], Path]:
+    """`spark.jdbc_jar`, else the driver `kafka-health setup` fetches (fetched now if missing)."""
+    if settings.spark.jdbc_jar is not None:
+        configured = settings.spark.jdbc_jar
+        return lambda: configured
+    from monitor.devtools.jdbc import ensure_jdbc_driver
+
+    return ensure_jdbc_driver
+
+
 def build_app(settings: Settings, database_url: str, clock: Clock | None = None) -> App:
     """Wire the stages for `settings` against the database at `database_url`. Connects nothing.
 
@@ -138,14 +149,14 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     check_operator_files(settings)
 
     from monitor.collect.stage import CollectStage
+    from monitor.core.scheduler import Scheduler, run_intervals
     from monitor.expose.inbox import inbox_paths
-    from monitor.expose.pages_collection import job_intervals
     from monitor.expose.server import WebServer
     from monitor.expose.web import create_app
-    from monitor.scheduler import Scheduler
     from monitor.store.service import StoreService
 
     clock = clock or SystemClock()
+    intervals = run_intervals(settings.intervals, settings.alert, settings.retention)
     scheduler = Scheduler(max_workers=max(4, 2 * len(settings.clusters)))
     store = StoreService(database_url, settings.database, clock)
     # Stages never call one another: a collection that sees a critical change asks the scheduler
@@ -170,12 +181,13 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
             EvaluateStage(
                 settings.spark,
                 settings.evaluate,
-                settings.intervals.evaluate_seconds,
+                intervals["evaluate"],
                 database_url,
                 [c.name for c in settings.clusters],
                 lambda: store.engine,
                 clock,
                 scheduler,
+                find_jdbc_jar(settings),
                 on_findings_changed=lambda: scheduler.run_soon("alert"),
             )
         )
@@ -188,9 +200,10 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     retention: RetentionService | None = None
     if settings.retention.enabled:
         from monitor.act.stage import ActStage, build_service
+        from monitor.devtools.paths import retention_repo_dir
 
-        retention = build_service(settings, lambda: store.engine, clock)
-        components.append(ActStage(retention, scheduler, settings.retention.interval_seconds))
+        retention = build_service(settings, lambda: store.engine, clock, retention_repo_dir())
+        components.append(ActStage(retention, scheduler, intervals["retention"]))
     silence_max_seconds = 7 * 86400
     if settings.alert.enabled:  # the web forms and API bound silences as the routing file says
         from monitor.alert.routing import check_routing
@@ -199,7 +212,6 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
         routing, _ = check_routing(*routing_paths(settings.alert))
         if routing is not None:
             silence_max_seconds = routing.settings.silence_max_duration
-    intervals = job_intervals(settings.intervals, settings.alert)
     inboxes = inbox_paths(settings.alert) if settings.alert.enabled else {}
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,
                                                 retention=retention, identity=settings.web.identity,
@@ -208,8 +220,8 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
                                                 ack_link_seconds=settings.alert.ack_link_seconds,
                                                 rules_dir=settings.evaluate.rules_dir),
                                      settings.web.host, settings.web.port))  # fmt: skip
-    scheduler.every("store:maintenance", settings.intervals.maintenance_seconds, store.maintain,
-                    first_run_in=settings.intervals.maintenance_seconds)  # fmt: skip
+    scheduler.every("store:maintenance", intervals["maintenance"], store.maintain,
+                    first_run_in=intervals["maintenance"])  # fmt: skip
     return App([*components, web, scheduler])
 
 

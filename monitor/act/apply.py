@@ -33,9 +33,9 @@ from monitor.act import ledger
 from monitor.act.gitrepo import ChangeRecord, ConfigRepo, ConfigRepoError
 from monitor.act.ledger import SYSTEM_ACTOR, Audit
 from monitor.act.model import describe_change, iso, old_values
-from monitor.clock import Clock
-from monitor.config import RetentionConfig
-from monitor.errors import KafkaRequestError, KafkaUnavailableError
+from monitor.core.clock import Clock
+from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
+from monitor.core.settings import RetentionConfig
 from monitor.kafka.alter import SOURCE_DYNAMIC_TOPIC, ConfigChange, TopicConfigWriter, differs
 
 log = logging.getLogger(__name__)

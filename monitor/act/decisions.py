@@ -21,8 +21,8 @@ from monitor.act.gitrepo import ChangeRecord, ConfigRepoError
 from monitor.act.ledger import Audit
 from monitor.act.model import RetentionError, iso, show_value
 from monitor.act.policy import Policy
+from monitor.core.records import Identity
 from monitor.store.retention import IN_FORCE_STATES
-from monitor.types import Identity
 
 if TYPE_CHECKING:
     from monitor.act.service import RetentionService

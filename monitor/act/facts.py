@@ -21,9 +21,9 @@ from sqlalchemy import Connection, text
 
 from monitor.act.guardrails import MANAGED_CONFIGS, BrokerDisk, PartitionFacts, TopicFacts
 from monitor.act.ledger import open_request_id
-from monitor.errors import KafkaUnavailableError
+from monitor.core.errors import KafkaUnavailableError
+from monitor.core.owners import Owners
 from monitor.kafka.alter import TopicConfigWriter
-from monitor.owners import Owners
 
 log = logging.getLogger(__name__)
 

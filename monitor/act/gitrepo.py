@@ -20,8 +20,8 @@ from pathlib import Path
 import git
 import yaml
 
-from monitor.config import read_yaml
-from monitor.errors import ConfigError, MonitorError
+from monitor.core.errors import ConfigError, MonitorError
+from monitor.core.yaml_files import read_yaml
 
 FILE_HEADER = (
     "# Retention configs set on this topic through kafka-health's retention button.\n"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from monitor.act.policy import Policy, TierLimits
-from monitor.formatting import bytes_filter, duration_filter
+from monitor.core.formatting import bytes_filter, duration_filter
 
 RETENTION_MS = "retention.ms"
 RETENTION_BYTES = "retention.bytes"

@@ -15,10 +15,10 @@ from typing import Any
 from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from monitor.core.records import Identity
 from monitor.store import audit as audit_trail
 from monitor.store.audit import AuditEntry
 from monitor.store.retention import OPEN_STATES, Notice, RetentionRequest
-from monitor.types import Identity
 
 SYSTEM_ACTOR = "kafka-health"
 _COLUMNS = RetentionRequest.__table__.columns

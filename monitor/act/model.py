@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from monitor.errors import MonitorError
-from monitor.formatting import bytes_filter, duration_filter
+from monitor.core.errors import MonitorError
+from monitor.core.formatting import bytes_filter, duration_filter
 
 ErrorCode = Literal["refused", "forbidden", "not_found", "conflict", "unavailable", "invalid"]
 

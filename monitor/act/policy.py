@@ -19,11 +19,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from monitor.config import format_validation_error, read_yaml
-from monitor.errors import ConfigError
-from monitor.owners import TEAM_NAME
+from monitor.core.errors import ConfigError
+from monitor.core.owners import TEAM_NAME
+from monitor.core.resources import rules_dir
+from monitor.core.vocabulary import parse_duration
+from monitor.core.yaml_files import format_validation_error, read_yaml
 
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$")
 _SIZE_UNITS = {
     None: 1,
@@ -51,14 +52,10 @@ def bounded_long(value: int, what: str) -> int:
 
 
 def parse_duration_ms(value: Any) -> int:
-    """Milliseconds in 30m, 12h, 7d, 1d12h. Raises ValueError saying how to write one."""
-    text = value.strip() if isinstance(value, str) else ""
-    if text and len(text) <= 40 and (found := _DURATION.match(text)):
-        units = zip(found.groups(), (86400, 3600, 60, 1), strict=True)
-        seconds = sum(int(part) * unit for part, unit in units if part)
-        if seconds > 0:
-            return bounded_long(seconds * 1000, f"duration {text!r} in milliseconds")
-    raise ValueError(f"bad duration {value!r}: write a number and a unit, e.g. 30m, 12h, 7d or 1d12h")
+    """Milliseconds in 30m, 12h, 7d, 1d12h (the duration grammar; zero refused). Raises ValueError
+    saying how to write one."""
+    seconds = parse_duration(value, allow_zero=False, examples="30m, 12h, 7d or 1d12h")
+    return bounded_long(seconds * 1000, f"duration {value!r} in milliseconds")
 
 
 def parse_size(value: Any) -> int:
@@ -175,7 +172,5 @@ def load_policy(path: Path) -> Policy:
 
 
 def default_policy_path() -> Path:
-    """`alert_rules/retention-policy.yaml` of the checkout."""
-    from monitor.devtools.paths import project_root
-
-    return project_root() / "alert_rules" / "retention-policy.yaml"
+    """The shipped `alert_rules/retention-policy.yaml`."""
+    return rules_dir() / "retention-policy.yaml"

@@ -34,13 +34,13 @@ from monitor.act.guardrails import RaiseAsk, Verdict, evaluate
 from monitor.act.ledger import SYSTEM_ACTOR, Audit, TopicBusy
 from monitor.act.model import RetentionError, describe_change, iso, show_value
 from monitor.act.policy import Policy, load_policy
-from monitor.clock import Clock
-from monitor.config import ClusterConfig, RetentionConfig
-from monitor.errors import KafkaRequestError, KafkaUnavailableError
+from monitor.core.clock import Clock
+from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
+from monitor.core.owners import Owners, load_owners
+from monitor.core.records import Identity
+from monitor.core.settings import ClusterConfig, RetentionConfig
 from monitor.kafka.alter import TopicConfigWriter
-from monitor.owners import Owners, load_owners
 from monitor.store.retention import IN_FORCE_STATES
-from monitor.types import Identity
 
 log = logging.getLogger(__name__)
 

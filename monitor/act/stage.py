@@ -18,11 +18,10 @@ from sqlalchemy import Engine
 from monitor.act.gitrepo import ConfigRepo
 from monitor.act.policy import default_policy_path
 from monitor.act.service import RetentionService
-from monitor.clock import Clock
-from monitor.config import Settings
-from monitor.devtools.paths import var_dir
-from monitor.owners import default_owners_path
-from monitor.scheduler import Scheduler
+from monitor.core.clock import Clock
+from monitor.core.owners import default_owners_path
+from monitor.core.scheduler import Scheduler
+from monitor.core.settings import Settings
 from monitor.store.runs import RunRecorder
 
 log = logging.getLogger(__name__)
@@ -30,7 +29,7 @@ log = logging.getLogger(__name__)
 
 def owners_path(settings: Settings) -> Path:
     """One ownership file for alerting and the retention button: `alert.owners_file`, else the one
-    beside a configured routing file, else the project's."""
+    beside a configured routing file, else the shipped one."""
     if settings.alert.owners_file is not None:
         return settings.alert.owners_file
     if settings.alert.routing_file is not None:
@@ -40,11 +39,14 @@ def owners_path(settings: Settings) -> Path:
     return default_owners_path()
 
 
-def build_service(settings: Settings, engine: Callable[[], Engine], clock: Clock) -> RetentionService:
-    """The retention service for `settings`. Connects nothing."""
+def build_service(
+    settings: Settings, engine: Callable[[], Engine], clock: Clock, default_repo: Path
+) -> RetentionService:
+    """The retention service for `settings`; its config-as-code repository is `retention.repo_path`,
+    else `default_repo`. Connects nothing."""
     config = settings.retention
     repo = ConfigRepo(
-        config.repo_path or var_dir() / "retention-configs",
+        config.repo_path or default_repo,
         remote=config.repo_remote,
         branch=config.repo_branch,
     )

@@ -19,9 +19,10 @@ from sqlalchemy import Connection, text
 
 from monitor.alert import permissions
 from monitor.alert.matchers import MatcherError, parse_matchers
-from monitor.errors import MonitorError
+from monitor.core.errors import MonitorError
+from monitor.core.records import Identity
+from monitor.core.vocabulary import most_severe_first_sql
 from monitor.store import audit
-from monitor.types import Identity
 
 ActionCode = Literal["invalid", "forbidden", "not_found", "conflict", "expired"]
 MAX_COMMENT = 2_000
@@ -254,8 +255,7 @@ def open_alerts(conn: Connection) -> list[dict[str, Any]]:
             "SELECT a.id, a.fingerprint, a.rule, a.cluster, a.entity_key, a.severity, a.state, a.summary,"
             " a.starts_at, a.silenced_by, a.inhibited_by, a.labels"
             " FROM alerts a WHERE a.state <> 'resolved'"
-            " ORDER BY CASE a.severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END,"
-            " a.pending_since"
+            f" ORDER BY {most_severe_first_sql('a.severity')}, a.pending_since"
         )
     )
     return [dict(r._mapping) for r in rows]

@@ -24,7 +24,7 @@ from typing import Any, Final
 from sqlalchemy import Connection, text
 
 from monitor.alert.model import PartitionDetail
-from monitor.derived import STATUS_SEVERITY
+from monitor.core.vocabulary import STATUS_RANK
 
 MAX_PARTITIONS: Final = 5
 """Partitions listed per alert: enough to tell what is wrong, short enough for a pager."""
@@ -46,7 +46,7 @@ def is_flagged(detail: PartitionDetail) -> bool:
 def _worst_key(detail: PartitionDetail) -> tuple[Any, ...]:
     loss = detail.time_until_data_loss_seconds
     return (
-        -STATUS_SEVERITY.get(detail.status, 0),
+        -STATUS_RANK.get(detail.status, 0),
         math.inf if loss is None else loss,
         -(detail.lag_seconds or 0.0),
         -(detail.offset_lag or 0),

@@ -17,7 +17,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Final, Protocol
 
-from monitor.alert.model import SEVERITY_RANK, Impact, ImpactItem
+from monitor.alert.model import Impact, ImpactItem
+from monitor.core.vocabulary import SEVERITY_RANK
 
 WORST_LISTED: Final = 5
 """Muted alerts named in the source's notice; the rest are counted."""

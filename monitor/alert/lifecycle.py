@@ -52,16 +52,10 @@ from sqlalchemy import Connection, text
 from monitor.alert.details import PartitionDetails
 from monitor.alert.impact import impact_of, signature
 from monitor.alert.matchers import MatcherError, matches_all, parse_matchers
-from monitor.alert.model import (
-    SEVERITY_RANK,
-    AlertView,
-    Impact,
-    Notification,
-    NotificationKind,
-    PartitionDetail,
-)
+from monitor.alert.model import AlertView, Impact, Notification, NotificationKind, PartitionDetail
 from monitor.alert.outbox import enqueue
 from monitor.alert.routing import RouteMatch, Routing
+from monitor.core.vocabulary import SEVERITY_RANK
 
 log = logging.getLogger(__name__)
 

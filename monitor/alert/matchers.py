@@ -7,7 +7,7 @@ The syntax and semantics are Alertmanager's, so an operator who knows one knows 
     topic=~"payments\\..*"     regular expression (RE2), anchored at both ends
     team!~"ops|infra"          not matching the regular expression
 
-Regular expressions compile with RE2 (`monitor.patterns`): matching is linear in the label's
+Regular expressions compile with RE2 (`monitor.core.patterns`): matching is linear in the label's
 length whatever the pattern, so what a person types into a silence cannot stall the alert cycle.
 
 A label the alert does not carry matches as the empty string, so `team=""` selects the alerts
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, cast
 
-from monitor.patterns import PatternError, UserPattern, compile_pattern
+from monitor.core.patterns import PatternError, UserPattern, compile_pattern
 
 MatchOp = Literal["=", "!=", "=~", "!~"]
 
@@ -35,7 +35,7 @@ _BARE = re.compile(r'^(?:[^\s"=~]|[^\s"=~].*\S)?$', re.DOTALL)
 _HOW = "write label=value, label!=value, label=~regex or label!~regex"
 MAX_MATCHER_LENGTH = 1_200
 """Longest matcher text accepted (a label name, an operator and a pattern of up to
-`monitor.patterns.MAX_PATTERN_LENGTH` characters)."""
+`monitor.core.patterns.MAX_PATTERN_LENGTH` characters)."""
 
 
 class MatcherError(ValueError):

@@ -41,8 +41,6 @@ from datetime import datetime
 from typing import Any, Literal
 
 AlertState = Literal["firing", "resolved"]
-SEVERITY_RANK: dict[str, int] = {"info": 1, "warning": 2, "critical": 3}
-"""The alert severities, least severe first."""
 
 
 def _iso(moment: datetime | None) -> str | None:

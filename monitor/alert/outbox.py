@@ -37,7 +37,7 @@ from prometheus_client import Counter
 from sqlalchemy import Connection, Engine, text
 
 from monitor.alert.model import DeliveryResult, Notification
-from monitor.clock import Clock
+from monitor.core.clock import Clock
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ email's text part and subject, the PagerDuty summary). Filters: `duration`, `per
 `number`, `timestamp`, and for Slack text `mrkdwn` (escapes `&`, `<` and `>`, so a group or topic
 name cannot become a link or an @channel).
 
-The number filters are the rule templates' (`monitor.formatting`), since the same person reads a
+The number filters are the rule templates' (`monitor.core.formatting`), since the same person reads a
 rule's summary and the notification around it.
 """
 
@@ -29,8 +29,9 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from monitor.alert.model import Notification
-from monitor.errors import ConfigError
-from monitor.formatting import NUMBER_FILTERS
+from monitor.core.errors import ConfigError
+from monitor.core.formatting import NUMBER_FILTERS
+from monitor.core.resources import templates_dir
 
 TEMPLATE_NAMES: Final = (
     "slack.txt",
@@ -46,9 +47,8 @@ _WHITESPACE = re.compile(r"\s+")
 
 
 def default_template_dir() -> Path:
-    from monitor.devtools.paths import project_root
-
-    return project_root() / "templates" / "notifications"
+    """The shipped `templates/notifications/`."""
+    return templates_dir() / "notifications"
 
 
 # ---------------------------------------------------------------------------------------------

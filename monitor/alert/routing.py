@@ -43,9 +43,11 @@ from pydantic import (
 )
 
 from monitor.alert.matchers import Matcher, matches_all, parse_matchers
-from monitor.config import format_validation_error, line_of, read_yaml
-from monitor.errors import ConfigError
-from monitor.owners import Team, check_owners_data
+from monitor.core.errors import ConfigError
+from monitor.core.owners import Team, check_owners_data
+from monitor.core.resources import rules_dir
+from monitor.core.vocabulary import format_duration, parse_duration
+from monitor.core.yaml_files import format_validation_error, line_of, read_yaml
 
 RECEIVER_KINDS = ("slack", "email", "pagerduty", "webhook", "console")
 GROUP_BY_ALL = "..."
@@ -63,37 +65,8 @@ DEFAULT_SILENCE_MAX_DURATION = 7 * 86400
 
 _LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _LINE = re.compile(r"^line (\d+): ")
 _T = TypeVar("_T")
-
-
-def parse_seconds(value: Any) -> int:
-    """Seconds in 30s, 5m, 2h, 1d, 1h30m or 0 (the grammar of the rule files). Raises ValueError.
-
-    The alert stage may not import the evaluate stage, so the rule files' parser is not shared.
-    """
-    if value in (0, "0") and not isinstance(value, bool):
-        return 0
-    if isinstance(value, str) and value.strip() and (found := _DURATION.match(value.strip())):
-        units = zip(found.groups(), (86400, 3600, 60, 1), strict=True)
-        return sum(int(part) * unit for part, unit in units if part)
-    if isinstance(value, int) and not isinstance(value, bool):
-        raise ValueError(f"bad duration {value!r}: add a unit, e.g. {value}s or {value}m")
-    raise ValueError(f"bad duration {value!r}: write a number and a unit, e.g. 30s, 5m, 2h or 1h30m")
-
-
-def format_seconds(seconds: int | None) -> str:
-    """5m, 1h30m, 2d; `-` for None."""
-    if seconds is None:
-        return "-"
-    if seconds <= 0:
-        return "0s"
-    text = ""
-    for unit, suffix in zip((86400, 3600, 60, 1), "dhms", strict=True):
-        count, seconds = divmod(seconds, unit)
-        text += f"{count}{suffix}" if count else ""
-    return text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,7 +101,7 @@ class _RouteSpec(_Strict):
     @field_validator("group_wait", "group_interval", "repeat_interval", "escalate_after", mode="before")
     @classmethod
     def _durations(cls, value: Any) -> Any:
-        return None if value is None else parse_seconds(value)
+        return None if value is None else parse_duration(value)
 
     @field_validator("group_interval", "repeat_interval", "escalate_after")
     @classmethod
@@ -184,7 +157,7 @@ class _SettingsSpec(_Strict):
     @field_validator("silence_max_duration", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> int:
-        return parse_seconds(value)
+        return parse_duration(value)
 
     @field_validator("silence_max_duration")
     @classmethod
@@ -378,10 +351,8 @@ class Routing:
 
 
 def default_routing_paths() -> tuple[Path, Path]:
-    """`alert_rules/routing.yaml` and `alert_rules/owners.yaml` of the checkout."""
-    from monitor.devtools.paths import project_root
-
-    directory = project_root() / "alert_rules"
+    """The shipped `alert_rules/routing.yaml` and `alert_rules/owners.yaml`."""
+    directory = rules_dir()
     return directory / "routing.yaml", directory / "owners.yaml"
 
 
@@ -665,7 +636,7 @@ def _pick(value: _T | None, inherited: _T) -> _T:
 def _check_owners_file(
     data: Any, problems: _Problems, defined: set[str], *, checked: bool
 ) -> tuple[Team, ...]:
-    """The teams (validated by `monitor.owners`), checking that their receivers are defined;
+    """The teams (validated by `monitor.core.owners`), checking that their receivers are defined;
     `checked` is False when routing.yaml could not be read, so receiver names cannot be checked."""
     teams, found = check_owners_data(data, problems.lines)
     problems.items += found
@@ -704,7 +675,7 @@ __all__ = [
     "Team",
     "check_routing",
     "default_routing_paths",
-    "format_seconds",
+    "format_duration",
     "load_routing",
-    "parse_seconds",
+    "parse_duration",
 ]

@@ -23,10 +23,10 @@ from monitor.alert.outbox import RetryPolicy, Sendable, Sender
 from monitor.alert.receivers import Receiver, build_receiver, parse_receiver
 from monitor.alert.render import Templates
 from monitor.alert.routing import Routing, default_routing_paths, load_routing
-from monitor.clock import Clock
-from monitor.config import AlertConfig, WebConfig
-from monitor.errors import ConfigError, StoreUnavailableError
-from monitor.scheduler import Scheduler
+from monitor.core.clock import Clock
+from monitor.core.errors import ConfigError, StoreUnavailableError
+from monitor.core.scheduler import Scheduler
+from monitor.core.settings import AlertConfig, WebConfig
 from monitor.store.runs import RunRecorder, instance_name
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class UnusableReceiver:
 
 
 def routing_paths(config: AlertConfig) -> tuple[Path, Path | None]:
-    """The routing file and the ownership file: the configured ones, else the project's. Without a
+    """The routing file and the ownership file: the configured ones, else the shipped ones. Without a
     configured owners_file, a configured routing file takes the owners.yaml beside it, if any (the
     project's names receivers that another routing file need not define)."""
     default_routing, _ = default_routing_paths()

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from monitor.clock import Clock
-from monitor.config import ClusterConfig
+from monitor.core.clock import Clock
+from monitor.core.settings import ClusterConfig
 from monitor.kafka import KafkaAdmin
 from monitor.store.runs import Run
 from monitor.store.samples import record_topic_configs

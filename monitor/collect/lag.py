@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from monitor.collect.interpolate import estimate_append_time
-from monitor.types import (
+from monitor.core.records import (
     END_OFFSET_LAST_KNOWN,
     METHOD_EXACT,
     METHOD_INTERPOLATED,

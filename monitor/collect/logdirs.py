@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from monitor.clock import Clock
-from monitor.config import ClusterConfig
+from monitor.core.clock import Clock
+from monitor.core.settings import ClusterConfig
 from monitor.kafka import KafkaAdmin, LogDirClient
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import Run

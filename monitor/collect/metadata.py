@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection
 
-from monitor.clock import Clock
-from monitor.config import ClusterConfig
+from monitor.core.clock import Clock
+from monitor.core.records import TopicInfo
+from monitor.core.settings import ClusterConfig
 from monitor.kafka import KafkaAdmin
 from monitor.store.buffer import BufferedWriter
 from monitor.store.metadata import append_replica_states, upsert_brokers, upsert_cluster, upsert_topics
 from monitor.store.runs import Run
-from monitor.types import TopicInfo
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,6 @@ def collect_metadata(
     run: Run,
     cluster: ClusterConfig,
     admin: KafkaAdmin,
-    engine: Engine,
     clock: Clock,
     writer: BufferedWriter,
 ) -> list[TopicInfo]:

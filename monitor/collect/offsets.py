@@ -39,10 +39,19 @@ from typing import TypeVar
 
 from sqlalchemy import Connection, Engine
 
-from monitor.clock import Clock, to_millis
 from monitor.collect import lag
-from monitor.config import ClusterConfig, CollectConfig
-from monitor.errors import KafkaUnavailableError
+from monitor.core.clock import Clock, to_millis
+from monitor.core.errors import KafkaUnavailableError
+from monitor.core.records import (
+    CommittedOffset,
+    EndOffsetHeldBack,
+    Partial,
+    PartitionOffsets,
+    RecordTimestamp,
+    TopicInfo,
+    TopicPartition,
+)
+from monitor.core.settings import ClusterConfig, CollectConfig
 from monitor.kafka import KafkaAdmin, RecordTimestampReader
 from monitor.store.buffer import BufferedWriter, is_unavailable
 from monitor.store.history import end_offset_brackets
@@ -53,15 +62,6 @@ from monitor.store.samples import (
     latest_committed,
     latest_end_offsets,
     write_offsets_batch,
-)
-from monitor.types import (
-    CommittedOffset,
-    EndOffsetHeldBack,
-    Partial,
-    PartitionOffsets,
-    RecordTimestamp,
-    TopicInfo,
-    TopicPartition,
 )
 
 T = TypeVar("T")

@@ -23,15 +23,15 @@ from collections.abc import Callable, Sequence
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from monitor.clock import Clock
 from monitor.collect.configs import collect_configs
 from monitor.collect.logdirs import collect_log_dirs
 from monitor.collect.metadata import collect_metadata
 from monitor.collect.offsets import OffsetsCollector, Topology
-from monitor.config import ClusterConfig, CollectConfig, Intervals
-from monitor.errors import MonitorError, StoreUnavailableError
+from monitor.core.clock import Clock
+from monitor.core.errors import MonitorError, StoreUnavailableError
+from monitor.core.scheduler import Scheduler
+from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
 from monitor.kafka import KafkaAdmin, LogDirClient, RecordTimestampReader
-from monitor.scheduler import Scheduler
 from monitor.store import leases
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import Run, RunRecorder, instance_name
@@ -97,7 +97,7 @@ class ClusterCollector:
 
     def metadata(self) -> None:
         def body(run: Run) -> None:
-            topics = collect_metadata(run, self.cluster, self._admin, self._engine, self._clock, self._writer)
+            topics = collect_metadata(run, self.cluster, self._admin, self._clock, self._writer)
             self.offsets_collector.topology = Topology.of(topics, self._clock.now())
             # What critical rules depend on: a broker gone, a partition offline or with fewer
             # in-sync replicas (under min ISR is one of those). Evaluated at once when it grows.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monitor.config import Settings
+from monitor.core.settings import Settings
 from monitor.devtools.paths import var_dir
 from monitor.devtools.postgres import LocalPostgres
 from monitor.store.engine import normalize_url

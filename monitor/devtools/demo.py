@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from monitor.config import IdentityConfig, Intervals, Settings
+from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
+from monitor.core.settings import IdentityConfig, Intervals, Settings
 from monitor.devtools.kafka_cluster import HOST, DevKafkaCluster
 from monitor.devtools.paths import project_root
 from monitor.devtools.workload import Workload, demo_plan
-from monitor.errors import KafkaRequestError, KafkaUnavailableError
 from monitor.kafka.admin import KafkaAdmin
 
 DEMO_USER = "demo-user"

@@ -34,7 +34,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Final
 
-from monitor.config import ClusterConfig, DevKafkaConfig
+from monitor.core.errors import DevEnvironmentError, MonitorError
+from monitor.core.settings import ClusterConfig, DevKafkaConfig
 from monitor.devtools.paths import maven_pom
 from monitor.devtools.processes import (
     TAIL_LINES,
@@ -44,7 +45,6 @@ from monitor.devtools.processes import (
     tail,
     wait_gone,
 )
-from monitor.errors import DevEnvironmentError, MonitorError
 from monitor.kafka import KafkaAdmin
 
 HOST: Final = "127.0.0.1"

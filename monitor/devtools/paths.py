@@ -25,6 +25,11 @@ def maven_pom(name: str) -> Path:
     return Path(__file__).parent / "maven" / name / "pom.xml"
 
 
+def retention_repo_dir() -> Path:
+    """The retention button's config-as-code repository when `retention.repo_path` is unset."""
+    return var_dir() / "retention-configs"
+
+
 def project_root() -> Path:
     """The checkout the package runs from: where `migrations/`, `templates/` and `alert_rules/` are.
 

@@ -31,7 +31,7 @@ import psycopg
 from psycopg import sql
 from sqlalchemy.engine import URL, make_url
 
-from monitor.errors import DevEnvironmentError
+from monitor.core.errors import DevEnvironmentError
 
 SUPERUSER = "kafka_health"
 DEFAULT_DATABASE = "kafka_health"

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-from monitor.errors import DevEnvironmentError
+from monitor.core.errors import DevEnvironmentError
 
 TAIL_LINES: Final = 30
 

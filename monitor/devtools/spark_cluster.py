@@ -32,8 +32,8 @@ from typing import Any, Final, Literal
 
 import httpx
 
+from monitor.core.errors import DevEnvironmentError
 from monitor.devtools.processes import java_executable, port_in_use, process_alive, tail, wait_gone
-from monitor.errors import DevEnvironmentError
 
 HOST: Final = "127.0.0.1"
 DEFAULT_BASE_PORT: Final = 17077

@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from monitor.config import Settings
+from monitor.core.settings import Settings
+from monitor.devtools.jdbc import ensure_jdbc_driver
 from monitor.devtools.kafka_cluster import DevKafkaCluster
 from monitor.devtools.paths import cache_dir, var_dir
 from monitor.devtools.postgres import LocalPostgres
-from monitor.evaluate.spark import ensure_jdbc_driver
 from monitor.store import migrate
 
 log = logging.getLogger(__name__)

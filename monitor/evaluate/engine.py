@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from monitor.derived import KEYS, columns_of
+from monitor.core.derived import KEYS, columns_of
 from monitor.evaluate.rules import Rule, compile_template
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def _entity_key(entity: str) -> Column:
 
 def _sampled(frame: DataFrame) -> Column:
     """Whether a row was sampled in this evaluation: its `sampled` column where the entity has
-    one (the group entities, monitor.derived), else always."""
+    one (the group entities, monitor.core.derived), else always."""
     from pyspark.sql import functions as F
 
     return F.coalesce(F.col(SAMPLED), F.lit(False)) if SAMPLED in frame.columns else F.lit(True)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, delete
 
-from monitor.derived import ENTITIES, table_of
+from monitor.core.derived import ENTITIES, table_of
 from monitor.evaluate import extract
 from monitor.evaluate.engine import evaluate_rules, render, unsampled_keys
 from monitor.evaluate.io import write_table
@@ -204,7 +204,7 @@ def _match(row: dict[str, Any], rule: Rule) -> Match:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point for spark-submit: one evaluation, at the current time unless --evaluated-at."""
-    from monitor.config import load_settings
+    from monitor.core.settings import load_settings
     from monitor.evaluate.rules import default_rule_paths, load_rules, rule_files_in
     from monitor.evaluate.spark import jdbc_target, submitted_session
     from monitor.store.engine import make_engine

@@ -1,7 +1,7 @@
 """Alert rules: the YAML model, its validation and loading.
 
 A rule file holds `rules: [...]`; each rule names an entity of the derived-columns contract
-(`monitor.derived`), a Spark SQL condition over that entity's columns, the value to
+(`monitor.core.derived`), a Spark SQL condition over that entity's columns, the value to
 report, and severity tiers. Everything an operator can get wrong is checked here, without Spark:
 unknown or missing keys, durations, entity names, SQL that does not parse or uses a column the
 entity does not have, and templates that do not compile, use an unknown variable, or fail when
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jinja2
 import jinja2.meta
@@ -36,14 +36,12 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify_columns import qualify_columns
 from sqlglot.schema import MappingSchema
 
-from monitor.config import format_validation_error, line_of, read_yaml
-from monitor.derived import ENTITIES, KEYS, columns_of
-from monitor.errors import ConfigError
-from monitor.formatting import NUMBER_FILTERS
-
-Severity = Literal["info", "warning", "critical"]
-SEVERITY_RANK: dict[str, int] = {"info": 1, "warning": 2, "critical": 3}
-"""Higher is more severe; the most severe matching tier wins."""
+from monitor.core.derived import ENTITIES, KEYS, columns_of
+from monitor.core.errors import ConfigError
+from monitor.core.formatting import NUMBER_FILTERS
+from monitor.core.resources import rules_dir
+from monitor.core.vocabulary import SEVERITY_RANK, Severity, parse_duration
+from monitor.core.yaml_files import format_validation_error, line_of, read_yaml
 
 NOT_RULE_FILES = frozenset({"routing.yaml", "owners.yaml", "retention-policy.yaml"})
 """Files of `alert_rules/` that hold routing, ownership and retention policy, not rules."""
@@ -53,41 +51,9 @@ TEMPLATE_EXTRAS = ("value", "severity")
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-_UNIT_SECONDS = (86400, 3600, 60, 1)
 _MISSING_PART = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>")
 _LINE = re.compile(r"^line (\d+): ")
 _RESERVED_LABELS = frozenset({"cluster", "rule", "entity", "severity"})
-
-
-# ---------------------------------------------------------------------------------------------
-# Durations
-
-
-def parse_duration(text: str | int) -> int:
-    """Seconds in a duration such as 30s, 5m, 2h, 1d or 1h30m (or 0). Raises ValueError."""
-    if not isinstance(text, bool) and text in (0, "0"):
-        return 0
-    if isinstance(text, str):
-        match = _DURATION.match(text.strip())
-        if text.strip() and match is not None:
-            groups = zip(match.groups(), _UNIT_SECONDS, strict=True)
-            return sum(int(part) * unit for part, unit in groups if part)
-    if isinstance(text, int) and not isinstance(text, bool):
-        raise ValueError(f"bad duration {text!r}: add a unit, e.g. {text}s or {text}m")
-    raise ValueError(f"bad duration {text!r}: write a number and a unit, e.g. 30s, 5m, 2h or 1h30m")
-
-
-def format_duration(seconds: int) -> str:
-    """The shortest duration text for `seconds`: 0s, 45s, 5m, 1h30m, 2d."""
-    if seconds <= 0:
-        return "0s"
-    text = ""
-    for unit, suffix in zip(_UNIT_SECONDS, "dhms", strict=True):
-        count, seconds = divmod(seconds, unit)
-        if count:
-            text += f"{count}{suffix}"
-    return text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -436,12 +402,9 @@ class RuleSet:
 
 
 def default_rule_paths(root: Path | None = None) -> list[Path]:
-    """`alert_rules/*.yaml` of the checkout, without the routing and ownership files."""
-    if root is None:
-        from monitor.devtools.paths import project_root
-
-        root = project_root()
-    return rule_files_in(root / "alert_rules")
+    """`alert_rules/*.yaml` (the shipped ones, or those under `root`), without the routing,
+    ownership and policy files."""
+    return rule_files_in(rules_dir() if root is None else root / "alert_rules")
 
 
 def rule_files_in(directory: Path) -> list[Path]:
@@ -449,7 +412,7 @@ def rule_files_in(directory: Path) -> list[Path]:
 
 
 def rule_files(directory: Path | None) -> list[Path]:
-    """The rule files: those of `evaluate.rules_dir`, else the project's alert_rules/."""
+    """The rule files: those of `evaluate.rules_dir`, else the shipped alert_rules/."""
     return rule_files_in(directory) if directory is not None else default_rule_paths()
 
 

@@ -1,25 +1,22 @@
 """SparkSession factory and JDBC plumbing for the evaluate stage.
 
 The same job runs on `local[*]` inside the daemon (session kept warm between cycles) or on any
-Spark cluster named by `spark.master`. The PostgreSQL JDBC driver is resolved from Maven Central
-once (through `mvn`, cached) and put on the session's classpath.
+Spark cluster named by `spark.master`. The PostgreSQL JDBC driver's jar is given by the caller
+(`spark.jdbc_jar`, or the one `kafka-health setup` fetches: `monitor.devtools.jdbc`) and put on the
+session's classpath.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
-import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
-from monitor.config import SparkConfig
-from monitor.devtools.paths import cache_dir, maven_pom
-from monitor.errors import ConfigError, DevEnvironmentError
+from monitor.core.errors import ConfigError
+from monitor.core.settings import SparkConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,36 +24,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 JDBC_DRIVER_CLASS = "org.postgresql.Driver"
-
-
-def ensure_jdbc_driver(cache: Path | None = None, report: Callable[[str], None] = log.info) -> Path:
-    """Path to the PostgreSQL JDBC jar, fetched from Maven Central on first use.
-
-    Raises DevEnvironmentError when `mvn` is missing or the download fails.
-    """
-    target = (cache or cache_dir()) / "jdbc"
-    existing = sorted(target.glob("postgresql-*.jar"))
-    if existing and (target / ".complete").exists():
-        return existing[-1]
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise DevEnvironmentError(
-            "mvn (Apache Maven) is needed to fetch the PostgreSQL JDBC driver; install it "
-            "(Debian: apt-get install maven) or put a postgresql-*.jar in " + str(target)
-        )
-    report("fetching the PostgreSQL JDBC driver from Maven Central (once) ...")
-    target.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        mvn, "-q", "-B", "-f", str(maven_pom("jdbc")), "dependency:copy-dependencies",
-        f"-DoutputDirectory={target}", "-DincludeScope=runtime",
-    ]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    jars = sorted(target.glob("postgresql-*.jar"))
-    if done.returncode != 0 or not jars:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-        raise DevEnvironmentError(f"fetching the JDBC driver with mvn failed:\n{tail}")
-    (target / ".complete").touch()
-    return jars[-1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +110,7 @@ def session_conf(config: SparkConfig, jdbc_jar: Path) -> dict[str, str]:
     return conf
 
 
-def build_session(config: SparkConfig, jdbc_jar: Path | None = None) -> SparkSession:
+def build_session(config: SparkConfig, jdbc_jar: Path) -> SparkSession:
     """A SparkSession for `config.master` with the JDBC driver on its classpath and quiet logs.
 
     Blocks while the JVM starts (a few seconds on `local[*]`). Reuses a live session of this
@@ -151,9 +118,8 @@ def build_session(config: SparkConfig, jdbc_jar: Path | None = None) -> SparkSes
     """
     from pyspark.sql import SparkSession
 
-    jar = jdbc_jar or ensure_jdbc_driver()
     builder: Any = SparkSession.builder
-    for key, value in session_conf(config, jar).items():
+    for key, value in session_conf(config, jdbc_jar).items():
         builder = builder.config(key, value)
     session: SparkSession = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")

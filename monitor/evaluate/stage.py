@@ -8,16 +8,18 @@ import gc
 import logging
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
-from monitor.clock import Clock
-from monitor.config import EvaluateConfig, SparkConfig
+from monitor.core.clock import Clock
+from monitor.core.errors import ConfigError
+from monitor.core.scheduler import Scheduler
+from monitor.core.settings import EvaluateConfig, SparkConfig
 from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.rules import load_rules, rule_files
-from monitor.evaluate.spark import build_session, ensure_jdbc_driver, jdbc_target
-from monitor.scheduler import Scheduler
+from monitor.evaluate.spark import build_session, jdbc_target
 from monitor.store.runs import Run, RunRecorder
 
 if TYPE_CHECKING:
@@ -39,8 +41,11 @@ class EvaluateStage:
         engine: Callable[[], Engine],
         clock: Clock,
         scheduler: Scheduler,
+        jdbc_jar: Callable[[], Path],
         on_findings_changed: Callable[[], object] | None = None,
     ) -> None:
+        """`jdbc_jar` finds the PostgreSQL JDBC driver's jar when the stage starts;
+        `on_findings_changed` is called after an evaluation that opened, resolved or re-rated findings."""
         self._on_findings_changed = on_findings_changed
         self._previous_states: tuple[int, int] | None = None
         self._spark_config = spark
@@ -51,12 +56,16 @@ class EvaluateStage:
         self._engine = engine
         self._clock = clock
         self._scheduler = scheduler
+        self._jdbc_jar = jdbc_jar
         self._session: SparkSession | None = None
         self._recorder: RunRecorder | None = None
 
     def start(self) -> None:
         """Start the SparkSession (blocks a few seconds on local[*]) and schedule the job."""
-        self._session = build_session(self._spark_config, ensure_jdbc_driver())
+        jar = self._jdbc_jar()
+        if not jar.is_file():
+            raise ConfigError([f"spark.jdbc_jar: no file at {jar}; give the PostgreSQL JDBC driver's jar"])
+        self._session = build_session(self._spark_config, jar)
         self._recorder = RunRecorder(self._engine(), self._clock)
         self._scheduler.every("evaluate", self._interval, self.evaluate, first_run_in=self._interval)
 

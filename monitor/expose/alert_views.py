@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from monitor.alert.matchers import Matcher
+from monitor.core.vocabulary import most_severe_first_sql
 
 SECTIONS = ("firing", "pending", "acknowledged", "silenced")
 """The page's sections, in the order an on-call engineer reads them."""
@@ -26,8 +27,7 @@ _ALERTS = text(
     "SELECT id, fingerprint, rule, cluster, entity, entity_key, labels, severity, state, summary,"
     " runbook, pending_since, starts_at, silenced_by, inhibited_by FROM alerts"
     " WHERE state <> 'resolved'"
-    " ORDER BY CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END,"
-    " coalesce(starts_at, pending_since), id"
+    f" ORDER BY {most_severe_first_sql('severity')}, coalesce(starts_at, pending_since), id"
 )
 _INCIDENTS = text(
     "SELECT id, receiver, group_labels, severity, created_at, acknowledged_at, acknowledged_by,"

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Path, Query
 from pydantic import StringConstraints
 from sqlalchemy import Connection
 
+from monitor.core.vocabulary import ConsumerStatus, Severity
 from monitor.expose import read_clusters, read_history, read_lag, read_topics
 from monitor.expose.context import ApiError, ErrorBody, WebContext, not_found
 from monitor.expose.inputs import Limit
@@ -27,7 +28,7 @@ from monitor.expose.read_history import GroupLagPoint, LagHistory, PartitionLagP
 from monitor.expose.read_lag import GroupDetail, GroupPartitionLag, GroupSummary
 from monitor.expose.read_topics import TopicDetail, TopicSummary
 
-Status = Literal["OK", "WARN", "ERR", "STOP", "STALL", "REWIND"]
+Status = ConsumerStatus
 WINDOW_PATTERN = r"^([1-9][0-9]{0,6})([smhd])$"
 MAX_WINDOW = timedelta(days=90)
 WINDOW_DOCUMENTED = (
@@ -273,9 +274,7 @@ def router(ctx: WebContext) -> APIRouter:
     @api.get("/findings", tags=["findings"], response_model=Listing[Finding])
     def findings(
         cluster: Annotated[str | None, Query(pattern=NAME, description="only this cluster")] = None,
-        severity: Annotated[
-            list[read_clusters.Severity] | None, Query(description="only these severities")
-        ] = None,
+        severity: Annotated[list[Severity] | None, Query(description="only these severities")] = None,
         rule: Annotated[list[RuleName] | None, Query(description="only these rules")] = None,
         limit: Limit = DEFAULT_LIMIT,
         offset: Offset = 0,

@@ -21,10 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from monitor.alert import actions
 from monitor.alert.matchers import MAX_MATCHER_LENGTH
 from monitor.alert.permissions import MAX_MATCHERS
+from monitor.core.records import Identity
 from monitor.expose.context import CHANGE_ERRORS, ApiError, WebContext, jsonable
 from monitor.expose.identity import CSRF_FIELD, Authenticator, FormRefused, dependency
 from monitor.expose.inputs import Id, Text
-from monitor.types import Identity
 
 T = TypeVar("T")
 STATUS = {"invalid": 422, "forbidden": 403, "not_found": 404, "conflict": 409, "expired": 410}

@@ -22,10 +22,10 @@ from monitor.act import ledger
 from monitor.act.model import RetentionError, request_json
 from monitor.act.policy import bounded_long, parse_duration_ms, parse_size
 from monitor.act.service import RetentionService
+from monitor.core.records import Identity
 from monitor.expose.context import CHANGE_ERRORS, ApiError, WebContext, jsonable
 from monitor.expose.identity import Authenticator, dependency
 from monitor.expose.inputs import Id, Limit, Text
-from monitor.types import Identity
 
 T = TypeVar("T")
 _STATUS = {

@@ -24,6 +24,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import Connection, text
 
+from monitor.core.vocabulary import NOT_FOUND_STATUS, STATUS_RANK
 from monitor.expose import read_lag, read_topics
 from monitor.expose.burrow_models import (
     ClientProfile,
@@ -51,7 +52,7 @@ from monitor.expose.read_lag import GroupPartitionLag
 INTERVALS = 10
 """Commits kept per partition, as Burrow's default `intervals`."""
 COMMIT_LOOKBACK = timedelta(hours=1)
-WORSE = {"NOTFOUND": 0, "OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
+WORSE = {NOT_FOUND_STATUS: 0, **STATUS_RANK}
 
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "Unknown cluster, topic or group"}

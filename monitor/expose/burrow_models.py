@@ -12,7 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-BurrowStatus = Literal["NOTFOUND", "OK", "WARN", "ERR", "STOP", "STALL", "REWIND"]
+from monitor.core import vocabulary
+
+BurrowStatus = Literal["NOTFOUND", vocabulary.ConsumerStatus]
 
 
 class _Model(BaseModel):

@@ -20,16 +20,16 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 
-from monitor.clock import Clock
-from monitor.devtools.paths import project_root
+from monitor.core.clock import Clock
+from monitor.core.formatting import NUMBER_FILTERS
+from monitor.core.resources import templates_dir
 from monitor.expose.health import LossScale, RuleScale
-from monitor.formatting import NUMBER_FILTERS
 
 
 def template_environment() -> jinja2.Environment:
     """Templates with strict undefined: a missing variable is an error, never an empty string."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(project_root() / "templates"),
+        loader=jinja2.FileSystemLoader(templates_dir()),
         autoescape=jinja2.select_autoescape(["html"]),
         undefined=jinja2.StrictUndefined,
     )

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from monitor.core.vocabulary import STATUS_RANK
 from monitor.evaluate.rules import Rule, load_rules, rule_files, upper_bound
 
 log = logging.getLogger(__name__)
@@ -46,8 +47,8 @@ LEADERS_AMBER_LOW: Final = 0.5
 SIZE_RATIO_AMBER: Final = 0.9
 """PartitionNearRetentionBytes."""
 
-STATUS_SEVERITY: Final = {"OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
-"""Burrow's ordering (`monitor.evaluate.transforms.status.SEVERITY`)."""
+STATUS_SEVERITY: Final = STATUS_RANK
+"""Burrow's ordering (`monitor.core.vocabulary.STATUS_RANK`)."""
 
 
 def worst(*healths: str) -> str:

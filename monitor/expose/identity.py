@@ -42,10 +42,10 @@ from fastapi import APIRouter, Request
 from sqlalchemy import Engine
 
 from monitor.act.tokens import find_token
-from monitor.clock import Clock
-from monitor.config import IdentityConfig
+from monitor.core.clock import Clock
+from monitor.core.records import Identity
+from monitor.core.settings import IdentityConfig
 from monitor.expose.context import CHANGE_ERRORS, ApiError
-from monitor.types import Identity
 
 CSRF_HEADER = "X-CSRF-Token"
 CSRF_FIELD = "csrf_token"

@@ -22,8 +22,8 @@ from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
-from monitor.config import AlertConfig
-from monitor.errors import ConfigError
+from monitor.core.errors import ConfigError
+from monitor.core.settings import AlertConfig
 from monitor.expose.context import WebContext
 
 log = logging.getLogger(__name__)

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy import Connection
 
+from monitor.core.formatting import bytes_filter, duration_filter
 from monitor.expose import (
     charts,
     health,
@@ -31,7 +32,6 @@ from monitor.expose import (
 )
 from monitor.expose.context import WebContext
 from monitor.expose.queries import ALL
-from monitor.formatting import bytes_filter, duration_filter
 
 LABELS: Final = {health.BAD: "critical", health.WARN: "warning", health.OK: "healthy"}
 WINDOWS: Final = {

@@ -21,14 +21,14 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import Connection
 
 from monitor.alert import actions
-from monitor.alert.routing import parse_seconds
+from monitor.core.records import Identity
+from monitor.core.vocabulary import parse_duration
 from monitor.expose.alert_views import SECTIONS, read_alerts
 from monitor.expose.api_alerts import run_action
 from monitor.expose.context import ApiError, WebContext
 from monitor.expose.identity import CSRF_FIELD, SIGN_IN, Authenticator, FormRefused
 from monitor.expose.inputs import MAX_ID, Id
 from monitor.expose.retention_views import identity_view
-from monitor.types import Identity
 
 FLASH_COOKIE = "kh_flash"
 
@@ -112,7 +112,7 @@ def router(ctx: WebContext, auth: Authenticator) -> APIRouter:
         def act(who: Identity) -> str:
             duration = form.get("duration", "2h")
             try:
-                seconds = parse_seconds(duration)
+                seconds = parse_duration(duration)
             except ValueError as exc:
                 raise actions.ActionError(f"duration: {exc}") from exc
             if seconds > ctx.silence_max_seconds:

@@ -19,7 +19,7 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 from sqlalchemy import Connection, text
 
-from monitor.config import AlertConfig, Intervals
+from monitor.core.scheduler import run_intervals
 from monitor.expose.context import WebContext
 
 STALE_INTERVALS = 3
@@ -41,19 +41,6 @@ _FAILURES = text(
     " WHERE status IN ('failed', 'partial') ORDER BY started_at DESC, id DESC LIMIT :limit"
 )
 _AS_OF = text("SELECT max(coalesce(finished_at, started_at)) FROM collection_runs")
-
-
-def job_intervals(intervals: Intervals, alert: AlertConfig | None = None) -> dict[str, float]:
-    """Seconds between runs of each job, as the daemon schedules them (`CollectStage._schedule`)."""
-    return {
-        "offsets": intervals.offsets_seconds,
-        "metadata": intervals.metadata_seconds,
-        "configs": intervals.metadata_seconds,
-        "log_dirs": intervals.log_dirs_seconds,
-        "evaluate": intervals.evaluate_seconds,
-        "alert": (alert or AlertConfig()).interval_seconds,
-        "maintenance": intervals.maintenance_seconds,
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +109,7 @@ def read_collection(conn: Connection, intervals: Mapping[str, float], now: datet
 
 def router(ctx: WebContext, intervals: Mapping[str, float] | None = None) -> APIRouter:
     pages = APIRouter(include_in_schema=False)
-    every = dict(intervals or job_intervals(Intervals()))
+    every = dict(intervals or run_intervals())
 
     @pages.get("/collection", response_class=HTMLResponse)
     def collection_page() -> HTMLResponse:

@@ -34,8 +34,8 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from sqlalchemy import Connection, Engine, RowMapping, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from monitor.config import MetricsConfig
-from monitor.errors import MonitorError
+from monitor.core.errors import MonitorError
+from monitor.core.settings import MetricsConfig
 from monitor.expose.metrics_catalogue import BY_NAME, STATE
 from monitor.expose.state_queries import LABEL_COLUMNS, StateQuery, queries
 

@@ -116,35 +116,8 @@ def latest_evaluation(conn: Connection, cluster: str) -> datetime | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The overview page's summaries, straight from the collected metadata (no evaluation needed).
+# The newest collection runs, straight from `collection_runs` (no evaluation needed).
 
-
-@dataclass(frozen=True, slots=True)
-class ClusterSummary:
-    name: str
-    controller_id: int | None
-    brokers_up: int
-    brokers_known: int
-    topics: int
-    partitions: int
-    under_replicated: int
-    offline: int
-    last_seen: datetime | None
-
-
-_CLUSTERS = text(
-    """
-    SELECT c.name, c.controller_id, c.last_seen,
-           (SELECT count(*) FROM brokers b WHERE b.cluster = c.name AND b.up) AS brokers_up,
-           (SELECT count(*) FROM brokers b WHERE b.cluster = c.name) AS brokers_known,
-           (SELECT count(*) FROM topics t WHERE t.cluster = c.name AND t.deleted_at IS NULL) AS topics,
-           (SELECT count(*) FROM partitions p WHERE p.cluster = c.name) AS partitions,
-           (SELECT count(*) FROM partitions p WHERE p.cluster = c.name
-                AND cardinality(p.isr) < cardinality(p.replicas)) AS under_replicated,
-           (SELECT count(*) FROM partitions p WHERE p.cluster = c.name AND p.leader IS NULL) AS offline
-    FROM clusters c ORDER BY c.name
-    """
-)
 
 _LAST_RUNS = text(
     """
@@ -152,10 +125,6 @@ _LAST_RUNS = text(
     FROM collection_runs ORDER BY cluster, job, started_at DESC
     """
 )
-
-
-def cluster_summaries(conn: Connection) -> list[ClusterSummary]:
-    return [ClusterSummary(**row._mapping) for row in conn.execute(_CLUSTERS)]
 
 
 def last_runs(conn: Connection) -> list[dict[str, Any]]:

@@ -10,16 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import Connection
 
+from monitor.core.vocabulary import most_severe_first_sql
 from monitor.expose.queries import FIRST_PAGE, Listing, Page, fetch_page, latest_evaluation, records
 from monitor.expose.vocabulary import Described
-
-Severity = Literal["critical", "warning", "info"]
-SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
-"""Most severe first: the order findings are listed in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +183,6 @@ def findings(
                description, runbook, state, first_seen, last_seen, evaluated_at
         FROM findings WHERE {" AND ".join(where)}
     """
-    order = "array_position(ARRAY['critical', 'warning', 'info'], severity) NULLS LAST, first_seen, id"
+    order = f"{most_severe_first_sql('severity')}, first_seen, id"
     evaluated_at = latest_evaluation(conn, cluster) if cluster is not None else None
     return fetch_page(conn, Finding, body, params, order, page, evaluated_at)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
+from monitor.core.vocabulary import CONSUMER_STATUSES
 from monitor.expose.queries import (
     FIRST_PAGE,
     Listing,
@@ -24,7 +25,7 @@ from monitor.expose.queries import (
 )
 from monitor.expose.vocabulary import Described
 
-STATUS_ORDER = ("OK", "WARN", "ERR", "STOP", "STALL", "REWIND")
+STATUS_ORDER = CONSUMER_STATUSES
 """Burrow's statuses from best to worst."""
 WORST_STATUS_FIRST = f"array_position(ARRAY{list(STATUS_ORDER)!r}, status) DESC NULLS LAST"
 

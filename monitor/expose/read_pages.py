@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
+from monitor.core.vocabulary import most_severe_first_sql
 from monitor.expose.queries import records
 from monitor.expose.read_lag import WORST_STATUS_FIRST
 
@@ -115,7 +116,7 @@ def firing_alerts(
         WHERE {_FIRING} AND cluster = :c
           AND (CAST(:t AS text) IS NULL OR labels->>'topic' = :t)
           AND (CAST(:g AS text) IS NULL OR labels->>'group_id' = :g)
-        ORDER BY CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, starts_at, id
+        ORDER BY {most_severe_first_sql("severity")}, starts_at, id
         LIMIT 50
         """,
         params,

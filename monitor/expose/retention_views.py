@@ -25,8 +25,8 @@ from urllib.parse import quote
 
 from monitor.act.model import describe_change, display_state, show_value
 from monitor.act.policy import KAFKA_LONG_MAX, Policy
+from monitor.core.records import Identity
 from monitor.store.retention import IN_FORCE_STATES
-from monitor.types import Identity
 
 FLASH_COOKIE: Final = "kh_flash"
 FLASH_MAX_AGE_SECONDS: Final = 120

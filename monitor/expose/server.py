@@ -9,7 +9,7 @@ import time
 import uvicorn
 from fastapi import FastAPI
 
-from monitor.errors import MonitorError
+from monitor.core.errors import MonitorError
 
 log = logging.getLogger(__name__)
 

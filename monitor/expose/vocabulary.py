@@ -2,7 +2,7 @@
 
 The pages, the CLI reports and the JSON API show the same records (`monitor.expose.read_*`), so a
 field's meaning is written once: the derived columns take theirs from the contract in
-`monitor.derived` (which follows DOMAIN.md), the rest are defined here. A record class names the
+`monitor.core.derived` (which follows DOMAIN.md), the rest are defined here. A record class names the
 derived entity it comes from (`__entity__`), so a roll-up's `offset_lag` is described as a sum and
 a partition's as a difference. The OpenAPI document gets these descriptions through
 `Described.__get_pydantic_json_schema__`; a test checks that no field is left undescribed.
@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from pydantic import GetJsonSchemaHandler
 from pydantic_core import CoreSchema
 
-from monitor.derived import COMMON, ENTITIES
+from monitor.core.derived import COMMON, ENTITIES
 
 FIELDS: dict[str, str] = {
     "cluster": "cluster name, as configured in the monitor",

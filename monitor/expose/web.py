@@ -29,8 +29,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from monitor import __version__
 from monitor.act.service import RetentionService
-from monitor.clock import Clock, SystemClock
-from monitor.config import IdentityConfig, MetricsConfig
+from monitor.core.clock import Clock, SystemClock
+from monitor.core.settings import IdentityConfig, MetricsConfig
 from monitor.expose import (
     api,
     api_alerts,
@@ -77,10 +77,10 @@ def create_app(
 ) -> FastAPI:
     """Build the FastAPI app over `engine`. `/readyz` fails when no collection succeeded within
     `stale_after`; `metrics` sets what `/metrics` serves (default: the settings' defaults);
-    `job_intervals` (`pages_collection.job_intervals`) says when a job's last success is stale;
+    `job_intervals` (`monitor.core.scheduler.run_intervals`) says when a job's last success is stale;
     `inboxes` (`inbox.inbox_paths`): the console receivers' files the inbox page reads;
     `rules_dir` (`evaluate.rules_dir`): the rule files whose TimeUntilDataLoss tiers colour the
-    data-loss margin (default: the project's alert_rules/)."""
+    data-loss margin (default: the shipped rules)."""
     clock = clock or SystemClock()
     auth = Authenticator(identity or IdentityConfig(), engine, clock)
     ctx = WebContext(

@@ -1,7 +1,7 @@
 """The one package that talks to the Kafka client libraries.
 
-Everything else in `monitor/` gets the typed records of `monitor.types` and the named errors of
-`monitor.errors`; no client-library object or exception leaves this package. Every request is
+Everything else in `monitor/` gets the typed records of `monitor.core.records` and the named errors of
+`monitor.core.errors`; no client-library object or exception leaves this package. Every request is
 bounded by the cluster's `request_timeout_seconds` (or an explicit budget) and its client errors
 are translated:
 

@@ -30,16 +30,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
 )
 from confluent_kafka.cimpl import NewTopic
 
-from monitor.config import ClusterConfig
-from monitor.errors import ConfigError, KafkaUnavailableError
-from monitor.kafka import records
-from monitor.kafka.describe import GroupDescribeClient
-from monitor.kafka.groups import GROUPS_PER_REQUEST, GroupOffsetsClient
-from monitor.kafka.listoffsets import ChunkedListOffsets, NotAsked, plan_chunks
-from monitor.kafka.properties import ClientConfig, ClientLog, client_config, scrub
-from monitor.kafka.records import CONFIG_KEYS, partition_key
-from monitor.kafka.translate import FUTURE_GRACE_SECONDS, KafkaCall, Outcome, kafka_error
-from monitor.types import (
+from monitor.core.errors import ConfigError, KafkaUnavailableError
+from monitor.core.records import (
     ClusterInfo,
     CommittedOffset,
     EndOffsetHeldBack,
@@ -50,7 +42,15 @@ from monitor.types import (
     TopicConfigEntry,
     TopicInfo,
 )
-from monitor.types import TopicPartition as TopicPartitionKey
+from monitor.core.records import TopicPartition as TopicPartitionKey
+from monitor.core.settings import ClusterConfig
+from monitor.kafka import records
+from monitor.kafka.describe import GroupDescribeClient
+from monitor.kafka.groups import GROUPS_PER_REQUEST, GroupOffsetsClient
+from monitor.kafka.listoffsets import ChunkedListOffsets, NotAsked, plan_chunks
+from monitor.kafka.properties import ClientConfig, ClientLog, client_config, scrub
+from monitor.kafka.records import CONFIG_KEYS, partition_key
+from monitor.kafka.translate import FUTURE_GRACE_SECONDS, KafkaCall, Outcome, kafka_error
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
     ResourceType,
 )
 
-from monitor.errors import KafkaRequestError
+from monitor.core.errors import KafkaRequestError
+from monitor.core.records import TopicConfigEntry
 from monitor.kafka.admin import KafkaAdmin
-from monitor.types import TopicConfigEntry
 
 SOURCE_DYNAMIC_TOPIC = "DYNAMIC_TOPIC_CONFIG"
 

@@ -33,10 +33,10 @@ from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolType
 from kafka.protocol.metadata import CoordinatorType, FindCoordinatorRequest
 
+from monitor.core.records import GroupDescription, GroupMember, Partial, TopicPartition
 from monitor.kafka.messages import ConsumerGroupDescribeRequest
 from monitor.kafka.pyclient import KafkaPythonClient, unavailable
 from monitor.kafka.translate import FUTURE_GRACE_SECONDS, Outcome
-from monitor.types import GroupDescription, GroupMember, Partial, TopicPartition
 
 log = logging.getLogger(__name__)
 

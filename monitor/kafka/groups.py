@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
+from monitor.core.records import CommittedOffset, Partial
 from monitor.kafka.pyclient import KafkaPythonClient, unavailable
 from monitor.kafka.translate import Outcome
-from monitor.types import CommittedOffset, Partial
 
 GROUPS_PER_REQUEST: Final = 100
 _UNAVAILABLE_IN_A_ROW: Final = 20

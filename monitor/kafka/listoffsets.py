@@ -37,6 +37,8 @@ from typing import Any, Final
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # public, but not in `__all__`
 
+from monitor.core.records import EndOffsetHeldBack, PartitionOffsets
+from monitor.core.records import TopicPartition as TopicPartitionKey
 from monitor.kafka import records
 from monitor.kafka.translate import (
     FUTURE_GRACE_SECONDS,
@@ -44,8 +46,6 @@ from monitor.kafka.translate import (
     is_unavailable,
     reason,
 )
-from monitor.types import EndOffsetHeldBack, PartitionOffsets
-from monitor.types import TopicPartition as TopicPartitionKey
 
 PARTITIONS_PER_CHUNK: Final = 1000
 """Partitions per ListOffsets call (one call per kind)."""

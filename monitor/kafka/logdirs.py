@@ -12,10 +12,10 @@ from typing import Any
 
 import kafka.errors
 
-from monitor.config import ClusterConfig
+from monitor.core.records import LogDirReplica, LogDirUsage, Partial
+from monitor.core.settings import ClusterConfig
 from monitor.kafka.pyclient import KafkaPythonClient, kafka_python_options, unavailable
 from monitor.kafka.translate import Outcome
-from monitor.types import LogDirReplica, LogDirUsage, Partial
 
 __all__ = ["LogDirClient", "LogDirs", "describe_log_dirs", "kafka_python_options", "log_dirs_of"]
 

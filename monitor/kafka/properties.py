@@ -6,7 +6,7 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Final, TypeVar
 
-from monitor.config import ClusterConfig, SecurityProtocol
+from monitor.core.settings import ClusterConfig, SecurityProtocol
 
 CLIENT_LOG: Final = logging.getLogger("monitor.kafka.client")
 # librdkafka's own log lines go to `CLIENT_LOG` at INFO or below: whatever makes a request fail

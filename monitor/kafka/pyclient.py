@@ -13,8 +13,8 @@ from typing import Final, Self
 import kafka.errors
 from kafka.admin import KafkaAdminClient
 
-from monitor.config import ClusterConfig, SecurityProtocol
-from monitor.errors import ConfigError, KafkaRequestError, KafkaUnavailableError
+from monitor.core.errors import ConfigError, KafkaRequestError, KafkaUnavailableError
+from monitor.core.settings import ClusterConfig, SecurityProtocol
 from monitor.kafka.properties import MASK, MaskedMapping
 from monitor.kafka.translate import reason
 

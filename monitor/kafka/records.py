@@ -1,4 +1,4 @@
-"""Pure mappings from what confluent-kafka returns to the records of `monitor.types`.
+"""Pure mappings from what confluent-kafka returns to the records of `monitor.core.records`.
 
 No function here talks to a cluster; they take the client's result objects (typed loosely, as
 the client library types them) and are unit-tested with stand-ins.
@@ -12,7 +12,7 @@ from typing import Any, Final
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
 from confluent_kafka.admin import ConfigSource  # type: ignore[attr-defined]  # public, not in `__all__`
 
-from monitor.types import (
+from monitor.core.records import (
     TIMESTAMP_CREATE,
     TIMESTAMP_LOG_APPEND,
     TIMESTAMP_NOT_AVAILABLE,

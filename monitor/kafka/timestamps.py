@@ -28,12 +28,12 @@ from typing import Any, Final
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from monitor.config import ClusterConfig
-from monitor.errors import ConfigError, KafkaRequestError
+from monitor.core.errors import ConfigError, KafkaRequestError
+from monitor.core.records import RecordTimestamp
+from monitor.core.settings import ClusterConfig
 from monitor.kafka.cursor import PartitionCursor, Step, Target, plan
 from monitor.kafka.properties import ClientLog, client_config, scrub
 from monitor.kafka.records import timestamp_type
-from monitor.types import RecordTimestamp
 
 _LOG: Final = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Client-library errors turned into text and into the named errors of `monitor.errors`.
+"""Client-library errors turned into text and into the named errors of `monitor.core.errors`.
 
 - unavailable: the cluster, or the broker a request needs, did not answer (transport failure,
   timeout, no leader or coordinator right now). Retrying later may succeed.
@@ -16,8 +16,8 @@ from typing import Final, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
-from monitor.config import ClusterConfig
-from monitor.errors import KafkaRequestError, KafkaUnavailableError, MonitorError
+from monitor.core.errors import KafkaRequestError, KafkaUnavailableError, MonitorError
+from monitor.core.settings import ClusterConfig
 from monitor.kafka.properties import ClientConfig, scrub
 
 # A future is only a backstop: librdkafka enforces `request_timeout` itself and fails the
@@ -68,7 +68,7 @@ def is_end_offset_held_back(exc: BaseException) -> bool:
     """True when a leader answered that it cannot give the end offset now: OFFSET_NOT_AVAILABLE,
     "leader high watermark is not caught up" (Kafka 4 holds the high watermark of a partition
     under min ISR back). Neither "unavailable" nor "refused": the partition is there and answers
-    again once its ISR is back (`monitor.types.EndOffsetHeldBack`)."""
+    again once its ISR is back (`monitor.core.records.EndOffsetHeldBack`)."""
     error = kafka_error(exc)
     return error is not None and error.code() == KafkaError.OFFSET_NOT_AVAILABLE
 

@@ -20,10 +20,9 @@ from sqlalchemy import BigInteger, CheckConstraint, Double, ForeignKey, Index, t
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from monitor.store.models import Base
+from monitor.core.vocabulary import ALERT_STATES, OUTBOX_STATES
+from monitor.store.models import Base, one_of
 
-ALERT_STATES = ("pending", "firing", "resolved")
-OUTBOX_STATES = ("pending", "sending", "sent", "failed", "dropped")
 """dropped: not sent because what it announced was no longer true when it was due."""
 
 
@@ -32,7 +31,7 @@ class Alert(Base):
 
     __tablename__ = "alerts"
     __table_args__ = (
-        CheckConstraint("state IN ('pending', 'firing', 'resolved')", name="state"),
+        CheckConstraint(one_of("state", ALERT_STATES), name="state"),
         Index("uq_alerts_open", "fingerprint", unique=True, postgresql_where=text("state <> 'resolved'")),
         Index("ix_alerts_state", "state"),
         Index("ix_alerts_cluster", "cluster"),
@@ -128,7 +127,7 @@ class Ack(Base):
 class OutboxEntry(Base):
     __tablename__ = "notification_outbox"
     __table_args__ = (
-        CheckConstraint("state IN ('pending', 'sending', 'sent', 'failed', 'dropped')", name="state"),
+        CheckConstraint(one_of("state", OUTBOX_STATES), name="state"),
         Index("ix_notification_outbox_due", "state", "next_attempt_at"),
         Index("ix_notification_outbox_key", "receiver", "dedup_key", "id"),
     )

@@ -34,8 +34,8 @@ import psycopg
 from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
 
-from monitor.clock import Clock
-from monitor.errors import StoreUnavailableError
+from monitor.core.clock import Clock
+from monitor.core.errors import StoreUnavailableError
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from sqlalchemy.engine import URL, ExceptionContext, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
-from monitor.errors import StoreUnavailableError
+from monitor.core.errors import StoreUnavailableError
 
 DRIVER = "postgresql+psycopg"
 

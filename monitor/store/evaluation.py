@@ -1,5 +1,5 @@
 """Tables written by the evaluate stage: one `derived_<entity>` table per entity of the derived
-columns contract (`monitor.derived`), partitioned by day on `evaluated_at`, and
+columns contract (`monitor.core.derived`), partitioned by day on `evaluated_at`, and
 `findings`, the rules' verdicts with their lifecycle (pending -> firing -> resolved).
 
 The derived tables are generated from the contract so that the columns a rule can use, the
@@ -29,10 +29,9 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
 
-from monitor.derived import ENTITIES, KEYS, table_of
-from monitor.store.models import PARTITION_COLUMN_KEY, Base
-
-FINDING_STATES = ("pending", "firing", "resolved")
+from monitor.core.derived import ENTITIES, KEYS, table_of
+from monitor.core.vocabulary import ALERT_STATES
+from monitor.store.models import PARTITION_COLUMN_KEY, Base, one_of
 
 _TYPES: dict[str, TypeEngine[Any]] = {
     "string": Text(),
@@ -72,7 +71,7 @@ class Finding(Base):
 
     __tablename__ = "findings"
     __table_args__ = (
-        CheckConstraint("state IN ('pending', 'firing', 'resolved')", name="state"),
+        CheckConstraint(one_of("state", ALERT_STATES), name="state"),
         Index(
             "uq_findings_open",
             "rule",

@@ -144,15 +144,3 @@ def merge_findings(
         "pending": int(states.get("pending", 0)),
         "firing": int(states.get("firing", 0)),
     }
-
-
-def open_findings(conn: Connection, cluster: str | None = None) -> list[dict[str, Any]]:
-    """Open findings, most severe and oldest first."""
-    rows = conn.execute(
-        text(
-            "SELECT * FROM findings WHERE state <> 'resolved' AND (CAST(:c AS text) IS NULL OR cluster = :c)"
-            " ORDER BY CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, first_seen"
-        ),
-        {"c": cluster},
-    )
-    return [dict(r._mapping) for r in rows]

@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import Connection, delete, update
 from sqlalchemy.dialects.postgresql import insert
 
+from monitor.core.records import ClusterInfo, TopicInfo
 from monitor.store.ingest import copy_rows
 from monitor.store.models import Broker, Cluster, CollectionRun, Partition, ReplicaState, Topic
-from monitor.types import ClusterInfo, TopicInfo
 
 
 def upsert_cluster(conn: Connection, name: str, bootstrap: str, info: ClusterInfo, now: datetime) -> None:

@@ -7,28 +7,13 @@ ini text, where a ``%`` in a password would break interpolation).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import command
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from monitor.errors import MonitorError
+from monitor.core.resources import migrations_dir
 from monitor.store.engine import make_engine, normalize_url
-
-
-def migrations_dir() -> Path:
-    """The top-level ``migrations/`` folder, found by walking up from this package."""
-    here = Path(__file__).resolve().parent
-    for folder in here.parents:
-        candidate = folder / "migrations"
-        if (candidate / "env.py").is_file():
-            return candidate
-    raise MonitorError(
-        f"cannot find the migrations/ folder above {here}; run from a checkout of the project "
-        "(migrations are not part of the installed package)"
-    )
 
 
 def alembic_config(url: str | None = None) -> Config:

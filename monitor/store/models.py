@@ -40,6 +40,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from monitor.core.vocabulary import RUN_STATUSES
+
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -51,7 +53,6 @@ NAMING_CONVENTION = {
 PARTITION_COLUMN_KEY = "partitioned_by_day"
 """Key in ``Table.info`` naming the time column a table is range-partitioned on, by day."""
 
-RUN_STATUSES = ("running", "ok", "partial", "failed", "skipped")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime", "NotAvailable")
 TIMESTAMP_METHODS = ("exact", "interpolated", "none")
 END_OFFSET_METHODS = ("listed", "last_known")
@@ -73,7 +74,8 @@ def _by_day(column: str) -> dict[str, Any]:
     return {"postgresql_partition_by": f"RANGE ({column})", "info": {PARTITION_COLUMN_KEY: column}}
 
 
-def _one_of(column: str, values: tuple[str, ...]) -> str:
+def one_of(column: str, values: tuple[str, ...]) -> str:
+    """A CHECK constraint's text: `column` holds one of `values`."""
     quoted = ", ".join(f"'{value}'" for value in values)
     return f"{column} IN ({quoted})"
 
@@ -166,7 +168,7 @@ class PartitionOffset(_PartitionOffsetValues, Base):
     __tablename__ = "partition_offsets"
     __table_args__ = (
         Index("ix_partition_offsets_cluster_sampled_at", "cluster", "sampled_at"),
-        CheckConstraint(_one_of("end_offset_method", END_OFFSET_METHODS), name="end_offset_method"),
+        CheckConstraint(one_of("end_offset_method", END_OFFSET_METHODS), name="end_offset_method"),
         _by_day("sampled_at"),
     )
 
@@ -208,7 +210,7 @@ class GroupOffset(_GroupOffsetValues, Base):
             "partition",
             "sampled_at",
         ),
-        CheckConstraint(_one_of("timestamp_method", TIMESTAMP_METHODS), name="timestamp_method"),
+        CheckConstraint(one_of("timestamp_method", TIMESTAMP_METHODS), name="timestamp_method"),
         _by_day("sampled_at"),
     )
 
@@ -324,7 +326,7 @@ class CommitObservation(Base):
 class LatestPartitionOffset(_PartitionOffsetValues, Base):
     __tablename__ = "latest_partition_offsets"
     __table_args__ = (
-        CheckConstraint(_one_of("end_offset_method", END_OFFSET_METHODS), name="end_offset_method"),
+        CheckConstraint(one_of("end_offset_method", END_OFFSET_METHODS), name="end_offset_method"),
         {"postgresql_with": {"fillfactor": LATEST_FILLFACTOR}},
     )
 
@@ -339,7 +341,7 @@ class LatestGroupOffset(_GroupOffsetValues, Base):
 
     __tablename__ = "latest_group_offsets"
     __table_args__ = (
-        CheckConstraint(_one_of("timestamp_method", TIMESTAMP_METHODS), name="timestamp_method"),
+        CheckConstraint(one_of("timestamp_method", TIMESTAMP_METHODS), name="timestamp_method"),
         {"postgresql_with": {"fillfactor": LATEST_FILLFACTOR}},
     )
 
@@ -375,7 +377,7 @@ class RecordTimestamp(Base):
 
     __tablename__ = "record_timestamps"
     __table_args__ = (
-        CheckConstraint(_one_of("timestamp_type", TIMESTAMP_TYPES), name="timestamp_type"),
+        CheckConstraint(one_of("timestamp_type", TIMESTAMP_TYPES), name="timestamp_type"),
         Index("ix_record_timestamps_cluster_fetched_at", "cluster", "fetched_at"),
     )
 
@@ -446,7 +448,7 @@ class CollectionRun(Base):
 
     __tablename__ = "collection_runs"
     __table_args__ = (
-        CheckConstraint(_one_of("status", RUN_STATUSES), name="status"),
+        CheckConstraint(one_of("status", RUN_STATUSES), name="status"),
         Index("ix_collection_runs_cluster_job_started_at", "cluster", "job", text("started_at DESC")),
     )
 

@@ -21,7 +21,7 @@ from sqlalchemy import ARRAY, BigInteger, CheckConstraint, Index, Text, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from monitor.store.models import Base
+from monitor.store.models import Base, one_of
 
 REQUEST_STATES = (
     "awaiting_approval",  # larger than the instant tier: waits for a reviewer
@@ -52,21 +52,17 @@ TIERS = ("instant", "reviewed")
 NOTICE_SEVERITIES = ("info", "warning")
 
 
-def _one_of(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN ({', '.join(repr(v) for v in values)})"
-
-
 class RetentionRequest(Base):
     __tablename__ = "retention_requests"
     __table_args__ = (
-        CheckConstraint(_one_of("state", REQUEST_STATES), name="state"),
-        CheckConstraint(_one_of("tier", TIERS), name="tier"),
+        CheckConstraint(one_of("state", REQUEST_STATES), name="state"),
+        CheckConstraint(one_of("tier", TIERS), name="tier"),
         Index(
             "uq_retention_requests_open",
             "cluster",
             "topic",
             unique=True,
-            postgresql_where=text(_one_of("state", OPEN_STATES)),
+            postgresql_where=text(one_of("state", OPEN_STATES)),
         ),
         Index("ix_retention_requests_state", "state"),
         Index("ix_retention_requests_cluster_topic_created_at", "cluster", "topic", "created_at"),
@@ -131,7 +127,7 @@ class ApiToken(Base):
 class Notice(Base):
     __tablename__ = "notices"
     __table_args__ = (
-        CheckConstraint(_one_of("severity", NOTICE_SEVERITIES), name="severity"),
+        CheckConstraint(one_of("severity", NOTICE_SEVERITIES), name="severity"),
         Index("ix_notices_created_at", "created_at"),
     )
 

@@ -29,8 +29,8 @@ from prometheus_client import Counter, Histogram
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from monitor.clock import Clock
-from monitor.errors import MonitorError, StoreUnavailableError
+from monitor.core.clock import Clock
+from monitor.core.errors import MonitorError, StoreUnavailableError
 from monitor.store.buffer import BufferedWriter
 from monitor.store.metadata import finish_run, insert_finished_run, start_run
 

@@ -25,9 +25,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from monitor.store.ingest import copy_rows
-from monitor.store.partitions import create_day_partitions, day_of, partition_name
-from monitor.types import (
+from monitor.core.records import (
     CommitObservation,
     DataLossEvent,
     GroupDescription,
@@ -38,6 +36,8 @@ from monitor.types import (
     RecordTimestamp,
     TopicConfigEntry,
 )
+from monitor.store.ingest import copy_rows
+from monitor.store.partitions import create_day_partitions, day_of, partition_name
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
@@ -705,30 +705,6 @@ def latest_end_offsets(
         {"cluster": cluster, "topics": list(topics), "partitions": list(numbers)},
     )
     return {(topic, partition): (start, end, at) for topic, partition, start, end, at in rows}
-
-
-def end_offset_history(
-    conn: Connection, cluster: str, partitions: Collection[tuple[str, int]], since: datetime
-) -> dict[tuple[str, int], list[tuple[int, datetime]]]:
-    """(topic, partition) -> [(end offset, sampled at)] since `since`, ascending by time: the
-    persisted history lag interpolation works from. Partitions without samples are absent."""
-    if not partitions:
-        return {}
-    topics, numbers = zip(*partitions, strict=True)
-    rows = conn.execute(
-        text(
-            "SELECT o.topic, o.partition, o.end_offset, o.sampled_at "
-            "FROM unnest(CAST(:topics AS text[]), CAST(:partitions AS integer[])) AS k(topic, partition) "
-            "JOIN partition_offsets AS o ON o.cluster = :cluster AND o.topic = k.topic "
-            "AND o.partition = k.partition AND o.sampled_at >= :since "
-            "ORDER BY o.topic, o.partition, o.sampled_at"
-        ),
-        {"cluster": cluster, "topics": list(topics), "partitions": list(numbers), "since": since},
-    )
-    history: dict[tuple[str, int], list[tuple[int, datetime]]] = defaultdict(list)
-    for topic, partition, end, at in rows:
-        history[(topic, partition)].append((end, at))
-    return dict(history)
 
 
 def prune_record_timestamps(conn: Connection, cluster: str, older_than: datetime) -> int:

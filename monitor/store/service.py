@@ -7,9 +7,9 @@ from datetime import timedelta
 
 from sqlalchemy import Engine, select
 
-from monitor.clock import Clock
-from monitor.config import DatabaseConfig
-from monitor.errors import StoreUnavailableError
+from monitor.core.clock import Clock
+from monitor.core.errors import StoreUnavailableError
+from monitor.core.settings import DatabaseConfig
 from monitor.store import migrate
 from monitor.store.engine import make_engine, mask_url
 from monitor.store.metadata import prune_runs

@@ -14,8 +14,8 @@ from sqlalchemy import Engine, text
 
 from monitor.alert.lifecycle import run_cycle
 from monitor.alert.routing import default_routing_paths, load_routing
-from monitor.clock import FakeClock
-from monitor.config import IdentityConfig
+from monitor.core.clock import FakeClock
+from monitor.core.settings import IdentityConfig
 from monitor.expose.web import create_app
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
@@ -333,8 +333,8 @@ def test_the_alerts_cli_lists_acknowledges_and_silences(
     from rich.console import Console
     from typer.testing import CliRunner
 
-    from monitor.alert import cli_alerts
-    from monitor.cli import app
+    from monitor.cli import alerts as cli_alerts
+    from monitor.cli.main import app
 
     monkeypatch.setenv("DATABASE_URL", db_url)
     monkeypatch.setattr(cli_alerts, "out", Console(width=400, soft_wrap=True))

@@ -18,7 +18,7 @@ from monitor.alert.outbox import RetryPolicy, Sender, claim
 from monitor.alert.render import Templates
 from monitor.alert.routing import Routing, load_routing
 from monitor.alert.stage import build_receivers
-from monitor.clock import FakeClock
+from monitor.core.clock import FakeClock
 from tests.fixtures.receivers import (
     ROUTING_KEY,
     SLACK_TOKEN,

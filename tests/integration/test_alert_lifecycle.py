@@ -18,8 +18,8 @@ from monitor.alert.lifecycle import CycleResult, run_cycle
 from monitor.alert.model import DeliveryResult, Notification
 from monitor.alert.outbox import Sender
 from monitor.alert.routing import Routing, default_routing_paths, load_routing
-from monitor.clock import FakeClock
-from monitor.types import Identity
+from monitor.core.clock import FakeClock
+from monitor.core.records import Identity
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 URL = "http://monitor.test"

@@ -13,7 +13,7 @@ from sqlalchemy import Engine, text
 
 from monitor.alert.model import AlertView, DeliveryResult, Notification
 from monitor.alert.outbox import RetryPolicy, Sender, claim, enqueue
-from monitor.clock import FakeClock
+from monitor.core.clock import FakeClock
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

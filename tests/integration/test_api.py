@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from monitor.clock import FakeClock
+from monitor.core.clock import FakeClock
 from monitor.expose.web import create_app
 from tests.fixtures.read_model import T0, T1, fill
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from monitor.clock import SystemClock
+from monitor.core.clock import SystemClock
 from monitor.expose.web import create_app
 from tests.fixtures.populated import Populated
 

@@ -25,10 +25,10 @@ from monitor.act.gitrepo import ConfigRepo
 from monitor.act.policy import default_policy_path
 from monitor.act.service import RetentionService
 from monitor.act.tokens import create_token
-from monitor.clock import FakeClock, SystemClock
-from monitor.config import ClusterConfig, IdentityConfig, RetentionConfig
+from monitor.core.clock import FakeClock, SystemClock
+from monitor.core.owners import default_owners_path
+from monitor.core.settings import ClusterConfig, IdentityConfig, RetentionConfig
 from monitor.expose.web import create_app
-from monitor.owners import default_owners_path
 from tests.fixtures.kafka import KafkaTestHelper
 from tests.fixtures.read_model import T1, fill
 

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from bench.web import CLUSTER, Shape, endpoints, fill
-from monitor.clock import SystemClock
+from monitor.core.clock import SystemClock
 from monitor.expose.web import create_app
 
 SHAPE = Shape(30)

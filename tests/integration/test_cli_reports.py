@@ -10,8 +10,8 @@ from rich.console import Console
 from sqlalchemy import Engine
 from typer.testing import CliRunner
 
-from monitor.cli import app
-from monitor.expose import cli_reports
+from monitor.cli import reports as cli_reports
+from monitor.cli.main import app
 from tests.fixtures.read_model import fill
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from monitor.clock import SystemClock
 from monitor.collect.stage import ClusterCollector
-from monitor.config import ClusterConfig, CollectConfig, NameFilter
+from monitor.core.clock import SystemClock
+from monitor.core.settings import ClusterConfig, CollectConfig, NameFilter
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import RunRecorder
 from tests.fixtures.kafka import KafkaTestHelper

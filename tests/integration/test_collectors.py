@@ -14,9 +14,9 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from sqlalchemy import Engine, text
 
-from monitor.clock import SystemClock
 from monitor.collect.stage import ClusterCollector
-from monitor.config import CollectConfig, NameFilter
+from monitor.core.clock import SystemClock
+from monitor.core.settings import CollectConfig, NameFilter
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import RunRecorder
 from tests.fixtures.kafka import KafkaTestHelper
@@ -291,7 +291,7 @@ def test_group_requests_that_all_go_unanswered_make_a_partial_run(
 ) -> None:
     # What a broker that just died can do to a cycle: every group request times out while the
     # partitions on the other brokers still answer.
-    from monitor.errors import KafkaUnavailableError
+    from monitor.core.errors import KafkaUnavailableError
 
     topic = kafka.create_topic(partitions=2)
     kafka.produce(topic, [b"x"] * 3)

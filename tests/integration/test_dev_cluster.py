@@ -9,12 +9,12 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
-from monitor.cli import app
-from monitor.config import ClusterConfig
+from monitor.cli.main import app
+from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
+from monitor.core.records import TopicInfo
+from monitor.core.settings import ClusterConfig
 from monitor.devtools.kafka_cluster import DevKafkaCluster
-from monitor.errors import KafkaRequestError, KafkaUnavailableError
 from monitor.kafka import KafkaAdmin
-from monitor.types import TopicInfo
 from tests.fixtures.kafka import KafkaTestHelper
 
 

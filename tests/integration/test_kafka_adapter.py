@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from monitor.config import ClusterConfig
-from monitor.errors import KafkaUnavailableError
+from monitor.core.errors import KafkaUnavailableError
+from monitor.core.records import GroupDescription, PartitionOffsets, RecordTimestamp
+from monitor.core.settings import ClusterConfig
 from monitor.kafka import CONFIG_KEYS, KafkaAdmin, LogDirClient, RecordTimestampReader, describe_log_dirs
-from monitor.types import GroupDescription, PartitionOffsets, RecordTimestamp
 from tests.fixtures.kafka import KafkaTestHelper
 
 

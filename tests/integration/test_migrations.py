@@ -14,14 +14,8 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 
-from monitor.clock import to_millis
-from monitor.store import migrate
-from monitor.store.engine import make_engine
-from monitor.store.ingest import copy_rows
-from monitor.store.models import Base
-from monitor.store.partitions import PARTITIONED_TABLES, ensure_partitions
-from monitor.store.samples import OffsetsBatch, write_offsets_batch
-from monitor.types import (
+from monitor.core.clock import to_millis
+from monitor.core.records import (
     CommitObservation,
     CommittedOffset,
     DataLossEvent,
@@ -32,6 +26,12 @@ from monitor.types import (
     PartitionSample,
     RecordTimestamp,
 )
+from monitor.store import migrate
+from monitor.store.engine import make_engine
+from monitor.store.ingest import copy_rows
+from monitor.store.models import Base
+from monitor.store.partitions import PARTITIONED_TABLES, ensure_partitions
+from monitor.store.samples import OffsetsBatch, write_offsets_batch
 from tests.fixtures.postgres import PgServer, unique_database_name
 
 NOW = datetime(2030, 6, 15, 12, 0, tzinfo=UTC)

@@ -19,10 +19,10 @@ from monitor.act import ledger
 from monitor.act.gitrepo import ConfigRepo
 from monitor.act.model import RetentionError
 from monitor.act.service import RetentionService
-from monitor.clock import FakeClock
-from monitor.config import ClusterConfig, RetentionConfig
+from monitor.core.clock import FakeClock
+from monitor.core.records import Identity
+from monitor.core.settings import ClusterConfig, RetentionConfig
 from monitor.store.partitions import ensure_partitions
-from monitor.types import Identity
 from tests.fixtures.kafka import KafkaTestHelper
 
 GiB = 2**30

@@ -16,8 +16,8 @@ from sqlalchemy import Engine, text
 from monitor.act.gitrepo import ConfigRepo
 from monitor.act.service import RetentionService
 from monitor.act.tokens import create_token, revoke_token
-from monitor.clock import SystemClock
-from monitor.config import ClusterConfig, IdentityConfig, RetentionConfig
+from monitor.core.clock import SystemClock
+from monitor.core.settings import ClusterConfig, IdentityConfig, RetentionConfig
 from monitor.expose.web import create_app
 from tests.fixtures.kafka import KafkaTestHelper
 

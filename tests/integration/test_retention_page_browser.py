@@ -17,9 +17,9 @@ from sqlalchemy import Engine, text
 
 from monitor.act.gitrepo import ConfigRepo
 from monitor.act.service import RetentionService
-from monitor.clock import SystemClock
 from monitor.collect.stage import ClusterCollector
-from monitor.config import CollectConfig, IdentityConfig, NameFilter, RetentionConfig
+from monitor.core.clock import SystemClock
+from monitor.core.settings import CollectConfig, IdentityConfig, NameFilter, RetentionConfig
 from monitor.expose.web import create_app
 from monitor.store.buffer import BufferedWriter
 from monitor.store.partitions import ensure_partitions

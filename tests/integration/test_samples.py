@@ -15,26 +15,9 @@ import pytest
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import IntegrityError
 
-from monitor.clock import FakeClock, to_millis
-from monitor.devtools.paths import var_dir
-from monitor.devtools.postgres import LocalPostgres
-from monitor.errors import StoreUnavailableError
-from monitor.store import leases
-from monitor.store.buffer import BufferedWriter
-from monitor.store.metadata import finish_run, prune_runs, start_run
-from monitor.store.samples import (
-    OffsetsBatch,
-    cached_timestamps,
-    end_offset_history,
-    latest_committed,
-    latest_end_offsets,
-    prune_record_timestamps,
-    record_topic_configs,
-    to_datetime,
-    write_log_dirs,
-    write_offsets_batch,
-)
-from monitor.types import (
+from monitor.core.clock import FakeClock, to_millis
+from monitor.core.errors import StoreUnavailableError
+from monitor.core.records import (
     END_OFFSET_LAST_KNOWN,
     END_OFFSET_LISTED,
     METHOD_EXACT,
@@ -52,6 +35,22 @@ from monitor.types import (
     PartitionSample,
     RecordTimestamp,
     TopicConfigEntry,
+)
+from monitor.devtools.paths import var_dir
+from monitor.devtools.postgres import LocalPostgres
+from monitor.store import leases
+from monitor.store.buffer import BufferedWriter
+from monitor.store.metadata import finish_run, prune_runs, start_run
+from monitor.store.samples import (
+    OffsetsBatch,
+    cached_timestamps,
+    latest_committed,
+    latest_end_offsets,
+    prune_record_timestamps,
+    record_topic_configs,
+    to_datetime,
+    write_log_dirs,
+    write_offsets_batch,
 )
 from tests.fixtures.postgres import DEFAULT_TEST_PORT, PgServer
 
@@ -368,10 +367,7 @@ def test_collector_reads_round_trip(
     with engine.connect() as conn:
         cached = cached_timestamps(conn, "big", keys)
         committed = latest_committed(conn, "big")
-        history = end_offset_history(conn, "big", [("topic-3", 4), ("topic-7", 0), ("nope", 0)], T0)
-        recent = end_offset_history(conn, "big", [("topic-3", 4)], second.sampled_at)
         assert cached_timestamps(conn, "other-cluster", keys[:10]) == {}
-        assert end_offset_history(conn, "big", [], T0) == {}
     assert len(cached) == 1_500
     assert cached[("topic-0", 1, 1_200)] == RecordTimestamp(
         "topic-0", 1, 1_200, 1_200, to_millis(second.sampled_at) - 1_000 + 1_200, "LogAppendTime"
@@ -382,11 +378,6 @@ def test_collector_reads_round_trip(
     expected = _group_sample(0, 0, 0, 1, 0).committed.offset
     assert committed[key] == (expected, to_datetime(first.commit_observations[0].observed_at_ms))
     assert committed[("group-4", "topic-99", 99)][1] is None
-    assert history == {
-        ("topic-3", 4): [(1_007, first.sampled_at), (2_007, second.sampled_at)],
-        ("topic-7", 0): [(1_007, first.sampled_at), (2_007, second.sampled_at)],
-    }
-    assert recent == {("topic-3", 4): [(2_007, second.sampled_at)]}
 
 
 def test_prune_record_timestamps(engine: Engine) -> None:

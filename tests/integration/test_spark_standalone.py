@@ -33,11 +33,12 @@ import pytest
 from sqlalchemy import Engine, delete, select, text
 
 from bench.evaluate import CLUSTER, T0, fill
+from monitor.devtools.jdbc import ensure_jdbc_driver
 from monitor.devtools.paths import project_root, var_dir
 from monitor.devtools.spark_cluster import DRIVER_CONF, DevSparkCluster
 from monitor.evaluate.job import run_evaluation
 from monitor.evaluate.rules import default_rule_paths, load_rules
-from monitor.evaluate.spark import ensure_jdbc_driver, jdbc_target
+from monitor.evaluate.spark import jdbc_target
 from monitor.store.evaluation import DERIVED_TABLES, Finding
 
 if TYPE_CHECKING:
@@ -125,10 +126,10 @@ def finished_apps(cluster: DevSparkCluster) -> list[dict[str, Any]]:
 
 def run_stage(master: str, database_url: str, evaluated_at: str) -> None:
     """In a child process: the daemon's evaluate stage on `master`, one evaluation at `evaluated_at`."""
-    from monitor.clock import FakeClock
-    from monitor.config import EvaluateConfig, SparkConfig
+    from monitor.core.clock import FakeClock
+    from monitor.core.scheduler import Scheduler
+    from monitor.core.settings import EvaluateConfig, SparkConfig
     from monitor.evaluate.stage import EvaluateStage
-    from monitor.scheduler import Scheduler
     from monitor.store.engine import make_engine
 
     engine = make_engine(database_url)
@@ -137,7 +138,7 @@ def run_stage(master: str, database_url: str, evaluated_at: str) -> None:
     )
     stage = EvaluateStage(
         spark, EvaluateConfig(), 30, database_url, [CLUSTER], lambda: engine,
-        FakeClock(datetime.fromisoformat(evaluated_at)), Scheduler(),
+        FakeClock(datetime.fromisoformat(evaluated_at)), Scheduler(), ensure_jdbc_driver,
     )  # fmt: skip
     stage.start()  # the scheduler is never started: the test calls the job itself
     try:

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import IntegrityError
 
-from monitor.errors import StoreUnavailableError
+from monitor.core.errors import StoreUnavailableError
 from monitor.store.engine import make_engine
 from monitor.store.ingest import copy_rows
 from monitor.store.partitions import (

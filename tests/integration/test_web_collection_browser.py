@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from monitor.clock import FakeClock
+from monitor.core.clock import FakeClock
 from monitor.expose.web import create_app
 from tests.fixtures.browser import BrowserPage, serve_app
 from tests.fixtures.populated import UNREACHABLE, Populated

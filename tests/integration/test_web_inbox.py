@@ -17,8 +17,8 @@ from sqlalchemy import Engine
 
 from monitor.alert.receivers import build_receiver, parse_receiver
 from monitor.alert.render import Templates
-from monitor.clock import FakeClock
-from monitor.config import AlertConfig
+from monitor.core.clock import FakeClock
+from monitor.core.settings import AlertConfig
 from monitor.expose.inbox import inbox_paths, read_inbox
 from monitor.expose.web import create_app
 from tests.fixtures.receivers import EXTERNAL_URL, NOW, sample_notification

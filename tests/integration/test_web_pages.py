@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Connection, Engine, text
 
-from monitor.clock import FakeClock
+from monitor.core.clock import FakeClock
 from monitor.expose.web import create_app
 from monitor.store.partitions import ensure_partitions
 

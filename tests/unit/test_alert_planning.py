@@ -135,7 +135,7 @@ def test_news_of_a_source_is_a_new_kind_of_impact_not_a_new_count() -> None:
 
 
 def test_still_notify_is_checked_when_the_file_is_loaded(tmp_path: Path) -> None:
-    from monitor.errors import ConfigError
+    from monitor.core.errors import ConfigError
 
     routing = tmp_path / "routing.yaml"
     routing.write_text(

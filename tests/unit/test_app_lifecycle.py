@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from monitor.app import App
-from monitor.errors import MonitorError
+from monitor.core.errors import MonitorError
 
 
 class Recorder:

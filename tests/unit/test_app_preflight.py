@@ -12,11 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from monitor.app import build_app, check_operator_files
-from monitor.cli import app
-from monitor.config import load_settings
+from monitor.cli.main import app
+from monitor.core.errors import ConfigError
+from monitor.core.settings import load_settings
 from monitor.devtools import stack
 from monitor.devtools.demo import demo_settings
-from monitor.errors import ConfigError
 
 runner = CliRunner()
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from monitor.cli import app
-from monitor.config import Settings, load_settings
-from monitor.errors import ConfigError
+from monitor.cli.main import app
+from monitor.core.errors import ConfigError
+from monitor.core.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()

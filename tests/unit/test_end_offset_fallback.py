@@ -12,13 +12,10 @@ from typing import Any
 
 import pytest
 
-from monitor.clock import FakeClock, to_millis
 from monitor.collect import lag
 from monitor.collect.offsets import OffsetsCollector, Topology
-from monitor.config import ClusterConfig, CollectConfig
-from monitor.store.runs import Run
-from monitor.store.samples import OffsetsBatch
-from monitor.types import (
+from monitor.core.clock import FakeClock, to_millis
+from monitor.core.records import (
     END_OFFSET_LAST_KNOWN,
     END_OFFSET_LISTED,
     CommittedOffset,
@@ -28,6 +25,9 @@ from monitor.types import (
     Partial,
     PartitionOffsets,
 )
+from monitor.core.settings import ClusterConfig, CollectConfig
+from monitor.store.runs import Run
+from monitor.store.samples import OffsetsBatch
 
 T = "payments.orders"
 HELD = EndOffsetHeldBack(T, 1, 40, "Broker: Offset not available (OFFSET_NOT_AVAILABLE)")

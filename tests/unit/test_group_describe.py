@@ -21,12 +21,12 @@ import kafka.errors
 import pytest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
-from monitor.config import ClusterConfig
-from monitor.errors import KafkaUnavailableError
+from monitor.core.errors import KafkaUnavailableError
+from monitor.core.records import GroupDescription, GroupMember
+from monitor.core.settings import ClusterConfig
 from monitor.kafka import describe
 from monitor.kafka.describe import GroupDescribeClient, classic_assignment
 from monitor.kafka.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
-from monitor.types import GroupDescription, GroupMember
 
 NOT_FOUND = kafka.errors.GroupIdNotFoundError.errno
 

@@ -30,8 +30,16 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from monitor.config import ClusterConfig, Security
-from monitor.errors import KafkaRequestError, KafkaUnavailableError
+from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
+from monitor.core.records import (
+    CommittedOffset,
+    LogDirReplica,
+    LogDirUsage,
+    PartitionOffsets,
+    RecordTimestamp,
+    TopicConfigEntry,
+)
+from monitor.core.settings import ClusterConfig, Security
 from monitor.kafka import (
     CONFIG_KEYS,
     KafkaAdmin,
@@ -45,14 +53,6 @@ from monitor.kafka.groups import GroupOffsetsClient
 from monitor.kafka.logdirs import log_dirs_of
 from monitor.kafka.timestamps import reader_config
 from monitor.kafka.translate import Outcome
-from monitor.types import (
-    CommittedOffset,
-    LogDirReplica,
-    LogDirUsage,
-    PartitionOffsets,
-    RecordTimestamp,
-    TopicConfigEntry,
-)
 
 PASSWORD = "Sup3r-s3cret-pa55word"
 KEY_PASSWORD = "key-Pa55-7d1c"

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from monitor.config import ClusterConfig, DevKafkaConfig, Security
+from monitor.core.errors import DevEnvironmentError, KafkaRequestError, KafkaUnavailableError
+from monitor.core.records import PartitionInfo
+from monitor.core.settings import ClusterConfig, DevKafkaConfig, Security
 from monitor.devtools.kafka_cluster import DevKafkaCluster, new_cluster_id
-from monitor.errors import DevEnvironmentError, KafkaRequestError, KafkaUnavailableError
 from monitor.kafka import KafkaAdmin, client_config
-from monitor.types import PartitionInfo
 
 PASSWORD = "Sup3r-s3cret-pa55word"
 KEY_PASSWORD = "key-Pa55-7d1c"

@@ -9,7 +9,7 @@ from monitor.collect.lag import (
     partition_samples,
     partition_targets,
 )
-from monitor.types import (
+from monitor.core.records import (
     METHOD_EXACT,
     METHOD_INTERPOLATED,
     METHOD_NONE,

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from monitor.config import ClusterConfig
-from monitor.errors import KafkaUnavailableError
+from monitor.core.errors import KafkaUnavailableError
+from monitor.core.records import PartitionOffsets
+from monitor.core.settings import ClusterConfig
 from monitor.kafka import KafkaAdmin
 from monitor.kafka.listoffsets import plan_chunks
-from monitor.types import PartitionOffsets
 
 KINDS = {-2: "earliest", -1: "latest", -3: "max_timestamp"}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from monitor.config import MetricsConfig, Settings
+from monitor.core.settings import MetricsConfig, Settings
 from monitor.expose.metrics_catalogue import CATALOGUE, STATE, VIEWS, render_markdown
 from monitor.expose.state_queries import LABEL_COLUMNS, QUERIES
 

@@ -17,11 +17,12 @@ from rich.console import Console
 from rich.table import Table
 from typer.testing import CliRunner
 
-from monitor.alert import cli_alerts
-from monitor.cli import app
-from monitor.expose import cli_reports, read_lag, read_topics
+from monitor.cli import alerts as cli_alerts
+from monitor.cli import reports as cli_reports
+from monitor.cli.main import app
+from monitor.core.formatting import PrintableLogFormatter, printable, printable_markup
+from monitor.expose import read_lag, read_topics
 from monitor.expose.queries import Listing
-from monitor.formatting import PrintableLogFormatter, printable, printable_markup
 
 runner = CliRunner()
 
@@ -152,7 +153,7 @@ def test_the_daemon_log_escapes_control_characters_in_names() -> None:
 
 
 def test_the_command_line_installs_the_formatter(monkeypatch: pytest.MonkeyPatch) -> None:
-    from monitor import cli
+    from monitor.cli import main as cli
 
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", [])

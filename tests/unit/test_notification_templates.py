@@ -33,7 +33,7 @@ from monitor.alert.render import (
     render,
     title,
 )
-from monitor.errors import ConfigError
+from monitor.core.errors import ConfigError
 from tests.fixtures.receivers import CASES, EXTERNAL_URL, ROUTING_KEY, sample_notification
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "notifications"

@@ -13,18 +13,12 @@ from typer.testing import CliRunner
 
 from monitor.act.gitrepo import ConfigRepo, ConfigRepoError
 from monitor.act.policy import load_policy
-from monitor.cli import app
-from monitor.config import (
-    MAX_YAML_ALIASES,
-    MAX_YAML_BYTES,
-    ClusterConfig,
-    NameFilter,
-    load_settings,
-    read_yaml,
-)
-from monitor.errors import ConfigError
+from monitor.cli.main import app
+from monitor.core.errors import ConfigError
+from monitor.core.owners import load_owners
+from monitor.core.settings import ClusterConfig, NameFilter, load_settings
+from monitor.core.yaml_files import MAX_YAML_ALIASES, MAX_YAML_BYTES, read_yaml
 from monitor.evaluate.rules import load_rules
-from monitor.owners import load_owners
 
 runner = CliRunner()
 
@@ -176,5 +170,5 @@ def test_owners_patterns_match_names_with_newlines(tmp_path: Path) -> None:
     path = tmp_path / "owners.yaml"
     path.write_text("teams:\n  - name: payments\n    groups: ['payments-.*']\n")
     owners = load_owners(path)
-    team = owners.group_owner("payments-\nworker")
-    assert team is not None and team.name == "payments"
+    (team,) = owners.teams
+    assert team.owns_group("payments-\nworker") and team.name == "payments"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from monitor.cli import app
+from monitor.cli.main import app
+from monitor.core.errors import DevEnvironmentError, StoreUnavailableError
 from monitor.devtools import postgres
 from monitor.devtools.postgres import LocalPostgres, find_binaries
-from monitor.errors import DevEnvironmentError, StoreUnavailableError
 from monitor.store.engine import mask_url, normalize_url
 
 

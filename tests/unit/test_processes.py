@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from monitor.core.errors import DevEnvironmentError
 from monitor.devtools.processes import java_executable, port_in_use, process_alive, tail, wait_gone
-from monitor.errors import DevEnvironmentError
 
 
 def test_tail_gives_the_last_lines_or_says_why_there_are_none(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from monitor.alert.receivers.config import (
     WebhookReceiverConfig,
 )
 from monitor.alert.render import Templates
-from monitor.errors import ConfigError
+from monitor.core.errors import ConfigError
 from tests.fixtures.receivers import EXTERNAL_URL, ROUTING_KEY, SLACK_TOKEN, SMTP_PASSWORD
 
 SECRETS = (SLACK_TOKEN, SMTP_PASSWORD, ROUTING_KEY, "Bearer hook-SECRET")

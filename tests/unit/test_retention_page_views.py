@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from monitor.act.policy import Policy, TierLimits
+from monitor.core.records import Identity
 from monitor.expose import retention_views as views
-from monitor.types import Identity
 
 DAY_MS = 86_400_000
 LIMITS = TierLimits(max_retention_ms="30d", max_retention_bytes=2**40, max_multiple=10, max_duration="14d")

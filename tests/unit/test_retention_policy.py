@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from monitor.act.policy import default_policy_path, load_policy, parse_duration_ms, parse_size
-from monitor.cli import app
-from monitor.errors import ConfigError
+from monitor.cli.main import app
+from monitor.core.errors import ConfigError
 
 GOOD = """\
 limits: {max_retention_ms: 30d, max_retention_bytes: 1TiB, max_multiple: 10, max_duration: 14d}

@@ -15,15 +15,11 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from monitor.alert import cli_routes, routing
-from monitor.alert.routing import (
-    Routing,
-    check_routing,
-    default_routing_paths,
-    load_routing,
-    parse_seconds,
-)
-from monitor.errors import ConfigError
+from monitor.alert import routing
+from monitor.alert.routing import Routing, check_routing, default_routing_paths, load_routing
+from monitor.cli import routes as cli_routes
+from monitor.core.errors import ConfigError
+from monitor.core.vocabulary import parse_duration
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -615,7 +611,7 @@ def test_both_files_bad_names_each_file(tmp_path: Path) -> None:
 
 
 def test_durations() -> None:
-    assert [parse_seconds(t) for t in ("30s", "5m", "2h", "1d", "1h30m", 0, "0")] == [
+    assert [parse_duration(t) for t in ("30s", "5m", "2h", "1d", "1h30m", 0, "0")] == [
         30,
         300,
         7200,
@@ -626,7 +622,7 @@ def test_durations() -> None:
     ]
     for bad in ("5", "1 h", "h", "", True, 5, "1.5h"):
         with pytest.raises(ValueError, match="bad duration"):
-            parse_seconds(bad)
+            parse_duration(bad)
 
 
 # ---------------------------------------------------------------------------------------------

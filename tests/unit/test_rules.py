@@ -9,16 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from monitor.cli import app
+from monitor.cli.main import app
+from monitor.core.vocabulary import format_duration, parse_duration
 from monitor.evaluate.engine import render
-from monitor.evaluate.rules import (
-    TEMPLATE_FILTERS,
-    Rule,
-    default_rule_paths,
-    format_duration,
-    load_rules,
-    parse_duration,
-)
+from monitor.evaluate.rules import TEMPLATE_FILTERS, Rule, default_rule_paths, load_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()

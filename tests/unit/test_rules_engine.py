@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from monitor.derived import columns_of
+from monitor.core.derived import columns_of
 from monitor.evaluate.engine import FINDINGS_DDL, evaluate_rules, render, severity_case
 from monitor.evaluate.rules import Rule, load_rules
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from monitor.scheduler import Scheduler
+from monitor.core.scheduler import Scheduler
 
 HOUR = 3600.0
 

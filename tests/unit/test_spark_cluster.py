@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from monitor.core.errors import DevEnvironmentError
 from monitor.devtools.spark_cluster import MASTER_CLASS, WORKER_CLASS, DevSparkCluster
-from monitor.errors import DevEnvironmentError
 
 
 def test_ports_and_command_lines_follow_the_base_port(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from monitor.config import SparkConfig
-from monitor.errors import ConfigError
+from monitor.core.errors import ConfigError
+from monitor.core.settings import SparkConfig
 from monitor.evaluate.spark import jdbc_target, session_conf
 
 

@@ -13,7 +13,7 @@ from jinja2.exceptions import SecurityError
 from typer.testing import CliRunner
 
 from monitor.alert.render import Templates, default_template_dir
-from monitor.cli import app
+from monitor.cli.main import app
 from monitor.evaluate.engine import render
 from monitor.evaluate.rules import Rule, compile_template, load_rules, sample_context
 from tests.fixtures.receivers import EXTERNAL_URL, sample_notification

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import ARRAY, BigInteger, Boolean, DateTime, Integer, Text
 from sqlalchemy.dialects.postgresql import JSONB
 
-from monitor.derived import COMMON, ENTITIES
+from monitor.core.derived import COMMON, ENTITIES
 from monitor.evaluate.transforms import SCHEMAS, Inputs, derive, empty_inputs
 from monitor.evaluate.transforms.inputs import READ_COLUMNS, column_names, table_names
 from monitor.store.models import Base

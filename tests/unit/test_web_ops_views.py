@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from monitor.config import AlertConfig, Intervals
+from monitor.core.scheduler import run_intervals
+from monitor.core.settings import AlertConfig, Intervals
 from monitor.expose.alert_views import AlertItem, Incident, by_section, link_incidents
 from monitor.expose.pages_alerts import _read_flash
-from monitor.expose.pages_collection import job_health, job_intervals
+from monitor.expose.pages_collection import job_health
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 
@@ -68,7 +69,7 @@ def test_a_silence_from_an_alert_matches_it_whatever_its_severity() -> None:
     assert item.entity_labels == [("group_id", "g"), ("partition", "0"), ("topic", "t")]
 
 
-INTERVALS = job_intervals(Intervals(), AlertConfig())
+INTERVALS = run_intervals(Intervals(), AlertConfig())
 
 
 def run(job: str, status: str = "ok", cluster: str | None = "prod") -> dict[str, Any]:

@@ -62,7 +62,7 @@ from pydantic import (
     model_validator,
 )
 
-from monitor.errors import ConfigError
+from monitor.core.errors import ConfigError
 
 ReceiverKind = Literal["slack", "email", "pagerduty", "webhook", "console"]
 KINDS: Final[tuple[ReceiverKind, ...]] = ("slack", "email", "pagerduty", "webhook", "console")

@@ -33,7 +33,7 @@ from monitor.alert.model import DeliveryResult, Notification
 from monitor.alert.receivers.base import redact, short_reason, template_failure, transport_outcome
 from monitor.alert.receivers.config import EmailReceiverConfig, EmailSettings, settings_secret
 from monitor.alert.render import Templates, one_line
-from monitor.errors import ConfigError
+from monitor.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

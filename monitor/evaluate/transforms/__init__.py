@@ -1,5 +1,5 @@
 """Pure transforms of the evaluate stage: the store's tables in (as DataFrames), the derived
-entities of monitor.derived out. No I/O, no session, no clock: "now" is
+entities of monitor.core.derived out. No I/O, no session, no clock: "now" is
 `Inputs.evaluated_at`, so a window evaluated twice gives the same result.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from monitor.derived import ENTITIES
+from monitor.core.derived import ENTITIES
 from monitor.evaluate.transforms.common import PARTITION_KEYS, conform, topic_settings
 from monitor.evaluate.transforms.inputs import SCHEMAS, Inputs, empty_inputs
 from monitor.evaluate.transforms.lag import group_partition_frame

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from monitor.derived import COMMON, ENTITIES
+from monitor.core.derived import COMMON, ENTITIES
 
 MICROS_PER_SECOND = 1_000_000
 DEFAULT_MIN_INSYNC_REPLICAS = 1
@@ -109,7 +109,7 @@ def topic_settings(topic_configs: DataFrame) -> DataFrame:
 
 
 def conform(frame: DataFrame, entity: str, evaluated_at: datetime, extra: Sequence[str] = ()) -> DataFrame:
-    """Exactly the contract of `entity` (monitor.derived): `evaluated_at`, `cluster`,
+    """Exactly the contract of `entity` (monitor.core.derived): `evaluated_at`, `cluster`,
     then the entity's columns in order, each cast to its declared type; then the `extra` columns
     as they are."""
     columns = [F.lit(evaluated_at).cast("timestamp").alias("evaluated_at")]

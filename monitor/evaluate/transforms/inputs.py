@@ -23,7 +23,8 @@ _GROUP_OFFSET_VALUES = (
 )
 _PARTITION_OFFSET_VALUES = (
     "start_offset bigint, end_offset bigint, max_timestamp_offset bigint, max_timestamp timestamp, "
-    "start_timestamp timestamp, latest_timestamp timestamp, timestamp_type string"
+    "start_timestamp timestamp, latest_timestamp timestamp, timestamp_type string, "
+    "end_offset_method string, end_offset_listed_at timestamp"
 )
 
 SCHEMAS: dict[str, str] = {

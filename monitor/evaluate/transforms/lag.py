@@ -182,7 +182,7 @@ def _commit_lag(consumed: Column, last_commit_at: Column) -> Column:
 
 
 def _with_lag(frame: DataFrame, now: datetime) -> DataFrame:
-    """The lag columns of one group-partition row (see columns.py for their meanings)."""
+    """The lag columns of one group-partition row (see `monitor.core.derived` for their meanings)."""
     offset_lag = F.coalesce(
         F.col("lag"), F.greatest(F.col("end_offset") - F.col("committed_offset"), F.lit(0))
     )

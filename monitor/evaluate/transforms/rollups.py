@@ -1,7 +1,7 @@
 """Roll-ups: group-partitions into group-topics, those into groups, partitions (and the
 group-topics' data loss) into topics, and partitions, brokers and collection runs into clusters.
 
-How each lag column rolls up (columns.py names only the sum of offset_lag):
+How each lag column rolls up (`monitor.core.derived` names only the sum of offset_lag):
 - offset_lag, consume_rate, produce_rate: summed;
 - lag_seconds, append_lag_seconds, commit_lag_seconds: the largest (the oldest unconsumed
   message of the set is the oldest of its partitions');

@@ -44,9 +44,9 @@ from itertools import pairwise
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-OK, WARN, ERR, STOP, STALL, REWIND = "OK", "WARN", "ERR", "STOP", "STALL", "REWIND"
-SEVERITY: dict[str, int] = {OK: 1, WARN: 2, ERR: 3, STOP: 4, STALL: 5, REWIND: 6}
-"""Burrow's ordering of statuses: the worst partition is the one with the highest severity."""
+from monitor.core.vocabulary import CONSUMER_STATUSES, STATUS_RANK
+
+OK, WARN, ERR, STOP, STALL, REWIND = CONSUMER_STATUSES
 DEFAULT_WINDOW_COMMITS = 10
 
 
@@ -197,7 +197,7 @@ def partition_status(
 
 def severity(status: Column) -> Column:
     """The severity rank of a status column (null for null)."""
-    ranks = F.create_map(*[F.lit(x) for pair in SEVERITY.items() for x in pair])
+    ranks = F.create_map(*[F.lit(x) for pair in STATUS_RANK.items() for x in pair])
     return F.try_element_at(ranks, status)
 
 
@@ -208,4 +208,4 @@ def worst(status: Column) -> Column:
 
 def as_group_status(status: Column) -> Column:
     """A partition status as a group status: STOP, STALL and REWIND count as ERR."""
-    return F.when(severity(status) > SEVERITY[WARN], F.lit(ERR)).otherwise(status)
+    return F.when(severity(status) > STATUS_RANK[WARN], F.lit(ERR)).otherwise(status)

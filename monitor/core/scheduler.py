@@ -20,7 +20,33 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from monitor.core.settings import AlertConfig, Intervals, RetentionConfig
+
 log = logging.getLogger(__name__)
+
+
+def run_intervals(
+    intervals: Intervals | None = None,
+    alert: AlertConfig | None = None,
+    retention: RetentionConfig | None = None,
+) -> dict[str, float]:
+    """Seconds between runs of each job that records `collection_runs` rows, by its `job` name.
+
+    The one job -> interval map: the daemon schedules the evaluate, retention and maintenance jobs
+    with it, and the collection page reads it to tell a stale job from a one-off run. The collect
+    and alert stages schedule from the same settings (`CollectStage._schedule`, `AlertStage.start`).
+    """
+    intervals = intervals or Intervals()
+    return {
+        "offsets": intervals.offsets_seconds,
+        "metadata": intervals.metadata_seconds,
+        "configs": intervals.metadata_seconds,
+        "log_dirs": intervals.log_dirs_seconds,
+        "evaluate": intervals.evaluate_seconds,
+        "alert": (alert or AlertConfig()).interval_seconds,
+        "retention": (retention or RetentionConfig()).interval_seconds,
+        "maintenance": intervals.maintenance_seconds,
+    }
 
 
 class Scheduler:

@@ -49,7 +49,3 @@ class FakeClock:
 def to_millis(ts: datetime) -> int:
     """Epoch milliseconds of an aware datetime (Kafka's unit)."""
     return int(ts.timestamp() * 1000)
-
-
-def from_millis(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)

@@ -1,8 +1,9 @@
 """`kafka-health routes ...`: test, check and show the alert routing without running anything,
 like Alertmanager's `amtool config routes test` and `amtool check-config`.
 
-Without options the commands read `alert_rules/routing.yaml` and `alert_rules/owners.yaml` of the
-checkout; `--routing FILE` alone reads the `owners.yaml` beside FILE, if there is one.
+Without options the commands read the shipped `alert_rules/routing.yaml` and
+`alert_rules/owners.yaml`; `--routing FILE` alone reads the `owners.yaml` beside FILE, if there is
+one.
 """
 
 from __future__ import annotations
@@ -12,29 +13,21 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from monitor.alert.routing import (
-    Route,
-    RouteMatch,
-    Routing,
-    check_routing,
-    default_routing_paths,
-    format_seconds,
-)
-from monitor.errors import ConfigError
-from monitor.formatting import printable, printable_markup
+from monitor.alert.routing import Route, RouteMatch, Routing, check_routing, default_routing_paths
+from monitor.cli.common import err, out
+from monitor.core.errors import ConfigError
+from monitor.core.formatting import printable, printable_markup
+from monitor.core.vocabulary import format_duration
 
 app = typer.Typer(
     help="Test, check and show the alert routing (alert_rules/routing.yaml and owners.yaml).",
     no_args_is_help=True,
 )
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
 
 _LABEL_ARG = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.DOTALL)
 
@@ -132,9 +125,9 @@ def test(
     for match in loaded.receivers_for(given):
         table.add_row(
             *map(printable_markup, (match.receiver, match.route_path, ", ".join(match.group_by))),
-            format_seconds(match.group_wait),
-            format_seconds(match.group_interval),
-            format_seconds(match.repeat_interval),
+            format_duration(match.group_wait),
+            format_duration(match.group_interval),
+            format_duration(match.repeat_interval),
             printable_markup(_escalation(match)),
             "yes" if match.send_resolved else "no",
         )
@@ -201,9 +194,9 @@ def _describe(route: Route) -> Text:
     head = f"{match.route_path} {{{matchers}}} -> {match.receiver}"
     settings = [
         f"group_by [{', '.join(match.group_by)}]",
-        f"wait {format_seconds(match.group_wait)}",
-        f"interval {format_seconds(match.group_interval)}",
-        f"repeat {format_seconds(match.repeat_interval)}",
+        f"wait {format_duration(match.group_wait)}",
+        f"interval {format_duration(match.group_interval)}",
+        f"repeat {format_duration(match.repeat_interval)}",
     ]
     if match.escalate_to:
         settings.append(f"escalate {_escalation(match)}")
@@ -217,4 +210,4 @@ def _describe(route: Route) -> Text:
 def _escalation(match: RouteMatch) -> str:
     if match.escalate_to is None:
         return "-"
-    return f"after {format_seconds(match.escalate_after)} to {match.escalate_to}"
+    return f"after {format_duration(match.escalate_after)} to {match.escalate_to}"

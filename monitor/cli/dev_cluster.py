@@ -12,10 +12,11 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from monitor.config import DevKafkaConfig, format_validation_error, load_settings
+from monitor.core.errors import ConfigError
+from monitor.core.settings import DevKafkaConfig, load_settings
+from monitor.core.yaml_files import format_validation_error
 from monitor.devtools.kafka_cluster import DevKafkaCluster, Report
 from monitor.devtools.paths import cache_dir, var_dir
-from monitor.errors import ConfigError
 
 app = typer.Typer(help="Run a local Apache Kafka 4.x KRaft cluster on 127.0.0.1.", no_args_is_help=True)
 

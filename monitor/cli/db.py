@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from monitor.config import Settings, load_settings
+from monitor.cli.common import ConfigOption, database_url
+from monitor.core.errors import StoreUnavailableError
+from monitor.core.settings import Settings, load_settings
 from monitor.devtools.paths import var_dir
 from monitor.devtools.postgres import LocalPostgres
-from monitor.errors import StoreUnavailableError
 from monitor.store import migrate
-from monitor.store.engine import make_engine, mask_url, normalize_url
+from monitor.store.engine import make_engine, mask_url
 from monitor.store.partitions import ensure_partitions
 
 app = typer.Typer(help="Start the local PostgreSQL and migrate the schema.", no_args_is_help=True)
-
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="monitor.yaml; without it the embedded defaults are used."),
-]
 
 
 def _say(message: str) -> None:
@@ -35,11 +30,6 @@ def _local(settings: Settings) -> LocalPostgres:
 def _external_url(settings: Settings) -> str | None:
     url = settings.database.url
     return None if url is None else url.get_secret_value()
-
-
-def _database_url(settings: Settings) -> str:
-    external = _external_url(settings)
-    return normalize_url(external) if external is not None else _local(settings).url()
 
 
 @app.command()
@@ -82,7 +72,7 @@ def status(config: ConfigOption = None) -> None:
     Exits with status 1 when the database is stopped or unreachable.
     """
     settings = load_settings(config)
-    url = _database_url(settings)
+    url = database_url(settings)
     if _external_url(settings) is None and not _local(settings).status():
         typer.echo(f"local PostgreSQL: stopped ({_local(settings).home})")
         raise typer.Exit(1)
@@ -100,7 +90,7 @@ def status(config: ConfigOption = None) -> None:
 def url_command(config: ConfigOption = None) -> None:
     """Print the SQLAlchemy URL of the database, with any password masked."""
     settings = load_settings(config)
-    typer.echo(mask_url(_database_url(settings)))
+    typer.echo(mask_url(database_url(settings)))
 
 
 @app.command("migrate")
@@ -114,7 +104,7 @@ def migrate_command(
     database.partitions_ahead_days ahead.
     """
     settings = load_settings(config)
-    url = _database_url(settings)
+    url = database_url(settings)
     _say(f"migrating {mask_url(url)} to {revision}")
     migrate.upgrade(url, revision)
     at = migrate.current(url)
@@ -136,7 +126,7 @@ def downgrade(
 ) -> None:
     """Downgrade the schema to REVISION (`base` drops every table and its data)."""
     settings = load_settings(config)
-    url = _database_url(settings)
+    url = database_url(settings)
     _say(f"downgrading {mask_url(url)} to {revision}")
     migrate.downgrade(url, revision)
     typer.echo(f"schema at {migrate.current(url) or 'no revision'}")

@@ -10,24 +10,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from monitor.derived import ENTITIES, KEYS, columns_of
-from monitor.formatting import printable_markup
+from monitor.cli.common import err, out
+from monitor.core.derived import ENTITIES, KEYS, columns_of
+from monitor.core.formatting import printable_markup
 
 if TYPE_CHECKING:
     from monitor.evaluate.rules import RuleSet
 
 app = typer.Typer(help="Check and list the alert rules (alert_rules/*.yaml).", no_args_is_help=True)
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
 
 PathsArgument = Annotated[
     list[Path] | None,
     typer.Argument(
-        help="Rule files or directories; default: alert_rules/*.yaml of the checkout "
+        help="Rule files or directories; default: the shipped alert_rules/*.yaml "
         "(without routing.yaml, owners.yaml and policy.yaml).",
         show_default=False,
     ),
@@ -75,7 +73,8 @@ def check(paths: PathsArgument = None) -> None:
 @app.command("list")
 def list_rules(paths: PathsArgument = None) -> None:
     """The valid rules: name, entity, severity tiers and `for`."""
-    from monitor.evaluate.rules import describe_tiers, format_duration
+    from monitor.core.vocabulary import format_duration
+    from monitor.evaluate.rules import describe_tiers
 
     ruleset = _load(paths)
     table = Table("name", "entity", "tiers", "for")

@@ -21,37 +21,28 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from sqlalchemy import Connection
 
-from monitor.clock import SystemClock
-from monitor.config import load_settings
-from monitor.errors import ConfigError, MonitorError
-from monitor.expose import queries, read_clusters, read_lag, read_topics
-from monitor.formatting import (
+from monitor.cli.common import ConfigOption, err, open_engine, out
+from monitor.core.clock import SystemClock
+from monitor.core.errors import ConfigError, MonitorError
+from monitor.core.formatting import (
     bytes_filter,
     duration_filter,
     number_filter,
     percent_filter,
     printable_markup,
 )
+from monitor.core.settings import load_settings
+from monitor.core.vocabulary import BAD_STATUSES, SEVERITY_RANK
+from monitor.expose import queries, read_clusters, read_lag, read_topics
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
-
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="monitor.yaml; without it the embedded defaults are used."),
-]
 ClusterOption = Annotated[
     str | None,
     typer.Option("--cluster", help="The cluster; may be left out when only one cluster has the name."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of tables.")]
-
-_BAD_STATUS = {"ERR", "STOP", "STALL", "REWIND"}
-_SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 
 
 class ReportError(Exception):
@@ -60,11 +51,8 @@ class ReportError(Exception):
 
 @contextmanager
 def _connection(config: Path | None) -> Iterator[Connection]:
-    from monitor.devtools.database import database_url
-    from monitor.store.engine import make_engine
-
     try:
-        engine = make_engine(database_url(load_settings(config)))
+        engine = open_engine(load_settings(config))
         with engine.connect() as conn:
             yield conn
     except (ConfigError, MonitorError, ReportError) as exc:
@@ -147,7 +135,7 @@ def lag(
         _json({"cluster": name, **dataclasses.asdict(detail), "partitions": partitions.items})
         return
     g = detail.group
-    bad = (g.status or "") in _BAD_STATUS or bool(g.data_loss_occurred)
+    bad = (g.status or "") in BAD_STATUSES or bool(g.data_loss_occurred)
     loss, margin = g.time_until_data_loss_seconds, g.data_loss_margin_seconds
     line = [
         f"[bold]{_text(group)}[/] on {_text(name)}: status {_mark(g.status or 'unknown', bad)}",
@@ -170,7 +158,7 @@ def lag(
             duration_filter(p.append_lag_seconds), duration_filter(p.commit_lag_seconds),
             duration_filter(p.time_until_data_loss_seconds) if p.time_until_data_loss_seconds is not None
             else "-",
-            _mark(p.status or "-", (p.status or "") in _BAD_STATUS), _text(p.owner or "unassigned"),
+            _mark(p.status or "-", (p.status or "") in BAD_STATUSES), _text(p.owner or "unassigned"),
         )  # fmt: skip
     out.print(table)
 
@@ -223,7 +211,7 @@ def topic(
         readers.add_column(column)
     for c in detail.consumers:
         readers.add_row(
-            _text(c.group_id), _mark(c.status or "-", (c.status or "") in _BAD_STATUS), _count(c.offset_lag),
+            _text(c.group_id), _mark(c.status or "-", (c.status or "") in BAD_STATUSES), _count(c.offset_lag),
             duration_filter(c.lag_seconds),
             duration_filter(c.time_until_data_loss_seconds)
             if c.time_until_data_loss_seconds is not None else "-",
@@ -258,11 +246,11 @@ def _names(states: Sequence[read_clusters.ClusterState]) -> str:
 def _groups(s: read_clusters.ClusterState) -> str:
     by_status = ", ".join(f"{n} {status}" for status, n in sorted(s.groups_by_status.items()))
     text = f"{s.consumer_groups} ({by_status})" if by_status else str(s.consumer_groups)
-    return _mark(text, any(st in _BAD_STATUS for st in s.groups_by_status))
+    return _mark(text, any(st in BAD_STATUSES for st in s.groups_by_status))
 
 
 def _findings(by_severity: dict[str, int]) -> str:
-    ordered = sorted(by_severity.items(), key=lambda item: (_SEVERITY_RANK.get(item[0], 9), item[0]))
+    ordered = sorted(by_severity.items(), key=lambda item: (-SEVERITY_RANK.get(item[0], 0), item[0]))
     text = ", ".join(f"{n} {severity}" for severity, n in ordered)
     return _mark(text, "critical" in by_severity) if text else "none"
 

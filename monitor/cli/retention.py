@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from monitor.act import ledger
@@ -22,10 +21,10 @@ from monitor.act.model import RetentionError, display_state, request_json
 from monitor.act.policy import default_policy_path, load_policy, parse_duration_ms, parse_size
 from monitor.act.service import RetentionService
 from monitor.act.tokens import create_token, list_tokens, revoke_token
-from monitor.config import Settings, load_settings
-from monitor.errors import ConfigError, MonitorError
-from monitor.formatting import printable, printable_markup
-from monitor.types import Identity
+from monitor.cli.common import ConfigOption, err, open_engine, out, settings_from
+from monitor.core.errors import MonitorError
+from monitor.core.formatting import printable, printable_markup
+from monitor.core.records import Identity
 
 app = typer.Typer(
     help="The retention button: raise, review, revert and extend retention.", no_args_is_help=True
@@ -34,34 +33,22 @@ policy_app = typer.Typer(help="The retention policy file.", no_args_is_help=True
 token_app = typer.Typer(help="API tokens for scripts (stored hashed).", no_args_is_help=True)
 app.add_typer(policy_app, name="policy")
 app.add_typer(token_app, name="token")
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
 T = TypeVar("T")
 
-ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="monitor.yaml")]
 AsOption = Annotated[str | None, typer.Option("--as", help="Who acts (default: the login name).")]
 TeamOption = Annotated[list[str] | None, typer.Option("--team", "-t", help="A team you belong to (repeat).")]
-
-
-def _settings(config: Path | None) -> Settings:
-    try:
-        return load_settings(config)
-    except ConfigError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
-        raise typer.Exit(2) from exc
 
 
 @contextmanager
 def _service(config: Path | None) -> Iterator[RetentionService]:
     """The service against the configured database (database.url, else the local one)."""
     from monitor.act.stage import build_service
-    from monitor.clock import SystemClock
-    from monitor.devtools.database import database_url
-    from monitor.store.engine import make_engine
+    from monitor.core.clock import SystemClock
+    from monitor.devtools.paths import retention_repo_dir
 
-    settings = _settings(config)
-    engine = _run(lambda: make_engine(database_url(settings)))
-    service = build_service(settings, lambda: engine, SystemClock())
+    settings = settings_from(config)
+    engine = _run(lambda: open_engine(settings))
+    service = build_service(settings, lambda: engine, SystemClock(), retention_repo_dir())
     try:
         _run(service.start)
         yield service
@@ -102,7 +89,7 @@ def _print(request: dict[str, Any]) -> None:
 
 @policy_app.command("check")
 def policy_check(
-    file: Annotated[Path | None, typer.Argument(help="Default: the project's policy.")] = None,
+    file: Annotated[Path | None, typer.Argument(help="Default: the shipped policy.")] = None,
 ) -> None:
     """Validate the policy file without starting anything."""
     path = file or default_policy_path()

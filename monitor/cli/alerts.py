@@ -14,50 +14,35 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from sqlalchemy import Connection
 
 from monitor.alert import actions
 from monitor.alert.outbox import outbox_counts, outbox_rows
-from monitor.clock import SystemClock
-from monitor.config import Settings, load_settings
-from monitor.errors import ConfigError, MonitorError
-from monitor.formatting import printable, printable_markup
-from monitor.store.alerting import OUTBOX_STATES
-from monitor.types import Identity
+from monitor.cli.common import ConfigOption, fail, open_engine, out
+from monitor.core.clock import SystemClock
+from monitor.core.errors import ConfigError, MonitorError
+from monitor.core.formatting import printable, printable_markup
+from monitor.core.records import Identity
+from monitor.core.settings import Settings, load_settings
+from monitor.core.vocabulary import OUTBOX_STATES
 
 app = typer.Typer(help="Alerts: list (the default), acknowledge, silence, and the notification outbox.")
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
 
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="monitor.yaml; without it the embedded defaults are used."),
-]
 AsOption = Annotated[str | None, typer.Option("--as", "--by", help="Who acts (default: your login name).")]
 TeamOption = Annotated[list[str] | None, typer.Option("--team", "-t", help="A team you belong to (repeat).")]
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"error: {message}", markup=False, highlight=False)
-    return typer.Exit(code)
-
-
 @contextmanager
 def _connection(config: Path | None) -> Iterator[Connection]:
-    from monitor.devtools.database import database_url
-    from monitor.store.engine import make_engine
-
     try:
-        settings = load_settings(config)
-        engine = make_engine(database_url(settings))
+        engine = open_engine(load_settings(config))
         with engine.begin() as conn:
             yield conn
     except actions.ActionError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     except (ConfigError, MonitorError) as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
 
 
 def _plain(value: Any) -> Any:
@@ -70,7 +55,7 @@ def _who(user: str | None, teams: list[str] | None) -> Identity:
     try:
         return Identity.command_line(user, teams)
     except ValueError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
 
 
 @contextmanager
@@ -78,23 +63,20 @@ def _action(
     config: Path | None, who: Identity, subject: str, subject_id: int | None, what: str
 ) -> Iterator[tuple[Connection, Settings]]:
     """A transaction for one alert action by `who`; a refusal is audited, then said."""
-    from monitor.devtools.database import database_url
-    from monitor.store.engine import make_engine
-
     try:
         settings = load_settings(config)
-        engine = make_engine(database_url(settings))
+        engine = open_engine(settings)
     except (ConfigError, MonitorError) as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     try:
         with engine.begin() as conn:
             yield conn, settings
     except actions.ActionError as exc:
         with engine.begin() as conn:
             actions.record_refusal(conn, who, subject, subject_id, what, exc, SystemClock().now())
-        raise _fail(f"{exc.code}: {exc}", 1) from exc
+        raise fail(f"{exc.code}: {exc}", 1) from exc
     except MonitorError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     finally:
         engine.dispose()
 
@@ -183,19 +165,20 @@ def silence(
     config: ConfigOption = None,
 ) -> None:
     """Mute the alerts that match every MATCHER for a while."""
-    from monitor.alert.routing import load_routing, parse_seconds
+    from monitor.alert.routing import load_routing
     from monitor.alert.stage import routing_paths
+    from monitor.core.vocabulary import parse_duration
 
     try:
-        seconds = parse_seconds(duration)
+        seconds = parse_duration(duration)
     except ValueError as exc:
-        raise _fail(f"--for {duration!r}: {exc}") from exc
+        raise fail(f"--for {duration!r}: {exc}") from exc
     starts_at = None
     if start is not None:
         try:
             starts_at = datetime.fromisoformat(start)
         except ValueError as exc:
-            raise _fail(f"--start {start!r}: write e.g. 2026-11-21T22:00:00+00:00") from exc
+            raise fail(f"--start {start!r}: write e.g. 2026-11-21T22:00:00+00:00") from exc
     who = _who(user, team)
     with _action(config, who, "silence", None, "create silence") as (conn, settings):
         routing = load_routing(*routing_paths(settings.alert))
@@ -256,7 +239,7 @@ def outbox(
 ) -> None:
     """The newest notifications and how their delivery went (failed ones say why)."""
     if state is not None and state not in OUTBOX_STATES:
-        raise _fail(f"--state {state!r}: use {', '.join(OUTBOX_STATES)}")
+        raise fail(f"--state {state!r}: use {', '.join(OUTBOX_STATES)}")
     with _connection(config) as conn:
         rows = outbox_rows(conn, state, limit)
         counts = outbox_counts(conn)

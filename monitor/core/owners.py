@@ -19,9 +19,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from monitor.config import compile_name_pattern, compile_patterns, format_validation_error, line_of, read_yaml
-from monitor.errors import ConfigError
-from monitor.patterns import UserPattern
+from monitor.core.errors import ConfigError
+from monitor.core.patterns import UserPattern
+from monitor.core.settings import compile_name_pattern, compile_patterns
+from monitor.core.yaml_files import format_validation_error, line_of, read_yaml
 
 TEAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -78,9 +79,6 @@ class Owners:
     def topic_owner(self, topic: str) -> Team | None:
         """The first team whose topic pattern matches `topic`."""
         return next((team for team in self.teams if team.owns_topic(topic)), None)
-
-    def group_owner(self, group: str) -> Team | None:
-        return next((team for team in self.teams if team.owns_group(group)), None)
 
     def team(self, name: str) -> Team | None:
         return next((team for team in self.teams if team.name == name), None)
@@ -148,7 +146,7 @@ def load_owners(path: Path) -> Owners:
 
 
 def default_owners_path() -> Path:
-    """`alert_rules/owners.yaml` of the checkout."""
-    from monitor.devtools.paths import project_root
+    """The shipped `alert_rules/owners.yaml`."""
+    from monitor.core.resources import rules_dir
 
-    return project_root() / "alert_rules" / "owners.yaml"
+    return rules_dir() / "owners.yaml"

@@ -8,9 +8,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from monitor.core.errors import MonitorError
 from monitor.devtools.paths import var_dir
 from monitor.devtools.spark_cluster import DEFAULT_BASE_PORT, DRIVER_CONF, DevSparkCluster
-from monitor.errors import MonitorError
 
 app = typer.Typer(
     help="Run a Spark standalone master and worker on 127.0.0.1 from the installed PySpark.",

@@ -262,8 +262,3 @@ def columns_of(entity: str) -> dict[str, Column]:
 
 def table_of(entity: str) -> str:
     return f"derived_{entity}"
-
-
-STATUS_SEVERITY: dict[str, int] = {"OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
-"""The sliding-window statuses of a group's partition, from best to worst (Burrow's order); a
-group's `status` folds STOP, STALL and REWIND into ERR, its partitions keep them apart."""

@@ -1,4 +1,5 @@
-"""The `kafka-health` command line. Each sub-command group lives beside the stage it drives."""
+"""The `kafka-health` command line: the root commands (setup, run, demo, config check) and the
+command groups, one module each in `monitor.cli`."""
 
 from __future__ import annotations
 
@@ -8,17 +9,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from monitor.act import cli_retention
-from monitor.alert import cli_alerts, cli_routes
-from monitor.config import Settings, load_settings
-from monitor.devtools import cli_db, cli_kafka, cli_spark
-from monitor.errors import ConfigError, MonitorError
-from monitor.evaluate import cli_rules
-from monitor.expose import cli_reports
-from monitor.formatting import PrintableLogFormatter
+from monitor.cli import alerts, db, dev_cluster, dev_spark, reports, retention, routes, rules
+from monitor.cli.common import ConfigOption, err, fail, out, settings_from
+from monitor.core.errors import ConfigError, MonitorError
+from monitor.core.formatting import PrintableLogFormatter
+from monitor.core.settings import Settings, load_settings
 
 app = typer.Typer(
     name="kafka-health",
@@ -28,22 +25,14 @@ app = typer.Typer(
 )
 config_app = typer.Typer(help="Validate configuration files.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
-app.add_typer(cli_kafka.app, name="dev-cluster")
-app.add_typer(cli_spark.app, name="dev-spark")
-app.add_typer(cli_db.app, name="db")
-app.add_typer(cli_rules.app, name="rules")
-app.add_typer(cli_routes.app, name="routes")
-app.add_typer(cli_alerts.app, name="alerts")
-app.add_typer(cli_retention.app, name="retention")
-cli_reports.register(app)
-
-err = Console(stderr=True, soft_wrap=True)
-out = Console(soft_wrap=True)
-
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="monitor.yaml; without it the embedded defaults are used."),
-]
+app.add_typer(dev_cluster.app, name="dev-cluster")
+app.add_typer(dev_spark.app, name="dev-spark")
+app.add_typer(db.app, name="db")
+app.add_typer(rules.app, name="rules")
+app.add_typer(routes.app, name="routes")
+app.add_typer(alerts.app, name="alerts")
+app.add_typer(retention.app, name="retention")
+reports.register(app)
 
 
 @config_app.command("check")
@@ -60,14 +49,6 @@ def config_check(
     out.print(f"{file}: OK ({len(settings.clusters)} cluster(s): {names})", highlight=False)
 
 
-def _settings(config: Path | None) -> Settings:
-    try:
-        return load_settings(config)
-    except ConfigError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
-        raise typer.Exit(2) from exc
-
-
 def _checked(settings: Settings) -> Settings:
     """`settings`, once every operator file the daemon will use is valid: a bad one stops here,
     before PostgreSQL, Kafka or Spark is started."""
@@ -76,8 +57,7 @@ def _checked(settings: Settings) -> Settings:
     try:
         check_operator_files(settings)
     except ConfigError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
-        raise typer.Exit(2) from exc
+        raise fail(str(exc)) from exc
     return settings
 
 
@@ -104,7 +84,7 @@ def setup(
     """Fetch or check what the embedded stack needs: Kafka jars, JDBC driver, PostgreSQL server."""
     from monitor.devtools import stack
 
-    stack.setup(_settings(config), _say, kafka=not skip_kafka, postgres=not skip_postgres)
+    stack.setup(settings_from(config), _say, kafka=not skip_kafka, postgres=not skip_postgres)
     _say("setup complete")
 
 
@@ -118,7 +98,7 @@ def run(config: ConfigOption = None) -> None:
     from monitor.app import build_app
     from monitor.devtools import stack
 
-    settings = _checked(_settings(config))
+    settings = _checked(settings_from(config))
     _setup_logging(settings.log_level)
     with stack.local_services(settings, _say, with_kafka=False) as services:
         daemon = build_app(settings, services.database_url)
@@ -137,7 +117,7 @@ def demo(config: ConfigOption = None) -> None:
 
     # Inbox files instead of Slack, email and PagerDuty, the retention button in the labelled
     # development mode, shorter collection intervals, and the workload (monitor/devtools/demo.py).
-    settings = _checked(demo_settings(_settings(config)))
+    settings = _checked(demo_settings(settings_from(config)))
     _setup_logging(settings.log_level)
     with stack.local_services(settings, _say, with_kafka=True) as services:
         ensure_demo_topic(settings, _say)
@@ -157,5 +137,5 @@ def main() -> None:
     try:
         app()
     except MonitorError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        fail(str(exc))
         sys.exit(2)

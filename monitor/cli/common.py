@@ -1,0 +1,51 @@
+"""What every command shares, written once: the consoles, the `--config` option, loading the
+settings, the database the configuration points at, and how an error is said (`error: ...` on
+stderr, exit status 2; 1 for a refusal the command reports itself)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from sqlalchemy import Engine
+
+from monitor.core.errors import ConfigError
+from monitor.core.settings import Settings, load_settings
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="monitor.yaml; without it the embedded defaults are used."),
+]
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Say `error: message` on stderr, as written (names in it are data); the exit to raise."""
+    err.print(f"error: {message}", markup=False, highlight=False)
+    return typer.Exit(code)
+
+
+def settings_from(config: Path | None) -> Settings:
+    """The settings of `config` and the environment; an invalid file exits with its problems."""
+    try:
+        return load_settings(config)
+    except ConfigError as exc:
+        raise fail(str(exc)) from exc
+
+
+def database_url(settings: Settings) -> str:
+    """database.url (DATABASE_URL) when set, else the project-local server's."""
+    from monitor.devtools.database import database_url as configured_or_local
+
+    return configured_or_local(settings)
+
+
+def open_engine(settings: Settings) -> Engine:
+    """An engine on the database the settings name; it connects on first use."""
+    from monitor.store.engine import make_engine
+
+    return make_engine(database_url(settings))

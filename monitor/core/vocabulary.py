@@ -1,0 +1,108 @@
+"""The domain's words, each defined once: severities, consumer statuses, alert, run and outbox
+states, and the duration grammar operators write in rules, routing and retention policy.
+
+Everything that ranks, lists or checks one of these words imports it from here, so the pager, the
+dashboard, the CLI and the database's CHECK constraints cannot disagree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+# ---------------------------------------------------------------------------------------------
+# Severity of a rule tier, a finding and an alert
+
+Severity = Literal["info", "warning", "critical"]
+SEVERITIES: Final[tuple[Severity, ...]] = ("info", "warning", "critical")
+"""Least severe first."""
+SEVERITY_RANK: Final[Mapping[str, int]] = {name: rank for rank, name in enumerate(SEVERITIES, start=1)}
+"""Higher is more severe: `info` 1, `warning` 2, `critical` 3."""
+MOST_SEVERE_FIRST: Final[tuple[Severity, ...]] = tuple(reversed(SEVERITIES))
+"""The order findings and alerts are listed in."""
+
+
+def most_severe_first_sql(column: str) -> str:
+    """A SQL sort key putting the severity in `column` most severe first (an unknown one last)."""
+    words = ", ".join(f"'{severity}'" for severity in MOST_SEVERE_FIRST)
+    return f"array_position(ARRAY[{words}], {column}) NULLS LAST"
+
+
+# ---------------------------------------------------------------------------------------------
+# A consumer group's sliding-window status (Burrow's words and order)
+
+ConsumerStatus = Literal["OK", "WARN", "ERR", "STOP", "STALL", "REWIND"]
+CONSUMER_STATUSES: Final[tuple[ConsumerStatus, ...]] = ("OK", "WARN", "ERR", "STOP", "STALL", "REWIND")
+"""Best to worst, Burrow's order. A group's `status` folds STOP, STALL and REWIND into ERR; its
+partitions keep them apart."""
+STATUS_RANK: Final[Mapping[str, int]] = {name: rank for rank, name in enumerate(CONSUMER_STATUSES, start=1)}
+"""Higher is worse: `OK` 1 ... `REWIND` 6; the worst partition is the one with the highest rank."""
+BAD_STATUSES: Final[frozenset[str]] = frozenset(
+    s for s in CONSUMER_STATUSES if STATUS_RANK[s] >= STATUS_RANK["ERR"]
+)
+"""ERR, STOP, STALL and REWIND: a consumer that is not keeping up."""
+NOT_FOUND_STATUS: Final = "NOTFOUND"
+"""Burrow's status for a group or partition it has no data for; ranks below OK."""
+
+
+# ---------------------------------------------------------------------------------------------
+# States and statuses kept in the database (each table's CHECK constraint uses these)
+
+ALERT_STATES: Final = ("pending", "firing", "resolved")
+"""An alert, and the finding it comes from: pending (held for the rule's `for`), firing, resolved."""
+RUN_STATUSES: Final = ("running", "ok", "partial", "failed", "skipped")
+"""A collection or evaluation run."""
+OUTBOX_STATES: Final = ("pending", "sending", "sent", "failed", "dropped")
+"""A notification in the outbox."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Durations: 30s, 5m, 2h, 1d, 1h30m; 0 where nothing is allowed
+
+DURATION_UNITS: Final = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+MAX_DURATION_SECONDS: Final = 3650 * 86400
+"""Ten years: longer than any wait, interval or retention an operator means to write."""
+_MAX_DURATION_TEXT = 40
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_EXAMPLES = "30s, 5m, 2h or 1h30m"
+
+
+def parse_duration(value: Any, *, allow_zero: bool = True, examples: str = _EXAMPLES) -> int:
+    """Seconds in a duration such as 30s, 5m, 2h, 1d or 1h30m (`0` too, when `allow_zero`).
+
+    Raises ValueError saying how to write one; `examples` are the ones the message suggests.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value == 0 and allow_zero:
+            return 0
+        raise ValueError(f"bad duration {value!r}: add a unit, e.g. {value}s or {value}m")
+    text = value.strip() if isinstance(value, str) else ""
+    found = _DURATION.match(text) if text and len(text) <= _MAX_DURATION_TEXT else None
+    if text == "0" and allow_zero:
+        return 0
+    if found is not None:
+        seconds = sum(
+            int(part) * unit for part, (_, unit) in zip(found.groups(), DURATION_UNITS, strict=True) if part
+        )
+        if seconds > MAX_DURATION_SECONDS:
+            raise ValueError(
+                f"bad duration {value!r}: at most {format_duration(MAX_DURATION_SECONDS)} (ten years)"
+            )
+        if seconds > 0 or allow_zero:
+            return seconds
+    raise ValueError(f"bad duration {value!r}: write a number and a unit, e.g. {examples}")
+
+
+def format_duration(seconds: int | None) -> str:
+    """The shortest text for `seconds` in the same grammar: 0s, 45s, 5m, 1h30m, 2d; `-` for None."""
+    if seconds is None:
+        return "-"
+    if seconds <= 0:
+        return "0s"
+    text = ""
+    for suffix, unit in DURATION_UNITS:
+        count, seconds = divmod(seconds, unit)
+        if count:
+            text += f"{count}{suffix}"
+    return text
