@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -29,28 +28,14 @@ from monitor.alert.routing import default_routing_paths, load_routing
 from monitor.devtools.workload.plan import Behaviour, GroupPlan, Plan, TopicPlan
 from monitor.devtools.workload.runner import Workload
 from tests.fixtures.kafka import KafkaTestHelper
-from tests.fixtures.populated import MINUTE, Scenario, now_ms
+from tests.fixtures.populated import MINUTE, now_ms
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    pass
 
 pytestmark = pytest.mark.spark
 
 MIB = 1024 * 1024
-
-
-@pytest.fixture
-def scenario(kafka: KafkaTestHelper, engine: Engine, spark: SparkSession, db_url: str) -> Iterator[Any]:
-    made: list[Scenario] = []
-
-    def make(name: str, topics: list[str]) -> Scenario:
-        s = Scenario(name, kafka, engine, spark, db_url, topics)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.close()
 
 
 def alert_cycle(engine: Engine) -> None:

@@ -4,33 +4,17 @@ findings, asserting the rule and the severity each incident raises."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from sqlalchemy import Engine
 
 from tests.fixtures.kafka import KafkaTestHelper
-from tests.fixtures.populated import MINUTE, Scenario, now_ms
+from tests.fixtures.populated import MINUTE, now_ms
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    pass
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture
-def scenario(kafka: KafkaTestHelper, engine: Engine, spark: SparkSession, db_url: str) -> Iterator[Any]:
-    made: list[Scenario] = []
-
-    def make(name: str, topics: list[str]) -> Scenario:
-        s = Scenario(name, kafka, engine, spark, db_url, topics)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.close()
 
 
 def test_lagging_consumer(kafka: KafkaTestHelper, scenario: Any) -> None:
