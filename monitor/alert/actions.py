@@ -11,11 +11,12 @@ its status and whose message says what is wrong and how to fix it.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Engine, text
 
 from monitor.alert import permissions
 from monitor.alert.matchers import MatcherError, parse_matchers
@@ -225,16 +226,27 @@ def expire_silence(
     )  # fmt: skip
 
 
-def record_refusal(
-    conn: Connection, who: Identity, subject: str, subject_id: int | None, what: str, error: ActionError,
-    now: datetime,
-) -> None:  # fmt: skip
-    """Audit a refused action of an identified person (in a transaction of its own: the refused
-    action's was rolled back)."""
-    audit.write(
-        conn, at=now, subject=subject, subject_id=subject_id, actor=actor(who), action="refused",
-        detail=f"{what}: {error.code}: {error}",
-    )  # fmt: skip
+@contextmanager
+def audited(
+    engine: Engine,
+    who: Identity,
+    subject: str,
+    subject_id: int | None,
+    what: str,
+    now: Callable[[], datetime],
+) -> Iterator[Connection]:
+    """A transaction for one action of `who`. A refusal (`ActionError`) rolls it back, is audited
+    in a transaction of its own, and is raised again for the caller to answer."""
+    try:
+        with engine.begin() as conn:
+            yield conn
+    except ActionError as exc:
+        with engine.begin() as conn:
+            audit.write(
+                conn, at=now(), subject=subject, subject_id=subject_id, actor=actor(who), action="refused",
+                detail=f"{what}: {exc.code}: {exc}",
+            )  # fmt: skip
+        raise
 
 
 def silences(conn: Connection, now: datetime, include_ended: bool = False) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from sqlalchemy import Connection
 
 from monitor.alert import actions
 from monitor.alert.outbox import outbox_counts, outbox_rows
-from monitor.cli.common import ConfigOption, fail, open_engine, out
+from monitor.cli.common import ConfigOption, fail, open_engine, out, settings_from
 from monitor.core.clock import SystemClock
 from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import printable, printable_markup
@@ -63,17 +63,15 @@ def _action(
     config: Path | None, who: Identity, subject: str, subject_id: int | None, what: str
 ) -> Iterator[tuple[Connection, Settings]]:
     """A transaction for one alert action by `who`; a refusal is audited, then said."""
+    settings = settings_from(config)
     try:
-        settings = load_settings(config)
         engine = open_engine(settings)
-    except (ConfigError, MonitorError) as exc:
+    except MonitorError as exc:
         raise fail(str(exc)) from exc
     try:
-        with engine.begin() as conn:
+        with actions.audited(engine, who, subject, subject_id, what, SystemClock().now) as conn:
             yield conn, settings
     except actions.ActionError as exc:
-        with engine.begin() as conn:
-            actions.record_refusal(conn, who, subject, subject_id, what, exc, SystemClock().now())
         raise fail(f"{exc.code}: {exc}", 1) from exc
     except MonitorError as exc:
         raise fail(str(exc)) from exc

@@ -175,15 +175,10 @@ def run_action(
     what: str,
     action: Callable[[Any], T],
 ) -> T:
-    """Run an alert action in one transaction; a refusal is audited (in a transaction of its own)
-    and raised again as `actions.ActionError`."""
-    try:
-        with ctx.engine.begin() as conn:
-            return action(conn)
-    except actions.ActionError as exc:
-        with ctx.engine.begin() as conn:
-            actions.record_refusal(conn, who, subject, subject_id, what, exc, ctx.clock.now())
-        raise
+    """Run an alert action in one transaction; a refusal is audited and raised again as
+    `actions.ActionError`."""
+    with actions.audited(ctx.engine, who, subject, subject_id, what, ctx.clock.now) as conn:
+        return action(conn)
 
 
 def _act(
