@@ -15,11 +15,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from monitor.core.clock import Clock, SystemClock
 from monitor.core.errors import ConfigError
 from monitor.core.settings import Settings
+
+if TYPE_CHECKING:  # the alert stage is imported only when enabled
+    from monitor.alert.routing import Routing
 
 log = logging.getLogger(__name__)
 
@@ -94,15 +97,18 @@ class App:
                 signal.signal(sig, old)
 
 
-def check_operator_files(settings: Settings) -> None:
+def check_operator_files(settings: Settings) -> Routing | None:
     """Load every file an operator edits that the enabled stages use (rule files, routing and
     ownership, retention policy), so that a bad one stops the daemon before anything starts.
+    Returns the routing the checks loaded (None with the alert stage off), for the settings the
+    web layer takes from it.
 
     Raises ConfigError listing every problem as `file: line N: key.path: message`. Reads files
     only: no database, Kafka or Spark. The stages reload the files later; a bad edit then is
     reported on the run and the last good version stays in force.
     """
     errors: list[ConfigError] = []
+    routing: Routing | None = None
     if settings.evaluate.enabled:
         from monitor.evaluate.rules import load_rules, rule_files
 
@@ -111,7 +117,8 @@ def check_operator_files(settings: Settings) -> None:
         from monitor.alert.routing import check_routing
         from monitor.alert.stage import routing_paths
 
-        errors += check_routing(*routing_paths(settings.alert))[1]
+        routing, problems = check_routing(*routing_paths(settings.alert))
+        errors += problems
     if settings.retention.enabled:
         from monitor.act.policy import default_policy_path, load_policy
         from monitor.act.stage import owners_path
@@ -128,6 +135,7 @@ def check_operator_files(settings: Settings) -> None:
     if errors:
         unique = {(error.source, problem): None for error in errors for problem in error.problems}
         raise ConfigError([f"{source}: {problem}" for source, problem in unique], "configuration")
+    return routing
 
 
 def find_jdbc_jar(settings: Settings) -> Callable[[], Path]:
@@ -146,7 +154,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     Raises ConfigError when an operator file is invalid (`check_operator_files`)."""
     from datetime import timedelta
 
-    check_operator_files(settings)
+    routing = check_operator_files(settings)
 
     from monitor.collect.stage import CollectStage
     from monitor.core.scheduler import Scheduler, run_intervals
@@ -204,14 +212,8 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
 
         retention = build_service(settings, lambda: store.engine, clock, retention_repo_dir())
         components.append(ActStage(retention, scheduler, intervals["retention"]))
-    silence_max_seconds = 7 * 86400
-    if settings.alert.enabled:  # the web forms and API bound silences as the routing file says
-        from monitor.alert.routing import check_routing
-        from monitor.alert.stage import routing_paths
-
-        routing, _ = check_routing(*routing_paths(settings.alert))
-        if routing is not None:
-            silence_max_seconds = routing.settings.silence_max_duration
+    # the web forms and API bound silences as the routing file says
+    silence_max_seconds = routing.settings.silence_max_duration if routing is not None else 7 * 86400
     inboxes = inbox_paths(settings.alert) if settings.alert.enabled else {}
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,
                                                 retention=retention, identity=settings.web.identity,
