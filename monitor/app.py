@@ -132,6 +132,13 @@ def check_operator_files(settings: Settings) -> Routing | None:
                 load(path)
             except ConfigError as exc:
                 errors.append(exc)
+    if settings.push.targets():
+        from monitor.expose.push.stage import check_push
+
+        try:
+            check_push(settings.push)
+        except ConfigError as exc:
+            errors.append(exc)
     if errors:
         unique = {(error.source, problem): None for error in errors for problem in error.problems}
         raise ConfigError([f"{source}: {problem}" for source, problem in unique], "configuration")
@@ -222,6 +229,12 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
                                                 ack_link_seconds=settings.alert.ack_link_seconds,
                                                 rules_dir=settings.evaluate.rules_dir),
                                      settings.web.host, settings.web.port))  # fmt: skip
+    if settings.push.targets():
+        from monitor.expose.prometheus import StateCollector
+        from monitor.expose.push.stage import PushStage
+
+        state = lambda: StateCollector(store.engine, settings.metrics).collect()  # noqa: E731
+        components.append(PushStage(settings.push, state, clock, scheduler))
     scheduler.every("store:maintenance", intervals["maintenance"], store.maintain,
                     first_run_in=intervals["maintenance"])  # fmt: skip
     return App([*components, web, scheduler])

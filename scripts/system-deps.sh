@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the system tools the project runs on are present: Python >= 3.11, Java >= 17,
 # Maven (fetches Kafka and the JDBC driver from Maven Central), the PostgreSQL server, and
-# Debian's Chromium (the browser tests drive /usr/bin/chromium; nothing downloads a browser).
+# Debian's Chromium (the browser tests drive /usr/bin/chromium; nothing downloads a browser),
+# Debian's Prometheus and Alertmanager (the push and Alertmanager receiver tests).
 # Idempotent and quick when everything is there. As root on Debian/Ubuntu it installs what is
 # missing with apt-get; otherwise it says what to install and exits non-zero.
 set -euo pipefail
@@ -32,6 +33,10 @@ if [ "$pg_ok" = 0 ] && have pg_config && [ -x "$(pg_config --bindir)/initdb" ]; 
 # With DATABASE_URL set, the project never starts its own PostgreSQL.
 [ -n "${DATABASE_URL:-}" ] && pg_ok=1
 [ "$pg_ok" = 1 ] || missing+=(postgresql)
+
+# Push and Alertmanager integrations are tested against Debian's real servers.
+have prometheus || missing+=(prometheus)
+have prometheus-alertmanager || missing+=(prometheus-alertmanager)
 
 # The web pages are tested in a real headless browser: Debian's package, with its fonts.
 have chromium || missing+=(chromium fonts-dejavu-core)

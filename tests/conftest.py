@@ -7,6 +7,8 @@
 - spark:    `spark` (session-scoped local SparkSession with the JDBC driver)
 - populated: `populated` (session: a database filled by real collection runs, a Spark evaluation
             and an alert cycle; `Populated` says what it holds), and `Scenario`
+- servers:  `prometheus_server`, `alertmanager_server`, `moto_server` (Debian's Prometheus and
+            Alertmanager, moto standing in for CloudWatch; one process per test)
 - browser:  `chromium` (session, Debian's headless Chromium through Playwright), `browser_page`
             (fails the test on console errors and failed requests), `serve_app`, `web_url` and
             `web` (the real app over `populated`)
@@ -31,6 +33,7 @@ pytest_plugins = [
     "tests.fixtures.receivers",
     "tests.fixtures.populated",
     "tests.fixtures.browser",
+    "tests.fixtures.servers",
 ]
 
 _TESTS = Path(__file__).parent

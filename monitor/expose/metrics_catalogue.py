@@ -224,6 +224,14 @@ PROCESS: tuple[MetricSpec, ...] = (
     MetricSpec("kafka_health_notification_failures_total", "counter", ("receiver", "reason"),
                "Failed delivery attempts by receiver and reason class (http_<status>, timeout, connection, "
                "other).", "ours"),
+    MetricSpec("kafka_health_push_samples_total", "counter", ("target", "outcome"),
+               "Samples pushed by target and outcome (sent; dropped: refused by the target or pushed out of "
+               "a full queue).", "ours"),
+    MetricSpec("kafka_health_push_failures_total", "counter", ("target", "reason"),
+               "Failed push attempts by target and reason (http_<status>, timeout, connection, "
+               "credentials).", "ours"),
+    MetricSpec("kafka_health_push_queue_batches", "gauge", ("target",),
+               "Batches a remote-write target has not taken yet (sent first at the next push).", "ours"),
     MetricSpec("kafka_health_collection_runs_total", "counter", ("cluster", "job", "status"),
                "Job runs (collection, evaluation, alerting) this process finished, by cluster, job and "
                "status (ok, partial, failed); the failures are status=\"failed\".", "ours"),

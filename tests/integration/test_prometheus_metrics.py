@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, text
 from monitor.alert.outbox import NOTIFICATION_FAILURES, NOTIFICATIONS
 from monitor.core.settings import MetricsConfig
 from monitor.expose.metrics_catalogue import BY_NAME, CATALOGUE, PARTITIONS, spec_of_family
+from monitor.expose.push.metrics import PUSH_FAILURES, PUSH_QUEUE, PUSH_SAMPLES
 from monitor.expose.web import create_app
 from monitor.store.engine import make_engine
 from monitor.store.partitions import ensure_partitions
@@ -264,6 +265,9 @@ def test_every_family_served_is_catalogued_with_its_labels(filled: Engine) -> No
     RUN_SECONDS.labels("prod", "offsets").observe(0.5)
     NOTIFICATIONS.labels("ops-slack", "failed").inc()
     NOTIFICATION_FAILURES.labels("ops-slack", "timeout").inc()
+    PUSH_SAMPLES.labels("central", "sent").inc(3)
+    PUSH_FAILURES.labels("central", "http_503").inc()
+    PUSH_QUEUE.labels("central").set(1)
     body, _ = scrape(_client(filled))
 
     served = assert_catalogued(body)
