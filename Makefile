@@ -54,7 +54,7 @@ bench: bootstrap $(VENV)/.bench-installed
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 demo: bootstrap
-	$(BIN)/kafka-health demo
+	$(BIN)/kafka-health demo $(DEMO_ARGS)
 
 down: install
 	-$(BIN)/kafka-health dev-cluster down

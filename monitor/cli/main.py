@@ -107,19 +107,55 @@ def run(config: ConfigOption = None) -> None:
 
 
 @app.command()
-def demo(config: ConfigOption = None) -> None:
+def demo(
+    config: ConfigOption = None,
+    with_prometheus: Annotated[
+        bool,
+        typer.Option(
+            "--with-prometheus",
+            help="Also start Debian's Prometheus on 127.0.0.1:9090, scraping the daemon's /metrics "
+            "and receiving its remote write (labelled source=remote_write).",
+        ),
+    ] = False,
+    prometheus_port: Annotated[
+        int, typer.Option(min=1024, max=65535, help="Port of the demo's Prometheus.")
+    ] = 9090,
+) -> None:
     """The embedded defaults end to end: a local 3-node Kafka cluster, PostgreSQL under var/,
     Spark in-process, the daemon with its web UI, and a workload of producers and consumer groups
     that behave differently, with two broker stops. Ctrl-C stops everything it started."""
+    from contextlib import ExitStack
+
     from monitor.app import build_app
     from monitor.devtools import stack
-    from monitor.devtools.demo import demo_settings, ensure_demo_topic, start_workload, web_url
+    from monitor.devtools.demo import (
+        demo_settings,
+        ensure_demo_topic,
+        start_workload,
+        web_url,
+        with_prometheus_push,
+    )
 
     # Inbox files instead of Slack, email and PagerDuty, the retention button in the labelled
     # development mode, shorter collection intervals, and the workload (monitor/devtools/demo.py).
     settings = _checked(demo_settings(settings_from(config)))
     _setup_logging(settings.log_level)
-    with stack.local_services(settings, _say, with_kafka=True) as services:
+    with stack.local_services(settings, _say, with_kafka=True) as services, ExitStack() as extras:
+        if with_prometheus:
+            from monitor.devtools.paths import var_dir
+            from monitor.devtools.servers import PrometheusServer
+
+            prometheus = PrometheusServer(
+                var_dir() / "prometheus", prometheus_port, scrape_targets=[f"127.0.0.1:{settings.web.port}"],
+                scrape_interval="15s",
+            )  # fmt: skip
+            prometheus.start()
+            extras.callback(prometheus.stop)
+            settings = _checked(with_prometheus_push(settings, prometheus.remote_write_url))
+            _say(
+                f"Prometheus on {prometheus.url}: scraping the daemon and receiving its remote write; "
+                "try  max by (group) (kafka_consumer_group_max_lag_in_seconds)"
+            )
         ensure_demo_topic(settings, _say)
         daemon = build_app(settings, services.database_url)
         if settings.web.identity.mode == "development":

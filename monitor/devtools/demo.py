@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
-from monitor.core.settings import IdentityConfig, Intervals, Settings
+from monitor.core.settings import IdentityConfig, Intervals, RemoteWriteTarget, Settings
 from monitor.devtools.kafka_cluster import HOST, DevKafkaCluster
 from monitor.devtools.paths import project_root
 from monitor.devtools.workload import Workload, demo_plan
@@ -51,6 +51,16 @@ def demo_settings(settings: Settings) -> Settings:
         )
         updates["web"] = settings.web.model_copy(update={"identity": identity})
     return settings.model_copy(update=updates) if updates else settings
+
+
+def with_prometheus_push(settings: Settings, url: str) -> Settings:
+    """`settings` pushing to the demo's Prometheus by remote write too (every 15 s), labelled
+    `source="remote_write"` so its series stand beside the scraped ones."""
+    target = RemoteWriteTarget(
+        name="demo-prometheus", url=url, interval_seconds=15, external_labels={"source": "remote_write"}
+    )
+    push = settings.push.model_copy(update={"remote_write": [*settings.push.remote_write, target]})
+    return settings.model_copy(update={"push": push})
 
 
 def ensure_demo_topic(settings: Settings, report: Callable[[str], None]) -> None:

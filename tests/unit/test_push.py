@@ -85,3 +85,13 @@ def test_cloudwatch_requests_stay_within_the_api_limits() -> None:
     assert sum(len(batch) for batch in batches(wide)) == 1_500
     assert datum(Series(LAG, (("clustername", "c"), ("group", "")), 1), now, 60)["Dimensions"] == []
     assert [unit_of("x_seconds"), unit_of("x_bytes"), unit_of(LAG)] == ["Seconds", "Bytes", "Count"]
+
+
+def test_the_demo_pushes_to_its_prometheus_beside_what_is_configured() -> None:
+    from monitor.devtools.demo import with_prometheus_push
+
+    configured = Settings(push={"remote_write": [{"name": "mine", "url": "http://a:9090/api/v1/write"}]})
+    settings = with_prometheus_push(configured, "http://127.0.0.1:9090/api/v1/write")
+    assert [t.name for t in settings.push.remote_write] == ["mine", "demo-prometheus"]
+    assert settings.push.remote_write[1].external_labels == {"source": "remote_write"}
+    check_push(settings.push)
