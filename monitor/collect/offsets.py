@@ -45,6 +45,7 @@ from monitor.core.errors import KafkaUnavailableError
 from monitor.core.records import (
     CommittedOffset,
     EndOffsetHeldBack,
+    OffsetsBatch,
     Partial,
     PartitionOffsets,
     RecordTimestamp,
@@ -57,7 +58,6 @@ from monitor.store.buffer import BufferedWriter, is_unavailable
 from monitor.store.history import end_offset_brackets
 from monitor.store.runs import Run
 from monitor.store.samples import (
-    OffsetsBatch,
     cached_timestamps,
     latest_committed,
     latest_end_offsets,

@@ -24,7 +24,8 @@ from monitor.core.records import CommittedOffset, GroupOffsetSample, PartitionOf
 from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.rules import Rule
 from monitor.evaluate.spark import jdbc_target
-from monitor.store.samples import OffsetsBatch, write_offsets_batch
+from monitor.core.records import OffsetsBatch
+from monitor.store.samples import write_offsets_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -27,7 +27,7 @@ from monitor.core.records import (
 )
 from monitor.core.settings import ClusterConfig, CollectConfig
 from monitor.store.runs import Run
-from monitor.store.samples import OffsetsBatch
+from monitor.core.records import OffsetsBatch
 
 T = "payments.orders"
 HELD = EndOffsetHeldBack(T, 1, 40, "Broker: Offset not available (OFFSET_NOT_AVAILABLE)")
