@@ -20,6 +20,7 @@ from monitor.kafka.translate import Outcome
 
 __all__ = ["LogDirClient", "LogDirs", "describe_log_dirs", "kafka_python_options", "log_dirs_of"]
 
+
 def _error_name(code: int) -> str | None:
     return None if code == 0 else kafka.errors.for_code(code).__name__
 

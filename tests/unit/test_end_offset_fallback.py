@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from monitor.collect import lag
-from monitor.collect.offsets import OffsetsCollector, Topology
+from monitor.collect.context import ClusterContext, Topology
+from monitor.collect.jobs.offsets import OffsetsCollector
 from monitor.core.clock import FakeClock, to_millis
 from monitor.core.records import (
     END_OFFSET_LAST_KNOWN,
@@ -22,12 +23,12 @@ from monitor.core.records import (
     EndOffsetHeldBack,
     GroupDescription,
     ListedOffsets,
+    OffsetsBatch,
     Partial,
     PartitionOffsets,
 )
 from monitor.core.settings import ClusterConfig, CollectConfig
 from monitor.store.runs import Run
-from monitor.core.records import OffsetsBatch
 
 T = "payments.orders"
 HELD = EndOffsetHeldBack(T, 1, 40, "Broker: Offset not available (OFFSET_NOT_AVAILABLE)")
@@ -119,17 +120,18 @@ class FakeEngine:
 
 
 def collector(admin: FakeAdmin, writer: FakeWriter, clock: FakeClock) -> OffsetsCollector:
-    job = OffsetsCollector(
+    context = ClusterContext(
         ClusterConfig(name="prod", bootstrap_servers=["127.0.0.1:9"]),
         admin,  # type: ignore[arg-type]
         FakeReader(),  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]  # the offsets job never asks for log dirs
         FakeEngine(),  # type: ignore[arg-type]
         writer,  # type: ignore[arg-type]
         clock,
         CollectConfig(),
     )
-    job.topology = Topology([(T, 0), (T, 1)], clock.now())
-    return job
+    context.topology = Topology([(T, 0), (T, 1)], clock.now())
+    return OffsetsCollector(context)
 
 
 def cycle(job: OffsetsCollector, clock: FakeClock) -> Run:
@@ -150,7 +152,7 @@ def test_a_partition_held_back_keeps_its_end_offset_and_lag_and_the_run_is_ok(
 
     admin.held = {(T, 1)}
     admin.ends[(T, 1)] = 999  # never seen: the leader cannot answer it
-    caplog.set_level(logging.INFO, logger="monitor.collect.offsets")
+    caplog.set_level(logging.INFO, logger="monitor.collect.jobs.offsets")
     runs, changed = [], []
     for _ in range(3):
         runs.append(cycle(job, clock))
@@ -192,10 +194,10 @@ def test_after_a_restart_the_latest_stored_end_offset_stands_in(monkeypatch: pyt
         asked.append(list(keys))
         return {(T, 1): (15, 77, stored_at)}
 
-    monkeypatch.setattr("monitor.collect.offsets.latest_end_offsets", latest_end_offsets)
-    monkeypatch.setattr("monitor.collect.offsets.cached_timestamps", lambda *args: {})
-    monkeypatch.setattr("monitor.collect.offsets.latest_committed", lambda *args: {})
-    monkeypatch.setattr("monitor.collect.offsets.end_offset_brackets", lambda *args: {})
+    monkeypatch.setattr("monitor.collect.recall.latest_end_offsets", latest_end_offsets)
+    monkeypatch.setattr("monitor.collect.recall.cached_timestamps", lambda *args: {})
+    monkeypatch.setattr("monitor.collect.recall.latest_committed", lambda *args: {})
+    monkeypatch.setattr("monitor.collect.recall.end_offset_brackets", lambda *args: {})
     admin, writer = FakeAdmin(), FakeWriter(available=True)
     admin.held = {(T, 1)}
     job = collector(admin, writer, clock)
