@@ -88,8 +88,10 @@ def read_store(conn: Connection, cluster: str, request: StoreRequest, now: datet
     if request.ends:
         stored = latest_end_offsets(conn, cluster, request.ends)
         answer.ends = {key: KnownEnd(start, end, to_millis(at)) for key, (start, end, at) in stored.items()}
-    if request.history:
-        brackets = end_offset_brackets(conn, cluster, request.history, now - HISTORY_WINDOW)
+    # The history only stands in for records not read: those the persisted cache holds need none.
+    history = {t for t in request.history if t not in answer.timestamps}
+    if history:
+        brackets = end_offset_brackets(conn, cluster, history, now - HISTORY_WINDOW)
         answer.history = {tp: [(end, to_millis(at)) for end, at in points] for tp, points in brackets.items()}
     if request.previous_commits:
         latest = latest_committed(conn, cluster)

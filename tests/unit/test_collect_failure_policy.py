@@ -5,7 +5,8 @@ is down, so the cycle's store read is skipped."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -312,3 +313,58 @@ def test_the_timestamp_cache_evicts_the_least_recently_used() -> None:
     assert len(cache) == 2
     assert ("t", 0, 1) not in cache, "b was the least recently used"
     assert cache.get_many([("t", 0, 0), ("t", 0, 2)]) == {("t", 0, 0): a, ("t", 0, 2): c}
+
+
+class CountingEngine:
+    """An engine whose connections answer nothing themselves (the store reads are patched)."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+
+    @contextmanager
+    def connect(self) -> Iterator[None]:
+        self.connections += 1
+        yield None
+
+
+def test_a_cycle_reads_the_store_once_and_what_memory_holds_never(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: dict[str, list[Any]] = {"timestamps": [], "history": [], "committed": []}
+    stored = RecordTimestamp("orders", 0, 4, 4, 1_000, "CreateTime")
+
+    def cached(conn: object, cluster: str, keys: list[Any]) -> dict[Any, Any]:
+        asked["timestamps"].append(sorted(keys))
+        return {("orders", 0, 4): stored} if ("orders", 0, 4) in keys else {}
+
+    def brackets(conn: object, cluster: str, targets: set[Any], since: datetime) -> dict[Any, Any]:
+        asked["history"].append(sorted(targets))
+        return {}
+
+    def committed(conn: object, cluster: str) -> dict[Any, Any]:
+        asked["committed"].append(cluster)
+        return {("billing", "orders", 0): (2, None)}
+
+    monkeypatch.setattr("monitor.collect.recall.cached_timestamps", cached)
+    monkeypatch.setattr("monitor.collect.recall.end_offset_brackets", brackets)
+    monkeypatch.setattr("monitor.collect.recall.latest_committed", committed)
+    engine = CountingEngine()
+    rig.context.engine = engine  # type: ignore[assignment]
+    rig.writer.available = True
+
+    first = rig.cycle()
+
+    assert engine.connections == 1, "one read for the whole cycle"
+    assert first.counts["store_reads_skipped"] == 0
+    assert len(asked["timestamps"]) == 1 and ("orders", 0, 4) in asked["timestamps"][0]
+    assert asked["history"] == [
+        [("orders", 0, 3), ("orders", 1, 3), ("orders", 1, 4), ("orders", 2, 3), ("orders", 2, 4)]
+    ], "not around orders:0:4, whose record the persisted cache holds"
+    assert asked["committed"] == ["prod"]
+    assert rig.lags()[("billing", "orders", 0)].committed_timestamp_ms == 1_000, "the stored record is used"
+    observed = rig.batch().commit_observations
+    assert [(o.partition, o.previous_offset, o.committed_offset) for o in observed] == [(0, 2, 4)]
+
+    rig.cycle()
+
+    assert engine.connections == 1, "nothing new to ask: memory holds every record, the commits are known"
