@@ -44,6 +44,8 @@ from monitor.collect.recall import StoreAnswer, StoreRequest, TimestampCache, re
 from monitor.core.clock import to_millis
 from monitor.core.errors import KafkaUnavailableError
 from monitor.core.records import (
+    METHOD_EXACT,
+    METHOD_INTERPOLATED,
     CommittedOffset,
     EndOffsetHeldBack,
     GroupDescription,
@@ -146,8 +148,8 @@ class OffsetsCollector:
         run.count("timestamps_needed", len(targets))
         run.count("timestamps_read", len(fresh))
         run.count("timestamps_unread", len(unread))
-        run.count("exact", sum(1 for s in group_samples if s.lag and s.timestamp_method == "exact"))
-        run.count("interpolated", sum(1 for s in group_samples if s.timestamp_method == "interpolated"))
+        run.count("exact", sum(1 for s in group_samples if s.lag and s.timestamp_method == METHOD_EXACT))
+        run.count("interpolated", sum(1 for s in group_samples if s.timestamp_method == METHOD_INTERPOLATED))
         run.count("lag_clamped", sum(1 for s in group_samples if s.lag_clamped))
         run.count("data_loss", len(losses))
         lost = frozenset((e.group_id, e.topic, e.partition) for e in losses)
