@@ -22,7 +22,7 @@ For each size (a number of partitions, a multiple of 100):
 
 The collector then runs in a separate Python process that does nothing else, as the daemon would
 (so its RSS is the collector's alone, not the setup's producer and 500 consumers): one
-`ClusterCollector.metadata()`, then `ClusterCollector.offsets()` --cycles times. Cycle 1 is cold
+`ClusterCollector.run("metadata")`, then `ClusterCollector.run("offsets")` --cycles times. Cycle 1 is cold
 (empty timestamp cache in memory and in PostgreSQL); before each later cycle a handful of groups
 commit new offsets and a few partitions get new records, as in steady state. Each cycle reports
 its wall time, the counts of its `collection_runs` row and where its time went (the collector's
@@ -69,7 +69,8 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
 from monitor.collect import lag
-from monitor.collect import offsets as offsets_module
+from monitor.collect import recall as recall_module
+from monitor.collect.jobs import offsets as offsets_module
 from monitor.collect.stage import ClusterCollector
 from monitor.core.clock import SystemClock
 from monitor.core.errors import DevEnvironmentError
@@ -430,17 +431,19 @@ class StepTimer:
 def instrument(collector: ClusterCollector, recorder: RunRecorder, writer: BufferedWriter) -> StepTimer:
     """Wrap the calls an offsets cycle makes, on the instances and modules of this process only."""
     timer = StepTimer()
-    admin = collector._admin
+    admin = collector.context.admin
     for name in ("list_group_ids", "describe_groups", "committed_offsets", "list_offsets"):
         setattr(admin, name, timer.wrap(name, getattr(admin, name)))
-    reader = collector._reader
+    reader = collector.context.reader
     reader.read = timer.wrap("reader", reader.read)  # type: ignore[method-assign]
-    cache = collector.offsets_collector._cache
+    offsets_job = collector.runners["offsets"]
+    assert isinstance(offsets_job, offsets_module.OffsetsCollector)
+    cache = offsets_job.cache
     cache.get_many = timer.wrap("cache_memory", cache.get_many)  # type: ignore[method-assign]
     cache.put_many = timer.wrap("cache_memory", cache.put_many)  # type: ignore[method-assign]
-    offsets_module.cached_timestamps = timer.wrap("cache_db", offsets_module.cached_timestamps)
-    offsets_module.end_offset_brackets = timer.wrap("history", offsets_module.end_offset_brackets)
-    offsets_module.latest_committed = timer.wrap("previous", offsets_module.latest_committed)
+    recall_module.cached_timestamps = timer.wrap("cache_db", recall_module.cached_timestamps)
+    recall_module.end_offset_brackets = timer.wrap("history", recall_module.end_offset_brackets)
+    recall_module.latest_committed = timer.wrap("previous", recall_module.latest_committed)
     offsets_module.write_offsets_batch = timer.wrap("db_batch_sql", offsets_module.write_offsets_batch)
     for name in ("partition_targets", "group_targets"):
         setattr(lag, name, timer.wrap("targets", getattr(lag, name)))
@@ -525,7 +528,7 @@ def worker() -> int:
     baseline = memory_mb()
 
     started = time.perf_counter()
-    collector.metadata()
+    collector.run("metadata")
     metadata = {
         "seconds": time.perf_counter() - started,
         "run": last_run(engine, cluster.name, "metadata"),
@@ -542,7 +545,7 @@ def worker() -> int:
         if profile is not None:
             profile.runcall(collector.offsets)
         else:
-            collector.offsets()
+            collector.run("offsets")
         seconds = time.perf_counter() - started
         steps = timer.take()
         if profile is not None:

@@ -40,6 +40,7 @@ from monitor.core.records import (
     GroupDescription,
     GroupMember,
     GroupOffsetSample,
+    OffsetsBatch,
     PartitionOffsets,
     PartitionSample,
 )
@@ -47,7 +48,7 @@ from monitor.devtools import postgres
 from monitor.devtools.paths import var_dir
 from monitor.store import migrate
 from monitor.store.engine import make_engine, normalize_url
-from monitor.store.samples import OffsetsBatch, write_offsets_batch
+from monitor.store.samples import write_offsets_batch
 
 BENCH_PORT = 55463
 TARGET_ROWS = (10_000, 50_000, 100_000)

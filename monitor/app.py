@@ -163,6 +163,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
 
     routing = check_operator_files(settings)
 
+    from monitor.collect.jobs import job_intervals
     from monitor.collect.stage import CollectStage
     from monitor.core.scheduler import Scheduler, run_intervals
     from monitor.expose.inbox import inbox_paths
@@ -171,7 +172,9 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     from monitor.store.service import StoreService
 
     clock = clock or SystemClock()
-    intervals = run_intervals(settings.intervals, settings.alert, settings.retention)
+    intervals = run_intervals(
+        settings.intervals, settings.alert, settings.retention, collect=job_intervals(settings.intervals)
+    )
     scheduler = Scheduler(max_workers=max(4, 2 * len(settings.clusters)))
     store = StoreService(database_url, settings.database, clock)
     # Stages never call one another: a collection that sees a critical change asks the scheduler

@@ -28,9 +28,8 @@ from monitor.core.records import (
     RecordTimestamp,
     TopicPartition,
 )
+from monitor.kafka.protocol import Target as Target  # the records whose append times a cycle reads
 
-Target = tuple[str, int, int]
-"""(topic, partition, offset): a record whose append time we want."""
 GroupKey = tuple[str, str, int]
 """(group, topic, partition)."""
 

@@ -1,7 +1,7 @@
 """The collect stage as an app component.
 
-One `ClusterCollector` per configured cluster, each with three scheduled jobs (offsets, metadata
-and configs, log dirs). Policy:
+One `ClusterCollector` per configured cluster, running every job of the registry
+(`monitor.collect.jobs.JOBS`: metadata, configs, offsets, log dirs) at its interval. Policy:
 
 - a cluster whose client cannot be built (bad config) is disabled with its error recorded as a
   failed run; the other clusters are collected as usual;
@@ -19,28 +19,41 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from monitor.collect.configs import collect_configs
-from monitor.collect.logdirs import collect_log_dirs
-from monitor.collect.metadata import collect_metadata
-from monitor.collect.offsets import OffsetsCollector, Topology
+from monitor.collect.context import ClusterContext, JobRun
+from monitor.collect.jobs import JOBS
 from monitor.core.clock import Clock
 from monitor.core.errors import MonitorError, StoreUnavailableError
 from monitor.core.scheduler import Scheduler
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
 from monitor.kafka import KafkaAdmin, LogDirClient, RecordTimestampReader
+from monitor.kafka.protocol import AdminApi, LogDirReader, TimestampReader
 from monitor.store import leases
 from monitor.store.buffer import BufferedWriter
-from monitor.store.runs import Run, RunRecorder, instance_name
+from monitor.store.runs import RunRecorder, instance_name
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class KafkaClients:
+    """The three clients of one cluster (the real ones by default, or a fake cluster's)."""
+
+    admin: AdminApi
+    reader: TimestampReader
+    log_dirs: LogDirReader
+
+    @classmethod
+    def real(cls, cluster: ClusterConfig) -> KafkaClients:
+        return cls(KafkaAdmin(cluster), RecordTimestampReader(cluster), LogDirClient(cluster))
+
+
 class ClusterCollector:
-    """The clients and jobs of one cluster. Each job is wrapped in a recorded run."""
+    """The clients and jobs of one cluster. Each job runs wrapped in a recorded run."""
 
     def __init__(
         self,
@@ -51,80 +64,34 @@ class ClusterCollector:
         writer: BufferedWriter,
         config: CollectConfig,
         on_critical: Callable[[str], object] | None = None,
+        clients: KafkaClients | None = None,
     ) -> None:
         self.cluster = cluster
-        self._on_critical = on_critical
-        self._critical_seen: frozenset[object] = frozenset()
-        self._engine = engine
-        self._clock = clock
         self._recorder = recorder
-        self._writer = writer
-        self._admin = KafkaAdmin(cluster)
-        self._reader = RecordTimestampReader(cluster)
-        self._log_dirs = LogDirClient(cluster)
-        self.offsets_collector = OffsetsCollector(
-            cluster, self._admin, self._reader, engine, writer, clock, config
+        kafka = clients or KafkaClients.real(cluster)
+        self.context = ClusterContext(
+            cluster, kafka.admin, kafka.reader, kafka.log_dirs, engine, writer, clock, config, on_critical
         )
+        self.runners: dict[str, JobRun] = {name: job.build(self.context) for name, job in JOBS.items()}
 
     def start(self) -> None:
         """Build the clients (no connection yet); raises ConfigError for a bad cluster config."""
-        self._admin.start()
-        self._reader.start()
-        self._log_dirs.start()
+        self.context.admin.start()
+        self.context.reader.start()
+        self.context.log_dirs.start()
 
     def stop(self) -> None:
-        self._log_dirs.close()
-        self._reader.close()
-        self._admin.close()
+        self.context.log_dirs.close()
+        self.context.reader.close()
+        self.context.admin.close()
 
-    def _job(self, name: str, body: Callable[[Run], None]) -> None:
-        with self._recorder.run(self.cluster.name, name) as run:
-            body(run)
-
-    def offsets(self) -> None:
-        def body(run: Run) -> None:
-            self.offsets_collector.collect(run)
-            self._critical(run, "offsets", self.offsets_collector.critical_changed)
-
-        self._job("offsets", body)
-
-    def _critical(self, run: Run, job: str, changed: bool) -> None:
-        """Ask for an evaluation now when `changed` (a critical rule's input changed)."""
-        if changed and self._on_critical is not None:
-            run.count("evaluation_requested", 1)
-            log.info("%s/%s: a change critical rules depend on; evaluating now", self.cluster.name, job)
-            self._on_critical(self.cluster.name)
-
-    def metadata(self) -> None:
-        def body(run: Run) -> None:
-            topics = collect_metadata(run, self.cluster, self._admin, self._clock, self._writer)
-            self.offsets_collector.topology = Topology.of(topics, self._clock.now())
-            # What critical rules depend on: a broker gone, a partition offline or with fewer
-            # in-sync replicas (under min ISR is one of those). Evaluated at once when it grows.
-            seen = frozenset(
-                (t.name, p.partition, len(p.isr), p.offline)
-                for t in topics
-                for p in t.partitions
-                if p.offline or p.under_replicated
-            )
-            grew = bool(seen - self._critical_seen)
-            self._critical_seen = seen
-            self._critical(run, "metadata", run.counts.get("brokers_went_down", 0) > 0 or grew)
-
-        self._job("metadata", body)
-
-    def configs(self) -> None:
-        self._job(
-            "configs", lambda run: collect_configs(run, self.cluster, self._admin, self._engine, self._clock)
-        )
-
-    def log_dirs(self) -> None:
-        self._job(
-            "log_dirs",
-            lambda run: collect_log_dirs(
-                run, self.cluster, self._admin, self._log_dirs, self._clock, self._writer
-            ),
-        )
+    def run(self, job: str) -> None:
+        """One run of `job` (a name of `monitor.collect.jobs.JOBS`), recorded in `collection_runs`."""
+        runner = self.runners.get(job)
+        if runner is None:
+            raise ValueError(f"no collector job {job!r}; the jobs are {', '.join(sorted(self.runners))}")
+        with self._recorder.run(self.cluster.name, job) as record:
+            runner(record)
 
 
 class CollectStage:
@@ -179,20 +146,18 @@ class CollectStage:
 
     def _schedule(self, collector: ClusterCollector) -> None:
         name = collector.cluster.name
-        i = self._intervals
-        self._scheduler.every(f"{name}:metadata", i.metadata_seconds, self._leased(name, collector.metadata))
-        self._scheduler.every(f"{name}:configs", i.metadata_seconds, self._leased(name, collector.configs))
-        self._scheduler.every(
-            f"{name}:offsets", i.offsets_seconds, self._leased(name, collector.offsets), first_run_in=1.0
-        )
-        self._scheduler.every(
-            f"{name}:log_dirs", i.log_dirs_seconds, self._leased(name, collector.log_dirs), first_run_in=2.0
-        )
+        for job in JOBS.values():
+            self._scheduler.every(
+                f"{name}:{job.name}",
+                job.interval(self._intervals),
+                self._leased(collector, job.name),
+                first_run_in=job.first_run_in,
+            )
 
-    def _leased(self, cluster: str, job: Callable[[], None]) -> Callable[[], None]:
+    def _leased(self, collector: ClusterCollector, job: str) -> Callable[[], None]:
         def run() -> None:
-            if self.holds(cluster):
-                job()
+            if self.holds(collector.cluster.name):
+                collector.run(job)
 
         return run
 

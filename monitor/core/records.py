@@ -11,6 +11,7 @@ import getpass
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Generic, Literal, TypeVar
 
 T = TypeVar("T")
@@ -305,6 +306,38 @@ class DataLossEvent:
     @property
     def messages_lost(self) -> int:
         return self.start_offset - self.committed_offset
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsBatch:
+    """Everything one offsets cycle of one cluster hands the store, sampled at `sampled_at`."""
+
+    cluster: str
+    sampled_at: datetime
+    run_id: int | None = None
+    partitions: list[PartitionSample] = field(default_factory=list)
+    groups: list[GroupDescription] = field(default_factory=list)
+    group_offsets: list[GroupOffsetSample] = field(default_factory=list)
+    commit_observations: list[CommitObservation] = field(default_factory=list)
+    record_timestamps: list[RecordTimestamp] = field(default_factory=list)
+    """New entries for the record timestamp cache, read from Kafka in this cycle."""
+    data_loss: list[DataLossEvent] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.sampled_at.tzinfo is None:
+            raise ValueError("OffsetsBatch.sampled_at must be timezone-aware")
+
+    @property
+    def row_count(self) -> int:
+        """The number of records in the batch (what the buffered writer bounds)."""
+        return (
+            len(self.partitions)
+            + len(self.groups)
+            + len(self.group_offsets)
+            + len(self.commit_observations)
+            + len(self.record_timestamps)
+            + len(self.data_loss)
+        )
 
 
 IdentitySource = Literal["proxy", "token", "development", "cli"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,19 +29,19 @@ def run_intervals(
     intervals: Intervals | None = None,
     alert: AlertConfig | None = None,
     retention: RetentionConfig | None = None,
+    *,
+    collect: Mapping[str, float],
 ) -> dict[str, float]:
     """Seconds between runs of each job that records `collection_runs` rows, by its `job` name.
 
     The one job -> interval map: the daemon schedules the evaluate, retention and maintenance jobs
-    with it, and the collection page reads it to tell a stale job from a one-off run. The collect
-    and alert stages schedule from the same settings (`CollectStage._schedule`, `AlertStage.start`).
+    with it, and the collection page reads it to tell a stale job from a one-off run. `collect` is
+    the collect stage's part, from its job registry (`monitor.collect.jobs.job_intervals`, which
+    the stage schedules from too); the alert stage schedules from the same setting as here.
     """
     intervals = intervals or Intervals()
     return {
-        "offsets": intervals.offsets_seconds,
-        "metadata": intervals.metadata_seconds,
-        "configs": intervals.metadata_seconds,
-        "log_dirs": intervals.log_dirs_seconds,
+        **collect,
         "evaluate": intervals.evaluate_seconds,
         "alert": (alert or AlertConfig()).interval_seconds,
         "retention": (retention or RetentionConfig()).interval_seconds,

@@ -19,6 +19,7 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 from sqlalchemy import Connection, text
 
+from monitor.collect.jobs import job_intervals
 from monitor.core.scheduler import run_intervals
 from monitor.expose.context import WebContext
 
@@ -109,7 +110,7 @@ def read_collection(conn: Connection, intervals: Mapping[str, float], now: datet
 
 def router(ctx: WebContext, intervals: Mapping[str, float] | None = None) -> APIRouter:
     pages = APIRouter(include_in_schema=False)
-    every = dict(intervals or run_intervals())
+    every = dict(intervals or run_intervals(collect=job_intervals()))
 
     @pages.get("/collection", response_class=HTMLResponse)
     def collection_page() -> HTMLResponse:

@@ -24,6 +24,10 @@ DescribeLogDirs, which librdkafka lacks), and the group requests librdkafka's ad
 survive while a coordinator dies: `groups` (`GroupOffsetsClient`, OffsetFetch) and `describe`
 (`GroupDescribeClient`, DescribeGroups and ConsumerGroupDescribe, whose messages are in
 `messages`), behind `KafkaAdmin.committed_offsets` and `KafkaAdmin.describe_groups`.
+
+The collectors depend on the protocols of `protocol` (`AdminApi`, `TimestampReader`,
+`LogDirReader`), not on these classes; `fake` is a cluster in memory behind the same protocols,
+with injectable failures, for unit tests and benches (tests/contract holds it to the real one).
 """
 
 from __future__ import annotations

@@ -14,12 +14,11 @@ import kafka.errors
 
 from monitor.core.records import LogDirReplica, LogDirUsage, Partial
 from monitor.core.settings import ClusterConfig
+from monitor.kafka.protocol import LogDirs
 from monitor.kafka.pyclient import KafkaPythonClient, kafka_python_options, unavailable
 from monitor.kafka.translate import Outcome
 
 __all__ = ["LogDirClient", "LogDirs", "describe_log_dirs", "kafka_python_options", "log_dirs_of"]
-
-LogDirs = tuple[list[LogDirReplica], list[LogDirUsage]]
 
 
 def _error_name(code: int) -> str | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -28,11 +28,9 @@ from sqlalchemy import Connection, text
 from monitor.core.records import (
     CommitObservation,
     DataLossEvent,
-    GroupDescription,
-    GroupOffsetSample,
     LogDirReplica,
     LogDirUsage,
-    PartitionSample,
+    OffsetsBatch,
     RecordTimestamp,
     TopicConfigEntry,
 )
@@ -45,38 +43,6 @@ _DAY_MS = 86_400_000
 
 RecordKey = tuple[str, int, int]
 """(topic, partition, offset) of a record."""
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetsBatch:
-    """Everything one offsets cycle of one cluster hands the store, sampled at `sampled_at`."""
-
-    cluster: str
-    sampled_at: datetime
-    run_id: int | None = None
-    partitions: list[PartitionSample] = field(default_factory=list)
-    groups: list[GroupDescription] = field(default_factory=list)
-    group_offsets: list[GroupOffsetSample] = field(default_factory=list)
-    commit_observations: list[CommitObservation] = field(default_factory=list)
-    record_timestamps: list[RecordTimestamp] = field(default_factory=list)
-    """New entries for the record timestamp cache, read from Kafka in this cycle."""
-    data_loss: list[DataLossEvent] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if self.sampled_at.tzinfo is None:
-            raise ValueError("OffsetsBatch.sampled_at must be timezone-aware")
-
-    @property
-    def row_count(self) -> int:
-        """The number of records in the batch (what the buffered writer bounds)."""
-        return (
-            len(self.partitions)
-            + len(self.groups)
-            + len(self.group_offsets)
-            + len(self.commit_observations)
-            + len(self.record_timestamps)
-            + len(self.data_loss)
-        )
 
 
 def to_datetime(ms: int) -> datetime:

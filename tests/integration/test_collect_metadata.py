@@ -41,7 +41,7 @@ def test_metadata_sample_and_broker_loss(kafka: KafkaTestHelper, engine: Engine)
     config = kafka.cluster_config("meta", topics=NameFilter(allow=[topic]))
     c = collector(engine, config)
     try:
-        c.metadata()
+        c.run("metadata")
         run = last_run(engine, "meta")
         assert run["status"] == "ok", run
         assert run["counts"]["brokers"] == 3 and run["counts"]["topics"] == 1
@@ -73,7 +73,7 @@ def test_metadata_sample_and_broker_loss(kafka: KafkaTestHelper, engine: Engine)
             60,
             "the ISR to shrink",
         )
-        c.metadata()
+        c.run("metadata")
         run = last_run(engine, "meta")
         assert run["status"] == "ok"
         assert run["counts"]["brokers"] == 2 and run["counts"]["brokers_went_down"] == 1
@@ -104,7 +104,7 @@ def test_unreachable_cluster_is_a_failed_run(engine: Engine) -> None:
     config = ClusterConfig(name="nowhere", bootstrap_servers=["127.0.0.1:1"], request_timeout_seconds=2)
     c = collector(engine, config)
     try:
-        c.metadata()
+        c.run("metadata")
     finally:
         c.stop()
     run = last_run(engine, "nowhere")

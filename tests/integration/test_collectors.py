@@ -84,7 +84,7 @@ def test_exact_lag_timestamps_and_commit_observations(
     assert kafka.consume_and_commit(group, topic, 40) == 40
     c = make_collector("exact", [topic])
 
-    c.offsets()
+    c.run("offsets")
     assert last_run(engine, "exact", "offsets")["status"] == "ok"
     (g,) = rows(engine, "SELECT * FROM latest_group_offsets WHERE cluster='exact' AND group_id=:g", g=group)
     assert (g["committed_offset"], g["end_offset"], g["lag"]) == (40, 100, 60)
@@ -101,7 +101,7 @@ def test_exact_lag_timestamps_and_commit_observations(
     assert state["state"] == "Empty" and state["members"] == 0  # every consumer is gone: still sampled
 
     assert kafka.consume_and_commit(group, topic, 10) == 50
-    c.offsets()
+    c.run("offsets")
     (obs,) = rows(engine, "SELECT * FROM commit_observations WHERE cluster='exact' AND group_id=:g", g=group)
     assert (obs["previous_offset"], obs["committed_offset"]) == (40, 50)
     (g,) = rows(engine, "SELECT * FROM latest_group_offsets WHERE cluster='exact' AND group_id=:g", g=group)
@@ -120,9 +120,9 @@ def test_stopped_group_lag_keeps_growing(kafka: KafkaTestHelper, engine: Engine,
     group = f"dead-{topic}"
     kafka.consume_and_commit(group, topic, 10)  # then every consumer of the group is gone
     c = make_collector("dead", [topic])
-    c.offsets()
+    c.run("offsets")
     kafka.produce(topic, [b"y"] * 25)  # producers keep writing
-    c.offsets()
+    c.run("offsets")
     lags = rows(
         engine,
         "SELECT lag FROM group_offsets WHERE cluster='dead' AND group_id=:g ORDER BY sampled_at",
@@ -136,8 +136,8 @@ def test_config_history_on_retention_change(
 ) -> None:
     topic = kafka.create_topic(config={"retention.ms": "3600000"})
     c = make_collector("cfg", [topic])
-    c.configs()
-    c.configs()  # unchanged: no new rows
+    c.run("configs")
+    c.run("configs")  # unchanged: no new rows
     before = rows(
         engine,
         "SELECT name, value, source FROM topic_configs WHERE cluster='cfg' AND topic=:t AND valid_to IS NULL",
@@ -166,7 +166,7 @@ def test_config_history_on_retention_change(
         30,
         "the new retention to be visible",
     )
-    c.configs()
+    c.run("configs")
     history = rows(
         engine,
         "SELECT value, valid_to FROM topic_configs WHERE cluster='cfg' AND topic=:t AND name='retention.ms' ORDER BY valid_from",
@@ -186,7 +186,7 @@ def test_log_dir_sizes_match_what_was_written(
     c = make_collector("dirs", [topic])
     kafka.wait_for(
         lambda: (
-            c.log_dirs(),
+            c.run("log_dirs"),
             len(
                 rows(
                     engine,
@@ -228,11 +228,11 @@ def test_data_loss_when_retention_deletes_past_committed(
 
     kafka.wait_for(deleted, 60, "retention to delete the old segment")
     c = make_collector("loss", [topic])
-    c.offsets()
+    c.run("offsets")
     (event,) = rows(engine, "SELECT * FROM data_loss_events WHERE cluster='loss' AND group_id=:g", g=group)
     assert event["committed_offset"] == 2 and event["start_offset"] > 2
     assert event["messages_lost"] == event["start_offset"] - 2
-    c.offsets()  # the same loss is recorded once
+    c.run("offsets")  # the same loss is recorded once
     assert (
         len(rows(engine, "SELECT 1 FROM data_loss_events WHERE cluster='loss' AND group_id=:g", g=group)) == 1
     )
@@ -258,8 +258,8 @@ def test_partial_run_when_a_broker_dies(kafka: KafkaTestHelper, engine: Engine, 
     # monitor/kafka/describe.py and groups.py) now fail only their groups.
     kafka.commit_groups({f"partial-{topic}-{i}": [TopicPartition(topic, 0, 1 + i % 12)] for i in range(40)})
     c = make_collector("partial", [topic])
-    c.metadata()
-    c.offsets()
+    c.run("metadata")
+    c.run("offsets")
     first = last_run(engine, "partial", "offsets")
     assert first["status"] == "ok", first
     assert first["counts"]["groups"] >= 40
@@ -270,7 +270,7 @@ def test_partial_run_when_a_broker_dies(kafka: KafkaTestHelper, engine: Engine, 
     victim = leaders[0]
     kafka.kill_broker(victim)
     started = time.monotonic()
-    c.offsets()
+    c.run("offsets")
     took = time.monotonic() - started
     run = last_run(engine, "partial", "offsets")
     assert run["status"] == "partial", run
@@ -297,16 +297,16 @@ def test_group_requests_that_all_go_unanswered_make_a_partial_run(
     kafka.produce(topic, [b"x"] * 3)
     kafka.consume_and_commit(f"unanswered-{topic}", topic, 1)
     c = make_collector("unanswered", [topic])
-    c.offsets()
+    c.run("offsets")
 
     def unanswered(*args: Any, **kwargs: Any) -> Any:
         raise KafkaUnavailableError(
             "cannot describe consumer groups on cluster 'unanswered': Local: Timed out"
         )
 
-    monkeypatch.setattr(c._admin, "describe_groups", unanswered)
-    monkeypatch.setattr(c._admin, "committed_offsets", unanswered)
-    c.offsets()
+    monkeypatch.setattr(c.context.admin, "describe_groups", unanswered)
+    monkeypatch.setattr(c.context.admin, "committed_offsets", unanswered)
+    c.run("offsets")
     runs = rows(
         engine,
         "SELECT status, error, counts FROM collection_runs WHERE cluster='unanswered' AND job='offsets'"
@@ -328,16 +328,16 @@ def test_samples_kept_across_a_postgres_restart(
     kafka.produce(topic, [b"r"] * 5)
     kafka.consume_and_commit(f"pgr-{topic}", topic, 1)
     c = make_collector("pgrestart", [topic])
-    c.offsets()
+    c.run("offsets")
     server.down()
     try:
         # New records each time: the timestamps they need are in no cache, and the persisted
         # cache and history cannot be read either; the cycle goes on without them.
         kafka.produce(topic, [b"s"] * 3)
-        c.offsets()
+        c.run("offsets")
         kafka.produce(topic, [b"t"] * 3)
-        c.offsets()
-        writer = c.offsets_collector._writer
+        c.run("offsets")
+        writer = c.context.writer
         assert writer.pending_writes == 4 and not writer.available  # two samples, two run rows
     finally:
         server.up()
@@ -365,7 +365,7 @@ def test_time_of_sampling_is_now(engine: Engine, kafka: KafkaTestHelper, make_co
     topic = kafka.create_topic()
     c = make_collector("clock", [topic])
     before = datetime.now(UTC)
-    c.offsets()
+    c.run("offsets")
     (row,) = rows(engine, "SELECT max(sampled_at) AS at FROM partition_offsets WHERE cluster='clock'")
     assert before <= row["at"] <= datetime.now(UTC)
 
@@ -379,7 +379,7 @@ def test_interpolation_fallback_when_the_budget_reads_nothing(
     seen: list[datetime] = []
     for _ in range(3):
         kafka.produce(topic, [b"i"] * 10)
-        c.offsets()
+        c.run("offsets")
         seen.append(
             rows(engine, "SELECT max(sampled_at) AS at FROM partition_offsets WHERE cluster='interp'")[0][
                 "at"
@@ -387,7 +387,7 @@ def test_interpolation_fallback_when_the_budget_reads_nothing(
         )
         time.sleep(0.3)
     kafka.commit(group, topic, 0, 15)  # appended between the first and the second sample
-    c.offsets()
+    c.run("offsets")
     run = last_run(engine, "interp", "offsets")
     (g,) = rows(engine, "SELECT * FROM latest_group_offsets WHERE cluster='interp' AND group_id=:g", g=group)
     assert g["lag"] == 15
@@ -409,8 +409,8 @@ def test_a_partition_under_min_isr_keeps_its_end_offset_and_lag(
     group = f"held-{topic}"
     kafka.commit(group, topic, 0, 4)
     c = make_collector("held", [topic], [group])
-    c.metadata()
-    c.offsets()
+    c.run("metadata")
+    c.run("offsets")
     assert last_run(engine, "held", "offsets")["status"] == "ok"
     (leader,) = [r["leader"] for r in rows(engine, "SELECT leader FROM partitions WHERE cluster='held'")]
 
@@ -441,7 +441,7 @@ def test_a_partition_under_min_isr_keeps_its_end_offset_and_lag(
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         before = rows(engine, sql)[0]
-        c.offsets()
+        c.run("offsets")
         runs.append(last_run(engine, "held", "offsets"))
         if runs[-1]["counts"].get("end_offsets_last_known") and runs[-1]["status"] == "ok":
             break
@@ -454,13 +454,13 @@ def test_a_partition_under_min_isr_keeps_its_end_offset_and_lag(
     assert latest["end_offset_listed_at"] is not None
     assert latest["end_offset_listed_at"] < latest["sampled_at"]
     assert latest["lag"] == latest["end_offset"] - 4, "lag against the last known end offset"
-    c.offsets()
+    c.run("offsets")
     again = last_run(engine, "held", "offsets")
     assert again["status"] == "ok" and again["counts"]["end_offsets_last_known"] == 1, again
 
     kafka.start_broker(leader)
     kafka.wait_for(
-        lambda: (c.offsets(), rows(engine, sql)[0]["end_offset_method"] == "listed")[1],
+        lambda: (c.run("offsets"), rows(engine, sql)[0]["end_offset_method"] == "listed")[1],
         90,
         "the end offset to be listed again",
     )

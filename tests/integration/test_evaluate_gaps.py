@@ -20,11 +20,17 @@ from sqlalchemy import Engine, text
 from monitor.alert.lifecycle import run_cycle
 from monitor.alert.routing import default_routing_paths, load_routing
 from monitor.core.clock import to_millis
-from monitor.core.records import CommittedOffset, GroupOffsetSample, PartitionOffsets, PartitionSample
+from monitor.core.records import (
+    CommittedOffset,
+    GroupOffsetSample,
+    OffsetsBatch,
+    PartitionOffsets,
+    PartitionSample,
+)
 from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.rules import Rule
 from monitor.evaluate.spark import jdbc_target
-from monitor.store.samples import OffsetsBatch, write_offsets_batch
+from monitor.store.samples import write_offsets_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -22,6 +22,7 @@ from monitor.core.records import (
     GroupDescription,
     GroupMember,
     GroupOffsetSample,
+    OffsetsBatch,
     PartitionOffsets,
     PartitionSample,
     RecordTimestamp,
@@ -31,7 +32,7 @@ from monitor.store.engine import make_engine
 from monitor.store.ingest import copy_rows
 from monitor.store.models import Base
 from monitor.store.partitions import PARTITIONED_TABLES, ensure_partitions
-from monitor.store.samples import OffsetsBatch, write_offsets_batch
+from monitor.store.samples import write_offsets_batch
 from tests.fixtures.postgres import PgServer, unique_database_name
 
 NOW = datetime(2030, 6, 15, 12, 0, tzinfo=UTC)

@@ -69,8 +69,8 @@ def _collect(kafka: KafkaTestHelper, engine: Engine, topic: str) -> None:
     )  # fmt: skip
     collector.start()
     try:
-        collector.metadata()
-        collector.configs()
+        collector.run("metadata")
+        collector.run("configs")
     finally:
         collector.stop()
 

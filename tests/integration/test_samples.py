@@ -31,6 +31,7 @@ from monitor.core.records import (
     GroupOffsetSample,
     LogDirReplica,
     LogDirUsage,
+    OffsetsBatch,
     PartitionOffsets,
     PartitionSample,
     RecordTimestamp,
@@ -42,7 +43,6 @@ from monitor.store import leases
 from monitor.store.buffer import BufferedWriter
 from monitor.store.metadata import finish_run, prune_runs, start_run
 from monitor.store.samples import (
-    OffsetsBatch,
     cached_timestamps,
     latest_committed,
     latest_end_offsets,

@@ -1,11 +1,11 @@
 """Partitions whose leader cannot give the end offset (high watermark held back under min ISR):
 the last known end offset stands in, the sample says so, the run is not partial, and the log says
-it once per change. A fake admin answers the offsets job; the store is a stand-in."""
+it once per change. The fake cluster (monitor/kafka/fake.py) answers the offsets job; the store is a stand-in."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -13,21 +13,19 @@ from typing import Any
 import pytest
 
 from monitor.collect import lag
-from monitor.collect.offsets import OffsetsCollector, Topology
+from monitor.collect.context import ClusterContext, Topology
+from monitor.collect.jobs.offsets import OffsetsCollector
 from monitor.core.clock import FakeClock, to_millis
 from monitor.core.records import (
     END_OFFSET_LAST_KNOWN,
     END_OFFSET_LISTED,
-    CommittedOffset,
     EndOffsetHeldBack,
-    GroupDescription,
-    ListedOffsets,
-    Partial,
+    OffsetsBatch,
     PartitionOffsets,
 )
 from monitor.core.settings import ClusterConfig, CollectConfig
+from monitor.kafka.fake import FakeCluster
 from monitor.store.runs import Run
-from monitor.store.samples import OffsetsBatch
 
 T = "payments.orders"
 HELD = EndOffsetHeldBack(T, 1, 40, "Broker: Offset not available (OFFSET_NOT_AVAILABLE)")
@@ -66,37 +64,28 @@ def test_a_held_back_partition_never_listed_is_unknown() -> None:
     assert (offsets, used, unknown) == ({}, {}, [(T, 1)])
 
 
-# -- the offsets job with a fake admin --------------------------------------------------------
+# -- the offsets job on the fake cluster ------------------------------------------------------
 
 
-class FakeAdmin:
-    """Answers the offsets job: one group committed at 50 on both partitions; `held` are the
-    partitions whose end offset the leader holds back, `ends` the end offsets listed."""
+class Cluster:
+    """The fake cluster the job samples: topic T (2 partitions on 2 brokers, min ISR 2, log start
+    10) with 100 and 90 records, group `billing` committed at 50 on both. `hold` shrinks a
+    partition's ISR below min ISR, so its leader holds the end offset back."""
 
-    def __init__(self) -> None:
-        self.ends = {(T, 0): 100, (T, 1): 90}
-        self.held: set[tuple[str, int]] = set()
+    def __init__(self, clock: FakeClock) -> None:
+        self.kafka = FakeCluster("prod", brokers=2, clock=clock)
+        self.kafka.create_topic(T, 2, 2, {"min.insync.replicas": "2"})
+        for partition, records in ((0, 100), (1, 90)):
+            self.kafka.produce(T, partition, count=records)
+            self.kafka.delete_records(T, partition, 10)
+        self.kafka.commit("billing", {(T, 0): 50, (T, 1): 50})
 
-    def list_group_ids(self) -> list[str]:
-        return ["billing"]
+    def hold(self, partition: int, start: int = 20) -> None:
+        self.kafka.shrink_isr(T, partition, [1])
+        self.kafka.delete_records(T, partition, start)
 
-    def describe_groups(self, group_ids: Sequence[str]) -> Partial[list[GroupDescription]]:
-        return Partial([GroupDescription(g, "Stable", "consumer", "range", 1, ()) for g in group_ids], {})
-
-    def committed_offsets(self, group_ids: Sequence[str]) -> Partial[dict[str, list[CommittedOffset]]]:
-        return Partial({"billing": [CommittedOffset("billing", T, p, 50) for p in (0, 1)]}, {})
-
-    def list_offsets(self, partitions: Sequence[tuple[str, int]], leaders: object = None) -> ListedOffsets:
-        value = {
-            k: PartitionOffsets(k[0], k[1], 10, end) for k, end in self.ends.items() if k not in self.held
-        }
-        held = {k: EndOffsetHeldBack(k[0], k[1], 20, "Broker: Offset not available") for k in self.held}
-        return ListedOffsets(value, {}, held)
-
-
-class FakeReader:
-    def read(self, targets: Sequence[Any], budget_seconds: float) -> tuple[dict[Any, Any], list[Any]]:
-        return {}, list(targets)
+    def release(self, partition: int) -> None:
+        self.kafka.shrink_isr(T, partition, [1, 2])
 
 
 class FakeWriter:
@@ -118,18 +107,22 @@ class FakeEngine:
         yield None
 
 
-def collector(admin: FakeAdmin, writer: FakeWriter, clock: FakeClock) -> OffsetsCollector:
-    job = OffsetsCollector(
+def collector(cluster: Cluster, writer: FakeWriter, clock: FakeClock) -> OffsetsCollector:
+    admin, reader = cluster.kafka.admin(), cluster.kafka.reader()
+    admin.start()
+    reader.start()
+    context = ClusterContext(
         ClusterConfig(name="prod", bootstrap_servers=["127.0.0.1:9"]),
-        admin,  # type: ignore[arg-type]
-        FakeReader(),  # type: ignore[arg-type]
+        admin,
+        reader,
+        cluster.kafka.log_dirs(),
         FakeEngine(),  # type: ignore[arg-type]
         writer,  # type: ignore[arg-type]
         clock,
         CollectConfig(),
     )
-    job.topology = Topology([(T, 0), (T, 1)], clock.now())
-    return job
+    context.topology = Topology([(T, 0), (T, 1)], clock.now())
+    return OffsetsCollector(context)
 
 
 def cycle(job: OffsetsCollector, clock: FakeClock) -> Run:
@@ -143,14 +136,14 @@ def test_a_partition_held_back_keeps_its_end_offset_and_lag_and_the_run_is_ok(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     clock = FakeClock(datetime(2026, 11, 26, 12, 0, tzinfo=datetime.now().astimezone().tzinfo))
-    admin, writer = FakeAdmin(), FakeWriter(available=False)
-    job = collector(admin, writer, clock)
+    cluster, writer = Cluster(clock), FakeWriter(available=False)
+    job = collector(cluster, writer, clock)
     first_listed = to_millis(clock.now())
     cycle(job, clock)
 
-    admin.held = {(T, 1)}
-    admin.ends[(T, 1)] = 999  # never seen: the leader cannot answer it
-    caplog.set_level(logging.INFO, logger="monitor.collect.offsets")
+    cluster.hold(1)
+    cluster.kafka.produce(T, 1, count=909)  # end 999, never seen: the leader cannot answer it
+    caplog.set_level(logging.INFO, logger="monitor.collect.jobs.offsets")
     runs, changed = [], []
     for _ in range(3):
         runs.append(cycle(job, clock))
@@ -176,7 +169,7 @@ def test_a_partition_held_back_keeps_its_end_offset_and_lag_and_the_run_is_ok(
     assert "1 partition(s)" in warnings[0].getMessage()
     assert "logged again when the set changes" in warnings[0].getMessage()
 
-    admin.held = set()
+    cluster.release(1)
     cycle(job, clock)
     assert sum(1 for r in caplog.records if "gives its end offset again" in r.getMessage()) == 1
     assert writer.batches[-1].partitions[1].end_offset_method == END_OFFSET_LISTED
@@ -192,13 +185,13 @@ def test_after_a_restart_the_latest_stored_end_offset_stands_in(monkeypatch: pyt
         asked.append(list(keys))
         return {(T, 1): (15, 77, stored_at)}
 
-    monkeypatch.setattr("monitor.collect.offsets.latest_end_offsets", latest_end_offsets)
-    monkeypatch.setattr("monitor.collect.offsets.cached_timestamps", lambda *args: {})
-    monkeypatch.setattr("monitor.collect.offsets.latest_committed", lambda *args: {})
-    monkeypatch.setattr("monitor.collect.offsets.end_offset_brackets", lambda *args: {})
-    admin, writer = FakeAdmin(), FakeWriter(available=True)
-    admin.held = {(T, 1)}
-    job = collector(admin, writer, clock)
+    monkeypatch.setattr("monitor.collect.recall.latest_end_offsets", latest_end_offsets)
+    monkeypatch.setattr("monitor.collect.recall.cached_timestamps", lambda *args: {})
+    monkeypatch.setattr("monitor.collect.recall.latest_committed", lambda *args: {})
+    monkeypatch.setattr("monitor.collect.recall.end_offset_brackets", lambda *args: {})
+    cluster, writer = Cluster(clock), FakeWriter(available=True)
+    cluster.hold(1)
+    job = collector(cluster, writer, clock)
 
     runs = [cycle(job, clock) for _ in range(2)]
 
@@ -211,9 +204,9 @@ def test_after_a_restart_the_latest_stored_end_offset_stands_in(monkeypatch: pyt
 
 def test_a_held_back_partition_with_no_end_known_anywhere_is_a_problem() -> None:
     clock = FakeClock()
-    admin, writer = FakeAdmin(), FakeWriter(available=False)
-    admin.held = {(T, 1)}
-    job = collector(admin, writer, clock)
+    cluster, writer = Cluster(clock), FakeWriter(available=False)
+    cluster.hold(1)
+    job = collector(cluster, writer, clock)
 
     run = cycle(job, clock)
 

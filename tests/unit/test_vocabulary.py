@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from monitor.act.policy import parse_duration_ms
+from monitor.collect.jobs import job_intervals
 from monitor.core.scheduler import run_intervals
 from monitor.core.settings import RetentionConfig
 from monitor.core.vocabulary import (
@@ -89,7 +90,7 @@ def test_zero_is_refused_where_it_means_nothing() -> None:
 
 
 def test_the_retention_job_has_an_interval_so_it_can_go_stale() -> None:
-    intervals = run_intervals(retention=RetentionConfig(interval_seconds=120))
+    intervals = run_intervals(retention=RetentionConfig(interval_seconds=120), collect=job_intervals())
     assert intervals["retention"] == 120
     assert set(intervals) >= {
         "offsets",

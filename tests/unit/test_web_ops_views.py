@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from monitor.collect.jobs import job_intervals
 from monitor.core.scheduler import run_intervals
 from monitor.core.settings import AlertConfig, Intervals
 from monitor.expose.alert_views import AlertItem, Incident, by_section, link_incidents
@@ -69,7 +70,7 @@ def test_a_silence_from_an_alert_matches_it_whatever_its_severity() -> None:
     assert item.entity_labels == [("group_id", "g"), ("partition", "0"), ("topic", "t")]
 
 
-INTERVALS = run_intervals(Intervals(), AlertConfig())
+INTERVALS = run_intervals(Intervals(), AlertConfig(), collect=job_intervals())
 
 
 def run(job: str, status: str = "ok", cluster: str | None = "prod") -> dict[str, Any]:

@@ -7,28 +7,31 @@ whatever changed, so nothing needs buffering.
 
 from __future__ import annotations
 
-from sqlalchemy import Engine
-
-from monitor.core.clock import Clock
-from monitor.core.settings import ClusterConfig
-from monitor.kafka import KafkaAdmin
+from monitor.collect.context import ClusterContext, CollectorJob, JobRun
 from monitor.store.runs import Run
 from monitor.store.samples import record_topic_configs
 
 
-def collect_configs(
-    run: Run, cluster: ClusterConfig, admin: KafkaAdmin, engine: Engine, clock: Clock
-) -> None:
-    topics = [
-        name
-        for name in admin.list_topic_names(include_internal=cluster.include_internal_topics)
-        if cluster.topics.accepts(name)
-    ]
-    described = admin.describe_topic_configs(topics)
+def collect_configs(run: Run, ctx: ClusterContext) -> None:
+    described = ctx.admin.describe_topic_configs(ctx.allowed_topics())
     run.problems_from("configs of topic", described.errors)
     entries = [entry for per_topic in described.value.values() for entry in per_topic]
-    with engine.begin() as conn:
-        changed = record_topic_configs(conn, cluster.name, entries, described.value.keys(), clock.now())
+    with ctx.engine.begin() as conn:
+        changed = record_topic_configs(
+            conn, ctx.cluster.name, entries, described.value.keys(), ctx.clock.now()
+        )
     run.count("topics", len(described.value))
     run.count("configs", len(entries))
     run.count("changes", changed)
+
+
+def build(ctx: ClusterContext) -> JobRun:
+    return lambda run: collect_configs(run, ctx)
+
+
+JOB = CollectorJob(
+    name="configs",
+    build=build,
+    interval=lambda intervals: intervals.metadata_seconds,
+    tables=("topic_configs",),
+)

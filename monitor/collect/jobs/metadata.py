@@ -6,42 +6,30 @@ import logging
 
 from sqlalchemy import Connection
 
-from monitor.core.clock import Clock
+from monitor.collect.context import ClusterContext, CollectorJob, JobRun, Topology
 from monitor.core.records import TopicInfo
-from monitor.core.settings import ClusterConfig
-from monitor.kafka import KafkaAdmin
-from monitor.store.buffer import BufferedWriter
 from monitor.store.metadata import append_replica_states, upsert_brokers, upsert_cluster, upsert_topics
 from monitor.store.runs import Run
 
 log = logging.getLogger(__name__)
 
 
-def collect_metadata(
-    run: Run,
-    cluster: ClusterConfig,
-    admin: KafkaAdmin,
-    clock: Clock,
-    writer: BufferedWriter,
-) -> list[TopicInfo]:
-    """One metadata sample of `cluster`; returns the allowed topics as described.
+def collect_metadata(run: Run, ctx: ClusterContext) -> list[TopicInfo]:
+    """One metadata sample of the cluster; returns the allowed topics as described.
 
     Fails the run when the cluster cannot be described (nothing is written: an unreachable cluster
     says nothing about which brokers are down). Topics are filtered by the cluster's allow/deny
     regexes; internal topics only when configured. Brokers missing from the metadata that were
     seen before are marked down.
     """
-    info = admin.describe_cluster()
-    names = [
-        name
-        for name in admin.list_topic_names(include_internal=cluster.include_internal_topics)
-        if cluster.topics.accepts(name)
-    ]
-    topics = admin.describe_topics(names)
+    cluster = ctx.cluster
+    info = ctx.admin.describe_cluster()
+    names = ctx.allowed_topics()
+    topics = ctx.admin.describe_topics(names)
     described = {t.name for t in topics}
     for missing in sorted(set(names) - described):
         run.problem(f"topic {missing} could not be described")
-    now = clock.now()
+    now = ctx.clock.now()
     run_id = run.run_id
     went_down: list[int] = []
 
@@ -52,7 +40,7 @@ def collect_metadata(
         return append_replica_states(conn, cluster.name, topics, now, run_id, idempotent=replay)
 
     partitions = sum(len(t.partitions) for t in topics)
-    writer.submit(f"{cluster.name}:metadata", partitions + len(topics) + len(info.brokers), write)
+    ctx.writer.submit(f"{cluster.name}:metadata", partitions + len(topics) + len(info.brokers), write)
     if went_down:
         log.warning("cluster %s: broker(s) %s left the cluster metadata", cluster.name, went_down)
     run.count("brokers", len(info.brokers))
@@ -62,3 +50,34 @@ def collect_metadata(
     run.count("under_replicated", sum(p.under_replicated for t in topics for p in t.partitions))
     run.count("offline", sum(p.offline for t in topics for p in t.partitions))
     return topics
+
+
+def build(ctx: ClusterContext) -> JobRun:
+    """The metadata runner: it hands the offsets job the partitions to list (`ctx.topology`) and
+    asks for an evaluation when a broker went, or a partition went offline or lost an in-sync
+    replica (under min ISR is one of those)."""
+    seen: frozenset[object] = frozenset()
+
+    def run(record: Run) -> None:
+        nonlocal seen
+        topics = collect_metadata(record, ctx)
+        ctx.topology = Topology.of(topics, ctx.clock.now())
+        now_seen = frozenset(
+            (t.name, p.partition, len(p.isr), p.offline)
+            for t in topics
+            for p in t.partitions
+            if p.offline or p.under_replicated
+        )
+        grew = bool(now_seen - seen)
+        seen = now_seen
+        ctx.critical(record, "metadata", record.counts.get("brokers_went_down", 0) > 0 or grew)
+
+    return run
+
+
+JOB = CollectorJob(
+    name="metadata",
+    build=build,
+    interval=lambda intervals: intervals.metadata_seconds,
+    tables=("clusters", "brokers", "topics", "partitions", "replica_states"),
+)

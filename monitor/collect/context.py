@@ -1,0 +1,94 @@
+"""What the jobs of one cluster share, and what a collector job is.
+
+A job (`CollectorJob`) is a name, the setting that says how often it runs, the tables it writes
+and a `build` function that makes, once per cluster, the callable that runs one collection of it
+inside a recorded run. The jobs are registered in `monitor.collect.jobs`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import Engine
+
+from monitor.core.clock import Clock
+from monitor.core.records import TopicInfo, TopicPartition
+from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
+from monitor.kafka.protocol import AdminApi, LogDirReader, TimestampReader
+from monitor.store.buffer import BufferedWriter
+from monitor.store.runs import Run
+
+log = logging.getLogger(__name__)
+
+JobRun = Callable[[Run], None]
+"""One collection of one job of one cluster, inside its recorded run."""
+
+
+@dataclass
+class Topology:
+    """The allowed partitions of a cluster, as of the last metadata sample."""
+
+    partitions: list[TopicPartition]
+    observed_at: datetime
+    leaders: dict[TopicPartition, int] = field(default_factory=dict)
+    """Leader broker of each partition then: ListOffsets goes in chunks per leader."""
+
+    @classmethod
+    def of(cls, topics: Iterable[TopicInfo], observed_at: datetime) -> Topology:
+        topics = list(topics)
+        return cls(
+            [(t.name, p.partition) for t in topics for p in t.partitions],
+            observed_at,
+            {(t.name, p.partition): p.leader for t in topics for p in t.partitions if p.leader is not None},
+        )
+
+
+@dataclass
+class ClusterContext:
+    """The clients, store access and settings of one cluster's jobs, and what one job learns
+    for another (the metadata job's `topology`, read by the offsets job)."""
+
+    cluster: ClusterConfig
+    admin: AdminApi
+    reader: TimestampReader
+    log_dirs: LogDirReader
+    engine: Engine
+    writer: BufferedWriter
+    clock: Clock
+    config: CollectConfig
+    on_critical: Callable[[str], object] | None = None
+    topology: Topology | None = None
+
+    def allowed_topics(self) -> list[str]:
+        """The cluster's topics its topic filter accepts (internal ones only when configured)."""
+        return [
+            name
+            for name in self.admin.list_topic_names(include_internal=self.cluster.include_internal_topics)
+            if self.cluster.topics.accepts(name)
+        ]
+
+    def critical(self, run: Run, job: str, changed: bool) -> None:
+        """Ask for an evaluation now when `changed` (an input of a critical rule changed)."""
+        if changed and self.on_critical is not None:
+            run.count("evaluation_requested", 1)
+            log.info("%s/%s: a change critical rules depend on; evaluating now", self.cluster.name, job)
+            self.on_critical(self.cluster.name)
+
+
+@dataclass(frozen=True)
+class CollectorJob:
+    """One kind of collection, run for every cluster at its interval."""
+
+    name: str
+    """The job's name in `collection_runs.job`, the scheduler and the collection page."""
+    build: Callable[[ClusterContext], JobRun]
+    """Makes a cluster's runner once (it may keep state across runs)."""
+    interval: Callable[[Intervals], float]
+    """Seconds between runs, from the settings."""
+    tables: tuple[str, ...]
+    """The tables it writes (each table has one writing job)."""
+    first_run_in: float = 0.0
+    """Seconds after start of the first run (spreads the first runs out)."""

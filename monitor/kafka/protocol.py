@@ -1,0 +1,128 @@
+"""What the collectors need from a Kafka cluster, as protocols: the real clients of this package
+(`KafkaAdmin`, `RecordTimestampReader`, `LogDirClient`) implement them, and so does the fake
+cluster of `monitor.kafka.fake`, so the collectors run unchanged on either.
+
+Every method blocks the calling thread for at most about the cluster's request timeout (or the
+budget it is given) and raises only the named errors of `monitor.core.errors`:
+`KafkaUnavailableError` when the cluster (or the broker a request needs) did not answer,
+`KafkaRequestError` when a broker answered and refused. Requests over many entities return a
+`Partial` and raise only when nothing answered because the cluster did not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Protocol
+
+from monitor.core.records import (
+    ClusterInfo,
+    CommittedOffset,
+    GroupDescription,
+    ListedOffsets,
+    LogDirReplica,
+    LogDirUsage,
+    Partial,
+    RecordTimestamp,
+    TopicConfigEntry,
+    TopicInfo,
+    TopicPartition,
+)
+from monitor.kafka.cursor import Target
+
+__all__ = ["AdminApi", "Client", "LogDirReader", "LogDirs", "Target", "TimestampReader"]
+
+LogDirs = tuple[list[LogDirReplica], list[LogDirUsage]]
+"""Replica sizes (per replica per broker, never summed) and log-dir volumes."""
+
+
+class Client(Protocol):
+    """The lifecycle every client shares: the constructor connects nothing, `start()` builds the
+    client (raises `ConfigError` for a configuration the client library rejects), `close()`
+    releases it."""
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class AdminApi(Client, Protocol):
+    """Admin requests to one cluster, answered with the records of `monitor.core.records`."""
+
+    def describe_cluster(self) -> ClusterInfo:
+        """The cluster id, the active controller and the live brokers. Raises when no broker
+        answers."""
+        ...
+
+    def list_topic_names(self, include_internal: bool) -> list[str]:
+        """Names of all topics, sorted; Kafka's own `__` topics only when `include_internal`."""
+        ...
+
+    def describe_topics(self, names: Sequence[str]) -> list[TopicInfo]:
+        """Partitions (leader, replicas, ISR) of each named topic, in the order given; an unknown
+        topic raises `KafkaRequestError` naming it."""
+        ...
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str] | None = None,
+    ) -> None:
+        """Create a topic; an existing name or a replication factor above the brokers raises
+        `KafkaRequestError`."""
+        ...
+
+    def describe_topic_configs(
+        self, topics: Sequence[str], names: Collection[str] | None = ...
+    ) -> Partial[dict[str, list[TopicConfigEntry]]]:
+        """The configs called `names` (all when None; by default the ones the monitor reads) of
+        each topic, sorted by name, with their source; an unknown topic is in `errors`."""
+        ...
+
+    def list_offsets(
+        self,
+        partitions: Sequence[TopicPartition],
+        leaders: Mapping[TopicPartition, int] | None = None,
+    ) -> ListedOffsets:
+        """Start, end and max-timestamp offsets of every partition. A partition that failed is in
+        `errors` as "topic:partition"; one whose leader holds its end offset back (under min
+        ISR) is in `held_back`, neither failed nor in `value`."""
+        ...
+
+    def list_group_ids(self) -> list[str]:
+        """Ids of all consumer groups, sorted. Raises when any broker failed to answer: a listing
+        with some coordinators missing would make their groups look deleted."""
+        ...
+
+    def describe_groups(self, group_ids: Sequence[str]) -> Partial[list[GroupDescription]]:
+        """State, members and coordinator of each group, in the order given; a group that does
+        not exist is "Dead"; a group whose coordinator did not answer is in `errors`."""
+        ...
+
+    def committed_offsets(self, group_ids: Sequence[str]) -> Partial[dict[str, list[CommittedOffset]]]:
+        """Each group's committed offsets, sorted by (topic, partition), partitions without one
+        left out; a group whose coordinator did not answer is in `errors`."""
+        ...
+
+
+class TimestampReader(Client, Protocol):
+    """Timestamps of "the record at offset o": the first record whose offset is >= o."""
+
+    def read(
+        self, targets: Sequence[Target], budget_seconds: float
+    ) -> tuple[dict[Target, RecordTimestamp], list[Target]]:
+        """(the resolved targets, the targets left unread in the order given). A target with no
+        such record (negative, below the log start, at or past the end) resolves to a record
+        whose `record_offset` is None; the partitions that cannot be read (leader down, unknown)
+        or are not reached within `budget_seconds` are unread."""
+        ...
+
+
+class LogDirReader(Client, Protocol):
+    """DescribeLogDirs of the brokers of one cluster."""
+
+    def describe(self, broker_ids: Sequence[int]) -> Partial[LogDirs]:
+        """Replica sizes and log-dir volumes of each broker; a broker that failed is in `errors`
+        as "broker:<id>"."""
+        ...

@@ -1,0 +1,414 @@
+"""One contract for the collectors' Kafka protocols (monitor/kafka/protocol.py), run on the fake
+cluster (monitor/kafka/fake.py, marked `unit`) and on the real 3-node dev cluster
+(tests/fixtures/kafka.py, marked `integration`): the same operations, the same answers. What the
+fake does not model (timing, librdkafka's retries) is tested against the real cluster alone, in
+tests/integration/test_kafka_adapter.py."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import pytest
+
+from monitor.core.clock import SystemClock
+from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
+from monitor.core.records import PartitionOffsets, RecordTimestamp
+from monitor.kafka import CONFIG_KEYS, KafkaAdmin, LogDirClient, RecordTimestampReader
+from monitor.kafka.fake import FakeCluster
+from monitor.kafka.protocol import AdminApi, LogDirReader, TimestampReader
+
+T = TypeVar("T")
+
+
+class Backend:
+    """A cluster behind the protocols, and the few things a test does to it from outside
+    (create topics, produce, commit as a group, stop a broker)."""
+
+    name: str
+    admin: AdminApi
+    reader: TimestampReader
+    log_dirs: LogDirReader
+    broker_ids: list[int]
+
+    def create_topic(
+        self, partitions: int = 1, replication_factor: int = 1, config: Mapping[str, str] | None = None
+    ) -> str:
+        raise NotImplementedError
+
+    def produce(
+        self,
+        topic: str,
+        values: Sequence[bytes],
+        partition: int = 0,
+        timestamps_ms: Sequence[int] | None = None,
+    ) -> list[int]:
+        raise NotImplementedError
+
+    def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
+        raise NotImplementedError
+
+    def stop_broker(self, broker_id: int) -> None:
+        raise NotImplementedError
+
+    def wait_for(self, predicate: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
+        """Poll until `predicate` gives something truthy (at once on the fake: it has no delays)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                found = predicate()
+            except KafkaUnavailableError:
+                found = None
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what} on the {self.name} cluster")
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        for client in (self.log_dirs, self.reader, self.admin):
+            client.close()
+
+
+class FakeBackend(Backend):
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.fake = FakeCluster("test", brokers=3, clock=SystemClock())
+        self.admin, self.reader, self.log_dirs = self.fake.admin(), self.fake.reader(), self.fake.log_dirs()
+        for client in (self.admin, self.reader, self.log_dirs):
+            client.start()
+        self.broker_ids = sorted(self.fake.brokers)
+
+    def create_topic(
+        self, partitions: int = 1, replication_factor: int = 1, config: Mapping[str, str] | None = None
+    ) -> str:
+        name = f"test-{uuid.uuid4().hex[:12]}"
+        self.fake.create_topic(name, partitions, replication_factor, config)
+        return name
+
+    def produce(
+        self,
+        topic: str,
+        values: Sequence[bytes],
+        partition: int = 0,
+        timestamps_ms: Sequence[int] | None = None,
+    ) -> list[int]:
+        offsets = []
+        for index, value in enumerate(values):
+            stamps = [timestamps_ms[index]] if timestamps_ms is not None else None
+            offsets += self.fake.produce(topic, partition, 1, stamps, size_bytes=len(value))
+        return offsets
+
+    def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
+        self.fake.commit(group, {(topic, partition): offset})
+
+    def stop_broker(self, broker_id: int) -> None:
+        self.fake.stop_broker(broker_id)
+
+
+class RealBackend(Backend):
+    name = "real"
+
+    def __init__(self, kafka: Any) -> None:
+        self.kafka = kafka
+        config = kafka.cluster_config("test", request_timeout_seconds=10)
+        self.admin, self.reader, self.log_dirs = (
+            KafkaAdmin(config),
+            RecordTimestampReader(config),
+            LogDirClient(config),
+        )
+        for client in (self.admin, self.reader, self.log_dirs):
+            client.start()
+        self.broker_ids = list(kafka.broker_ids)
+
+    def create_topic(
+        self, partitions: int = 1, replication_factor: int = 1, config: Mapping[str, str] | None = None
+    ) -> str:
+        topic = str(
+            self.kafka.create_topic(
+                partitions=partitions, replication_factor=replication_factor, config=config
+            )
+        )
+        # Made by another client: the monitor's admin knows the topic once its brokers do.
+        self.kafka.wait_for(
+            lambda: self.admin.describe_topics([topic]),
+            30,
+            f"{topic} to be described",
+            ignore=(KafkaRequestError,),
+        )
+        return topic
+
+    def produce(
+        self,
+        topic: str,
+        values: Sequence[bytes],
+        partition: int = 0,
+        timestamps_ms: Sequence[int] | None = None,
+    ) -> list[int]:
+        return list(self.kafka.produce(topic, values, partition=partition, timestamps_ms=timestamps_ms))
+
+    def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
+        self.kafka.commit(group, topic, partition, offset)
+
+    def stop_broker(self, broker_id: int) -> None:
+        self.kafka.stop_broker(broker_id)
+
+    def close(self) -> None:
+        super().close()
+        # The kafka fixtures' guard restarts only for tests that name the cluster fixture.
+        self.kafka.restart_stopped_brokers()
+
+
+@pytest.fixture(
+    params=[pytest.param("fake", marks=pytest.mark.unit), pytest.param("real", marks=pytest.mark.integration)]
+)
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    made: Backend = (
+        FakeBackend() if request.param == "fake" else RealBackend(request.getfixturevalue("kafka"))
+    )
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# -- cluster and topics -----------------------------------------------------------------------------
+
+
+def test_the_cluster_names_its_live_brokers_and_controller(backend: Backend) -> None:
+    info = backend.admin.describe_cluster()
+
+    assert info.broker_ids == backend.broker_ids
+    assert info.controller_id is None or info.controller_id in backend.broker_ids
+    assert all(b.host and b.port > 0 for b in info.brokers)
+
+
+def test_a_created_topic_is_listed_and_described_with_its_replicas(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=3, replication_factor=3)
+
+    names = backend.admin.list_topic_names(include_internal=False)
+    everything = backend.admin.list_topic_names(include_internal=True)
+    (info,) = backend.admin.describe_topics([topic])
+
+    assert topic in names and names == sorted(names)
+    assert not any(n.startswith("__") for n in names)
+    assert set(names) <= set(everything)
+    assert (info.name, info.is_internal, [p.partition for p in info.partitions]) == (topic, False, [0, 1, 2])
+    for p in info.partitions:
+        assert sorted(p.replicas) == backend.broker_ids
+        assert p.leader in p.replicas
+        assert sorted(p.isr) == backend.broker_ids
+        assert not p.under_replicated and not p.offline
+
+
+def test_an_unknown_topic_is_refused_by_name(backend: Backend) -> None:
+    with pytest.raises(KafkaRequestError, match="no-such-topic"):
+        backend.admin.describe_topics(["no-such-topic"])
+
+
+def test_a_topic_that_exists_cannot_be_created_again(backend: Backend) -> None:
+    topic = backend.create_topic()
+
+    with pytest.raises(KafkaRequestError, match="TOPIC_ALREADY_EXISTS"):
+        backend.admin.create_topic(topic, 1, 1)
+
+
+def test_topic_configs_with_their_sources(backend: Backend) -> None:
+    topic = backend.create_topic(config={"retention.ms": "3600000"})
+
+    result = backend.wait_for(
+        lambda: (r := backend.admin.describe_topic_configs([topic, "no-such-topic"])).value.get(topic) and r,
+        f"the configs of {topic}",
+    )
+    everything = backend.admin.describe_topic_configs([topic], names=None)
+
+    entries = {e.name: e for e in result.value[topic]}
+    assert set(entries) == set(CONFIG_KEYS)
+    assert [e.name for e in result.value[topic]] == sorted(entries)
+    assert (entries["retention.ms"].value, entries["retention.ms"].source) == (
+        "3600000",
+        "DYNAMIC_TOPIC_CONFIG",
+    )
+    assert (entries["retention.bytes"].value, entries["retention.bytes"].source) == ("-1", "DEFAULT_CONFIG")
+    assert entries["cleanup.policy"].value == "delete"
+    assert list(result.errors) == ["no-such-topic"]
+    assert "UNKNOWN_TOPIC_OR_PART" in result.errors["no-such-topic"]
+    assert len(everything.value[topic]) > len(CONFIG_KEYS)
+
+
+# -- offsets ------------------------------------------------------------------------------------------
+
+
+def test_list_offsets_of_partitions_with_known_records(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=3, replication_factor=3)
+    base = now_ms() - 60_000
+    stamps = [base, base + 40, base + 10, base + 20, base + 30]
+    assert backend.produce(topic, [b"a", b"b", b"c", b"d", b"e"], 0, stamps) == [0, 1, 2, 3, 4]
+    backend.produce(topic, [b"x", b"y"], 1, [base + 5, base + 6])
+
+    result = backend.admin.list_offsets(
+        [(topic, 0), (topic, 1), (topic, 2), (topic, 7), ("no-such-topic", 0)]
+    )
+
+    assert result.value == {
+        (topic, 0): PartitionOffsets(
+            topic, 0, start=0, end=5, max_timestamp_offset=1, max_timestamp_ms=base + 40
+        ),
+        (topic, 1): PartitionOffsets(
+            topic, 1, start=0, end=2, max_timestamp_offset=1, max_timestamp_ms=base + 6
+        ),
+        (topic, 2): PartitionOffsets(
+            topic, 2, start=0, end=0, max_timestamp_offset=None, max_timestamp_ms=None
+        ),
+    }
+    assert set(result.errors) == {f"{topic}:7", "no-such-topic:0"}
+    assert "UNKNOWN_TOPIC_OR_PART" in result.errors["no-such-topic:0"]
+    assert result.held_back == {}
+
+
+# -- consumer groups ----------------------------------------------------------------------------------
+
+
+def test_a_group_that_only_committed_is_listed_empty_with_its_offsets(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=2, replication_factor=3)
+    backend.produce(topic, [b"r"] * 5, 1)
+    group, never = unique("simple"), unique("never")
+    backend.commit(group, topic, 1, 3)
+
+    listed = backend.wait_for(
+        lambda: group in (ids := backend.admin.list_group_ids()) and ids, f"{group} listed"
+    )
+    committed = backend.admin.committed_offsets([group])
+    described = backend.admin.describe_groups([group, never])
+
+    assert listed == sorted(listed)
+    assert committed.errors == {}
+    assert [(c.group_id, c.topic, c.partition, c.offset) for c in committed.value[group]] == [
+        (group, topic, 1, 3)
+    ]
+    assert described.errors == {}
+    simple, dead = described.value
+    assert (simple.group_id, simple.state, simple.protocol_type, simple.members, simple.is_simple) == (
+        group,
+        "Empty",
+        "",
+        (),
+        True,
+    )
+    assert (dead.group_id, dead.state, dead.protocol, dead.members, dead.is_simple) == (
+        never,
+        "Dead",
+        None,
+        (),
+        False,
+    )
+    assert simple.coordinator in backend.broker_ids and dead.coordinator in backend.broker_ids
+
+
+# -- record timestamps --------------------------------------------------------------------------------
+
+
+def no_record(topic: str, partition: int, offset: int) -> RecordTimestamp:
+    return RecordTimestamp(topic, partition, offset, None, None)
+
+
+def test_timestamps_read_back_exactly(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=2, replication_factor=3)
+    base = now_ms() - 3_600_000
+    stamps = [base + 1000 * i for i in range(6)]
+    backend.produce(topic, [f"v{i}".encode() for i in range(6)], 0, stamps)
+    targets = [(topic, 0, o) for o in (0, 3, 5, 6, 100, -1)] + [(topic, 1, 0)]
+
+    resolved, unread = backend.reader.read(targets, budget_seconds=10)
+
+    assert unread == []
+    assert [resolved[t] for t in targets] == [
+        RecordTimestamp(topic, 0, 0, 0, stamps[0], "CreateTime"),
+        RecordTimestamp(topic, 0, 3, 3, stamps[3], "CreateTime"),
+        RecordTimestamp(topic, 0, 5, 5, stamps[5], "CreateTime"),
+        no_record(topic, 0, 6),
+        no_record(topic, 0, 100),
+        no_record(topic, 0, -1),
+        no_record(topic, 1, 0),
+    ]
+
+
+def test_log_append_time_is_reported_as_such(backend: Backend) -> None:
+    topic = backend.create_topic(config={"message.timestamp.type": "LogAppendTime"})
+    before = now_ms()
+    backend.produce(topic, [b"a"], 0, [before - 86_400_000])
+    after = now_ms()
+
+    resolved, _ = backend.reader.read([(topic, 0, 0)], budget_seconds=10)
+
+    read = resolved[(topic, 0, 0)]
+    assert read.timestamp_type == "LogAppendTime"
+    assert read.timestamp_ms is not None and before <= read.timestamp_ms <= after
+
+
+# -- log dirs -----------------------------------------------------------------------------------------
+
+
+def test_every_replica_reports_its_size_and_every_log_dir_its_volume(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=1, replication_factor=3)
+    backend.produce(topic, [bytes(1000)] * 200)
+
+    result = backend.log_dirs.describe([*backend.broker_ids, 99])
+    replicas, usages = result.value
+
+    assert set(result.errors) == {"broker:99"}
+    mine = [r for r in replicas if r.topic == topic]
+    assert sorted(r.broker_id for r in mine) == backend.broker_ids
+    assert all(r.size_bytes >= 200 * 1000 and r.partition == 0 and not r.is_future for r in mine)
+    assert sorted({u.broker_id for u in usages}) == backend.broker_ids
+    for usage in usages:
+        assert usage.error is None
+        assert usage.total_bytes is not None and usage.total_bytes > 0
+        assert usage.usable_bytes is not None and 0 < usage.usable_bytes <= usage.total_bytes
+
+
+# -- a broker down ------------------------------------------------------------------------------------
+
+
+def test_a_stopped_broker_fails_its_own_partitions_only(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=6, replication_factor=1)
+    for partition in range(6):
+        backend.produce(topic, [b"a", b"b"], partition)
+    (info,) = backend.admin.describe_topics([topic])
+    leaders = {p.partition: p.leader for p in info.partitions}
+    victim = leaders[0]
+    assert victim is not None
+    lost = {p for p, leader in leaders.items() if leader == victim}
+    wanted = [(topic, p) for p in range(6)]
+
+    backend.stop_broker(victim)
+    offsets = backend.wait_for(
+        lambda: (r := backend.admin.list_offsets(wanted)).errors and r,
+        "the stopped broker's partitions to fail",
+    )
+    cluster = backend.wait_for(
+        lambda: victim not in (c := backend.admin.describe_cluster()).broker_ids and c,
+        "the broker to leave the metadata",
+    )
+    resolved, unread = backend.reader.read([(topic, p, 0) for p in range(6)], budget_seconds=3)
+    dirs = backend.log_dirs.describe(backend.broker_ids)
+
+    assert set(offsets.errors) == {f"{topic}:{p}" for p in lost}
+    assert set(offsets.value) == {(topic, p) for p in range(6) if p not in lost}
+    assert cluster.broker_ids == [b for b in backend.broker_ids if b != victim]
+    assert {t[1] for t in unread} == lost
+    assert {t[1] for t in resolved} == set(range(6)) - lost
+    assert set(dirs.errors) == {f"broker:{victim}"}
+    (again,) = backend.admin.describe_topics([topic])
+    assert {p.partition for p in again.partitions if p.offline} == lost

@@ -1,0 +1,89 @@
+"""The collector job registry (monitor/collect/jobs): what the stage schedules, the interval map
+the collection page reads and the tables each job writes all come from the one table."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from monitor.collect.jobs import JOBS, job_intervals
+from monitor.collect.stage import ClusterCollector, CollectStage, KafkaClients
+from monitor.core.clock import FakeClock
+from monitor.core.scheduler import run_intervals
+from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
+from monitor.kafka.fake import FakeCluster
+from monitor.store.models import Base
+
+
+class RecordingScheduler:
+    def __init__(self) -> None:
+        self.jobs: dict[str, tuple[float, float]] = {}
+
+    def every(
+        self, job_id: str, seconds: float, func: Callable[[], Any], *, first_run_in: float = 0.0
+    ) -> None:
+        self.jobs[job_id] = (seconds, first_run_in)
+
+
+def test_every_job_writes_tables_of_the_schema_and_no_table_has_two_writers() -> None:
+    written = Counter(table for job in JOBS.values() for table in job.tables)
+
+    assert set(written) <= set(Base.metadata.tables), "a job names a table the models do not have"
+    assert [table for table, writers in written.items() if writers > 1] == []
+    assert all(job.tables for job in JOBS.values())
+
+
+def test_the_interval_map_takes_each_collect_job_from_its_setting() -> None:
+    intervals = Intervals(offsets_seconds=7, metadata_seconds=70, log_dirs_seconds=700)
+
+    collect = job_intervals(intervals)
+    every = run_intervals(intervals, collect=collect)
+
+    assert collect == {"metadata": 70, "configs": 70, "offsets": 7, "log_dirs": 700}
+    assert {name: every[name] for name in JOBS} == collect
+    assert set(every) - set(JOBS) == {"evaluate", "alert", "retention", "maintenance"}
+
+
+def test_the_stage_schedules_every_registered_job_for_every_cluster() -> None:
+    clock = FakeClock()
+    scheduler = RecordingScheduler()
+    intervals = Intervals(offsets_seconds=5)
+    stage = CollectStage([], intervals, CollectConfig(), lambda: None, clock, scheduler)  # type: ignore[arg-type]
+    fake = FakeCluster("east", clock=clock)
+    collector = ClusterCollector(
+        ClusterConfig(name="east", bootstrap_servers=["127.0.0.1:9092"]),
+        None,  # type: ignore[arg-type]
+        clock,
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        CollectConfig(),
+        clients=KafkaClients(fake.admin(), fake.reader(), fake.log_dirs()),
+    )
+
+    stage._schedule(collector)
+
+    assert scheduler.jobs == {
+        f"east:{name}": (job.interval(intervals), job.first_run_in) for name, job in JOBS.items()
+    }
+    assert scheduler.jobs["east:offsets"][0] == 5
+
+
+def test_an_unknown_job_is_refused_with_the_names_that_exist() -> None:
+    fake = FakeCluster()
+    collector = ClusterCollector(
+        ClusterConfig(name="fake", bootstrap_servers=["127.0.0.1:9092"]),
+        None,  # type: ignore[arg-type]
+        FakeClock(),
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        CollectConfig(),
+        clients=KafkaClients(fake.admin(), fake.reader(), fake.log_dirs()),
+    )
+
+    with pytest.raises(
+        ValueError, match=r"no collector job 'lag'; the jobs are configs, log_dirs, metadata, offsets"
+    ):
+        collector.run("lag")
