@@ -158,9 +158,9 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
 
     from monitor.collect.stage import CollectStage
     from monitor.core.scheduler import Scheduler, run_intervals
-    from monitor.expose.inbox import inbox_paths
-    from monitor.expose.server import WebServer
-    from monitor.expose.web import create_app
+    from monitor.expose.web.app import create_app
+    from monitor.expose.web.inbox import inbox_paths
+    from monitor.expose.web.server import WebServer
     from monitor.store.service import StoreService
 
     clock = clock or SystemClock()

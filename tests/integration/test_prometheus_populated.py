@@ -9,7 +9,7 @@ from datetime import timedelta
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.expose.web import create_app
+from monitor.expose.web.app import create_app
 from tests.fixtures.populated import Populated
 from tests.integration.test_prometheus_metrics import assert_catalogued
 

@@ -19,8 +19,8 @@ from monitor.alert.receivers import build_receiver, parse_receiver
 from monitor.alert.render import Templates
 from monitor.core.clock import FakeClock
 from monitor.core.settings import AlertConfig
-from monitor.expose.inbox import inbox_paths, read_inbox
-from monitor.expose.web import create_app
+from monitor.expose.web.app import create_app
+from monitor.expose.web.inbox import inbox_paths, read_inbox
 from tests.fixtures.receivers import EXTERNAL_URL, NOW, sample_notification
 
 ROUTING = """

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from monitor.expose import charts
-from monitor.expose.charts import BrokerBar, LagPoint
+from monitor.expose.web import charts
+from monitor.expose.web.charts import BrokerBar, LagPoint
 
 NOW = datetime(2026, 6, 1, 12, 0, 20, tzinfo=UTC)
 BROKERS = [

@@ -4,7 +4,7 @@ A topic joins the collected metadata (`topics`, the open `topic_configs` rows) w
 evaluation (`topic_state`) and counts its lagging groups (`group_topic_lag`). A partition joins
 `replication_state` (current replicas, ISR, leader, with the evaluated flags) and
 `retention_headroom` (size against retention.bytes, time coverage against retention.ms, and the
-most urgent lagging group). See `monitor.expose.queries` for the conventions.
+most urgent lagging group). See `monitor.expose.read.queries` for the conventions.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
-from monitor.expose.queries import (
+from monitor.expose.read.fields import Described
+from monitor.expose.read.queries import (
     FIRST_PAGE,
     Listing,
     Page,
@@ -24,7 +25,6 @@ from monitor.expose.queries import (
     like_pattern,
     records,
 )
-from monitor.expose.vocabulary import Described
 
 TopicSort = Literal[
     "topic",

@@ -1,5 +1,5 @@
-"""Read functions the dashboard pages need beyond the read layer (`read_clusters`, `read_topics`,
-`read_lag`, `read_history`): the alerts someone is being told about, the groups stopped, and each
+"""Read functions the dashboard pages need beyond the rest of the read layer (`clusters`, `topics`,
+`lag`, `history`): the alerts someone is being told about, the groups stopped, and each
 group's worst partition status, which the group roll-up folds into ERR. Over the same views, from
 the same newest evaluation; they take a connection and never write (see `queries` for the
 conventions).
@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from monitor.core.vocabulary import most_severe_first_sql
-from monitor.expose.queries import records
-from monitor.expose.read_lag import WORST_STATUS_FIRST
+from monitor.expose.read.lag import WORST_STATUS_FIRST
+from monitor.expose.read.queries import records
 
 _FIRING = "state = 'firing' AND silenced_by IS NULL AND inhibited_by IS NULL"
 """Alerts someone is being told about: firing, neither silenced nor inhibited."""

@@ -4,7 +4,7 @@ History comes from `group_lag_history` and `lag_history` (every stored evaluatio
 is summarised into at most `max_points` time buckets: lags and ages take the worst value of a
 bucket, the time until data loss the smallest, rates the mean, the status the worst, the state and
 offsets the newest. A bucket narrower than the evaluation interval holds one evaluation, so a
-short window returns the raw points. See `monitor.expose.queries` for the conventions.
+short window returns the raw points. See `monitor.expose.read.queries` for the conventions.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection, text
 
-from monitor.expose.queries import records
-from monitor.expose.read_lag import WORST_STATUS_FIRST
-from monitor.expose.vocabulary import Described
+from monitor.expose.read.fields import Described
+from monitor.expose.read.lag import WORST_STATUS_FIRST
+from monitor.expose.read.queries import records
 
 P = TypeVar("P")
 

@@ -1,6 +1,6 @@
 """Read layer: consumer groups, their members, and their lag per topic and per partition, from
 `group_lag`, `group_topic_lag` and `group_partition_lag` (the newest evaluation of the cluster).
-The lag over time is `monitor.expose.read_history`. See `monitor.expose.queries` for the
+The lag over time is `monitor.expose.read.history`. See `monitor.expose.read.queries` for the
 conventions.
 """
 
@@ -14,7 +14,8 @@ from typing import Any, Literal
 from sqlalchemy import Connection, text
 
 from monitor.core.vocabulary import CONSUMER_STATUSES
-from monitor.expose.queries import (
+from monitor.expose.read.fields import Described
+from monitor.expose.read.queries import (
     FIRST_PAGE,
     Listing,
     Page,
@@ -23,7 +24,6 @@ from monitor.expose.queries import (
     like_pattern,
     records,
 )
-from monitor.expose.vocabulary import Described
 
 STATUS_ORDER = CONSUMER_STATUSES
 """Burrow's statuses from best to worst."""

@@ -31,7 +31,7 @@ from markupsafe import Markup, escape
 from pygal.style import Style
 
 from monitor.core.formatting import duration_filter, number_filter, percent_filter
-from monitor.expose.health import BAD, OK, WARN, disk_health, leader_health
+from monitor.expose.web.health import BAD, OK, WARN, disk_health, leader_health
 
 RED: Final = "#c5221f"
 AMBER: Final = "#e37400"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitor.expose.metrics_catalogue import STATE, MetricSpec
+from monitor.expose.metrics.catalogue import STATE, MetricSpec
 
 LABEL_COLUMNS: dict[str, str] = {
     "cluster": "cluster",

@@ -1,6 +1,6 @@
 """Every metric `/metrics` serves: name, type, labels, meaning (DOMAIN.md's definitions) and
 origin. This is the one source: the state collector builds its families from it, `docs/metrics.md`
-is generated from it (`python -m monitor.expose.metrics_catalogue > docs/metrics.md`), and a test
+is generated from it (`python -m monitor.expose.metrics.catalogue > docs/metrics.md`), and a test
 checks a real scrape against it.
 
 Origins:
@@ -11,7 +11,7 @@ Origins:
 - `prometheus_client`: the client library's process and Python collectors.
 
 State metrics (`query` set) are read from the SQL views (`VIEWS`) at scrape time; `column` is the
-column of that query (`monitor/expose/state_queries.py`) holding the value. Process metrics (`query`
+column of that query (`monitor/expose/metrics/state_queries.py`) holding the value. Process metrics (`query`
 None) are this process's counters since it started.
 """
 
@@ -303,7 +303,7 @@ def render_markdown() -> str:
     lines = [
         "# Metrics served on `/metrics`",
         "",
-        "Generated from `monitor/expose/metrics_catalogue.py` (`python -m monitor.expose.metrics_catalogue",
+        "Generated from `monitor/expose/metrics/catalogue.py` (`python -m monitor.expose.metrics.catalogue",
         "> docs/metrics.md`); a test keeps the two equal and checks a real scrape against the catalogue.",
         "",
         "State metrics are read from the SQL views (the latest evaluation of each cluster) at scrape",

@@ -1,4 +1,4 @@
-"""Burrow's v3 HTTP response shapes as pydantic models, so `monitor.expose.burrow` answers
+"""Burrow's v3 HTTP response shapes as pydantic models, so `monitor.expose.web.api.burrow` answers
 exactly Burrow's keys (hyphenated ones through aliases) and the OpenAPI document describes them.
 
 Key names, nesting and types follow Burrow's HTTP endpoint documentation and its response

@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import Connection, text
 
 from monitor.core.scheduler import run_intervals
-from monitor.expose.context import WebContext
+from monitor.expose.web.context import WebContext
 
 STALE_INTERVALS = 3
 """Missed runs before a job counts as stale: one late run is normal under load, three are not

@@ -22,9 +22,9 @@ from monitor.alert import actions
 from monitor.alert.matchers import MAX_MATCHER_LENGTH
 from monitor.alert.permissions import MAX_MATCHERS
 from monitor.core.records import Identity
-from monitor.expose.context import CHANGE_ERRORS, ApiError, WebContext, jsonable
-from monitor.expose.identity import CSRF_FIELD, Authenticator, FormRefused, dependency
-from monitor.expose.inputs import Id, Text
+from monitor.expose.web.context import CHANGE_ERRORS, ApiError, WebContext, jsonable
+from monitor.expose.web.identity import CSRF_FIELD, Authenticator, FormRefused, dependency
+from monitor.expose.web.inputs import Id, Text
 
 T = TypeVar("T")
 STATUS = {"invalid": 422, "forbidden": 403, "not_found": 404, "conflict": 409, "expired": 410}

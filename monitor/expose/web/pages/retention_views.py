@@ -1,5 +1,5 @@
 """What the retention button's pages show, and the forms they read: kept apart from the routes
-(`pages_retention`) so the forms' parsing and the views can be tested without a server.
+(`pages.retention`) so the forms' parsing and the views can be tested without a server.
 
 - `RaiseForm`: the button's form. Numbers with units (retention.ms in minutes, hours or days;
   retention.bytes in MiB, GiB or TiB per partition; the duration in hours or days) become the

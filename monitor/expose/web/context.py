@@ -2,7 +2,7 @@
 the conventions for JSON values and errors.
 
 Each group of pages or endpoints lives in its own module as `router(ctx) -> APIRouter`;
-`web.create_app` includes them. Routers read through `monitor.expose.queries` (or the views of
+`web.create_app` includes them. Routers read through `monitor.expose.read.queries` (or the views of
 `migrations/`), and change state only through the stage that owns it (alerts: `monitor.alert`).
 """
 
@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 from monitor.core.clock import Clock
 from monitor.core.formatting import NUMBER_FILTERS
 from monitor.core.resources import templates_dir
-from monitor.expose.health import LossScale, RuleScale
+from monitor.expose.web.health import LossScale, RuleScale
 
 
 def template_environment() -> jinja2.Environment:

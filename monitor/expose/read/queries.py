@@ -1,9 +1,10 @@
 """The read layer's shared conventions, and the overview's queries.
 
 The read layer is a set of typed, read-only functions over the SQL views of migration 0005 (the
-read model): `read_clusters` (clusters, brokers, findings), `read_topics` (topics, partitions,
-the groups reading a topic) and `read_lag` (consumer groups, their members, lag per topic and
-partition, lag history). The web pages, the CLI reports and the JSON API all call them, so each:
+read model): `clusters` (clusters, brokers, findings), `topics` (topics, partitions, the
+groups reading a topic), `lag` (consumer groups, their members, lag per topic and partition) and
+`history` (lag over time, recent commits). The web pages, the CLI reports and the JSON API all
+call them, so each:
 
 - takes a `Connection` and never writes or commits (the caller owns the transaction);
 - returns frozen dataclasses (`Described`, so the API documents every field);
@@ -24,7 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection, text
 
-from monitor.expose.vocabulary import Described
+from monitor.expose.read.fields import Described
 
 T = TypeVar("T")
 

@@ -1,8 +1,8 @@
 """The JSON API of clusters, brokers, topics, consumer groups, lag history and findings
-(`/api/v1/...`): the read layer (`monitor.expose.read_*`) over HTTP, with its records as the
+(`/api/v1/...`): the read layer (`monitor.expose.read`) over HTTP, with its records as the
 response models, so the OpenAPI document describes every field with its meaning.
 
-Conventions, shared with `api_alerts`: an unknown cluster, topic or group is a 404 with the code
+Conventions, shared with `api.alerts`: an unknown cluster, topic or group is a 404 with the code
 `cluster_not_found`, `topic_not_found` or `group_not_found`; a bad parameter is a 422 with the code
 `invalid_parameter`; long lists take `limit` (at most 1000) and `offset` and answer a `Listing`
 with the total and `evaluated_at`, the evaluation the numbers come from.
@@ -19,14 +19,17 @@ from pydantic import StringConstraints
 from sqlalchemy import Connection
 
 from monitor.core.vocabulary import ConsumerStatus, Severity
-from monitor.expose import read_clusters, read_history, read_lag, read_topics
-from monitor.expose.context import ApiError, ErrorBody, WebContext, not_found
-from monitor.expose.inputs import Limit
-from monitor.expose.queries import DEFAULT_LIMIT, Listing, Page, cluster_exists, latest_evaluation
-from monitor.expose.read_clusters import BrokerState, ClusterState, Finding
-from monitor.expose.read_history import GroupLagPoint, LagHistory, PartitionLagPoint
-from monitor.expose.read_lag import GroupDetail, GroupPartitionLag, GroupSummary
-from monitor.expose.read_topics import TopicDetail, TopicSummary
+from monitor.expose.read import clusters as read_clusters
+from monitor.expose.read import history as read_history
+from monitor.expose.read import lag as read_lag
+from monitor.expose.read import topics as read_topics
+from monitor.expose.read.clusters import BrokerState, ClusterState, Finding
+from monitor.expose.read.history import GroupLagPoint, LagHistory, PartitionLagPoint
+from monitor.expose.read.lag import GroupDetail, GroupPartitionLag, GroupSummary
+from monitor.expose.read.queries import DEFAULT_LIMIT, Listing, Page, cluster_exists, latest_evaluation
+from monitor.expose.read.topics import TopicDetail, TopicSummary
+from monitor.expose.web.context import ApiError, ErrorBody, WebContext, not_found
+from monitor.expose.web.inputs import Limit
 
 Status = ConsumerStatus
 WINDOW_PATTERN = r"^([1-9][0-9]{0,6})([smhd])$"

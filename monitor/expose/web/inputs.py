@@ -19,7 +19,7 @@ from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import AfterValidator
 
-from monitor.expose.queries import MAX_LIMIT
+from monitor.expose.read.queries import MAX_LIMIT
 
 MAX_ID = 2**63 - 1
 """Ids are PostgreSQL bigints."""

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from monitor.core.errors import ConfigError
 from monitor.core.settings import AlertConfig
-from monitor.expose.context import WebContext
+from monitor.expose.web.context import WebContext
 
 log = logging.getLogger(__name__)
 

@@ -28,10 +28,10 @@ from monitor.act import ledger
 from monitor.act.model import RetentionError, show_value
 from monitor.act.service import RetentionService
 from monitor.core.records import Identity
-from monitor.expose import retention_views as views
-from monitor.expose.context import ApiError, WebContext
-from monitor.expose.identity import CSRF_FIELD, SIGN_IN, Authenticator, FormRefused
-from monitor.expose.pages import TopicPanel
+from monitor.expose.web.context import ApiError, WebContext
+from monitor.expose.web.identity import CSRF_FIELD, SIGN_IN, Authenticator, FormRefused
+from monitor.expose.web.pages import retention_views as views
+from monitor.expose.web.pages.dashboard import TopicPanel
 from monitor.store.retention import OPEN_STATES
 
 AUDIT_ROWS = 50

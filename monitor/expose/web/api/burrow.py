@@ -25,8 +25,12 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import Connection, text
 
 from monitor.core.vocabulary import NOT_FOUND_STATUS, STATUS_RANK
-from monitor.expose import read_lag, read_topics
-from monitor.expose.burrow_models import (
+from monitor.expose.read import lag as read_lag
+from monitor.expose.read import topics as read_topics
+from monitor.expose.read.history import Commit, recent_commits
+from monitor.expose.read.lag import GroupPartitionLag
+from monitor.expose.read.queries import ALL, cluster_exists, latest_evaluation
+from monitor.expose.web.api.burrow_models import (
     ClientProfile,
     ClusterList,
     ClusterModule,
@@ -44,10 +48,7 @@ from monitor.expose.burrow_models import (
     TopicDetail,
     TopicList,
 )
-from monitor.expose.context import WebContext
-from monitor.expose.queries import ALL, cluster_exists, latest_evaluation
-from monitor.expose.read_history import Commit, recent_commits
-from monitor.expose.read_lag import GroupPartitionLag
+from monitor.expose.web.context import WebContext
 
 INTERVALS = 10
 """Commits kept per partition, as Burrow's default `intervals`."""

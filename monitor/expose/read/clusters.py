@@ -2,7 +2,7 @@
 
 A cluster's numbers come from `cluster_state` (its newest evaluation, joined to the collected
 metadata), with counts the overview needs beside them: brokers up, topics, consumer groups by
-status, open findings by severity. See `monitor.expose.queries` for the conventions.
+status, open findings by severity. See `monitor.expose.read.queries` for the conventions.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from monitor.core.vocabulary import most_severe_first_sql
-from monitor.expose.queries import FIRST_PAGE, Listing, Page, fetch_page, latest_evaluation, records
-from monitor.expose.vocabulary import Described
+from monitor.expose.read.fields import Described
+from monitor.expose.read.queries import FIRST_PAGE, Listing, Page, fetch_page, latest_evaluation, records
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ from monitor.act.tokens import find_token
 from monitor.core.clock import Clock
 from monitor.core.records import Identity
 from monitor.core.settings import IdentityConfig
-from monitor.expose.context import CHANGE_ERRORS, ApiError
+from monitor.expose.web.context import CHANGE_ERRORS, ApiError
 
 CSRF_HEADER = "X-CSRF-Token"
 CSRF_FIELD = "csrf_token"

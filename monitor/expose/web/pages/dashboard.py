@@ -20,18 +20,15 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import Connection
 
 from monitor.core.formatting import bytes_filter, duration_filter
-from monitor.expose import (
-    charts,
-    health,
-    queries,
-    read_clusters,
-    read_history,
-    read_lag,
-    read_pages,
-    read_topics,
-)
-from monitor.expose.context import WebContext
-from monitor.expose.queries import ALL
+from monitor.expose.read import clusters as read_clusters
+from monitor.expose.read import dashboard as read_pages
+from monitor.expose.read import history as read_history
+from monitor.expose.read import lag as read_lag
+from monitor.expose.read import queries
+from monitor.expose.read import topics as read_topics
+from monitor.expose.read.queries import ALL
+from monitor.expose.web import charts, health
+from monitor.expose.web.context import WebContext
 
 LABELS: Final = {health.BAD: "critical", health.WARN: "warning", health.OK: "healthy"}
 WINDOWS: Final = {
@@ -65,7 +62,7 @@ def freshness(evaluated_at: datetime | None, now: datetime, stale_after: timedel
 
 
 TopicPanel = Callable[[Request, Connection, str, str], dict[str, Any]]
-"""More of the topic page: template variables from another module (`pages_retention`'s panel)."""
+"""More of the topic page: template variables from another module (`pages.retention`'s panel)."""
 
 
 def router(ctx: WebContext, topic_panel: TopicPanel | None = None) -> APIRouter:

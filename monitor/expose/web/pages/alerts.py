@@ -23,12 +23,12 @@ from sqlalchemy import Connection
 from monitor.alert import actions
 from monitor.core.records import Identity
 from monitor.core.vocabulary import parse_duration
-from monitor.expose.alert_views import SECTIONS, read_alerts
-from monitor.expose.api_alerts import run_action
-from monitor.expose.context import ApiError, WebContext
-from monitor.expose.identity import CSRF_FIELD, SIGN_IN, Authenticator, FormRefused
-from monitor.expose.inputs import MAX_ID, Id
-from monitor.expose.retention_views import identity_view
+from monitor.expose.read.alerts import SECTIONS, read_alerts
+from monitor.expose.web.api.alerts import run_action
+from monitor.expose.web.context import ApiError, WebContext
+from monitor.expose.web.identity import CSRF_FIELD, SIGN_IN, Authenticator, FormRefused
+from monitor.expose.web.inputs import MAX_ID, Id
+from monitor.expose.web.pages.retention_views import identity_view
 
 FLASH_COOKIE = "kh_flash"
 

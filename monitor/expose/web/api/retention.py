@@ -23,9 +23,9 @@ from monitor.act.model import RetentionError, request_json
 from monitor.act.policy import bounded_long, parse_duration_ms, parse_size
 from monitor.act.service import RetentionService
 from monitor.core.records import Identity
-from monitor.expose.context import CHANGE_ERRORS, ApiError, WebContext, jsonable
-from monitor.expose.identity import Authenticator, dependency
-from monitor.expose.inputs import Id, Limit, Text
+from monitor.expose.web.context import CHANGE_ERRORS, ApiError, WebContext, jsonable
+from monitor.expose.web.identity import Authenticator, dependency
+from monitor.expose.web.inputs import Id, Limit, Text
 
 T = TypeVar("T")
 _STATUS = {

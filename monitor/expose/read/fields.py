@@ -1,6 +1,6 @@
 """The meaning of every field the read layer returns, in one place.
 
-The pages, the CLI reports and the JSON API show the same records (`monitor.expose.read_*`), so a
+The pages, the CLI reports and the JSON API show the same records (`monitor.expose.read`), so a
 field's meaning is written once: the derived columns take theirs from the contract in
 `monitor.core.derived` (which follows DOMAIN.md), the rest are defined here. A record class names the
 derived entity it comes from (`__entity__`), so a roll-up's `offset_lag` is described as a sum and

@@ -3,7 +3,7 @@ scrape time, served from its own registry together with this process's counters.
 
 Reading at scrape time means there is nothing to keep in sync and no stale series: a group,
 topic or broker that is gone from the latest evaluation is gone from the next scrape. The metric
-names, labels and meanings are the catalogue's (`metrics_catalogue.py`); the SQL is
+names, labels and meanings are the catalogue's (`catalogue.py`); the SQL is
 `state_queries.py`, one query per group of families.
 
 Failure policy:
@@ -36,8 +36,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.core.errors import MonitorError
 from monitor.core.settings import MetricsConfig
-from monitor.expose.metrics_catalogue import BY_NAME, STATE
-from monitor.expose.state_queries import LABEL_COLUMNS, StateQuery, queries
+from monitor.expose.metrics.catalogue import BY_NAME, STATE
+from monitor.expose.metrics.state_queries import LABEL_COLUMNS, StateQuery, queries
 
 log = logging.getLogger(__name__)
 

@@ -31,24 +31,22 @@ from monitor import __version__
 from monitor.act.service import RetentionService
 from monitor.core.clock import Clock, SystemClock
 from monitor.core.settings import IdentityConfig, MetricsConfig
-from monitor.expose import (
-    api,
-    api_alerts,
-    api_retention,
-    burrow,
-    inbox,
-    pages,
-    pages_alerts,
-    pages_collection,
-    pages_retention,
-    queries,
-)
-from monitor.expose.context import ApiError, WebContext
-from monitor.expose.health import RuleScale
-from monitor.expose.identity import MODE_HEADER, Authenticator
-from monitor.expose.identity import router as identity_router
-from monitor.expose.inputs import guard_input
-from monitor.expose.prometheus import metrics_registry
+from monitor.expose.metrics.prometheus import metrics_registry
+from monitor.expose.read import queries
+from monitor.expose.web import inbox
+from monitor.expose.web.api import alerts as api_alerts
+from monitor.expose.web.api import burrow
+from monitor.expose.web.api import clusters as api
+from monitor.expose.web.api import retention as api_retention
+from monitor.expose.web.context import ApiError, WebContext
+from monitor.expose.web.health import RuleScale
+from monitor.expose.web.identity import MODE_HEADER, Authenticator
+from monitor.expose.web.identity import router as identity_router
+from monitor.expose.web.inputs import guard_input
+from monitor.expose.web.pages import alerts as pages_alerts
+from monitor.expose.web.pages import collection as pages_collection
+from monitor.expose.web.pages import dashboard as pages
+from monitor.expose.web.pages import retention as pages_retention
 
 log = logging.getLogger(__name__)
 _MAX_DETAIL = 200
