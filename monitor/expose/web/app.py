@@ -38,7 +38,7 @@ from monitor.expose.web.api import alerts as api_alerts
 from monitor.expose.web.api import burrow
 from monitor.expose.web.api import clusters as api
 from monitor.expose.web.api import retention as api_retention
-from monitor.expose.web.context import ApiError, WebContext
+from monitor.expose.web.context import ApiError, WebContext, attach
 from monitor.expose.web.health import RuleScale
 from monitor.expose.web.identity import MODE_HEADER, Authenticator
 from monitor.expose.web.identity import router as identity_router
@@ -135,8 +135,9 @@ def create_app(
         does not answer shows as `kafka_health_up 0`."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    api.install(app, ctx)
-    app.include_router(burrow.router(ctx))
+    attach(app, ctx)
+    api.install(app)
+    app.include_router(burrow.router)
     app.include_router(api_alerts.router(ctx, auth))
     app.include_router(identity_router(auth))
     panel = None

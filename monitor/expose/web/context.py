@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any, cast
 
 import jinja2
-from fastapi import HTTPException
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine
@@ -63,6 +63,20 @@ class WebContext:
         context.setdefault("generated_at", self.clock.now().strftime("%Y-%m-%d %H:%M:%S"))
         context.setdefault("now", self.clock.now())
         return HTMLResponse(self.templates.get_template(name).render(**context))
+
+
+def attach(app: FastAPI, ctx: WebContext) -> None:
+    """Keep `ctx` on `app` for the routes' `Context` parameters."""
+    app.state.web_context = ctx
+
+
+async def web_context(request: Request) -> WebContext:
+    """The `WebContext` of the app serving `request` (see `attach`)."""
+    return cast(WebContext, request.app.state.web_context)
+
+
+Context = Annotated[WebContext, Depends(web_context)]
+"""A route's parameter for the app's `WebContext` (not a request parameter: the document omits it)."""
 
 
 class ErrorDetail(BaseModel):

@@ -31,6 +31,7 @@ from monitor.expose.read.history import Commit, recent_commits
 from monitor.expose.read.lag import GroupPartitionLag
 from monitor.expose.read.queries import ALL, cluster_exists, latest_evaluation
 from monitor.expose.web.api.burrow_models import (
+    BurrowTopicDetail,
     ClientProfile,
     ClusterList,
     ClusterModule,
@@ -45,10 +46,9 @@ from monitor.expose.web.api.burrow_models import (
     PartitionStatus,
     RequestInfo,
     TopicConsumers,
-    TopicDetail,
     TopicList,
 )
-from monitor.expose.web.context import WebContext
+from monitor.expose.web.context import Context, WebContext
 
 INTERVALS = 10
 """Commits kept per partition, as Burrow's default `intervals`."""
@@ -63,147 +63,157 @@ _STATUS_NOT_FOUND: dict[int | str, dict[str, Any]] = {
 }
 
 
-def router(ctx: WebContext) -> APIRouter:
-    api = APIRouter(prefix="/v3/kafka", tags=["burrow"])
-    engine = ctx.engine
+router = APIRouter(prefix="/v3/kafka", tags=["burrow"])
 
-    @api.get("", response_model=ClusterList)
-    def clusters(request: Request) -> ClusterList:
-        """List clusters (Burrow's `GET /v3/kafka`)."""
-        with engine.connect() as conn:
-            names = [str(r.name) for r in conn.execute(text("SELECT name FROM clusters ORDER BY name"))]
-        return ClusterList(message="cluster list returned", clusters=names, request=_info(request))
 
-    @api.get("/{cluster}", response_model=ClusterModuleDetail, responses=_NOT_FOUND)
-    def cluster(request: Request, cluster: str) -> ClusterModuleDetail | JSONResponse:
-        """Kafka cluster detail: how the monitor reaches the cluster and how often it refreshes."""
-        if not _named(cluster):
+@router.get("", response_model=ClusterList)
+def clusters(ctx: Context, request: Request) -> ClusterList:
+    """List clusters (Burrow's `GET /v3/kafka`)."""
+    with ctx.engine.connect() as conn:
+        names = [str(r.name) for r in conn.execute(text("SELECT name FROM clusters ORDER BY name"))]
+    return ClusterList(message="cluster list returned", clusters=names, request=_info(request))
+
+
+@router.get("/{cluster}", response_model=ClusterModuleDetail, responses=_NOT_FOUND)
+def cluster(ctx: Context, request: Request, cluster: str) -> ClusterModuleDetail | JSONResponse:
+    """Kafka cluster detail: how the monitor reaches the cluster and how often it refreshes."""
+    if not _named(cluster):
+        return _error(request, "cluster module not found")
+    with ctx.engine.connect() as conn:
+        row = conn.execute(text("SELECT bootstrap FROM clusters WHERE name = :c"), {"c": cluster}).first()
+        if row is None:
             return _error(request, "cluster module not found")
-        with engine.connect() as conn:
-            row = conn.execute(text("SELECT bootstrap FROM clusters WHERE name = :c"), {"c": cluster}).first()
-            if row is None:
-                return _error(request, "cluster module not found")
-            refresh = _refresh_seconds(conn, cluster)
-        module = ClusterModule(
-            class_name="kafka",
-            servers=[s.strip() for s in str(row.bootstrap).split(",") if s.strip()],
-            client_profile=ClientProfile(name=cluster, client_id="kafka-health"),
-            topic_refresh=refresh.get("metadata", 0),
-            offset_refresh=refresh.get("offsets", 0),
-        )
-        return ClusterModuleDetail(
-            message="cluster module detail returned", module=module, request=_info(request)
-        )
+        refresh = _refresh_seconds(conn, cluster)
+    module = ClusterModule(
+        class_name="kafka",
+        servers=[s.strip() for s in str(row.bootstrap).split(",") if s.strip()],
+        client_profile=ClientProfile(name=cluster, client_id="kafka-health"),
+        topic_refresh=refresh.get("metadata", 0),
+        offset_refresh=refresh.get("offsets", 0),
+    )
+    return ClusterModuleDetail(
+        message="cluster module detail returned", module=module, request=_info(request)
+    )
 
-    @api.get("/{cluster}/topic", response_model=TopicList, responses=_NOT_FOUND)
-    def topics(request: Request, cluster: str) -> TopicList | JSONResponse:
-        """List the cluster's topics."""
-        if not _named(cluster):
+
+@router.get("/{cluster}/topic", response_model=TopicList, responses=_NOT_FOUND)
+def topics(ctx: Context, request: Request, cluster: str) -> TopicList | JSONResponse:
+    """List the cluster's topics."""
+    if not _named(cluster):
+        return _error(request, "cluster not found")
+    with ctx.engine.connect() as conn:
+        if not cluster_exists(conn, cluster):
             return _error(request, "cluster not found")
-        with engine.connect() as conn:
-            if not cluster_exists(conn, cluster):
-                return _error(request, "cluster not found")
-            names = read_topics.topic_names(conn, cluster)
-        return TopicList(message="topic list returned", topics=names, request=_info(request))
+        names = read_topics.topic_names(conn, cluster)
+    return TopicList(message="topic list returned", topics=names, request=_info(request))
 
-    @api.get("/{cluster}/topic/{topic}", response_model=TopicDetail, responses=_NOT_FOUND)
-    def topic(request: Request, cluster: str, topic: str) -> TopicDetail | JSONResponse:
-        """A topic's log end offset per partition, indexed by partition."""
-        if not _named(cluster, topic):
-            return _error(request, "cluster or topic not found")
-        with engine.connect() as conn:
-            offsets = read_topics.end_offsets(conn, cluster, topic)
-        if offsets is None:
-            return _error(request, "cluster or topic not found")
-        return TopicDetail(message="topic offsets returned", offsets=offsets, request=_info(request))
 
-    @api.get("/{cluster}/topic/{topic}/consumers", response_model=TopicConsumers, responses=_NOT_FOUND)
-    def topic_consumers(request: Request, cluster: str, topic: str) -> TopicConsumers | JSONResponse:
-        """The consumer groups with committed offsets on a topic."""
-        if not _named(cluster, topic):
+@router.get("/{cluster}/topic/{topic}", response_model=BurrowTopicDetail, responses=_NOT_FOUND)
+def topic(ctx: Context, request: Request, cluster: str, topic: str) -> BurrowTopicDetail | JSONResponse:
+    """A topic's log end offset per partition, indexed by partition."""
+    if not _named(cluster, topic):
+        return _error(request, "cluster or topic not found")
+    with ctx.engine.connect() as conn:
+        offsets = read_topics.end_offsets(conn, cluster, topic)
+    if offsets is None:
+        return _error(request, "cluster or topic not found")
+    return BurrowTopicDetail(message="topic offsets returned", offsets=offsets, request=_info(request))
+
+
+@router.get("/{cluster}/topic/{topic}/consumers", response_model=TopicConsumers, responses=_NOT_FOUND)
+def topic_consumers(
+    ctx: Context, request: Request, cluster: str, topic: str
+) -> TopicConsumers | JSONResponse:
+    """The consumer groups with committed offsets on a topic."""
+    if not _named(cluster, topic):
+        return _error(request, "cluster not found")
+    with ctx.engine.connect() as conn:
+        if not cluster_exists(conn, cluster):
             return _error(request, "cluster not found")
-        with engine.connect() as conn:
-            if not cluster_exists(conn, cluster):
-                return _error(request, "cluster not found")
-            groups = sorted(c.group_id for c in read_topics.consumers(conn, cluster, topic))
-        return TopicConsumers(message="consumers of topic returned", consumers=groups, request=_info(request))
+        groups = sorted(c.group_id for c in read_topics.consumers(conn, cluster, topic))
+    return TopicConsumers(message="consumers of topic returned", consumers=groups, request=_info(request))
 
-    @api.get("/{cluster}/consumer", response_model=ConsumerList, responses=_NOT_FOUND)
-    def consumers(request: Request, cluster: str) -> ConsumerList | JSONResponse:
-        """List the cluster's consumer groups."""
-        if not _named(cluster):
+
+@router.get("/{cluster}/consumer", response_model=ConsumerList, responses=_NOT_FOUND)
+def consumers(ctx: Context, request: Request, cluster: str) -> ConsumerList | JSONResponse:
+    """List the cluster's consumer groups."""
+    if not _named(cluster):
+        return _error(request, "cluster not found")
+    with ctx.engine.connect() as conn:
+        if not cluster_exists(conn, cluster):
             return _error(request, "cluster not found")
-        with engine.connect() as conn:
-            if not cluster_exists(conn, cluster):
-                return _error(request, "cluster not found")
-            groups = read_lag.group_ids(conn, cluster)
-        return ConsumerList(message="consumer list returned", consumers=groups, request=_info(request))
+        groups = read_lag.group_ids(conn, cluster)
+    return ConsumerList(message="consumer list returned", consumers=groups, request=_info(request))
 
-    @api.get("/{cluster}/consumer/{group}", response_model=ConsumerDetail, responses=_NOT_FOUND)
-    def consumer(request: Request, cluster: str, group: str) -> ConsumerDetail | JSONResponse:
-        """A group's recent commits and current lag per topic and partition (index = partition)."""
-        if not _named(cluster, group):
-            return _error(request, "cluster or consumer not found")
-        with engine.connect() as conn:
-            found = _group_offsets(conn, cluster, group)
-        if found is None:
-            return _error(request, "cluster or consumer not found")
-        partitions, commits, sizes = found
-        topics: dict[str, list[ConsumerPartition]] = {
-            name: [ConsumerPartition(offsets=[None] * INTERVALS) for _ in range(size)]
-            for name, size in sizes.items()
-        }
-        for p in partitions:
-            topics[p.topic][p.partition] = ConsumerPartition(
-                offsets=_ring(commits.get((p.topic, p.partition), [])), owner=p.owner or "",
-                client_id=p.client_id or "", current_lag=p.offset_lag or 0,
-            )  # fmt: skip
-        return ConsumerDetail(message="consumer detail returned", topics=topics, request=_info(request))
 
-    @api.get(
-        "/{cluster}/consumer/{group}/status", response_model=ConsumerStatus,
-        responses=_STATUS_NOT_FOUND,
-    )  # fmt: skip
-    def status(request: Request, cluster: str, group: str) -> ConsumerStatus | JSONResponse:
-        """The group's status with only the partitions that are not OK."""
-        return _status(request, cluster, group, show_all=False)
-
-    @api.get(
-        "/{cluster}/consumer/{group}/lag", response_model=ConsumerStatus,
-        responses=_STATUS_NOT_FOUND,
-    )  # fmt: skip
-    def lag(request: Request, cluster: str, group: str) -> ConsumerStatus | JSONResponse:
-        """The group's status with every partition it consumes."""
-        return _status(request, cluster, group, show_all=True)
-
-    def _status(request: Request, cluster: str, group: str, show_all: bool) -> ConsumerStatus | JSONResponse:
-        if not _named(cluster, group):
-            return _not_found_status(request, cluster, group)
-        with engine.connect() as conn:
-            found = _group_offsets(conn, cluster, group)
-            group_status = conn.execute(
-                text("SELECT status FROM group_lag WHERE cluster = :c AND group_id = :g"),
-                {"c": cluster, "g": group},
-            ).scalar()
-        if found is None:
-            return _not_found_status(request, cluster, group)
-        partitions, commits, _ = found
-        evaluated = [_partition_status(p, commits.get((p.topic, p.partition), [])) for p in partitions]
-        maxlag: PartitionStatus | None = None
-        for entry in evaluated:
-            if maxlag is None or entry.current_lag > maxlag.current_lag:
-                maxlag = entry
-        complete = sum(1 for e in evaluated if e.complete == 1.0) / len(evaluated) if evaluated else 0.0
-        worst = max((e.status for e in evaluated), key=WORSE.__getitem__, default="OK")
-        worst = "ERR" if WORSE[worst] > WORSE["ERR"] else worst
-        body = ConsumerGroupStatus(
-            cluster=cluster, group=group, status=group_status or worst,
-            complete=complete, partitions=[e for e in evaluated if show_all or e.status != "OK"],
-            partition_count=len(evaluated), maxlag=maxlag, totallag=sum(e.current_lag for e in evaluated),
+@router.get("/{cluster}/consumer/{group}", response_model=ConsumerDetail, responses=_NOT_FOUND)
+def consumer(ctx: Context, request: Request, cluster: str, group: str) -> ConsumerDetail | JSONResponse:
+    """A group's recent commits and current lag per topic and partition (index = partition)."""
+    if not _named(cluster, group):
+        return _error(request, "cluster or consumer not found")
+    with ctx.engine.connect() as conn:
+        found = _group_offsets(conn, cluster, group)
+    if found is None:
+        return _error(request, "cluster or consumer not found")
+    partitions, commits, sizes = found
+    topics: dict[str, list[ConsumerPartition]] = {
+        name: [ConsumerPartition(offsets=[None] * INTERVALS) for _ in range(size)]
+        for name, size in sizes.items()
+    }
+    for p in partitions:
+        topics[p.topic][p.partition] = ConsumerPartition(
+            offsets=_ring(commits.get((p.topic, p.partition), [])), owner=p.owner or "",
+            client_id=p.client_id or "", current_lag=p.offset_lag or 0,
         )  # fmt: skip
-        return ConsumerStatus(message="consumer status returned", status=body, request=_info(request))
+    return ConsumerDetail(message="consumer detail returned", topics=topics, request=_info(request))
 
-    return api
+
+@router.get(
+    "/{cluster}/consumer/{group}/status", response_model=ConsumerStatus,
+    responses=_STATUS_NOT_FOUND,
+)  # fmt: skip
+def status(ctx: Context, request: Request, cluster: str, group: str) -> ConsumerStatus | JSONResponse:
+    """The group's status with only the partitions that are not OK."""
+    return _status(ctx, request, cluster, group, show_all=False)
+
+
+@router.get(
+    "/{cluster}/consumer/{group}/lag", response_model=ConsumerStatus,
+    responses=_STATUS_NOT_FOUND,
+)  # fmt: skip
+def lag(ctx: Context, request: Request, cluster: str, group: str) -> ConsumerStatus | JSONResponse:
+    """The group's status with every partition it consumes."""
+    return _status(ctx, request, cluster, group, show_all=True)
+
+
+def _status(
+    ctx: WebContext, request: Request, cluster: str, group: str, show_all: bool
+) -> ConsumerStatus | JSONResponse:
+    if not _named(cluster, group):
+        return _not_found_status(request, cluster, group)
+    with ctx.engine.connect() as conn:
+        found = _group_offsets(conn, cluster, group)
+        group_status = conn.execute(
+            text("SELECT status FROM group_lag WHERE cluster = :c AND group_id = :g"),
+            {"c": cluster, "g": group},
+        ).scalar()
+    if found is None:
+        return _not_found_status(request, cluster, group)
+    partitions, commits, _ = found
+    evaluated = [_partition_status(p, commits.get((p.topic, p.partition), [])) for p in partitions]
+    maxlag: PartitionStatus | None = None
+    for entry in evaluated:
+        if maxlag is None or entry.current_lag > maxlag.current_lag:
+            maxlag = entry
+    complete = sum(1 for e in evaluated if e.complete == 1.0) / len(evaluated) if evaluated else 0.0
+    worst = max((e.status for e in evaluated), key=WORSE.__getitem__, default="OK")
+    worst = "ERR" if WORSE[worst] > WORSE["ERR"] else worst
+    body = ConsumerGroupStatus(
+        cluster=cluster, group=group, status=group_status or worst,
+        complete=complete, partitions=[e for e in evaluated if show_all or e.status != "OK"],
+        partition_count=len(evaluated), maxlag=maxlag, totallag=sum(e.current_lag for e in evaluated),
+    )  # fmt: skip
+    return ConsumerStatus(message="consumer status returned", status=body, request=_info(request))
 
 
 def _group_offsets(

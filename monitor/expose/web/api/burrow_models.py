@@ -66,7 +66,9 @@ class TopicList(_Response):
     topics: list[str] = Field(description="topic names")
 
 
-class TopicDetail(_Response):
+# Named apart from the read layer's `TopicDetail`: two models of one name would be told apart in
+# the OpenAPI document by their module paths, which then change whenever a module moves.
+class BurrowTopicDetail(_Response):
     offsets: list[int] = Field(description="log end offset of each partition, indexed by partition")
 
 

@@ -28,7 +28,7 @@ from monitor.expose.read.history import GroupLagPoint, LagHistory, PartitionLagP
 from monitor.expose.read.lag import GroupDetail, GroupPartitionLag, GroupSummary
 from monitor.expose.read.queries import DEFAULT_LIMIT, Listing, Page, cluster_exists, latest_evaluation
 from monitor.expose.read.topics import TopicDetail, TopicSummary
-from monitor.expose.web.context import ApiError, ErrorBody, WebContext, not_found
+from monitor.expose.web.context import ApiError, Context, ErrorBody, WebContext, not_found
 from monitor.expose.web.inputs import Limit
 
 Status = ConsumerStatus
@@ -109,202 +109,213 @@ DESCRIPTION = (
 )
 
 
-def install(app: FastAPI, ctx: WebContext) -> None:
+router = APIRouter(prefix="/api/v1", responses=ERRORS)
+
+
+def install(app: FastAPI) -> None:
     """Add the routes to `app`, with the descriptions of their tags and of the API."""
     app.openapi_tags = [*(app.openapi_tags or []), *TAGS]
     app.description = app.description or DESCRIPTION
-    app.include_router(router(ctx))
+    app.include_router(router)
 
 
-def router(ctx: WebContext) -> APIRouter:
-    api = APIRouter(prefix="/api/v1", responses=ERRORS)
-    engine = ctx.engine
+def known_cluster(conn: Connection, cluster: str) -> None:
+    if not cluster_exists(conn, cluster):
+        raise not_found("cluster", cluster, "GET /api/v1/clusters lists the clusters")
 
-    def known_cluster(conn: Connection, cluster: str) -> None:
-        if not cluster_exists(conn, cluster):
-            raise not_found("cluster", cluster, "GET /api/v1/clusters lists the clusters")
 
-    @api.get("/clusters", tags=["clusters"], response_model=list[ClusterState])
-    def clusters() -> list[ClusterState]:
-        """Every cluster the monitor has seen, with broker, partition, group and finding counts."""
-        with engine.connect() as conn:
-            return read_clusters.clusters(conn)
+@router.get("/clusters", tags=["clusters"], response_model=list[ClusterState])
+def clusters(ctx: Context) -> list[ClusterState]:
+    """Every cluster the monitor has seen, with broker, partition, group and finding counts."""
+    with ctx.engine.connect() as conn:
+        return read_clusters.clusters(conn)
 
-    @api.get("/clusters/{cluster}", tags=["clusters"], response_model=ClusterState)
-    def cluster(cluster: ClusterName) -> ClusterState:
-        """One cluster: metadata, the health numbers of its newest evaluation, and counts."""
-        with engine.connect() as conn:
-            found = read_clusters.cluster(conn, cluster)
-        if found is None:
-            raise not_found("cluster", cluster, "GET /api/v1/clusters lists the clusters")
-        return found
 
-    @api.get("/clusters/{cluster}/brokers", tags=["clusters"], response_model=list[BrokerState])
-    def brokers(cluster: ClusterName) -> list[BrokerState]:
-        """The brokers of a cluster by id, with leadership, replicas and disk usage."""
-        with engine.connect() as conn:
-            known_cluster(conn, cluster)
-            return read_clusters.brokers(conn, cluster)
+@router.get("/clusters/{cluster}", tags=["clusters"], response_model=ClusterState)
+def cluster(ctx: Context, cluster: ClusterName) -> ClusterState:
+    """One cluster: metadata, the health numbers of its newest evaluation, and counts."""
+    with ctx.engine.connect() as conn:
+        found = read_clusters.cluster(conn, cluster)
+    if found is None:
+        raise not_found("cluster", cluster, "GET /api/v1/clusters lists the clusters")
+    return found
 
-    @api.get("/clusters/{cluster}/topics", tags=["topics"], response_model=Listing[TopicSummary])
-    def topics(
-        cluster: ClusterName,
-        search: Search = None,
-        problems: Annotated[
-            bool,
-            Query(
-                description="only topics under-replicated, offline, under "
-                "min ISR, short of their retention or with data at risk"
-            ),
-        ] = False,
-        sort: read_topics.TopicSort = "topic",
-        limit: Limit = DEFAULT_LIMIT,
-        offset: Offset = 0,
-    ) -> Listing[TopicSummary]:
-        """The topics of a cluster with settings, size, coverage and replication numbers."""  # fmt: skip
-        with engine.connect() as conn:
-            known_cluster(conn, cluster)
-            return read_topics.topics(
-                conn, cluster, search=search, problems=problems, sort=sort, page=Page(limit, offset)
-            )
 
-    @api.get("/clusters/{cluster}/topics/{topic}", tags=["topics"], response_model=TopicDetail)
-    def topic(
-        cluster: ClusterName, topic: TopicName, limit: Limit = DEFAULT_LIMIT, offset: Offset = 0
-    ) -> TopicDetail:
-        """One topic: settings, configuration, a page of partitions (`limit`, `offset`) with
-        replication and retention headroom, and the groups reading it with their lag and time
-        until data loss."""
-        with engine.connect() as conn:
-            known_cluster(conn, cluster)
-            found = read_topics.topic(conn, cluster, topic, page=Page(limit, offset))
-        if found is None:
-            raise not_found("topic", topic, f"GET /api/v1/clusters/{cluster}/topics lists the topics")
-        return found
-
-    @api.get("/clusters/{cluster}/groups", tags=["consumer groups"], response_model=Listing[GroupSummary])
-    def groups(
-        cluster: ClusterName,
-        search: Search = None,
-        status: Annotated[list[Status] | None, Query(description="only these statuses")] = None,
-        lagging: Annotated[bool, Query(description="only groups with offset lag > 0")] = False,
-        sort: read_lag.GroupSort = "status",
-        limit: Limit = DEFAULT_LIMIT,
-        offset: Offset = 0,
-    ) -> Listing[GroupSummary]:
-        """The consumer groups of a cluster with their lag, worst status first by default."""
-        with engine.connect() as conn:
-            known_cluster(conn, cluster)
-            return read_lag.groups(
-                conn, cluster, search=search, status=status or (), lagging=lagging, sort=sort,
-                page=Page(limit, offset),
-            )  # fmt: skip
-
-    @api.get("/clusters/{cluster}/groups/{group}", tags=["consumer groups"], response_model=GroupDetail)
-    def group(cluster: ClusterName, group: GroupId) -> GroupDetail:
-        """One consumer group: lag, state, members and their assignments, lag per topic."""
-        with engine.connect() as conn:
-            known_cluster(conn, cluster)
-            found = read_lag.group(conn, cluster, group)
-        if found is None:
-            raise _no_group(cluster, group)
-        return found
-
-    @api.get(
-        "/clusters/{cluster}/groups/{group}/lag", tags=["consumer groups"],
-        response_model=Listing[GroupPartitionLag],
-    )  # fmt: skip
-    def group_lag(
-        cluster: ClusterName,
-        group: GroupId,
-        topic: Annotated[
-            str | None, Query(max_length=249, pattern=NAME, description="only this topic")
-        ] = None,
-        lagging: Annotated[bool, Query(description="only partitions with offset lag > 0")] = False,
-        limit: Limit = DEFAULT_LIMIT,
-        offset: Offset = 0,
-    ) -> Listing[GroupPartitionLag]:
-        """A group's lag per partition, with how it was measured and the member that owns it."""
-        with engine.connect() as conn:
-            known_cluster(conn, cluster)
-            listing = read_lag.group_partitions(
-                conn, cluster, group, topic=topic, lagging=lagging, page=Page(limit, offset)
-            )
-            if listing.total == 0 and read_lag.group(conn, cluster, group) is None:
-                raise _no_group(cluster, group)
-        return listing
-
-    @api.get(
-        "/clusters/{cluster}/groups/{group}/history", tags=["consumer groups"],
-        response_model=LagHistory[GroupLagPoint],
-    )  # fmt: skip
-    def group_history(
-        cluster: ClusterName,
-        group: GroupId,
-        window: Window = "1h",
-        until: Until = None,
-        max_points: MaxPoints = 500,
-    ) -> LagHistory[GroupLagPoint]:
-        """A group's lag over `window` up to `until`, oldest first, in at most `max_points`."""  # fmt: skip
-        with engine.connect() as conn:
-            since, end = _window(conn, cluster, window, until)
-            if not read_lag.group_known(conn, cluster, group):
-                raise _no_group(cluster, group)
-            return read_history.group_history(conn, cluster, group, since, end, max_points)
-
-    @api.get(
-        "/clusters/{cluster}/groups/{group}/lag/{topic}/{partition}/history", tags=["consumer groups"],
-        response_model=LagHistory[PartitionLagPoint],
-    )  # fmt: skip
-    def partition_history(
-        cluster: ClusterName,
-        group: GroupId,
-        topic: TopicName,
-        partition: Annotated[int, Path(ge=0, le=2**31 - 1, description="partition number")],
-        window: Window = "1h",
-        until: Until = None,
-        max_points: MaxPoints = 500,
-    ) -> LagHistory[PartitionLagPoint]:
-        """A group's lag on one partition over `window` up to `until`, oldest first."""  # fmt: skip
-        with engine.connect() as conn:
-            since, end = _window(conn, cluster, window, until)
-            if not read_lag.group_known(conn, cluster, group):
-                raise _no_group(cluster, group)
-            return read_history.partition_history(
-                conn, cluster, group, topic, partition, since, end, max_points
-            )
-
-    @api.get("/findings", tags=["findings"], response_model=Listing[Finding])
-    def findings(
-        cluster: Annotated[str | None, Query(pattern=NAME, description="only this cluster")] = None,
-        severity: Annotated[list[Severity] | None, Query(description="only these severities")] = None,
-        rule: Annotated[list[RuleName] | None, Query(description="only these rules")] = None,
-        limit: Limit = DEFAULT_LIMIT,
-        offset: Offset = 0,
-    ) -> Listing[Finding]:
-        """Open findings (pending and firing), most severe first, then oldest first."""
-        with engine.connect() as conn:
-            if cluster is not None:
-                known_cluster(conn, cluster)
-            return read_clusters.findings(
-                conn, cluster=cluster, severity=severity or (), rule=rule or (), page=Page(limit, offset)
-            )
-
-    def _window(
-        conn: Connection, cluster: str, window: str, until: datetime | None
-    ) -> tuple[datetime, datetime]:
-        """(until - window, until], `until` defaulting to the cluster's newest evaluation."""
+@router.get("/clusters/{cluster}/brokers", tags=["clusters"], response_model=list[BrokerState])
+def brokers(ctx: Context, cluster: ClusterName) -> list[BrokerState]:
+    """The brokers of a cluster by id, with leadership, replicas and disk usage."""
+    with ctx.engine.connect() as conn:
         known_cluster(conn, cluster)
-        try:
-            length = parse_window(window)
-        except ValueError as exc:
-            raise ApiError(422, "invalid_parameter", str(exc)) from exc
-        if until is not None and until.tzinfo is None:
-            raise ApiError(422, "invalid_parameter", "until needs a UTC offset, like 2026-06-01T12:00:00Z")
-        end = until or latest_evaluation(conn, cluster) or ctx.clock.now()
-        return end - length, end
+        return read_clusters.brokers(conn, cluster)
 
-    return api
+
+@router.get("/clusters/{cluster}/topics", tags=["topics"], response_model=Listing[TopicSummary])
+def topics(
+    ctx: Context,
+    cluster: ClusterName,
+    search: Search = None,
+    problems: Annotated[
+        bool,
+        Query(
+            description="only topics under-replicated, offline, under "
+            "min ISR, short of their retention or with data at risk"
+        ),
+    ] = False,
+    sort: read_topics.TopicSort = "topic",
+    limit: Limit = DEFAULT_LIMIT,
+    offset: Offset = 0,
+) -> Listing[TopicSummary]:
+    """The topics of a cluster with settings, size, coverage and replication numbers."""  # fmt: skip
+    with ctx.engine.connect() as conn:
+        known_cluster(conn, cluster)
+        return read_topics.topics(
+            conn, cluster, search=search, problems=problems, sort=sort, page=Page(limit, offset)
+        )
+
+
+@router.get("/clusters/{cluster}/topics/{topic}", tags=["topics"], response_model=TopicDetail)
+def topic(
+    ctx: Context, cluster: ClusterName, topic: TopicName, limit: Limit = DEFAULT_LIMIT, offset: Offset = 0
+) -> TopicDetail:
+    """One topic: settings, configuration, a page of partitions (`limit`, `offset`) with
+    replication and retention headroom, and the groups reading it with their lag and time
+    until data loss."""
+    with ctx.engine.connect() as conn:
+        known_cluster(conn, cluster)
+        found = read_topics.topic(conn, cluster, topic, page=Page(limit, offset))
+    if found is None:
+        raise not_found("topic", topic, f"GET /api/v1/clusters/{cluster}/topics lists the topics")
+    return found
+
+
+@router.get("/clusters/{cluster}/groups", tags=["consumer groups"], response_model=Listing[GroupSummary])
+def groups(
+    ctx: Context,
+    cluster: ClusterName,
+    search: Search = None,
+    status: Annotated[list[Status] | None, Query(description="only these statuses")] = None,
+    lagging: Annotated[bool, Query(description="only groups with offset lag > 0")] = False,
+    sort: read_lag.GroupSort = "status",
+    limit: Limit = DEFAULT_LIMIT,
+    offset: Offset = 0,
+) -> Listing[GroupSummary]:
+    """The consumer groups of a cluster with their lag, worst status first by default."""
+    with ctx.engine.connect() as conn:
+        known_cluster(conn, cluster)
+        return read_lag.groups(
+            conn, cluster, search=search, status=status or (), lagging=lagging, sort=sort,
+            page=Page(limit, offset),
+        )  # fmt: skip
+
+
+@router.get("/clusters/{cluster}/groups/{group}", tags=["consumer groups"], response_model=GroupDetail)
+def group(ctx: Context, cluster: ClusterName, group: GroupId) -> GroupDetail:
+    """One consumer group: lag, state, members and their assignments, lag per topic."""
+    with ctx.engine.connect() as conn:
+        known_cluster(conn, cluster)
+        found = read_lag.group(conn, cluster, group)
+    if found is None:
+        raise _no_group(cluster, group)
+    return found
+
+
+@router.get(
+    "/clusters/{cluster}/groups/{group}/lag", tags=["consumer groups"],
+    response_model=Listing[GroupPartitionLag],
+)  # fmt: skip
+def group_lag(
+    ctx: Context,
+    cluster: ClusterName,
+    group: GroupId,
+    topic: Annotated[str | None, Query(max_length=249, pattern=NAME, description="only this topic")] = None,
+    lagging: Annotated[bool, Query(description="only partitions with offset lag > 0")] = False,
+    limit: Limit = DEFAULT_LIMIT,
+    offset: Offset = 0,
+) -> Listing[GroupPartitionLag]:
+    """A group's lag per partition, with how it was measured and the member that owns it."""
+    with ctx.engine.connect() as conn:
+        known_cluster(conn, cluster)
+        listing = read_lag.group_partitions(
+            conn, cluster, group, topic=topic, lagging=lagging, page=Page(limit, offset)
+        )
+        if listing.total == 0 and read_lag.group(conn, cluster, group) is None:
+            raise _no_group(cluster, group)
+    return listing
+
+
+@router.get(
+    "/clusters/{cluster}/groups/{group}/history", tags=["consumer groups"],
+    response_model=LagHistory[GroupLagPoint],
+)  # fmt: skip
+def group_history(
+    ctx: Context,
+    cluster: ClusterName,
+    group: GroupId,
+    window: Window = "1h",
+    until: Until = None,
+    max_points: MaxPoints = 500,
+) -> LagHistory[GroupLagPoint]:
+    """A group's lag over `window` up to `until`, oldest first, in at most `max_points`."""  # fmt: skip
+    with ctx.engine.connect() as conn:
+        since, end = _window(ctx, conn, cluster, window, until)
+        if not read_lag.group_known(conn, cluster, group):
+            raise _no_group(cluster, group)
+        return read_history.group_history(conn, cluster, group, since, end, max_points)
+
+
+@router.get(
+    "/clusters/{cluster}/groups/{group}/lag/{topic}/{partition}/history", tags=["consumer groups"],
+    response_model=LagHistory[PartitionLagPoint],
+)  # fmt: skip
+def partition_history(
+    ctx: Context,
+    cluster: ClusterName,
+    group: GroupId,
+    topic: TopicName,
+    partition: Annotated[int, Path(ge=0, le=2**31 - 1, description="partition number")],
+    window: Window = "1h",
+    until: Until = None,
+    max_points: MaxPoints = 500,
+) -> LagHistory[PartitionLagPoint]:
+    """A group's lag on one partition over `window` up to `until`, oldest first."""  # fmt: skip
+    with ctx.engine.connect() as conn:
+        since, end = _window(ctx, conn, cluster, window, until)
+        if not read_lag.group_known(conn, cluster, group):
+            raise _no_group(cluster, group)
+        return read_history.partition_history(conn, cluster, group, topic, partition, since, end, max_points)
+
+
+@router.get("/findings", tags=["findings"], response_model=Listing[Finding])
+def findings(
+    ctx: Context,
+    cluster: Annotated[str | None, Query(pattern=NAME, description="only this cluster")] = None,
+    severity: Annotated[list[Severity] | None, Query(description="only these severities")] = None,
+    rule: Annotated[list[RuleName] | None, Query(description="only these rules")] = None,
+    limit: Limit = DEFAULT_LIMIT,
+    offset: Offset = 0,
+) -> Listing[Finding]:
+    """Open findings (pending and firing), most severe first, then oldest first."""
+    with ctx.engine.connect() as conn:
+        if cluster is not None:
+            known_cluster(conn, cluster)
+        return read_clusters.findings(
+            conn, cluster=cluster, severity=severity or (), rule=rule or (), page=Page(limit, offset)
+        )
+
+
+def _window(
+    ctx: WebContext, conn: Connection, cluster: str, window: str, until: datetime | None
+) -> tuple[datetime, datetime]:
+    """(until - window, until], `until` defaulting to the cluster's newest evaluation."""
+    known_cluster(conn, cluster)
+    try:
+        length = parse_window(window)
+    except ValueError as exc:
+        raise ApiError(422, "invalid_parameter", str(exc)) from exc
+    if until is not None and until.tzinfo is None:
+        raise ApiError(422, "invalid_parameter", "until needs a UTC offset, like 2026-06-01T12:00:00Z")
+    end = until or latest_evaluation(conn, cluster) or ctx.clock.now()
+    return end - length, end
 
 
 def _no_group(cluster: str, group: str) -> ApiError:
