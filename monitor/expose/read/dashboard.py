@@ -13,10 +13,12 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from monitor.core.vocabulary import most_severe_first_sql
+from monitor.core.vocabulary import STOPPED_STATUSES, Severity, most_severe_first_sql
 from monitor.expose.read.lag import WORST_STATUS_FIRST
 from monitor.expose.read.queries import records
 
+PAGING_SEVERITY: Severity = "critical"
+"""The severity that pages: an overview card counts its alerts apart."""
 _FIRING = "state = 'firing' AND silenced_by IS NULL AND inhibited_by IS NULL"
 """Alerts someone is being told about: firing, neither silenced nor inhibited."""
 
@@ -27,7 +29,8 @@ class ClusterTrouble:
 
     cluster: str
     groups_stopped: int
-    """groups with a topic in STOP or STALL (the group status folds both into ERR)"""
+    """groups with a topic in a stopped status (`STOPPED_STATUSES`; the group status folds them into
+    ERR)"""
     groups_lost_data: int
     alerts_firing: int
     alerts_critical: int
@@ -50,11 +53,11 @@ def cluster_trouble(conn: Connection) -> dict[str, ClusterTrouble]:
         f"""
         WITH stopped AS (
             SELECT cluster, count(DISTINCT group_id) AS n FROM group_topic_lag
-            WHERE status IN ('STOP', 'STALL') GROUP BY cluster
+            WHERE status = ANY(:stopped) GROUP BY cluster
         ), lost AS (
             SELECT cluster, count(*) AS n FROM group_lag WHERE data_loss_occurred GROUP BY cluster
         ), alerting AS (
-            SELECT cluster, count(*) AS firing, count(*) FILTER (WHERE severity = 'critical') AS critical
+            SELECT cluster, count(*) AS firing, count(*) FILTER (WHERE severity = :pages) AS critical
             FROM alerts WHERE {_FIRING} GROUP BY cluster
         )
         SELECT c.name AS cluster, coalesce(s.n, 0)::int AS groups_stopped,
@@ -65,7 +68,7 @@ def cluster_trouble(conn: Connection) -> dict[str, ClusterTrouble]:
         LEFT JOIN lost l ON l.cluster = c.name
         LEFT JOIN alerting a ON a.cluster = c.name
         """,
-        {},
+        {"stopped": list(STOPPED_STATUSES), "pages": PAGING_SEVERITY},
     )
     return {t.cluster: t for t in found}
 

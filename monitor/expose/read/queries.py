@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection, text
 
+from monitor.core.vocabulary import REACHED_RUN_STATUSES
 from monitor.expose.read.fields import Described
 
 T = TypeVar("T")
@@ -134,6 +135,7 @@ def last_runs(conn: Connection) -> list[dict[str, Any]]:
 
 def newest_successful_run(conn: Connection) -> datetime | None:
     value = conn.execute(
-        text("SELECT max(finished_at) FROM collection_runs WHERE status IN ('ok', 'partial')")
+        text("SELECT max(finished_at) FROM collection_runs WHERE status = ANY(:reached)"),
+        {"reached": list(REACHED_RUN_STATUSES)},
     ).scalar()
     return value if isinstance(value, datetime) else None

@@ -18,7 +18,7 @@ from fastapi import APIRouter, FastAPI, Path, Query
 from pydantic import StringConstraints
 from sqlalchemy import Connection
 
-from monitor.core.vocabulary import ConsumerStatus, Severity
+from monitor.core.vocabulary import DURATION_UNITS, ConsumerStatus, Severity, parse_duration
 from monitor.expose.read import clusters as read_clusters
 from monitor.expose.read import history as read_history
 from monitor.expose.read import lag as read_lag
@@ -32,17 +32,38 @@ from monitor.expose.web.context import ApiError, Context, ErrorBody, WebContext,
 from monitor.expose.web.inputs import Limit
 
 Status = ConsumerStatus
-WINDOW_PATTERN = r"^([1-9][0-9]{0,6})([smhd])$"
 MAX_WINDOW = timedelta(days=90)
+WINDOW_EXAMPLES = "90s, 15m, 1h, 7d"
+
+
+def _numbers_up_to(top: int) -> str:
+    """A regular expression of the whole numbers 1..`top` written without leading zeros."""
+    digits = str(top)
+    shorter = "[1-9]" + (f"[0-9]{{0,{len(digits) - 2}}}" if len(digits) > 2 else "")
+    arms = [shorter] if len(digits) > 1 else []
+    for i, digit in enumerate(digits):
+        low, high = (1 if i == 0 else 0), int(digit) - 1
+        if high < low:
+            continue
+        rest = len(digits) - i - 1
+        choice = str(low) if low == high else f"[{low}{high}]" if high == low + 1 else f"[{low}-{high}]"
+        tail = "" if rest == 0 else "[0-9]" if rest == 1 else f"[0-9]{{{rest}}}"
+        arms.append(digits[:i] + choice + tail)
+    return "|".join([*arms, digits])
+
+
 WINDOW_DOCUMENTED = (
-    r"^(([1-9][0-9]{0,5}|[1-6][0-9]{6}|7[0-6][0-9]{5}|77[0-6][0-9]{4}|777[0-5][0-9]{3}|7776000)s"
-    r"|([1-9][0-9]{0,4}|1[01][0-9]{4}|12[0-8][0-9]{3}|129[0-5][0-9]{2}|129600)m"
-    r"|([1-9][0-9]{0,2}|1[0-9]{3}|20[0-9]{2}|21[0-5][0-9]|2160)h"
-    r"|([1-9]|[1-8][0-9]|90)d)$"
+    "^("
+    + "|".join(
+        f"({_numbers_up_to(int(MAX_WINDOW.total_seconds()) // seconds)}){unit}"
+        for unit, seconds in reversed(DURATION_UNITS)
+    )
+    + ")$"
 )
-"""The same windows as `parse_window` accepts, bound included, for the OpenAPI document; the
-handler checks with `parse_window` so that a wrong window gets a message rather than a regex."""
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+"""The windows `parse_window` accepts, bound included, for the OpenAPI document: one number and one
+unit of the duration grammar (`monitor.core.vocabulary`), so that a regular expression can state
+the bound. The handler checks with `parse_window`, so a wrong window gets a message, not a regex."""
+_ONE_UNIT = re.compile(WINDOW_DOCUMENTED)
 
 TAGS: list[dict[str, Any]] = [
     {"name": "clusters", "description": "Clusters and their brokers, with the health numbers of "
@@ -77,7 +98,7 @@ Window = Annotated[
     str,
     Query(
         max_length=9,
-        description="how far back: 90s, 15m, 1h, 7d (at most 90d)",
+        description=f"how far back: {WINDOW_EXAMPLES} (at most 90d)",
         json_schema_extra={"pattern": WINDOW_DOCUMENTED},
     ),
 ]
@@ -91,13 +112,17 @@ MaxPoints = Annotated[
 
 
 def parse_window(value: str) -> timedelta:
-    """`90s`, `15m`, `1h`, `7d` as a duration (at most 90 days)."""
-    matched = re.match(WINDOW_PATTERN, value)
-    if matched is None:
-        raise ValueError(f"window {value!r} is not a number and a unit (s, m, h, d), like 1h")
-    window = timedelta(seconds=int(matched[1]) * _UNITS[matched[2]])
+    """`90s`, `15m`, `1h`, `7d` as a duration (at most 90 days): a duration of the one grammar,
+    written with one unit."""
+    try:
+        seconds = parse_duration(value, allow_zero=False, examples=WINDOW_EXAMPLES)
+    except ValueError as exc:
+        raise ValueError(f"window: {exc}") from exc
+    window = timedelta(seconds=seconds)
     if window > MAX_WINDOW:
         raise ValueError(f"window {value!r} is longer than {MAX_WINDOW.days} days")
+    if _ONE_UNIT.match(value) is None:
+        raise ValueError(f"window {value!r}: write one number (no leading zeros) and one unit, like 90m")
     return window
 
 

@@ -20,6 +20,7 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import Connection, text
 
 from monitor.core.scheduler import run_intervals
+from monitor.core.vocabulary import FAULTY_RUN_STATUSES, REACHED_RUN_STATUSES
 from monitor.expose.web.context import WebContext
 
 STALE_INTERVALS = 3
@@ -34,11 +35,11 @@ _LAST_RUNS = text(
 )
 _LAST_SUCCESS = text(
     "SELECT cluster, job, max(finished_at) AS finished_at FROM collection_runs"
-    " WHERE status IN ('ok', 'partial') GROUP BY cluster, job"
+    " WHERE status = ANY(:reached) GROUP BY cluster, job"
 )
 _FAILURES = text(
     "SELECT id, cluster, job, instance, started_at, duration_ms, status, error FROM collection_runs"
-    " WHERE status IN ('failed', 'partial') ORDER BY started_at DESC, id DESC LIMIT :limit"
+    " WHERE status = ANY(:faulty) ORDER BY started_at DESC, id DESC LIMIT :limit"
 )
 _AS_OF = text("SELECT max(coalesce(finished_at, started_at)) FROM collection_runs")
 
@@ -93,7 +94,10 @@ def job_health(
 
 def read_collection(conn: Connection, intervals: Mapping[str, float], now: datetime) -> dict[str, Any]:
     last_runs = [dict(r._mapping) for r in conn.execute(_LAST_RUNS)]
-    success = {(r.cluster, r.job): r.finished_at for r in conn.execute(_LAST_SUCCESS)}
+    success = {
+        (r.cluster, r.job): r.finished_at
+        for r in conn.execute(_LAST_SUCCESS, {"reached": list(REACHED_RUN_STATUSES)})
+    }
     jobs = job_health(last_runs, success, intervals, now)
     clusters: dict[str | None, list[JobHealth]] = {}
     for job in jobs:
@@ -102,7 +106,10 @@ def read_collection(conn: Connection, intervals: Mapping[str, float], now: datet
     return {
         "clusters": clusters,
         "stale": [j for j in jobs if j.stale],
-        "failures": [dict(r._mapping) for r in conn.execute(_FAILURES, {"limit": RECENT_FAILURES})],
+        "failures": [
+            dict(r._mapping)
+            for r in conn.execute(_FAILURES, {"limit": RECENT_FAILURES, "faulty": list(FAULTY_RUN_STATUSES)})
+        ],
         "as_of": as_of if isinstance(as_of, datetime) else None,
     }
 
