@@ -73,6 +73,28 @@ def cluster_trouble(conn: Connection) -> dict[str, ClusterTrouble]:
     return {t.cluster: t for t in found}
 
 
+@dataclass(frozen=True, slots=True)
+class OpenFinding:
+    """A rule's match that holds now (pending or firing): what colours the row of its entity."""
+
+    rule: str
+    entity: str
+    labels: dict[str, str]
+    """The entity's key columns (`group_id`, `topic`, `partition`, `broker_id`) as text, and the
+    rule's own labels."""
+    severity: str
+
+
+def open_findings(conn: Connection, cluster: str) -> list[OpenFinding]:
+    """The findings of `cluster` that are not resolved, from the newest evaluation that wrote them."""
+    return records(
+        conn,
+        OpenFinding,
+        "SELECT rule, entity, labels, severity FROM findings WHERE cluster = :c AND state <> 'resolved'",
+        {"c": cluster},
+    )
+
+
 def worst_partition_status(conn: Connection, cluster: str, topic: str | None = None) -> dict[str, str]:
     """group id -> the worst status of its partitions (on `topic` when given): STOP, STALL and
     REWIND stay apart, where the group status says ERR."""

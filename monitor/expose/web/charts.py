@@ -31,7 +31,7 @@ from markupsafe import Markup, escape
 from pygal.style import Style
 
 from monitor.core.formatting import duration_filter, number_filter, percent_filter
-from monitor.expose.web.health import BAD, OK, WARN, disk_health, leader_health
+from monitor.expose.web.health import BAD, OK, WARN
 
 RED: Final = "#c5221f"
 AMBER: Final = "#e37400"
@@ -101,6 +101,9 @@ class BrokerBar:
     leaders: int | None
     fair_share: float | None
     disk_used_ratio: float | None
+    leader_health: str = OK
+    disk_health: str = OK
+    """The colours of its two bars (`health.broker_cell`: from the findings on the broker)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +142,7 @@ def _leader_balance(cluster: str, brokers: tuple[BrokerBar, ...]) -> Chart:
     chart.y_labels = _integer_ticks(max((max(b.leaders or 0, b.fair_share or 0) for b in brokers), default=1))
     chart.add(
         "leaders",
-        [
-            {"value": b.leaders or 0, "color": _COLOURS[leader_health(b.leaders, b.fair_share, b.up)]}
-            for b in brokers
-        ],
+        [{"value": b.leaders or 0, "color": _COLOURS[b.leader_health]} for b in brokers],
     )
     chart.add("fair share", [b.fair_share if b.up else None for b in brokers])
     alt = "; ".join(
@@ -178,7 +178,7 @@ def _disk_usage(cluster: str, brokers: tuple[BrokerBar, ...]) -> Chart:
         [
             None
             if b.disk_used_ratio is None
-            else {"value": b.disk_used_ratio * 100, "color": _COLOURS[disk_health(b.disk_used_ratio)]}
+            else {"value": b.disk_used_ratio * 100, "color": _COLOURS[b.disk_health]}
             for b in brokers
         ],
     )

@@ -8,7 +8,6 @@ Each group of pages or endpoints lives in its own module as `router(ctx) -> APIR
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -23,7 +22,7 @@ from sqlalchemy import Engine
 from monitor.core.clock import Clock
 from monitor.core.formatting import NUMBER_FILTERS
 from monitor.core.resources import templates_dir
-from monitor.expose.web.health import LossScale, RuleScale
+from monitor.expose.web.health import RuleScale
 
 
 def template_environment() -> jinja2.Environment:
@@ -54,9 +53,10 @@ class WebContext:
     ack_link_seconds: float = 7 * 86400
     """How long an acknowledgement link works after the incident's latest notification."""
     templates: jinja2.Environment = field(default_factory=template_environment)
-    data_loss: Callable[[], LossScale] = field(default_factory=RuleScale)
-    """The colours of the data-loss margin: TimeUntilDataLoss's tiers in the rule files the
-    evaluation reads (`health.RuleScale`)."""
+    data_loss: RuleScale = field(default_factory=RuleScale)
+    """What the dashboard's colours take from the rule files the evaluation reads
+    (`health.RuleScale`): called, the data-loss margin's scale (TimeUntilDataLoss's tiers);
+    `reads()`, the columns each rule reads."""
 
     def render(self, name: str, **context: Any) -> HTMLResponse:
         context.setdefault("inbox_nav", self.inbox_nav)

@@ -20,6 +20,7 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import Connection
 
 from monitor.core.formatting import bytes_filter, duration_filter
+from monitor.core.vocabulary import STATUS_RANK
 from monitor.expose.read import clusters as read_clusters
 from monitor.expose.read import dashboard as read_pages
 from monitor.expose.read import history as read_history
@@ -75,9 +76,13 @@ def router(ctx: WebContext, topic_panel: TopicPanel | None = None) -> APIRouter:
             states = read_clusters.clusters(conn)
             trouble = read_pages.cluster_trouble(conn)
             brokers = {s.cluster: read_clusters.brokers(conn, s.cluster) for s in states}
+            flags = {s.cluster: _flags(ctx, conn, s.cluster) for s in states}
             runs = queries.last_runs(conn)
         cards = sorted(
-            (_card(s, trouble.get(s.cluster), brokers[s.cluster], now, ctx) for s in states),
+            (
+                _card(s, trouble.get(s.cluster), brokers[s.cluster], flags[s.cluster], now, ctx)
+                for s in states
+            ),
             key=lambda c: (health.RANK[c["health"]], c["cluster"]),
         )
         unreached = _unreached(runs, {s.cluster for s in states})
@@ -101,7 +106,8 @@ def router(ctx: WebContext, topic_panel: TopicPanel | None = None) -> APIRouter:
             if state is None:
                 return _unknown_cluster(ctx, cluster)
             brokers = read_clusters.brokers(conn, cluster)
-            card = _card(state, read_pages.cluster_trouble(conn).get(cluster), brokers, now, ctx)
+            flags = _flags(ctx, conn, cluster)
+            card = _card(state, read_pages.cluster_trouble(conn).get(cluster), brokers, flags, now, ctx)
             topics = [asdict(t) for t in read_topics.topics(conn, cluster, page=ALL).items]
             worst = read_pages.worst_partition_status(conn, cluster)
             groups = [
@@ -110,8 +116,8 @@ def router(ctx: WebContext, topic_panel: TopicPanel | None = None) -> APIRouter:
             ]
             alerts = read_pages.firing_alerts(conn, cluster)
         loss = ctx.data_loss()
-        topics = health.annotate(topics, lambda t: health.topic(t, loss))
-        groups = _judge_groups(groups, loss)
+        topics = health.annotate(topics, lambda t: health.topic(t, loss, flags))
+        groups = _judge_groups(groups, loss, flags)
         return _render(
             ctx,
             "web/cluster.html",
@@ -119,7 +125,7 @@ def router(ctx: WebContext, topic_panel: TopicPanel | None = None) -> APIRouter:
             cluster=cluster,
             card=card,
             freshness=card["freshness"],
-            brokers=[_judge_broker(asdict(b)) for b in brokers],
+            brokers=[_judge_broker(asdict(b), flags) for b in brokers],
             leader_chart=card["leader_chart"],
             disk_chart=card["disk_chart"],
             topics=health.topics_worst_first(topics)[:TABLE_ROWS],
@@ -142,18 +148,20 @@ def router(ctx: WebContext, topic_panel: TopicPanel | None = None) -> APIRouter:
             limits = read_pages.data_loss_limits(conn, cluster, topic)
             alerts = read_pages.firing_alerts(conn, cluster, topic=topic)
             evaluated = queries.latest_evaluation(conn, cluster)
+            flags = _flags(ctx, conn, cluster)
             panel = topic_panel(request, conn, cluster, topic) if topic_panel else {"retention": None}
         loss = ctx.data_loss()
         partitions = health.annotate(
-            (asdict(p) for p in detail.partitions.items), lambda p: health.partition(p, loss)
+            (asdict(p) for p in detail.partitions.items),
+            lambda p: health.partition(p, loss, flags.health(topic=topic, partition=p["partition"])),
         )
         consumers = (
             {**asdict(c), "worst_status": worst.get(c.group_id), "data_loss_limit": limits.get(c.group_id)}
             for c in detail.consumers
         )
-        groups = _judge_groups(consumers, loss)
+        groups = _judge_groups(consumers, loss, flags, topic=topic)
         row = asdict(detail.topic)
-        row["health"] = health.worst(health.topic(row, loss), *(p["health"] for p in partitions))
+        row["health"] = health.worst(health.topic(row, loss, flags), *(p["health"] for p in partitions))
         return _render(
             ctx,
             "web/topic.html",
@@ -195,7 +203,14 @@ def router(ctx: WebContext, topic_panel: TopicPanel | None = None) -> APIRouter:
                     cluster,
                 )
             context = _group_context(
-                conn, cluster, group, detail, now - WINDOWS[window], now, ctx.data_loss()
+                conn,
+                cluster,
+                group,
+                detail,
+                now - WINDOWS[window],
+                now,
+                ctx.data_loss(),
+                _flags(ctx, conn, cluster),
             )
             evaluated = queries.latest_evaluation(conn, cluster)
         return _render(
@@ -224,6 +239,7 @@ def _group_context(
     since: datetime,
     until: datetime,
     loss: health.LossScale,
+    flags: health.Flags,
 ) -> dict[str, Any]:
     """Everything the group page shows besides the freshness and the window."""
     partitions = [
@@ -231,10 +247,10 @@ def _group_context(
         for p in read_lag.group_partitions(conn, cluster, group, page=ALL).items
     ]
     statuses = [p["status"] for p in partitions if p["status"]]
-    worst_status = max(statuses, key=lambda s: health.STATUS_SEVERITY.get(s, 0), default=None)
+    worst_status = max(statuses, key=lambda s: STATUS_RANK.get(s, 0), default=None)
     summary = asdict(detail.group) if detail else {**dict.fromkeys(_GROUP_COLUMNS), "group_id": group}
-    judged = _judge_groups([{**summary, "worst_status": worst_status}], loss)[0]
-    partitions = _judge_groups(partitions, loss)
+    judged = _judge_groups([{**summary, "worst_status": worst_status}], loss, flags)[0]
+    partitions = _judge_groups(partitions, loss, flags, of_group=group)
     partitions.sort(
         key=lambda p: (health.RANK[p["health"]], -(p["offset_lag"] or 0), p["topic"], p["partition"])
     )
@@ -261,11 +277,28 @@ def _group_context(
     }
 
 
-def _judge_groups(rows: Iterable[dict[str, Any]], loss: health.LossScale) -> list[dict[str, Any]]:
+def _judge_groups(
+    rows: Iterable[dict[str, Any]],
+    loss: health.LossScale,
+    flags: health.Flags,
+    *,
+    topic: str | None = None,
+    of_group: str | None = None,
+) -> list[dict[str, Any]]:
+    """Groups coloured, each row by the findings on what it is: a group, its lag on `topic`, or
+    (rows of the group `of_group`) its lag on the row's partition."""
+
+    def flagged(r: dict[str, Any]) -> str:
+        if of_group is not None:
+            return flags.health(group_id=of_group, topic=r["topic"], partition=r["partition"])
+        if topic is not None:
+            return flags.health(group_id=r["group_id"], topic=topic)
+        return flags.health(group_id=r["group_id"])
+
     return [
         {
             **r,
-            "health": health.group(r, loss),
+            "health": health.group(r, loss, flagged(r)),
             "status_health": health.status_health(r.get("worst_status") or r["status"]),
         }
         for r in rows
@@ -295,6 +328,7 @@ def _card(
     state: read_clusters.ClusterState,
     trouble: read_pages.ClusterTrouble | None,
     brokers: list[read_clusters.BrokerState],
+    flags: health.Flags,
     now: datetime,
     ctx: WebContext,
 ) -> dict[str, Any]:
@@ -312,9 +346,13 @@ def _card(
     }
     fresh = freshness(state.evaluated_at, now, ctx.stale_after)
     bars = [
-        charts.BrokerBar(b.broker_id, b.up, b.leaders, b.fair_share_leaders, b.disk_used_ratio)
+        charts.BrokerBar(
+            b.broker_id, b.up, b.leaders, b.fair_share_leaders, b.disk_used_ratio,
+            health.broker_cell(b.up, b.broker_id, health.LEADER_COLUMNS, flags),
+            health.broker_cell(b.up, b.broker_id, health.DISK_COLUMNS, flags),
+        )
         for b in brokers
-    ]
+    ]  # fmt: skip
     evaluated = any(b.leaders is not None for b in bars)
     with_disk = any(b.disk_used_ratio is not None for b in bars)
     card["freshness"] = fresh
@@ -340,13 +378,19 @@ def _unreached(runs: list[dict[str, Any]], known: set[str]) -> list[dict[str, An
     return [newest[name] for name in sorted(newest)]
 
 
-def _judge_broker(broker: dict[str, Any]) -> dict[str, Any]:
+def _judge_broker(broker: dict[str, Any], flags: health.Flags) -> dict[str, Any]:
+    up, broker_id = broker["up"], broker["broker_id"]
     return {
         **broker,
-        "health": health.broker(broker),
-        "leader_health": health.leader_health(broker["leaders"], broker["fair_share_leaders"], broker["up"]),
-        "disk_health": health.disk_health(broker["disk_used_ratio"]),
+        "health": health.broker(broker, flags),
+        "leader_health": health.broker_cell(up, broker_id, health.LEADER_COLUMNS, flags),
+        "disk_health": health.broker_cell(up, broker_id, health.DISK_COLUMNS, flags),
     }
+
+
+def _flags(ctx: WebContext, conn: Connection, cluster: str) -> health.Flags:
+    """The colours the open findings of `cluster` give its rows."""
+    return health.Flags(read_pages.open_findings(conn, cluster), ctx.data_loss.reads())
 
 
 def _limits(configs: dict[str, str | None]) -> dict[str, str]:
