@@ -1,17 +1,19 @@
 """The web application: pages rendered from `templates/web`, the JSON API, health checks and
-`/metrics`. Each group of routes is a module with `router(ctx)`; this module composes them and
-answers every API error as `{"error": {"code": ..., "message": ...}}`."""
+`/metrics`. Each group of routes is a module with module-level route functions on its `router`;
+this module composes them, keeps what they share on the app (`context.attach`,
+`identity.attach`) and answers every API error as `{"error": {"code": ..., "message": ...}}`."""
 
 from __future__ import annotations
 
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -38,9 +40,10 @@ from monitor.expose.web.api import alerts as api_alerts
 from monitor.expose.web.api import burrow
 from monitor.expose.web.api import clusters as api
 from monitor.expose.web.api import retention as api_retention
-from monitor.expose.web.context import ApiError, WebContext, attach
+from monitor.expose.web.context import ApiError, Context, WebContext, attach
 from monitor.expose.web.health import RuleScale
 from monitor.expose.web.identity import MODE_HEADER, Authenticator
+from monitor.expose.web.identity import attach as identity_attach
 from monitor.expose.web.identity import router as identity_router
 from monitor.expose.web.inputs import guard_input
 from monitor.expose.web.pages import alerts as pages_alerts
@@ -88,9 +91,12 @@ def create_app(
         silence_max_seconds,
         inbox_nav=bool(inboxes),
         ack_link_seconds=ack_link_seconds,
+        retention=retention,
+        job_intervals=job_intervals,
+        inboxes=inboxes or {},
+        registry=metrics_registry(engine, metrics or MetricsConfig()),
         data_loss=RuleScale(rules_dir),
     )
-    registry = metrics_registry(engine, metrics or MetricsConfig())
     app = FastAPI(title="kafka-health", version=__version__)
     _error_handlers(app)
     guard_input(app)
@@ -98,57 +104,64 @@ def create_app(
         _label_development(app)
     if auth.config.protect_reads:
         _protect_reads(app, auth)
-
-    @app.get("/healthz", tags=["health"])
-    def healthz() -> dict[str, str]:
-        """Liveness: the process answers."""
-        return {"status": "ok"}
-
-    @app.get(
-        "/readyz",
-        tags=["health"],
-        response_model=None,
-        responses={
-            503: {
-                "description": "Not ready: the database does not answer, or no collection "
-                "succeeded recently (a readiness probe's answer, not a fault)."
-            }
-        },
-    )
-    def readyz() -> JSONResponse:
-        """Readiness: PostgreSQL answers and a collection succeeded recently."""
-        now = ctx.clock.now()
-        try:
-            with engine.connect() as conn:
-                newest = queries.newest_successful_run(conn)
-        except SQLAlchemyError:
-            return JSONResponse({"status": "unavailable", "reason": "database unreachable"}, 503)
-        if newest is None or now - newest > stale_after:
-            age = "never" if newest is None else f"{(now - newest).total_seconds():.0f}s ago"
-            return JSONResponse({"status": "stale", "last_successful_collection": age}, 503)
-        return JSONResponse({"status": "ready", "last_successful_collection": newest.isoformat()})
-
-    @app.get("/metrics", include_in_schema=False)
-    def prometheus_metrics() -> Response:
-        """Prometheus text format: the state of every cluster read from the views at scrape time,
-        and the process's own counters (catalogue: docs/metrics.md). Always 200: a database that
-        does not answer shows as `kafka_health_up 0`."""
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
-
-    attach(app, ctx)
+    identity_attach(app, auth)
+    app.include_router(router)
     api.install(app)
     app.include_router(burrow.router)
-    app.include_router(api_alerts.router(ctx, auth))
-    app.include_router(identity_router(auth))
-    panel = None
+    app.include_router(api_alerts.router)
+    app.include_router(identity_router)
     if retention is not None:  # the retention button's API and pages; `identity` says who may press it
-        api_retention.install(app, ctx, retention, auth)
-        panel = pages_retention.install(app, ctx, retention, auth)
-    app.include_router(pages.router(ctx, panel))
-    app.include_router(pages_alerts.router(ctx, auth))
-    app.include_router(pages_collection.router(ctx, job_intervals))
-    app.include_router(inbox.router(ctx, inboxes or {}))
+        app.include_router(api_retention.router)
+        ctx = replace(ctx, topic_panel=pages_retention.install(app, ctx, retention, auth))
+    app.include_router(pages.router)
+    app.include_router(pages_alerts.router)
+    app.include_router(pages_collection.router)
+    app.include_router(inbox.router)
+    attach(app, ctx)
     return app
+
+
+router = APIRouter()
+"""Health checks and /metrics."""
+
+
+@router.get("/healthz", tags=["health"])
+def healthz() -> dict[str, str]:
+    """Liveness: the process answers."""
+    return {"status": "ok"}
+
+
+@router.get(
+    "/readyz",
+    tags=["health"],
+    response_model=None,
+    responses={
+        503: {
+            "description": "Not ready: the database does not answer, or no collection "
+            "succeeded recently (a readiness probe's answer, not a fault)."
+        }
+    },
+)
+def readyz(ctx: Context) -> JSONResponse:
+    """Readiness: PostgreSQL answers and a collection succeeded recently."""
+    now = ctx.clock.now()
+    try:
+        with ctx.engine.connect() as conn:
+            newest = queries.newest_successful_run(conn)
+    except SQLAlchemyError:
+        return JSONResponse({"status": "unavailable", "reason": "database unreachable"}, 503)
+    if newest is None or now - newest > ctx.stale_after:
+        age = "never" if newest is None else f"{(now - newest).total_seconds():.0f}s ago"
+        return JSONResponse({"status": "stale", "last_successful_collection": age}, 503)
+    return JSONResponse({"status": "ready", "last_successful_collection": newest.isoformat()})
+
+
+@router.get("/metrics", include_in_schema=False)
+def prometheus_metrics(ctx: Context) -> Response:
+    """Prometheus text format: the state of every cluster read from the views at scrape time,
+    and the process's own counters (catalogue: docs/metrics.md). Always 200: a database that
+    does not answer shows as `kafka_health_up 0`."""
+    return Response(generate_latest(ctx.registry), media_type=CONTENT_TYPE_LATEST)
 
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})

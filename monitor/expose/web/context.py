@@ -8,17 +8,21 @@ Each group of pages or endpoints lives in its own module as `router(ctx) -> APIR
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Annotated, Any, cast
 
 import jinja2
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
+from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, Field
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
+from monitor.act.service import RetentionService
 from monitor.core.clock import Clock
 from monitor.core.formatting import NUMBER_FILTERS
 from monitor.core.resources import templates_dir
@@ -42,6 +46,10 @@ def utc_text(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if value else "-"
 
 
+TopicPanel = Callable[[Request, Connection, str, str], dict[str, Any]]
+"""More of the topic page: template variables from another module (the retention panel)."""
+
+
 @dataclass(frozen=True)
 class WebContext:
     engine: Engine
@@ -53,6 +61,17 @@ class WebContext:
     ack_link_seconds: float = 7 * 86400
     """How long an acknowledgement link works after the incident's latest notification."""
     templates: jinja2.Environment = field(default_factory=template_environment)
+    retention: RetentionService | None = None
+    """The retention button's service; without it, the app has no retention routes."""
+    job_intervals: Mapping[str, float] | None = None
+    """`monitor.core.scheduler.run_intervals`: when a job's last success is stale (None: the
+    scheduler's defaults)."""
+    inboxes: Mapping[str, Path] = field(default_factory=dict)
+    """The console receivers' files the inbox page reads (`inbox.inbox_paths`)."""
+    topic_panel: TopicPanel | None = None
+    """More of the topic page (the retention button's panel, `pages.retention`)."""
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    """What `/metrics` serves (`metrics.prometheus.metrics_registry`)."""
     data_loss: RuleScale = field(default_factory=RuleScale)
     """What the dashboard's colours take from the rule files the evaluation reads
     (`health.RuleScale`): called, the data-loss margin's scale (TimeUntilDataLoss's tiers);
@@ -77,6 +96,17 @@ async def web_context(request: Request) -> WebContext:
 
 Context = Annotated[WebContext, Depends(web_context)]
 """A route's parameter for the app's `WebContext` (not a request parameter: the document omits it)."""
+
+
+async def retention_service(ctx: Context) -> RetentionService:
+    """The retention button's service (the retention routes are included only with one)."""
+    if ctx.retention is None:
+        raise ApiError(404, "not_found", "the retention button is not configured on this monitor")
+    return ctx.retention
+
+
+Service = Annotated[RetentionService, Depends(retention_service)]
+"""A route's parameter for the retention button's service."""
 
 
 class ErrorDetail(BaseModel):

@@ -35,10 +35,10 @@ import hmac
 import ipaddress
 import secrets
 import time
-from collections.abc import Callable
+from typing import Annotated, cast
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from sqlalchemy import Engine
 
 from monitor.act.tokens import find_token
@@ -216,33 +216,46 @@ def _netloc(origin: str) -> str:
         return ""
 
 
-def dependency(auth: Authenticator) -> Callable[[Request], Identity]:
-    """A FastAPI dependency giving the identity of a request that changes something (CSRF checked)."""
-
-    def identity(request: Request) -> Identity:
-        who = auth.require(request)
-        auth.check_csrf(request, who)
-        return who
-
-    return identity
+def attach(app: FastAPI, auth: Authenticator) -> None:
+    """Keep `auth` on `app` for the routes' `Auth` and `Changer` parameters."""
+    app.state.authenticator = auth
 
 
-def router(auth: Authenticator) -> APIRouter:
-    """Who am I, and a CSRF token for the signed-in user."""
-    api = APIRouter(tags=["identity"], responses=CHANGE_ERRORS)
+async def authenticator(request: Request) -> Authenticator:
+    """The `Authenticator` of the app serving `request` (see `attach`)."""
+    return cast(Authenticator, request.app.state.authenticator)
 
-    @api.get("/api/v1/whoami")
-    def whoami(request: Request) -> dict[str, object]:
-        """Who the request is, and whether the development mode is on."""
-        who = auth.identify(request)
-        body = {"user": who.user, "teams": sorted(who.teams), "source": who.source} if who else None
-        platform = who is not None and bool(auth.platform_teams & who.teams)
-        return {"identity": body, "platform_role": platform, "development": auth.development}
 
-    @api.get("/api/v1/csrf-token")
-    def csrf_token(request: Request) -> dict[str, str]:
-        """A CSRF token for the signed-in user, to send in X-CSRF-Token with every change."""
-        who = auth.require(request)
-        return {"token": auth.csrf_token(who), "user": who.user}
+Auth = Annotated[Authenticator, Depends(authenticator)]
+"""A route's parameter for the app's `Authenticator`."""
 
-    return api
+
+def changer(request: Request, auth: Auth) -> Identity:
+    """The identity of a request that changes something (CSRF checked); a FastAPI dependency."""
+    who = auth.require(request)
+    auth.check_csrf(request, who)
+    return who
+
+
+Changer = Annotated[Identity, Depends(changer)]
+"""A route's parameter for who asks for a change."""
+
+
+router = APIRouter(tags=["identity"], responses=CHANGE_ERRORS)
+"""Who am I, and a CSRF token for the signed-in user."""
+
+
+@router.get("/api/v1/whoami")
+def whoami(request: Request, auth: Auth) -> dict[str, object]:
+    """Who the request is, and whether the development mode is on."""
+    who = auth.identify(request)
+    body = {"user": who.user, "teams": sorted(who.teams), "source": who.source} if who else None
+    platform = who is not None and bool(auth.platform_teams & who.teams)
+    return {"identity": body, "platform_role": platform, "development": auth.development}
+
+
+@router.get("/api/v1/csrf-token")
+def csrf_token(request: Request, auth: Auth) -> dict[str, str]:
+    """A CSRF token for the signed-in user, to send in X-CSRF-Token with every change."""
+    who = auth.require(request)
+    return {"token": auth.csrf_token(who), "user": who.user}

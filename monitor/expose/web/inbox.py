@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from monitor.core.errors import ConfigError
 from monitor.core.settings import AlertConfig
-from monitor.expose.web.context import WebContext
+from monitor.expose.web.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -126,20 +126,20 @@ def read_inbox(
     )
 
 
-def router(ctx: WebContext, inboxes: Mapping[str, Path]) -> APIRouter:
-    routes = APIRouter()
+router = APIRouter()
 
-    @routes.get("/inbox", response_class=HTMLResponse, include_in_schema=False)
-    def inbox_page() -> HTMLResponse:
-        inbox = read_inbox(inboxes)
-        return ctx.render("web/inbox.html", title="Inbox", inbox=inbox)
 
-    @routes.get("/api/v1/inbox", tags=["alerts"], response_model=Inbox)
-    def inbox_api(
-        limit: Annotated[int, Query(ge=1, le=1000, description="Notifications at most.")] = DEFAULT_LIMIT,
-    ) -> Inbox:
-        """The notifications the console receivers wrote to their inbox files (the demo's
-        Slack, email and pager), newest first. Empty when no console receiver has a file."""
-        return read_inbox(inboxes, limit)
+@router.get("/inbox", response_class=HTMLResponse, include_in_schema=False)
+def inbox_page(ctx: Context) -> HTMLResponse:
+    inbox = read_inbox(ctx.inboxes)
+    return ctx.render("web/inbox.html", title="Inbox", inbox=inbox)
 
-    return routes
+
+@router.get("/api/v1/inbox", tags=["alerts"], response_model=Inbox)
+def inbox_api(
+    ctx: Context,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Notifications at most.")] = DEFAULT_LIMIT,
+) -> Inbox:
+    """The notifications the console receivers wrote to their inbox files (the demo's
+    Slack, email and pager), newest first. Empty when no console receiver has a file."""
+    return read_inbox(ctx.inboxes, limit)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -22,8 +22,8 @@ from monitor.alert import actions
 from monitor.alert.matchers import MAX_MATCHER_LENGTH
 from monitor.alert.permissions import MAX_MATCHERS
 from monitor.core.records import Identity
-from monitor.expose.web.context import CHANGE_ERRORS, ApiError, WebContext, jsonable
-from monitor.expose.web.identity import CSRF_FIELD, Authenticator, FormRefused, dependency
+from monitor.expose.web.context import CHANGE_ERRORS, ApiError, Context, WebContext, jsonable
+from monitor.expose.web.identity import CSRF_FIELD, Auth, Changer, FormRefused
 from monitor.expose.web.inputs import Id, Text
 
 T = TypeVar("T")
@@ -78,93 +78,99 @@ class SilenceRequest(_NoSelfNaming):
         return value
 
 
-def router(ctx: WebContext, auth: Authenticator) -> APIRouter:
-    api = APIRouter(responses=CHANGE_ERRORS)
-    engine, clock = ctx.engine, ctx.clock
-    changer = Depends(dependency(auth))
-    platform = auth.platform_teams
+router = APIRouter(responses=CHANGE_ERRORS)
 
-    @api.get("/api/v1/alerts", tags=["alerts"])
-    def alerts() -> list[dict[str, Any]]:
-        """Open alerts, most severe first; muted ones name their silence or inhibiting alert."""
-        with engine.connect() as conn:
-            return [jsonable(row) for row in actions.open_alerts(conn)]
 
-    @api.get("/api/v1/incidents", tags=["alerts"])
-    def incidents() -> list[dict[str, Any]]:
-        """Open notification groups per receiver, with acknowledgement and escalation."""
-        with engine.connect() as conn:
-            return [jsonable(row) for row in actions.open_incidents(conn)]
+@router.get("/api/v1/alerts", tags=["alerts"])
+def alerts(ctx: Context) -> list[dict[str, Any]]:
+    """Open alerts, most severe first; muted ones name their silence or inhibiting alert."""
+    with ctx.engine.connect() as conn:
+        return [jsonable(row) for row in actions.open_alerts(conn)]
 
-    @api.post("/api/v1/incidents/{incident_id}/ack", tags=["alerts"])
-    def ack_incident(incident_id: Id, body: AckRequest, who: Identity = changer) -> dict[str, Any]:
-        """Acknowledge an incident as yourself: no repeats, no escalation; its receivers are told once."""
-        ids = _act(ctx, who, "incident", incident_id, "acknowledge", lambda conn: actions.acknowledge(
-            conn, who, now=clock.now(), group_id=incident_id, comment=body.comment))  # fmt: skip
-        return {"acknowledged": ids, "by": who.user}
 
-    @api.get("/ack/{token}", response_class=HTMLResponse, include_in_schema=False)
-    def ack_page(request: Request, token: Annotated[str, Path(max_length=200)]) -> HTMLResponse:
-        """The link in a notification: a page that asks to confirm (a GET changes nothing)."""
-        try:
-            who = auth.identify(request)
-        except ApiError:
-            who = None
-        csrf = auth.csrf_token(who) if who else None
-        page = ctx.render(
-            "web/ack.html", title="Acknowledge", token=token, done=None, error=None, who=who,
-            csrf_field=CSRF_FIELD, csrf_token=csrf,
-        )  # fmt: skip
-        if who is None:
-            page.status_code = 401
+@router.get("/api/v1/incidents", tags=["alerts"])
+def incidents(ctx: Context) -> list[dict[str, Any]]:
+    """Open notification groups per receiver, with acknowledgement and escalation."""
+    with ctx.engine.connect() as conn:
+        return [jsonable(row) for row in actions.open_incidents(conn)]
+
+
+@router.post("/api/v1/incidents/{incident_id}/ack", tags=["alerts"])
+def ack_incident(ctx: Context, incident_id: Id, body: AckRequest, who: Changer) -> dict[str, Any]:
+    """Acknowledge an incident as yourself: no repeats, no escalation; its receivers are told once."""
+    ids = _act(ctx, who, "incident", incident_id, "acknowledge", lambda conn: actions.acknowledge(
+        conn, who, now=ctx.clock.now(), group_id=incident_id, comment=body.comment))  # fmt: skip
+    return {"acknowledged": ids, "by": who.user}
+
+
+@router.get("/ack/{token}", response_class=HTMLResponse, include_in_schema=False)
+def ack_page(
+    ctx: Context, auth: Auth, request: Request, token: Annotated[str, Path(max_length=200)]
+) -> HTMLResponse:
+    """The link in a notification: a page that asks to confirm (a GET changes nothing)."""
+    try:
+        who = auth.identify(request)
+    except ApiError:
+        who = None
+    csrf = auth.csrf_token(who) if who else None
+    page = ctx.render(
+        "web/ack.html", title="Acknowledge", token=token, done=None, error=None, who=who,
+        csrf_field=CSRF_FIELD, csrf_token=csrf,
+    )  # fmt: skip
+    if who is None:
+        page.status_code = 401
+    return page
+
+
+@router.post("/ack/{token}", response_class=HTMLResponse, include_in_schema=False)
+async def ack_link(
+    ctx: Context, auth: Auth, request: Request, token: Annotated[str, Path(max_length=200)]
+) -> HTMLResponse:
+    form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+    comment = form.get("comment", "")
+    common: dict[str, Any] = {"token": token, "csrf_field": CSRF_FIELD, "csrf_token": None, "who": None}
+    try:
+        who = auth.form_changer(request, form)
+    except FormRefused as exc:
+        page = ctx.render("web/ack.html", title=exc.title, done=None, error=str(exc), **common)
+        page.status_code = exc.status
         return page
+    common.update(who=who, csrf_token=auth.csrf_token(who))
+    try:
+        ids = _act(ctx, who, "incident", None, "acknowledge by link", lambda conn: actions.acknowledge(
+            conn, who, now=ctx.clock.now(), token=token, comment=comment,
+            link_ttl=timedelta(seconds=ctx.ack_link_seconds)))  # fmt: skip
+    except ApiError as exc:
+        page = ctx.render("web/ack.html", title="Not acknowledged", done=None, error=exc.detail, **common)
+        page.status_code = exc.status_code
+        return page
+    return ctx.render("web/ack.html", title="Acknowledged", done=ids, error=None, **common)
 
-    @api.post("/ack/{token}", response_class=HTMLResponse, include_in_schema=False)
-    async def ack_link(request: Request, token: Annotated[str, Path(max_length=200)]) -> HTMLResponse:
-        form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
-        comment = form.get("comment", "")
-        common: dict[str, Any] = {"token": token, "csrf_field": CSRF_FIELD, "csrf_token": None, "who": None}
-        try:
-            who = auth.form_changer(request, form)
-        except FormRefused as exc:
-            page = ctx.render("web/ack.html", title=exc.title, done=None, error=str(exc), **common)
-            page.status_code = exc.status
-            return page
-        common.update(who=who, csrf_token=auth.csrf_token(who))
-        try:
-            ids = _act(ctx, who, "incident", None, "acknowledge by link", lambda conn: actions.acknowledge(
-                conn, who, now=clock.now(), token=token, comment=comment,
-                link_ttl=timedelta(seconds=ctx.ack_link_seconds)))  # fmt: skip
-        except ApiError as exc:
-            page = ctx.render("web/ack.html", title="Not acknowledged", done=None, error=exc.detail, **common)
-            page.status_code = exc.status_code
-            return page
-        return ctx.render("web/ack.html", title="Acknowledged", done=ids, error=None, **common)
 
-    @api.get("/api/v1/silences", tags=["alerts"])
-    def silences(all: bool = False) -> list[dict[str, Any]]:
-        """Silences with who made them and why (active and future; `all=true` adds ended ones)."""
-        with engine.connect() as conn:
-            return [jsonable(row) for row in actions.silences(conn, clock.now(), include_ended=all)]
+@router.get("/api/v1/silences", tags=["alerts"])
+def silences(ctx: Context, all: bool = False) -> list[dict[str, Any]]:
+    """Silences with who made them and why (active and future; `all=true` adds ended ones)."""
+    with ctx.engine.connect() as conn:
+        return [jsonable(row) for row in actions.silences(conn, ctx.clock.now(), include_ended=all)]
 
-    @api.post("/api/v1/silences", tags=["alerts"], status_code=201)
-    def create_silence(body: SilenceRequest, who: Identity = changer) -> dict[str, Any]:
-        """Mute the alerts matching every matcher for `duration_seconds`, as yourself."""
-        silence_id = _act(ctx, who, "silence", None, "create silence", lambda conn: actions.create_silence(
-            conn, who, matchers=body.matchers, comment=body.comment, now=clock.now(),
-            duration=timedelta(seconds=body.duration_seconds),
-            max_duration=timedelta(seconds=ctx.silence_max_seconds), platform_teams=platform,
-            starts_at=body.starts_at))  # fmt: skip
-        return {"id": silence_id, "created_by": who.user}
 
-    @api.delete("/api/v1/silences/{silence_id}", tags=["alerts"])
-    def expire_silence(silence_id: Id, who: Identity = changer) -> dict[str, Any]:
-        """End a silence now (its creator, its team, or the platform role)."""
-        _act(ctx, who, "silence", silence_id, "expire silence", lambda conn: actions.expire_silence(
-            conn, who, silence_id, clock.now(), platform))  # fmt: skip
-        return {"expired": silence_id, "by": who.user}
+@router.post("/api/v1/silences", tags=["alerts"], status_code=201)
+def create_silence(ctx: Context, auth: Auth, body: SilenceRequest, who: Changer) -> dict[str, Any]:
+    """Mute the alerts matching every matcher for `duration_seconds`, as yourself."""
+    silence_id = _act(ctx, who, "silence", None, "create silence", lambda conn: actions.create_silence(
+        conn, who, matchers=body.matchers, comment=body.comment, now=ctx.clock.now(),
+        duration=timedelta(seconds=body.duration_seconds),
+        max_duration=timedelta(seconds=ctx.silence_max_seconds), platform_teams=auth.platform_teams,
+        starts_at=body.starts_at))  # fmt: skip
+    return {"id": silence_id, "created_by": who.user}
 
-    return api
+
+@router.delete("/api/v1/silences/{silence_id}", tags=["alerts"])
+def expire_silence(ctx: Context, auth: Auth, silence_id: Id, who: Changer) -> dict[str, Any]:
+    """End a silence now (its creator, its team, or the platform role)."""
+    _act(ctx, who, "silence", silence_id, "expire silence", lambda conn: actions.expire_silence(
+        conn, who, silence_id, ctx.clock.now(), auth.platform_teams))  # fmt: skip
+    return {"expired": silence_id, "by": who.user}
 
 
 def run_action(

@@ -15,16 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from fastapi import APIRouter, Depends, FastAPI
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from monitor.act import ledger
 from monitor.act.model import RetentionError, request_json
 from monitor.act.policy import bounded_long, parse_duration_ms, parse_size
-from monitor.act.service import RetentionService
-from monitor.core.records import Identity
-from monitor.expose.web.context import CHANGE_ERRORS, ApiError, WebContext, jsonable
-from monitor.expose.web.identity import Authenticator, dependency
+from monitor.expose.web.context import CHANGE_ERRORS, ApiError, Context, Service, jsonable
+from monitor.expose.web.identity import Changer
 from monitor.expose.web.inputs import Id, Limit, Text
 
 T = TypeVar("T")
@@ -97,73 +95,79 @@ class ExtendBody(BaseModel):
     reason: Text = Field(min_length=1, max_length=2000)
 
 
-def router(ctx: WebContext, service: RetentionService, auth: Authenticator) -> APIRouter:
-    api = APIRouter(tags=["retention"], responses=CHANGE_ERRORS)
-    engine = ctx.engine
-    changer = dependency(auth)
-    who_changes = Depends(changer)
+router = APIRouter(tags=["retention"], responses=CHANGE_ERRORS)
 
-    @api.get("/api/v1/retention-requests")
-    def list_requests(
-        cluster: str | None = None, topic: str | None = None, state: str | None = None, limit: Limit = 100
-    ) -> list[dict[str, Any]]:
-        """Requests, newest first (optionally of one cluster, topic or state)."""
-        with engine.connect() as conn:
-            rows = ledger.list_requests(
-                conn, cluster=cluster, topic=topic, states=[state] if state else None, limit=limit
-            )
-        return [request_json(r) for r in rows]
 
-    @api.get("/api/v1/retention-requests/{request_id}")
-    def show(request_id: Id) -> dict[str, Any]:
-        """One request with its audit trail."""
-        with engine.connect() as conn:
-            row = ledger.get(conn, request_id)
-            if row is None:
-                raise ApiError(404, "not_found", f"no retention request {request_id}")
-            audit = ledger.audit_of(conn, request_id)
-        return {**request_json(row), "audit": [jsonable(a) for a in audit]}
+@router.get("/api/v1/retention-requests")
+def list_requests(
+    ctx: Context,
+    cluster: str | None = None,
+    topic: str | None = None,
+    state: str | None = None,
+    limit: Limit = 100,
+) -> list[dict[str, Any]]:
+    """Requests, newest first (optionally of one cluster, topic or state)."""
+    with ctx.engine.connect() as conn:
+        rows = ledger.list_requests(
+            conn, cluster=cluster, topic=topic, states=[state] if state else None, limit=limit
+        )
+    return [request_json(r) for r in rows]
 
-    @api.post("/api/v1/retention-requests/preview")
-    def preview(body: RaiseBody, who: Identity = who_changes) -> dict[str, Any]:
-        """What the request would do: current values, lagging groups, every rule and the disk cost.
-        Changes nothing."""
-        result = _act(lambda: service.preview(who, body.cluster, body.topic, body.new(), body.duration_ms()))
-        return jsonable(result)
 
-    @api.post("/api/v1/retention-requests", status_code=201)
-    def raise_retention(body: RaiseBody, who: Identity = who_changes) -> dict[str, Any]:
-        """Ask for a raise: applied at once within the instant tier, else waiting for a reviewer."""
-        return request_json(
-            _act(
-                lambda: service.raise_retention(
-                    who, body.cluster, body.topic, body.new(), body.duration_ms(), body.reason
-                )
+@router.get("/api/v1/retention-requests/{request_id}")
+def show(ctx: Context, request_id: Id) -> dict[str, Any]:
+    """One request with its audit trail."""
+    with ctx.engine.connect() as conn:
+        row = ledger.get(conn, request_id)
+        if row is None:
+            raise ApiError(404, "not_found", f"no retention request {request_id}")
+        audit = ledger.audit_of(conn, request_id)
+    return {**request_json(row), "audit": [jsonable(a) for a in audit]}
+
+
+@router.post("/api/v1/retention-requests/preview")
+def preview(body: RaiseBody, who: Changer, service: Service) -> dict[str, Any]:
+    """What the request would do: current values, lagging groups, every rule and the disk cost.
+    Changes nothing."""
+    result = _act(lambda: service.preview(who, body.cluster, body.topic, body.new(), body.duration_ms()))
+    return jsonable(result)
+
+
+@router.post("/api/v1/retention-requests", status_code=201)
+def raise_retention(body: RaiseBody, who: Changer, service: Service) -> dict[str, Any]:
+    """Ask for a raise: applied at once within the instant tier, else waiting for a reviewer."""
+    return request_json(
+        _act(
+            lambda: service.raise_retention(
+                who, body.cluster, body.topic, body.new(), body.duration_ms(), body.reason
             )
         )
+    )
 
-    @api.post("/api/v1/retention-requests/{request_id}/approve")
-    def approve(request_id: Id, body: DecisionBody, who: Identity = who_changes) -> dict[str, Any]:
-        """Approve a waiting request, an instant raise's review, or an extension (a reviewer)."""
-        return request_json(_act(lambda: service.approve(who, request_id, body.reason)))
 
-    @api.post("/api/v1/retention-requests/{request_id}/reject")
-    def reject(request_id: Id, body: DecisionBody, who: Identity = who_changes) -> dict[str, Any]:
-        """Reject (a reviewer; rolls an instant raise back), or withdraw one's own request."""
-        return request_json(_act(lambda: service.reject(who, request_id, body.reason)))
+@router.post("/api/v1/retention-requests/{request_id}/approve")
+def approve(request_id: Id, body: DecisionBody, who: Changer, service: Service) -> dict[str, Any]:
+    """Approve a waiting request, an instant raise's review, or an extension (a reviewer)."""
+    return request_json(_act(lambda: service.approve(who, request_id, body.reason)))
 
-    @api.post("/api/v1/retention-requests/{request_id}/revert")
-    def revert(request_id: Id, body: DecisionBody, who: Identity = who_changes) -> dict[str, Any]:
-        """Restore the old values now (the owning team, or a reviewer)."""
-        return request_json(_act(lambda: service.revert(who, request_id, body.reason)))
 
-    @api.post("/api/v1/retention-requests/{request_id}/extend")
-    def extend(request_id: Id, body: ExtendBody, who: Identity = who_changes) -> dict[str, Any]:
-        """Ask for more time (the owning team); a reviewer approves it."""
-        duration = _act(lambda: parse_duration_ms(body.duration))
-        return request_json(_act(lambda: service.extend(who, request_id, duration, body.reason)))
+@router.post("/api/v1/retention-requests/{request_id}/reject")
+def reject(request_id: Id, body: DecisionBody, who: Changer, service: Service) -> dict[str, Any]:
+    """Reject (a reviewer; rolls an instant raise back), or withdraw one's own request."""
+    return request_json(_act(lambda: service.reject(who, request_id, body.reason)))
 
-    return api
+
+@router.post("/api/v1/retention-requests/{request_id}/revert")
+def revert(request_id: Id, body: DecisionBody, who: Changer, service: Service) -> dict[str, Any]:
+    """Restore the old values now (the owning team, or a reviewer)."""
+    return request_json(_act(lambda: service.revert(who, request_id, body.reason)))
+
+
+@router.post("/api/v1/retention-requests/{request_id}/extend")
+def extend(request_id: Id, body: ExtendBody, who: Changer, service: Service) -> dict[str, Any]:
+    """Ask for more time (the owning team); a reviewer approves it."""
+    duration = _act(lambda: parse_duration_ms(body.duration))
+    return request_json(_act(lambda: service.extend(who, request_id, duration, body.reason)))
 
 
 class DetailedApiError(ApiError):
@@ -181,8 +185,3 @@ def _act(action: Callable[[], T]) -> T:
         raise DetailedApiError(_STATUS[exc.code], exc.code, str(exc), exc.details) from exc
     except ValueError as exc:
         raise ApiError(422, "invalid", str(exc)) from exc
-
-
-def install(app: FastAPI, ctx: WebContext, service: RetentionService, auth: Authenticator) -> None:
-    """Add the retention routes to `app`."""
-    app.include_router(router(ctx, service, auth))

@@ -25,8 +25,8 @@ from monitor.core.records import Identity
 from monitor.core.vocabulary import parse_duration
 from monitor.expose.read.alerts import SECTIONS, read_alerts
 from monitor.expose.web.api.alerts import run_action
-from monitor.expose.web.context import ApiError, WebContext
-from monitor.expose.web.identity import CSRF_FIELD, SIGN_IN, Authenticator, FormRefused
+from monitor.expose.web.context import ApiError, Context, WebContext
+from monitor.expose.web.identity import CSRF_FIELD, SIGN_IN, Auth, Authenticator, FormRefused
 from monitor.expose.web.inputs import MAX_ID, Id
 from monitor.expose.web.pages.retention_views import identity_view
 
@@ -46,104 +46,103 @@ SECTION_HELP = {
 }
 
 
-def router(ctx: WebContext, auth: Authenticator) -> APIRouter:
-    pages = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False)
 
-    @pages.get("/alerts", response_class=HTMLResponse)
-    def alerts_page(request: Request, kh_flash: Annotated[str | None, Cookie()] = None) -> HTMLResponse:
-        now = ctx.clock.now()
+
+@router.get("/alerts", response_class=HTMLResponse)
+def alerts_page(
+    ctx: Context, auth: Auth, request: Request, kh_flash: Annotated[str | None, Cookie()] = None
+) -> HTMLResponse:
+    now = ctx.clock.now()
+    try:
+        who, problem = auth.identify(request), None
+    except ApiError as exc:
+        who, problem = None, str(exc.detail)
+    with ctx.engine.connect() as conn:
+        state = read_alerts(conn)
+        silences = actions.silences(conn, now)
+    page = ctx.render(
+        "web/alerts.html",
+        title="Alerts",
+        state=state,
+        sections=SECTIONS,
+        section_titles=SECTION_TITLES,
+        section_help=SECTION_HELP,
+        silences=silences,
+        flash=_read_flash(kh_flash),
+        who=identity_view(who),
+        identity_problem=problem,
+        sign_in=SIGN_IN,
+        platform_role=who is not None and bool(auth.platform_teams & who.teams),
+        csrf_field=CSRF_FIELD,
+        csrf_token=auth.csrf_token(who) if who else None,
+        as_of=state.as_of,
+        max_silence=timedelta(seconds=ctx.silence_max_seconds),
+    )
+    if kh_flash is not None:
+        page.delete_cookie(FLASH_COOKIE, path="/alerts")
+    return page
+
+
+@router.post("/alerts/ack", response_model=None)
+async def acknowledge(ctx: Context, auth: Auth, request: Request) -> Response:
+    form, incidents = await _form(request, "incident")
+
+    def act(who: Identity) -> str:
+        ids = sorted({_id(value, "incident") for value in incidents})
+        if not ids:
+            raise actions.ActionError("choose the incident to acknowledge")
+        done: list[int] = []
+        comment = form.get("comment", "")
+        for group_id in ids:
+
+            def one(conn: Connection, group_id: int = group_id) -> list[int]:
+                return actions.acknowledge(conn, who, now=ctx.clock.now(), group_id=group_id, comment=comment)
+
+            done += run_action(ctx, who, "incident", group_id, "acknowledge", one)
+        plural = "s" if len(done) > 1 else ""
+        listed = ", ".join(str(i) for i in done)
+        return f"Acknowledged incident{plural} {listed} as {who.user}: no repeats, no escalation."
+
+    return _guarded(ctx, auth, request, form, act)
+
+
+@router.post("/alerts/silences", response_model=None)
+async def silence(ctx: Context, auth: Auth, request: Request) -> Response:
+    form, _ = await _form(request)
+
+    def act(who: Identity) -> str:
+        duration = form.get("duration", "2h")
         try:
-            who, problem = auth.identify(request), None
-        except ApiError as exc:
-            who, problem = None, str(exc.detail)
-        with ctx.engine.connect() as conn:
-            state = read_alerts(conn)
-            silences = actions.silences(conn, now)
-        page = ctx.render(
-            "web/alerts.html",
-            title="Alerts",
-            state=state,
-            sections=SECTIONS,
-            section_titles=SECTION_TITLES,
-            section_help=SECTION_HELP,
-            silences=silences,
-            flash=_read_flash(kh_flash),
-            who=identity_view(who),
-            identity_problem=problem,
-            sign_in=SIGN_IN,
-            platform_role=who is not None and bool(auth.platform_teams & who.teams),
-            csrf_field=CSRF_FIELD,
-            csrf_token=auth.csrf_token(who) if who else None,
-            as_of=state.as_of,
-            max_silence=timedelta(seconds=ctx.silence_max_seconds),
-        )
-        if kh_flash is not None:
-            page.delete_cookie(FLASH_COOKIE, path="/alerts")
-        return page
+            seconds = parse_duration(duration)
+        except ValueError as exc:
+            raise actions.ActionError(f"duration: {exc}") from exc
+        if seconds > ctx.silence_max_seconds:
+            limit = timedelta(seconds=ctx.silence_max_seconds)
+            raise actions.ActionError(f"a silence may last at most {limit}; ask for less")
+        lines = [line.strip() for line in form.get("matchers", "").splitlines() if line.strip()]
+        silence_id = run_action(ctx, who, "silence", None, "create silence", lambda conn: (
+            actions.create_silence(
+                conn, who, matchers=lines, comment=form.get("comment", ""), now=ctx.clock.now(),
+                duration=timedelta(seconds=seconds),
+                max_duration=timedelta(seconds=ctx.silence_max_seconds),
+                platform_teams=auth.platform_teams)))  # fmt: skip
+        return f"Silence {silence_id} created for {duration.strip()}: {', '.join(lines)}."
 
-    @pages.post("/alerts/ack", response_model=None)
-    async def acknowledge(request: Request) -> Response:
-        form, incidents = await _form(request, "incident")
+    return _guarded(ctx, auth, request, form, act)
 
-        def act(who: Identity) -> str:
-            ids = sorted({_id(value, "incident") for value in incidents})
-            if not ids:
-                raise actions.ActionError("choose the incident to acknowledge")
-            done: list[int] = []
-            comment = form.get("comment", "")
-            for group_id in ids:
 
-                def one(conn: Connection, group_id: int = group_id) -> list[int]:
-                    return actions.acknowledge(
-                        conn, who, now=ctx.clock.now(), group_id=group_id, comment=comment
-                    )
+@router.post("/alerts/silences/{silence_id}/expire", response_model=None)
+async def expire(ctx: Context, auth: Auth, request: Request, silence_id: Id) -> Response:
+    form, _ = await _form(request)
 
-                done += run_action(ctx, who, "incident", group_id, "acknowledge", one)
-            plural = "s" if len(done) > 1 else ""
-            listed = ", ".join(str(i) for i in done)
-            return f"Acknowledged incident{plural} {listed} as {who.user}: no repeats, no escalation."
+    def act(who: Identity) -> str:
+        now, platform = ctx.clock.now(), auth.platform_teams
+        run_action(ctx, who, "silence", silence_id, "expire silence", lambda conn: (
+            actions.expire_silence(conn, who, silence_id, now, platform)))  # fmt: skip
+        return f"Silence {silence_id} expired: the alerts it muted notify again from the next alert cycle."
 
-        return _guarded(ctx, auth, request, form, act)
-
-    @pages.post("/alerts/silences", response_model=None)
-    async def silence(request: Request) -> Response:
-        form, _ = await _form(request)
-
-        def act(who: Identity) -> str:
-            duration = form.get("duration", "2h")
-            try:
-                seconds = parse_duration(duration)
-            except ValueError as exc:
-                raise actions.ActionError(f"duration: {exc}") from exc
-            if seconds > ctx.silence_max_seconds:
-                limit = timedelta(seconds=ctx.silence_max_seconds)
-                raise actions.ActionError(f"a silence may last at most {limit}; ask for less")
-            lines = [line.strip() for line in form.get("matchers", "").splitlines() if line.strip()]
-            silence_id = run_action(ctx, who, "silence", None, "create silence", lambda conn: (
-                actions.create_silence(
-                    conn, who, matchers=lines, comment=form.get("comment", ""), now=ctx.clock.now(),
-                    duration=timedelta(seconds=seconds),
-                    max_duration=timedelta(seconds=ctx.silence_max_seconds),
-                    platform_teams=auth.platform_teams)))  # fmt: skip
-            return f"Silence {silence_id} created for {duration.strip()}: {', '.join(lines)}."
-
-        return _guarded(ctx, auth, request, form, act)
-
-    @pages.post("/alerts/silences/{silence_id}/expire", response_model=None)
-    async def expire(request: Request, silence_id: Id) -> Response:
-        form, _ = await _form(request)
-
-        def act(who: Identity) -> str:
-            now, platform = ctx.clock.now(), auth.platform_teams
-            run_action(ctx, who, "silence", silence_id, "expire silence", lambda conn: (
-                actions.expire_silence(conn, who, silence_id, now, platform)))  # fmt: skip
-            return (
-                f"Silence {silence_id} expired: the alerts it muted notify again from the next alert cycle."
-            )
-
-        return _guarded(ctx, auth, request, form, act)
-
-    return pages
+    return _guarded(ctx, auth, request, form, act)
 
 
 async def _form(request: Request, multi: str = "") -> tuple[dict[str, str], list[str]]:

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, text
 
 from monitor.core.scheduler import run_intervals
 from monitor.core.vocabulary import FAULTY_RUN_STATUSES, REACHED_RUN_STATUSES
-from monitor.expose.web.context import WebContext
+from monitor.expose.web.context import Context
 
 STALE_INTERVALS = 3
 """Missed runs before a job counts as stale: one late run is normal under load, three are not
@@ -114,17 +114,14 @@ def read_collection(conn: Connection, intervals: Mapping[str, float], now: datet
     }
 
 
-def router(ctx: WebContext, intervals: Mapping[str, float] | None = None) -> APIRouter:
-    pages = APIRouter(include_in_schema=False)
-    every = dict(intervals or run_intervals())
+router = APIRouter(include_in_schema=False)
 
-    @pages.get("/collection", response_class=HTMLResponse)
-    def collection_page() -> HTMLResponse:
-        now = ctx.clock.now()
-        with ctx.engine.connect() as conn:
-            state = read_collection(conn, every, now)
-        return ctx.render(
-            "web/collection.html", title="Collection health", stale_intervals=STALE_INTERVALS, **state
-        )
 
-    return pages
+@router.get("/collection", response_class=HTMLResponse)
+def collection_page(ctx: Context) -> HTMLResponse:
+    now = ctx.clock.now()
+    with ctx.engine.connect() as conn:
+        state = read_collection(conn, ctx.job_intervals or run_intervals(), now)
+    return ctx.render(
+        "web/collection.html", title="Collection health", stale_intervals=STALE_INTERVALS, **state
+    )

@@ -9,7 +9,7 @@ that is, marked stale past the context's `stale_after`. An unknown cluster, topi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -29,7 +29,7 @@ from monitor.expose.read import queries
 from monitor.expose.read import topics as read_topics
 from monitor.expose.read.queries import ALL
 from monitor.expose.web import charts, health
-from monitor.expose.web.context import WebContext
+from monitor.expose.web.context import Context, WebContext
 
 LABELS: Final = {health.BAD: "critical", health.WARN: "warning", health.OK: "healthy"}
 WINDOWS: Final = {
@@ -62,169 +62,160 @@ def freshness(evaluated_at: datetime | None, now: datetime, stale_after: timedel
     return Freshness(evaluated_at, age, age > stale_after.total_seconds(), stale_after.total_seconds())
 
 
-TopicPanel = Callable[[Request, Connection, str, str], dict[str, Any]]
-"""More of the topic page: template variables from another module (`pages.retention`'s panel)."""
+router = APIRouter(include_in_schema=False)
 
 
-def router(ctx: WebContext, topic_panel: TopicPanel | None = None) -> APIRouter:
-    pages = APIRouter(include_in_schema=False)
+@router.get("/", response_class=HTMLResponse)
+def overview(ctx: Context) -> HTMLResponse:
+    now = ctx.clock.now()
+    with ctx.engine.connect() as conn:
+        states = read_clusters.clusters(conn)
+        trouble = read_pages.cluster_trouble(conn)
+        brokers = {s.cluster: read_clusters.brokers(conn, s.cluster) for s in states}
+        flags = {s.cluster: _flags(ctx, conn, s.cluster) for s in states}
+        runs = queries.last_runs(conn)
+    cards = sorted(
+        (_card(s, trouble.get(s.cluster), brokers[s.cluster], flags[s.cluster], now, ctx) for s in states),
+        key=lambda c: (health.RANK[c["health"]], c["cluster"]),
+    )
+    unreached = _unreached(runs, {s.cluster for s in states})
+    times = [c["evaluated_at"] for c in cards if c["evaluated_at"] is not None]
+    oldest = min(times, default=None)  # a cluster never evaluated says so on its own card
+    return _render(
+        ctx,
+        "web/overview.html",
+        title="Clusters",
+        clusters=cards,
+        unreached=unreached,
+        runs=runs,
+        freshness=freshness(oldest, now, ctx.stale_after),
+    )
 
-    @pages.get("/", response_class=HTMLResponse)
-    def overview() -> HTMLResponse:
-        now = ctx.clock.now()
-        with ctx.engine.connect() as conn:
-            states = read_clusters.clusters(conn)
-            trouble = read_pages.cluster_trouble(conn)
-            brokers = {s.cluster: read_clusters.brokers(conn, s.cluster) for s in states}
-            flags = {s.cluster: _flags(ctx, conn, s.cluster) for s in states}
-            runs = queries.last_runs(conn)
-        cards = sorted(
-            (
-                _card(s, trouble.get(s.cluster), brokers[s.cluster], flags[s.cluster], now, ctx)
-                for s in states
-            ),
-            key=lambda c: (health.RANK[c["health"]], c["cluster"]),
-        )
-        unreached = _unreached(runs, {s.cluster for s in states})
-        times = [c["evaluated_at"] for c in cards if c["evaluated_at"] is not None]
-        oldest = min(times, default=None)  # a cluster never evaluated says so on its own card
-        return _render(
+
+@router.get("/clusters/{cluster}", response_class=HTMLResponse)
+def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
+    now = ctx.clock.now()
+    with ctx.engine.connect() as conn:
+        state = read_clusters.cluster(conn, cluster)
+        if state is None:
+            return _unknown_cluster(ctx, cluster)
+        brokers = read_clusters.brokers(conn, cluster)
+        flags = _flags(ctx, conn, cluster)
+        card = _card(state, read_pages.cluster_trouble(conn).get(cluster), brokers, flags, now, ctx)
+        topics = [asdict(t) for t in read_topics.topics(conn, cluster, page=ALL).items]
+        worst = read_pages.worst_partition_status(conn, cluster)
+        groups = [
+            {**asdict(g), "worst_status": worst.get(g.group_id)}
+            for g in read_lag.groups(conn, cluster, page=ALL).items
+        ]
+        alerts = read_pages.firing_alerts(conn, cluster)
+    loss = ctx.data_loss()
+    topics = health.annotate(topics, lambda t: health.topic(t, loss, flags))
+    groups = _judge_groups(groups, loss, flags)
+    return _render(
+        ctx,
+        "web/cluster.html",
+        title=cluster,
+        cluster=cluster,
+        card=card,
+        freshness=card["freshness"],
+        brokers=[_judge_broker(asdict(b), flags) for b in brokers],
+        leader_chart=card["leader_chart"],
+        disk_chart=card["disk_chart"],
+        topics=health.topics_worst_first(topics)[:TABLE_ROWS],
+        topics_total=len(topics),
+        groups=health.groups_worst_first(groups)[:TABLE_ROWS],
+        groups_total=len(groups),
+        alerts=alerts,
+    )
+
+
+@router.get("/clusters/{cluster}/topics/{topic}", response_class=HTMLResponse)
+def topic_page(ctx: Context, request: Request, cluster: str, topic: str) -> HTMLResponse:
+    now = ctx.clock.now()
+    with ctx.engine.connect() as conn:
+        if not queries.cluster_exists(conn, cluster):
+            return _unknown_cluster(ctx, cluster)
+        detail = read_topics.topic(conn, cluster, topic, page=ALL)
+        if detail is None:
+            return _not_found(ctx, f"No topic {topic!r} on cluster {cluster!r}", cluster)
+        worst = read_pages.worst_partition_status(conn, cluster, topic)
+        limits = read_pages.data_loss_limits(conn, cluster, topic)
+        alerts = read_pages.firing_alerts(conn, cluster, topic=topic)
+        evaluated = queries.latest_evaluation(conn, cluster)
+        flags = _flags(ctx, conn, cluster)
+        panel = ctx.topic_panel(request, conn, cluster, topic) if ctx.topic_panel else {"retention": None}
+    loss = ctx.data_loss()
+    partitions = health.annotate(
+        (asdict(p) for p in detail.partitions.items),
+        lambda p: health.partition(p, loss, flags.health(topic=topic, partition=p["partition"])),
+    )
+    consumers = (
+        {**asdict(c), "worst_status": worst.get(c.group_id), "data_loss_limit": limits.get(c.group_id)}
+        for c in detail.consumers
+    )
+    groups = _judge_groups(consumers, loss, flags, topic=topic)
+    row = asdict(detail.topic)
+    row["health"] = health.worst(health.topic(row, loss, flags), *(p["health"] for p in partitions))
+    return _render(
+        ctx,
+        "web/topic.html",
+        title=f"{topic} · {cluster}",
+        cluster=cluster,
+        topic=row,
+        configs=detail.configs,
+        limits=_limits(detail.configs),
+        partitions=sorted(partitions, key=lambda p: (health.RANK[p["health"]], p["partition"])),
+        groups=health.groups_worst_first(groups),
+        alerts=alerts,
+        freshness=freshness(evaluated, now, ctx.stale_after),
+        **panel,
+    )
+
+
+@router.get("/clusters/{cluster}/groups/{group:path}", response_class=HTMLResponse)
+def group_page(ctx: Context, cluster: str, group: str, window: str = DEFAULT_WINDOW) -> HTMLResponse:
+    now = ctx.clock.now()
+    if window not in WINDOWS:
+        return _error(
             ctx,
-            "web/overview.html",
-            title="Clusters",
-            clusters=cards,
-            unreached=unreached,
-            runs=runs,
-            freshness=freshness(oldest, now, ctx.stale_after),
+            422,
+            "Unknown window",
+            f"The lag history window must be one of {', '.join(WINDOWS)}, not {window!r}.",
+            [(f"{_group_href(cluster, group)}?window={w}", f"{group} over the last {w}") for w in WINDOWS],
         )
-
-    @pages.get("/clusters/{cluster}", response_class=HTMLResponse)
-    def cluster_page(cluster: str) -> HTMLResponse:
-        now = ctx.clock.now()
-        with ctx.engine.connect() as conn:
-            state = read_clusters.cluster(conn, cluster)
-            if state is None:
-                return _unknown_cluster(ctx, cluster)
-            brokers = read_clusters.brokers(conn, cluster)
-            flags = _flags(ctx, conn, cluster)
-            card = _card(state, read_pages.cluster_trouble(conn).get(cluster), brokers, flags, now, ctx)
-            topics = [asdict(t) for t in read_topics.topics(conn, cluster, page=ALL).items]
-            worst = read_pages.worst_partition_status(conn, cluster)
-            groups = [
-                {**asdict(g), "worst_status": worst.get(g.group_id)}
-                for g in read_lag.groups(conn, cluster, page=ALL).items
-            ]
-            alerts = read_pages.firing_alerts(conn, cluster)
-        loss = ctx.data_loss()
-        topics = health.annotate(topics, lambda t: health.topic(t, loss, flags))
-        groups = _judge_groups(groups, loss, flags)
-        return _render(
-            ctx,
-            "web/cluster.html",
-            title=cluster,
-            cluster=cluster,
-            card=card,
-            freshness=card["freshness"],
-            brokers=[_judge_broker(asdict(b), flags) for b in brokers],
-            leader_chart=card["leader_chart"],
-            disk_chart=card["disk_chart"],
-            topics=health.topics_worst_first(topics)[:TABLE_ROWS],
-            topics_total=len(topics),
-            groups=health.groups_worst_first(groups)[:TABLE_ROWS],
-            groups_total=len(groups),
-            alerts=alerts,
-        )
-
-    @pages.get("/clusters/{cluster}/topics/{topic}", response_class=HTMLResponse)
-    def topic_page(request: Request, cluster: str, topic: str) -> HTMLResponse:
-        now = ctx.clock.now()
-        with ctx.engine.connect() as conn:
-            if not queries.cluster_exists(conn, cluster):
-                return _unknown_cluster(ctx, cluster)
-            detail = read_topics.topic(conn, cluster, topic, page=ALL)
-            if detail is None:
-                return _not_found(ctx, f"No topic {topic!r} on cluster {cluster!r}", cluster)
-            worst = read_pages.worst_partition_status(conn, cluster, topic)
-            limits = read_pages.data_loss_limits(conn, cluster, topic)
-            alerts = read_pages.firing_alerts(conn, cluster, topic=topic)
-            evaluated = queries.latest_evaluation(conn, cluster)
-            flags = _flags(ctx, conn, cluster)
-            panel = topic_panel(request, conn, cluster, topic) if topic_panel else {"retention": None}
-        loss = ctx.data_loss()
-        partitions = health.annotate(
-            (asdict(p) for p in detail.partitions.items),
-            lambda p: health.partition(p, loss, flags.health(topic=topic, partition=p["partition"])),
-        )
-        consumers = (
-            {**asdict(c), "worst_status": worst.get(c.group_id), "data_loss_limit": limits.get(c.group_id)}
-            for c in detail.consumers
-        )
-        groups = _judge_groups(consumers, loss, flags, topic=topic)
-        row = asdict(detail.topic)
-        row["health"] = health.worst(health.topic(row, loss, flags), *(p["health"] for p in partitions))
-        return _render(
-            ctx,
-            "web/topic.html",
-            title=f"{topic} · {cluster}",
-            cluster=cluster,
-            topic=row,
-            configs=detail.configs,
-            limits=_limits(detail.configs),
-            partitions=sorted(partitions, key=lambda p: (health.RANK[p["health"]], p["partition"])),
-            groups=health.groups_worst_first(groups),
-            alerts=alerts,
-            freshness=freshness(evaluated, now, ctx.stale_after),
-            **panel,
-        )
-
-    @pages.get("/clusters/{cluster}/groups/{group:path}", response_class=HTMLResponse)
-    def group_page(cluster: str, group: str, window: str = DEFAULT_WINDOW) -> HTMLResponse:
-        now = ctx.clock.now()
-        if window not in WINDOWS:
-            return _error(
+    with ctx.engine.connect() as conn:
+        if not queries.cluster_exists(conn, cluster):
+            return _unknown_cluster(ctx, cluster)
+        detail = read_lag.group(conn, cluster, group)
+        if detail is None and not read_lag.group_known(conn, cluster, group):
+            return _not_found(
                 ctx,
-                422,
-                "Unknown window",
-                f"The lag history window must be one of {', '.join(WINDOWS)}, not {window!r}.",
-                [
-                    (f"{_group_href(cluster, group)}?window={w}", f"{group} over the last {w}")
-                    for w in WINDOWS
-                ],
-            )
-        with ctx.engine.connect() as conn:
-            if not queries.cluster_exists(conn, cluster):
-                return _unknown_cluster(ctx, cluster)
-            detail = read_lag.group(conn, cluster, group)
-            if detail is None and not read_lag.group_known(conn, cluster, group):
-                return _not_found(
-                    ctx,
-                    f"No consumer group {group!r} on cluster {cluster!r} (a new group appears after"
-                    " its first evaluation)",
-                    cluster,
-                )
-            context = _group_context(
-                conn,
+                f"No consumer group {group!r} on cluster {cluster!r} (a new group appears after"
+                " its first evaluation)",
                 cluster,
-                group,
-                detail,
-                now - WINDOWS[window],
-                now,
-                ctx.data_loss(),
-                _flags(ctx, conn, cluster),
             )
-            evaluated = queries.latest_evaluation(conn, cluster)
-        return _render(
-            ctx,
-            "web/group.html",
-            title=f"{group} · {cluster}",
-            cluster=cluster,
-            window=window,
-            windows=list(WINDOWS),
-            freshness=freshness(evaluated, now, ctx.stale_after),
-            **context,
+        context = _group_context(
+            conn,
+            cluster,
+            group,
+            detail,
+            now - WINDOWS[window],
+            now,
+            ctx.data_loss(),
+            _flags(ctx, conn, cluster),
         )
-
-    return pages
+        evaluated = queries.latest_evaluation(conn, cluster)
+    return _render(
+        ctx,
+        "web/group.html",
+        title=f"{group} · {cluster}",
+        cluster=cluster,
+        window=window,
+        windows=list(WINDOWS),
+        freshness=freshness(evaluated, now, ctx.stale_after),
+        **context,
+    )
 
 
 _GROUP_COLUMNS: Final = tuple(f.name for f in fields(read_lag.GroupSummary))

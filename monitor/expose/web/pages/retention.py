@@ -28,10 +28,9 @@ from monitor.act import ledger
 from monitor.act.model import RetentionError, show_value
 from monitor.act.service import RetentionService
 from monitor.core.records import Identity
-from monitor.expose.web.context import ApiError, WebContext
+from monitor.expose.web.context import ApiError, TopicPanel, WebContext
 from monitor.expose.web.identity import CSRF_FIELD, SIGN_IN, Authenticator, FormRefused
 from monitor.expose.web.pages import retention_views as views
-from monitor.expose.web.pages.dashboard import TopicPanel
 from monitor.store.retention import OPEN_STATES
 
 AUDIT_ROWS = 50
@@ -47,7 +46,7 @@ _DONE = {
 
 
 def install(app: FastAPI, ctx: WebContext, service: RetentionService, auth: Authenticator) -> TopicPanel:
-    """Add the pages to `app`; returns the topic page's panel for `pages.router`."""
+    """Add the pages to `app`; returns the topic page's panel (`WebContext.topic_panel`)."""
     pages = Pages(ctx, service, auth)
     app.include_router(pages.router())
 
