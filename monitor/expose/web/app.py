@@ -112,7 +112,7 @@ def create_app(
     app.include_router(identity_router)
     if retention is not None:  # the retention button's API and pages; `identity` says who may press it
         app.include_router(api_retention.router)
-        ctx = replace(ctx, topic_panel=pages_retention.install(app, ctx, retention, auth))
+        ctx = replace(ctx, topic_panel=pages_retention.install(app, retention, auth))
     app.include_router(pages.router)
     app.include_router(pages_alerts.router)
     app.include_router(pages_collection.router)
