@@ -123,13 +123,15 @@ def latest_evaluation(conn: Connection, cluster: str) -> datetime | None:
 
 _LAST_RUNS = text(
     """
-    SELECT DISTINCT ON (cluster, job) cluster, job, started_at, status, duration_ms, error
+    SELECT DISTINCT ON (cluster, job) cluster, job, instance, started_at, finished_at, duration_ms,
+           status, counts, error
     FROM collection_runs ORDER BY cluster, job, started_at DESC
     """
 )
 
 
 def last_runs(conn: Connection) -> list[dict[str, Any]]:
+    """The newest run of every cluster and job."""
     return [dict(row._mapping) for row in conn.execute(_LAST_RUNS)]
 
 

@@ -1,9 +1,12 @@
-"""What every router of the web application shares: the database, the clock, the templates, and
-the conventions for JSON values and errors.
+"""What every router of the web application shares: the database, the clock, the templates, the
+app's collaborators, and the conventions for JSON values and errors.
 
-Each group of pages or endpoints lives in its own module as `router(ctx) -> APIRouter`;
-`web.create_app` includes them. Routers read through `monitor.expose.read.queries` (or the views of
-`migrations/`), and change state only through the stage that owns it (alerts: `monitor.alert`).
+Each group of pages or endpoints lives in its own module as module-level route functions on that
+module's `router`; `app.create_app` includes them and keeps the `WebContext` on the app, where a
+route gets it by declaring a parameter of type `Context` (the retention service: `Service`; who
+asks: `identity.Auth` and `identity.Changer`). Routes read through `monitor.expose.read` (or the
+views of `migrations/`), and change state only through the stage that owns it (alerts:
+`monitor.alert`; retention: `monitor.act`).
 """
 
 from __future__ import annotations
