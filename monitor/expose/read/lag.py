@@ -25,9 +25,8 @@ from monitor.expose.read.queries import (
     records,
 )
 
-STATUS_ORDER = CONSUMER_STATUSES
-"""Burrow's statuses from best to worst."""
-WORST_STATUS_FIRST = f"array_position(ARRAY{list(STATUS_ORDER)!r}, status) DESC NULLS LAST"
+WORST_STATUS_FIRST = f"array_position(ARRAY{list(CONSUMER_STATUSES)!r}, status) DESC NULLS LAST"
+"""A SQL sort key: the worst consumer status first (the vocabulary's order, best to worst)."""
 
 GroupSort = Literal[
     "status",
