@@ -214,7 +214,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
         components.append(ActStage(retention, scheduler, intervals["retention"]))
     # the web forms and API bound silences as the routing file says
     silence_max_seconds = routing.settings.silence_max_duration if routing is not None else 7 * 86400
-    inboxes = inbox_paths(settings.alert) if settings.alert.enabled else {}
+    inboxes = inbox_paths(routing.receiver_configs) if routing is not None else {}
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,
                                                 retention=retention, identity=settings.web.identity,
                                                 metrics=settings.metrics, job_intervals=intervals,

@@ -1,8 +1,8 @@
 """The inbox: the notifications the console receivers wrote to their files (the demo's stand-in for
 Slack, email and the pager), newest first, as a page and an API endpoint.
 
-Which files: every receiver of the routing configuration with `console: {path: ...}`, read once
-when the app is built (`inbox_paths`). A path is relative to the working directory, as the
+Which files: every receiver of the routing configuration with `console: {path: ...}`, taken once
+from the routing loaded at start (`inbox_paths`). A path is relative to the working directory, as the
 receiver writes it. Each file holds one JSON line per notification, the webhook body
 (`monitor/alert/receivers/webhook.py`); only the tail of a file is read, so a demo that runs for
 days stays fast. Shown per notification: receiver, time, kind, severity, title, and the rules and
@@ -12,7 +12,6 @@ clusters of its alerts; never the rest of the body (its acknowledgement link car
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -22,31 +21,18 @@ from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
-from monitor.core.errors import ConfigError
-from monitor.core.settings import AlertConfig
 from monitor.expose.web.context import Context
-
-log = logging.getLogger(__name__)
 
 TAIL_BYTES = 4 * 1024 * 1024
 """How much of the end of each file is read: a few thousand notifications."""
 DEFAULT_LIMIT = 200
 
 
-def inbox_paths(config: AlertConfig) -> dict[str, Path]:
-    """Receiver name -> inbox file, for the console receivers with a path in the routing
-    configuration `config` names. Empty when there are none or the routing does not load (the
-    alert stage reports why)."""
-    from monitor.alert.routing import load_routing
-    from monitor.alert.stage import routing_paths
-
-    try:
-        routing = load_routing(*routing_paths(config))
-    except ConfigError as exc:
-        log.warning("no inbox: the routing configuration does not load: %s", exc)
-        return {}
+def inbox_paths(receivers: Mapping[str, Mapping[str, Any]]) -> dict[str, Path]:
+    """Receiver name -> inbox file, for the console receivers with a path among `receivers` (each
+    receiver's configuration as the routing file gives it, as loaded at start)."""
     inboxes: dict[str, Path] = {}
-    for name, raw in routing.receiver_configs.items():
+    for name, raw in receivers.items():
         console = raw.get("console")
         if isinstance(console, Mapping) and console.get("path"):
             inboxes[name] = Path(str(console["path"]))
