@@ -17,7 +17,7 @@ partition offsets and collection runs. About 2% of the group-partitions lag (WAR
 finding each, a few partitions are under-replicated; one real alert cycle (`run_cycle`, the
 shipped routing) turns the findings into alerts and incidents.
 
-Then the real application (`monitor.expose.web.create_app` over `make_engine`, as the daemon
+Then the real application (`monitor.expose.web.app.create_app` over `make_engine`, as the daemon
 builds it) is served by uvicorn in a separate process on 127.0.0.1 (port 27300 or the next free
 one), and for each endpoint and each `--concurrency` level, that many clients (one httpx
 connection pool, keep-alive) send `--requests` GETs in all, each client its next request as soon
@@ -327,7 +327,7 @@ def serve(url: str, port: int) -> None:
     """The web application as the daemon builds it, served by uvicorn in this process."""
     import uvicorn
 
-    from monitor.expose.web import create_app
+    from monitor.expose.web.app import create_app
 
     app = create_app(make_engine(url), stale_after=timedelta(minutes=10))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)

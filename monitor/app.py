@@ -133,7 +133,7 @@ def check_operator_files(settings: Settings) -> Routing | None:
             except ConfigError as exc:
                 errors.append(exc)
     if settings.push.targets():
-        from monitor.expose.push.stage import check_push
+        from monitor.expose.metrics.push.stage import check_push
 
         try:
             check_push(settings.push)
@@ -166,9 +166,9 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     from monitor.collect.jobs import job_intervals
     from monitor.collect.stage import CollectStage
     from monitor.core.scheduler import Scheduler, run_intervals
-    from monitor.expose.inbox import inbox_paths
-    from monitor.expose.server import WebServer
-    from monitor.expose.web import create_app
+    from monitor.expose.web.app import create_app
+    from monitor.expose.web.inbox import inbox_paths
+    from monitor.expose.web.server import WebServer
     from monitor.store.service import StoreService
 
     clock = clock or SystemClock()
@@ -224,7 +224,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
         components.append(ActStage(retention, scheduler, intervals["retention"]))
     # the web forms and API bound silences as the routing file says
     silence_max_seconds = routing.settings.silence_max_duration if routing is not None else 7 * 86400
-    inboxes = inbox_paths(settings.alert) if settings.alert.enabled else {}
+    inboxes = inbox_paths(routing.receiver_configs) if routing is not None else {}
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,
                                                 retention=retention, identity=settings.web.identity,
                                                 metrics=settings.metrics, job_intervals=intervals,
@@ -233,8 +233,8 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
                                                 rules_dir=settings.evaluate.rules_dir),
                                      settings.web.host, settings.web.port))  # fmt: skip
     if settings.push.targets():
-        from monitor.expose.prometheus import StateCollector
-        from monitor.expose.push.stage import PushStage
+        from monitor.expose.metrics.prometheus import StateCollector
+        from monitor.expose.metrics.push.stage import PushStage
 
         state = lambda: StateCollector(store.engine, settings.metrics).collect()  # noqa: E731
         components.append(PushStage(settings.push, state, clock, scheduler))

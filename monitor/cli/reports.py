@@ -1,7 +1,7 @@
 """`kafka-health status | lag GROUP | topic TOPIC`: the state the dashboard shows, as terminal
 tables for an on-call engineer on a shell, or as JSON (`--json`) for scripts.
 
-They read the same records as the pages and the API (`monitor.expose.read_*`), from the database
+They read the same records as the pages and the API (`monitor.expose.read`), from the database
 the configuration points at. Worst first everywhere: a down broker, an offline partition, the
 group closest to losing data.
 
@@ -36,7 +36,10 @@ from monitor.core.formatting import (
 )
 from monitor.core.settings import load_settings
 from monitor.core.vocabulary import BAD_STATUSES, SEVERITY_RANK
-from monitor.expose import queries, read_clusters, read_lag, read_topics
+from monitor.expose.read import clusters as read_clusters
+from monitor.expose.read import lag as read_lag
+from monitor.expose.read import queries
+from monitor.expose.read import topics as read_topics
 
 ClusterOption = Annotated[
     str | None,

@@ -42,6 +42,9 @@ BAD_STATUSES: Final[frozenset[str]] = frozenset(
     s for s in CONSUMER_STATUSES if STATUS_RANK[s] >= STATUS_RANK["ERR"]
 )
 """ERR, STOP, STALL and REWIND: a consumer that is not keeping up."""
+STOPPED_STATUSES: Final[tuple[ConsumerStatus, ...]] = ("STOP", "STALL")
+"""A consumer that stopped moving: no commit for longer than its window (STOP), or the same
+committed offset while lag grows (STALL). The dashboard counts such groups as stopped."""
 NOT_FOUND_STATUS: Final = "NOTFOUND"
 """Burrow's status for a group or partition it has no data for; ranks below OK."""
 
@@ -53,6 +56,11 @@ ALERT_STATES: Final = ("pending", "firing", "resolved")
 """An alert, and the finding it comes from: pending (held for the rule's `for`), firing, resolved."""
 RUN_STATUSES: Final = ("running", "ok", "partial", "failed", "skipped")
 """A collection or evaluation run."""
+REACHED_RUN_STATUSES: Final = ("ok", "partial")
+"""Runs that reached the cluster (a partial run failed only for some entities): what counts as
+a job's latest success."""
+FAULTY_RUN_STATUSES: Final = ("failed", "partial")
+"""Runs with errors to show."""
 OUTBOX_STATES: Final = ("pending", "sending", "sent", "failed", "dropped")
 """A notification in the outbox."""
 

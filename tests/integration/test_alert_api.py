@@ -16,7 +16,7 @@ from monitor.alert.lifecycle import run_cycle
 from monitor.alert.routing import default_routing_paths, load_routing
 from monitor.core.clock import FakeClock
 from monitor.core.settings import IdentityConfig
-from monitor.expose.web import create_app
+from monitor.expose.web.app import create_app
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 
@@ -432,7 +432,7 @@ def test_database_errors_are_told_apart() -> None:
     import psycopg
     from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
-    from monitor.expose.web import database_answer
+    from monitor.expose.web.app import database_answer
 
     refused = DataError("SELECT :p", {"p": "secret"}, psycopg.DataError("value out of range for type bigint"))
     conflict = IntegrityError("INSERT", {}, psycopg.IntegrityError("duplicate key value"))

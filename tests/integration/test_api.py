@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from monitor.core.clock import FakeClock
-from monitor.expose.web import create_app
+from monitor.expose.web.app import create_app
 from tests.fixtures.read_model import T0, T1, fill
 
 ISO_T0, ISO_T1 = T0.isoformat().replace("+00:00", "Z"), T1.isoformat().replace("+00:00", "Z")

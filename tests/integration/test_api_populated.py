@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from monitor.core.clock import SystemClock
-from monitor.expose.web import create_app
+from monitor.expose.web.app import create_app
 from tests.fixtures.populated import Populated
 
 

@@ -28,7 +28,7 @@ from monitor.act.tokens import create_token
 from monitor.core.clock import FakeClock, SystemClock
 from monitor.core.owners import default_owners_path
 from monitor.core.settings import ClusterConfig, IdentityConfig, RetentionConfig
-from monitor.expose.web import create_app
+from monitor.expose.web.app import create_app
 from tests.fixtures.kafka import KafkaTestHelper
 from tests.fixtures.read_model import T1, fill
 

@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 
 from bench.web import CLUSTER, Shape, endpoints, fill
 from monitor.core.clock import SystemClock
-from monitor.expose.web import create_app
+from monitor.expose.web.app import create_app
 
 SHAPE = Shape(30)
 

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from monitor.core.clock import FakeClock
-from monitor.expose.web import create_app
+from monitor.expose.web.app import create_app
 from tests.fixtures.read_model import T0, T1, fill, insert
 
 

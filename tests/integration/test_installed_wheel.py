@@ -113,7 +113,7 @@ RENDER = """
 import json, pickle, sys
 from datetime import UTC, datetime
 from monitor.alert.render import TEMPLATE_NAMES, Templates
-from monitor.expose.context import template_environment
+from monitor.expose.web.context import template_environment
 
 notification = pickle.loads(sys.stdin.buffer.read())
 templates = Templates(sys.argv[1])

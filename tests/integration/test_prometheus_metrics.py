@@ -18,9 +18,9 @@ from sqlalchemy import Connection, Engine, text
 
 from monitor.alert.outbox import NOTIFICATION_FAILURES, NOTIFICATIONS
 from monitor.core.settings import MetricsConfig
-from monitor.expose.metrics_catalogue import BY_NAME, CATALOGUE, PARTITIONS, spec_of_family
-from monitor.expose.push.metrics import PUSH_FAILURES, PUSH_QUEUE, PUSH_SAMPLES
-from monitor.expose.web import create_app
+from monitor.expose.metrics.catalogue import BY_NAME, CATALOGUE, PARTITIONS, spec_of_family
+from monitor.expose.metrics.push.metrics import PUSH_FAILURES, PUSH_QUEUE, PUSH_SAMPLES
+from monitor.expose.web.app import create_app
 from monitor.store.engine import make_engine
 from monitor.store.partitions import ensure_partitions
 from monitor.store.runs import RUN_SECONDS, RUNS
@@ -249,7 +249,7 @@ def assert_catalogued(body: str) -> set[str]:
     served: set[str] = set()
     for family in text_string_to_metric_families(body):
         spec = spec_of_family(family.name)
-        assert spec is not None, f"{family.name} is served but not in metrics_catalogue.py"
+        assert spec is not None, f"{family.name} is served but not in metrics/catalogue.py"
         created = family.name != spec.family
         assert family.type == ("gauge" if created else spec.type), family.name
         for sample in family.samples:
@@ -281,7 +281,7 @@ def test_the_cap_keeps_the_most_lagging_series_counts_the_rest_and_warns_once(
     filled: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = _client(filled, max_partition_series=2)
-    with caplog.at_level(logging.WARNING, logger="monitor.expose.prometheus"):
+    with caplog.at_level(logging.WARNING, logger="monitor.expose.metrics.prometheus"):
         _, samples = scrape(client)
         scrape(client)
 

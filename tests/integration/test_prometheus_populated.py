@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.devtools.servers import PrometheusServer
-from monitor.expose.web import create_app
+from monitor.expose.web.app import create_app
 from tests.conditions import wait_for
 from tests.fixtures.populated import Populated
 from tests.fixtures.receivers import free_port

@@ -1,4 +1,4 @@
-"""The read layer (`monitor.expose.read_*`) over synthetic rows with known values: every number
+"""The read layer (`monitor.expose.read`) over synthetic rows with known values: every number
 comes from the newest evaluation, unknown names give None, lists page and filter in SQL, and
 history is bucketed without changing raw points."""
 
@@ -11,12 +11,15 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Connection, Engine
 
-from monitor.expose import read_clusters, read_history, read_lag, read_topics
-from monitor.expose.queries import ALL, Page, cluster_exists, latest_evaluation
-from monitor.expose.read_clusters import BrokerState, ClusterState
-from monitor.expose.read_history import Commit, GroupLagPoint
-from monitor.expose.read_lag import GroupMember
-from monitor.expose.vocabulary import Described
+from monitor.expose.read import clusters as read_clusters
+from monitor.expose.read import history as read_history
+from monitor.expose.read import lag as read_lag
+from monitor.expose.read import topics as read_topics
+from monitor.expose.read.clusters import BrokerState, ClusterState
+from monitor.expose.read.fields import Described
+from monitor.expose.read.history import Commit, GroupLagPoint
+from monitor.expose.read.lag import GroupMember
+from monitor.expose.read.queries import ALL, Page, cluster_exists, latest_evaluation
 from tests.fixtures.read_model import SEEN, T0, T1, fill
 
 
@@ -250,11 +253,11 @@ def test_recent_commits_are_changes_of_the_committed_offset(conn: Connection) ->
 
 
 def test_every_field_of_every_record_is_described() -> None:
-    from monitor.expose import read_clusters as c
-    from monitor.expose import read_history as h
-    from monitor.expose import read_lag as g
-    from monitor.expose import read_topics as t
-    from monitor.expose.queries import Listing
+    from monitor.expose.read import clusters as c
+    from monitor.expose.read import history as h
+    from monitor.expose.read import lag as g
+    from monitor.expose.read import topics as t
+    from monitor.expose.read.queries import Listing
 
     records: list[type[Described]] = [
         c.ClusterState, c.BrokerState, c.Finding, t.TopicSummary, t.PartitionState, t.TopicConsumer,

@@ -18,7 +18,7 @@ from monitor.act.service import RetentionService
 from monitor.act.tokens import create_token, revoke_token
 from monitor.core.clock import SystemClock
 from monitor.core.settings import ClusterConfig, IdentityConfig, RetentionConfig
-from monitor.expose.web import create_app
+from monitor.expose.web.app import create_app
 from tests.fixtures.kafka import KafkaTestHelper
 
 CLUSTER = "api-test"

@@ -20,7 +20,7 @@ from monitor.act.service import RetentionService
 from monitor.collect.stage import ClusterCollector
 from monitor.core.clock import SystemClock
 from monitor.core.settings import CollectConfig, IdentityConfig, NameFilter, RetentionConfig
-from monitor.expose.web import create_app
+from monitor.expose.web.app import create_app
 from monitor.store.buffer import BufferedWriter
 from monitor.store.partitions import ensure_partitions
 from monitor.store.runs import RunRecorder

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from monitor.core.clock import FakeClock
-from monitor.expose.web import create_app
+from monitor.expose.web.app import create_app
 from tests.fixtures.browser import BrowserPage, serve_app
 from tests.fixtures.populated import UNREACHABLE, Populated
 

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Connection, Engine, text
 
 from monitor.core.clock import FakeClock
-from monitor.expose.web import create_app
+from monitor.expose.web.app import create_app
 from monitor.store.partitions import ensure_partitions
 
 T = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from monitor.expose.api import MAX_WINDOW, WINDOW_DOCUMENTED, parse_window
+from monitor.expose.web.api.clusters import MAX_WINDOW, WINDOW_DOCUMENTED, parse_window
 
 LIMITS = {"s": 7_776_000, "m": 129_600, "h": 2_160, "d": 90}
 

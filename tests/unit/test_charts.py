@@ -4,10 +4,12 @@ health, stable for a cache, and thinned without losing a spike."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from monitor.expose import charts
-from monitor.expose.charts import BrokerBar, LagPoint
+from monitor.expose.web import charts
+from monitor.expose.web.charts import BrokerBar, LagPoint
+from monitor.expose.web.health import BAD, WARN
 
 NOW = datetime(2026, 6, 1, 12, 0, 20, tzinfo=UTC)
 BROKERS = [
@@ -36,10 +38,13 @@ def test_bar_charts_are_accessible_images_with_nothing_to_fetch() -> None:
 
 
 def test_bars_are_coloured_by_health() -> None:
-    disk = str(charts.disk_usage("prod", BROKERS).svg)
-    assert charts.RED in disk and charts.GREEN in disk  # 97% used is over the 95% of BrokerDiskHeadroom
-    leaders = str(charts.leader_balance("prod", [BrokerBar(1, True, 31, 20.0, None)]).svg)
-    assert charts.AMBER in leaders  # 1.55x the fair share: LeaderImbalance's warning
+    # The colours come with the bars (the page takes them from the findings on each broker).
+    disk = str(charts.disk_usage("prod", [*BROKERS[:1], replace(BROKERS[1], disk_health=BAD)]).svg)
+    assert charts.RED in disk and charts.GREEN in disk
+    leaders = str(charts.leader_balance("prod", [BrokerBar(1, True, 31, 20.0, None, leader_health=WARN)]).svg)
+    assert charts.AMBER in leaders and charts.RED not in leaders
+    unflagged = str(charts.disk_usage("prod", BROKERS).svg)
+    assert charts.RED not in unflagged, "97% used colours nothing without a finding: the rule decides"
 
 
 def test_a_chart_is_the_same_for_the_same_inputs() -> None:

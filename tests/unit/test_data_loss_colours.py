@@ -12,7 +12,7 @@ import pytest
 
 from monitor.devtools.paths import project_root
 from monitor.evaluate.rules import Rule, default_rule_paths, load_rules, upper_bound
-from monitor.expose.health import BAD, OK, WARN, LossScale, RuleScale, group, loss_scale
+from monitor.expose.web.health import BAD, OK, WARN, LossScale, RuleScale, group, loss_scale
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from monitor.core.settings import MetricsConfig, Settings
-from monitor.expose.metrics_catalogue import CATALOGUE, STATE, VIEWS, render_markdown
-from monitor.expose.state_queries import LABEL_COLUMNS, QUERIES
+from monitor.expose.metrics.catalogue import CATALOGUE, STATE, VIEWS, render_markdown
+from monitor.expose.metrics.state_queries import LABEL_COLUMNS, QUERIES
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -46,7 +46,7 @@ def test_kafka_lag_go_names_keep_their_labels() -> None:
 
 def test_docs_are_generated_from_the_catalogue() -> None:
     assert (ROOT / "docs" / "metrics.md").read_text() == render_markdown(), (
-        "docs/metrics.md is out of date: python -m monitor.expose.metrics_catalogue > docs/metrics.md"
+        "docs/metrics.md is out of date: python -m monitor.expose.metrics.catalogue > docs/metrics.md"
     )
 
 

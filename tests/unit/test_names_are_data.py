@@ -21,8 +21,9 @@ from monitor.cli import alerts as cli_alerts
 from monitor.cli import reports as cli_reports
 from monitor.cli.main import app
 from monitor.core.formatting import PrintableLogFormatter, printable, printable_markup
-from monitor.expose import read_lag, read_topics
-from monitor.expose.queries import Listing
+from monitor.expose.read import lag as read_lag
+from monitor.expose.read import topics as read_topics
+from monitor.expose.read.queries import Listing
 
 runner = CliRunner()
 

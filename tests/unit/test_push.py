@@ -12,10 +12,10 @@ from pydantic import ValidationError
 
 from monitor.core.errors import ConfigError
 from monitor.core.settings import PushConfig, Settings
-from monitor.expose.push.cloudwatch import MAX_DATUMS, batches, datum, unit_of
-from monitor.expose.push.remote_write import decode, encode
-from monitor.expose.push.series import Series, select
-from monitor.expose.push.stage import check_push
+from monitor.expose.metrics.push.cloudwatch import MAX_DATUMS, batches, datum, unit_of
+from monitor.expose.metrics.push.remote_write import decode, encode
+from monitor.expose.metrics.push.series import Series, select
+from monitor.expose.metrics.push.stage import check_push
 
 LAG = "kafka_consumer_group_sum_lag_in_offsets"
 

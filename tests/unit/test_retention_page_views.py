@@ -7,7 +7,7 @@ import pytest
 
 from monitor.act.policy import Policy, TierLimits
 from monitor.core.records import Identity
-from monitor.expose import retention_views as views
+from monitor.expose.web.pages import retention_views as views
 
 DAY_MS = 86_400_000
 LIMITS = TierLimits(max_retention_ms="30d", max_retention_bytes=2**40, max_multiple=10, max_duration="14d")

@@ -11,9 +11,9 @@ import pytest
 from monitor.collect.jobs import job_intervals
 from monitor.core.scheduler import run_intervals
 from monitor.core.settings import AlertConfig, Intervals
-from monitor.expose.alert_views import AlertItem, Incident, by_section, link_incidents
-from monitor.expose.pages_alerts import _read_flash
-from monitor.expose.pages_collection import job_health
+from monitor.expose.read.alerts import AlertItem, Incident, by_section, link_incidents
+from monitor.expose.read.collection import job_health
+from monitor.expose.web.pages.alerts import _read_flash
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 

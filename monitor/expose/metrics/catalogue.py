@@ -1,0 +1,358 @@
+"""Every metric `/metrics` serves: name, type, labels, meaning (DOMAIN.md's definitions) and
+origin. This is the one source: the state collector builds its families from it, `docs/metrics.md`
+is generated from it (`python -m monitor.expose.metrics.catalogue > docs/metrics.md`), and a test
+checks a real scrape against it.
+
+Origins:
+- `kafka-lag-go`: name, type and labels of sciclon2/kafka-lag-go (`pkg/metrics/prometheus.go`),
+  so dashboards built for it keep working. Its label `clustername` is served beside our `cluster`
+  (same value, no extra series). Where our value is measured differently, the meaning says so.
+- `ours`: kafka-health's own, prefixed `kafka_health_`.
+- `prometheus_client`: the client library's process and Python collectors.
+
+State metrics (`query` set) are read from the SQL views (`VIEWS`) at scrape time; `column` is the
+column of that query (`monitor/expose/metrics/state_queries.py`) holding the value. Process metrics (`query`
+None) are this process's counters since it started.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Literal
+
+MetricType = Literal["gauge", "counter", "histogram"]
+Origin = Literal["kafka-lag-go", "ours", "prometheus_client"]
+
+KLG_GROUP_PARTITION = ("cluster", "clustername", "group", "topic", "partition")
+KLG_GROUP_TOPIC = ("cluster", "clustername", "group", "topic")
+KLG_GROUP = ("cluster", "clustername", "group")
+GROUP_TOPIC = ("cluster", "group", "topic")
+GROUP = ("cluster", "group")
+PARTITION = ("cluster", "topic", "partition")
+TOPIC = ("cluster", "topic")
+BROKER = ("cluster", "broker")
+CLUSTER = ("cluster",)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    name: str
+    """As queried in PromQL (counters end in `_total`)."""
+    type: MetricType
+    labels: tuple[str, ...]
+    meaning: str
+    origin: Origin
+    query: str | None = None
+    """The state query the value comes from; None for process metrics."""
+    column: str | None = None
+
+    @property
+    def family(self) -> str:
+        """The family name in the exposition's TYPE line parsed back (counters lose `_total`)."""
+        return self.name.removesuffix("_total") if self.type == "counter" else self.name
+
+
+def _klg(name: str, labels: tuple[str, ...], query: str, column: str, meaning: str) -> MetricSpec:
+    return MetricSpec(name, "gauge", labels, meaning, "kafka-lag-go", query, column)
+
+
+def _ours(name: str, labels: tuple[str, ...], query: str, column: str, meaning: str) -> MetricSpec:
+    return MetricSpec(f"kafka_health_{name}", "gauge", labels, meaning, "ours", query, column)
+
+
+_SECONDS_LAG = (
+    "age of the oldest unconsumed message, now - append_time(committed); 0 when caught up. Exact "
+    "where the record at `committed` was read, interpolated from the end-offset history otherwise "
+    "(kafka-lag-go always interpolates, and clamps at its history's age)"
+)
+
+COMPATIBLE: tuple[MetricSpec, ...] = (
+    _klg("kafka_consumer_group_lag_in_offsets", KLG_GROUP_PARTITION, "group_partition", "offset_lag",
+         "Offset lag of the group on the partition: max(end - committed, 0). Partition-level."),
+    _klg("kafka_consumer_group_lag_in_seconds", KLG_GROUP_PARTITION, "group_partition", "lag_seconds",
+         f"Lag in seconds of the group on the partition: {_SECONDS_LAG}. Partition-level."),
+    _klg("kafka_consumer_group_max_lag_in_offsets", KLG_GROUP, "group", "max_offset_lag",
+         "Largest partition offset lag of the group."),
+    _klg("kafka_consumer_group_max_lag_in_seconds", KLG_GROUP, "group", "max_lag_seconds",
+         "Largest partition lag in seconds of the group: the age of its oldest unconsumed message."),
+    _klg("kafka_consumer_group_sum_lag_in_offsets", KLG_GROUP, "group", "offset_lag",
+         "Offset lag of the group summed over its partitions."),
+    _klg("kafka_consumer_group_sum_lag_in_seconds", KLG_GROUP, "group", "sum_lag_seconds",
+         "Lag in seconds summed over the group's partitions (kafka-lag-go's definition; a sum of "
+         "ages, kept for its dashboards: alert on the max)."),
+    _klg("kafka_consumer_group_topic_max_lag_in_offsets", KLG_GROUP_TOPIC, "group_topic", "max_offset_lag",
+         "Largest partition offset lag of the group on the topic."),
+    _klg("kafka_consumer_group_topic_max_lag_in_seconds", KLG_GROUP_TOPIC, "group_topic", "max_lag_seconds",
+         "Largest partition lag in seconds of the group on the topic."),
+    _klg("kafka_consumer_group_topic_sum_lag_in_offsets", KLG_GROUP_TOPIC, "group_topic", "offset_lag",
+         "Offset lag of the group on the topic, summed over its partitions."),
+    _klg("kafka_consumer_group_topic_sum_lag_in_seconds", KLG_GROUP_TOPIC, "group_topic", "sum_lag_seconds",
+         "Lag in seconds of the group on the topic, summed over its partitions (kafka-lag-go's definition)."),
+    _klg("kafka_total_groups_checked", ("cluster", "clustername"), "cluster", "groups",
+         "Consumer groups in the cluster's latest evaluation."),
+)  # fmt: skip
+
+GROUPS: tuple[MetricSpec, ...] = (
+    _ours("group_topic_append_lag_seconds", GROUP_TOPIC, "group_topic", "append_lag_seconds",
+          "Append lag (New Relic's definition): append_time(end - 1) - append_time(committed - 1), the "
+          "largest over the topic's partitions. Keeps growing while producers produce, even if every "
+          "consumer died: alert on this one."),
+    _ours("group_topic_commit_lag_seconds", GROUP_TOPIC, "group_topic", "commit_lag_seconds",
+          "Commit lag: commit time - append_time(committed - 1) at the last observed commit (error <= one "
+          "collection interval), the largest over the partitions: how long the last committed message sat "
+          "in Kafka before it was processed."),
+    _ours("group_topic_time_since_last_commit_seconds", GROUP_TOPIC, "group_topic",
+          "time_since_last_commit_seconds", "Seconds since the group last committed on the topic."),
+    _ours("group_topic_time_until_data_loss_seconds", GROUP_TOPIC, "group_topic",
+          "time_until_data_loss_seconds",
+          "Time until retention deletes the oldest unconsumed message (the earlier of the retention.ms and "
+          "retention.bytes limits; deletion is per segment, so it can come up to one segment earlier), the "
+          "smallest over the partitions. Absent when nothing is at risk."),
+    _ours("group_topic_data_loss_occurred", GROUP_TOPIC, "group_topic", "data_loss_occurred",
+          "1 when committed < log start offset on a partition: messages were deleted before the group "
+          "read them."),
+    _ours("group_members", GROUP, "group", "members", "Members of the consumer group."),
+    _ours("group_status", (*GROUP, "status"), "group", "one",
+          "1, labelled with the group's sliding-window status (Burrow's rules without false STOPs): OK, "
+          "WARN or ERR (ERR covers STOP, STALL and REWIND)."),
+    _ours("group_state", (*GROUP, "state"), "group", "one",
+          "1, labelled with the consumer group state: Stable, PreparingRebalance, CompletingRebalance, "
+          "Empty, Dead or Unknown."),
+)  # fmt: skip
+
+PARTITIONS: tuple[MetricSpec, ...] = (
+    _ours("partition_retention_headroom_bytes", PARTITION, "partition", "headroom_bytes",
+          "retention.bytes - size of the leader replica. Absent when retention.bytes is unlimited. "
+          "Partition-level."),
+    _ours("partition_retention_shortfall_seconds", PARTITION, "partition", "retention_shortfall_seconds",
+          "retention.ms - time coverage when retention.bytes deletes first (\"we thought we kept 2 hours, "
+          "we keep 10 minutes\"), else 0. Partition-level."),
+    _ours("partition_time_until_data_loss_seconds", PARTITION, "partition",
+          "min_time_until_data_loss_seconds",
+          "Soonest data loss of any lagging group on the partition. Absent when nothing is at risk. "
+          "Partition-level."),
+    _ours("partition_replicas_lost", PARTITION, "partition", "replicas_lost",
+          "Replicas lost: replication factor - ISR. Partition-level."),
+    _ours("partition_under_min_isr", PARTITION, "partition", "under_min_isr",
+          "1 when ISR < min.insync.replicas: producers with acks=all fail. Partition-level."),
+    _ours("partition_offline", PARTITION, "partition", "offline",
+          "1 when the partition has no leader. Partition-level."),
+)  # fmt: skip
+
+TOPICS: tuple[MetricSpec, ...] = (
+    _ours("topic_partitions", TOPIC, "topic", "partitions", "Partitions of the topic."),
+    _ours("topic_size_bytes", TOPIC, "topic", "size_bytes", "Sum of the leader replicas' sizes."),
+    _ours("topic_retention_headroom_bytes", TOPIC, "topic", "min_headroom_bytes",
+          "Smallest partition headroom: retention.bytes - leader replica size. Absent when unlimited."),
+    _ours("topic_max_size_ratio", TOPIC, "topic", "max_size_ratio",
+          "Largest partition size / retention.bytes (1 = the size limit deletes now)."),
+    _ours("topic_min_time_coverage_seconds", TOPIC, "topic", "min_time_coverage_seconds",
+          "Smallest partition time coverage: now - timestamp of the oldest retained record."),
+    _ours("topic_retention_shortfall_seconds", TOPIC, "topic", "retention_shortfall_seconds",
+          "Largest partition retention shortfall: retention.ms - time coverage when the size limit "
+          "deletes first."),
+    _ours("topic_time_until_data_loss_seconds", TOPIC, "topic", "min_time_until_data_loss_seconds",
+          "Soonest data loss of any lagging group on the topic. Absent when nothing is at risk."),
+    _ours("topic_max_replicas_lost", TOPIC, "topic", "max_replicas_lost",
+          "Largest replicas lost (replication factor - ISR) of a partition of the topic."),
+    _ours("topic_under_replicated_partitions", TOPIC, "topic", "under_replicated_partitions",
+          "Partitions with ISR < replication factor."),
+    _ours("topic_under_min_isr_partitions", TOPIC, "topic", "under_min_isr_partitions",
+          "Partitions with ISR < min.insync.replicas."),
+    _ours("topic_offline_partitions", TOPIC, "topic", "offline_partitions", "Partitions with no leader."),
+)  # fmt: skip
+
+BROKERS: tuple[MetricSpec, ...] = (
+    _ours("broker_up", BROKER, "broker", "up",
+          "1 while the broker is in the cluster metadata; 0 when it was in the cluster and is gone."),
+    _ours("broker_leaders", BROKER, "broker", "leaders", "Partitions this broker leads."),
+    _ours("broker_fair_share_leaders", BROKER, "broker", "fair_share_leaders",
+          "Partitions / live brokers: the leaders each broker would have if balanced."),
+    _ours("broker_leader_imbalance", BROKER, "broker", "leader_imbalance",
+          "Leaders / fair share (1.0 = balanced)."),
+    _ours("broker_non_preferred_leaders", BROKER, "broker", "non_preferred_leaders",
+          "Partitions led here whose preferred leader (first replica) is another broker."),
+    _ours("broker_disk_total_bytes", BROKER, "broker", "disk_total_bytes",
+          "Total bytes of the broker's log dirs (DescribeLogDirs v4+)."),
+    _ours("broker_disk_usable_bytes", BROKER, "broker", "disk_usable_bytes",
+          "Usable bytes left in the broker's log dirs: the disk headroom."),
+    _ours("broker_disk_used_ratio", BROKER, "broker", "disk_used_ratio", "1 - usable / total."),
+)  # fmt: skip
+
+CLUSTERS: tuple[MetricSpec, ...] = (
+    _ours("cluster_brokers", CLUSTER, "cluster", "brokers", "Brokers known."),
+    _ours("cluster_brokers_down", CLUSTER, "cluster", "brokers_down",
+          "Brokers that were in the cluster and are gone from the metadata."),
+    _ours("cluster_partitions", CLUSTER, "cluster", "partitions", "Partitions."),
+    _ours("cluster_under_replicated_partitions", CLUSTER, "cluster", "under_replicated_partitions",
+          "Partitions with ISR < replication factor."),
+    _ours("cluster_under_min_isr_partitions", CLUSTER, "cluster", "under_min_isr_partitions",
+          "Partitions with ISR < min.insync.replicas."),
+    _ours("cluster_offline_partitions", CLUSTER, "cluster", "offline_partitions",
+          "Partitions with no leader."),
+    _ours("cluster_max_leader_imbalance", CLUSTER, "cluster", "max_leader_imbalance",
+          "Largest broker leader imbalance (leaders / fair share)."),
+    _ours("cluster_collection_age_seconds", CLUSTER, "cluster", "collection_age_seconds",
+          "Seconds since the last successful offsets collection, at the evaluation."),
+    _ours("cluster_unreachable", CLUSTER, "cluster", "unreachable",
+          "1 when the last collection runs failed to reach the cluster."),
+    _ours("cluster_evaluation_timestamp_seconds", CLUSTER, "cluster", "evaluated_at_seconds",
+          "Unix time of the cluster's latest evaluation, which every state metric of the cluster comes "
+          "from: alert when time() minus it grows."),
+)  # fmt: skip
+
+SCRAPE: tuple[MetricSpec, ...] = (
+    MetricSpec("kafka_health_up", "gauge", (),
+               "1 when PostgreSQL answered every state query of this scrape, 0 when not (the state "
+               "metrics of the failed queries are missing; process metrics are always served).", "ours"),
+    MetricSpec("kafka_health_scrape_error", "gauge", ("query",),
+               "Per state query: 1 when it failed or timed out in this scrape, 0 when it answered.", "ours"),
+    MetricSpec("kafka_health_scrape_duration_seconds", "gauge", (),
+               "Seconds this scrape spent reading the state from PostgreSQL.", "ours"),
+    MetricSpec("kafka_health_partition_series", "gauge", (),
+               "Partition-level series served by this scrape (metrics.max_partition_series caps them).",
+               "ours"),
+    MetricSpec("kafka_health_partition_series_dropped", "gauge", (),
+               "Partition-level series this scrape left out because of metrics.max_partition_series.",
+               "ours"),
+)  # fmt: skip
+
+PROCESS: tuple[MetricSpec, ...] = (
+    MetricSpec("kafka_health_notifications_total", "counter", ("receiver", "outcome"),
+               "Notification delivery attempts by receiver and outcome (sent, retry, failed).", "ours"),
+    MetricSpec("kafka_health_notification_failures_total", "counter", ("receiver", "reason"),
+               "Failed delivery attempts by receiver and reason class (http_<status>, timeout, connection, "
+               "other).", "ours"),
+    MetricSpec("kafka_health_push_samples_total", "counter", ("target", "outcome"),
+               "Samples pushed by target and outcome (sent; dropped: refused by the target or pushed out of "
+               "a full queue).", "ours"),
+    MetricSpec("kafka_health_push_failures_total", "counter", ("target", "reason"),
+               "Failed push attempts by target and reason (http_<status>, timeout, connection, "
+               "credentials).", "ours"),
+    MetricSpec("kafka_health_push_queue_batches", "gauge", ("target",),
+               "Batches a remote-write target has not taken yet (sent first at the next push).", "ours"),
+    MetricSpec("kafka_health_collection_runs_total", "counter", ("cluster", "job", "status"),
+               "Job runs (collection, evaluation, alerting) this process finished, by cluster, job and "
+               "status (ok, partial, failed); the failures are status=\"failed\".", "ours"),
+    MetricSpec("kafka_health_collection_run_duration_seconds", "histogram", ("cluster", "job"),
+               "Wall time of this process's job runs, by cluster and job.", "ours"),
+    MetricSpec("python_gc_objects_collected_total", "counter", ("generation",),
+               "Objects collected during gc.", "prometheus_client"),
+    MetricSpec("python_gc_objects_uncollectable_total", "counter", ("generation",),
+               "Uncollectable objects found during GC.", "prometheus_client"),
+    MetricSpec("python_gc_collections_total", "counter", ("generation",),
+               "Number of times this generation was collected.", "prometheus_client"),
+    MetricSpec("python_info", "gauge", ("implementation", "major", "minor", "patchlevel", "version"),
+               "Python platform information.", "prometheus_client"),
+    MetricSpec("process_virtual_memory_bytes", "gauge", (), "Virtual memory size in bytes.",
+               "prometheus_client"),
+    MetricSpec("process_resident_memory_bytes", "gauge", (), "Resident memory size in bytes.",
+               "prometheus_client"),
+    MetricSpec("process_start_time_seconds", "gauge", (),
+               "Start time of the process since unix epoch in seconds.", "prometheus_client"),
+    MetricSpec("process_cpu_seconds_total", "counter", (), "Total user and system CPU time in seconds.",
+               "prometheus_client"),
+    MetricSpec("process_open_fds", "gauge", (), "Number of open file descriptors.", "prometheus_client"),
+    MetricSpec("process_max_fds", "gauge", (), "Maximum number of open file descriptors.",
+               "prometheus_client"),
+)  # fmt: skip
+
+STATE: tuple[MetricSpec, ...] = (*COMPATIBLE, *GROUPS, *PARTITIONS, *TOPICS, *BROKERS, *CLUSTERS)
+"""The metrics read from the views at scrape time."""
+
+CATALOGUE: tuple[MetricSpec, ...] = (*STATE, *SCRAPE, *PROCESS)
+BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in CATALOGUE}
+
+
+def spec_of_family(family: str) -> MetricSpec | None:
+    """The catalogue entry a parsed family belongs to: its own, or for `<x>_created` (the creation
+    time prometheus_client serves as a gauge beside every counter and histogram series) the
+    counter's or histogram's."""
+    specs = {spec.family: spec for spec in CATALOGUE}
+    if family in specs:
+        return specs[family]
+    base = specs.get(family.removesuffix("_created")) if family.endswith("_created") else None
+    return base if base is not None and base.type in ("counter", "histogram") else None
+
+
+VIEWS: dict[str, str] = {
+    "group_partition": "group_partition_lag",
+    "group_topic": "group_topic_lag",
+    "group": "group_lag",
+    "partition": "retention_headroom, replication_state",
+    "topic": "topic_state",
+    "broker": "broker_state",
+    "cluster": "cluster_state",
+}
+"""State query -> the views it reads (migration 0005), for people checking a value in SQL."""
+
+NOT_SERVED = (
+    "kafka-lag-go's `kafka_iteration_time_seconds` (one unlabelled gauge for all clusters) is not "
+    "served: `kafka_health_collection_run_duration_seconds{cluster, job}` measures the same per cluster "
+    "and job. kafka_exporter's `kafka_consumergroup_lag{consumergroup, topic, partition}` is not served "
+    "either; its value is `kafka_consumer_group_lag_in_offsets`."
+)
+
+_TITLES = (
+    ("kafka-lag-go compatible", COMPATIBLE),
+    ("Consumer groups", GROUPS),
+    ("Partitions (partition-level: `metrics.partition_series`, `metrics.max_partition_series`)", PARTITIONS),
+    ("Topics", TOPICS),
+    ("Brokers", BROKERS),
+    ("Clusters", CLUSTERS),
+    ("The scrape itself", SCRAPE),
+    ("Process", PROCESS),
+)
+
+
+def render_markdown() -> str:
+    """`docs/metrics.md`: the catalogue as tables, one per group of metrics."""
+    lines = [
+        "# Metrics served on `/metrics`",
+        "",
+        "Generated from `monitor/expose/metrics/catalogue.py` (`python -m monitor.expose.metrics.catalogue",
+        "> docs/metrics.md`); a test keeps the two equal and checks a real scrape against the catalogue.",
+        "",
+        "State metrics are read from the SQL views (the latest evaluation of each cluster) at scrape",
+        "time, so a deleted group or topic leaves no stale series. Partition-level series can be turned",
+        "off (`metrics.partition_series: false`) and are capped (`metrics.max_partition_series`): the",
+        "most lagging group-partitions come first, then the least healthy partitions; what the cap",
+        "leaves out is counted in `kafka_health_partition_series_dropped` and logged once as a warning.",
+        "",
+        "Every counter and histogram series also has its creation time, as a gauge named like it with",
+        "`_total` dropped and `_created` added (prometheus_client's convention).",
+        "",
+        NOT_SERVED,
+    ]
+    for title, specs in _TITLES:
+        lines += ["", f"## {title}", "", "| name | type | labels | origin | source | meaning |"]
+        lines.append("|---|---|---|---|---|---|")
+        for spec in specs:
+            source = _source(spec)
+            labels = ", ".join(spec.labels) or "-"
+            meaning = spec.meaning.replace("|", "\\|")
+            lines.append(f"| `{spec.name}` | {spec.type} | {labels} | {spec.origin} | {source} | {meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+_COMPUTED = {
+    "sum_lag_seconds": "group_partition_lag: sum of `lag_seconds`",
+    "groups": "group_lag: rows of the cluster",
+    "min_headroom_bytes": "retention_headroom: min of `headroom_bytes`",
+    "evaluated_at_seconds": "cluster_state: `evaluated_at` as Unix time",
+    "one": "1 per row",
+}
+"""Columns the state queries compute rather than read from a view, as the docs describe them."""
+
+
+def _source(spec: MetricSpec) -> str:
+    if spec.query is None or spec.column is None:
+        return "this process"
+    if spec.column == "one":
+        return f"{VIEWS[spec.query]}: {_COMPUTED['one']}"
+    return _COMPUTED.get(spec.column) or f"{VIEWS[spec.query]}: `{spec.column}`"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render_markdown())

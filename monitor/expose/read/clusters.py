@@ -1,0 +1,188 @@
+"""Read layer: clusters, their brokers, and the open findings.
+
+A cluster's numbers come from `cluster_state` (its newest evaluation, joined to the collected
+metadata), with counts the overview needs beside them: brokers up, topics, consumer groups by
+status, open findings by severity. See `monitor.expose.read.queries` for the conventions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from monitor.core.vocabulary import most_severe_first_sql
+from monitor.expose.read.fields import Described
+from monitor.expose.read.queries import FIRST_PAGE, Listing, Page, fetch_page, latest_evaluation, records
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState(Described):
+    """A cluster: its metadata, the health numbers of its newest evaluation, and the counts an
+    overview shows. The evaluated numbers are null before the first evaluation."""
+
+    __entity__ = "cluster"
+    __overrides__ = {"partitions": "partitions in the cluster"}
+
+    cluster: str
+    cluster_id: str | None
+    bootstrap: str
+    controller_id: int | None
+    first_seen: datetime
+    last_seen: datetime
+    brokers: int | None
+    brokers_up: int
+    brokers_down: int | None
+    topics: int
+    partitions: int | None
+    offline_partitions: int | None
+    under_replicated_partitions: int | None
+    under_min_isr_partitions: int | None
+    max_leader_imbalance: float | None
+    collection_age_seconds: float | None
+    unreachable: bool | None
+    consumer_groups: int
+    lagging_groups: int
+    groups_by_status: dict[str, int]
+    findings_by_severity: dict[str, int]
+    evaluated_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerState(Described):
+    """A broker as the metadata shows it, with its leadership and disk numbers."""
+
+    __entity__ = "broker"
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+    up: bool
+    first_seen: datetime
+    last_seen: datetime
+    leaders: int | None
+    fair_share_leaders: float | None
+    leader_imbalance: float | None
+    non_preferred_leaders: int | None
+    replicas: int | None
+    disk_total_bytes: int | None
+    disk_usable_bytes: int | None
+    disk_used_ratio: float | None
+    evaluated_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding(Described):
+    """An open finding: a rule that matches an entity now (pending until its `for` holds)."""
+
+    __overrides__ = {
+        "first_seen": "when the rule first matched",
+        "last_seen": "the last evaluation in which the rule matched",
+        "evaluated_at": "the evaluation that last updated the finding",
+    }
+
+    id: int
+    cluster: str
+    rule: str
+    entity: str
+    entity_key: str
+    labels: dict[str, str]
+    severity: str
+    value: float | None
+    summary: str
+    description: str
+    runbook: str | None
+    state: str
+    first_seen: datetime
+    last_seen: datetime
+    evaluated_at: datetime
+
+
+_CLUSTER_STATE = """
+    SELECT s.cluster, s.cluster_id, s.bootstrap, s.controller_id, s.first_seen, s.last_seen,
+           s.brokers, s.brokers_down, s.partitions, s.offline_partitions,
+           s.under_replicated_partitions, s.under_min_isr_partitions, s.max_leader_imbalance,
+           s.collection_age_seconds, s.unreachable, s.evaluated_at,
+           (SELECT count(*) FROM brokers b WHERE b.cluster = s.cluster AND b.up) AS brokers_up,
+           (SELECT count(*) FROM topics t WHERE t.cluster = s.cluster AND t.deleted_at IS NULL)
+               AS topics,
+           coalesce(g.consumer_groups, 0) AS consumer_groups,
+           coalesce(g.lagging_groups, 0) AS lagging_groups,
+           coalesce(g.groups_by_status, '{}'::jsonb) AS groups_by_status,
+           coalesce(f.findings_by_severity, '{}'::jsonb) AS findings_by_severity
+    FROM cluster_state s
+    LEFT JOIN LATERAL (
+        SELECT sum(n)::int AS consumer_groups, sum(lagging)::int AS lagging_groups,
+               jsonb_object_agg(status, n) AS groups_by_status
+        FROM (SELECT coalesce(status, 'UNKNOWN') AS status, count(*) AS n,
+                     count(*) FILTER (WHERE offset_lag > 0) AS lagging
+              FROM group_lag WHERE cluster = s.cluster GROUP BY 1) x
+    ) g ON true
+    LEFT JOIN LATERAL (
+        SELECT jsonb_object_agg(severity, n) AS findings_by_severity
+        FROM (SELECT severity, count(*) AS n FROM findings
+              WHERE cluster = s.cluster AND state <> 'resolved' GROUP BY severity) y
+    ) f ON true
+"""
+
+
+def clusters(conn: Connection) -> list[ClusterState]:
+    """Every cluster the monitor has seen, by name."""
+    return records(conn, ClusterState, _CLUSTER_STATE + " ORDER BY s.cluster", {})
+
+
+def cluster(conn: Connection, name: str) -> ClusterState | None:
+    """One cluster, or None when the monitor has never seen it."""
+    found = records(conn, ClusterState, _CLUSTER_STATE + " WHERE s.cluster = :c", {"c": name})
+    return found[0] if found else None
+
+
+def brokers(conn: Connection, cluster: str) -> list[BrokerState]:
+    """The brokers of `cluster` by id, down ones included (a broker down is `up = false`)."""
+    return records(
+        conn,
+        BrokerState,
+        """
+        SELECT broker_id, host, port, rack, up, first_seen, last_seen, leaders, fair_share_leaders,
+               leader_imbalance, non_preferred_leaders, replicas, disk_total_bytes,
+               disk_usable_bytes, disk_used_ratio, evaluated_at
+        FROM broker_state WHERE cluster = :c ORDER BY broker_id
+        """,
+        {"c": cluster},
+    )
+
+
+def findings(
+    conn: Connection,
+    *,
+    cluster: str | None = None,
+    severity: Sequence[str] = (),
+    rule: Sequence[str] = (),
+    page: Page = FIRST_PAGE,
+) -> Listing[Finding]:
+    """Open findings (pending and firing), most severe first, then oldest first; filtered by
+    cluster, severities and rules when given. `evaluated_at` is the cluster's newest evaluation
+    when one cluster is asked for."""
+    where = ["state <> 'resolved'"]
+    params: dict[str, Any] = {}
+    if cluster is not None:
+        where.append("cluster = :cluster")
+        params["cluster"] = cluster
+    if severity:
+        where.append("severity = ANY(:severity)")
+        params["severity"] = list(severity)
+    if rule:
+        where.append("rule = ANY(:rule)")
+        params["rule"] = list(rule)
+    body = f"""
+        SELECT id, cluster, rule, entity, entity_key, labels, severity, value, summary,
+               description, runbook, state, first_seen, last_seen, evaluated_at
+        FROM findings WHERE {" AND ".join(where)}
+    """
+    order = f"{most_severe_first_sql('severity')}, first_seen, id"
+    evaluated_at = latest_evaluation(conn, cluster) if cluster is not None else None
+    return fetch_page(conn, Finding, body, params, order, page, evaluated_at)

@@ -1,0 +1,129 @@
+"""The meaning of every field the read layer returns, in one place.
+
+The pages, the CLI reports and the JSON API show the same records (`monitor.expose.read`), so a
+field's meaning is written once: the derived columns take theirs from the contract in
+`monitor.core.derived` (which follows DOMAIN.md), the rest are defined here. A record class names the
+derived entity it comes from (`__entity__`), so a roll-up's `offset_lag` is described as a sum and
+a partition's as a difference. The OpenAPI document gets these descriptions through
+`Described.__get_pydantic_json_schema__`; a test checks that no field is left undescribed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import GetJsonSchemaHandler
+from pydantic_core import CoreSchema
+
+from monitor.core.derived import COMMON, ENTITIES
+
+FIELDS: dict[str, str] = {
+    "cluster": "cluster name, as configured in the monitor",
+    "evaluated_at": "the evaluation these numbers come from: the newest evaluation of the cluster",
+    "cluster_id": "the cluster id Kafka reports",
+    "bootstrap": "bootstrap servers the monitor connects to",
+    "controller_id": "broker id of the active controller",
+    "first_seen": "first time the monitor saw it",
+    "last_seen": "last time the monitor saw it",
+    "updated_at": "when the collector last wrote this row",
+    "brokers_up": "brokers in the cluster metadata now",
+    "topics": "topics in the cluster (deleted ones excluded)",
+    "consumer_groups": "consumer groups with an evaluated lag",
+    "lagging_groups": "consumer groups with offset lag > 0",
+    "groups_by_status": "consumer groups per sliding-window status (OK, WARN, ERR)",
+    "findings_by_severity": "open findings (pending or firing rule matches) per severity",
+    "broker_id": "broker id",
+    "host": "host name",
+    "port": "port",
+    "rack": "rack (null when unset)",
+    "up": "in the cluster metadata",
+    "internal": "an internal topic of Kafka (such as __consumer_offsets)",
+    "cleanup_policy": "cleanup.policy: delete, compact or both",
+    "min_insync_replicas": "min.insync.replicas of the topic",
+    "retention_ms": "retention.ms: how long records are kept (null when unlimited)",
+    "retention_bytes": "retention.bytes: the size limit per partition (null when unlimited)",
+    "remote_storage": "remote.storage.enable: tiered storage is on, so retention limits apply to the "
+    "remote copy and local.retention.* to the local disk",
+    "configs": "current topic configuration (name -> value); sensitive values are never shown",
+    "preferred_leader": "the first assigned replica, which should lead",
+    "replicas": "assigned replica broker ids, the preferred leader first",
+    "isr": "in-sync replica broker ids",
+    "headroom_bytes": "retention.bytes - size_bytes: bytes the partition can grow before the size "
+    "limit deletes (null when unlimited)",
+    "min_time_until_data_loss_seconds": "soonest time until a lagging group loses data on it",
+    "min_data_loss_margin_seconds": "smallest data_loss_margin_seconds of a group reading it: the "
+    "group most at risk of losing unread messages to retention (null: none is at risk)",
+    "member_id": "member id the coordinator assigned",
+    "client_id": "client.id of the consumer",
+    "group_instance_id": "group.instance.id of a static member (null when dynamic)",
+    "assignment": "assigned partitions as topic:partition",
+    "owner": "host of the member the partition is assigned to (null when unassigned)",
+    "id": "finding id",
+    "rule": "name of the alert rule",
+    "entity": "what the rule evaluates: group_partition, group_topic, group, partition, topic, "
+    "broker or cluster",
+    "entity_key": "the entity the rule matched, as cluster/key...",
+    "labels": "labels of the finding (cluster, topic, group_id, ...), used for routing",
+    "severity": "severity tier: critical pages, warning goes to chat and email, info stays in the UI",
+    "value": "the value the rule measured",
+    "summary": "one-line summary",
+    "description": "what it means and what to do",
+    "runbook": "link to the runbook",
+    "state": "pending (the rule's `for` does not hold yet) or firing",
+    "items": "the entries of this page",
+    "total": "entries matching the request, over all pages",
+    "limit": "the page size asked for",
+    "offset": "entries skipped before this page",
+    "since": "start of the time window",
+    "until": "end of the time window",
+    "step_seconds": "width of the time buckets each point summarises (maxima of lags, mean rates)",
+    "points": "the lag over time, oldest first",
+    "members": "members of the group",
+    "partitions": "partitions",
+}
+"""Fields that are not derived columns, or read the same in every record."""
+
+
+def description(name: str, entity: str | None = None) -> str | None:
+    """The meaning of field `name`, as the derived entity `entity` defines it when it has it."""
+    if entity is not None:
+        for column in ENTITIES[entity]:
+            if column.name == name:
+                return column.meaning
+    if name in FIELDS:
+        return FIELDS[name]
+    for column in COMMON:
+        if column.name == name:
+            return column.meaning
+    for columns in ENTITIES.values():
+        for column in columns:
+            if column.name == name:
+                return column.meaning
+    return None
+
+
+class Described:
+    """Mixin for the read layer's records: their JSON schema describes every field.
+
+    `__entity__` names the derived entity whose meanings win; `__overrides__` gives a record's own
+    meaning for a field that differs from both (a topic's `partitions` is not a group's)."""
+
+    __slots__ = ()
+    __entity__: ClassVar[str | None] = None
+    __overrides__: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def field_description(cls, name: str) -> str | None:
+        return cls.__overrides__.get(name) or description(name, cls.__entity__)
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> dict[str, Any]:
+        schema = handler(core_schema)
+        target = handler.resolve_ref_schema(schema)
+        for name, prop in target.get("properties", {}).items():
+            meaning = cls.field_description(name)
+            if meaning is not None:
+                prop.setdefault("description", meaning)
+        return schema

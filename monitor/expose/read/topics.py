@@ -1,0 +1,338 @@
+"""Read layer: topics, their partitions, and the consumer groups reading them.
+
+A topic joins the collected metadata (`topics`, the open `topic_configs` rows) with its newest
+evaluation (`topic_state`) and counts its lagging groups (`group_topic_lag`). A partition joins
+`replication_state` (current replicas, ISR, leader, with the evaluated flags) and
+`retention_headroom` (size against retention.bytes, time coverage against retention.ms, and the
+most urgent lagging group). See `monitor.expose.read.queries` for the conventions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import Connection, text
+
+from monitor.expose.read.fields import Described
+from monitor.expose.read.queries import (
+    FIRST_PAGE,
+    Listing,
+    Page,
+    fetch_page,
+    latest_evaluation,
+    like_pattern,
+    records,
+)
+
+TopicSort = Literal[
+    "topic",
+    "size_bytes",
+    "produce_rate",
+    "lagging_groups",
+    "min_time_until_data_loss_seconds",
+    "min_data_loss_margin_seconds",
+]
+_TOPIC_ORDER: dict[str, str] = {
+    "topic": "topic",
+    "size_bytes": "size_bytes DESC NULLS LAST, topic",
+    "produce_rate": "produce_rate DESC NULLS LAST, topic",
+    "lagging_groups": "lagging_groups DESC, topic",
+    "min_time_until_data_loss_seconds": "min_time_until_data_loss_seconds NULLS LAST, topic",
+    "min_data_loss_margin_seconds": "min_data_loss_margin_seconds NULLS LAST, topic",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSummary(Described):
+    """A topic: its settings as configured now, and its newest evaluation (null before one)."""
+
+    __entity__ = "topic"
+    __overrides__ = {
+        "partitions": "partitions of the topic",
+        "replication_factor": "replicas per partition",
+        "retention_ms": "retention.ms: how long records are kept (null when unlimited)",
+        "retention_bytes": "retention.bytes: the size limit per partition (null when unlimited)",
+    }
+
+    topic: str
+    internal: bool
+    partitions: int
+    replication_factor: int
+    cleanup_policy: str | None
+    retention_ms: int | None
+    retention_bytes: int | None
+    min_insync_replicas: int | None
+    remote_storage: bool
+    size_bytes: int | None
+    produce_rate: float | None
+    produce_bytes_rate: float | None
+    max_size_ratio: float | None
+    min_time_coverage_seconds: float | None
+    retention_shortfall_seconds: float | None
+    max_replicas_lost: int | None
+    under_replicated_partitions: int | None
+    under_min_isr_partitions: int | None
+    offline_partitions: int | None
+    min_time_until_data_loss_seconds: float | None
+    min_data_loss_margin_seconds: float | None
+    lagging_groups: int
+    evaluated_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState(Described):
+    """A partition: current replicas, ISR and leader with the evaluated replication flags, and
+    its retention headroom with the most urgent lagging group."""
+
+    __entity__ = "partition"
+    __overrides__ = {
+        "replicas": "assigned replica broker ids, the preferred leader first",
+        "isr": "in-sync replica broker ids",
+        "leader": "leader broker id (null when offline)",
+        "data_loss_occurred": "a group reading the partition committed below the log start "
+        "offset: messages were deleted before it read them",
+        "end_offset_method": "where the newest sample's end offset comes from: listed (by the "
+        "leader) or last_known (the leader holds the high watermark back, under min ISR, and the "
+        "last end offset listed stands in; consumers cannot read past it)",
+        "end_offset_listed_at": "when a last_known end offset was listed (null when listed in the "
+        "newest sample)",
+    }
+
+    partition: int
+    leader: int | None
+    replicas: list[int]
+    isr: list[int]
+    preferred_leader: int | None
+    replication_factor: int | None
+    min_insync_replicas: int | None
+    replicas_lost: int | None
+    under_replicated: bool | None
+    under_min_isr: bool | None
+    offline: bool | None
+    non_preferred_leader: bool | None
+    replicas_sharing_rack: int | None
+    start_offset: int | None
+    end_offset: int | None
+    size_bytes: int | None
+    retention_bytes: int | None
+    headroom_bytes: int | None
+    size_ratio: float | None
+    retention_ms: int | None
+    time_coverage_seconds: float | None
+    retention_shortfall_seconds: float | None
+    produce_rate: float | None
+    produce_bytes_rate: float | None
+    lagging_groups: int
+    min_time_until_data_loss_seconds: float | None
+    min_data_loss_margin_seconds: float | None
+    data_loss_occurred: bool
+    evaluated_at: datetime | None
+    end_offset_method: str | None = None
+    end_offset_listed_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConsumer(Described):
+    """A consumer group reading the topic, with its lag on it and its time until data loss."""
+
+    __entity__ = "group_topic"
+
+    group_id: str
+    group_state: str | None
+    members: int | None
+    partitions: int | None
+    offset_lag: int | None
+    max_offset_lag: int | None
+    lag_seconds: float | None
+    max_lag_seconds: float | None
+    append_lag_seconds: float | None
+    consume_rate: float | None
+    time_to_catch_up_seconds: float | None
+    time_until_data_loss_seconds: float | None
+    data_loss_margin_seconds: float | None
+    data_loss_occurred: bool | None
+    status: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDetail(Described):
+    """One topic: its summary, its configuration, one page of its partitions, and every group
+    reading it (most urgent first)."""
+
+    __overrides__ = {
+        "topic": "the topic's settings and evaluated numbers",
+        "partitions": "one page of the topic's partitions, by number",
+        "consumers": "the consumer groups reading the topic, the smallest data-loss margin first",
+    }
+
+    topic: TopicSummary
+    configs: dict[str, str | None]
+    partitions: Listing[PartitionState]
+    consumers: list[TopicConsumer]
+
+
+def _number(name: str) -> str:
+    """A numeric setting from the open config rows: null when unset or negative (unlimited)."""
+    value = f"max(value) FILTER (WHERE name = '{name}')"
+    return f"CASE WHEN {value} ~ '^[0-9]+$' THEN ({value})::bigint END"
+
+
+_TOPICS = f"""
+    SELECT t.topic, t.internal, t.partition_count AS partitions, t.replication_factor,
+           cfg.cleanup_policy, cfg.retention_ms, cfg.retention_bytes, cfg.min_insync_replicas,
+           coalesce(cfg.remote_storage, false) AS remote_storage,
+           s.size_bytes, s.produce_rate, s.produce_bytes_rate, s.max_size_ratio,
+           s.min_time_coverage_seconds, s.retention_shortfall_seconds, s.max_replicas_lost,
+           s.under_replicated_partitions, s.under_min_isr_partitions, s.offline_partitions,
+           s.min_time_until_data_loss_seconds, s.min_data_loss_margin_seconds,
+           coalesce(lg.lagging_groups, 0) AS lagging_groups,
+           s.evaluated_at
+    FROM topics t
+    LEFT JOIN topic_state s ON s.cluster = t.cluster AND s.topic = t.topic
+    LEFT JOIN (
+        SELECT topic, max(value) FILTER (WHERE name = 'cleanup.policy') AS cleanup_policy,
+               {_number("retention.ms")} AS retention_ms,
+               {_number("retention.bytes")} AS retention_bytes,
+               {_number("min.insync.replicas")}::int AS min_insync_replicas,
+               bool_or(name = 'remote.storage.enable' AND value = 'true') AS remote_storage
+        FROM topic_configs WHERE cluster = :c AND valid_to IS NULL GROUP BY topic
+    ) cfg ON cfg.topic = t.topic
+    LEFT JOIN (
+        SELECT topic, count(*)::int AS lagging_groups FROM group_topic_lag
+        WHERE cluster = :c AND offset_lag > 0 GROUP BY topic
+    ) lg ON lg.topic = t.topic
+    WHERE t.cluster = :c AND t.deleted_at IS NULL
+"""
+
+_PROBLEMS = """(under_replicated_partitions > 0 OR offline_partitions > 0
+    OR under_min_isr_partitions > 0 OR retention_shortfall_seconds > 0
+    OR min_data_loss_margin_seconds IS NOT NULL)"""
+
+
+def topics(
+    conn: Connection,
+    cluster: str,
+    *,
+    search: str | None = None,
+    problems: bool = False,
+    sort: TopicSort = "topic",
+    page: Page = FIRST_PAGE,
+) -> Listing[TopicSummary]:
+    """The topics of `cluster` (deleted ones excluded). `search` keeps names containing it;
+    `problems` keeps topics under-replicated, offline, under min ISR, short of their retention
+    or with a group at risk of data loss (a data-loss margin)."""
+    body, params = _TOPICS, {"c": cluster}
+    filters = []
+    if search:
+        filters.append("t.topic LIKE :search")
+        params["search"] = like_pattern(search)
+    body += "".join(f" AND {f}" for f in filters)
+    if problems:
+        body = f"SELECT * FROM ({body}) p WHERE {_PROBLEMS}"
+    return fetch_page(
+        conn, TopicSummary, body, params, _TOPIC_ORDER[sort], page, latest_evaluation(conn, cluster)
+    )
+
+
+def topic(conn: Connection, cluster: str, name: str, *, page: Page = FIRST_PAGE) -> TopicDetail | None:
+    """One topic with one page of its partitions (by number) and the groups reading it; None
+    when the cluster has no such topic (or it was deleted)."""
+    found = records(conn, TopicSummary, _TOPICS + " AND t.topic = :t", {"c": cluster, "t": name})
+    if not found:
+        return None
+    configs = {
+        str(row.name): None if row.sensitive else row.value
+        for row in conn.execute(
+            text(
+                "SELECT name, value, sensitive FROM topic_configs"
+                " WHERE cluster = :c AND topic = :t AND valid_to IS NULL ORDER BY name"
+            ),
+            {"c": cluster, "t": name},
+        )
+    }
+    return TopicDetail(
+        found[0], configs, topic_partitions(conn, cluster, name, page), consumers(conn, cluster, name)
+    )
+
+
+def topic_partitions(
+    conn: Connection, cluster: str, name: str, page: Page = FIRST_PAGE
+) -> Listing[PartitionState]:
+    """The partitions of one topic by number."""
+    body = """
+        SELECT r.partition, r.leader, r.replicas, r.isr, r.preferred_leader, r.replication_factor,
+               r.min_insync_replicas, r.replicas_lost, r.under_replicated, r.under_min_isr,
+               r.offline, r.non_preferred_leader, r.replicas_sharing_rack,
+               d.start_offset, d.end_offset, h.size_bytes, h.retention_bytes, h.headroom_bytes,
+               h.size_ratio, h.retention_ms, h.time_coverage_seconds,
+               h.retention_shortfall_seconds, h.produce_rate, h.produce_bytes_rate,
+               coalesce(h.lagging_groups, 0)::int AS lagging_groups,
+               h.min_time_until_data_loss_seconds, h.min_data_loss_margin_seconds,
+               coalesce(h.data_loss_occurred, false) AS data_loss_occurred,
+               coalesce(h.evaluated_at, r.evaluated_at) AS evaluated_at,
+               o.end_offset_method, o.end_offset_listed_at
+        FROM replication_state r
+        LEFT JOIN retention_headroom h
+            ON h.cluster = r.cluster AND h.topic = r.topic AND h.partition = r.partition
+        LEFT JOIN derived_partition d
+            ON d.cluster = h.cluster AND d.topic = h.topic AND d.partition = h.partition
+            AND d.evaluated_at = h.evaluated_at
+        LEFT JOIN latest_partition_offsets o
+            ON o.cluster = r.cluster AND o.topic = r.topic AND o.partition = r.partition
+        WHERE r.cluster = :c AND r.topic = :t
+    """
+    params = {"c": cluster, "t": name}
+    return fetch_page(conn, PartitionState, body, params, "partition", page, latest_evaluation(conn, cluster))
+
+
+def consumers(conn: Connection, cluster: str, name: str) -> list[TopicConsumer]:
+    """The groups with committed offsets on topic `name`: data lost first, then the smallest
+    data-loss margin, then the largest lag."""
+    return records(
+        conn,
+        TopicConsumer,
+        """
+        SELECT group_id, group_state, members, partitions, offset_lag, max_offset_lag, lag_seconds,
+               max_lag_seconds, append_lag_seconds, consume_rate, time_to_catch_up_seconds,
+               time_until_data_loss_seconds, data_loss_margin_seconds, data_loss_occurred, status
+        FROM group_topic_lag WHERE cluster = :c AND topic = :t
+        ORDER BY data_loss_occurred DESC NULLS LAST, data_loss_margin_seconds NULLS LAST,
+                 offset_lag DESC NULLS LAST, group_id
+        """,
+        {"c": cluster, "t": name},
+    )
+
+
+def topic_names(conn: Connection, cluster: str) -> list[str]:
+    """Names of the topics of `cluster` (deleted ones excluded), sorted."""
+    rows = conn.execute(
+        text("SELECT topic FROM topics WHERE cluster = :c AND deleted_at IS NULL ORDER BY topic"),
+        {"c": cluster},
+    )
+    return [str(row.topic) for row in rows]
+
+
+def end_offsets(conn: Connection, cluster: str, name: str) -> list[int] | None:
+    """The log end offset of each partition of a topic, indexed by partition, from the newest
+    evaluation (0 where it has none); None for an unknown topic."""
+    counted = conn.execute(
+        text("SELECT partition_count FROM topics WHERE cluster = :c AND topic = :t AND deleted_at IS NULL"),
+        {"c": cluster, "t": name},
+    ).scalar()
+    if counted is None:
+        return None
+    rows: dict[int, Any] = {
+        int(row.partition): row.end_offset
+        for row in conn.execute(
+            text(
+                "SELECT d.partition, d.end_offset FROM derived_partition d JOIN latest_evaluations l"
+                " ON l.cluster = d.cluster AND l.evaluated_at = d.evaluated_at"
+                " WHERE d.cluster = :c AND d.topic = :t"
+            ),
+            {"c": cluster, "t": name},
+        )
+    }
+    size = max([int(counted), *(p + 1 for p in rows)])
+    return [int(rows.get(p) or 0) for p in range(size)]

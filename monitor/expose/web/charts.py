@@ -1,0 +1,344 @@
+"""Charts for the web pages, drawn on the server as inline SVG with pygal.
+
+Why this way: a page must load with nothing but its own HTML (the browser tests fail on any
+failed request, on-call laptops sit behind proxies, and a CDN outage must not blank a dashboard
+during an incident). An inline `<svg>` needs no script and no second request, scales, prints, and
+is drawn with the page. pygal is pure Python (no numpy), renders a chart in milliseconds, and keeps
+its CSS scoped to each chart; its tooltip script, fetched from a CDN by default, is switched off.
+
+Every chart is an image with a `<title>` and a `<desc>` that says in words what it shows
+(`role="img"`), and every page shows the same numbers in a table beside it: the chart is for the
+glance, the table for reading. Colours follow the pages: red, amber, green.
+
+Charts are cached by their inputs (a page reloaded every few seconds draws nothing new until the
+next evaluation), and the element id is a digest of the inputs, so a cached chart is identical
+to a fresh one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from typing import Any, Final
+
+import pygal
+from markupsafe import Markup, escape
+from pygal.style import Style
+
+from monitor.core.formatting import duration_filter, number_filter, percent_filter
+from monitor.expose.web.health import BAD, OK, WARN
+
+RED: Final = "#c5221f"
+AMBER: Final = "#e37400"
+GREEN: Final = "#1e8e3e"
+GREY: Final = "#9aa3ae"
+BLUE: Final = "#3367d6"
+
+MAX_POINTS: Final = 240
+"""A lag history longer than this is thinned to this many points, keeping each bucket's peak:
+a 7-day window holds about 20,000 evaluations, more than a 900-pixel chart can show."""
+
+
+def _style(*colors: str) -> Style:
+    return Style(
+        font_family="system-ui, sans-serif",
+        background="#ffffff",
+        plot_background="#ffffff",
+        foreground="#1d2330",
+        foreground_strong="#1d2330",
+        foreground_subtle="#5f6b7a",
+        colors=colors,
+        title_font_size=14,
+        label_font_size=11,
+        major_label_font_size=11,
+        legend_font_size=11,
+        value_font_size=11,
+        guide_stroke_color="#e3e6eb",
+        major_guide_stroke_color="#c4cad3",
+        guide_stroke_dasharray="3,3",
+        major_guide_stroke_dasharray="3,3",
+        opacity=".85",
+        opacity_hover=".95",
+    )
+
+
+_BARS = _style(GREEN, GREY)
+"""Leaders (green in the legend; each bar coloured by its health) beside the fair share (grey)."""
+_LINES = _style(BLUE)
+_COMMON: Final[dict[str, Any]] = {
+    "js": [],  # the default tooltip script comes from a CDN
+    "disable_xml_declaration": True,
+    "legend_at_bottom": True,
+    "legend_box_size": 10,
+    "margin": 8,
+    "print_values": False,
+    "include_x_axis": True,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    """An inline SVG image and its text alternative."""
+
+    svg: Markup
+    alt: str
+
+    def __html__(self) -> str:
+        return str(self.svg)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerBar:
+    """One broker as the cluster charts need it."""
+
+    broker_id: int
+    up: bool
+    leaders: int | None
+    fair_share: float | None
+    disk_used_ratio: float | None
+    leader_health: str = OK
+    disk_health: str = OK
+    """The colours of its two bars (`health.broker_cell`: from the findings on the broker)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LagPoint:
+    """A group's lag at one evaluation."""
+
+    at: datetime
+    offset_lag: int | None
+    lag_seconds: float | None
+
+
+_COLOURS: Final = {BAD: RED, WARN: AMBER, OK: GREEN}
+
+
+def _label(broker: BrokerBar) -> str:
+    return f"{broker.broker_id}" if broker.up else f"{broker.broker_id} (down)"
+
+
+def leader_balance(cluster: str, brokers: Sequence[BrokerBar]) -> Chart:
+    """Leaders per broker (coloured by balance) beside each broker's fair share."""
+    return _leader_balance(cluster, tuple(brokers))
+
+
+@lru_cache(maxsize=128)
+def _leader_balance(cluster: str, brokers: tuple[BrokerBar, ...]) -> Chart:
+    title = f"Partition leaders per broker, {cluster}"
+    chart = pygal.Bar(
+        title="Leaders per broker",
+        width=360,
+        height=220,
+        value_formatter=lambda v: number_filter(v, 0 if float(v).is_integer() else 1),
+        style=_BARS,
+        **_COMMON,
+    )
+    chart.x_labels = [_label(b) for b in brokers]
+    chart.y_labels = _integer_ticks(max((max(b.leaders or 0, b.fair_share or 0) for b in brokers), default=1))
+    chart.add(
+        "leaders",
+        [{"value": b.leaders or 0, "color": _COLOURS[b.leader_health]} for b in brokers],
+    )
+    chart.add("fair share", [b.fair_share if b.up else None for b in brokers])
+    alt = "; ".join(
+        f"broker {_label(b)}: {number_filter(b.leaders)} leaders, fair share {number_filter(b.fair_share, 1)}"
+        for b in brokers
+    )
+    return _finish(chart, ("leaders", cluster, brokers), title, alt or "no brokers")
+
+
+def disk_usage(cluster: str, brokers: Sequence[BrokerBar]) -> Chart:
+    """Used disk per broker, in percent of its log dirs' total."""
+    return _disk_usage(cluster, tuple(brokers))
+
+
+@lru_cache(maxsize=128)
+def _disk_usage(cluster: str, brokers: tuple[BrokerBar, ...]) -> Chart:
+    title = f"Disk used per broker, {cluster}"
+    chart = pygal.HorizontalBar(
+        title="Disk used per broker",
+        width=360,
+        height=220,
+        range=(0, 100),
+        y_labels=[0, 25, 50, 75, 100],
+        truncate_label=-1,
+        show_legend=False,
+        value_formatter=lambda v: f"{v:.0f}%",
+        style=_BARS,
+        **_COMMON,
+    )
+    chart.x_labels = [_label(b) for b in brokers]
+    chart.add(
+        "disk used",
+        [
+            None
+            if b.disk_used_ratio is None
+            else {"value": b.disk_used_ratio * 100, "color": _COLOURS[b.disk_health]}
+            for b in brokers
+        ],
+    )
+    alt = "; ".join(f"broker {_label(b)}: {percent_filter(b.disk_used_ratio)} used" for b in brokers)
+    return _finish(chart, ("disk", cluster, brokers), title, alt or "no brokers")
+
+
+@dataclass(frozen=True, slots=True)
+class LagCharts:
+    """The two lag charts; None where the window holds no value to draw (a lag in seconds that
+    could not be measured), so the page says so in words instead of drawing an empty frame."""
+
+    offsets: Chart | None
+    seconds: Chart | None
+
+
+def lag_history(group: str, points: Sequence[LagPoint], start: datetime, end: datetime) -> LagCharts:
+    """Two line charts over [start, end]: lag in messages and lag in seconds. Two charts rather
+    than two axes: on-call engineers read each scale without guessing which line is which."""
+    thinned = thin(sorted(points, key=lambda p: p.at), MAX_POINTS)
+    return _lag_history(group, thinned, start, end)
+
+
+@lru_cache(maxsize=64)
+def _lag_history(group: str, points: tuple[LagPoint, ...], start: datetime, end: datetime) -> LagCharts:
+    window = duration_filter((end - start).total_seconds())
+    key = ("lag", group, points, start, end)
+    offsets = [(p.at, p.offset_lag) for p in points if p.offset_lag is not None]
+    seconds = [(p.at, p.lag_seconds) for p in points if p.lag_seconds is not None]
+    offsets_chart = seconds_chart = None
+    if offsets:
+        chart = _line("Lag in messages", offsets, lambda v: number_filter(v), start, end)
+        chart.y_labels = _integer_ticks(max(v for _, v in offsets))
+        offsets_chart = _finish(
+            chart,
+            (*key, "offsets"),
+            f"Lag in messages of {group} over the last {window}",
+            f"{len(offsets)} points; peak {number_filter(max(v for _, v in offsets))} messages; "
+            f"latest {number_filter(offsets[-1][1])}",
+        )
+    if seconds:
+        chart = _line("Lag in seconds", seconds, duration_filter, start, end)
+        chart.y_labels = duration_ticks(max(v for _, v in seconds))
+        seconds_chart = _finish(
+            chart,
+            (*key, "seconds"),
+            f"Lag in seconds of {group} over the last {window}",
+            f"{len(seconds)} points; peak {duration_filter(max(v for _, v in seconds))}; "
+            f"latest {duration_filter(seconds[-1][1])}",
+        )
+    return LagCharts(offsets_chart, seconds_chart)
+
+
+def _line(
+    title: str,
+    values: Sequence[tuple[datetime, float | int]],
+    formatter: Callable[[Any], str],
+    start: datetime,
+    end: datetime,
+) -> Any:
+    x_format = "%H:%M" if end - start <= timedelta(days=1) else "%m-%d %H:%M"
+    chart = pygal.DateTimeLine(
+        title=title,
+        width=900,
+        height=220,
+        show_dots=len(values) < 40,
+        dots_size=2,
+        fill=True,
+        show_legend=False,
+        x_label_rotation=0,
+        truncate_label=-1,
+        x_value_formatter=lambda at: at.strftime(x_format),
+        x_title="UTC",
+        value_formatter=formatter,
+        xrange=(start, end),
+        min_scale=2,
+        max_scale=6,
+        style=_LINES,
+        **_COMMON,
+    )
+    chart.x_labels = time_ticks(start, end)
+    chart.add(title, values)
+    return chart
+
+
+_TICK_STEPS: Final = (
+    (timedelta(minutes=15), timedelta(minutes=3)),
+    (timedelta(hours=1), timedelta(minutes=10)),
+    (timedelta(hours=6), timedelta(hours=1)),
+    (timedelta(days=1), timedelta(hours=4)),
+)
+"""Window span -> the step of its time axis labels (a day for anything longer)."""
+
+
+def time_ticks(start: datetime, end: datetime) -> list[datetime]:
+    """Round times (every 10 minutes over an hour, every 4 hours over a day) in [start, end]."""
+    step = next((step for span, step in _TICK_STEPS if end - start <= span), timedelta(days=1))
+    seconds = step.total_seconds()
+    first = math.ceil(start.timestamp() / seconds) * seconds
+    ticks = []
+    tick = datetime.fromtimestamp(first, tz=start.tzinfo or UTC)
+    while tick <= end:
+        ticks.append(tick)
+        tick += step
+    return ticks
+
+
+_DURATION_STEPS: Final = (1, 5, 10, 30, 60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+"""Steps of a lag-in-seconds axis: 1 s to 1 day, then whole days."""
+
+
+def duration_ticks(top: float) -> list[int]:
+    """0 to at least `top` seconds in at most six round steps (10 min, 1 h, ...)."""
+    step = next((s for s in _DURATION_STEPS if top / s <= 5), 86400 * math.ceil(top / 86400 / 5))
+    return list(range(0, math.ceil(top / step) * step + step, step))
+
+
+def _integer_ticks(top: float) -> list[int]:
+    """0 to at least `top` in at most six whole steps: leader counts are whole numbers."""
+    step = max(1, math.ceil(top / 5))
+    return list(range(0, math.ceil(top) + step, step))
+
+
+def thin(points: Sequence[LagPoint], limit: int) -> tuple[LagPoint, ...]:
+    """At most `limit` points: consecutive points are bucketed, each bucket keeps its last time
+    and its peak of each lag, so a spike never disappears from the chart."""
+    if len(points) <= limit:
+        return tuple(points)
+    size = -(-len(points) // limit)
+    out = []
+    for i in range(0, len(points), size):
+        bucket = points[i : i + size]
+        offsets = [p.offset_lag for p in bucket if p.offset_lag is not None]
+        seconds = [p.lag_seconds for p in bucket if p.lag_seconds is not None]
+        out.append(
+            LagPoint(
+                bucket[-1].at,
+                max(offsets) if offsets else None,
+                max(seconds) if seconds else None,
+            )
+        )
+    return tuple(out)
+
+
+_SCRIPT: Final = re.compile(r"<script\b.*?</script>", re.DOTALL)
+"""pygal always inlines its configuration for its tooltip script, which is not loaded: dropped."""
+
+
+def _finish(chart: Any, key: tuple[Any, ...], title: str, alt: str) -> Chart:
+    """Render with a stable id and make the SVG an accessible image."""
+    chart.uuid = "kh-" + hashlib.blake2s(repr(key).encode(), digest_size=8).hexdigest()
+    svg: str = _SCRIPT.sub("", chart.render(is_unicode=True))
+    if chart.config.title:  # pygal's own short title gives way to the full one below
+        svg = svg.replace(f"<title>{escape(chart.config.title)}</title>", "", 1)
+    title_id = f"{chart.uuid}-title"
+    svg = svg.replace(
+        'class="pygal-chart"',
+        f'class="pygal-chart" role="img" aria-labelledby="{title_id}"',
+        1,
+    )
+    head_end = svg.index(">") + 1
+    labels = f'<title id="{title_id}">{escape(title)}</title><desc>{escape(alt)}</desc>'
+    return Chart(Markup(svg[:head_end] + labels + svg[head_end:]), alt)  # noqa: S704 - pygal escapes its text

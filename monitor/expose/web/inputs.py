@@ -1,0 +1,60 @@
+"""What every request must be before a route sees it, and the bounded field types request models
+use, so that bad input is answered with a 4xx that says what is wrong, never a 500 or a 503.
+
+- `guard_input`: a request whose path or query holds a NUL byte is refused with 422 before
+  routing (PostgreSQL cannot store NUL, so nothing we serve is named so).
+- `Text`: strings without NUL bytes or lone surrogates (which JSON can carry as `\\ud800` but
+  UTF-8, and so PostgreSQL, cannot).
+- `Id`, `Limit`: integers in the range of the columns and queries they reach.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+from urllib.parse import unquote
+
+from fastapi import FastAPI, Path, Query, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import AfterValidator
+
+from monitor.expose.read.queries import MAX_LIMIT
+
+MAX_ID = 2**63 - 1
+"""Ids are PostgreSQL bigints."""
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _text(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("contains a NUL byte (\\u0000); remove it")
+    if _SURROGATE.search(value):
+        raise ValueError("contains a lone surrogate (\\ud800-\\udfff), which is not text; send UTF-8 text")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_text)]
+Id = Annotated[int, Path(ge=1, le=MAX_ID, description="A positive id (a 64-bit integer).")]
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="entries per page")]
+
+
+def guard_input(app: FastAPI) -> None:
+    """Refuse requests whose path or query string carries a NUL byte."""
+
+    @app.middleware("http")
+    async def refuse_control(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        raw = unquote(request.url.path) + unquote(request.url.query)
+        if "\x00" in raw:
+            return JSONResponse(
+                {
+                    "error": {
+                        "code": "invalid_parameter",
+                        "message": "the path or query string holds a NUL byte (%00); remove it",
+                    }
+                },
+                status_code=422,
+            )
+        return await call_next(request)

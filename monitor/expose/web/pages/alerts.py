@@ -1,0 +1,199 @@
+"""The alerts page: what fires, what is about to, who is on it, what is muted, and the silences;
+with plain HTML forms to acknowledge an incident, silence an alert and expire a silence.
+
+Forms post to routes here that call `monitor.alert.actions` (as the CLI and the JSON API do) as
+the signed-in identity, after the same identity and CSRF guard as every change, and redirect back
+to the page (POST-redirect-GET, so a reload never acknowledges twice), carrying the
+outcome in a one-time flash cookie. A refused action comes back the same way, as an error on the
+page, with the reason `actions` gives.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Annotated
+from urllib.parse import quote, unquote
+
+from fastapi import APIRouter, Cookie, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy import Connection
+
+from monitor.alert import actions
+from monitor.core.records import Identity
+from monitor.core.vocabulary import parse_duration
+from monitor.expose.read.alerts import SECTIONS, read_alerts
+from monitor.expose.web.api.alerts import run_action
+from monitor.expose.web.context import ApiError, Context, WebContext
+from monitor.expose.web.identity import CSRF_FIELD, SIGN_IN, Auth, Authenticator, FormRefused
+from monitor.expose.web.inputs import MAX_ID, Id
+from monitor.expose.web.pages.retention_views import identity_view
+
+FLASH_COOKIE = "kh_flash"
+
+SECTION_TITLES = {
+    "firing": "Firing",
+    "pending": "Pending",
+    "acknowledged": "Acknowledged",
+    "silenced": "Silenced or inhibited",
+}
+SECTION_HELP = {
+    "firing": "Firing and told to their receivers; nobody has acknowledged them yet.",
+    "pending": "The condition holds, but not yet for the rule's `for` duration: nobody is told yet.",
+    "acknowledged": "Firing; someone acknowledged an incident they are in, so there are no repeats.",
+    "silenced": "Firing, but muted by a silence or by a firing alert that causes them: nobody is told.",
+}
+
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/alerts", response_class=HTMLResponse)
+def alerts_page(
+    ctx: Context, auth: Auth, request: Request, kh_flash: Annotated[str | None, Cookie()] = None
+) -> HTMLResponse:
+    now = ctx.clock.now()
+    try:
+        who, problem = auth.identify(request), None
+    except ApiError as exc:
+        who, problem = None, str(exc.detail)
+    with ctx.engine.connect() as conn:
+        state = read_alerts(conn)
+        silences = actions.silences(conn, now)
+    page = ctx.render(
+        "web/alerts.html",
+        title="Alerts",
+        state=state,
+        sections=SECTIONS,
+        section_titles=SECTION_TITLES,
+        section_help=SECTION_HELP,
+        silences=silences,
+        flash=_read_flash(kh_flash),
+        who=identity_view(who),
+        identity_problem=problem,
+        sign_in=SIGN_IN,
+        platform_role=who is not None and bool(auth.platform_teams & who.teams),
+        csrf_field=CSRF_FIELD,
+        csrf_token=auth.csrf_token(who) if who else None,
+        as_of=state.as_of,
+        max_silence=timedelta(seconds=ctx.silence_max_seconds),
+    )
+    if kh_flash is not None:
+        page.delete_cookie(FLASH_COOKIE, path="/alerts")
+    return page
+
+
+@router.post("/alerts/ack", response_model=None)
+async def acknowledge(ctx: Context, auth: Auth, request: Request) -> Response:
+    form, incidents = await _form(request, "incident")
+
+    def act(who: Identity) -> str:
+        ids = sorted({_id(value, "incident") for value in incidents})
+        if not ids:
+            raise actions.ActionError("choose the incident to acknowledge")
+        done: list[int] = []
+        comment = form.get("comment", "")
+        for group_id in ids:
+
+            def one(conn: Connection, group_id: int = group_id) -> list[int]:
+                return actions.acknowledge(conn, who, now=ctx.clock.now(), group_id=group_id, comment=comment)
+
+            done += run_action(ctx, who, "incident", group_id, "acknowledge", one)
+        plural = "s" if len(done) > 1 else ""
+        listed = ", ".join(str(i) for i in done)
+        return f"Acknowledged incident{plural} {listed} as {who.user}: no repeats, no escalation."
+
+    return _guarded(ctx, auth, request, form, act)
+
+
+@router.post("/alerts/silences", response_model=None)
+async def silence(ctx: Context, auth: Auth, request: Request) -> Response:
+    form, _ = await _form(request)
+
+    def act(who: Identity) -> str:
+        duration = form.get("duration", "2h")
+        try:
+            seconds = parse_duration(duration)
+        except ValueError as exc:
+            raise actions.ActionError(f"duration: {exc}") from exc
+        if seconds > ctx.silence_max_seconds:
+            limit = timedelta(seconds=ctx.silence_max_seconds)
+            raise actions.ActionError(f"a silence may last at most {limit}; ask for less")
+        lines = [line.strip() for line in form.get("matchers", "").splitlines() if line.strip()]
+        silence_id = run_action(ctx, who, "silence", None, "create silence", lambda conn: (
+            actions.create_silence(
+                conn, who, matchers=lines, comment=form.get("comment", ""), now=ctx.clock.now(),
+                duration=timedelta(seconds=seconds),
+                max_duration=timedelta(seconds=ctx.silence_max_seconds),
+                platform_teams=auth.platform_teams)))  # fmt: skip
+        return f"Silence {silence_id} created for {duration.strip()}: {', '.join(lines)}."
+
+    return _guarded(ctx, auth, request, form, act)
+
+
+@router.post("/alerts/silences/{silence_id}/expire", response_model=None)
+async def expire(ctx: Context, auth: Auth, request: Request, silence_id: Id) -> Response:
+    form, _ = await _form(request)
+
+    def act(who: Identity) -> str:
+        now, platform = ctx.clock.now(), auth.platform_teams
+        run_action(ctx, who, "silence", silence_id, "expire silence", lambda conn: (
+            actions.expire_silence(conn, who, silence_id, now, platform)))  # fmt: skip
+        return f"Silence {silence_id} expired: the alerts it muted notify again from the next alert cycle."
+
+    return _guarded(ctx, auth, request, form, act)
+
+
+async def _form(request: Request, multi: str = "") -> tuple[dict[str, str], list[str]]:
+    """The form's single fields, and every value of the field `multi`."""
+    data = await request.form()
+    single = {k: v for k, v in data.items() if isinstance(v, str)}
+    values = [v for v in data.getlist(multi) if isinstance(v, str)] if multi else []
+    return single, values
+
+
+def _id(value: str, what: str) -> int:
+    if not value.isdigit() or not 1 <= int(value) <= MAX_ID:
+        raise actions.ActionError(f"{what} must be a positive whole number, not {value[:40]!r}")
+    return int(value)
+
+
+def _guarded(
+    ctx: WebContext,
+    auth: Authenticator,
+    request: Request,
+    form: dict[str, str],
+    action: Callable[[Identity], str],
+) -> Response:
+    """Identity and CSRF first (refused: an error page, nothing changed); then `action`, and back
+    to the alerts page with its outcome as a flash."""
+    try:
+        who = auth.form_changer(request, form)
+    except FormRefused as exc:
+        page = ctx.render(
+            "web/error.html", title=exc.title, message=str(exc), links=[("/alerts", "Back to the alerts")]
+        )
+        page.status_code = exc.status
+        return page
+    try:
+        flash = {"kind": "ok", "text": action(who)}
+    except actions.ActionError as exc:
+        flash = {"kind": "error", "text": f"Not done: {exc}"}
+    response = RedirectResponse("/alerts", status_code=303)
+    response.set_cookie(
+        FLASH_COOKIE, quote(json.dumps(flash)), max_age=60, path="/alerts", httponly=True, samesite="strict"
+    )
+    return response
+
+
+def _read_flash(raw: str | None) -> dict[str, str] | None:
+    if not raw:
+        return None
+    try:
+        value = json.loads(unquote(raw))
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or value.get("kind") not in ("ok", "error"):
+        return None
+    return {"kind": str(value["kind"]), "text": str(value.get("text", ""))}

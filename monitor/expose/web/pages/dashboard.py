@@ -1,0 +1,440 @@
+"""The dashboard pages: clusters overview, one cluster, one topic, one consumer group.
+
+Server-rendered from `templates/web/`, with charts drawn on the server (`charts`), so a page is
+one request and shows what is wrong before anyone reads: every row and card is red, amber or
+green (`health`), worst first. Every page says which evaluation its numbers come from and how old
+that is, marked stale past the context's `stale_after`. An unknown cluster, topic or group is a
+404 page that says what was not found; a bad `?window=` is a 422 page that lists the good ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime, timedelta
+from typing import Any, Final
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+from sqlalchemy import Connection
+
+from monitor.core.formatting import bytes_filter, duration_filter
+from monitor.core.vocabulary import STATUS_RANK
+from monitor.expose.read import clusters as read_clusters
+from monitor.expose.read import dashboard as read_pages
+from monitor.expose.read import history as read_history
+from monitor.expose.read import lag as read_lag
+from monitor.expose.read import queries
+from monitor.expose.read import topics as read_topics
+from monitor.expose.read.queries import ALL
+from monitor.expose.web import charts, health
+from monitor.expose.web.context import Context, WebContext
+
+LABELS: Final = {health.BAD: "critical", health.WARN: "warning", health.OK: "healthy"}
+WINDOWS: Final = {
+    "15m": timedelta(minutes=15),
+    "1h": timedelta(hours=1),
+    "6h": timedelta(hours=6),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+}
+DEFAULT_WINDOW: Final = "1h"
+TABLE_ROWS: Final = 200
+"""Rows of a topics or groups table: the worst ones. A page with 10,000 rows is neither light
+nor read; the API lists everything."""
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """How old a page's numbers are: the evaluation they come from, and whether that is stale."""
+
+    evaluated_at: datetime | None
+    age_seconds: float | None
+    stale: bool
+    stale_after_seconds: float
+
+
+def freshness(evaluated_at: datetime | None, now: datetime, stale_after: timedelta) -> Freshness:
+    if evaluated_at is None:
+        return Freshness(None, None, True, stale_after.total_seconds())
+    age = max((now - evaluated_at).total_seconds(), 0.0)
+    return Freshness(evaluated_at, age, age > stale_after.total_seconds(), stale_after.total_seconds())
+
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/", response_class=HTMLResponse)
+def overview(ctx: Context) -> HTMLResponse:
+    now = ctx.clock.now()
+    with ctx.engine.connect() as conn:
+        states = read_clusters.clusters(conn)
+        trouble = read_pages.cluster_trouble(conn)
+        brokers = {s.cluster: read_clusters.brokers(conn, s.cluster) for s in states}
+        flags = {s.cluster: _flags(ctx, conn, s.cluster) for s in states}
+        runs = queries.last_runs(conn)
+    cards = sorted(
+        (_card(s, trouble.get(s.cluster), brokers[s.cluster], flags[s.cluster], now, ctx) for s in states),
+        key=lambda c: (health.RANK[c["health"]], c["cluster"]),
+    )
+    unreached = _unreached(runs, {s.cluster for s in states})
+    times = [c["evaluated_at"] for c in cards if c["evaluated_at"] is not None]
+    oldest = min(times, default=None)  # a cluster never evaluated says so on its own card
+    return _render(
+        ctx,
+        "web/overview.html",
+        title="Clusters",
+        clusters=cards,
+        unreached=unreached,
+        runs=runs,
+        freshness=freshness(oldest, now, ctx.stale_after),
+    )
+
+
+@router.get("/clusters/{cluster}", response_class=HTMLResponse)
+def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
+    now = ctx.clock.now()
+    with ctx.engine.connect() as conn:
+        state = read_clusters.cluster(conn, cluster)
+        if state is None:
+            return _unknown_cluster(ctx, cluster)
+        brokers = read_clusters.brokers(conn, cluster)
+        flags = _flags(ctx, conn, cluster)
+        card = _card(state, read_pages.cluster_trouble(conn).get(cluster), brokers, flags, now, ctx)
+        topics = [asdict(t) for t in read_topics.topics(conn, cluster, page=ALL).items]
+        worst = read_pages.worst_partition_status(conn, cluster)
+        groups = [
+            {**asdict(g), "worst_status": worst.get(g.group_id)}
+            for g in read_lag.groups(conn, cluster, page=ALL).items
+        ]
+        alerts = read_pages.firing_alerts(conn, cluster)
+    loss = ctx.data_loss()
+    topics = health.annotate(topics, lambda t: health.topic(t, loss, flags))
+    groups = _judge_groups(groups, loss, flags)
+    return _render(
+        ctx,
+        "web/cluster.html",
+        title=cluster,
+        cluster=cluster,
+        card=card,
+        freshness=card["freshness"],
+        brokers=[_judge_broker(asdict(b), flags) for b in brokers],
+        leader_chart=card["leader_chart"],
+        disk_chart=card["disk_chart"],
+        topics=health.topics_worst_first(topics)[:TABLE_ROWS],
+        topics_total=len(topics),
+        groups=health.groups_worst_first(groups)[:TABLE_ROWS],
+        groups_total=len(groups),
+        alerts=alerts,
+    )
+
+
+@router.get("/clusters/{cluster}/topics/{topic}", response_class=HTMLResponse)
+def topic_page(ctx: Context, request: Request, cluster: str, topic: str) -> HTMLResponse:
+    now = ctx.clock.now()
+    with ctx.engine.connect() as conn:
+        if not queries.cluster_exists(conn, cluster):
+            return _unknown_cluster(ctx, cluster)
+        detail = read_topics.topic(conn, cluster, topic, page=ALL)
+        if detail is None:
+            return _not_found(ctx, f"No topic {topic!r} on cluster {cluster!r}", cluster)
+        worst = read_pages.worst_partition_status(conn, cluster, topic)
+        limits = read_pages.data_loss_limits(conn, cluster, topic)
+        alerts = read_pages.firing_alerts(conn, cluster, topic=topic)
+        evaluated = queries.latest_evaluation(conn, cluster)
+        flags = _flags(ctx, conn, cluster)
+        panel = ctx.topic_panel(request, conn, cluster, topic) if ctx.topic_panel else {"retention": None}
+    loss = ctx.data_loss()
+    partitions = health.annotate(
+        (asdict(p) for p in detail.partitions.items),
+        lambda p: health.partition(p, loss, flags.health(topic=topic, partition=p["partition"])),
+    )
+    consumers = (
+        {**asdict(c), "worst_status": worst.get(c.group_id), "data_loss_limit": limits.get(c.group_id)}
+        for c in detail.consumers
+    )
+    groups = _judge_groups(consumers, loss, flags, topic=topic)
+    row = asdict(detail.topic)
+    row["health"] = health.worst(health.topic(row, loss, flags), *(p["health"] for p in partitions))
+    return _render(
+        ctx,
+        "web/topic.html",
+        title=f"{topic} · {cluster}",
+        cluster=cluster,
+        topic=row,
+        configs=detail.configs,
+        limits=_limits(detail.configs),
+        partitions=sorted(partitions, key=lambda p: (health.RANK[p["health"]], p["partition"])),
+        groups=health.groups_worst_first(groups),
+        alerts=alerts,
+        freshness=freshness(evaluated, now, ctx.stale_after),
+        **panel,
+    )
+
+
+@router.get("/clusters/{cluster}/groups/{group:path}", response_class=HTMLResponse)
+def group_page(ctx: Context, cluster: str, group: str, window: str = DEFAULT_WINDOW) -> HTMLResponse:
+    now = ctx.clock.now()
+    if window not in WINDOWS:
+        return _error(
+            ctx,
+            422,
+            "Unknown window",
+            f"The lag history window must be one of {', '.join(WINDOWS)}, not {window!r}.",
+            [(f"{_group_href(cluster, group)}?window={w}", f"{group} over the last {w}") for w in WINDOWS],
+        )
+    with ctx.engine.connect() as conn:
+        if not queries.cluster_exists(conn, cluster):
+            return _unknown_cluster(ctx, cluster)
+        detail = read_lag.group(conn, cluster, group)
+        if detail is None and not read_lag.group_known(conn, cluster, group):
+            return _not_found(
+                ctx,
+                f"No consumer group {group!r} on cluster {cluster!r} (a new group appears after"
+                " its first evaluation)",
+                cluster,
+            )
+        context = _group_context(
+            conn,
+            cluster,
+            group,
+            detail,
+            now - WINDOWS[window],
+            now,
+            ctx.data_loss(),
+            _flags(ctx, conn, cluster),
+        )
+        evaluated = queries.latest_evaluation(conn, cluster)
+    return _render(
+        ctx,
+        "web/group.html",
+        title=f"{group} · {cluster}",
+        cluster=cluster,
+        window=window,
+        windows=list(WINDOWS),
+        freshness=freshness(evaluated, now, ctx.stale_after),
+        **context,
+    )
+
+
+_GROUP_COLUMNS: Final = tuple(f.name for f in fields(read_lag.GroupSummary))
+"""A group that left the newest evaluation (its history remains) has none of these."""
+
+
+def _group_context(
+    conn: Connection,
+    cluster: str,
+    group: str,
+    detail: read_lag.GroupDetail | None,
+    since: datetime,
+    until: datetime,
+    loss: health.LossScale,
+    flags: health.Flags,
+) -> dict[str, Any]:
+    """Everything the group page shows besides the freshness and the window."""
+    partitions = [
+        {**asdict(p), "consumer": f"{p.client_id} on {p.owner}" if p.owner else None}
+        for p in read_lag.group_partitions(conn, cluster, group, page=ALL).items
+    ]
+    statuses = [p["status"] for p in partitions if p["status"]]
+    worst_status = max(statuses, key=lambda s: STATUS_RANK.get(s, 0), default=None)
+    summary = asdict(detail.group) if detail else {**dict.fromkeys(_GROUP_COLUMNS), "group_id": group}
+    judged = _judge_groups([{**summary, "worst_status": worst_status}], loss, flags)[0]
+    partitions = _judge_groups(partitions, loss, flags, of_group=group)
+    partitions.sort(
+        key=lambda p: (health.RANK[p["health"]], -(p["offset_lag"] or 0), p["topic"], p["partition"])
+    )
+    history = read_history.group_history(
+        conn, cluster, group, since, until + timedelta(seconds=1), charts.MAX_POINTS
+    )
+    points = [
+        charts.LagPoint(
+            h.evaluated_at,
+            h.offset_lag,
+            h.max_lag_seconds if h.max_lag_seconds is not None else h.lag_seconds,
+        )
+        for h in history.points
+    ]
+    return {
+        "group": judged,
+        "data_loss_class": loss.health(judged["data_loss_margin_seconds"], judged["data_loss_occurred"]),
+        "method": _method(partitions),
+        "partitions": partitions,
+        "members": detail.members if detail else [],
+        "alerts": read_pages.firing_alerts(conn, cluster, group_id=group),
+        "charts": charts.lag_history(group, points, since, until),
+        "history_points": len(points),
+    }
+
+
+def _judge_groups(
+    rows: Iterable[dict[str, Any]],
+    loss: health.LossScale,
+    flags: health.Flags,
+    *,
+    topic: str | None = None,
+    of_group: str | None = None,
+) -> list[dict[str, Any]]:
+    """Groups coloured, each row by the findings on what it is: a group, its lag on `topic`, or
+    (rows of the group `of_group`) its lag on the row's partition."""
+
+    def flagged(r: dict[str, Any]) -> str:
+        if of_group is not None:
+            return flags.health(group_id=of_group, topic=r["topic"], partition=r["partition"])
+        if topic is not None:
+            return flags.health(group_id=r["group_id"], topic=topic)
+        return flags.health(group_id=r["group_id"])
+
+    return [
+        {
+            **r,
+            "health": health.group(r, loss, flagged(r)),
+            "status_health": health.status_health(r.get("worst_status") or r["status"]),
+        }
+        for r in rows
+    ]
+
+
+def _method(partitions: list[dict[str, Any]]) -> str:
+    """How the lag in seconds was measured, over the lagging partitions."""
+    lagging = [p for p in partitions if (p["offset_lag"] or 0) > 0]
+    if not lagging:
+        return "caught up" if partitions else "not evaluated"
+    methods = [p["lag_seconds_method"] or "none" for p in lagging]
+    if all(m == "exact" for m in methods):
+        return "exact"
+    parts = []
+    for method in ("interpolated", "none"):
+        n = methods.count(method)
+        if n:
+            label = "interpolated" if method == "interpolated" else "unknown"
+            parts.append(f"{label} on {n} of {len(lagging)} lagging partitions")
+    errors = [p["lag_seconds_error"] for p in lagging if p["lag_seconds_error"] is not None]
+    bound = f", error up to {duration_filter(max(errors))}" if errors else ""
+    return "; ".join(parts) + bound + (", exact elsewhere" if "exact" in methods else "")
+
+
+def _card(
+    state: read_clusters.ClusterState,
+    trouble: read_pages.ClusterTrouble | None,
+    brokers: list[read_clusters.BrokerState],
+    flags: health.Flags,
+    now: datetime,
+    ctx: WebContext,
+) -> dict[str, Any]:
+    """A cluster's card: its state, what is in trouble, health, freshness and its two charts."""
+    by_status = state.groups_by_status
+    card: dict[str, Any] = {
+        **asdict(state),
+        **(asdict(trouble) if trouble else {"groups_stopped": 0, "groups_lost_data": 0}),
+        "alerts_firing": trouble.alerts_firing if trouble else 0,
+        "alerts_critical": trouble.alerts_critical if trouble else 0,
+        "brokers": len(brokers),
+        "groups": state.consumer_groups,
+        "groups_lagging": by_status.get("WARN", 0) + by_status.get("ERR", 0),
+        "down_brokers": [b.broker_id for b in brokers if not b.up],
+    }
+    fresh = freshness(state.evaluated_at, now, ctx.stale_after)
+    bars = [
+        charts.BrokerBar(
+            b.broker_id, b.up, b.leaders, b.fair_share_leaders, b.disk_used_ratio,
+            health.broker_cell(b.up, b.broker_id, health.LEADER_COLUMNS, flags),
+            health.broker_cell(b.up, b.broker_id, health.DISK_COLUMNS, flags),
+        )
+        for b in brokers
+    ]  # fmt: skip
+    evaluated = any(b.leaders is not None for b in bars)
+    with_disk = any(b.disk_used_ratio is not None for b in bars)
+    card["freshness"] = fresh
+    card["health"] = health.cluster(card, fresh.stale)
+    card["leader_chart"] = charts.leader_balance(state.cluster, bars) if evaluated else None
+    card["disk_chart"] = charts.disk_usage(state.cluster, bars) if with_disk else None
+    return card
+
+
+def _unreached(runs: list[dict[str, Any]], known: set[str]) -> list[dict[str, Any]]:
+    """The newest run of each configured cluster whose metadata was never read: it has runs (all
+    failed) but no row in `clusters`, so no evaluation either. First on the page: nothing else
+    would show it."""
+    newest: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        name = run["cluster"]
+        if (
+            name
+            and name not in known
+            and (name not in newest or run["started_at"] > newest[name]["started_at"])
+        ):
+            newest[name] = run
+    return [newest[name] for name in sorted(newest)]
+
+
+def _judge_broker(broker: dict[str, Any], flags: health.Flags) -> dict[str, Any]:
+    up, broker_id = broker["up"], broker["broker_id"]
+    return {
+        **broker,
+        "health": health.broker(broker, flags),
+        "leader_health": health.broker_cell(up, broker_id, health.LEADER_COLUMNS, flags),
+        "disk_health": health.broker_cell(up, broker_id, health.DISK_COLUMNS, flags),
+    }
+
+
+def _flags(ctx: WebContext, conn: Connection, cluster: str) -> health.Flags:
+    """The colours the open findings of `cluster` give its rows."""
+    return health.Flags(read_pages.open_findings(conn, cluster), ctx.data_loss.reads())
+
+
+def _limits(configs: dict[str, str | None]) -> dict[str, str]:
+    """The topic's retention limits in words, from its current configuration."""
+
+    def number(name: str) -> float | None:
+        try:
+            value = configs.get(name)
+            return float(value) if value is not None else None
+        except ValueError:
+            return None
+
+    size, time = number("retention.bytes"), number("retention.ms")
+    unknown = "not collected yet"
+    return {
+        "bytes": unknown
+        if size is None
+        else "unlimited"
+        if size < 0
+        else f"{bytes_filter(size)} per partition",
+        "ms": unknown if time is None else "unlimited" if time < 0 else duration_filter(time / 1000),
+    }
+
+
+def _render(ctx: WebContext, name: str, **context: Any) -> HTMLResponse:
+    """A page with what every dashboard template uses: the health labels and colours."""
+    return ctx.render(name, labels=LABELS, loss_health=ctx.data_loss().health, **context)
+
+
+def _group_href(cluster: str, group: str) -> str:
+    return f"/clusters/{quote(cluster, safe='')}/groups/{quote(group)}"
+
+
+def _unknown_cluster(ctx: WebContext, cluster: str) -> HTMLResponse:
+    return _error(
+        ctx,
+        404,
+        "Not found",
+        f"No cluster {cluster!r}: the monitor has never collected a cluster of that name.",
+        [("/", "All clusters")],
+    )
+
+
+def _not_found(ctx: WebContext, message: str, cluster: str) -> HTMLResponse:
+    href = f"/clusters/{quote(cluster, safe='')}"
+    return _error(
+        ctx, 404, "Not found", message + ".", [(href, f"Back to cluster {cluster}"), ("/", "All clusters")]
+    )
+
+
+def _error(
+    ctx: WebContext, status: int, title: str, message: str, links: list[tuple[str, str]]
+) -> HTMLResponse:
+    response = ctx.render("web/error.html", title=title, message=message, links=links)
+    response.status_code = status
+    return response
