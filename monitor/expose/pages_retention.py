@@ -136,7 +136,7 @@ class Pages:
         with self.ctx.engine.connect() as conn:
             rows = ledger.list_requests(conn, states=list(OPEN_STATES), limit=1000)
         sections: dict[str, list[dict[str, Any]]] = {key: [] for key, _, _ in views.SECTIONS}
-        for row in sorted(rows, key=lambda r: r["id"]):
+        for row in sorted(rows, key=lambda r: r.id):
             view = {**views.request_view(row), "actions": views.actions_for(row, who, policy)}
             sections[views.section_of(row)].append(view)
         return self.ctx.render(
@@ -194,7 +194,7 @@ class Pages:
         except ValueError as exc:
             return _redirect(back, "error", f"Not changed: {exc}")
         view = views.request_view(done)
-        return _redirect(back, "ok", f"Request {done['id']} is {view['display_state']}: {view['change']}.")
+        return _redirect(back, "ok", f"Request {done.id} is {view['display_state']}: {view['change']}.")
 
     async def act(self, request: Request, request_id: int, action: str) -> Response:
         """approve, reject, withdraw, revert or extend a request; back to where it was pressed."""
