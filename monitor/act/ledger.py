@@ -17,7 +17,7 @@ from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from monitor.act.model import RetentionError
-from monitor.act.request import Draft, Request, check_transition
+from monitor.act.request import Draft, IllegalTransition, Request, check_transition
 from monitor.core.records import Identity
 from monitor.store import audit as audit_trail
 from monitor.store.audit import AuditEntry
@@ -155,11 +155,14 @@ def transition(
     conn: Connection, request: Request, changes: Mapping[str, Any], audit: Audit, now: datetime
 ) -> Request:
     """Update the request with `changes` (column -> value, a new state among them or not) and write
-    `audit`. A new state must be one `TRANSITIONS` allows from the request's state
-    (IllegalTransition otherwise); an unknown column is a ValueError."""
+    `audit`. A new state must be one `TRANSITIONS` allows from the request's state, else
+    RetentionError("conflict") says which moves are allowed; an unknown column is a ValueError."""
     changed = request.with_changes({**changes, "updated_at": now})
     if "state" in changes:
-        check_transition(request.id, request.state, changed.state)
+        try:
+            check_transition(request.id, request.state, changed.state)
+        except IllegalTransition as exc:
+            raise RetentionError("conflict", str(exc)) from exc
     conn.execute(
         update(RetentionRequest).where(RetentionRequest.id == request.id).values(**changes, updated_at=now)
     )

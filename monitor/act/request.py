@@ -3,8 +3,9 @@
 `Request` is one row of `retention_requests`, typed; every step takes one and returns the updated
 one (it is frozen: a step never changes a request behind the ledger's back). `Draft` is what a new
 request is stored with. `TRANSITIONS` is the one table of the state moves the flow makes; the
-ledger checks every change of state against it, so a step that tries another move fails with
-`IllegalTransition` instead of writing a state the flow cannot leave:
+ledger checks every change of state against it, so a step that tries another move fails
+(`IllegalTransition`, which the ledger raises as `RetentionError("conflict")`) instead of writing
+a state the flow cannot leave:
 
     awaiting_approval -> approved (a reviewer) | rejected | cancelled (the requester)
     approved, retrying -> retrying (Kafka did not answer) | applied | failed | cancelled

@@ -8,7 +8,7 @@ import pytest
 
 from monitor.act import ledger
 from monitor.act.ledger import SYSTEM_ACTOR, Audit
-from monitor.act.model import describe_change, display_state, request_json
+from monitor.act.model import RetentionError, describe_change, display_state, request_json
 from monitor.act.request import (
     INITIAL_STATES,
     TRANSITIONS,
@@ -84,8 +84,9 @@ class _NoDatabase:
 
 def test_the_ledger_refuses_an_illegal_move_before_writing() -> None:
     request = request_in("reverted")
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(RetentionError, match="cannot move from 'reverted' to 'applied'") as refused:
         ledger.transition(_NoDatabase(), request, {"state": "applied"}, Audit(SYSTEM_ACTOR, "x"), CREATED)  # type: ignore[arg-type]
+    assert refused.value.code == "conflict"
     with pytest.raises(ValueError, match=r"no column\(s\) \['colour'\]"):
         ledger.transition(_NoDatabase(), request, {"colour": "red"}, Audit(SYSTEM_ACTOR, "x"), CREATED)  # type: ignore[arg-type]
 
