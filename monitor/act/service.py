@@ -173,14 +173,14 @@ class RetentionService:
         with self.engine().begin() as conn:
             gathered, verdict = self._judge(conn, who, cluster, topic, new, duration_ms)
             draft = _draft(who, cluster, topic, new, duration_ms, reason, gathered, verdict)
-            request_id = self._record(conn, who, draft, verdict)
+            request_id = self._record(conn, who, draft)
         if not verdict.ok:
             raise _refusal(request_id, verdict)
         if verdict.tier == "instant":
             return self.apply_now(request_id)
         return self._ask_reviewers(request_id, who)
 
-    def _record(self, conn: Connection, who: Identity, draft: Draft, verdict: Verdict) -> int:
+    def _record(self, conn: Connection, who: Identity, draft: Draft) -> int:
         """Store the request with who asked and what was decided; returns its id."""
         now = self.clock.now()
         asked = Audit.by(
@@ -191,7 +191,7 @@ class RetentionService:
             reason=draft.reason,
             detail=f"via {who.source}",
         )
-        if not verdict.ok:
+        if draft.state == "refused":
             decided = Audit(SYSTEM_ACTOR, "refused", detail=draft.refusal)
         elif draft.state == "approved":
             decided = Audit(
