@@ -9,11 +9,12 @@ STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 BENCH_ARGS  ?=
 
-.PHONY: demo test soak lint format setup install bootstrap bench clean down help
+.PHONY: demo test test-unit soak lint format setup install bootstrap bench clean down help
 
 help:
 	@echo "make demo   - local 3-node Kafka + PostgreSQL + Spark, and the monitor daemon with its web UI"
 	@echo "make test   - the whole test suite (unit, integration on real Kafka/PostgreSQL/Spark) and lint"
+	@echo "make test-unit - the fast tier: tests that start no JVM and no server (under a minute)"
 	@echo "make lint   - ruff, mypy (strict on monitor/) and the import layering contracts"
 	@echo "make down   - stop the local Kafka cluster and PostgreSQL started by the demo"
 	@echo "make soak   - only the soak test: ten minutes of traffic through broker, PostgreSQL and receiver outages"
@@ -41,6 +42,10 @@ lint: install
 
 test: bootstrap lint
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The fast tier: no Kafka, PostgreSQL, Spark or browser is set up or started.
+test-unit: install
+	$(BIN)/pytest tests/unit -m unit $(PYTEST_ARGS)
 
 soak: bootstrap
 	$(BIN)/pytest -m soak -s $(PYTEST_ARGS)

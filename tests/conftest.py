@@ -13,20 +13,22 @@
             (fails the test on console errors and failed requests), `serve_app`, `web_url` and
             `web` (the real app over `populated`)
 
-Tests under tests/unit are marked `unit` and tests under tests/integration `integration`
-automatically; `spark`, `e2e` and `browser` are set by the tests themselves.
+Tiers (tests/tiers.py): tests under tests/unit are marked `unit` (no JVM, no server; checked while
+they run) and tests under tests/integration `integration`; every test is also marked by what its
+fixtures start (`kafka`, `postgres`, `spark`, `browser`, `receivers`), so `-m "not spark"` leaves
+out exactly the tests that need a SparkSession. `e2e` and `soak` are set by the tests themselves.
 """
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.session import SESSION_STARTED
 
 pytest_plugins = [
+    "tests.tiers",
     "tests.fixtures.kafka",
     "tests.fixtures.postgres",
     "tests.fixtures.spark",
@@ -36,8 +38,6 @@ pytest_plugins = [
     "tests.fixtures.servers",
 ]
 
-_TESTS = Path(__file__).parent
-
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[SESSION_STARTED] = time.monotonic()
@@ -46,9 +46,3 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # The soak runs last, when the time budget left can be judged (tests/integration/test_soak.py).
     items.sort(key=lambda item: item.get_closest_marker("soak") is not None)
-    for item in items:
-        path = Path(str(item.fspath))
-        if _TESTS / "unit" in path.parents:
-            item.add_marker(pytest.mark.unit)
-        elif _TESTS / "integration" in path.parents:
-            item.add_marker(pytest.mark.integration)

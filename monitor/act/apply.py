@@ -25,14 +25,14 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import Connection
 
 from monitor.act import ledger
 from monitor.act.gitrepo import ChangeRecord, ConfigRepo, ConfigRepoError
 from monitor.act.ledger import SYSTEM_ACTOR, Audit
-from monitor.act.model import describe_change, iso, old_values
+from monitor.act.model import describe_change, iso
+from monitor.act.request import Request
 from monitor.core.clock import Clock
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
 from monitor.core.settings import RetentionConfig
@@ -60,23 +60,23 @@ class Applier:
 
     # -- forward ----------------------------------------------------------------------------
 
-    def apply(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    def apply(self, conn: Connection, request: Request) -> Request:
         """Put an approved (or retrying) request into force; returns the updated row."""
         now = self._clock.now()
-        new: dict[str, str | None] = {k: str(v) for k, v in request["new_configs"].items()}
-        if request["commit_id"] is None:
+        new: dict[str, str | None] = {k: str(v) for k, v in request.new_configs.items()}
+        if request.commit_id is None:
             try:
                 request = self._commit(conn, request, new, forward=True)
             except ConfigRepoError as exc:
                 return self._retry(conn, request, "retrying", exc)  # no commit, no change
-        writer = self._writers(request["cluster"])
+        writer = self._writers(request.cluster)
         try:
-            writer.alter_configs(request["topic"], [ConfigChange(k, v) for k, v in new.items()])
+            writer.alter_configs(request.topic, [ConfigChange(k, v) for k, v in new.items()])
         except KafkaUnavailableError as exc:
             return self._retry(conn, request, "retrying", exc)
         except KafkaRequestError as exc:
             return self._refused_raise(conn, request, exc)
-        expires = now + timedelta(milliseconds=int(request["duration_ms"]))
+        expires = now + timedelta(milliseconds=int(request.duration_ms))
         request = ledger.transition(
             conn,
             request,
@@ -87,10 +87,10 @@ class Applier:
                 "last_error": None,
                 "next_attempt_at": None,
             },
-            Audit(SYSTEM_ACTOR, "applied", old_values(request), new, commit_id=request["commit_id"]),
+            Audit(SYSTEM_ACTOR, "applied", request.old_values(), new, commit_id=request.commit_id),
             now,
         )
-        wrong = self._read_back(writer, request["topic"], new)
+        wrong = self._read_back(writer, request.topic, new)
         if wrong:
             detail = f"the read-back still shows other values for {', '.join(wrong)}"
             return ledger.transition(
@@ -100,7 +100,7 @@ class Applier:
                 Audit(SYSTEM_ACTOR, "failed", detail=detail),
                 self._clock.now(),
             )
-        in_force = "pending_review" if request["review"] == "pending" else "verified"
+        in_force = "pending_review" if request.review == "pending" else "verified"
         request = ledger.transition(
             conn,
             request,
@@ -113,39 +113,39 @@ class Applier:
             request,
             "applied",
             "info",
-            f"Retention of {request['topic']} raised until {iso(expires)}",
-            f"{describe_change(request)} on cluster {request['cluster']}, requested by "
-            f"{request['requested_by']}: {request['reason']}. It reverts by itself at {iso(expires)}.",
+            f"Retention of {request.topic} raised until {iso(expires)}",
+            f"{describe_change(request)} on cluster {request.cluster}, requested by "
+            f"{request.requested_by}: {request.reason}. It reverts by itself at {iso(expires)}.",
         )
         return request
 
     # -- backward ---------------------------------------------------------------------------
 
-    def revert(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    def revert(self, conn: Connection, request: Request) -> Request:
         """Restore the old values of an `expiring` request; returns the updated row."""
-        writer = self._writers(request["cluster"])
+        writer = self._writers(request.cluster)
         try:
-            current = writer.read_configs(request["topic"], list(request["new_configs"]))
+            current = writer.read_configs(request.topic, list(request.new_configs))
         except KafkaUnavailableError as exc:
             return self._retry(conn, request, "expiring", exc)
         except KafkaRequestError as exc:
             return self._refused_revert(conn, request, exc)
         # A key someone changed since (by hand, or the Kafka team) is theirs now: left alone.
-        ours = {k: v for k, v in request["new_configs"].items() if not differs(current, {k: str(v)})}
-        skipped = sorted(set(request["new_configs"]) - set(ours))
+        ours = {k: v for k, v in request.new_configs.items() if not differs(current, {k: str(v)})}
+        skipped = sorted(set(request.new_configs) - set(ours))
         restore = {k: self._restore_value(request, k) for k in ours}
-        if request["revert_commit_id"] is None:
+        if request.revert_commit_id is None:
             try:
                 request = self._commit(conn, request, restore, forward=False)
             except ConfigRepoError as exc:
                 return self._retry(conn, request, "expiring", exc)
         try:
-            writer.alter_configs(request["topic"], [ConfigChange(k, v) for k, v in restore.items()])
+            writer.alter_configs(request.topic, [ConfigChange(k, v) for k, v in restore.items()])
         except KafkaUnavailableError as exc:
             return self._retry(conn, request, "expiring", exc)
         except KafkaRequestError as exc:
             return self._refused_revert(conn, request, exc)
-        wrong = self._read_back(writer, request["topic"], restore)
+        wrong = self._read_back(writer, request.topic, restore)
         if wrong:
             return self._retry(conn, request, "expiring", KafkaUnavailableError(f"read-back shows {wrong}"))
         now = self._clock.now()
@@ -157,9 +157,9 @@ class Applier:
             Audit(
                 SYSTEM_ACTOR,
                 "reverted",
-                request["new_configs"],
-                old_values(request),
-                commit_id=request["revert_commit_id"],
+                request.new_configs,
+                request.old_values(),
+                commit_id=request.revert_commit_id,
                 detail=detail,
             ),
             now,
@@ -169,42 +169,41 @@ class Applier:
             request,
             "reverted",
             "info",
-            f"Retention of {request['topic']} is back to its old value",
-            f"Request {request['id']} on cluster {request['cluster']} reverted ({describe_change(request)} "
+            f"Retention of {request.topic} is back to its old value",
+            f"Request {request.id} on cluster {request.cluster} reverted ({describe_change(request)} "
             "undone)." + (f" {detail}." if detail else ""),
         )
         return request
 
     @staticmethod
-    def _restore_value(request: Mapping[str, Any], name: str) -> str | None:
-        entry = (request.get("old_configs") or {}).get(name) or {}
+    def _restore_value(request: Request, name: str) -> str | None:
+        entry = request.old_configs.get(name) or {}
         return str(entry["value"]) if entry.get("source") == SOURCE_DYNAMIC_TOPIC else None
 
     # -- steps ------------------------------------------------------------------------------
 
     def _commit(
-        self, conn: Connection, request: dict[str, Any], values: Mapping[str, str | None], *, forward: bool
-    ) -> dict[str, Any]:
-        old = old_values(request)
+        self, conn: Connection, request: Request, values: Mapping[str, str | None], *, forward: bool
+    ) -> Request:
+        old = request.old_values()
         if forward:
             changes = {k: (old.get(k), v) for k, v in values.items()}
-            approver = request["approved_by"] or PENDING_REVIEW_APPROVER
-            title = f"retention: raise {request['topic']} on {request['cluster']} (request {request['id']})"
+            approver = request.approved_by or PENDING_REVIEW_APPROVER
+            title = f"retention: raise {request.topic} on {request.cluster} (request {request.id})"
         else:
-            changes = {k: (str(request["new_configs"][k]), v) for k, v in values.items()}
-            approver = request["approved_by"] or PENDING_REVIEW_APPROVER
-            title = f"retention: revert {request['topic']} on {request['cluster']} (request {request['id']})"
+            changes = {k: (str(request.new_configs[k]), v) for k, v in values.items()}
+            approver = request.approved_by or PENDING_REVIEW_APPROVER
+            title = f"retention: revert {request.topic} on {request.cluster} (request {request.id})"
         record = ChangeRecord(
             title=title,
-            request_id=int(request["id"]),
-            requester=str(request["requested_by"]),
-            reason=str(request["reason"]),
-            expires=iso(request["expires_at"])
-            or f"{int(request['duration_ms']) // 1000}s after it is applied",
+            request_id=int(request.id),
+            requester=str(request.requested_by),
+            reason=str(request.reason),
+            expires=iso(request.expires_at) or f"{int(request.duration_ms) // 1000}s after it is applied",
             approver=str(approver),
             changes=changes,
         )
-        sha = self._repo.commit_topic(request["cluster"], request["topic"], values, record)
+        sha = self._repo.commit_topic(request.cluster, request.topic, values, record)
         column = "commit_id" if forward else "revert_commit_id"
         request = ledger.transition(
             conn,
@@ -217,12 +216,12 @@ class Applier:
         )
         failure = self._repo.push()
         if failure:
-            log.warning("request %s: %s", request["id"], failure)
+            log.warning("request %s: %s", request.id, failure)
             ledger.write_audit(
                 conn,
-                int(request["id"]),
-                request["cluster"],
-                request["topic"],
+                int(request.id),
+                request.cluster,
+                request.topic,
                 Audit(SYSTEM_ACTOR, "push_failed", commit_id=sha, detail=failure),
                 self._clock.now(),
             )
@@ -242,7 +241,7 @@ class Applier:
                 return wrong
             time.sleep(0.3)
 
-    def _retry(self, conn: Connection, request: dict[str, Any], state: str, exc: Exception) -> dict[str, Any]:
+    def _retry(self, conn: Connection, request: Request, state: str, exc: Exception) -> Request:
         now = self._clock.now()
         retry_at: datetime = now + timedelta(seconds=self._config.retry_seconds)
         return ledger.transition(
@@ -250,7 +249,7 @@ class Applier:
             request,
             {
                 "state": state,
-                "attempts": int(request["attempts"] or 0) + 1,
+                "attempts": int(request.attempts or 0) + 1,
                 "next_attempt_at": retry_at,
                 "last_error": str(exc),
             },
@@ -258,22 +257,22 @@ class Applier:
             now,
         )
 
-    def _refused_raise(self, conn: Connection, request: dict[str, Any], exc: Exception) -> dict[str, Any]:
+    def _refused_raise(self, conn: Connection, request: Request, exc: Exception) -> Request:
         now = self._clock.now()
-        old = {k: old_values(request).get(k) for k in request["new_configs"]}
-        restore = {k: self._restore_value(request, k) for k in request["new_configs"]}
+        old = {k: request.old_values().get(k) for k in request.new_configs}
+        restore = {k: self._restore_value(request, k) for k in request.new_configs}
         sha = self._commit_quietly(
-            request["cluster"],
-            request["topic"],
+            request.cluster,
+            request.topic,
             restore,
             ChangeRecord(
-                title=f"retention: undo request {request['id']} on {request['topic']}: Kafka refused it",
-                request_id=int(request["id"]),
-                requester=str(request["requested_by"]),
+                title=f"retention: undo request {request.id} on {request.topic}: Kafka refused it",
+                request_id=int(request.id),
+                requester=str(request.requested_by),
                 reason=str(exc),
                 expires="-",
                 approver="-",
-                changes={k: (str(request["new_configs"][k]), old[k]) for k in restore},
+                changes={k: (str(request.new_configs[k]), old[k]) for k in restore},
             ),
         )
         request = ledger.transition(
@@ -288,8 +287,8 @@ class Applier:
             request,
             "failed",
             "warning",
-            f"Retention raise of {request['topic']} failed",
-            f"Kafka refused request {request['id']} ({describe_change(request)}): {exc}",
+            f"Retention raise of {request.topic} failed",
+            f"Kafka refused request {request.id} ({describe_change(request)}): {exc}",
         )
         return request
 
@@ -302,26 +301,26 @@ class Applier:
             log.error("cannot record the undo in the config repository: %s", exc)
             return None
 
-    def _refused_revert(self, conn: Connection, request: dict[str, Any], exc: Exception) -> dict[str, Any]:
+    def _refused_revert(self, conn: Connection, request: Request, exc: Exception) -> Request:
         request = self._retry(conn, request, "expiring", exc)
         self._notice(
             conn,
             request,
             "revert_failed",
             "warning",
-            f"Retention of {request['topic']} could not be reverted",
-            f"Kafka refused to restore the old values of request {request['id']}: {exc}. It is tried "
+            f"Retention of {request.topic} could not be reverted",
+            f"Kafka refused to restore the old values of request {request.id}: {exc}. It is tried "
             "again; if it keeps failing, restore them by hand and cancel the request.",
         )
         return request
 
     def _notice(
-        self, conn: Connection, request: dict[str, Any], kind: str, severity: str, summary: str, body: str
+        self, conn: Connection, request: Request, kind: str, severity: str, summary: str, body: str
     ) -> None:
         ledger.add_notice(
             conn,
             request,
-            team=request["team"],
+            team=request.team,
             kind=kind,
             severity=severity,
             summary=summary,

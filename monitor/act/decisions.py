@@ -10,58 +10,65 @@ config repository, so `git log` shows who approved what.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 
 from monitor.act import ledger
-from monitor.act.gitrepo import ChangeRecord, ConfigRepoError
+from monitor.act.apply import Applier
+from monitor.act.gitrepo import ChangeRecord, ConfigRepo, ConfigRepoError
 from monitor.act.ledger import Audit
 from monitor.act.model import RetentionError, iso, show_value
 from monitor.act.policy import Policy
+from monitor.act.request import Request
+from monitor.core.clock import Clock
 from monitor.core.records import Identity
-from monitor.store.retention import IN_FORCE_STATES
-
-if TYPE_CHECKING:
-    from monitor.act.service import RetentionService
 
 log = logging.getLogger(__name__)
 
 
 class Decisions:
-    """What people decide; part of `RetentionService`, which exposes these methods."""
+    """What people decide. `RetentionService` exposes these methods and applies what an approval
+    leaves `approved`; the decisions themselves never apply anything."""
 
-    def __init__(self, service: RetentionService) -> None:
-        self._s = service
+    def __init__(
+        self,
+        engine: Callable[[], Engine],
+        clock: Clock,
+        policy: Callable[[], Policy],
+        repo: ConfigRepo,
+        applier: Applier,
+    ) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._policy = policy
+        self._repo = repo
+        self._applier = applier
 
-    def approve(self, who: Identity, request_id: int, comment: str = "") -> dict[str, Any]:
-        policy = self._s.policy()
-        now = self._s.clock.now()
-        with self._s.engine().begin() as conn:
-            request = self._s.locked(conn, request_id)
+    def approve(self, who: Identity, request_id: int, comment: str = "") -> Request:
+        """Approve a waiting request (it is then `approved`, for the caller to apply), an instant
+        raise's review, or an extension."""
+        policy = self._policy()
+        now = self._clock.now()
+        with self._engine().begin() as conn:
+            request = ledger.lock_existing(conn, request_id)
             self._reviewer(policy, who, request, "approve")
-            state = request["state"]
-            if state == "awaiting_approval":
-                request = ledger.transition(
+            if request.state == "awaiting_approval":
+                return ledger.transition(
                     conn,
                     request,
                     {"state": "approved", "approved_by": who.user, "approved_at": now, "review": "approved"},
                     Audit.by(who, "approved", approver=who.user, reason=comment or None),
                     now,
                 )
-            elif state in IN_FORCE_STATES and (request["review"] == "pending" or request["extension_ms"]):
-                request = self._approve_in_force(conn, who, request, comment)
-                return request
-            else:
-                raise RetentionError("conflict", f"request {request_id} is {state}: nothing awaits approval")
-        return self._s.apply_now(request_id)
+            if request.review_pending or request.extension_pending:
+                return self._approve_in_force(conn, who, request, comment)
+        raise RetentionError("conflict", f"request {request_id} is {request.state}: nothing awaits approval")
 
-    def _approve_in_force(
-        self, conn: Connection, who: Identity, request: dict[str, Any], comment: str
-    ) -> dict[str, Any]:
-        now = self._s.clock.now()
+    def _approve_in_force(self, conn: Connection, who: Identity, request: Request, comment: str) -> Request:
+        now = self._clock.now()
         changes: dict[str, Any] = {
             "state": "verified",
             "review": "approved",
@@ -69,12 +76,13 @@ class Decisions:
             "approved_at": now,
         }
         what = "review_approved"
-        if request["extension_ms"]:
-            if who.user == request["extension_requested_by"]:
+        expires = request.expires_at
+        if request.extension_ms and expires is not None:
+            if who.user == request.extension_requested_by:
                 raise RetentionError(
                     "forbidden", "the extension needs a reviewer other than who asked for it"
                 )
-            expires = request["expires_at"] + timedelta(milliseconds=int(request["extension_ms"]))
+            expires += timedelta(milliseconds=request.extension_ms)
             changes.update(
                 expires_at=expires,
                 extension_ms=None,
@@ -85,9 +93,9 @@ class Decisions:
             what = "extended"
         sha = self._note(
             request,
-            f"retention: {what.replace('_', ' ')} for request {request['id']}",
+            f"retention: {what.replace('_', ' ')} for request {request.id}",
             who.user,
-            changes.get("expires_at", request["expires_at"]),
+            expires,
         )
         audit = Audit.by(
             who,
@@ -95,19 +103,19 @@ class Decisions:
             approver=who.user,
             reason=comment or None,
             commit_id=sha,
-            detail=f"expires at {iso(changes.get('expires_at', request['expires_at']))}",
+            detail=f"expires at {iso(expires)}",
         )
         return ledger.transition(conn, request, changes, audit, now)
 
-    def reject(self, who: Identity, request_id: int, reason: str) -> dict[str, Any]:
+    def reject(self, who: Identity, request_id: int, reason: str) -> Request:
         if not reason.strip():
             raise RetentionError("invalid", "say why (the requester reads it)")
-        policy = self._s.policy()
-        now = self._s.clock.now()
-        with self._s.engine().begin() as conn:
-            request = self._s.locked(conn, request_id)
-            state = request["state"]
-            if who.user == request["requested_by"] and state in ("awaiting_approval", "approved", "retrying"):
+        policy = self._policy()
+        now = self._clock.now()
+        with self._engine().begin() as conn:
+            request = ledger.lock_existing(conn, request_id)
+            state = request.state
+            if who.user == request.requested_by and request.withdrawable:
                 return ledger.transition(
                     conn, request, {"state": "cancelled"}, Audit.by(who, "cancelled", reason=reason), now
                 )
@@ -116,7 +124,7 @@ class Decisions:
                 return ledger.transition(
                     conn, request, {"state": "rejected"}, Audit.by(who, "rejected", reason=reason), now
                 )
-            if state in IN_FORCE_STATES and request["extension_ms"]:
+            if request.extension_pending:
                 return ledger.transition(
                     conn,
                     request,
@@ -132,23 +140,23 @@ class Decisions:
                     Audit.by(who, "rolled_back", reason=reason),
                     now,
                 )
-                return self._s.applier.revert(conn, request)
+                return self._applier.revert(conn, request)
         raise RetentionError("conflict", f"request {request_id} is {state}: nothing to reject")
 
-    def revert(self, who: Identity, request_id: int, reason: str) -> dict[str, Any]:
+    def revert(self, who: Identity, request_id: int, reason: str) -> Request:
         """End a raise now (the owning team, or a reviewer)."""
-        policy = self._s.policy()
-        now = self._s.clock.now()
-        with self._s.engine().begin() as conn:
-            request = self._s.locked(conn, request_id)
-            if request["team"] not in who.teams and not policy.is_reviewer(who.teams):
+        policy = self._policy()
+        now = self._clock.now()
+        with self._engine().begin() as conn:
+            request = ledger.lock_existing(conn, request_id)
+            if request.team not in who.teams and not policy.is_reviewer(who.teams):
                 raise RetentionError(
                     "forbidden",
-                    f"only team {request['team']!r} or a reviewer "
+                    f"only team {request.team!r} or a reviewer "
                     f"({', '.join(policy.reviewers)}) may revert request {request_id}",
                 )
-            if request["state"] not in IN_FORCE_STATES:
-                raise RetentionError("conflict", f"request {request_id} is {request['state']}, not in force")
+            if not request.in_force:
+                raise RetentionError("conflict", f"request {request_id} is {request.state}, not in force")
             request = ledger.transition(
                 conn,
                 request,
@@ -156,20 +164,20 @@ class Decisions:
                 Audit.by(who, "expiring", reason=reason or "reverted by hand"),
                 now,
             )
-            return self._s.applier.revert(conn, request)
+            return self._applier.revert(conn, request)
 
-    def extend(self, who: Identity, request_id: int, duration_ms: int, reason: str) -> dict[str, Any]:
+    def extend(self, who: Identity, request_id: int, duration_ms: int, reason: str) -> Request:
         """Ask for `duration_ms` more; a reviewer approves it like a new raise."""
-        policy = self._s.policy()
-        now = self._s.clock.now()
-        with self._s.engine().begin() as conn:
-            request = self._s.locked(conn, request_id)
-            if request["team"] not in who.teams:
+        policy = self._policy()
+        now = self._clock.now()
+        with self._engine().begin() as conn:
+            request = ledger.lock_existing(conn, request_id)
+            if request.team not in who.teams:
                 raise RetentionError(
-                    "forbidden", f"only team {request['team']!r} may extend request {request_id}"
+                    "forbidden", f"only team {request.team!r} may extend request {request_id}"
                 )
-            if request["state"] not in IN_FORCE_STATES:
-                raise RetentionError("conflict", f"request {request_id} is {request['state']}, not in force")
+            if not request.in_force:
+                raise RetentionError("conflict", f"request {request_id} is {request.state}, not in force")
             if not 0 < duration_ms <= policy.limits.max_duration_ms:
                 raise RetentionError(
                     "refused",
@@ -195,42 +203,42 @@ class Decisions:
                     team=team,
                     kind="extension",
                     severity="info",
-                    summary=f"Extension of the retention raise on {request['topic']} awaits approval",
+                    summary=f"Extension of the retention raise on {request.topic} awaits approval",
                     description=f"{who.user}: {reason}",
                     now=now,
                 )
             return request
 
-    # -- the scheduled job --------------------------------------------------------------------
+    # -- checks and records ---------------------------------------------------------------------
 
     @staticmethod
-    def _reviewer(policy: Policy, who: Identity, request: Mapping[str, Any], verb: str) -> None:
+    def _reviewer(policy: Policy, who: Identity, request: Request, verb: str) -> None:
         if not policy.is_reviewer(who.teams):
             raise RetentionError(
                 "forbidden",
                 f"only members of {', '.join(policy.reviewers)} may {verb} "
                 f"retention requests; {who.user} is in {', '.join(sorted(who.teams)) or 'no team'}",
             )
-        if who.user == request["requested_by"]:
+        if who.user == request.requested_by:
             raise RetentionError(
                 "forbidden",
-                f"{who.user} asked for request {request['id']} and cannot {verb} it: another reviewer must",
+                f"{who.user} asked for request {request.id} and cannot {verb} it: another reviewer must",
             )
 
-    def _note(self, request: Mapping[str, Any], title: str, approver: str, expires: Any) -> str | None:
+    def _note(self, request: Request, title: str, approver: str, expires: datetime | None) -> str | None:
         record = ChangeRecord(
             title=title,
-            request_id=int(request["id"]),
-            requester=str(request["requested_by"]),
-            reason=str(request["extension_reason"] or request["reason"]),
+            request_id=request.id,
+            requester=request.requested_by,
+            reason=request.extension_reason or request.reason,
             expires=iso(expires) or "-",
             approver=approver,
             changes={},
         )
         try:
-            sha = self._s.repo.note(record)
+            sha = self._repo.note(record)
         except ConfigRepoError as exc:
-            log.error("request %s: %s", request["id"], exc)
+            log.error("request %s: %s", request.id, exc)
             return None
-        self._s.repo.push()
+        self._repo.push()
         return sha

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from monitor.act.request import Request
 from monitor.core.errors import MonitorError
 from monitor.core.formatting import bytes_filter, duration_filter
 
@@ -31,26 +32,20 @@ def show_value(name: str, value: Any) -> str:
     return duration_filter(number / 1000) if name == "retention.ms" else bytes_filter(number)
 
 
-def old_values(request: dict[str, Any]) -> dict[str, str | None]:
-    """Config name -> the value before the raise (`old_configs` keeps the source too)."""
-    return {name: entry.get("value") for name, entry in (request.get("old_configs") or {}).items()}
-
-
-def describe_change(request: dict[str, Any]) -> str:
+def describe_change(request: Request) -> str:
     """`retention.ms 1 d -> 2 d` for every changed key."""
-    old = old_values(request)
+    old = request.old_values()
     return ", ".join(
         f"{name} {show_value(name, old.get(name))} -> {show_value(name, new)}"
-        for name, new in sorted((request.get("new_configs") or {}).items())
+        for name, new in sorted(request.new_configs.items())
     )
 
 
-def display_state(request: dict[str, Any]) -> str:
+def display_state(request: Request) -> str:
     """The state as the issue's words put it: an instant raise in force awaiting its review is
     `applied-pending-review`."""
-    state = str(request["state"])
     return {"pending_review": "applied-pending-review", "awaiting_approval": "awaiting-approval"}.get(
-        state, state
+        request.state, request.state
     )
 
 
@@ -58,10 +53,10 @@ def iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat() if value else None
 
 
-def request_json(request: dict[str, Any]) -> dict[str, Any]:
+def request_json(request: Request) -> dict[str, Any]:
     """A request as JSON values (the API, `retention show --json`)."""
     out: dict[str, Any] = {}
-    for key, value in request.items():
+    for key, value in request.as_dict().items():
         out[key] = iso(value) if isinstance(value, datetime) else value
     out["display_state"] = display_state(request)
     out["change"] = describe_change(request)

@@ -34,6 +34,7 @@ from monitor.act.guardrails import RaiseAsk, Verdict, evaluate
 from monitor.act.ledger import SYSTEM_ACTOR, Audit, TopicBusy
 from monitor.act.model import RetentionError, describe_change, iso, show_value
 from monitor.act.policy import Policy, load_policy
+from monitor.act.request import Draft, Request
 from monitor.core.clock import Clock
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
 from monitor.core.owners import Owners, load_owners
@@ -73,7 +74,7 @@ class RetentionService:
         self._owners_path = owners_path
         self._writers: dict[str, TopicConfigWriter] = {}
         self.applier = Applier(config, repo, self.writer, clock)
-        self._decisions = Decisions(self)
+        self._decisions = Decisions(engine, clock, self.policy, repo, self.applier)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -159,82 +160,64 @@ class RetentionService:
         new: Mapping[str, int],
         duration_ms: int,
         reason: str,
-    ) -> dict[str, Any]:
+    ) -> Request:
         """Request a raise. Returns the request (applied and verified already when instant and Kafka
-        answered). Raises RetentionError("refused") with every failed rule, after recording it."""
+        answered). Raises RetentionError("refused") with every failed rule, after recording it.
+
+        1. a reason is required; 2. the guardrails judge the raise on what is known about the
+        topic; 3. the request is stored with its audit (refused, approved or awaiting approval);
+        4. a refusal is raised; 5. an instant raise is applied now, a reviewed one tells the
+        reviewers."""
         if not reason.strip():
             raise RetentionError("invalid", "give a reason: what is lagging, and why it needs more time")
-        now = self.clock.now()
         with self.engine().begin() as conn:
             gathered, verdict = self._judge(conn, who, cluster, topic, new, duration_ms)
-            old_configs = {
-                n: {"value": str(c.value), "source": c.source}
-                for n, c in gathered.configs.items()
-                if n in new
-            }
-            new_configs = {n: str(v) for n, v in new.items()}
-            values: dict[str, Any] = {
-                "cluster": cluster,
-                "topic": topic,
-                "tier": verdict.tier,
-                "team": gathered.facts.owner,
-                "requested_by": who.user,
-                "reason": reason,
-                "old_configs": old_configs,
-                "new_configs": new_configs,
-                "duration_ms": duration_ms,
-                "disk": verdict.disk.as_dict(),
-            }
-            asked = Audit.by(
-                who,
-                "requested",
-                {n: old_configs.get(n, {}).get("value") for n in new},
-                new_configs,
-                reason=reason,
-                detail=f"via {who.source}",
-            )
-            if not verdict.ok:
-                refusal = verdict.refusal_text()
-                values.update(state="refused", refusal=refusal)
-                request_id = ledger.insert_request(
-                    conn, values, [asked, Audit(SYSTEM_ACTOR, "refused", detail=refusal)], now
-                )
-            else:
-                instant = verdict.tier == "instant"
-                values.update(
-                    state="approved" if instant else "awaiting_approval",
-                    review="pending" if instant else None,
-                )
-                decided = Audit(
-                    SYSTEM_ACTOR,
-                    "approved" if instant else "awaiting_approval",
-                    detail="within the instant tier: applied now, reviewed afterwards"
-                    if instant
-                    else f"above the instant tier: a member of {', '.join(self.policy().reviewers)} "
-                    "must approve",
-                )
-                try:
-                    request_id = ledger.insert_request(conn, values, [asked, decided], now)
-                except TopicBusy as exc:
-                    raise RetentionError(
-                        "refused",
-                        f"one_open_request: another request on {topic!r} opened "
-                        "just now; wait for it, extend it, or revert it first",
-                    ) from exc
+            draft = _draft(who, cluster, topic, new, duration_ms, reason, gathered, verdict)
+            request_id = self._record(conn, who, draft)
         if not verdict.ok:
-            raise RetentionError(
-                "refused",
-                f"request {request_id} refused: {verdict.refusal_text()}",
-                {
-                    "request_id": request_id,
-                    "checks": [{"rule": c.rule, "ok": c.ok, "message": c.message} for c in verdict.checks],
-                    "disk": verdict.disk.as_dict(),
-                },
-            )
+            raise _refusal(request_id, verdict)
         if verdict.tier == "instant":
             return self.apply_now(request_id)
+        return self._ask_reviewers(request_id, who)
+
+    def _record(self, conn: Connection, who: Identity, draft: Draft) -> int:
+        """Store the request with who asked and what was decided; returns its id."""
+        now = self.clock.now()
+        asked = Audit.by(
+            who,
+            "requested",
+            {n: draft.old_configs.get(n, {}).get("value") for n in draft.new_configs},
+            draft.new_configs,
+            reason=draft.reason,
+            detail=f"via {who.source}",
+        )
+        if draft.state == "refused":
+            decided = Audit(SYSTEM_ACTOR, "refused", detail=draft.refusal)
+        elif draft.state == "approved":
+            decided = Audit(
+                SYSTEM_ACTOR, "approved", detail="within the instant tier: applied now, reviewed afterwards"
+            )
+        else:
+            decided = Audit(
+                SYSTEM_ACTOR,
+                "awaiting_approval",
+                detail=f"above the instant tier: a member of {', '.join(self.policy().reviewers)} "
+                "must approve",
+            )
+        try:
+            return ledger.insert_request(conn, draft, [asked, decided], now)
+        except TopicBusy as exc:
+            raise RetentionError(
+                "refused",
+                f"one_open_request: another request on {draft.topic!r} opened "
+                "just now; wait for it, extend it, or revert it first",
+            ) from exc
+
+    def _ask_reviewers(self, request_id: int, who: Identity) -> Request:
+        """A notice to every reviewer team that the request awaits their approval."""
+        now = self.clock.now()
         with self.engine().begin() as conn:
-            request = self._get(conn, request_id)
+            request = ledger.get_existing(conn, request_id)
             for team in self.policy().reviewers:
                 ledger.add_notice(
                     conn,
@@ -242,31 +225,32 @@ class RetentionService:
                     team=team,
                     kind="awaiting_approval",
                     severity="info",
-                    summary=f"Retention raise of {topic} awaits approval",
-                    description=f"{who.user} asks for {describe_change(request)} on {cluster} for "
-                    f"{show_value('retention.ms', duration_ms)}: {reason}. Approve with "
-                    f"`kafka-health retention approve {request_id}`.",
+                    summary=f"Retention raise of {request.topic} awaits approval",
+                    description=f"{who.user} asks for {describe_change(request)} on {request.cluster} "
+                    f"for {show_value('retention.ms', request.duration_ms)}: {request.reason}. Approve "
+                    f"with `kafka-health retention approve {request_id}`.",
                     now=now,
                 )
         return request
 
-    # -- deciding -----------------------------------------------------------------------------
+    # -- deciding (monitor.act.decisions) ---------------------------------------------------------
 
-    # -- decisions (monitor.act.decisions) -------------------------------------------------
-
-    def approve(self, who: Identity, request_id: int, comment: str = "") -> dict[str, Any]:
+    def approve(self, who: Identity, request_id: int, comment: str = "") -> Request:
         """Approve a waiting request (then applied), an instant raise's review, or an extension."""
-        return self._decisions.approve(who, request_id, comment)
+        request = self._decisions.approve(who, request_id, comment)
+        if request.state == "approved":
+            return self.apply_now(request.id)
+        return request
 
-    def reject(self, who: Identity, request_id: int, reason: str) -> dict[str, Any]:
+    def reject(self, who: Identity, request_id: int, reason: str) -> Request:
         """Reject a waiting request or an extension, roll back an instant raise, or cancel one's own."""
         return self._decisions.reject(who, request_id, reason)
 
-    def revert(self, who: Identity, request_id: int, reason: str) -> dict[str, Any]:
+    def revert(self, who: Identity, request_id: int, reason: str) -> Request:
         """End a raise now (the owning team, or a reviewer)."""
         return self._decisions.revert(who, request_id, reason)
 
-    def extend(self, who: Identity, request_id: int, duration_ms: int, reason: str) -> dict[str, Any]:
+    def extend(self, who: Identity, request_id: int, duration_ms: int, reason: str) -> Request:
         """Ask for more time; a reviewer approves it like a new raise."""
         return self._decisions.extend(who, request_id, duration_ms, reason)
 
@@ -288,12 +272,12 @@ class RetentionService:
         return counts
 
     def _step(
-        self, request_id: int, states: tuple[str, ...], action: Callable[[Connection, dict[str, Any]], Any]
+        self, request_id: int, states: tuple[str, ...], action: Callable[[Connection, Request], Request]
     ) -> int:
         try:
             with self.engine().begin() as conn:
                 request = ledger.lock(conn, request_id, skip_locked=True)
-                if request is None or request["state"] not in states:
+                if request is None or request.state not in states:
                     return 0  # another instance has it, or it moved on
                 action(conn, request)
                 return 1
@@ -301,7 +285,7 @@ class RetentionService:
             log.exception("retention request %s: step failed; tried again next run", request_id)
             return 0
 
-    def _expire(self, conn: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    def _expire(self, conn: Connection, request: Request) -> Request:
         request = ledger.transition(
             conn,
             request,
@@ -320,13 +304,13 @@ class RetentionService:
                 ledger.add_notice(
                     conn,
                     request,
-                    team=request["team"],
+                    team=request.team,
                     kind="expiring",
                     severity="warning",
-                    summary=f"Retention raise of {request['topic']} reverts at {iso(request['expires_at'])}",
-                    description=f"Request {request['id']} ({describe_change(request)}) reverts by "
+                    summary=f"Retention raise of {request.topic} reverts at {iso(request.expires_at)}",
+                    description=f"Request {request.id} ({describe_change(request)}) reverts by "
                     f"itself. If the consumers have not caught up, extend it: "
-                    f"`kafka-health retention extend {request['id']} --for 1d`.",
+                    f"`kafka-health retention extend {request.id} --for 1d`.",
                     now=now,
                 )
                 ledger.transition(
@@ -340,23 +324,53 @@ class RetentionService:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def apply_now(self, request_id: int) -> dict[str, Any]:
+    def apply_now(self, request_id: int) -> Request:
         self._step(request_id, ("approved", "retrying"), self.applier.apply)
         with self.engine().connect() as conn:
-            return self._get(conn, request_id)
+            return ledger.get_existing(conn, request_id)
 
-    def _get(self, conn: Connection, request_id: int) -> dict[str, Any]:
-        request = ledger.get(conn, request_id)
-        if request is None:
-            raise RetentionError(
-                "not_found", f"no retention request {request_id}; see `kafka-health retention list`"
-            )
-        return request
 
-    def locked(self, conn: Connection, request_id: int) -> dict[str, Any]:
-        request = ledger.lock(conn, request_id)
-        if request is None:
-            raise RetentionError(
-                "not_found", f"no retention request {request_id}; see `kafka-health retention list`"
-            )
-        return request
+def _draft(
+    who: Identity,
+    cluster: str,
+    topic: str,
+    new: Mapping[str, int],
+    duration_ms: int,
+    reason: str,
+    gathered: facts.Gathered,
+    verdict: Verdict,
+) -> Draft:
+    """The request to store: the values before and after, and the state the verdict gives it
+    (refused; approved and pending review in the instant tier; awaiting approval otherwise)."""
+    instant = verdict.ok and verdict.tier == "instant"
+    state = "approved" if instant else "awaiting_approval" if verdict.ok else "refused"
+    return Draft(
+        cluster=cluster,
+        topic=topic,
+        state=state,
+        tier=verdict.tier,
+        team=gathered.facts.owner,
+        requested_by=who.user,
+        reason=reason,
+        old_configs={
+            n: {"value": str(c.value), "source": c.source} for n, c in gathered.configs.items() if n in new
+        },
+        new_configs={n: str(v) for n, v in new.items()},
+        duration_ms=duration_ms,
+        disk=verdict.disk.as_dict(),
+        refusal=None if verdict.ok else verdict.refusal_text(),
+        review="pending" if instant else None,
+    )
+
+
+def _refusal(request_id: int, verdict: Verdict) -> RetentionError:
+    """The error a refused request raises: every failed rule, with its numbers."""
+    return RetentionError(
+        "refused",
+        f"request {request_id} refused: {verdict.refusal_text()}",
+        {
+            "request_id": request_id,
+            "checks": [{"rule": c.rule, "ok": c.ok, "message": c.message} for c in verdict.checks],
+            "disk": verdict.disk.as_dict(),
+        },
+    )

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 from rich.table import Table
@@ -19,6 +19,7 @@ from rich.table import Table
 from monitor.act import ledger
 from monitor.act.model import RetentionError, display_state, request_json
 from monitor.act.policy import default_policy_path, load_policy, parse_duration_ms, parse_size
+from monitor.act.request import Request
 from monitor.act.service import RetentionService
 from monitor.act.tokens import create_token, list_tokens, revoke_token
 from monitor.cli.common import ConfigOption, err, open_engine, out, settings_from
@@ -72,7 +73,7 @@ def _run(action: Callable[[], T]) -> T:
         raise typer.Exit(2) from exc
 
 
-def _print(request: dict[str, Any]) -> None:
+def _print(request: Request) -> None:
     view = request_json(request)
     out.print(
         printable(
@@ -194,9 +195,9 @@ def list_(
     for row in rows:
         view = request_json(row)
         table.add_row(
-            str(row["id"]),
+            str(row.id),
             display_state(row),
-            *map(printable_markup, (row["cluster"], row["topic"], view["change"], row["requested_by"])),
+            *map(printable_markup, (row.cluster, row.topic, view["change"], row.requested_by)),
             view["expires_at"] or "-",
         )
     out.print(table)

@@ -160,20 +160,20 @@ def test_instant_raise_is_applied_within_seconds_and_committed(rig: Rig) -> None
         ALICE, CLUSTER, topic, {"retention.ms": 2 * DAY_MS}, DAY_MS, "ledger behind"
     )
     assert (datetime.now(UTC) - started).total_seconds() < 20
-    assert request["state"] == "pending_review"
+    assert request.state == "pending_review"
     rig.expect_retention_ms(topic, str(2 * DAY_MS))
-    commit = _commit(rig, request["commit_id"])  # pushed to the remote
-    assert f"Request: {request['id']}" in commit.message
+    commit = _commit(rig, request.commit_id)  # pushed to the remote
+    assert f"Request: {request.id}" in commit.message
     assert "Requested-by: alice" in commit.message
     assert "Approved-by: pending review (instant tier)" in commit.message
     assert f"retention.ms: {DAY_MS} -> {2 * DAY_MS}" in commit.message
-    assert rig.actions(request["id"]) == ["requested", "approved", "committed", "applied", "verified"]
+    assert rig.actions(request.id) == ["requested", "approved", "committed", "applied", "verified"]
 
     # A reviewer approves it afterwards: recorded as an empty commit.
-    reviewed = rig.service.approve(BOB, request["id"], "fine")
-    assert reviewed["state"] == "verified" and reviewed["review"] == "approved"
-    assert rig.actions(request["id"])[-1] == "review_approved"
-    rig.service.revert(ALICE, request["id"], "caught up")
+    reviewed = rig.service.approve(BOB, request.id, "fine")
+    assert reviewed.state == "verified" and reviewed.review == "approved"
+    assert rig.actions(request.id)[-1] == "review_approved"
+    rig.service.revert(ALICE, request.id, "caught up")
 
 
 def test_large_raise_waits_for_a_reviewer_other_than_the_requester(rig: Rig) -> None:
@@ -181,21 +181,21 @@ def test_large_raise_waits_for_a_reviewer_other_than_the_requester(rig: Rig) -> 
     request = rig.service.raise_retention(
         CAROL, CLUSTER, topic, {"retention.ms": 5 * DAY_MS}, DAY_MS, "replay"
     )
-    assert request["state"] == "awaiting_approval"
+    assert request.state == "awaiting_approval"
     rig.expect_retention_ms(topic, str(DAY_MS))
     with pytest.raises(RetentionError, match=r"carol asked for request \d+ and cannot approve it") as own:
-        rig.service.approve(CAROL, request["id"])
+        rig.service.approve(CAROL, request.id)
     assert own.value.code == "forbidden"
     with pytest.raises(RetentionError, match="only members of kafka-platform may approve"):
-        rig.service.approve(ALICE, request["id"])
-    approved = rig.service.approve(BOB, request["id"], "ok for a day")
-    assert approved["state"] == "verified"
+        rig.service.approve(ALICE, request.id)
+    approved = rig.service.approve(BOB, request.id, "ok for a day")
+    assert approved.state == "verified"
     rig.expect_retention_ms(topic, str(5 * DAY_MS))
-    assert "Approved-by: bob" in _commit(rig, approved["commit_id"]).message
-    assert rig.actions(request["id"]) == [
+    assert "Approved-by: bob" in _commit(rig, approved.commit_id).message
+    assert rig.actions(request.id) == [
         "requested", "awaiting_approval", "approved", "committed", "applied", "verified",
     ]  # fmt: skip
-    rig.service.revert(CAROL, request["id"], "done")
+    rig.service.revert(CAROL, request.id, "done")
 
 
 def test_automatic_revert_at_expiry_with_notices_before_and_after(rig: Rig) -> None:
@@ -210,15 +210,15 @@ def test_automatic_revert_at_expiry_with_notices_before_and_after(rig: Rig) -> N
     counts = rig.service.tick()
     assert counts["reverted"] >= 1
     with rig.engine.connect() as conn:
-        row = ledger.get(conn, request["id"])
+        row = ledger.get(conn, request.id)
         kinds = [r.kind for r in conn.execute(
-            text("SELECT kind FROM notices WHERE request_id = :r ORDER BY id"), {"r": request["id"]})]  # fmt: skip
-    assert row is not None and row["state"] == "reverted"
+            text("SELECT kind FROM notices WHERE request_id = :r ORDER BY id"), {"r": request.id})]  # fmt: skip
+    assert row is not None and row.state == "reverted"
     rig.expect_retention_ms(topic, str(DAY_MS))
     assert kinds == ["applied", "expiring", "reverted"]
-    revert = _commit(rig, row["revert_commit_id"])
+    revert = _commit(rig, row.revert_commit_id)
     assert f"retention.ms: {2 * DAY_MS} -> {DAY_MS}" in revert.message
-    assert rig.actions(request["id"])[-3:] == ["expiring", "committed", "reverted"]
+    assert rig.actions(request.id)[-3:] == ["expiring", "committed", "reverted"]
 
 
 @pytest.mark.parametrize(
@@ -253,7 +253,7 @@ def test_refusals_name_the_rule_and_the_numbers(
     request_id = refused.value.details["request_id"]
     with rig.engine.connect() as conn:
         row = ledger.get(conn, request_id)
-    assert row is not None and row["state"] == "refused" and rule in row["refusal"]
+    assert row is not None and row.state == "refused" and rule in row.refusal
     assert rig.actions(request_id) == ["requested", "refused"]
     rig.expect_retention_ms(topic, str(DAY_MS))
 
@@ -261,10 +261,10 @@ def test_refusals_name_the_rule_and_the_numbers(
 def test_a_second_concurrent_request_is_refused(rig: Rig) -> None:
     topic = rig.topic()
     first = rig.service.raise_retention(ALICE, CLUSTER, topic, {"retention.ms": 5 * DAY_MS}, DAY_MS, "one")
-    with pytest.raises(RetentionError, match=f"one_open_request: request {first['id']} is still open"):
+    with pytest.raises(RetentionError, match=f"one_open_request: request {first.id} is still open"):
         rig.service.raise_retention(CAROL, CLUSTER, topic, {"retention.ms": 2 * DAY_MS}, DAY_MS, "two")
-    cancelled = rig.service.reject(ALICE, first["id"], "not needed after all")
-    assert cancelled["state"] == "cancelled"
+    cancelled = rig.service.reject(ALICE, first.id, "not needed after all")
+    assert cancelled.state == "cancelled"
 
 
 def test_kafka_down_at_apply_time_is_applied_after_it_returns(rig: Rig) -> None:
@@ -276,9 +276,9 @@ def test_kafka_down_at_apply_time_is_applied_after_it_returns(rig: Rig) -> None:
     for broker in victims:  # two of three controllers gone: no quorum, no config change possible
         rig.kafka.stop_broker(broker)
     try:
-        waiting = rig.service.approve(BOB, request["id"], "go")
-        assert waiting["state"] == "retrying", waiting
-        assert waiting["last_error"]
+        waiting = rig.service.approve(BOB, request.id, "go")
+        assert waiting.state == "retrying", waiting
+        assert waiting.last_error
     finally:
         for broker in victims:
             rig.kafka.start_broker(broker)
@@ -289,13 +289,13 @@ def test_kafka_down_at_apply_time_is_applied_after_it_returns(rig: Rig) -> None:
     def applied() -> bool:
         rig.service.tick()
         with rig.engine.connect() as conn:
-            row = ledger.get(conn, request["id"])
+            row = ledger.get(conn, request.id)
         rig.clock.advance(2)
-        return row is not None and row["state"] == "verified"
+        return row is not None and row.state == "verified"
 
     rig.kafka.wait_for(applied, 120, "the retried apply")
     rig.expect_retention_ms(topic, str(4 * DAY_MS))
-    actions = rig.actions(request["id"])
+    actions = rig.actions(request.id)
     assert actions[:4] == ["requested", "awaiting_approval", "approved", "committed"]
     assert "retrying" in actions
     assert actions[-2:] == ["applied", "verified"]

@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from monitor.act.policy import Policy, TierLimits
+from monitor.act.request import Request
 from monitor.core.records import Identity
 from monitor.expose.web.pages import retention_views as views
+from tests.unit.retention_requests import request_in
 
 DAY_MS = 86_400_000
 LIMITS = TierLimits(max_retention_ms="30d", max_retention_bytes=2**40, max_multiple=10, max_duration="14d")
@@ -54,9 +56,8 @@ def test_a_flash_message_survives_its_cookie_and_garbage_is_ignored() -> None:
     assert views.read_flash(None) is None
 
 
-def _request(state: str, **extra: object) -> dict[str, object]:
-    return {"id": 1, "state": state, "requested_by": "alice", "team": "payments", "review": None,
-            "extension_ms": None, **extra}  # fmt: skip
+def _request(state: str, **extra: object) -> Request:
+    return request_in(state, requested_by="alice", team="payments", **extra)
 
 
 def test_buttons_follow_who_may_do_what() -> None:

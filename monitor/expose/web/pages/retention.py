@@ -137,7 +137,7 @@ def list_page(request: Request, ctx: Context, auth: Auth, service: Service) -> H
     with ctx.engine.connect() as conn:
         rows = ledger.list_requests(conn, states=list(OPEN_STATES), limit=1000)
     sections: dict[str, list[dict[str, Any]]] = {key: [] for key, _, _ in views.SECTIONS}
-    for row in sorted(rows, key=lambda r: r["id"]):
+    for row in sorted(rows, key=lambda r: r.id):
         view = {**views.request_view(row), "actions": views.actions_for(row, who, policy)}
         sections[views.section_of(row)].append(view)
     return ctx.render(
@@ -201,7 +201,7 @@ async def submit(
     except ValueError as exc:
         return _redirect(back, "error", f"Not changed: {exc}")
     view = views.request_view(done)
-    return _redirect(back, "ok", f"Request {done['id']} is {view['display_state']}: {view['change']}.")
+    return _redirect(back, "ok", f"Request {done.id} is {view['display_state']}: {view['change']}.")
 
 
 @router.post("/retention/{request_id}/{action}", response_model=None)

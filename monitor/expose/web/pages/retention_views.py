@@ -25,8 +25,8 @@ from urllib.parse import quote
 
 from monitor.act.model import describe_change, display_state, show_value
 from monitor.act.policy import KAFKA_LONG_MAX, Policy
+from monitor.act.request import Request
 from monitor.core.records import Identity
-from monitor.store.retention import IN_FORCE_STATES
 
 FLASH_COOKIE: Final = "kh_flash"
 FLASH_MAX_AGE_SECONDS: Final = 120
@@ -147,44 +147,32 @@ def identity_view(who: Identity | None) -> dict[str, Any] | None:
     return {"user": who.user, "teams": sorted(who.teams), "source": who.source}
 
 
-def request_view(request: Mapping[str, Any]) -> dict[str, Any]:
+def request_view(request: Request) -> dict[str, Any]:
     """A request as the pages show it: its words for the state and the change, its link."""
     return {
-        **request,
-        "display_state": display_state(dict(request)),
-        "change": describe_change(dict(request)),
-        "duration": show_value("retention.ms", request.get("duration_ms")),
-        "extension": show_value("retention.ms", request["extension_ms"])
-        if request.get("extension_ms")
-        else None,
-        "href": topic_href(str(request["cluster"]), str(request["topic"])),
+        **request.as_dict(),
+        "display_state": display_state(request),
+        "change": describe_change(request),
+        "duration": show_value("retention.ms", request.duration_ms),
+        "extension": show_value("retention.ms", request.extension_ms) if request.extension_ms else None,
+        "href": topic_href(request.cluster, request.topic),
     }
 
 
-def awaits_decision(request: Mapping[str, Any]) -> bool:
-    """A reviewer has something to decide: a waiting request, an instant raise's review, or an
-    extension."""
-    state = request["state"]
-    return state == "awaiting_approval" or (
-        state in IN_FORCE_STATES and (request.get("review") == "pending" or bool(request.get("extension_ms")))
-    )
-
-
-def actions_for(request: Mapping[str, Any], who: Identity | None, policy: Policy) -> list[str]:
+def actions_for(request: Request, who: Identity | None, policy: Policy) -> list[str]:
     """The buttons `who` sees on `request`: approve, reject, withdraw, revert, extend."""
     if who is None:
         return []
     actions: list[str] = []
     reviewer = policy.is_reviewer(who.teams)
-    state = request["state"]
-    if reviewer and awaits_decision(request):
+    if reviewer and request.awaits_decision:
         actions += ["approve", "reject"]
-    if who.user == request["requested_by"] and state in ("awaiting_approval", "approved", "retrying"):
+    if who.user == request.requested_by and request.withdrawable:
         actions.append("withdraw")
-    owner = request.get("team") in who.teams
-    if state in IN_FORCE_STATES and (owner or reviewer):
+    owner = request.team in who.teams
+    if request.in_force and (owner or reviewer):
         actions.append("revert")
-    if state in IN_FORCE_STATES and owner and not request.get("extension_ms"):
+    if request.in_force and owner and not request.extension_ms:
         actions.append("extend")
     return actions
 
@@ -197,14 +185,13 @@ SECTIONS: Final = (
 )
 
 
-def section_of(request: Mapping[str, Any]) -> str:
+def section_of(request: Request) -> str:
     """Which list of the /retention page an open request belongs in."""
-    state = request["state"]
-    if state == "awaiting_approval" or (state in IN_FORCE_STATES and request.get("extension_ms")):
+    if request.state == "awaiting_approval" or request.extension_pending:
         return "awaiting"
-    if state in IN_FORCE_STATES and request.get("review") == "pending":
+    if request.review_pending:
         return "review"
-    if state in IN_FORCE_STATES:
+    if request.in_force:
         return "applied"
     return "moving"
 

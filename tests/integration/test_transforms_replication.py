@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from monitor.evaluate.transforms import derive
-from tests.unit.test_transforms_inputs import World, ago, assert_finite, expect
+from tests.integration.test_transforms_inputs import World, ago, assert_finite, expect
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -24,8 +24,8 @@ import pytest
 from monitor.evaluate.engine import evaluate_rules
 from monitor.evaluate.rules import default_rule_paths, load_rules
 from monitor.evaluate.transforms import derive
-from tests.unit.test_transforms_inputs import AT, World, ago, assert_finite, committed, expect, offsets
-from tests.unit.test_transforms_retention import sizes
+from tests.integration.test_transforms_inputs import AT, World, ago, assert_finite, committed, expect, offsets
+from tests.integration.test_transforms_retention import sizes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

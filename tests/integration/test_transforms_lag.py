@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from monitor.evaluate.transforms import derive
-from tests.unit.test_transforms_inputs import AT, World, ago, assert_finite, committed, expect, offsets
+from tests.integration.test_transforms_inputs import AT, World, ago, assert_finite, committed, expect, offsets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
