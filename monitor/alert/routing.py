@@ -18,16 +18,15 @@ the alert's `topic`, else whose group pattern matches its `group_id`, becomes th
 (so routes can match `team=payments`), and that team's receivers are notified besides whatever
 the tree picks.
 
-The receivers' kind settings are checked by `monitor.alert.receivers.config.parse_receiver`
-when that module is installed; the routing keeps each receiver's raw mapping.
+Each receiver's kind settings are checked by the receivers' registry
+(`monitor.alert.receivers.registry.parse_receiver`); the routing keeps each receiver's raw mapping.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -43,13 +42,13 @@ from pydantic import (
 )
 
 from monitor.alert.matchers import Matcher, matches_all, parse_matchers
+from monitor.alert.receivers.registry import parse_receiver
 from monitor.core.errors import ConfigError
 from monitor.core.owners import Team, check_owners_data
 from monitor.core.resources import rules_dir
 from monitor.core.vocabulary import format_duration, parse_duration
 from monitor.core.yaml_files import format_validation_error, line_of, read_yaml
 
-RECEIVER_KINDS = ("slack", "email", "pagerduty", "webhook", "console")
 GROUP_BY_ALL = "..."
 """`group_by: [...]` groups by every label: one notification per alert."""
 DEFAULT_GROUP_BY = ("cluster", "rule", "group_id")
@@ -466,7 +465,6 @@ def _check_receivers(raw: Any, problems: _Problems) -> tuple[dict[str, Mapping[s
     also make each route that uses it an 'unknown receiver')."""
     configs: dict[str, Mapping[str, Any]] = {}
     first: dict[str, tuple[str | int, ...]] = {}
-    parse = _receiver_parser()
     for index, item in enumerate(raw if isinstance(raw, list) else []):
         loc: tuple[str | int, ...] = ("receivers", index)
         if not isinstance(item, dict):
@@ -486,32 +484,15 @@ def _check_receivers(raw: Any, problems: _Problems) -> tuple[dict[str, Mapping[s
             continue
         first[name] = (*loc, "name")
         before = len(problems.items)
-        if parse is None:
-            _check_kind(item, loc, problems)
-        else:
-            _parse_receiver(parse, item, loc, problems)
+        _parse_receiver(item, loc, problems)
         if len(problems.items) == before:
             configs[name] = item
     return configs, set(first)
 
 
-def _receiver_parser() -> Callable[[Any], Any] | None:
-    """`parse_receiver` of the receivers package, or None where it is not installed."""
+def _parse_receiver(item: dict[str, Any], loc: tuple[str | int, ...], problems: _Problems) -> None:
     try:
-        module = importlib.import_module("monitor.alert.receivers.config")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("monitor.alert.receivers", "monitor.alert.receivers.config"):
-            return None
-        raise
-    parse: Callable[[Any], Any] = module.parse_receiver
-    return parse
-
-
-def _parse_receiver(
-    parse: Callable[[Any], Any], item: dict[str, Any], loc: tuple[str | int, ...], problems: _Problems
-) -> None:
-    try:
-        parse(item)
+        parse_receiver(item)
     except ValidationError as exc:
         for error in exc.errors():
             where = (*loc, *error["loc"])
@@ -527,28 +508,6 @@ def _parse_receiver(
             problems.add(loc, problem)
     except (ValueError, TypeError, KeyError) as exc:
         problems.add(loc, str(exc))
-
-
-def _check_kind(item: dict[str, Any], loc: tuple[str | int, ...], problems: _Problems) -> None:
-    """Without the receivers package: exactly one known kind key, holding a mapping."""
-    kinds = [key for key in item if key != "name"]
-    for key in kinds:
-        if key not in RECEIVER_KINDS:
-            problems.add(
-                (*loc, key),
-                f"unknown receiver kind {key!r}{_hint(key, RECEIVER_KINDS)}; use one of "
-                f"{', '.join(RECEIVER_KINDS)}",
-            )
-        elif item[key] is not None and not isinstance(item[key], dict):
-            problems.add((*loc, key), f"the {key} settings are a mapping, e.g. {key}: {{...}}")
-    known = [key for key in kinds if key in RECEIVER_KINDS]
-    if not kinds:
-        problems.add(loc, f"give the receiver one kind: {', '.join(RECEIVER_KINDS)} (e.g. console: {{}})")
-    elif len(known) > 1:
-        problems.add(
-            (*loc, known[1]),
-            f"a receiver has one kind, this one has {' and '.join(known)}; split it into two receivers",
-        )
 
 
 def _check_references(
@@ -666,7 +625,6 @@ def _at(line: int | None) -> str:
 
 __all__ = [
     "GROUP_BY_ALL",
-    "RECEIVER_KINDS",
     "InhibitRule",
     "Route",
     "RouteMatch",

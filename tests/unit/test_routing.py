@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -509,38 +508,29 @@ def test_inhibit_rules_are_checked(tmp_path: Path) -> None:
     assert "bad label name 'clus-ter'" in at[f"line {lines.index('    equal: [clus-ter]') + 1}"]
 
 
-# Receiver kinds: with the receivers package's parse_receiver, and without it
+# Receiver kinds: checked by the receivers' registry
 
 
-@pytest.fixture
-def without_receivers_package(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(routing, "_receiver_parser", lambda: None)
-    yield
-
-
-KIND_MISTAKES: list[tuple[int, str, str, str]] = [
-    # (case, receiver entry replacing `console: {}` of `default`, needle, words)
-    (1, "    slak: {}", "slak", "unknown receiver kind 'slak' (did you mean 'slack'?)"),
-    (2, "    console: {}\n    email: {}", "    email", "has console and email"),
-    (3, "", "  - name: default", "give the receiver one kind"),
+KIND_MISTAKES: list[tuple[int, str, str]] = [
+    # (case, receiver entry replacing `console: {}` of `default`, words)
+    (1, "    slak: {}", "(did you mean 'slack' instead of 'slak'?)"),
+    (2, "    console: {}\n    email: {}", "receiver has email and console"),
+    (3, "", "receiver needs one kind key besides name: one of slack, email"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("case", "entry", "needle", "words"), KIND_MISTAKES, ids=[f"case{c[0]}" for c in KIND_MISTAKES]
+    ("case", "entry", "words"), KIND_MISTAKES, ids=[f"case{c[0]}" for c in KIND_MISTAKES]
 )
-def test_receiver_kinds_without_the_receivers_package(
-    tmp_path: Path, without_receivers_package: None, case: int, entry: str, needle: str, words: str
-) -> None:
+def test_receiver_kinds_come_from_the_registry(tmp_path: Path, case: int, entry: str, words: str) -> None:
     text = TREE.replace("    console: {}", entry, 1) if entry else TREE.replace("    console: {}\n", "", 1)
     path, problems = routing_problems(tmp_path, text)
     assert len(problems) == 1, problems
-    assert problems[0].startswith(f"{path}: line {line_of(text, needle)}: receivers.0")
+    assert problems[0].startswith(f"{path}: line {line_of(text, '- name: default')}: receivers.0")
     assert words in problems[0]
 
 
 def test_receiver_settings_checked_by_the_receivers_package(tmp_path: Path) -> None:
-    assert routing._receiver_parser() is not None, "the receivers package parses receiver settings"
     text = TREE.replace(
         'slack: {channel: "#a", token_env: SLACK_TOKEN}', 'slack: {channel: "#a", tokn: x}', 1
     )
@@ -553,7 +543,7 @@ def test_receiver_settings_checked_by_the_receivers_package(tmp_path: Path) -> N
     assert problems[0].startswith(f"{path}: line {line_of(text, '- name: default')}: receivers.0: ")
 
 
-def test_a_bad_receiver_is_not_also_an_unknown_one(tmp_path: Path, without_receivers_package: None) -> None:
+def test_a_bad_receiver_is_not_also_an_unknown_one(tmp_path: Path) -> None:
     _, problems = routing_problems(
         tmp_path, TREE.replace("pagerduty: {routing_key_env: PAGER_KEY}", "pagerdty: {}")
     )

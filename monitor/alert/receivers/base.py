@@ -1,4 +1,4 @@
-"""What every receiver is, the one outcome policy they share, and `build_receiver`.
+"""What every receiver is, and the one outcome policy they share.
 
 Delivery policy (Alertmanager's `notify/util.go`): a receiver makes one attempt and says whether
 another could succeed; the outbox does the retrying, with its own backoff, so no client library
@@ -21,15 +21,6 @@ import jinja2
 from pydantic import SecretStr
 
 from monitor.alert.model import DeliveryResult, Notification
-from monitor.alert.receivers.config import (
-    ConsoleReceiverConfig,
-    EmailReceiverConfig,
-    PagerDutyReceiverConfig,
-    ReceiverConfig,
-    SlackReceiverConfig,
-    WebhookReceiverConfig,
-)
-from monitor.alert.render import Templates
 
 log = logging.getLogger(__name__)
 
@@ -145,38 +136,3 @@ def post_json(
     except httpx.TransportError as exc:
         return transport_outcome(exc, timeout, secrets=secrets)
     return http_outcome(response.status_code, response.content, secrets=secrets)
-
-
-# ---------------------------------------------------------------------------------------------
-# Building
-
-
-def build_receiver(config: ReceiverConfig, templates: Templates) -> Receiver:
-    """The receiver for `config`, with its secrets read now.
-
-    Raises ConfigError when a secret is missing or unreadable, or a CA file does not load.
-    Nothing connects until the first `send`.
-    """
-    # Imported here: each receiver module imports this one, and a deployment without Slack
-    # receivers need not import slack_sdk.
-    if isinstance(config, SlackReceiverConfig):
-        from monitor.alert.receivers.slack import SlackReceiver
-
-        return SlackReceiver.from_config(config, templates)
-    if isinstance(config, EmailReceiverConfig):
-        from monitor.alert.receivers.email import EmailReceiver
-
-        return EmailReceiver.from_config(config, templates)
-    if isinstance(config, PagerDutyReceiverConfig):
-        from monitor.alert.receivers.pagerduty import PagerDutyReceiver
-
-        return PagerDutyReceiver.from_config(config, templates)
-    if isinstance(config, WebhookReceiverConfig):
-        from monitor.alert.receivers.webhook import WebhookReceiver
-
-        return WebhookReceiver.from_config(config, templates)
-    if isinstance(config, ConsoleReceiverConfig):
-        from monitor.alert.receivers.console import ConsoleReceiver
-
-        return ConsoleReceiver.from_config(config, templates)
-    raise TypeError(f"not a receiver configuration: {type(config).__name__}")

@@ -20,18 +20,27 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import smtplib
 import ssl
 from email.message import EmailMessage
 from email.utils import format_datetime
-from typing import Final
+from pathlib import Path
+from typing import Annotated, ClassVar, Final, Literal
 
 import jinja2
-from pydantic import SecretStr
+from pydantic import AfterValidator, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from monitor.alert.model import DeliveryResult, Notification
 from monitor.alert.receivers.base import redact, short_reason, template_failure, transport_outcome
-from monitor.alert.receivers.config import EmailReceiverConfig, EmailSettings, settings_secret
+from monitor.alert.receivers.config import (
+    EnvName,
+    ReceiverConfigBase,
+    Seconds,
+    StrictSettings,
+    exactly_one_source,
+    settings_secret,
+)
 from monitor.alert.render import Templates, one_line
 from monitor.core.errors import ConfigError
 
@@ -40,6 +49,69 @@ log = logging.getLogger(__name__)
 SUBJECT_TEMPLATE: Final = "email.subject.txt"
 TEXT_TEMPLATE: Final = "email.txt"
 HTML_TEMPLATE: Final = "email.html"
+
+
+def _email_address(value: str) -> str:
+    # No whitespace, commas or angle brackets: an address goes into a header as is.
+    if not re.match(r"^[^@\s<>,]+@[^@\s<>,]+$", value):
+        raise ValueError(f"{value!r} is not an email address like name@example.com")
+    return value
+
+
+EmailAddress = Annotated[str, AfterValidator(_email_address)]
+
+
+class EmailSettings(StrictSettings):
+    """Mail through a smarthost: STARTTLS by default, AUTH when a username is set."""
+
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True)
+
+    to: list[EmailAddress] = Field(min_length=1)
+    sender: EmailAddress = Field(alias="from")
+    smarthost: str
+    starttls: bool = True
+    username: str | None = None
+    password_env: EnvName | None = None
+    password_file: Path | None = None
+    tls_ca_file: Path | None = None
+    timeout: Seconds = 10.0
+
+    @field_validator("smarthost")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, _, port = value.rpartition(":")
+        if not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"smarthost {value!r} must be host:port, e.g. smtp.example.com:587")
+        return value
+
+    @model_validator(mode="after")
+    def _auth_and_tls(self) -> EmailSettings:
+        has_password = self.password_env is not None or self.password_file is not None
+        if self.username is not None:
+            exactly_one_source(self, "password", "the SMTP password")
+            if not self.starttls:
+                raise ValueError(
+                    "username is set but starttls is false: the password would cross the network "
+                    "in clear; set starttls: true"
+                )
+        elif has_password:
+            raise ValueError("a password is set without a username; add username or remove the password")
+        if self.tls_ca_file is not None and not self.starttls:
+            raise ValueError("tls_ca_file is set but starttls is false; set starttls: true or remove it")
+        return self
+
+    @property
+    def host(self) -> str:
+        return self.smarthost.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.smarthost.rpartition(":")[2])
+
+
+class EmailReceiverConfig(ReceiverConfigBase):
+    kind: ClassVar[Literal["email"]] = "email"
+    email: EmailSettings
 
 
 class EmailReceiver:

@@ -16,16 +16,25 @@ from __future__ import annotations
 import http.client
 import logging
 import math
-from typing import Any, Final
+from pathlib import Path
+from typing import Any, ClassVar, Final, Literal
 
 import jinja2
-from pydantic import SecretStr
+from pydantic import Field, SecretStr, field_validator, model_validator
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from monitor.alert.model import DeliveryResult, Notification
 from monitor.alert.receivers.base import is_retryable_status, redact, template_failure, transport_outcome
-from monitor.alert.receivers.config import SlackReceiverConfig, SlackSettings, settings_secret
+from monitor.alert.receivers.config import (
+    EnvName,
+    HttpUrlText,
+    ReceiverConfigBase,
+    Seconds,
+    StrictSettings,
+    exactly_one_source,
+    settings_secret,
+)
 from monitor.alert.render import Templates
 
 log = logging.getLogger(__name__)
@@ -39,6 +48,33 @@ _MAX_SECTIONS: Final = 45  # 50 blocks at most, leaving room for the actions
 _MAX_TEXT: Final = 40000  # longer message text is truncated by Slack anyway
 _BUTTON_LABEL: Final = 75
 _MAX_BUTTONS: Final = 5
+
+
+class SlackSettings(StrictSettings):
+    """A Slack channel, posted to with a bot token (chat:write scope)."""
+
+    channel: str = Field(min_length=1)
+    token_env: EnvName | None = None
+    token_file: Path | None = None
+    base_url: HttpUrlText = "https://slack.com/api/"
+    timeout: Seconds = 10.0
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        # The client joins the method name to the base URL: without the slash it would replace
+        # the last path segment.
+        return value.rstrip("/") + "/"
+
+    @model_validator(mode="after")
+    def _token_source(self) -> SlackSettings:
+        exactly_one_source(self, "token", "the bot token")
+        return self
+
+
+class SlackReceiverConfig(ReceiverConfigBase):
+    kind: ClassVar[Literal["slack"]] = "slack"
+    slack: SlackSettings
 
 
 class SlackReceiver:
