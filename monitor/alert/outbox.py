@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from prometheus_client import Counter
 from sqlalchemy import Connection, Engine, text
 
-from monitor.alert.model import DeliveryResult, Notification
+from monitor.alert.model import DeliveryResult, FailureReason, Notification
 from monitor.core.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -217,15 +217,13 @@ class RetryPolicy:
         return float(ceiling * (0.5 + rng.random() / 2))
 
 
-def _reason_class(result: DeliveryResult) -> str:
+def failure_label(result: DeliveryResult) -> str:
+    """The `reason` label of a failed attempt: the HTTP status where there is one (`http_503`;
+    an SMTP reply is `code_<n>` below 100, else `http_<n>` too: the code shows either way), else
+    the failure's type (`timeout`, `connection`, `template`, ...)."""
     if result.status is not None:
         return f"http_{result.status}" if result.status >= 100 else f"code_{result.status}"
-    reason = result.reason.lower()
-    if "timeout" in reason or "timed out" in reason:
-        return "timeout"
-    if "connect" in reason or "refused" in reason:
-        return "connection"
-    return "other"
+    return result.failure.value if result.failure is not None else "other"
 
 
 def complete(
@@ -273,7 +271,7 @@ def complete(
     _log(conn, item, instance, now, outcome if updated else "lost", result.status, reason or None, alerts)
     NOTIFICATIONS.labels(item.receiver, outcome).inc()
     if not result.ok:
-        NOTIFICATION_FAILURES.labels(item.receiver, _reason_class(result)).inc()
+        NOTIFICATION_FAILURES.labels(item.receiver, failure_label(result)).inc()
     return outcome if updated else "lost"
 
 
@@ -409,18 +407,20 @@ class Sender:
         try:
             notification = Notification.from_json(item.payload, id=item.id)
         except (ValueError, KeyError, TypeError) as exc:
-            return DeliveryResult.give_up(f"unreadable outbox payload: {exc}"), 0
+            return DeliveryResult.failed(FailureReason.UNREADABLE, f"unreadable outbox payload: {exc}"), 0
         receiver = receivers.get(item.receiver)
         if receiver is None:
-            result = DeliveryResult.give_up(
-                f"receiver {item.receiver!r} is not configured; add it to routing.yaml's receivers"
+            result = DeliveryResult.failed(
+                FailureReason.MISCONFIGURED,
+                f"receiver {item.receiver!r} is not configured; add it to routing.yaml's receivers",
             )
             return result, len(notification.alerts)
         try:
             return receiver.send(notification), len(notification.alerts)
         except Exception as exc:  # a receiver bug must not stop the others; retried like an outage
             log.exception("receiver %s failed on notification %d", item.receiver, item.id)
-            return DeliveryResult.retry(f"{type(exc).__name__}: {exc}"), len(notification.alerts)
+            result = DeliveryResult.failed(FailureReason.RECEIVER_BUG, f"{type(exc).__name__}: {exc}")
+            return result, len(notification.alerts)
 
 
 def _alert_count(item: Claimed) -> int:

@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.alert.lifecycle import run_cycle
-from monitor.alert.model import DeliveryResult, Notification
+from monitor.alert.model import DeliveryResult, FailureReason, Notification
 from monitor.alert.notices import forward_notices
 from monitor.alert.outbox import RetryPolicy, Sendable, Sender
 from monitor.alert.receivers import Receiver, build_receiver, parse_receiver
@@ -41,7 +41,7 @@ class UnusableReceiver:
         self.reason = reason
 
     def send(self, notification: Notification) -> DeliveryResult:
-        return DeliveryResult.give_up(self.reason)
+        return DeliveryResult.failed(FailureReason.MISCONFIGURED, self.reason)
 
     def close(self) -> None:
         return None

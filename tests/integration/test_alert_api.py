@@ -307,12 +307,12 @@ def test_alerts_are_listed(client: TestClient) -> None:
 
 
 def test_metrics_show_delivery_failures_by_receiver_and_reason(client: TestClient, engine: Engine) -> None:
-    from monitor.alert.model import DeliveryResult
+    from monitor.alert.model import DeliveryResult, FailureReason
     from monitor.alert.outbox import RetryPolicy, Sender
 
     class Refusing:
         def send(self, notification: object) -> DeliveryResult:
-            return DeliveryResult.give_up("HTTP 400: invalid routing key", 400)
+            return DeliveryResult.failed(FailureReason.CLIENT_ERROR, "HTTP 400: invalid routing key", 400)
 
     sender = Sender(lambda: engine, lambda: {"ops-slack": Refusing(), "ops-email": Refusing()},
                     FakeClock(T0 + timedelta(minutes=1)), "metrics-test", policy=RetryPolicy())  # fmt: skip

@@ -20,7 +20,7 @@ import httpx
 import jinja2
 from pydantic import SecretStr
 
-from monitor.alert.model import DeliveryResult, Notification
+from monitor.alert.model import DeliveryResult, FailureReason, Notification
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +53,14 @@ class Receiver(Protocol):
 # The outcome policy
 
 
-def is_retryable_status(status: int) -> bool:
-    """429 (rate limited) and 5xx: the same request may succeed later."""
-    return status == 429 or 500 <= status <= 599
+def status_failure(status: int) -> FailureReason:
+    """The failure an HTTP status that is not 2xx stands for: 429 rate limited and 5xx server
+    error (the same request may succeed later); anything else a client error."""
+    if status == 429:
+        return FailureReason.RATE_LIMITED
+    if 500 <= status <= 599:
+        return FailureReason.SERVER_ERROR
+    return FailureReason.CLIENT_ERROR
 
 
 def http_outcome(
@@ -69,9 +74,7 @@ def http_outcome(
     if 200 <= status <= 299:
         return DeliveryResult.delivered(status)
     reason = redact(f"HTTP {status}: {short_reason(body)}".rstrip(": "), secrets)
-    if is_retryable_status(status):
-        return DeliveryResult.retry(reason, status)
-    return DeliveryResult.give_up(reason, status)
+    return DeliveryResult.failed(status_failure(status), reason, status)
 
 
 def short_reason(body: str | bytes) -> str:
@@ -97,18 +100,23 @@ def transport_outcome(exc: Exception, timeout: float, *, secrets: Iterable[Secre
     """Timeouts and connection errors: retry; the reason names the failure, not the URL."""
     cause = getattr(exc, "reason", None)  # urllib's URLError wraps the socket error
     if isinstance(exc, httpx.TimeoutException | TimeoutError) or isinstance(cause, TimeoutError):
-        return DeliveryResult.retry(f"timed out after {timeout:g} s ({type(exc).__name__})")
+        return DeliveryResult.failed(
+            FailureReason.TIMEOUT, f"timed out after {timeout:g} s ({type(exc).__name__})"
+        )
     detail = _WHITESPACE.sub(" ", str(cause if isinstance(cause, OSError) else exc)).strip()
     if len(detail) > _REASON_CHARS:
         detail = detail[: _REASON_CHARS - 1] + "…"
-    return DeliveryResult.retry(
-        f"connection failed ({type(exc).__name__}): {redact(detail, secrets) or 'no detail'}"
+    return DeliveryResult.failed(
+        FailureReason.CONNECTION,
+        f"connection failed ({type(exc).__name__}): {redact(detail, secrets) or 'no detail'}",
     )
 
 
 def template_failure(template: str, exc: jinja2.TemplateError) -> DeliveryResult:
     """A template that fails now fails on every retry: give up, naming the template."""
-    return DeliveryResult.give_up(f"template {template} failed: {exc.message or type(exc).__name__}")
+    return DeliveryResult.failed(
+        FailureReason.TEMPLATE, f"template {template} failed: {exc.message or type(exc).__name__}"
+    )
 
 
 def redact(text: str, secrets: Iterable[SecretStr]) -> str:

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import ClassVar, Final, Literal
 
-from monitor.alert.model import DeliveryResult, Notification
+from monitor.alert.model import DeliveryResult, FailureReason, Notification
 from monitor.alert.receivers.config import ReceiverConfigBase, StrictSettings
 from monitor.alert.receivers.webhook import webhook_body
 from monitor.alert.render import Templates, title
@@ -64,7 +64,9 @@ class ConsoleReceiver:
                 with self.path.open("a", encoding="utf-8") as inbox:
                     inbox.write(line + "\n")
         except OSError as exc:
-            return DeliveryResult.retry(f"cannot append to {self.path}: {exc.strerror or exc}")
+            return DeliveryResult.failed(
+                FailureReason.WRITE_FAILED, f"cannot append to {self.path}: {exc.strerror or exc}"
+            )
         return DeliveryResult.delivered()
 
     def close(self) -> None:

@@ -31,7 +31,7 @@ from typing import Annotated, ClassVar, Final, Literal
 import jinja2
 from pydantic import AfterValidator, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from monitor.alert.model import DeliveryResult, Notification
+from monitor.alert.model import DeliveryResult, FailureReason, Notification
 from monitor.alert.receivers.base import redact, short_reason, template_failure, transport_outcome
 from monitor.alert.receivers.config import (
     EnvName,
@@ -159,11 +159,14 @@ class EmailReceiver:
         except smtplib.SMTPResponseException as exc:
             return smtp_outcome(exc.smtp_code, exc.smtp_error, secrets)
         except smtplib.SMTPNotSupportedError as exc:
-            return DeliveryResult.give_up(f"SMTP server does not support it: {exc}")
+            return DeliveryResult.failed(
+                FailureReason.MISCONFIGURED, f"SMTP server does not support it: {exc}"
+            )
         except ssl.SSLCertVerificationError as exc:
-            return DeliveryResult.give_up(
+            return DeliveryResult.failed(
+                FailureReason.MISCONFIGURED,
                 f"TLS certificate of {settings.host} not trusted ({exc.verify_message}); "
-                "set tls_ca_file to the CA that signed it"
+                "set tls_ca_file to the CA that signed it",
             )
         except (OSError, smtplib.SMTPException) as exc:
             return transport_outcome(exc, settings.timeout, secrets=secrets)
@@ -201,9 +204,17 @@ class EmailReceiver:
 def smtp_outcome(code: int, message: bytes | str, secrets: tuple[SecretStr, ...] = ()) -> DeliveryResult:
     """SMTP's reply classes: 4xx is transient (retry), 5xx permanent (give up)."""
     reason = redact(f"SMTP {code}: {short_reason(message)}", secrets)
+    return DeliveryResult.failed(smtp_failure(code), reason, code)
+
+
+def smtp_failure(code: int) -> FailureReason:
+    """4xx: the server cannot now (retry); 535 and 530: the credentials (fix the secret); other
+    5xx: the server will not (give up)."""
+    if code in (530, 535):
+        return FailureReason.MISCONFIGURED
     if 500 <= code <= 599:
-        return DeliveryResult.give_up(reason, code)
-    return DeliveryResult.retry(reason, code)
+        return FailureReason.CLIENT_ERROR
+    return FailureReason.SERVER_ERROR
 
 
 def _refused_outcome(
@@ -213,8 +224,8 @@ def _refused_outcome(
     codes = [code for code, _ in recipients.values()]
     reason = redact(f"every recipient refused: {_describe_refused(recipients)}", secrets)
     if all(400 <= code <= 499 for code in codes):
-        return DeliveryResult.retry(reason, codes[0])
-    return DeliveryResult.give_up(reason, max(codes))
+        return DeliveryResult.failed(FailureReason.SERVER_ERROR, reason, codes[0])
+    return DeliveryResult.failed(FailureReason.CLIENT_ERROR, reason, max(codes))
 
 
 def _describe_refused(recipients: dict[str, tuple[int, bytes]]) -> str:
