@@ -22,7 +22,7 @@ from monitor.core.errors import ConfigError
 from monitor.core.settings import Settings
 
 if TYPE_CHECKING:  # the alert stage is imported only when enabled
-    from monitor.alert.routing import Routing
+    from monitor.alert.config import Routing
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +114,7 @@ def check_operator_files(settings: Settings) -> Routing | None:
 
         errors += load_rules(rule_files(settings.evaluate.rules_dir)).errors
     if settings.alert.enabled:
-        from monitor.alert.routing import check_routing
-        from monitor.alert.stage import routing_paths
+        from monitor.alert.config import check_routing, routing_paths
 
         routing, problems = check_routing(*routing_paths(settings.alert))
         errors += problems

@@ -37,20 +37,13 @@ def inbox_paths(config: AlertConfig) -> dict[str, Path]:
     """Receiver name -> inbox file, for the console receivers with a path in the routing
     configuration `config` names. Empty when there are none or the routing does not load (the
     alert stage reports why)."""
-    from monitor.alert.routing import load_routing
-    from monitor.alert.stage import routing_paths
+    from monitor.alert.config import console_inboxes
 
     try:
-        routing = load_routing(*routing_paths(config))
+        return console_inboxes(config)
     except ConfigError as exc:
         log.warning("no inbox: the routing configuration does not load: %s", exc)
         return {}
-    inboxes: dict[str, Path] = {}
-    for name, raw in routing.receiver_configs.items():
-        console = raw.get("console")
-        if isinstance(console, Mapping) and console.get("path"):
-            inboxes[name] = Path(str(console["path"]))
-    return inboxes
 
 
 class InboxEntry(BaseModel):

@@ -12,7 +12,9 @@ import pytest
 from sqlalchemy import Engine, text
 
 from monitor.alert.model import AlertView, DeliveryResult, FailureReason, Notification
-from monitor.alert.outbox import RetryPolicy, Sender, claim, enqueue
+from monitor.alert.notify.outbox import claim, enqueue
+from monitor.alert.notify.retry import RetryPolicy
+from monitor.alert.notify.sender import Sender
 from monitor.core.clock import FakeClock
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

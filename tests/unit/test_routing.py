@@ -14,8 +14,8 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from monitor.alert import routing
-from monitor.alert.routing import Routing, check_routing, default_routing_paths, load_routing
+from monitor.alert.config import Routing, check_routing, default_routing_paths, load_routing
+from monitor.alert.dispatch import route
 from monitor.cli import routes as cli_routes
 from monitor.core.errors import ConfigError
 from monitor.core.vocabulary import parse_duration
@@ -134,14 +134,14 @@ def test_children_inherit_unless_they_set(tree: Routing) -> None:
     )
     assert root.send_resolved is True and root.escalate_after is None and root.escalate_to is None
     # root/0 sets repeat_interval only; group_wait comes from the root, the rest from defaults
-    assert (pager.group_wait, pager.repeat_interval, pager.group_by) == (60, 3600, routing.DEFAULT_GROUP_BY)
+    assert (pager.group_wait, pager.repeat_interval, pager.group_by) == (60, 3600, route.DEFAULT_GROUP_BY)
     # root/1 sets the escalation; its children inherit it with everything else they do not set
     assert (slack.escalate_after, slack.escalate_to) == (7200, "pager")
     team = tree.route({"severity": "warning", "team": "payments"})[0]
     assert (team.escalate_after, team.escalate_to, team.group_wait) == (7200, "pager", 60)
     assert team.group_by == ("...",) and team.send_resolved is False
     mail = tree.route({"severity": "warning", "cluster": "staging"})[0]
-    assert mail.group_by == routing.DEFAULT_GROUP_BY and mail.send_resolved is True
+    assert mail.group_by == route.DEFAULT_GROUP_BY and mail.send_resolved is True
 
 
 def test_group_labels(tree: Routing) -> None:

@@ -33,6 +33,10 @@ class ReceiverKind:
 
     config: type[ReceiverConfigBase]
     build: Callable[[Any, Templates], Receiver]
+    incidents: bool = False
+    """The destination keeps an incident per dedup key (a pager): it is sent the resolved notice
+    that closes the incident whatever the route's `send_resolved`, and no resolved alerts inside
+    a notice of a still-firing group (its incident resolves with the group)."""
 
     @property
     def name(self) -> str:
@@ -45,7 +49,7 @@ REGISTRY: Final[Mapping[str, ReceiverKind]] = MappingProxyType(
         for kind in (
             ReceiverKind(SlackReceiverConfig, SlackReceiver.from_config),
             ReceiverKind(EmailReceiverConfig, EmailReceiver.from_config),
-            ReceiverKind(PagerDutyReceiverConfig, PagerDutyReceiver.from_config),
+            ReceiverKind(PagerDutyReceiverConfig, PagerDutyReceiver.from_config, incidents=True),
             ReceiverKind(WebhookReceiverConfig, WebhookReceiver.from_config),
             ReceiverKind(ConsoleReceiverConfig, ConsoleReceiver.from_config),
         )
