@@ -1,8 +1,7 @@
 """Silences: an active silence mutes every firing alert all of whose labels its matchers match.
 
-A silenced alert is kept and shown, but notifies nobody. A silence whose matchers no longer parse
-(stored before a change of the matcher grammar) mutes nothing and is logged, so that one bad
-silence never stops the cycle.
+A silenced alert is kept and shown, but notifies nobody. A stored silence whose matchers do not
+parse mutes nothing and is logged, so that one bad silence never stops the cycle.
 """
 
 from __future__ import annotations
