@@ -1,11 +1,12 @@
 """What every receiver is, and the one outcome policy they share.
 
-Delivery policy (Alertmanager's `notify/util.go`): a receiver makes one attempt and says whether
-another could succeed; the outbox does the retrying, with its own backoff, so no client library
-retries on its own. For HTTP: 2xx delivered; 429 and 5xx retry (Retry-After is not honoured: the
-outbox's backoff decides); timeouts and connection errors retry; any other status gives up with
-the status and a short reason from the body. A template that fails to render gives up: sending
-it again would fail the same way.
+Delivery policy (Alertmanager's `notify/util.go`): a receiver makes one attempt and says why it
+failed as a `FailureReason`, whose type decides whether another attempt could succeed; the outbox
+does the retrying, with its own backoff, so no client library retries on its own. For HTTP: 2xx
+delivered; 429 (`RATE_LIMITED`) and 5xx (`SERVER_ERROR`) retry (Retry-After is not honoured: the
+outbox's backoff decides); timeouts (`TIMEOUT`) and connection errors (`CONNECTION`) retry; any
+other status gives up (`CLIENT_ERROR`) with the status and a short reason from the body. A
+template that fails to render gives up (`TEMPLATE`): sending it again would fail the same way.
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@ multipart/alternative message (the `email.txt` and `email.html` templates, subje
 `email.subject.txt`) and quits. A connection per notification keeps nothing half-open between
 evaluation cycles, which are minutes apart.
 
-Outcomes follow SMTP's reply classes: 4xx retry, 5xx give up; connection errors and timeouts
-retry; a server certificate that does not verify, or a server without STARTTLS, gives up (it
-needs a configuration change). When some recipients are refused and others accepted, the message
+Outcomes follow SMTP's reply classes: 4xx retry (a server error), 5xx give up (a client error;
+530 and 535, authentication, a misconfiguration); connection errors and timeouts retry; a server
+certificate that does not verify, or a server without STARTTLS, gives up (a misconfiguration).
+
+When some recipients are refused and others accepted, the message
 was delivered to those: that counts as delivered, with the refusals as the reason, since sending
 again would duplicate it for the others.
 

@@ -6,8 +6,9 @@ on phones where mrkdwn links are small.
 
 Outcomes: Slack answers most errors with HTTP 200 and `ok: false`; `ratelimited` (HTTP 429) and
 Slack's own failures (5xx, `internal_error`, `fatal_error`, `service_unavailable`,
-`request_timeout`) retry, every other error (`channel_not_found`, `invalid_auth`,
-`not_in_channel`, ...) gives up with Slack's error code as the reason. Connection errors and
+`request_timeout`) retry, every other error gives up with Slack's error code as the reason: a
+misconfiguration for the token's and the channel's errors (`invalid_auth`, `channel_not_found`,
+`not_in_channel`, ...), a client error for the rest. Connection errors and
 timeouts retry. The WebClient's own retry handlers are off: the outbox retries.
 """
 
