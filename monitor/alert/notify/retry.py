@@ -34,7 +34,8 @@ class Decision:
     outcome: Outcome
     next_attempt_at: datetime
     reason: str
-    """The text stored and shown (`last_error`, the log's `reason`); empty when sent."""
+    """The text shown in the log's `reason` and, for a failure, stored as `last_error`; for a
+    delivery, whatever the receiver noted (e.g. the recipients a mail server refused)."""
 
 
 def decide(
