@@ -16,6 +16,7 @@ from sqlalchemy import Connection, text
 
 from monitor.alert.alerts import AlertRow
 from monitor.alert.dispatch.groups import GroupRow
+from monitor.alert.model import PartitionDetail
 from monitor.alert.mute.silence import SilenceRow
 
 CYCLE_LOCK = 0x6B68_616C  # pg_advisory_xact_lock key of the alert cycle ("khal")
@@ -44,6 +45,42 @@ def open_groups(conn: Connection) -> dict[tuple[str, str], GroupRow]:
     """The open incidents, by (receiver, group key)."""
     rows = (_group_from_row(r._mapping) for r in conn.execute(_OPEN_GROUPS))
     return {(g.receiver, g.group_key): g for g in rows}
+
+
+def latest_group_partitions(
+    conn: Connection, cluster: str, group_id: str, floor: datetime
+) -> list[PartitionDetail]:
+    """The partitions of a consumer group in its newest evaluation since `floor` (`since` unset)."""
+    params = {"cluster": cluster, "group_id": group_id, "floor": floor}
+    return [
+        PartitionDetail(
+            topic=r.topic,
+            partition=int(r.partition),
+            status=r.status or "OK",
+            since=None,
+            offset_lag=None if r.offset_lag is None else int(r.offset_lag),
+            lag_seconds=r.lag_seconds,
+            time_until_data_loss_seconds=r.time_until_data_loss_seconds,
+        )
+        for r in conn.execute(_LATEST_GROUP_PARTITIONS, params)
+    ]
+
+
+def partition_status_since(
+    conn: Connection, cluster: str, group_id: str, topic: str, partition: int, status: str, floor: datetime
+) -> datetime | None:
+    """When a group's partition entered `status` (its first evaluation in it since it was last in
+    another), looking back to `floor`."""
+    params = {
+        "cluster": cluster,
+        "group_id": group_id,
+        "topic": topic,
+        "partition": partition,
+        "floor": floor,
+        "status": status,
+    }
+    since: datetime | None = conn.execute(_STATUS_SINCE, params).scalar()
+    return since
 
 
 def last_alert(conn: Connection, fp: str) -> AlertRow | None:
@@ -183,3 +220,29 @@ def write_groups(conn: Connection, groups: Iterable[GroupRow]) -> None:
             if c not in ("receiver", "group_key", "dedup_key", "ack_token", "created_at")
         )
         conn.execute(text(f"UPDATE alert_groups SET {sets} WHERE id = :id"), updates)
+
+
+_LATEST_GROUP_PARTITIONS = text(
+    """
+SELECT topic, partition, status, offset_lag, lag_seconds, time_until_data_loss_seconds
+FROM derived_group_partition
+WHERE cluster = :cluster AND group_id = :group_id
+  AND evaluated_at = (SELECT max(evaluated_at) FROM derived_group_partition
+                      WHERE cluster = :cluster AND group_id = :group_id AND evaluated_at >= :floor)
+"""
+)
+
+_STATUS_SINCE = text(
+    """
+SELECT min(h.evaluated_at)
+FROM derived_group_partition h
+WHERE h.cluster = :cluster AND h.group_id = :group_id AND h.topic = :topic
+  AND h.partition = :partition AND h.evaluated_at >= :floor
+  AND h.evaluated_at > coalesce(
+      (SELECT max(o.evaluated_at) FROM derived_group_partition o
+       WHERE o.cluster = :cluster AND o.group_id = :group_id AND o.topic = :topic
+         AND o.partition = :partition AND o.evaluated_at >= :floor
+         AND o.status IS DISTINCT FROM :status),
+      '-infinity'::timestamptz)
+"""
+)
