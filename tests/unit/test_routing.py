@@ -14,10 +14,11 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from monitor.alert.config import Routing, check_routing, default_routing_paths, load_routing
+from monitor.alert.config import Routing, check_routing, console_inboxes, default_routing_paths, load_routing
 from monitor.alert.dispatch import route
 from monitor.cli import routes as cli_routes
 from monitor.core.errors import ConfigError
+from monitor.core.settings import AlertConfig
 from monitor.core.vocabulary import parse_duration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -708,3 +709,13 @@ def test_cli_show(wide: None) -> None:
     assert "escalate after 2h to oncall-pager" in result.output
     assert "team payments: receivers payments-slack" in result.output
     assert "inhibit: {rule=BrokerDown} mutes" in result.output
+
+
+def test_console_inboxes_are_the_console_receivers_with_a_path(tmp_path: Path) -> None:
+    text = TREE.replace("    console: {}", f"    console: {{path: {tmp_path / 'inbox.jsonl'}}}", 1)
+    text = text.replace("receivers:\n", "receivers:\n  - name: log-only\n    console: {}\n", 1)
+    routing_path = write(tmp_path, "routing.yaml", text)
+    assert console_inboxes(AlertConfig(routing_file=routing_path)) == {"default": tmp_path / "inbox.jsonl"}
+    broken = write(tmp_path, "broken.yaml", text.replace("receiver: default\n", "receiver: nobody\n", 1))
+    with pytest.raises(ConfigError, match="unknown receiver 'nobody'"):
+        console_inboxes(AlertConfig(routing_file=broken))
