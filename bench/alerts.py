@@ -42,11 +42,13 @@ from typing import Any
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
-from monitor.alert.lifecycle import run_cycle
+from monitor.alert.config import default_routing_paths, load_routing
+from monitor.alert.cycle import run_cycle
 from monitor.alert.model import AlertView, Notification
-from monitor.alert.outbox import RetryPolicy, Sender, enqueue
+from monitor.alert.notify.outbox import enqueue
+from monitor.alert.notify.retry import RetryPolicy
+from monitor.alert.notify.sender import Sender
 from monitor.alert.render import Templates
-from monitor.alert.routing import default_routing_paths, load_routing
 from monitor.alert.stage import build_receivers
 from monitor.core.clock import SystemClock
 from monitor.core.settings import AlertConfig

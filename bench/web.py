@@ -55,8 +55,8 @@ import httpx
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.engine import make_url
 
-from monitor.alert.lifecycle import run_cycle
-from monitor.alert.routing import default_routing_paths, load_routing
+from monitor.alert.config import default_routing_paths, load_routing
+from monitor.alert.cycle import run_cycle
 from monitor.devtools import postgres
 from monitor.devtools.paths import var_dir
 from monitor.store import migrate

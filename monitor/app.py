@@ -22,7 +22,7 @@ from monitor.core.errors import ConfigError
 from monitor.core.settings import Settings
 
 if TYPE_CHECKING:  # the alert stage is imported only when enabled
-    from monitor.alert.routing import Routing
+    from monitor.alert.config import Routing
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +114,7 @@ def check_operator_files(settings: Settings) -> Routing | None:
 
         errors += load_rules(rule_files(settings.evaluate.rules_dir)).errors
     if settings.alert.enabled:
-        from monitor.alert.routing import check_routing
-        from monitor.alert.stage import routing_paths
+        from monitor.alert.config import check_routing, routing_paths
 
         routing, problems = check_routing(*routing_paths(settings.alert))
         errors += problems
@@ -224,7 +223,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
         components.append(ActStage(retention, scheduler, intervals["retention"]))
     # the web forms and API bound silences as the routing file says
     silence_max_seconds = routing.settings.silence_max_duration if routing is not None else 7 * 86400
-    inboxes = inbox_paths(routing.receiver_configs) if routing is not None else {}
+    inboxes = inbox_paths(routing) if routing is not None else {}
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,
                                                 retention=retention, identity=settings.web.identity,
                                                 metrics=settings.metrics, job_intervals=intervals,

@@ -9,8 +9,8 @@ reads the newest evaluation of the group when it decides a notification (so the 
 what was true when it was decided) and looks back at most `SINCE_LOOKBACK` to find when each
 listed partition entered its status.
 
-`worst_partitions` (pure) picks and orders them; `PartitionDetails` reads the store, once per
-group and cycle.
+`worst_partitions` (pure) picks and orders them; `PartitionDetails` reads the store (through
+`monitor.alert.state`), once per group and cycle.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
+from monitor.alert import state
 from monitor.alert.model import PartitionDetail
 from monitor.core.vocabulary import STATUS_RANK
 
@@ -64,32 +65,6 @@ def worst_partitions(
     return tuple(flagged[:limit]), len(flagged)
 
 
-_LATEST = text(
-    """
-SELECT topic, partition, status, offset_lag, lag_seconds, time_until_data_loss_seconds
-FROM derived_group_partition
-WHERE cluster = :cluster AND group_id = :group_id
-  AND evaluated_at = (SELECT max(evaluated_at) FROM derived_group_partition
-                      WHERE cluster = :cluster AND group_id = :group_id AND evaluated_at >= :floor)
-"""
-)
-
-_SINCE = text(
-    """
-SELECT min(h.evaluated_at)
-FROM derived_group_partition h
-WHERE h.cluster = :cluster AND h.group_id = :group_id AND h.topic = :topic
-  AND h.partition = :partition AND h.evaluated_at >= :floor
-  AND h.evaluated_at > coalesce(
-      (SELECT max(o.evaluated_at) FROM derived_group_partition o
-       WHERE o.cluster = :cluster AND o.group_id = :group_id AND o.topic = :topic
-         AND o.partition = :partition AND o.evaluated_at >= :floor
-         AND o.status IS DISTINCT FROM :status),
-      '-infinity'::timestamptz)
-"""
-)
-
-
 class PartitionDetails:
     """Reads the worst partitions of consumer groups for one alert cycle: each group's newest
     evaluation once, and `since` only for the partitions an alert lists."""
@@ -121,33 +96,13 @@ class PartitionDetails:
     def _group(self, cluster: str, group_id: str) -> list[PartitionDetail]:
         key = (cluster, group_id)
         if key not in self._groups:
-            params = {"cluster": cluster, "group_id": group_id, "floor": self._floor}
-            self._groups[key] = [
-                PartitionDetail(
-                    topic=r.topic,
-                    partition=int(r.partition),
-                    status=r.status or "OK",
-                    since=None,
-                    offset_lag=None if r.offset_lag is None else int(r.offset_lag),
-                    lag_seconds=r.lag_seconds,
-                    time_until_data_loss_seconds=r.time_until_data_loss_seconds,
-                )
-                for r in self._conn.execute(_LATEST, params)
-            ]
+            self._groups[key] = state.latest_group_partitions(self._conn, cluster, group_id, self._floor)
         return self._groups[key]
 
     def _since_of(self, cluster: str, group_id: str, detail: PartitionDetail) -> datetime | None:
         key = (cluster, group_id, detail.topic, detail.partition)
         if key not in self._since:
-            self._since[key] = self._conn.execute(
-                _SINCE,
-                {
-                    "cluster": cluster,
-                    "group_id": group_id,
-                    "topic": detail.topic,
-                    "partition": detail.partition,
-                    "floor": self._floor,
-                    "status": detail.status,
-                },
-            ).scalar()
+            self._since[key] = state.partition_status_since(
+                self._conn, cluster, group_id, detail.topic, detail.partition, detail.status, self._floor
+            )
         return self._since[key]

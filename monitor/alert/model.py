@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 AlertState = Literal["firing", "resolved"]
@@ -213,28 +214,73 @@ class Notification:
         return cls(**data, id=id)
 
 
+class FailureReason(StrEnum):
+    """Why a delivery attempt failed, as a type (Alertmanager's `notify.Reason`): the outbox
+    decides from it whether to try again, and it labels the failure metric; the reason text
+    beside it is what the outbox stores and shows."""
+
+    CLIENT_ERROR = "client_error"
+    """The destination refused this request (HTTP 4xx, SMTP 5xx): the same request fails again."""
+    RATE_LIMITED = "rate_limited"
+    """The destination asks to slow down (HTTP 429, Slack `ratelimited`)."""
+    SERVER_ERROR = "server_error"
+    """The destination failed or is busy (HTTP 5xx, SMTP 4xx, Slack `internal_error`)."""
+    TIMEOUT = "timeout"
+    """No answer within the receiver's timeout."""
+    CONNECTION = "connection"
+    """No connection (refused, reset, DNS, TLS handshake)."""
+    MISCONFIGURED = "misconfigured"
+    """The receiver's configuration cannot work (not defined, a secret not set, a credential or
+    channel the destination rejects, an untrusted certificate): fix routing.yaml or the secret."""
+    TEMPLATE = "template"
+    """A notification template failed to render: it fails the same way every time."""
+    UNREADABLE = "unreadable"
+    """The outbox row's payload cannot be read back into a notification."""
+    WRITE_FAILED = "write_failed"
+    """A local file could not be written (the console inbox: disk full, directory gone)."""
+    RECEIVER_BUG = "receiver_bug"
+    """The receiver raised instead of reporting an outcome: retried, like an outage."""
+
+    @property
+    def retryable(self) -> bool:
+        """Whether a later attempt of the same notification can succeed."""
+        return self in _RETRYABLE
+
+
+_RETRYABLE = frozenset(
+    {
+        FailureReason.RATE_LIMITED,
+        FailureReason.SERVER_ERROR,
+        FailureReason.TIMEOUT,
+        FailureReason.CONNECTION,
+        FailureReason.WRITE_FAILED,
+        FailureReason.RECEIVER_BUG,
+    }
+)
+
+
 @dataclass(frozen=True, slots=True)
 class DeliveryResult:
-    """What a receiver reports for one attempt.
+    """What a receiver reports for one attempt: delivered, or failed with a typed `failure`.
 
-    `retryable` follows one policy for every HTTP receiver: 2xx ok; 429, 5xx, timeouts and
-    connection errors retry; any other 4xx gives up with the reason recorded.
+    Whether to retry follows from the type (`FailureReason.retryable`); for every HTTP receiver:
+    2xx ok; 429, 5xx, timeouts and connection errors retry; any other status gives up.
     """
 
     ok: bool
-    retryable: bool = False
+    failure: FailureReason | None = None
     reason: str = ""
     status: int | None = None
     """The HTTP status or SMTP reply code, when there was one."""
+
+    @property
+    def retryable(self) -> bool:
+        return self.failure is not None and self.failure.retryable
 
     @classmethod
     def delivered(cls, status: int | None = None) -> DeliveryResult:
         return cls(ok=True, status=status)
 
     @classmethod
-    def retry(cls, reason: str, status: int | None = None) -> DeliveryResult:
-        return cls(ok=False, retryable=True, reason=reason, status=status)
-
-    @classmethod
-    def give_up(cls, reason: str, status: int | None = None) -> DeliveryResult:
-        return cls(ok=False, retryable=False, reason=reason, status=status)
+    def failed(cls, failure: FailureReason, reason: str, status: int | None = None) -> DeliveryResult:
+        return cls(ok=False, failure=failure, reason=reason, status=status)

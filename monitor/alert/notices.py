@@ -16,9 +16,9 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, text
 
+from monitor.alert.config import Routing
 from monitor.alert.model import AlertView, Notification
-from monitor.alert.outbox import enqueue
-from monitor.alert.routing import Routing
+from monitor.alert.notify.outbox import enqueue
 
 NOTICE_RULE = "RetentionRequest"
 MAX_AGE = timedelta(days=2)

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from monitor.alert.lifecycle import run_cycle
-from monitor.alert.model import DeliveryResult, Notification
+from monitor.alert.config import Routing, load_routing, routing_paths
+from monitor.alert.cycle import run_cycle
+from monitor.alert.model import DeliveryResult, FailureReason, Notification
 from monitor.alert.notices import forward_notices
-from monitor.alert.outbox import RetryPolicy, Sendable, Sender
+from monitor.alert.notify.retry import RetryPolicy
+from monitor.alert.notify.sender import Sendable, Sender
 from monitor.alert.receivers import Receiver, build_receiver, parse_receiver
 from monitor.alert.render import Templates
-from monitor.alert.routing import Routing, default_routing_paths, load_routing
 from monitor.core.clock import Clock
 from monitor.core.errors import ConfigError, StoreUnavailableError
 from monitor.core.scheduler import Scheduler
@@ -41,22 +41,10 @@ class UnusableReceiver:
         self.reason = reason
 
     def send(self, notification: Notification) -> DeliveryResult:
-        return DeliveryResult.give_up(self.reason)
+        return DeliveryResult.failed(FailureReason.MISCONFIGURED, self.reason)
 
     def close(self) -> None:
         return None
-
-
-def routing_paths(config: AlertConfig) -> tuple[Path, Path | None]:
-    """The routing file and the ownership file: the configured ones, else the shipped ones. Without a
-    configured owners_file, a configured routing file takes the owners.yaml beside it, if any (the
-    project's names receivers that another routing file need not define)."""
-    default_routing, _ = default_routing_paths()
-    routing = config.routing_file or default_routing
-    if config.owners_file is not None:
-        return routing, config.owners_file
-    owners = routing.parent / "owners.yaml"
-    return routing, owners if owners.exists() else None
 
 
 def build_receivers(routing: Routing, templates: Templates) -> dict[str, Receiver | UnusableReceiver]:

@@ -18,7 +18,7 @@ from rich.table import Table
 from sqlalchemy import Connection
 
 from monitor.alert import actions
-from monitor.alert.outbox import outbox_counts, outbox_rows
+from monitor.alert.notify.outbox import outbox_counts, outbox_rows
 from monitor.cli.common import ConfigOption, fail, open_engine, out, settings_from
 from monitor.core.clock import SystemClock
 from monitor.core.errors import ConfigError, MonitorError
@@ -163,8 +163,7 @@ def silence(
     config: ConfigOption = None,
 ) -> None:
     """Mute the alerts that match every MATCHER for a while."""
-    from monitor.alert.routing import load_routing
-    from monitor.alert.stage import routing_paths
+    from monitor.alert.config import load_routing, routing_paths
     from monitor.core.vocabulary import parse_duration
 
     try:

@@ -17,7 +17,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from monitor.alert.routing import Route, RouteMatch, Routing, check_routing, default_routing_paths
+from monitor.alert.config import Routing, check_routing, default_routing_paths
+from monitor.alert.dispatch.route import Route, RouteMatch
 from monitor.cli.common import err, out
 from monitor.core.errors import ConfigError
 from monitor.core.formatting import printable, printable_markup

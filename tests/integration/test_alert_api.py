@@ -12,8 +12,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
-from monitor.alert.lifecycle import run_cycle
-from monitor.alert.routing import default_routing_paths, load_routing
+from monitor.alert.config import default_routing_paths, load_routing
+from monitor.alert.cycle import run_cycle
 from monitor.core.clock import FakeClock
 from monitor.core.settings import IdentityConfig
 from monitor.expose.web.app import create_app
@@ -307,12 +307,13 @@ def test_alerts_are_listed(client: TestClient) -> None:
 
 
 def test_metrics_show_delivery_failures_by_receiver_and_reason(client: TestClient, engine: Engine) -> None:
-    from monitor.alert.model import DeliveryResult
-    from monitor.alert.outbox import RetryPolicy, Sender
+    from monitor.alert.model import DeliveryResult, FailureReason
+    from monitor.alert.notify.retry import RetryPolicy
+    from monitor.alert.notify.sender import Sender
 
     class Refusing:
         def send(self, notification: object) -> DeliveryResult:
-            return DeliveryResult.give_up("HTTP 400: invalid routing key", 400)
+            return DeliveryResult.failed(FailureReason.CLIENT_ERROR, "HTTP 400: invalid routing key", 400)
 
     sender = Sender(lambda: engine, lambda: {"ops-slack": Refusing(), "ops-email": Refusing()},
                     FakeClock(T0 + timedelta(minutes=1)), "metrics-test", policy=RetryPolicy())  # fmt: skip

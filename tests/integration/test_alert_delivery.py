@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, text
 
-from monitor.alert.lifecycle import run_cycle
-from monitor.alert.outbox import RetryPolicy, Sender, claim
+from monitor.alert.config import Routing, load_routing
+from monitor.alert.cycle import run_cycle
+from monitor.alert.notify.outbox import claim
+from monitor.alert.notify.retry import RetryPolicy
+from monitor.alert.notify.sender import Sender
 from monitor.alert.render import Templates
-from monitor.alert.routing import Routing, load_routing
 from monitor.alert.stage import build_receivers
 from monitor.core.clock import FakeClock
 from tests.fixtures.receivers import (

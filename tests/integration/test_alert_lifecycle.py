@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import Engine, text
 
 from monitor.alert import actions
-from monitor.alert.lifecycle import CycleResult, run_cycle
+from monitor.alert.config import Routing, default_routing_paths, load_routing
+from monitor.alert.cycle import CycleResult, run_cycle
 from monitor.alert.model import DeliveryResult, Notification
-from monitor.alert.outbox import Sender
-from monitor.alert.routing import Routing, default_routing_paths, load_routing
+from monitor.alert.notify.sender import Sender
 from monitor.core.clock import FakeClock
 from monitor.core.records import Identity
 

@@ -11,8 +11,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine, text
 
-from monitor.alert.model import AlertView, DeliveryResult, Notification
-from monitor.alert.outbox import RetryPolicy, Sender, claim, enqueue
+from monitor.alert.model import AlertView, DeliveryResult, FailureReason, Notification
+from monitor.alert.notify.outbox import claim, enqueue
+from monitor.alert.notify.retry import RetryPolicy
+from monitor.alert.notify.sender import Sender
 from monitor.core.clock import FakeClock
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -113,7 +115,12 @@ def test_retryable_failures_back_off_then_deliver(engine: Engine) -> None:
     clock = FakeClock(T0)
     with engine.begin() as conn:
         enqueue(conn, notification(1), T0)
-    receiver = Recording([DeliveryResult.retry("HTTP 503", 503), DeliveryResult.retry("timed out")])
+    receiver = Recording(
+        [
+            DeliveryResult.failed(FailureReason.SERVER_ERROR, "HTTP 503", 503),
+            DeliveryResult.failed(FailureReason.TIMEOUT, "timed out"),
+        ]
+    )
     s = sender(engine, {"r": receiver}, clock)
     try:
         assert s.drain() == {"retry": 1}
@@ -139,7 +146,9 @@ def test_other_client_errors_give_up_with_the_reason(engine: Engine) -> None:
     with engine.begin() as conn:
         enqueue(conn, notification(1), T0)
         enqueue(conn, notification(2, receiver="gone"), T0)
-    receiver = Recording([DeliveryResult.give_up("HTTP 400: invalid routing_key", 400)])
+    receiver = Recording(
+        [DeliveryResult.failed(FailureReason.CLIENT_ERROR, "HTTP 400: invalid routing_key", 400)]
+    )
     s = sender(engine, {"r": receiver}, clock)
     try:
         assert s.drain() == {"failed": 2}
@@ -157,7 +166,7 @@ def test_a_notification_undelivered_past_the_limit_is_failed(engine: Engine) -> 
     clock = FakeClock(T0)
     with engine.begin() as conn:
         enqueue(conn, notification(1), T0)
-    receiver = Recording([DeliveryResult.retry("HTTP 503", 503)] * 100)
+    receiver = Recording([DeliveryResult.failed(FailureReason.SERVER_ERROR, "HTTP 503", 503)] * 100)
     s = sender(engine, {"r": receiver}, clock)
     try:
         for _ in range(100):
@@ -179,7 +188,7 @@ def test_a_later_notification_of_the_same_incident_waits_for_the_earlier_one(eng
         enqueue(conn, notification(1, dedup_key="incident", kind="firing"), T0)
         enqueue(conn, notification(1, dedup_key="incident", kind="resolved"), T0)
         enqueue(conn, notification(2, dedup_key="other"), T0)
-    receiver = Recording([DeliveryResult.retry("HTTP 429", 429)])
+    receiver = Recording([DeliveryResult.failed(FailureReason.RATE_LIMITED, "HTTP 429", 429)])
     s = sender(engine, {"r": receiver}, clock)
     try:
         s.drain()

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from sqlalchemy import Engine, text
 
-from monitor.alert.lifecycle import run_cycle
-from monitor.alert.routing import default_routing_paths, load_routing
+from monitor.alert.config import default_routing_paths, load_routing
+from monitor.alert.cycle import run_cycle
 from monitor.devtools.workload.plan import Behaviour, GroupPlan, Plan, TopicPlan
 from monitor.devtools.workload.runner import Workload
 from tests.fixtures.kafka import KafkaTestHelper

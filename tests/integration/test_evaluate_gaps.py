@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from sqlalchemy import Engine, text
 
-from monitor.alert.lifecycle import run_cycle
-from monitor.alert.routing import default_routing_paths, load_routing
+from monitor.alert.config import default_routing_paths, load_routing
+from monitor.alert.cycle import run_cycle
 from monitor.core.clock import to_millis
 from monitor.core.records import (
     CommittedOffset,

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Connection, Engine, text
 
-from monitor.alert.outbox import NOTIFICATION_FAILURES, NOTIFICATIONS
+from monitor.alert.notify.outbox import NOTIFICATION_FAILURES, NOTIFICATIONS
 from monitor.core.settings import MetricsConfig
 from monitor.expose.metrics.catalogue import BY_NAME, CATALOGUE, PARTITIONS, spec_of_family
 from monitor.expose.metrics.push.metrics import PUSH_FAILURES, PUSH_QUEUE, PUSH_SAMPLES

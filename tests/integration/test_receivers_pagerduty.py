@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from monitor.alert.model import DeliveryResult, Notification, NotificationKind
+from monitor.alert.model import DeliveryResult, FailureReason, Notification, NotificationKind
 from monitor.alert.receivers import Receiver, build_receiver, parse_receiver
 from monitor.alert.render import Templates
 from tests.fixtures.receivers import EXTERNAL_URL, ROUTING_KEY, FakePagerDuty, sample_notification
@@ -96,7 +96,8 @@ def test_an_invalid_event_gives_up_with_pagerduty_reason(
 ) -> None:
     receiver = pagerduty(monkeypatch, fake_pagerduty.url, key="too-short")
     result = receiver.send(sample_notification("single_critical"))
-    assert result == DeliveryResult.give_up(
+    assert result == DeliveryResult.failed(
+        FailureReason.CLIENT_ERROR,
         "HTTP 400: Event object is invalid; Length of 'routing_key' is incorrect (should be 32 characters)",
         400,
     )

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from monitor.alert.model import DeliveryResult
+from monitor.alert.model import DeliveryResult, FailureReason
 from monitor.alert.receivers import Receiver, build_receiver, parse_receiver
 from monitor.alert.receivers.slack import slack_outcome
 from monitor.alert.render import Templates
@@ -64,7 +64,7 @@ def test_rate_limited_is_retryable_and_not_retried_by_the_client(
     receiver = slack(monkeypatch, fake_slack.base_url)
     fake_slack.rate_limit_next(1, retry_after=1)
     result = receiver.send(sample_notification("single_critical"))
-    assert result == DeliveryResult.retry("Slack ratelimited (HTTP 429)", 429)
+    assert result == DeliveryResult.failed(FailureReason.RATE_LIMITED, "Slack ratelimited (HTTP 429)", 429)
     assert len(fake_slack.requests) == 1
     assert receiver.send(sample_notification("single_critical")).ok
 
@@ -83,14 +83,16 @@ def test_server_errors_are_retryable(
 def test_unknown_channel_gives_up(monkeypatch: pytest.MonkeyPatch, fake_slack: FakeSlack) -> None:
     receiver = slack(monkeypatch, fake_slack.base_url, channel="#nowhere")
     result = receiver.send(sample_notification("single_critical"))
-    assert result == DeliveryResult.give_up("Slack channel_not_found (HTTP 200)", 200)
+    assert result == DeliveryResult.failed(
+        FailureReason.MISCONFIGURED, "Slack channel_not_found (HTTP 200)", 200
+    )
 
 
 def test_a_wrong_token_gives_up(monkeypatch: pytest.MonkeyPatch, fake_slack: FakeSlack) -> None:
     receiver = slack(monkeypatch, fake_slack.base_url)
     fake_slack.token = "xoxb-another-token"
     result = receiver.send(sample_notification("single_critical"))
-    assert result == DeliveryResult.give_up("Slack invalid_auth (HTTP 200)", 200)
+    assert result == DeliveryResult.failed(FailureReason.MISCONFIGURED, "Slack invalid_auth (HTTP 200)", 200)
 
 
 def test_connection_refused_is_retryable(monkeypatch: pytest.MonkeyPatch, closed_url: str) -> None:

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 from pydantic import SecretStr
 
-from monitor.alert.model import DeliveryResult
+from monitor.alert.model import DeliveryResult, FailureReason
 from monitor.alert.receivers import Receiver, build_receiver, http_outcome, parse_receiver
 from monitor.alert.receivers.base import short_reason
 from monitor.alert.render import Templates
@@ -108,13 +108,18 @@ def test_webhook_posts_the_documented_body(
 
 
 @pytest.mark.parametrize(
-    ("status", "body", "retryable", "reason"),
+    ("status", "body", "failure", "reason"),
     [
-        (429, "slow down", True, "HTTP 429: slow down"),
-        (500, "", True, "HTTP 500"),
-        (503, "<h1>Service Unavailable</h1>", True, "HTTP 503: Service Unavailable"),
-        (400, '{"error": "missing field alerts"}', False, "HTTP 400: missing field alerts"),
-        (404, "no such hook", False, "HTTP 404: no such hook"),
+        (429, "slow down", FailureReason.RATE_LIMITED, "HTTP 429: slow down"),
+        (500, "", FailureReason.SERVER_ERROR, "HTTP 500"),
+        (503, "<h1>Service Unavailable</h1>", FailureReason.SERVER_ERROR, "HTTP 503: Service Unavailable"),
+        (
+            400,
+            '{"error": "missing field alerts"}',
+            FailureReason.CLIENT_ERROR,
+            "HTTP 400: missing field alerts",
+        ),
+        (404, "no such hook", FailureReason.CLIENT_ERROR, "HTTP 404: no such hook"),
     ],
 )
 def test_webhook_error_answers(
@@ -122,13 +127,14 @@ def test_webhook_error_answers(
     fake_webhook: FakeWebhook,
     status: int,
     body: str,
-    retryable: bool,
+    failure: FailureReason,
     reason: str,
 ) -> None:
     receiver = webhook(monkeypatch, fake_webhook.url)
     fake_webhook.fail_next(1, status, body)
     result = receiver.send(sample_notification("single_critical"))
-    assert result == DeliveryResult(ok=False, retryable=retryable, reason=reason, status=status)
+    assert result == DeliveryResult(ok=False, failure=failure, reason=reason, status=status)
+    assert result.retryable == (status == 429 or status >= 500)
     assert len(fake_webhook.requests) == 1, "a receiver makes one attempt; the outbox retries"
     assert receiver.send(sample_notification("single_critical")).ok
     receiver.close()

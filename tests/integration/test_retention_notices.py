@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Engine, text
 
+from monitor.alert.config import default_routing_paths, load_routing
 from monitor.alert.notices import forward_notices
-from monitor.alert.routing import default_routing_paths, load_routing
 
 
 def test_a_notice_is_forwarded_once_to_the_team_receivers(engine: Engine) -> None:

@@ -10,20 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from monitor.alert.alerts import AlertRow
+from monitor.alert.config import Routing, default_routing_paths, load_routing
 from monitor.alert.details import is_flagged, worst_partitions
-from monitor.alert.impact import impact_of, signature
-from monitor.alert.lifecycle import (
-    AlertRow,
-    GroupRow,
-    Planner,
-    _Group,
-    apply_inhibition,
-    notified_as,
-    route_groups,
-)
+from monitor.alert.dispatch.groups import Group, GroupRow, route_groups
+from monitor.alert.dispatch.planner import Planner, notified_as
 from monitor.alert.model import PartitionDetail
-from monitor.alert.outbox import DropReason, stale_reason
-from monitor.alert.routing import Routing, default_routing_paths, load_routing
+from monitor.alert.mute.impact import impact_of, signature
+from monitor.alert.mute.inhibit import apply_inhibition
+from monitor.alert.notify.recheck import DropReason, stale_reason
 from tests.fixtures.receivers import sample_notification
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -98,7 +93,7 @@ def test_a_source_carries_what_it_covers_worst_first_and_tells_what_is_worse(shi
     other = alert("PartitionReplicaLost", "warning", "staging/t/0", topic="t", partition="0")
     other.cluster = other.labels["cluster"] = "staging"
     alerts = [broker, *echoes, writes, lost, other]
-    apply_inhibition(alerts, shipped)
+    apply_inhibition(alerts, shipped.inhibit_rules)
     assert [a.inhibited_by for a in echoes] == [broker.fingerprint] * 3
     assert writes.inhibited_by is None and lost.inhibited_by is None, "worse than the source: told"
     assert other.inhibited_by is None, "another cluster"
@@ -151,7 +146,7 @@ def test_still_notify_is_checked_when_the_file_is_loaded(tmp_path: Path) -> None
 # Resolved alerts inside a still-firing group
 
 
-def _open_group(planner: Planner, routing: Routing, alerts: list[AlertRow]) -> tuple[GroupRow, _Group]:
+def _open_group(planner: Planner, routing: Routing, alerts: list[AlertRow]) -> tuple[GroupRow, Group]:
     """The ops-slack group of `alerts`, opened at T0 and planned at `planner.now`."""
     (key, group), *_ = [(k, g) for k, g in route_groups(alerts, routing).items() if k[0] == "ops-slack"]
     row = Planner(routing, T0, "http://x").new_group(key[0], key[1], group)

@@ -11,13 +11,11 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from monitor.alert.receivers import KINDS, ReceiverConfig, build_receiver, parse_receiver
-from monitor.alert.receivers.config import (
-    ConsoleReceiverConfig,
-    EmailReceiverConfig,
-    PagerDutyReceiverConfig,
-    SlackReceiverConfig,
-    WebhookReceiverConfig,
-)
+from monitor.alert.receivers.console import ConsoleReceiverConfig
+from monitor.alert.receivers.email import EmailReceiverConfig
+from monitor.alert.receivers.pagerduty import PagerDutyReceiverConfig
+from monitor.alert.receivers.slack import SlackReceiverConfig
+from monitor.alert.receivers.webhook import WebhookReceiverConfig
 from monitor.alert.render import Templates
 from monitor.core.errors import ConfigError
 from tests.fixtures.receivers import EXTERNAL_URL, ROUTING_KEY, SLACK_TOKEN, SMTP_PASSWORD

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +14,18 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from monitor.alert import routing
-from monitor.alert.routing import Routing, check_routing, default_routing_paths, load_routing
+from monitor.alert.config import (
+    Routing,
+    check_routing,
+    console_inboxes,
+    default_routing_paths,
+    load_routing,
+    routing_paths,
+)
+from monitor.alert.dispatch import route
 from monitor.cli import routes as cli_routes
 from monitor.core.errors import ConfigError
+from monitor.core.settings import AlertConfig
 from monitor.core.vocabulary import parse_duration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,14 +142,14 @@ def test_children_inherit_unless_they_set(tree: Routing) -> None:
     )
     assert root.send_resolved is True and root.escalate_after is None and root.escalate_to is None
     # root/0 sets repeat_interval only; group_wait comes from the root, the rest from defaults
-    assert (pager.group_wait, pager.repeat_interval, pager.group_by) == (60, 3600, routing.DEFAULT_GROUP_BY)
+    assert (pager.group_wait, pager.repeat_interval, pager.group_by) == (60, 3600, route.DEFAULT_GROUP_BY)
     # root/1 sets the escalation; its children inherit it with everything else they do not set
     assert (slack.escalate_after, slack.escalate_to) == (7200, "pager")
     team = tree.route({"severity": "warning", "team": "payments"})[0]
     assert (team.escalate_after, team.escalate_to, team.group_wait) == (7200, "pager", 60)
     assert team.group_by == ("...",) and team.send_resolved is False
     mail = tree.route({"severity": "warning", "cluster": "staging"})[0]
-    assert mail.group_by == routing.DEFAULT_GROUP_BY and mail.send_resolved is True
+    assert mail.group_by == route.DEFAULT_GROUP_BY and mail.send_resolved is True
 
 
 def test_group_labels(tree: Routing) -> None:
@@ -509,38 +516,29 @@ def test_inhibit_rules_are_checked(tmp_path: Path) -> None:
     assert "bad label name 'clus-ter'" in at[f"line {lines.index('    equal: [clus-ter]') + 1}"]
 
 
-# Receiver kinds: with the receivers package's parse_receiver, and without it
+# Receiver kinds: checked by the receivers' registry
 
 
-@pytest.fixture
-def without_receivers_package(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(routing, "_receiver_parser", lambda: None)
-    yield
-
-
-KIND_MISTAKES: list[tuple[int, str, str, str]] = [
-    # (case, receiver entry replacing `console: {}` of `default`, needle, words)
-    (1, "    slak: {}", "slak", "unknown receiver kind 'slak' (did you mean 'slack'?)"),
-    (2, "    console: {}\n    email: {}", "    email", "has console and email"),
-    (3, "", "  - name: default", "give the receiver one kind"),
+KIND_MISTAKES: list[tuple[int, str, str]] = [
+    # (case, receiver entry replacing `console: {}` of `default`, words)
+    (1, "    slak: {}", "(did you mean 'slack' instead of 'slak'?)"),
+    (2, "    console: {}\n    email: {}", "receiver has email and console"),
+    (3, "", "receiver needs one kind key besides name: one of slack, email"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("case", "entry", "needle", "words"), KIND_MISTAKES, ids=[f"case{c[0]}" for c in KIND_MISTAKES]
+    ("case", "entry", "words"), KIND_MISTAKES, ids=[f"case{c[0]}" for c in KIND_MISTAKES]
 )
-def test_receiver_kinds_without_the_receivers_package(
-    tmp_path: Path, without_receivers_package: None, case: int, entry: str, needle: str, words: str
-) -> None:
+def test_receiver_kinds_come_from_the_registry(tmp_path: Path, case: int, entry: str, words: str) -> None:
     text = TREE.replace("    console: {}", entry, 1) if entry else TREE.replace("    console: {}\n", "", 1)
     path, problems = routing_problems(tmp_path, text)
     assert len(problems) == 1, problems
-    assert problems[0].startswith(f"{path}: line {line_of(text, needle)}: receivers.0")
+    assert problems[0].startswith(f"{path}: line {line_of(text, '- name: default')}: receivers.0")
     assert words in problems[0]
 
 
 def test_receiver_settings_checked_by_the_receivers_package(tmp_path: Path) -> None:
-    assert routing._receiver_parser() is not None, "the receivers package parses receiver settings"
     text = TREE.replace(
         'slack: {channel: "#a", token_env: SLACK_TOKEN}', 'slack: {channel: "#a", tokn: x}', 1
     )
@@ -553,7 +551,7 @@ def test_receiver_settings_checked_by_the_receivers_package(tmp_path: Path) -> N
     assert problems[0].startswith(f"{path}: line {line_of(text, '- name: default')}: receivers.0: ")
 
 
-def test_a_bad_receiver_is_not_also_an_unknown_one(tmp_path: Path, without_receivers_package: None) -> None:
+def test_a_bad_receiver_is_not_also_an_unknown_one(tmp_path: Path) -> None:
     _, problems = routing_problems(
         tmp_path, TREE.replace("pagerduty: {routing_key_env: PAGER_KEY}", "pagerdty: {}")
     )
@@ -718,3 +716,11 @@ def test_cli_show(wide: None) -> None:
     assert "escalate after 2h to oncall-pager" in result.output
     assert "team payments: receivers payments-slack" in result.output
     assert "inhibit: {rule=BrokerDown} mutes" in result.output
+
+
+def test_console_inboxes_are_the_console_receivers_with_a_path(tmp_path: Path) -> None:
+    text = TREE.replace("    console: {}", f"    console: {{path: {tmp_path / 'inbox.jsonl'}}}", 1)
+    text = text.replace("receivers:\n", "receivers:\n  - name: log-only\n    console: {}\n", 1)
+    routing_path = write(tmp_path, "routing.yaml", text)
+    routing = load_routing(*routing_paths(AlertConfig(routing_file=routing_path)))
+    assert console_inboxes(routing) == {"default": tmp_path / "inbox.jsonl"}

@@ -1,11 +1,12 @@
-"""What every receiver is, the one outcome policy they share, and `build_receiver`.
+"""What every receiver is, and the one outcome policy they share.
 
-Delivery policy (Alertmanager's `notify/util.go`): a receiver makes one attempt and says whether
-another could succeed; the outbox does the retrying, with its own backoff, so no client library
-retries on its own. For HTTP: 2xx delivered; 429 and 5xx retry (Retry-After is not honoured: the
-outbox's backoff decides); timeouts and connection errors retry; any other status gives up with
-the status and a short reason from the body. A template that fails to render gives up: sending
-it again would fail the same way.
+Delivery policy (Alertmanager's `notify/util.go`): a receiver makes one attempt and says why it
+failed as a `FailureReason`, whose type decides whether another attempt could succeed; the outbox
+does the retrying, with its own backoff, so no client library retries on its own. For HTTP: 2xx
+delivered; 429 (`RATE_LIMITED`) and 5xx (`SERVER_ERROR`) retry (Retry-After is not honoured: the
+outbox's backoff decides); timeouts (`TIMEOUT`) and connection errors (`CONNECTION`) retry; any
+other status gives up (`CLIENT_ERROR`) with the status and a short reason from the body. A
+template that fails to render gives up (`TEMPLATE`): sending it again would fail the same way.
 """
 
 from __future__ import annotations
@@ -20,16 +21,7 @@ import httpx
 import jinja2
 from pydantic import SecretStr
 
-from monitor.alert.model import DeliveryResult, Notification
-from monitor.alert.receivers.config import (
-    ConsoleReceiverConfig,
-    EmailReceiverConfig,
-    PagerDutyReceiverConfig,
-    ReceiverConfig,
-    SlackReceiverConfig,
-    WebhookReceiverConfig,
-)
-from monitor.alert.render import Templates
+from monitor.alert.model import DeliveryResult, FailureReason, Notification
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +54,14 @@ class Receiver(Protocol):
 # The outcome policy
 
 
-def is_retryable_status(status: int) -> bool:
-    """429 (rate limited) and 5xx: the same request may succeed later."""
-    return status == 429 or 500 <= status <= 599
+def status_failure(status: int) -> FailureReason:
+    """The failure an HTTP status that is not 2xx stands for: 429 rate limited and 5xx server
+    error (the same request may succeed later); anything else a client error."""
+    if status == 429:
+        return FailureReason.RATE_LIMITED
+    if 500 <= status <= 599:
+        return FailureReason.SERVER_ERROR
+    return FailureReason.CLIENT_ERROR
 
 
 def http_outcome(
@@ -78,9 +75,7 @@ def http_outcome(
     if 200 <= status <= 299:
         return DeliveryResult.delivered(status)
     reason = redact(f"HTTP {status}: {short_reason(body)}".rstrip(": "), secrets)
-    if is_retryable_status(status):
-        return DeliveryResult.retry(reason, status)
-    return DeliveryResult.give_up(reason, status)
+    return DeliveryResult.failed(status_failure(status), reason, status)
 
 
 def short_reason(body: str | bytes) -> str:
@@ -106,18 +101,23 @@ def transport_outcome(exc: Exception, timeout: float, *, secrets: Iterable[Secre
     """Timeouts and connection errors: retry; the reason names the failure, not the URL."""
     cause = getattr(exc, "reason", None)  # urllib's URLError wraps the socket error
     if isinstance(exc, httpx.TimeoutException | TimeoutError) or isinstance(cause, TimeoutError):
-        return DeliveryResult.retry(f"timed out after {timeout:g} s ({type(exc).__name__})")
+        return DeliveryResult.failed(
+            FailureReason.TIMEOUT, f"timed out after {timeout:g} s ({type(exc).__name__})"
+        )
     detail = _WHITESPACE.sub(" ", str(cause if isinstance(cause, OSError) else exc)).strip()
     if len(detail) > _REASON_CHARS:
         detail = detail[: _REASON_CHARS - 1] + "…"
-    return DeliveryResult.retry(
-        f"connection failed ({type(exc).__name__}): {redact(detail, secrets) or 'no detail'}"
+    return DeliveryResult.failed(
+        FailureReason.CONNECTION,
+        f"connection failed ({type(exc).__name__}): {redact(detail, secrets) or 'no detail'}",
     )
 
 
 def template_failure(template: str, exc: jinja2.TemplateError) -> DeliveryResult:
     """A template that fails now fails on every retry: give up, naming the template."""
-    return DeliveryResult.give_up(f"template {template} failed: {exc.message or type(exc).__name__}")
+    return DeliveryResult.failed(
+        FailureReason.TEMPLATE, f"template {template} failed: {exc.message or type(exc).__name__}"
+    )
 
 
 def redact(text: str, secrets: Iterable[SecretStr]) -> str:
@@ -145,38 +145,3 @@ def post_json(
     except httpx.TransportError as exc:
         return transport_outcome(exc, timeout, secrets=secrets)
     return http_outcome(response.status_code, response.content, secrets=secrets)
-
-
-# ---------------------------------------------------------------------------------------------
-# Building
-
-
-def build_receiver(config: ReceiverConfig, templates: Templates) -> Receiver:
-    """The receiver for `config`, with its secrets read now.
-
-    Raises ConfigError when a secret is missing or unreadable, or a CA file does not load.
-    Nothing connects until the first `send`.
-    """
-    # Imported here: each receiver module imports this one, and a deployment without Slack
-    # receivers need not import slack_sdk.
-    if isinstance(config, SlackReceiverConfig):
-        from monitor.alert.receivers.slack import SlackReceiver
-
-        return SlackReceiver.from_config(config, templates)
-    if isinstance(config, EmailReceiverConfig):
-        from monitor.alert.receivers.email import EmailReceiver
-
-        return EmailReceiver.from_config(config, templates)
-    if isinstance(config, PagerDutyReceiverConfig):
-        from monitor.alert.receivers.pagerduty import PagerDutyReceiver
-
-        return PagerDutyReceiver.from_config(config, templates)
-    if isinstance(config, WebhookReceiverConfig):
-        from monitor.alert.receivers.webhook import WebhookReceiver
-
-        return WebhookReceiver.from_config(config, templates)
-    if isinstance(config, ConsoleReceiverConfig):
-        from monitor.alert.receivers.console import ConsoleReceiver
-
-        return ConsoleReceiver.from_config(config, templates)
-    raise TypeError(f"not a receiver configuration: {type(config).__name__}")

@@ -1,4 +1,6 @@
-"""Receiver configuration, as written under `receivers:` in `alert_rules/routing.yaml`.
+"""Receiver configuration, as written under `receivers:` in `alert_rules/routing.yaml`: what every
+kind shares (the name, strictness, secrets read from the environment or a file). Each kind's own
+settings live in its module (`receivers/slack.py`, ...), registered in `receivers/registry.py`.
 
 Each receiver has a `name` (what routes refer to) and exactly one kind key::
 
@@ -42,46 +44,31 @@ credentials (Authorization, Cookie, *token*, *key*, *secret*) must come through 
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, cast
+from typing import Annotated, ClassVar
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Discriminator,
-    Field,
-    SecretStr,
-    Tag,
-    field_validator,
-    model_validator,
-)
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from monitor.core.errors import ConfigError
 
-ReceiverKind = Literal["slack", "email", "pagerduty", "webhook", "console"]
-KINDS: Final[tuple[ReceiverKind, ...]] = ("slack", "email", "pagerduty", "webhook", "console")
-
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 _URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
-_CREDENTIAL_HEADER = re.compile(r"authorization|cookie|token|secret|key|password", re.IGNORECASE)
 
 Seconds = Annotated[float, Field(gt=0, le=300)]
 
 
-class _Strict(BaseModel):
+class StrictSettings(BaseModel):
+    """The base of every receiver's settings: unknown keys are errors, values are frozen."""
+
     # hide_input_in_errors: a secret pasted into the wrong key must not come back in an error.
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
 
-def _env_name(value: str | None) -> str | None:
+def env_name(value: str | None) -> str | None:
+    """Check that `value` names an environment variable (it must not be the secret itself)."""
     if value is not None and not _ENV_NAME.match(value):
         # Never echo the value: it may be the secret itself, pasted into the wrong key.
         raise ValueError(
@@ -97,25 +84,12 @@ def _url(value: str) -> str:
     return value
 
 
-def _email_address(value: str) -> str:
-    # No whitespace, commas or angle brackets: an address goes into a header as is.
-    if not re.match(r"^[^@\s<>,]+@[^@\s<>,]+$", value):
-        raise ValueError(f"{value!r} is not an email address like name@example.com")
-    return value
-
-
-def _header_name(header: str) -> str:
-    if not _HEADER_NAME.match(header):
-        raise ValueError(f"{header!r} is not a valid HTTP header name")
-    return header
-
-
-EnvName = Annotated[str, AfterValidator(_env_name)]
+EnvName = Annotated[str, AfterValidator(env_name)]
 HttpUrlText = Annotated[str, AfterValidator(_url)]
-EmailAddress = Annotated[str, AfterValidator(_email_address)]
 
 
-def _exactly_one_source(settings: BaseModel, key: str, what: str) -> None:
+def exactly_one_source(settings: BaseModel, key: str, what: str) -> None:
+    """Check that a secret comes from exactly one of `<key>_env` and `<key>_file`."""
     env, file = getattr(settings, f"{key}_env"), getattr(settings, f"{key}_file")
     if env is not None and file is not None:
         raise ValueError(f"give {key}_env or {key}_file, not both")
@@ -126,141 +100,14 @@ def _exactly_one_source(settings: BaseModel, key: str, what: str) -> None:
         )
 
 
-class SlackSettings(_Strict):
-    """A Slack channel, posted to with a bot token (chat:write scope)."""
+class ReceiverConfigBase(StrictSettings):
+    """One receiver: a `name` (what routes refer to) and one key, `kind`, holding its settings.
 
-    channel: str = Field(min_length=1)
-    token_env: EnvName | None = None
-    token_file: Path | None = None
-    base_url: HttpUrlText = "https://slack.com/api/"
-    timeout: Seconds = 10.0
+    Each kind subclasses it with `kind: ClassVar[Literal["<kind>"]] = "<kind>"` and a field of
+    that name holding its settings model.
+    """
 
-    @field_validator("base_url")
-    @classmethod
-    def _base_url(cls, value: str) -> str:
-        # The client joins the method name to the base URL: without the slash it would replace
-        # the last path segment.
-        return value.rstrip("/") + "/"
-
-    @model_validator(mode="after")
-    def _token_source(self) -> SlackSettings:
-        _exactly_one_source(self, "token", "the bot token")
-        return self
-
-
-class EmailSettings(_Strict):
-    """Mail through a smarthost: STARTTLS by default, AUTH when a username is set."""
-
-    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True)
-
-    to: list[EmailAddress] = Field(min_length=1)
-    sender: EmailAddress = Field(alias="from")
-    smarthost: str
-    starttls: bool = True
-    username: str | None = None
-    password_env: EnvName | None = None
-    password_file: Path | None = None
-    tls_ca_file: Path | None = None
-    timeout: Seconds = 10.0
-
-    @field_validator("smarthost")
-    @classmethod
-    def _host_port(cls, value: str) -> str:
-        host, _, port = value.rpartition(":")
-        if not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"smarthost {value!r} must be host:port, e.g. smtp.example.com:587")
-        return value
-
-    @model_validator(mode="after")
-    def _auth_and_tls(self) -> EmailSettings:
-        has_password = self.password_env is not None or self.password_file is not None
-        if self.username is not None:
-            _exactly_one_source(self, "password", "the SMTP password")
-            if not self.starttls:
-                raise ValueError(
-                    "username is set but starttls is false: the password would cross the network "
-                    "in clear; set starttls: true"
-                )
-        elif has_password:
-            raise ValueError("a password is set without a username; add username or remove the password")
-        if self.tls_ca_file is not None and not self.starttls:
-            raise ValueError("tls_ca_file is set but starttls is false; set starttls: true or remove it")
-        return self
-
-    @property
-    def host(self) -> str:
-        return self.smarthost.rpartition(":")[0].strip("[]")
-
-    @property
-    def port(self) -> int:
-        return int(self.smarthost.rpartition(":")[2])
-
-
-class PagerDutySettings(_Strict):
-    """A PagerDuty service's Events API v2 integration."""
-
-    routing_key_env: EnvName | None = None
-    routing_key_file: Path | None = None
-    url: HttpUrlText = "https://events.pagerduty.com/v2/enqueue"
-    source: str = Field(default="kafka-health", min_length=1, max_length=255)
-    timeout: Seconds = 10.0
-
-    @model_validator(mode="after")
-    def _key_source(self) -> PagerDutySettings:
-        _exactly_one_source(self, "routing_key", "the integration's routing key")
-        return self
-
-
-class WebhookSettings(_Strict):
-    """An HTTP endpoint that takes the JSON body documented in `receivers/webhook.py`."""
-
-    url: HttpUrlText
-    headers: dict[str, str] = Field(default_factory=dict)
-    headers_env: dict[str, str] = Field(default_factory=dict)
-    timeout: Seconds = 10.0
-
-    @field_validator("headers")
-    @classmethod
-    def _plain_headers(cls, value: dict[str, str]) -> dict[str, str]:
-        for header in value:
-            _header_name(header)
-            if _CREDENTIAL_HEADER.search(header):
-                raise ValueError(
-                    f"header {header} looks like a credential; give it through headers_env "
-                    f"({header}: ENV_VAR_NAME) so it stays out of the file"
-                )
-        return value
-
-    @field_validator("headers_env")
-    @classmethod
-    def _secret_headers(cls, value: dict[str, str]) -> dict[str, str]:
-        for header, variable in value.items():
-            _header_name(header)
-            try:
-                _env_name(variable)
-            except ValueError as exc:
-                raise ValueError(f"{header}: {exc}") from None
-        return value
-
-    @model_validator(mode="after")
-    def _no_overlap(self) -> WebhookSettings:
-        both = sorted({h.lower() for h in self.headers} & {h.lower() for h in self.headers_env})
-        if both:
-            raise ValueError(f"header {', '.join(both)} is in both headers and headers_env; keep one")
-        return self
-
-
-class ConsoleSettings(_Strict):
-    """The demo's inbox: one JSON line per notification appended to `path`, or a log line."""
-
-    path: Path | None = None
-
-
-# ---------------------------------------------------------------------------------------------
-# One receiver: a name and exactly one kind
-
-
-class _Named(_Strict):
+    kind: ClassVar[str]
     name: str
 
     @field_validator("name")
@@ -272,108 +119,6 @@ class _Named(_Strict):
                 "'_', '.' or '-' (at most 64)"
             )
         return value
-
-
-class SlackReceiverConfig(_Named):
-    kind: ClassVar[Literal["slack"]] = "slack"
-    slack: SlackSettings
-
-
-class EmailReceiverConfig(_Named):
-    kind: ClassVar[Literal["email"]] = "email"
-    email: EmailSettings
-
-
-class PagerDutyReceiverConfig(_Named):
-    kind: ClassVar[Literal["pagerduty"]] = "pagerduty"
-    pagerduty: PagerDutySettings
-
-
-class WebhookReceiverConfig(_Named):
-    kind: ClassVar[Literal["webhook"]] = "webhook"
-    webhook: WebhookSettings
-
-
-class ConsoleReceiverConfig(_Named):
-    kind: ClassVar[Literal["console"]] = "console"
-    console: ConsoleSettings
-
-
-_MODELS: Final[dict[str, type[_Named]]] = {
-    "slack": SlackReceiverConfig,
-    "email": EmailReceiverConfig,
-    "pagerduty": PagerDutyReceiverConfig,
-    "webhook": WebhookReceiverConfig,
-    "console": ConsoleReceiverConfig,
-}
-
-
-def _kinds_in(data: Mapping[str, Any]) -> list[str]:
-    return [kind for kind in KINDS if kind in data]
-
-
-def _check_one_kind(data: Any) -> Any:
-    """The shape check before the union picks a member, so the message can say what is wrong.
-    A kind key with nothing under it (`console:`) stands for its defaults."""
-    if not isinstance(data, Mapping):
-        return data
-    kinds = _kinds_in(data)
-    if len(kinds) > 1:
-        raise ValueError(
-            f"receiver has {' and '.join(kinds)}: give each kind its own receiver with its own name"
-        )
-    if not kinds:
-        others = [str(key) for key in data if key != "name"]
-        hint = ""
-        for key in others:
-            close = difflib.get_close_matches(key, KINDS, n=1)
-            if close:
-                hint = f" (did you mean {close[0]!r} instead of {key!r}?)"
-                break
-        raise ValueError(f"receiver needs one kind key besides name: one of {', '.join(KINDS)}{hint}")
-    if data[kinds[0]] is None:
-        return {**data, kinds[0]: {}}
-    return data
-
-
-def _kind_of(data: Any) -> str | None:
-    if isinstance(data, Mapping):
-        kinds = _kinds_in(data)
-        return kinds[0] if len(kinds) == 1 else None
-    kind = getattr(data, "kind", None)
-    return kind if isinstance(kind, str) else None
-
-
-ReceiverConfig: TypeAlias = Annotated[
-    Annotated[SlackReceiverConfig, Tag("slack")]
-    | Annotated[EmailReceiverConfig, Tag("email")]
-    | Annotated[PagerDutyReceiverConfig, Tag("pagerduty")]
-    | Annotated[WebhookReceiverConfig, Tag("webhook")]
-    | Annotated[ConsoleReceiverConfig, Tag("console")],
-    Discriminator(
-        _kind_of,
-        custom_error_type="receiver_kind",
-        custom_error_message=f"a receiver is a mapping with a name and one of {', '.join(KINDS)}",
-    ),
-    BeforeValidator(_check_one_kind),
-]
-"""One receiver. Usable as a field type (`receivers: list[ReceiverConfig]`); note that pydantic
-then puts the kind into error locations (`receivers.0.slack.slack.channel`). `parse_receiver`
-reports locations as paths in the receiver's own mapping (`slack.channel`)."""
-
-
-def parse_receiver(data: Mapping[str, Any]) -> ReceiverConfig:
-    """Validate one entry of `receivers:`.
-
-    Raises ValueError when the entry is not a mapping with exactly one kind key, and
-    pydantic's ValidationError (locations relative to the entry, e.g. `("slack", "token_env")`)
-    for anything else. Neither carries secret values. Secrets are not read here:
-    see `resolve_secret` and `build_receiver`.
-    """
-    if not isinstance(data, Mapping):
-        raise ValueError(f"a receiver must be a mapping with name and one of {', '.join(KINDS)}")
-    checked = _check_one_kind(data)
-    return cast("ReceiverConfig", _MODELS[_kinds_in(data)[0]].model_validate(dict(checked)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,14 +11,25 @@ import json
 import logging
 import threading
 from pathlib import Path
-from typing import Final
+from typing import ClassVar, Final, Literal
 
-from monitor.alert.model import DeliveryResult, Notification
-from monitor.alert.receivers.config import ConsoleReceiverConfig
+from monitor.alert.model import DeliveryResult, FailureReason, Notification
+from monitor.alert.receivers.config import ReceiverConfigBase, StrictSettings
 from monitor.alert.receivers.webhook import webhook_body
 from monitor.alert.render import Templates, title
 
 log = logging.getLogger(__name__)
+
+
+class ConsoleSettings(StrictSettings):
+    """The demo's inbox: one JSON line per notification appended to `path`, or a log line."""
+
+    path: Path | None = None
+
+
+class ConsoleReceiverConfig(ReceiverConfigBase):
+    kind: ClassVar[Literal["console"]] = "console"
+    console: ConsoleSettings
 
 
 class ConsoleReceiver:
@@ -53,7 +64,9 @@ class ConsoleReceiver:
                 with self.path.open("a", encoding="utf-8") as inbox:
                     inbox.write(line + "\n")
         except OSError as exc:
-            return DeliveryResult.retry(f"cannot append to {self.path}: {exc.strerror or exc}")
+            return DeliveryResult.failed(
+                FailureReason.WRITE_FAILED, f"cannot append to {self.path}: {exc.strerror or exc}"
+            )
         return DeliveryResult.delivered()
 
     def close(self) -> None:

@@ -6,9 +6,11 @@ multipart/alternative message (the `email.txt` and `email.html` templates, subje
 `email.subject.txt`) and quits. A connection per notification keeps nothing half-open between
 evaluation cycles, which are minutes apart.
 
-Outcomes follow SMTP's reply classes: 4xx retry, 5xx give up; connection errors and timeouts
-retry; a server certificate that does not verify, or a server without STARTTLS, gives up (it
-needs a configuration change). When some recipients are refused and others accepted, the message
+Outcomes follow SMTP's reply classes: 4xx retry (a server error), 5xx give up (a client error;
+530 and 535, authentication, a misconfiguration); connection errors and timeouts retry; a server
+certificate that does not verify, or a server without STARTTLS, gives up (a misconfiguration).
+
+When some recipients are refused and others accepted, the message
 was delivered to those: that counts as delivered, with the refusals as the reason, since sending
 again would duplicate it for the others.
 
@@ -20,18 +22,27 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import smtplib
 import ssl
 from email.message import EmailMessage
 from email.utils import format_datetime
-from typing import Final
+from pathlib import Path
+from typing import Annotated, ClassVar, Final, Literal
 
 import jinja2
-from pydantic import SecretStr
+from pydantic import AfterValidator, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from monitor.alert.model import DeliveryResult, Notification
+from monitor.alert.model import DeliveryResult, FailureReason, Notification
 from monitor.alert.receivers.base import redact, short_reason, template_failure, transport_outcome
-from monitor.alert.receivers.config import EmailReceiverConfig, EmailSettings, settings_secret
+from monitor.alert.receivers.config import (
+    EnvName,
+    ReceiverConfigBase,
+    Seconds,
+    StrictSettings,
+    exactly_one_source,
+    settings_secret,
+)
 from monitor.alert.render import Templates, one_line
 from monitor.core.errors import ConfigError
 
@@ -40,6 +51,69 @@ log = logging.getLogger(__name__)
 SUBJECT_TEMPLATE: Final = "email.subject.txt"
 TEXT_TEMPLATE: Final = "email.txt"
 HTML_TEMPLATE: Final = "email.html"
+
+
+def _email_address(value: str) -> str:
+    # No whitespace, commas or angle brackets: an address goes into a header as is.
+    if not re.match(r"^[^@\s<>,]+@[^@\s<>,]+$", value):
+        raise ValueError(f"{value!r} is not an email address like name@example.com")
+    return value
+
+
+EmailAddress = Annotated[str, AfterValidator(_email_address)]
+
+
+class EmailSettings(StrictSettings):
+    """Mail through a smarthost: STARTTLS by default, AUTH when a username is set."""
+
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True)
+
+    to: list[EmailAddress] = Field(min_length=1)
+    sender: EmailAddress = Field(alias="from")
+    smarthost: str
+    starttls: bool = True
+    username: str | None = None
+    password_env: EnvName | None = None
+    password_file: Path | None = None
+    tls_ca_file: Path | None = None
+    timeout: Seconds = 10.0
+
+    @field_validator("smarthost")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, _, port = value.rpartition(":")
+        if not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"smarthost {value!r} must be host:port, e.g. smtp.example.com:587")
+        return value
+
+    @model_validator(mode="after")
+    def _auth_and_tls(self) -> EmailSettings:
+        has_password = self.password_env is not None or self.password_file is not None
+        if self.username is not None:
+            exactly_one_source(self, "password", "the SMTP password")
+            if not self.starttls:
+                raise ValueError(
+                    "username is set but starttls is false: the password would cross the network "
+                    "in clear; set starttls: true"
+                )
+        elif has_password:
+            raise ValueError("a password is set without a username; add username or remove the password")
+        if self.tls_ca_file is not None and not self.starttls:
+            raise ValueError("tls_ca_file is set but starttls is false; set starttls: true or remove it")
+        return self
+
+    @property
+    def host(self) -> str:
+        return self.smarthost.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.smarthost.rpartition(":")[2])
+
+
+class EmailReceiverConfig(ReceiverConfigBase):
+    kind: ClassVar[Literal["email"]] = "email"
+    email: EmailSettings
 
 
 class EmailReceiver:
@@ -87,11 +161,14 @@ class EmailReceiver:
         except smtplib.SMTPResponseException as exc:
             return smtp_outcome(exc.smtp_code, exc.smtp_error, secrets)
         except smtplib.SMTPNotSupportedError as exc:
-            return DeliveryResult.give_up(f"SMTP server does not support it: {exc}")
+            return DeliveryResult.failed(
+                FailureReason.MISCONFIGURED, f"SMTP server does not support it: {exc}"
+            )
         except ssl.SSLCertVerificationError as exc:
-            return DeliveryResult.give_up(
+            return DeliveryResult.failed(
+                FailureReason.MISCONFIGURED,
                 f"TLS certificate of {settings.host} not trusted ({exc.verify_message}); "
-                "set tls_ca_file to the CA that signed it"
+                "set tls_ca_file to the CA that signed it",
             )
         except (OSError, smtplib.SMTPException) as exc:
             return transport_outcome(exc, settings.timeout, secrets=secrets)
@@ -129,9 +206,17 @@ class EmailReceiver:
 def smtp_outcome(code: int, message: bytes | str, secrets: tuple[SecretStr, ...] = ()) -> DeliveryResult:
     """SMTP's reply classes: 4xx is transient (retry), 5xx permanent (give up)."""
     reason = redact(f"SMTP {code}: {short_reason(message)}", secrets)
+    return DeliveryResult.failed(smtp_failure(code), reason, code)
+
+
+def smtp_failure(code: int) -> FailureReason:
+    """4xx: the server cannot now (retry); 535 and 530: the credentials (fix the secret); other
+    5xx: the server will not (give up)."""
+    if code in (530, 535):
+        return FailureReason.MISCONFIGURED
     if 500 <= code <= 599:
-        return DeliveryResult.give_up(reason, code)
-    return DeliveryResult.retry(reason, code)
+        return FailureReason.CLIENT_ERROR
+    return FailureReason.SERVER_ERROR
 
 
 def _refused_outcome(
@@ -141,8 +226,8 @@ def _refused_outcome(
     codes = [code for code, _ in recipients.values()]
     reason = redact(f"every recipient refused: {_describe_refused(recipients)}", secrets)
     if all(400 <= code <= 499 for code in codes):
-        return DeliveryResult.retry(reason, codes[0])
-    return DeliveryResult.give_up(reason, max(codes))
+        return DeliveryResult.failed(FailureReason.SERVER_ERROR, reason, codes[0])
+    return DeliveryResult.failed(FailureReason.CLIENT_ERROR, reason, max(codes))
 
 
 def _describe_refused(recipients: dict[str, tuple[int, bytes]]) -> str:

@@ -25,15 +25,24 @@ answers 202 when it accepted the event; the shared HTTP policy judges everything
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+from pathlib import Path
+from typing import Any, ClassVar, Final, Literal
 
 import httpx
 import jinja2
-from pydantic import SecretStr
+from pydantic import Field, SecretStr, model_validator
 
 from monitor.alert.model import AlertView, DeliveryResult, Notification
 from monitor.alert.receivers.base import post_json, template_failure
-from monitor.alert.receivers.config import PagerDutyReceiverConfig, PagerDutySettings, settings_secret
+from monitor.alert.receivers.config import (
+    EnvName,
+    HttpUrlText,
+    ReceiverConfigBase,
+    Seconds,
+    StrictSettings,
+    exactly_one_source,
+    settings_secret,
+)
 from monitor.alert.render import Templates, one_line
 
 log = logging.getLogger(__name__)
@@ -50,6 +59,26 @@ ACTIONS: Final = {
 SEVERITIES: Final = {"critical": "critical", "error": "error", "warning": "warning", "info": "info"}
 _DETAIL_ALERTS: Final = 20
 _MAX_LINKS: Final = 5
+
+
+class PagerDutySettings(StrictSettings):
+    """A PagerDuty service's Events API v2 integration."""
+
+    routing_key_env: EnvName | None = None
+    routing_key_file: Path | None = None
+    url: HttpUrlText = "https://events.pagerduty.com/v2/enqueue"
+    source: str = Field(default="kafka-health", min_length=1, max_length=255)
+    timeout: Seconds = 10.0
+
+    @model_validator(mode="after")
+    def _key_source(self) -> PagerDutySettings:
+        exactly_one_source(self, "routing_key", "the integration's routing key")
+        return self
+
+
+class PagerDutyReceiverConfig(ReceiverConfigBase):
+    kind: ClassVar[Literal["pagerduty"]] = "pagerduty"
+    pagerduty: PagerDutySettings
 
 
 class PagerDutyReceiver:

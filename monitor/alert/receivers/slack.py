@@ -6,8 +6,9 @@ on phones where mrkdwn links are small.
 
 Outcomes: Slack answers most errors with HTTP 200 and `ok: false`; `ratelimited` (HTTP 429) and
 Slack's own failures (5xx, `internal_error`, `fatal_error`, `service_unavailable`,
-`request_timeout`) retry, every other error (`channel_not_found`, `invalid_auth`,
-`not_in_channel`, ...) gives up with Slack's error code as the reason. Connection errors and
+`request_timeout`) retry, every other error gives up with Slack's error code as the reason: a
+misconfiguration for the token's and the channel's errors (`invalid_auth`, `channel_not_found`,
+`not_in_channel`, ...), a client error for the rest. Connection errors and
 timeouts retry. The WebClient's own retry handlers are off: the outbox retries.
 """
 
@@ -16,29 +17,78 @@ from __future__ import annotations
 import http.client
 import logging
 import math
-from typing import Any, Final
+from pathlib import Path
+from typing import Any, ClassVar, Final, Literal
 
 import jinja2
-from pydantic import SecretStr
+from pydantic import Field, SecretStr, field_validator, model_validator
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from monitor.alert.model import DeliveryResult, Notification
-from monitor.alert.receivers.base import is_retryable_status, redact, template_failure, transport_outcome
-from monitor.alert.receivers.config import SlackReceiverConfig, SlackSettings, settings_secret
+from monitor.alert.model import DeliveryResult, FailureReason, Notification
+from monitor.alert.receivers.base import redact, status_failure, template_failure, transport_outcome
+from monitor.alert.receivers.config import (
+    EnvName,
+    HttpUrlText,
+    ReceiverConfigBase,
+    Seconds,
+    StrictSettings,
+    exactly_one_source,
+    settings_secret,
+)
 from monitor.alert.render import Templates
 
 log = logging.getLogger(__name__)
 
 TEMPLATE: Final = "slack.txt"
-RETRYABLE_ERRORS: Final = frozenset(
-    {"ratelimited", "rate_limited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+RATE_LIMITED_ERRORS: Final = frozenset({"ratelimited", "rate_limited"})
+SERVER_ERRORS: Final = frozenset({"internal_error", "fatal_error", "service_unavailable", "request_timeout"})
+CONFIGURATION_ERRORS: Final = frozenset(
+    {
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "token_expired",
+        "missing_scope",
+        "channel_not_found",
+        "not_in_channel",
+        "is_archived",
+    }
 )
+"""Slack's answers that only a change of the token or the channel in routing.yaml fixes."""
 _SECTION_CHARS: Final = 3000  # Slack's limit for a section's text
 _MAX_SECTIONS: Final = 45  # 50 blocks at most, leaving room for the actions
 _MAX_TEXT: Final = 40000  # longer message text is truncated by Slack anyway
 _BUTTON_LABEL: Final = 75
 _MAX_BUTTONS: Final = 5
+
+
+class SlackSettings(StrictSettings):
+    """A Slack channel, posted to with a bot token (chat:write scope)."""
+
+    channel: str = Field(min_length=1)
+    token_env: EnvName | None = None
+    token_file: Path | None = None
+    base_url: HttpUrlText = "https://slack.com/api/"
+    timeout: Seconds = 10.0
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        # The client joins the method name to the base URL: without the slash it would replace
+        # the last path segment.
+        return value.rstrip("/") + "/"
+
+    @model_validator(mode="after")
+    def _token_source(self) -> SlackSettings:
+        exactly_one_source(self, "token", "the bot token")
+        return self
+
+
+class SlackReceiverConfig(ReceiverConfigBase):
+    kind: ClassVar[Literal["slack"]] = "slack"
+    slack: SlackSettings
 
 
 class SlackReceiver:
@@ -87,7 +137,9 @@ class SlackReceiver:
             # urllib's URLError, refused connections and socket timeouts are all OSErrors.
             return transport_outcome(exc, self.timeout, secrets=(self._token,))
         except SlackClientError as exc:
-            return DeliveryResult.give_up(redact(f"Slack client error: {exc}", (self._token,)))
+            return DeliveryResult.failed(
+                FailureReason.CLIENT_ERROR, redact(f"Slack client error: {exc}", (self._token,))
+            )
         log.debug("posted notification %s to Slack channel %s", notification.dedup_key, self.channel)
         return DeliveryResult.delivered(response.status_code)
 
@@ -104,9 +156,19 @@ def slack_outcome(status: int, error: Any, token: SecretStr | None = None) -> De
     reason = redact(f"Slack {code} (HTTP {status})", (token,) if token else ())
     if 200 <= status <= 299 and not error:
         return DeliveryResult.delivered(status)
-    if is_retryable_status(status) or code in RETRYABLE_ERRORS:
-        return DeliveryResult.retry(reason, status)
-    return DeliveryResult.give_up(reason, status)
+    return DeliveryResult.failed(_slack_failure(status, code), reason, status)
+
+
+def _slack_failure(status: int, code: str) -> FailureReason:
+    if code in RATE_LIMITED_ERRORS:
+        return FailureReason.RATE_LIMITED
+    if code in SERVER_ERRORS:
+        return FailureReason.SERVER_ERROR
+    if status == 429 or 500 <= status <= 599:
+        return status_failure(status)
+    if code in CONFIGURATION_ERRORS:
+        return FailureReason.MISCONFIGURED
+    return FailureReason.CLIENT_ERROR
 
 
 def slack_blocks(text: str, notification: Notification) -> list[dict[str, Any]]:

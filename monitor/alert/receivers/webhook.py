@@ -37,20 +37,82 @@ read from the environment when the receiver was built. Outcomes: the shared HTTP
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, ClassVar, Final, Literal
 
 import httpx
-from pydantic import SecretStr
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from monitor.alert.model import DeliveryResult, Notification
 from monitor.alert.receivers.base import post_json
-from monitor.alert.receivers.config import WebhookReceiverConfig, WebhookSettings, resolve_secret
+from monitor.alert.receivers.config import (
+    HttpUrlText,
+    ReceiverConfigBase,
+    Seconds,
+    StrictSettings,
+    env_name,
+    resolve_secret,
+)
 from monitor.alert.render import Templates, title
 
 log = logging.getLogger(__name__)
 
 BODY_VERSION: Final = "1"
+
+
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+_CREDENTIAL_HEADER = re.compile(r"authorization|cookie|token|secret|key|password", re.IGNORECASE)
+
+
+def _header_name(header: str) -> str:
+    if not _HEADER_NAME.match(header):
+        raise ValueError(f"{header!r} is not a valid HTTP header name")
+    return header
+
+
+class WebhookSettings(StrictSettings):
+    """An HTTP endpoint that takes the JSON body documented in `receivers/webhook.py`."""
+
+    url: HttpUrlText
+    headers: dict[str, str] = Field(default_factory=dict)
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    timeout: Seconds = 10.0
+
+    @field_validator("headers")
+    @classmethod
+    def _plain_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for header in value:
+            _header_name(header)
+            if _CREDENTIAL_HEADER.search(header):
+                raise ValueError(
+                    f"header {header} looks like a credential; give it through headers_env "
+                    f"({header}: ENV_VAR_NAME) so it stays out of the file"
+                )
+        return value
+
+    @field_validator("headers_env")
+    @classmethod
+    def _secret_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for header, variable in value.items():
+            _header_name(header)
+            try:
+                env_name(variable)
+            except ValueError as exc:
+                raise ValueError(f"{header}: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _no_overlap(self) -> WebhookSettings:
+        both = sorted({h.lower() for h in self.headers} & {h.lower() for h in self.headers_env})
+        if both:
+            raise ValueError(f"header {', '.join(both)} is in both headers and headers_env; keep one")
+        return self
+
+
+class WebhookReceiverConfig(ReceiverConfigBase):
+    kind: ClassVar[Literal["webhook"]] = "webhook"
+    webhook: WebhookSettings
 
 
 class WebhookReceiver:

@@ -222,8 +222,8 @@ PROCESS: tuple[MetricSpec, ...] = (
     MetricSpec("kafka_health_notifications_total", "counter", ("receiver", "outcome"),
                "Notification delivery attempts by receiver and outcome (sent, retry, failed).", "ours"),
     MetricSpec("kafka_health_notification_failures_total", "counter", ("receiver", "reason"),
-               "Failed delivery attempts by receiver and reason class (http_<status>, timeout, connection, "
-               "other).", "ours"),
+               "Failed delivery attempts by receiver and reason: http_<status> when the receiver answered, "
+               "else the failure type (timeout, connection, misconfigured, template, ...).", "ours"),
     MetricSpec("kafka_health_push_samples_total", "counter", ("target", "outcome"),
                "Samples pushed by target and outcome (sent; dropped: refused by the target or pushed out of "
                "a full queue).", "ours"),

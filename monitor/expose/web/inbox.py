@@ -21,6 +21,8 @@ from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
+from monitor.alert.config import console_inboxes
+from monitor.alert.config.routing import Routing
 from monitor.expose.web.context import Context
 
 TAIL_BYTES = 4 * 1024 * 1024
@@ -28,15 +30,10 @@ TAIL_BYTES = 4 * 1024 * 1024
 DEFAULT_LIMIT = 200
 
 
-def inbox_paths(receivers: Mapping[str, Mapping[str, Any]]) -> dict[str, Path]:
-    """Receiver name -> inbox file, for the console receivers with a path among `receivers` (each
-    receiver's configuration as the routing file gives it, as loaded at start)."""
-    inboxes: dict[str, Path] = {}
-    for name, raw in receivers.items():
-        console = raw.get("console")
-        if isinstance(console, Mapping) and console.get("path"):
-            inboxes[name] = Path(str(console["path"]))
-    return inboxes
+def inbox_paths(routing: Routing) -> dict[str, Path]:
+    """Receiver name -> inbox file, for the console receivers with a path in `routing` (as loaded
+    at start)."""
+    return console_inboxes(routing)
 
 
 class InboxEntry(BaseModel):

@@ -1,0 +1,137 @@
+"""One alert cycle: findings -> alerts -> muted or not -> groups per receiver -> notifications.
+
+The steps, each in its own module, in the order `run_cycle` runs them:
+
+1. alerts from findings             `monitor.alert.alerts.merge_alerts`
+2. muting: silences, inhibition     `monitor.alert.mute.silence`, `monitor.alert.mute.inhibit`
+3. groups per receiver              `monitor.alert.dispatch.groups.route_groups`
+4. notifications per group          `monitor.alert.dispatch.planner.Planner`
+   (timing, escalation, acknowledgement, closing)
+5. record: alerts, incidents, and the outbox rows the sender delivers (`monitor.alert.notify`)
+
+Everything a cycle decides, the alerts, the groups and the outbox rows, is written in one
+transaction under an advisory lock (`monitor.alert.state`, which holds every statement of the
+cycle), so two daemons never decide the same notification twice and a crash leaves either all of
+it or none.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import Connection
+
+from monitor.alert import state
+from monitor.alert.alerts import AlertRow, merge_alerts
+from monitor.alert.config.routing import Routing
+from monitor.alert.details import PartitionDetails
+from monitor.alert.dispatch.groups import Group, GroupRow, route_groups
+from monitor.alert.dispatch.planner import Planner
+from monitor.alert.dispatch.route import RouteMatch
+from monitor.alert.model import AlertView, Notification
+from monitor.alert.mute.inhibit import apply_inhibition
+from monitor.alert.mute.silence import apply_silences
+from monitor.alert.notify.outbox import enqueue
+
+
+@dataclass(slots=True)
+class CycleResult:
+    alerts: dict[str, int] = field(default_factory=dict)
+    notifications: list[Notification] = field(default_factory=list)
+    groups_opened: int = 0
+    groups_closed: int = 0
+
+
+def run_cycle(conn: Connection, routing: Routing, now: datetime, external_url: str) -> CycleResult:
+    """One alert cycle inside the caller's transaction (which must commit for any of it to count)."""
+    state.lock(conn)
+    # 1. Alerts from findings.
+    current, resolved = merge_alerts(
+        state.open_alerts(conn), state.open_findings(conn), routing.team_for, now
+    )
+    alerts = list(current.values())
+    # 2. Muting.
+    apply_silences(alerts, state.active_silences(conn, now))
+    apply_inhibition(alerts, routing.inhibit_rules)
+    # 3. Groups.
+    groups = route_groups(alerts, routing)
+    # 4. Notifications.
+    partitions = PartitionDetails(conn, now)
+    planner = Planner(
+        routing, now, external_url, lambda a: partitions.for_alert(a.entity, a.cluster, a.labels)
+    )
+    known = {**current, **{a.fingerprint: a for a in resolved}}
+    result = CycleResult()
+    touched = _plan(conn, planner, groups, state.open_groups(conn), known, now, result)
+    # 5. Record.
+    state.write_alerts(conn, [*alerts, *resolved], now)
+    state.write_groups(conn, touched)
+    for notification in planner.notifications:
+        enqueue(conn, notification, now)
+    result.notifications = planner.notifications
+    result.alerts = _counts(alerts, resolved)
+    return result
+
+
+def _plan(
+    conn: Connection,
+    planner: Planner,
+    groups: Mapping[tuple[str, str], Group],
+    open_groups: dict[tuple[str, str], GroupRow],
+    known: Mapping[str, AlertRow],
+    now: datetime,
+    result: CycleResult,
+) -> list[GroupRow]:
+    """Step 4 for every group that fires (opening its incident if needed) and every open incident
+    whose group no longer has an unmuted firing alert (closing it); returns the incidents touched."""
+    touched: list[GroupRow] = []
+    for key, group in groups.items():
+        row = open_groups.pop(key, None)
+        if row is None:
+            row = planner.new_group(key[0], key[1], group)
+            result.groups_opened += 1
+        still = {a.fingerprint for a in group.alerts}
+        gone = [fp for fp in row.notified if fp not in still]
+        planner.plan_open(row, group, _resolved_views(conn, known, gone, now))
+        touched.append(row)
+    for row in open_groups.values():
+        match = _route_of(planner.routing, row)
+        views = _resolved_views(conn, known, list(row.notified), now)
+        planner.plan_closed(row, views, send_resolved=match.send_resolved if match else True)
+        result.groups_closed += 1
+        touched.append(row)
+    return touched
+
+
+def _resolved_views(
+    conn: Connection, known: Mapping[str, AlertRow], fingerprints: Iterable[str], now: datetime
+) -> list[AlertView]:
+    """The alerts among `fingerprints` that really resolved, as resolved views. Muted alerts still
+    fire, and a re-rated alert fires in another group: neither is announced as resolved."""
+    views = []
+    for fp in fingerprints:
+        alert = known.get(fp) or state.last_alert(conn, fp)
+        if alert is not None and alert.state == "resolved":
+            views.append(alert.view(ends_at=alert.resolved_at or now))
+    return views
+
+
+def _route_of(routing: Routing, row: GroupRow) -> RouteMatch | None:
+    for match in routing.receivers_for(row.group_labels):
+        if match.receiver == row.receiver:
+            return match
+    return None
+
+
+def _counts(alerts: Iterable[AlertRow], resolved: list[AlertRow]) -> dict[str, int]:
+    """The alerts of the cycle by state, and how many are silenced, inhibited and resolved now."""
+    counts: Counter[str] = Counter()
+    for alert in alerts:
+        counts[alert.state] += 1
+        counts["silenced"] += alert.silenced_by is not None
+        counts["inhibited"] += alert.inhibited_by is not None
+    counts["resolved"] = len(resolved)
+    return dict(counts)

@@ -1,0 +1,73 @@
+"""Groups (step 3 of a cycle): every unmuted firing alert is routed (`Routing.receivers_for`);
+per receiver it joins the group given by the route's `group_by` labels. An open `alert_groups`
+row (`GroupRow`) is the incident of one group at one receiver.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from monitor.alert.alerts import AlertRow
+from monitor.alert.config.routing import Routing
+from monitor.alert.dispatch.route import RouteMatch
+from monitor.core.vocabulary import SEVERITY_RANK
+
+
+def group_key(match: RouteMatch, labels: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """The key of an alert's group at the receiver of `match` (unique per route), and the labels
+    that identify the group. A label the alert does not have is left out, not grouped as "": a
+    partition alert's group is (cluster, rule) whether or not group_by also names group_id."""
+    chosen = dict(sorted(match.group_labels(labels).items()))
+    return f"{match.route_path}:{json.dumps(chosen, sort_keys=True)}", chosen
+
+
+def most_severe(severities: Iterable[str]) -> str:
+    return max(severities, key=lambda s: SEVERITY_RANK.get(s, 0), default="info")
+
+
+@dataclass(slots=True)
+class GroupRow:
+    id: int | None
+    receiver: str
+    group_key: str
+    group_labels: dict[str, str]
+    route_path: str
+    dedup_key: str
+    ack_token: str
+    severity: str
+    created_at: datetime
+    first_notified_at: datetime | None = None
+    last_notified_at: datetime | None = None
+    notified: dict[str, str] = field(default_factory=dict)
+    acknowledged_at: datetime | None = None
+    acknowledged_by: str | None = None
+    ack_notified_at: datetime | None = None
+    escalated_at: datetime | None = None
+    escalated_to: str | None = None
+    closed_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class Group:
+    """The unmuted firing alerts of one group at one receiver, this cycle."""
+
+    match: RouteMatch
+    labels: dict[str, str]
+    alerts: list[AlertRow] = field(default_factory=list)
+
+
+def route_groups(alerts: Iterable[AlertRow], routing: Routing) -> dict[tuple[str, str], Group]:
+    """Every unmuted firing alert in the group of each receiver it is routed to, keyed by
+    (receiver, group key)."""
+    groups: dict[tuple[str, str], Group] = {}
+    for alert in alerts:
+        if alert.state != "firing" or alert.silenced_by is not None or alert.inhibited_by is not None:
+            continue
+        for match in routing.receivers_for(alert.labels):
+            key, labels = group_key(match, alert.labels)
+            group = groups.setdefault((match.receiver, key), Group(match, labels))
+            group.alerts.append(alert)
+    return groups

@@ -1,0 +1,1 @@
+"""Muting (step 2 of a cycle): silences and inhibition decide which firing alerts notify nobody."""

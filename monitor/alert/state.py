@@ -1,0 +1,248 @@
+"""The SQL an alert cycle runs, and the rows it reads and writes as the cycle's records.
+
+The cycle (`monitor.alert.cycle`) runs inside one transaction: `lock` first, so two daemons never
+decide the same notification twice; then the reads; then `write_alerts` and `write_groups`. These
+functions take the caller's connection and never commit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from monitor.alert.alerts import AlertRow
+from monitor.alert.dispatch.groups import GroupRow
+from monitor.alert.model import PartitionDetail
+from monitor.alert.mute.silence import SilenceRow
+
+CYCLE_LOCK = 0x6B68_616C  # pg_advisory_xact_lock key of the alert cycle ("khal")
+
+
+def lock(conn: Connection) -> None:
+    """Wait for the cycle's lock, held until the caller's transaction ends."""
+    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": CYCLE_LOCK})
+
+
+def open_findings(conn: Connection) -> list[dict[str, Any]]:
+    """The findings that are not resolved (pending or firing), as mappings."""
+    return [dict(r._mapping) for r in conn.execute(_OPEN_FINDINGS)]
+
+
+def open_alerts(conn: Connection) -> dict[str, AlertRow]:
+    """The alerts that are not resolved, by fingerprint."""
+    return {r.fingerprint: _alert_from_row(r._mapping) for r in conn.execute(_OPEN_ALERTS)}
+
+
+def active_silences(conn: Connection, now: datetime) -> list[SilenceRow]:
+    return [SilenceRow(int(r.id), tuple(r.matchers)) for r in conn.execute(_ACTIVE_SILENCES, {"now": now})]
+
+
+def open_groups(conn: Connection) -> dict[tuple[str, str], GroupRow]:
+    """The open incidents, by (receiver, group key)."""
+    rows = (_group_from_row(r._mapping) for r in conn.execute(_OPEN_GROUPS))
+    return {(g.receiver, g.group_key): g for g in rows}
+
+
+def latest_group_partitions(
+    conn: Connection, cluster: str, group_id: str, floor: datetime
+) -> list[PartitionDetail]:
+    """The partitions of a consumer group in its newest evaluation since `floor` (`since` unset)."""
+    params = {"cluster": cluster, "group_id": group_id, "floor": floor}
+    return [
+        PartitionDetail(
+            topic=r.topic,
+            partition=int(r.partition),
+            status=r.status or "OK",
+            since=None,
+            offset_lag=None if r.offset_lag is None else int(r.offset_lag),
+            lag_seconds=r.lag_seconds,
+            time_until_data_loss_seconds=r.time_until_data_loss_seconds,
+        )
+        for r in conn.execute(_LATEST_GROUP_PARTITIONS, params)
+    ]
+
+
+def partition_status_since(
+    conn: Connection, cluster: str, group_id: str, topic: str, partition: int, status: str, floor: datetime
+) -> datetime | None:
+    """When a group's partition entered `status` (its first evaluation in it since it was last in
+    another), looking back to `floor`."""
+    params = {
+        "cluster": cluster,
+        "group_id": group_id,
+        "topic": topic,
+        "partition": partition,
+        "floor": floor,
+        "status": status,
+    }
+    since: datetime | None = conn.execute(_STATUS_SINCE, params).scalar()
+    return since
+
+
+def last_alert(conn: Connection, fp: str) -> AlertRow | None:
+    """The newest alert with fingerprint `fp`, resolved or not."""
+    row = conn.execute(
+        text("SELECT * FROM alerts WHERE fingerprint = :fp ORDER BY id DESC LIMIT 1"), {"fp": fp}
+    ).first()
+    return _alert_from_row(row._mapping) if row is not None else None
+
+
+_OPEN_FINDINGS = text(
+    "SELECT rule, entity, entity_key, cluster, labels, severity, value, summary, description, runbook,"
+    " state FROM findings WHERE state <> 'resolved'"
+)
+_OPEN_ALERTS = text("SELECT * FROM alerts WHERE state <> 'resolved'")
+_OPEN_GROUPS = text("SELECT * FROM alert_groups WHERE closed_at IS NULL")
+_ACTIVE_SILENCES = text(
+    "SELECT id, matchers FROM silences WHERE starts_at <= :now AND ends_at > :now AND expired_at IS NULL"
+    " ORDER BY id"
+)
+
+
+def _alert_from_row(r: Any) -> AlertRow:
+    return AlertRow(
+        id=r["id"],
+        fingerprint=r["fingerprint"],
+        rule=r["rule"],
+        cluster=r["cluster"],
+        entity=r["entity"],
+        entity_key=r["entity_key"],
+        labels=dict(r["labels"]),
+        severity=r["severity"],
+        state=r["state"],
+        summary=r["summary"],
+        description=r["description"],
+        value=r["value"],
+        runbook=r["runbook"],
+        pending_since=r["pending_since"],
+        starts_at=r["starts_at"],
+        resolved_at=r["resolved_at"],
+        silenced_by=r["silenced_by"],
+        inhibited_by=r["inhibited_by"],
+    )
+
+
+def _group_from_row(r: Any) -> GroupRow:
+    values = {k: r[k] for k in GroupRow.__dataclass_fields__}
+    values["group_labels"] = dict(values["group_labels"])
+    values["notified"] = dict(values["notified"])
+    return GroupRow(**values)
+
+
+_ALERT_COLUMNS = (
+    "fingerprint, rule, cluster, entity, entity_key, labels, severity, state, summary, description, value,"
+    " runbook, pending_since, starts_at, resolved_at, updated_at, silenced_by, inhibited_by"
+)
+
+
+def _alert_params(a: AlertRow, now: datetime) -> dict[str, Any]:
+    return {
+        "id": a.id,
+        "fingerprint": a.fingerprint,
+        "rule": a.rule,
+        "cluster": a.cluster,
+        "entity": a.entity,
+        "entity_key": a.entity_key,
+        "labels": json.dumps(a.labels),
+        "severity": a.severity,
+        "state": a.state,
+        "summary": a.summary,
+        "description": a.description,
+        "value": a.value,
+        "runbook": a.runbook,
+        "pending_since": a.pending_since,
+        "starts_at": a.starts_at,
+        "resolved_at": a.resolved_at,
+        "updated_at": now,
+        "silenced_by": a.silenced_by,
+        "inhibited_by": a.inhibited_by,
+    }
+
+
+def write_alerts(conn: Connection, alerts: Iterable[AlertRow], now: datetime) -> None:
+    """Insert the new alerts, update the changed ones."""
+    inserts: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
+    for alert in alerts:
+        if alert.id is None:
+            inserts.append(_alert_params(alert, now))
+        elif alert.changed:
+            updates.append(_alert_params(alert, now))
+    if inserts:
+        conn.execute(
+            text(
+                f"INSERT INTO alerts ({_ALERT_COLUMNS})"
+                " VALUES (:fingerprint, :rule, :cluster, :entity, :entity_key,"
+                " CAST(:labels AS jsonb), :severity, :state, :summary, :description, :value, :runbook,"
+                " :pending_since, :starts_at, :resolved_at, :updated_at, :silenced_by, :inhibited_by)"
+            ),
+            inserts,
+        )
+    if updates:
+        conn.execute(
+            text(
+                "UPDATE alerts SET labels = CAST(:labels AS jsonb), severity = :severity, state = :state,"
+                " summary = :summary, description = :description, value = :value, runbook = :runbook,"
+                " starts_at = :starts_at, resolved_at = :resolved_at, updated_at = :updated_at,"
+                " silenced_by = :silenced_by, inhibited_by = :inhibited_by WHERE id = :id"
+            ),
+            updates,
+        )
+
+
+def _group_params(g: GroupRow) -> dict[str, Any]:
+    values = {k: getattr(g, k) for k in GroupRow.__dataclass_fields__}
+    values["group_labels"] = json.dumps(g.group_labels)
+    values["notified"] = json.dumps(g.notified)
+    return values
+
+
+def write_groups(conn: Connection, groups: Iterable[GroupRow]) -> None:
+    """Insert the new incidents, update the others."""
+    inserts: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
+    for group in groups:
+        (inserts if group.id is None else updates).append(_group_params(group))
+    columns = [c for c in GroupRow.__dataclass_fields__ if c != "id"]
+    if inserts:
+        values = ", ".join(
+            f"CAST(:{c} AS jsonb)" if c in ("group_labels", "notified") else f":{c}" for c in columns
+        )
+        conn.execute(text(f"INSERT INTO alert_groups ({', '.join(columns)}) VALUES ({values})"), inserts)
+    if updates:
+        sets = ", ".join(
+            f"{c} = CAST(:{c} AS jsonb)" if c in ("group_labels", "notified") else f"{c} = :{c}"
+            for c in columns
+            if c not in ("receiver", "group_key", "dedup_key", "ack_token", "created_at")
+        )
+        conn.execute(text(f"UPDATE alert_groups SET {sets} WHERE id = :id"), updates)
+
+
+_LATEST_GROUP_PARTITIONS = text(
+    """
+SELECT topic, partition, status, offset_lag, lag_seconds, time_until_data_loss_seconds
+FROM derived_group_partition
+WHERE cluster = :cluster AND group_id = :group_id
+  AND evaluated_at = (SELECT max(evaluated_at) FROM derived_group_partition
+                      WHERE cluster = :cluster AND group_id = :group_id AND evaluated_at >= :floor)
+"""
+)
+
+_STATUS_SINCE = text(
+    """
+SELECT min(h.evaluated_at)
+FROM derived_group_partition h
+WHERE h.cluster = :cluster AND h.group_id = :group_id AND h.topic = :topic
+  AND h.partition = :partition AND h.evaluated_at >= :floor
+  AND h.evaluated_at > coalesce(
+      (SELECT max(o.evaluated_at) FROM derived_group_partition o
+       WHERE o.cluster = :cluster AND o.group_id = :group_id AND o.topic = :topic
+         AND o.partition = :partition AND o.evaluated_at >= :floor
+         AND o.status IS DISTINCT FROM :status),
+      '-infinity'::timestamptz)
+"""
+)
