@@ -17,8 +17,7 @@ from sqlalchemy import Engine
 
 from monitor.alert.receivers import build_receiver, parse_receiver
 from monitor.alert.render import Templates
-from monitor.alert.routing import load_routing
-from monitor.alert.stage import routing_paths
+from monitor.alert.config import load_routing, routing_paths
 from monitor.core.clock import FakeClock
 from monitor.core.settings import AlertConfig
 from monitor.expose.web.app import create_app
@@ -49,9 +48,7 @@ def inboxes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     pager, slack = directory / "notifications" / "pager.jsonl", directory / "notifications" / "slack.jsonl"
     routing = directory / "routing.yaml"
     routing.write_text(ROUTING.replace("@PAGER@", str(pager)).replace("@SLACKFILE@", str(slack)))
-    found = inbox_paths(
-        load_routing(*routing_paths(AlertConfig(routing_file=routing, owners_file=None))).receiver_configs
-    )
+    found = inbox_paths(load_routing(*routing_paths(AlertConfig(routing_file=routing, owners_file=None))))
     # Written by the real console receivers, as the daemon writes them.
     templates = Templates(EXTERNAL_URL)
     for name, path in found.items():
