@@ -183,7 +183,13 @@ class AlertmanagerServer(LocalServer):
         if self.webhook_url:
             receiver["webhook_configs"] = [{"url": self.webhook_url, "send_resolved": True}]
         config = {
-            "route": {"receiver": "default", "group_by": ["alertname"], "group_wait": "1s"},
+            "route": {
+                "receiver": "default",
+                "group_by": ["alertname"],
+                "group_wait": "1s",
+                "group_interval": "1s",
+                "repeat_interval": "1h",
+            },
             "receivers": [receiver],
         }
         (self.directory / "alertmanager.yml").write_text(yaml.safe_dump(config), encoding="utf-8")

@@ -15,9 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
+from monitor.alert.config import load_routing, routing_paths
 from monitor.alert.receivers import build_receiver, parse_receiver
 from monitor.alert.render import Templates
-from monitor.alert.config import load_routing, routing_paths
 from monitor.core.clock import FakeClock
 from monitor.core.settings import AlertConfig
 from monitor.expose.web.app import create_app

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Final, TypeAlias
 
 from pydantic import PlainValidator
 
+from monitor.alert.receivers.alertmanager import AlertmanagerReceiver, AlertmanagerReceiverConfig
 from monitor.alert.receivers.base import Receiver
 from monitor.alert.receivers.config import ReceiverConfigBase
 from monitor.alert.receivers.console import ConsoleReceiver, ConsoleReceiverConfig
@@ -52,6 +53,7 @@ REGISTRY: Final[Mapping[str, ReceiverKind]] = MappingProxyType(
             ReceiverKind(PagerDutyReceiverConfig, PagerDutyReceiver.from_config, incidents=True),
             ReceiverKind(WebhookReceiverConfig, WebhookReceiver.from_config),
             ReceiverKind(ConsoleReceiverConfig, ConsoleReceiver.from_config),
+            ReceiverKind(AlertmanagerReceiverConfig, AlertmanagerReceiver.from_config),
         )
     }
 )
