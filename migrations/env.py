@@ -16,10 +16,10 @@ from sqlalchemy import Connection
 
 from monitor.core.settings import load_settings
 from monitor.store.engine import make_engine, normalize_url
-from monitor.store.models import Base
+from monitor.store.schema import metadata
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = metadata
 
 # Day partitions are created at run time by monitor.store.partitions, not by migrations.
 _DAY_PARTITION = re.compile(r"_p\d{8}$")

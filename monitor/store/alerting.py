@@ -21,7 +21,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from monitor.core.vocabulary import ALERT_STATES, OUTBOX_STATES
-from monitor.store.models import Base, one_of
+from monitor.store.base import Base, one_of
 
 """dropped: not sent because what it announced was no longer true when it was due."""
 

@@ -20,7 +20,7 @@ from sqlalchemy import BigInteger, CheckConstraint, Connection, Index, insert, s
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from monitor.store.models import Base
+from monitor.store.base import Base
 
 SUBJECTS = ("retention_request", "silence", "incident")
 

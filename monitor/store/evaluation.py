@@ -31,7 +31,7 @@ from sqlalchemy.types import TypeEngine
 
 from monitor.core.derived import ENTITIES, KEYS, table_of
 from monitor.core.vocabulary import ALERT_STATES
-from monitor.store.models import PARTITION_COLUMN_KEY, Base, one_of
+from monitor.store.base import PARTITION_COLUMN_KEY, Base, one_of
 
 _TYPES: dict[str, TypeEngine[Any]] = {
     "string": Text(),

@@ -28,30 +28,18 @@ from sqlalchemy import (
     ARRAY,
     BigInteger,
     CheckConstraint,
-    DateTime,
     Index,
     Integer,
-    MetaData,
     Text,
     UniqueConstraint,
     false,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
 from monitor.core.vocabulary import RUN_STATUSES
-
-NAMING_CONVENTION = {
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-PARTITION_COLUMN_KEY = "partitioned_by_day"
-"""Key in ``Table.info`` naming the time column a table is range-partitioned on, by day."""
+from monitor.store.base import PARTITION_COLUMN_KEY, Base, one_of
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime", "NotAvailable")
 TIMESTAMP_METHODS = ("exact", "interpolated", "none")
@@ -64,7 +52,6 @@ LATEST_FILLFACTOR = 70
 """Latest tables are rewritten every cycle: free space on each page lets an update stay on the
 page (a HOT update, no index write)."""
 
-Timestamp = DateTime(timezone=True)
 IntArray = ARRAY(Integer)
 TextArray = ARRAY(Text)
 
@@ -72,17 +59,6 @@ TextArray = ARRAY(Text)
 def _by_day(column: str) -> dict[str, Any]:
     """Table options for a sample table partitioned by day on `column`."""
     return {"postgresql_partition_by": f"RANGE ({column})", "info": {PARTITION_COLUMN_KEY: column}}
-
-
-def one_of(column: str, values: tuple[str, ...]) -> str:
-    """A CHECK constraint's text: `column` holds one of `values`."""
-    quoted = ", ".join(f"'{value}'" for value in values)
-    return f"{column} IN ({quoted})"
-
-
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {datetime: Timestamp, str: Text, int: Integer}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -474,19 +450,3 @@ class Lease(Base):
     acquired_at: Mapped[datetime]
     renewed_at: Mapped[datetime]
     expires_at: Mapped[datetime]
-
-
-def partitioned_tables() -> dict[str, str]:
-    """Name -> time column of every table partitioned by day, in metadata order."""
-    return {
-        table.name: table.info[PARTITION_COLUMN_KEY]
-        for table in Base.metadata.sorted_tables
-        if PARTITION_COLUMN_KEY in table.info
-    }
-
-
-# The evaluate stage's tables share this metadata (imported last: they build on Base).
-from monitor.store import alerting as _alerting  # noqa: E402, F401
-from monitor.store import audit as _audit  # noqa: E402, F401
-from monitor.store import evaluation as _evaluation  # noqa: E402, F401
-from monitor.store import retention as _retention  # noqa: E402, F401

@@ -18,7 +18,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from sqlalchemy import Connection, text
 
-from monitor.store.models import partitioned_tables
+from monitor.store.schema import partitioned_tables
 
 PARTITIONED_TABLES: dict[str, str] = partitioned_tables()
 """Table name -> the time column it is partitioned on."""

@@ -21,7 +21,7 @@ from sqlalchemy import ARRAY, BigInteger, CheckConstraint, Index, Text, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from monitor.store.models import Base, one_of
+from monitor.store.base import Base, one_of
 
 REQUEST_STATES = (
     "awaiting_approval",  # larger than the instant tier: waits for a reviewer

@@ -30,9 +30,9 @@ from monitor.core.records import (
 from monitor.store import migrate
 from monitor.store.engine import make_engine
 from monitor.store.ingest import copy_rows
-from monitor.store.models import Base
 from monitor.store.partitions import PARTITIONED_TABLES, ensure_partitions
 from monitor.store.samples import write_offsets_batch
+from monitor.store.schema import metadata
 from tests.fixtures.postgres import PgServer, unique_database_name
 
 NOW = datetime(2030, 6, 15, 12, 0, tzinfo=UTC)
@@ -77,7 +77,7 @@ def test_orm_metadata_equals_migrated_schema(engine: Engine) -> None:
             conn,
             opts={"include_name": _not_a_day_partition, "compare_type": True, "compare_server_default": True},
         )
-        differences = compare_metadata(context, Base.metadata)
+        differences = compare_metadata(context, metadata)
     assert differences == []
 
 
@@ -204,7 +204,7 @@ def test_upgrade_downgrade_upgrade_with_data(scratch_url: str) -> None:
         assert migrate.current(scratch_url) is None
 
         migrate.upgrade(scratch_url)
-        assert _tables(engine) == {table.name for table in Base.metadata.sorted_tables} | {"alembic_version"}
+        assert _tables(engine) == {table.name for table in metadata.sorted_tables} | {"alembic_version"}
         assert _count(engine, "clusters") == 0
         # The schema works again from scratch: same rows, same constraints, sequences restarted.
         _insert_sample_data(engine)

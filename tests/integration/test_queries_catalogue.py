@@ -28,8 +28,8 @@ import pytest
 from sqlalchemy import Connection, Engine, create_engine, insert, text
 from sqlalchemy.exc import ProgrammingError
 
-from monitor.store.models import Base
 from monitor.store.partitions import ensure_partitions
+from monitor.store.schema import metadata
 from tests.fixtures.populated import UNREACHABLE, Populated
 from tests.query_files import Header, QueryFileError, body, parse_header, to_pyformat
 
@@ -124,7 +124,7 @@ def test_readme_indexes_every_query() -> None:
 
 def _insert(conn: Connection, table: str, *rows: dict[str, Any]) -> None:
     for row in rows:
-        conn.execute(insert(Base.metadata.tables[table]).values(**row))
+        conn.execute(insert(metadata.tables[table]).values(**row))
 
 
 def _group_partition(

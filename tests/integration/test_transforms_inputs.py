@@ -16,7 +16,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from monitor.core.derived import COMMON, ENTITIES
 from monitor.evaluate.transforms import SCHEMAS, Inputs, derive, empty_inputs
 from monitor.evaluate.transforms.inputs import READ_COLUMNS, column_names, table_names
-from monitor.store.models import Base
+from monitor.store.schema import metadata
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -177,7 +177,7 @@ def _spark_type(sql_type: Any) -> str:
 
 @pytest.mark.parametrize("table", list(SCHEMAS))
 def test_schemas_are_the_tables(table: str) -> None:
-    columns = Base.metadata.tables[table].columns
+    columns = metadata.tables[table].columns
     expected = ", ".join(f"{c.name} {_spark_type(c.type)}" for c in columns)
     assert SCHEMAS[table] == expected
 

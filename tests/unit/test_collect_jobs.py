@@ -15,7 +15,7 @@ from monitor.core.clock import FakeClock
 from monitor.core.scheduler import run_intervals
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
 from monitor.kafka.fake import FakeCluster
-from monitor.store.models import Base
+from monitor.store.schema import metadata
 
 
 class RecordingScheduler:
@@ -31,7 +31,7 @@ class RecordingScheduler:
 def test_every_job_writes_tables_of_the_schema_and_no_table_has_two_writers() -> None:
     written = Counter(table for job in JOBS.values() for table in job.tables)
 
-    assert set(written) <= set(Base.metadata.tables), "a job names a table the models do not have"
+    assert set(written) <= set(metadata.tables), "a job names a table the models do not have"
     assert [table for table, writers in written.items() if writers > 1] == []
     assert all(job.tables for job in JOBS.values())
 
