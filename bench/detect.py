@@ -108,7 +108,10 @@ def create_topics(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = [
         NewTopic("detect-offline", num_partitions=-1, replica_assignment=[[3]]),
-        NewTopic("detect-minisr", num_partitions=-1, replica_assignment=[[3, 1]], config={"min.insync.replicas": "2"}),
+        NewTopic(
+            "detect-minisr", num_partitions=-1, replica_assignment=[[3, 1]],
+            config={"min.insync.replicas": "2"},
+        ),
         NewTopic(
             "detect-loss", num_partitions=1, replication_factor=3,
             config={"retention.ms": "20000", "segment.ms": "2000", "segment.bytes": "16384"},
