@@ -107,9 +107,9 @@ def cpu_seconds(root: int) -> float:
 def create_topics(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = [
-        NewTopic("detect-offline", num_partitions=-1, replica_assignment=[[3]]),
+        NewTopic("detect-offline", num_partitions=1, replica_assignment=[[3]]),
         NewTopic(
-            "detect-minisr", num_partitions=-1, replica_assignment=[[3, 1]],
+            "detect-minisr", num_partitions=1, replica_assignment=[[3, 1]],
             config={"min.insync.replicas": "2"},
         ),
         NewTopic(
