@@ -114,7 +114,7 @@ def create_topics(bootstrap: str) -> None:
         ),
         NewTopic(
             "detect-loss", num_partitions=1, replication_factor=3,
-            config={"retention.ms": "20000", "segment.ms": "2000", "segment.bytes": "16384"},
+            config={"retention.ms": "20000", "segment.ms": "2000"},
         ),
         NewTopic("detect-ok", num_partitions=3, replication_factor=3),
     ]  # fmt: skip
