@@ -16,11 +16,11 @@ from pytest_httpserver import HTTPServer
 
 from monitor.core.settings import CloudWatchTarget, MetricsConfig, RemoteWriteTarget
 from monitor.devtools.servers import MotoServer, PrometheusServer
-from monitor.expose.metrics.snapshot import MetricsSnapshot
 from monitor.expose.metrics.push.cloudwatch import CloudWatchPusher
 from monitor.expose.metrics.push.remote_write import RemoteWriter, decode
 from monitor.expose.metrics.push.series import select
 from monitor.expose.metrics.push.stage import push_once
+from monitor.expose.metrics.snapshot import MetricsSnapshot
 from tests.fixtures.populated import Populated
 from tests.fixtures.receivers import free_port
 
