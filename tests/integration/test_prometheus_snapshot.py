@@ -1,9 +1,11 @@
 """The `/metrics` snapshot over a real PostgreSQL: rebuilt when a new evaluation lands and only
-then, still served (marked stale) while PostgreSQL is away, gzip-encoded for scrapers that ask,
-and without the partition-level series of the clusters that switch them off."""
+then, still served (marked stale) while PostgreSQL is away or a query times out, gzip-encoded for
+scrapers that ask, without the partition-level series of the clusters that switch them off, and
+kept current by the scrapes themselves when no daemon job checks."""
 
 from __future__ import annotations
 
+import threading
 import zlib
 from datetime import UTC, datetime, timedelta
 
@@ -18,6 +20,7 @@ from monitor.expose.metrics.snapshot import MetricsSnapshot
 from monitor.expose.web.app import create_app
 from monitor.store.engine import make_engine
 from monitor.store.partitions import ensure_partitions
+from tests.conditions import wait_for
 
 T1 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 T2 = T1 + timedelta(seconds=30)
@@ -173,3 +176,51 @@ def test_a_cluster_can_switch_its_partition_series_off(filled: Engine) -> None:
     assert gauge(samples, "kafka_health_partition_series") == 2
     assert gauge(samples, "kafka_health_partition_series_dropped") == 0
     assert gauge(samples, "kafka_health_up") == 1
+
+
+def test_a_build_where_a_query_times_out_keeps_the_complete_snapshot(filled: Engine) -> None:
+    snapshot = MetricsSnapshot(lambda: filled, MetricsConfig(scrape_timeout_seconds=1))
+    before = parse(snapshot.body(gzip=False))
+    with filled.begin() as conn:
+        _evaluation(conn, "small", T2 + timedelta(seconds=30), 300)
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with filled.begin() as conn:
+            conn.execute(text("LOCK TABLE derived_group_partition IN ACCESS EXCLUSIVE MODE"))
+            taken.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert taken.wait(10)
+        snapshot.refresh()
+        during = parse(snapshot.body(gzip=False))
+    finally:
+        release.set()
+        holder.join()
+    assert lag(during, "small") == lag(before, "small") == 100, "the complete snapshot is kept"
+    assert gauge(during, "kafka_health_up") == 0
+    assert gauge(during, "kafka_health_snapshot_failed") == 1
+    assert during["kafka_health_scrape_error", frozenset({("query", "group_partition")})] == 1
+
+    snapshot.refresh()
+    after = parse(snapshot.body(gzip=False))
+    assert lag(after, "small") == 300
+    assert gauge(after, "kafka_health_up") == 1
+    assert {v for (name, _), v in after.items() if name == "kafka_health_scrape_error"} == {0}
+
+
+def test_without_the_daemon_job_scrapes_start_the_checks_and_never_wait_for_them(filled: Engine) -> None:
+    """A web app on its own (no scheduler): a scrape after `snapshot_check_seconds` starts a check
+    in the background and is answered from the snapshot it has; a later scrape shows the build."""
+    snapshot = MetricsSnapshot(lambda: filled, MetricsConfig(snapshot_check_seconds=0.2))
+    client = TestClient(create_app(filled, stale_after=timedelta(minutes=5), snapshot=snapshot))
+    assert snapshot.current is None
+    built = parse(client.get("/metrics").content)
+    assert gauge(built, "kafka_health_up") == 1
+    with filled.begin() as conn:
+        _evaluation(conn, "big", T2 + timedelta(minutes=5), 777)
+    wait_for(lambda: lag(parse(client.get("/metrics").content), "big") == 777, timeout=20,
+             what="a scrape to start the rebuild and a later one to serve it")  # fmt: skip
