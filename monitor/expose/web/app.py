@@ -27,7 +27,6 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from monitor import __version__
@@ -160,14 +159,14 @@ def readyz(ctx: Context) -> JSONResponse:
 
 
 @router.get("/metrics", include_in_schema=False)
-async def prometheus_metrics(request: Request, ctx: Context) -> Response:
+def prometheus_metrics(request: Request, ctx: Context) -> Response:
     """Prometheus text format, gzip-encoded when the scraper accepts it: the snapshot of every
     cluster's state built at its latest evaluation, and the process's own counters (catalogue:
     docs/metrics.md). Always 200: a database that does not answer shows as `kafka_health_up 0`
     beside the last good snapshot."""
     gzip = _accepts_gzip(request.headers.get("accept-encoding", ""))
-    body = await run_in_threadpool(ctx.metrics.body, gzip=gzip)
-    headers = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"} if gzip else {"Vary": "Accept-Encoding"}
+    body = ctx.metrics.body(gzip=gzip)
+    headers = {"Vary": "Accept-Encoding"} | ({"Content-Encoding": "gzip"} if gzip else {})
     return Response(body, media_type=CONTENT_TYPE_LATEST, headers=headers)
 
 
