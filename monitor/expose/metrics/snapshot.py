@@ -151,6 +151,10 @@ class MetricsSnapshot:
             except (SQLAlchemyError, MonitorError) as exc:
                 self._failure(frozenset(self._queries), f"PostgreSQL did not answer the check: {exc}")
                 return self._current
+            except Exception:  # a scrape must still be answered; the bug is logged
+                log.exception("metrics: checking for a new evaluation failed")
+                self._failure(frozenset(self._queries), "the check failed")
+                return self._current
             current = self._current
             if current is not None and current.marker == marker and not self._failed:
                 self._confirmed_at = now
