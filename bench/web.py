@@ -3,6 +3,7 @@ local load.
 
     .venv/bin/python bench/web.py                                  # 100, 1,000 and 10,000 topics
     .venv/bin/python bench/web.py --sizes 100,1000 --requests 100 --concurrency 4,16
+    .venv/bin/python bench/web.py --sizes 10000 --only metrics --concurrency 1,4 --output metrics
 
 Without --url, a project-local PostgreSQL is started on 127.0.0.1:55493 (data under
 var/bench/postgres-web, or $KAFKA_HEALTH_VAR/bench/postgres-web) and stopped at the end if this
@@ -27,8 +28,8 @@ restarted so that their work does not load the next measurement). One request fi
 endpoint up and is not counted; its latency is reported too. Reported per endpoint: requests/s,
 p50/p95/p99 and max latency, errors (any status other than 200, or no answer).
 
-Output: Markdown on stdout, progress on stderr, and bench/results/web.md and web.json, rewritten
-after each size.
+Output: Markdown on stdout, progress on stderr, and bench/results/web.md and web.json (or the
+`--output` name), rewritten after each size.
 """
 
 from __future__ import annotations
@@ -509,9 +510,9 @@ def report(info: dict[str, Any], sizes: list[dict[str, Any]], args: argparse.Nam
 def save(info: dict[str, Any], sizes: list[dict[str, Any]], args: argparse.Namespace) -> str:
     text_ = report(info, sizes, args)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "web.md").write_text(text_ + "\n")
+    (RESULTS / f"{args.output}.md").write_text(text_ + "\n")
     document = {"machine": info, "requests": args.requests, "max_seconds": args.max_seconds, "sizes": sizes}
-    (RESULTS / "web.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
+    (RESULTS / f"{args.output}.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
     return text_
 
 
@@ -543,6 +544,8 @@ def run_size(admin_url: str, topics: int, args: argparse.Namespace) -> dict[str,
         server = ServerProcess(url)
         try:
             for kind, path in endpoints("topic-00000", "group-0000"):
+                if args.only and kind not in args.only:
+                    continue
                 for concurrency in args.concurrency:
                     result = drive(server.base, kind, path, concurrency, args.requests, args.max_seconds)
                     _log(f"  {path} x{concurrency}: {result['rps']:.1f} req/s, "
@@ -569,13 +572,24 @@ def _ints(value: str) -> list[int]:
     return numbers
 
 
+KINDS = ("page", "api", "burrow", "metrics")
+
+
+def _kinds(value: str) -> list[str]:
+    kinds = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = sorted(set(kinds) - set(KINDS))
+    if not kinds or unknown:
+        raise argparse.ArgumentTypeError(f"expected some of {', '.join(KINDS)}, got {value!r}")
+    return kinds
+
+
 def bench(admin_url: str, args: argparse.Namespace) -> int:
     with make_engine(admin_url).connect() as conn:
         version = str(conn.execute(text("SHOW server_version")).scalar_one())
     info = machine(version)
     kept: list[dict[str, Any]] = []
-    if args.merge and (RESULTS / "web.json").exists():
-        previous = json.loads((RESULTS / "web.json").read_text())["sizes"]
+    if args.merge and (RESULTS / f"{args.output}.json").exists():
+        previous = json.loads((RESULTS / f"{args.output}.json").read_text())["sizes"]
         kept = [s for s in previous if s["topics"] not in args.sizes]
     measured: list[dict[str, Any]] = []
     for topics in args.sizes:
@@ -583,7 +597,7 @@ def bench(admin_url: str, args: argparse.Namespace) -> int:
         sizes = sorted([*kept, *measured], key=lambda s: int(s["topics"]))
         save(info, sizes, args)
     print(save(info, sizes, args))
-    _log(f"wrote {RESULTS / 'web.md'} and {RESULTS / 'web.json'}")
+    _log(f"wrote {RESULTS / args.output}.md and .json")
     return 0
 
 
@@ -609,6 +623,18 @@ def main() -> int:
     parser.add_argument("--evaluations", type=int, default=6, help="evaluations a minute apart (default 6)")
     parser.add_argument("--merge", action="store_true",
                         help="keep the other sizes of the last web.json (each with its date)")  # fmt: skip
+    parser.add_argument(
+        "--only",
+        type=_kinds,
+        default=[],
+        help=f"endpoint kinds measured, comma-separated ({', '.join(KINDS)}; default all)",
+    )
+    parser.add_argument(
+        "--output",
+        default="web",
+        metavar="NAME",
+        help="results file name in bench/results/ (default web: NAME.md and NAME.json)",
+    )
     parser.add_argument("--serve", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--web-port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()

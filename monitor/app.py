@@ -224,19 +224,25 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     # the web forms and API bound silences as the routing file says
     silence_max_seconds = routing.settings.silence_max_duration if routing is not None else 7 * 86400
     inboxes = inbox_paths(routing) if routing is not None else {}
+    from monitor.expose.metrics.snapshot import MetricsSnapshot
+
+    # /metrics and the push targets serve one snapshot, rebuilt when a new evaluation lands
+    no_partition_series = [c.name for c in settings.clusters if not c.partition_series]
+    snapshot = MetricsSnapshot(lambda: store.engine, settings.metrics, keep=settings.push.metric_names(),
+                               partition_series_off=no_partition_series)  # fmt: skip
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,
                                                 retention=retention, identity=settings.web.identity,
-                                                metrics=settings.metrics, job_intervals=intervals,
+                                                snapshot=snapshot, job_intervals=intervals,
                                                 inboxes=inboxes, silence_max_seconds=silence_max_seconds,
                                                 ack_link_seconds=settings.alert.ack_link_seconds,
                                                 rules_dir=settings.evaluate.rules_dir),
                                      settings.web.host, settings.web.port))  # fmt: skip
     if settings.push.targets():
-        from monitor.expose.metrics.prometheus import StateCollector
         from monitor.expose.metrics.push.stage import PushStage
 
-        state = lambda: StateCollector(store.engine, settings.metrics).collect()  # noqa: E731
-        components.append(PushStage(settings.push, state, clock, scheduler))
+        components.append(PushStage(settings.push, snapshot.families, clock, scheduler))
+    scheduler.every("metrics:snapshot", settings.metrics.snapshot_check_seconds, snapshot.refresh,
+                    first_run_in=min(settings.metrics.snapshot_check_seconds, 5))  # fmt: skip
     scheduler.every("store:maintenance", intervals["maintenance"], store.maintain,
                     first_run_in=intervals["maintenance"])  # fmt: skip
     return App([*components, web, scheduler])

@@ -150,6 +150,11 @@ class ClusterConfig(_Strict):
         default_factory=dict,
         description="Extra librdkafka properties, passed through unchanged.",
     )
+    partition_series: bool = Field(
+        default=True,
+        description="Serve this cluster's per group-partition and per partition series on /metrics "
+        "(off for huge clusters: the group, topic and cluster series stay).",
+    )
 
     @field_validator("name")
     @classmethod
@@ -299,7 +304,14 @@ class MetricsConfig(_Strict):
         default=8,
         gt=0,
         le=120,
-        description="Time one scrape may spend reading PostgreSQL; keep it below Prometheus' scrape_timeout.",
+        description="Time one build of the snapshot may spend reading PostgreSQL (a scrape waits for "
+        "it only before the first snapshot); keep it below Prometheus' scrape_timeout.",
+    )
+    snapshot_check_seconds: float = Field(
+        default=5,
+        gt=0,
+        le=3600,
+        description="Seconds between checks for a new evaluation; a new one rebuilds the snapshot.",
     )
 
 
@@ -400,6 +412,10 @@ class PushConfig(_Strict):
 
     def targets(self) -> list[RemoteWriteTarget | CloudWatchTarget]:
         return [*self.remote_write, *self.cloudwatch]
+
+    def metric_names(self) -> set[str]:
+        """Every metric some target pushes."""
+        return {name for target in self.targets() for name in target.metrics}
 
 
 def _unique_target_names(targets: Sequence[_PushTarget]) -> None:

@@ -16,11 +16,11 @@ from pytest_httpserver import HTTPServer
 
 from monitor.core.settings import CloudWatchTarget, MetricsConfig, RemoteWriteTarget
 from monitor.devtools.servers import MotoServer, PrometheusServer
-from monitor.expose.metrics.prometheus import StateCollector
 from monitor.expose.metrics.push.cloudwatch import CloudWatchPusher
 from monitor.expose.metrics.push.remote_write import RemoteWriter, decode
 from monitor.expose.metrics.push.series import select
 from monitor.expose.metrics.push.stage import push_once
+from monitor.expose.metrics.snapshot import MetricsSnapshot
 from tests.fixtures.populated import Populated
 from tests.fixtures.receivers import free_port
 
@@ -97,7 +97,7 @@ def test_the_state_of_a_real_evaluation_reaches_prometheus(
     )
     writer = RemoteWriter(target)
     try:
-        families = StateCollector(populated.engine, MetricsConfig()).collect()
+        families = MetricsSnapshot(lambda: populated.engine, MetricsConfig(), keep=[metric]).families()
         assert push_once(writer, families, datetime.now(UTC)) > 0
     finally:
         writer.close()
@@ -170,7 +170,8 @@ def test_cloudwatch_gets_the_lag_of_every_group_with_its_dimensions(
     pusher = CloudWatchPusher(target)
     now = datetime.now(UTC)
     try:
-        assert push_once(pusher, StateCollector(populated.engine, MetricsConfig()).collect(), now) > 0
+        snapshot = MetricsSnapshot(lambda: populated.engine, MetricsConfig(), keep=target.metrics)
+        assert push_once(pusher, snapshot.families(), now) > 0
     finally:
         pusher.close()
     client = _cloudwatch(moto_server)

@@ -53,6 +53,21 @@ def test_docs_are_generated_from_the_catalogue() -> None:
 def test_metrics_settings_are_validated() -> None:
     assert Settings().metrics == MetricsConfig()
     assert Settings(metrics={"max_partition_series": 2}).metrics.max_partition_series == 2
-    for bad in ({"max_partition_series": 0}, {"scrape_timeout_seconds": 0}, {"partition_cap": 5}):
+    for bad in (
+        {"max_partition_series": 0},
+        {"scrape_timeout_seconds": 0},
+        {"partition_cap": 5},
+        {"snapshot_check_seconds": 0},
+    ):
         with pytest.raises(ValidationError):
             MetricsConfig.model_validate(bad)
+
+
+def test_partition_series_are_switched_off_per_cluster() -> None:
+    settings = Settings(clusters=[
+        {"name": "huge", "bootstrap_servers": ["k:9092"], "partition_series": False},
+        {"name": "small", "bootstrap_servers": ["k2:9092"]},
+    ])  # fmt: skip
+    assert [c.partition_series for c in settings.clusters] == [False, True]
+    with pytest.raises(ValidationError, match="partition_series"):
+        Settings(clusters=[{"name": "x", "bootstrap_servers": ["k:9092"], "partition_series": "sometimes"}])

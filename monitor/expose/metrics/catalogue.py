@@ -10,8 +10,9 @@ Origins:
 - `ours`: kafka-health's own, prefixed `kafka_health_`.
 - `prometheus_client`: the client library's process and Python collectors.
 
-State metrics (`query` set) are read from the SQL views (`VIEWS`) at scrape time; `column` is the
-column of that query (`monitor/expose/metrics/state_queries.py`) holding the value. Process metrics (`query`
+State metrics (`query` set) are read from the SQL views (`VIEWS`) once per evaluation into the
+snapshot a scrape serves (`snapshot.py`); `column` is the column of that query
+(`monitor/expose/metrics/state_queries.py`) holding the value. Process metrics (`query`
 None) are this process's counters since it started.
 """
 
@@ -204,18 +205,28 @@ CLUSTERS: tuple[MetricSpec, ...] = (
 
 SCRAPE: tuple[MetricSpec, ...] = (
     MetricSpec("kafka_health_up", "gauge", (),
-               "1 when PostgreSQL answered every state query of this scrape, 0 when not (the state "
-               "metrics of the failed queries are missing; process metrics are always served).", "ours"),
+               "1 when the served state is current and complete: the last check and build of the "
+               "snapshot succeeded and every state query answered. 0 when not: the last good snapshot "
+               "is served (stale), or none yet (process metrics are always served).", "ours"),
     MetricSpec("kafka_health_scrape_error", "gauge", ("query",),
-               "Per state query: 1 when it failed or timed out in this scrape, 0 when it answered.", "ours"),
+               "Per state query: 1 when it failed or timed out in the last check or build of the "
+               "snapshot (all of them while PostgreSQL is away), 0 when it answered.", "ours"),
+    MetricSpec("kafka_health_snapshot_failed", "gauge", (),
+               "1 when the last check or build of the snapshot failed (PostgreSQL away or too slow, or "
+               "a state query failed): the state served is the last good snapshot, or none.", "ours"),
+    MetricSpec("kafka_health_snapshot_age_seconds", "gauge", (),
+               "Seconds since the served snapshot was last known to be current (built, or checked "
+               "against the newest evaluations); grows while checks fail. Absent before the first "
+               "snapshot.", "ours"),
     MetricSpec("kafka_health_scrape_duration_seconds", "gauge", (),
-               "Seconds this scrape spent reading the state from PostgreSQL.", "ours"),
+               "Seconds the served snapshot's build spent reading the state from PostgreSQL (a scrape "
+               "itself does not read it).", "ours"),
     MetricSpec("kafka_health_partition_series", "gauge", (),
-               "Partition-level series served by this scrape (metrics.max_partition_series caps them).",
+               "Partition-level series in the served snapshot (metrics.max_partition_series caps them).",
                "ours"),
     MetricSpec("kafka_health_partition_series_dropped", "gauge", (),
-               "Partition-level series this scrape left out because of metrics.max_partition_series.",
-               "ours"),
+               "Partition-level series the served snapshot left out because of "
+               "metrics.max_partition_series.", "ours"),
 )  # fmt: skip
 
 PROCESS: tuple[MetricSpec, ...] = (
@@ -259,7 +270,7 @@ PROCESS: tuple[MetricSpec, ...] = (
 )  # fmt: skip
 
 STATE: tuple[MetricSpec, ...] = (*COMPATIBLE, *GROUPS, *PARTITIONS, *TOPICS, *BROKERS, *CLUSTERS)
-"""The metrics read from the views at scrape time."""
+"""The metrics read from the views once per evaluation (the snapshot)."""
 
 CATALOGUE: tuple[MetricSpec, ...] = (*STATE, *SCRAPE, *PROCESS)
 BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in CATALOGUE}
@@ -301,7 +312,7 @@ _TITLES = (
     ("Topics", TOPICS),
     ("Brokers", BROKERS),
     ("Clusters", CLUSTERS),
-    ("The scrape itself", SCRAPE),
+    ("The snapshot", SCRAPE),
     ("Process", PROCESS),
 )
 
@@ -314,11 +325,23 @@ def render_markdown() -> str:
         "Generated from `monitor/expose/metrics/catalogue.py` (`python -m monitor.expose.metrics.catalogue",
         "> docs/metrics.md`); a test keeps the two equal and checks a real scrape against the catalogue.",
         "",
-        "State metrics are read from the SQL views (the latest evaluation of each cluster) at scrape",
-        "time, so a deleted group or topic leaves no stale series. Partition-level series can be turned",
-        "off (`metrics.partition_series: false`) and are capped (`metrics.max_partition_series`): the",
-        "most lagging group-partitions come first, then the least healthy partitions; what the cap",
-        "leaves out is counted in `kafka_health_partition_series_dropped` and logged once as a warning.",
+        "State metrics are read from the SQL views (the latest evaluation of each cluster) once per",
+        "evaluation: a check every `metrics.snapshot_check_seconds` notices a new evaluation and rebuilds",
+        "the snapshot, kept as encoded bytes (text format, and gzip for scrapers that send",
+        "`Accept-Encoding: gzip`). A scrape serves those bytes, the snapshot's own gauges and this",
+        "process's metrics, and never queries PostgreSQL per series. Each build is complete, so a",
+        "deleted group or topic leaves no stale series.",
+        "",
+        "When PostgreSQL is away or too slow, the answer is still 200 with the last good snapshot,",
+        "marked stale: `kafka_health_up` 0, `kafka_health_snapshot_failed` 1 and",
+        "`kafka_health_snapshot_age_seconds` growing (alert on `kafka_health_up == 0` or on the age).",
+        "Before the first snapshot only the process metrics are served.",
+        "",
+        "Partition-level series can be turned off for every cluster (`metrics.partition_series: false`)",
+        "or per cluster (`clusters[].partition_series: false`; its group, topic and cluster series stay),",
+        "and are capped (`metrics.max_partition_series`): the most lagging group-partitions come first,",
+        "then the least healthy partitions; what the cap leaves out is counted in",
+        "`kafka_health_partition_series_dropped` and logged once as a warning.",
         "",
         "Every counter and histogram series also has its creation time, as a gauge named like it with",
         "`_total` dropped and `_created` added (prometheus_client's convention).",

@@ -1,23 +1,20 @@
-"""Prometheus `/metrics`: a custom collector that reads the current state from the SQL views at
-scrape time, served from its own registry together with this process's counters.
+"""The state metrics of the catalogue read from the SQL views in one go: what a build of the
+`/metrics` snapshot (`snapshot.py`) runs once per evaluation. The metric names, labels and
+meanings are the catalogue's (`catalogue.py`); the SQL is `state_queries.py`, one query per group
+of families.
 
-Reading at scrape time means there is nothing to keep in sync and no stale series: a group,
-topic or broker that is gone from the latest evaluation is gone from the next scrape. The metric
-names, labels and meanings are the catalogue's (`catalogue.py`); the SQL is
-`state_queries.py`, one query per group of families.
-
-Failure policy:
-- every query of one scrape runs in one read-only REPEATABLE READ transaction, so all numbers come
-  from the same snapshot; each under `statement_timeout` = what is left of
+Failure policy of one read:
+- every query runs in one read-only REPEATABLE READ transaction, so all numbers come from the same
+  database snapshot; each under `statement_timeout` = what is left of
   `metrics.scrape_timeout_seconds`, in its own savepoint, so a slow query costs only its own
-  families and a slow database cannot hang a scrape;
-- a query that fails or times out leaves its families out and sets
-  `kafka_health_scrape_error{query}` to 1; PostgreSQL unreachable leaves every state family out;
-  either way `kafka_health_up` is 0, the process metrics are still served, and the answer is 200;
+  families and a slow database cannot hold up a build for long;
+- a query that fails or times out leaves its families out and is missing from `answered`;
+  PostgreSQL unreachable leaves every family out (the snapshot then keeps serving the last good
+  read, `snapshot.py` says how);
 - partition-level series are capped by `metrics.max_partition_series`: the most urgent rows are
-  kept (a prefix in urgency order, whole rows only), the rest are counted in
-  `kafka_health_partition_series_dropped`, and a warning is logged when the cap starts cutting
-  (and an info line when it stops), not on every scrape.
+  kept (a prefix in urgency order, whole rows only), the rest are counted in `dropped`, and a
+  warning is logged when the cap starts cutting (and an info line when it stops), not on every
+  read. Clusters with `partition_series: false` have no partition-level rows at all.
 """
 
 from __future__ import annotations
@@ -25,18 +22,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from prometheus_client import REGISTRY, CollectorRegistry
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import GaugeMetricFamily
 from sqlalchemy import Connection, Engine, RowMapping, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.core.errors import MonitorError
 from monitor.core.settings import MetricsConfig
-from monitor.expose.metrics.catalogue import BY_NAME, STATE
+from monitor.expose.metrics.catalogue import STATE
 from monitor.expose.metrics.state_queries import LABEL_COLUMNS, StateQuery, queries
 
 log = logging.getLogger(__name__)
@@ -44,31 +40,29 @@ log = logging.getLogger(__name__)
 Row = RowMapping
 
 
-def metrics_registry(
-    engine: Engine, settings: MetricsConfig, process: CollectorRegistry = REGISTRY
-) -> CollectorRegistry:
-    """The registry `/metrics` serves: the state read from `engine`, then the metrics of
-    `process` (the default registry, where this process's counters and prometheus_client's
-    process and gc collectors register themselves when their modules are imported)."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(StateCollector(engine, settings))
-    registry.register(_Forward(process))
-    return registry
+@dataclass(frozen=True, slots=True)
+class StateRead:
+    """One read of the state: the families that have samples, and how the read went."""
 
+    families: tuple[GaugeMetricFamily, ...]
+    queries: tuple[str, ...]
+    """The queries asked (partition-level ones only when `metrics.partition_series` is on)."""
+    answered: frozenset[str]
+    seconds: float
+    partition_series: int
+    """Partition-level series served."""
+    dropped: int
+    """Partition-level series the cap left out."""
 
-class _Forward:
-    """Another registry's metrics, collected at each scrape."""
-
-    def __init__(self, source: CollectorRegistry) -> None:
-        self._source = source
-
-    def collect(self) -> Iterable[Metric]:
-        return self._source.collect()
+    @property
+    def complete(self) -> bool:
+        """Every query answered."""
+        return self.answered >= set(self.queries)
 
 
 @dataclass
 class _Budget:
-    """The partition-level series one scrape may still serve."""
+    """The partition-level series one read may still serve."""
 
     limit: int
     served: int = 0
@@ -82,19 +76,20 @@ class _Budget:
 
 
 class StateCollector:
-    """The state metrics of the catalogue, read from PostgreSQL at each `collect()`."""
+    """Reads the state metrics of the catalogue from PostgreSQL, all of them at each `read()`."""
 
-    def __init__(self, engine: Engine, settings: MetricsConfig) -> None:
+    def __init__(
+        self, engine: Engine, settings: MetricsConfig, partition_series_off: Collection[str] = ()
+    ) -> None:
         self._engine = engine
         self._settings = settings
+        self._off = sorted(partition_series_off)
         self._lock = threading.Lock()
         self._capped = False
 
-    def describe(self) -> Iterable[Metric]:
-        """Nothing: registering must not query the database (and the names are the catalogue's)."""
-        return []
-
-    def collect(self) -> Iterator[Metric]:
+    def read(self) -> StateRead:
+        """Every state family with samples, read in one transaction. Blocks for at most about
+        `metrics.scrape_timeout_seconds`; raises nothing (what failed is left out, and logged)."""
         started = time.monotonic()
         families = {
             spec.name: GaugeMetricFamily(spec.name, spec.meaning, labels=spec.labels) for spec in STATE
@@ -102,10 +97,14 @@ class StateCollector:
         budget = _Budget(self._settings.max_partition_series)
         todo = queries(self._settings.partition_series)
         answered = self._read(todo, families, budget, started + self._settings.scrape_timeout_seconds)
-        for family in families.values():
-            if family.samples:
-                yield family
-        yield from self._scrape_families(todo, answered, budget, time.monotonic() - started)
+        return StateRead(
+            families=tuple(family for family in families.values() if family.samples),
+            queries=tuple(query.name for query in todo),
+            answered=frozenset(answered),
+            seconds=time.monotonic() - started,
+            partition_series=budget.served,
+            dropped=budget.dropped,
+        )
 
     def _read(
         self,
@@ -122,20 +121,20 @@ class StateCollector:
                 conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
                 with conn.begin():
                     for query in todo:
-                        rows = _run(conn, query, max(budget.left, 1), deadline)
+                        rows = _run(conn, query, {"limit": max(budget.left, 1), "off": self._off}, deadline)
                         if rows is not None:
                             answered.add(query.name)
                             _add(families, query, rows, budget)
         except (SQLAlchemyError, MonitorError) as exc:
-            log.warning("metrics: PostgreSQL did not answer; state metrics left out: %s", exc)
-        except Exception:  # a scrape must still serve the process metrics; the bug is logged
+            log.warning("metrics: PostgreSQL did not answer; state not read: %s", exc)
+        except Exception:  # a build must not take the server down; the bug is logged
             log.exception("metrics: reading the state failed; state metrics left out")
         if {q.name for q in todo if q.partition_level} <= answered:
             self._note_cap(budget)
         return answered
 
     def _note_cap(self, budget: _Budget) -> None:
-        """Log when the cap starts or stops cutting, not on every scrape."""
+        """Log when the cap starts or stops cutting, not on every read."""
         with self._lock:
             capped = budget.dropped > 0
             if capped == self._capped:
@@ -144,35 +143,18 @@ class StateCollector:
         if capped:
             log.warning(
                 "metrics: metrics.max_partition_series (%d) left out %d partition-level series; "
-                "the most urgent are served. Raise the cap, or set metrics.partition_series: false "
-                "and use the group, topic and cluster series",
+                "the most urgent are served. Raise the cap, or set partition_series: false on the "
+                "largest clusters (or metrics.partition_series: false for all) and use the group, "
+                "topic and cluster series",
                 budget.limit,
                 budget.dropped,
             )
         else:
             log.info("metrics: every partition-level series fits under metrics.max_partition_series again")
 
-    def _scrape_families(
-        self, todo: Sequence[StateQuery], answered: set[str], budget: _Budget, seconds: float
-    ) -> Iterator[Metric]:
-        def gauge(name: str, value: float) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, BY_NAME[name].meaning, value=value)
 
-        yield gauge("kafka_health_up", 1.0 if len(answered) == len(todo) else 0.0)
-        errors = GaugeMetricFamily(
-            "kafka_health_scrape_error", BY_NAME["kafka_health_scrape_error"].meaning, labels=["query"]
-        )
-        for query in todo:
-            errors.add_metric([query.name], 0.0 if query.name in answered else 1.0)
-        yield errors
-        yield gauge("kafka_health_scrape_duration_seconds", seconds)
-        if self._settings.partition_series:
-            yield gauge("kafka_health_partition_series", budget.served)
-            yield gauge("kafka_health_partition_series_dropped", budget.dropped)
-
-
-def _run(conn: Connection, query: StateQuery, limit: int, deadline: float) -> list[Row] | None:
-    """The rows of `query`, or None when it failed or the scrape's time is up. Runs in a savepoint
+def _run(conn: Connection, query: StateQuery, params: dict[str, object], deadline: float) -> list[Row] | None:
+    """The rows of `query`, or None when it failed or the read's time is up. Runs in a savepoint
     so that a timeout leaves the transaction usable for the next query."""
     left_ms = int((deadline - time.monotonic()) * 1000)
     if left_ms <= 0:
@@ -181,7 +163,7 @@ def _run(conn: Connection, query: StateQuery, limit: int, deadline: float) -> li
     try:
         with conn.begin_nested():
             conn.execute(text(f"SET LOCAL statement_timeout = {left_ms}"))
-            return list(conn.execute(text(query.statement()), {"limit": limit}).mappings().all())
+            return list(conn.execute(text(query.statement()), params).mappings().all())
     except SQLAlchemyError as exc:
         log.warning("metrics: the %s query failed: %s", query.name, str(exc).splitlines()[0])
         return None

@@ -1,10 +1,11 @@
-"""The set-based SQL the Prometheus collector runs at scrape time: one query per group of metric
+"""The set-based SQL a build of the `/metrics` snapshot runs: one query per group of metric
 families (never one per series), over the views of migration 0005.
 
 Each query returns the label columns (`cluster`, `group_id`, `topic`, `partition`, `broker_id`,
 `status`, `group_state`) and the value columns the catalogue names. The partition-level queries
 also come ordered by urgency and limited: the cap keeps the rows that matter most, and the
-window sum `total_series` (computed before LIMIT) says how much was left out.
+window sum `total_series` (computed before LIMIT) says how much was left out; they leave out the
+clusters whose partition-level series are switched off (`clusters[].partition_series`).
 """
 
 from __future__ import annotations
@@ -43,16 +44,18 @@ class StateQuery:
         return tuple(spec for spec in STATE if spec.query == self.name)
 
     def statement(self) -> str:
-        """The SQL to run. Partition-level: only rows with at least one value, the most urgent
-        first, at most `:limit` of them, each with the totals before the limit."""
+        """The SQL to run. Partition-level: only rows with at least one value, of the clusters
+        not in the array `:off`, the most urgent first, at most `:limit` of them, each with the
+        totals before the limit."""
         if not self.partition_level:
             return self.sql
         columns = sorted({spec.column for spec in self.specs if spec.column})
         present = " OR ".join(f"{c} IS NOT NULL" for c in columns)
         series = " + ".join(f"({c} IS NOT NULL)::int" for c in columns)
         return (
-            f"SELECT *, sum({series}) OVER () AS total_series"
-            f" FROM ({self.sql}) q WHERE {present} ORDER BY {self.order_by} LIMIT :limit"
+            f"SELECT *, sum({series}) OVER () AS total_series FROM ({self.sql}) q"
+            f" WHERE ({present}) AND cluster <> ALL(CAST(:off AS text[]))"
+            f" ORDER BY {self.order_by} LIMIT :limit"
         )
 
 
@@ -140,5 +143,5 @@ QUERIES: tuple[StateQuery, ...] = (
 
 
 def queries(partition_series: bool) -> Sequence[StateQuery]:
-    """The queries of one scrape; the partition-level ones only when they are switched on."""
+    """The queries of one build; the partition-level ones only when they are switched on."""
     return [q for q in QUERIES if partition_series or not q.partition_level]

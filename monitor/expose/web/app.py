@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import Engine
 from sqlalchemy.exc import (
     DataError,
@@ -33,7 +33,7 @@ from monitor import __version__
 from monitor.act.service import RetentionService
 from monitor.core.clock import Clock, SystemClock
 from monitor.core.settings import IdentityConfig, MetricsConfig
-from monitor.expose.metrics.prometheus import metrics_registry
+from monitor.expose.metrics.snapshot import MetricsSnapshot
 from monitor.expose.read import queries
 from monitor.expose.web import inbox
 from monitor.expose.web.api import alerts as api_alerts
@@ -69,6 +69,7 @@ def create_app(
     clock: Clock | None = None,
     silence_max_seconds: int = 7 * 86400,
     metrics: MetricsConfig | None = None,
+    snapshot: MetricsSnapshot | None = None,
     retention: RetentionService | None = None,
     identity: IdentityConfig | None = None,
     job_intervals: Mapping[str, float] | None = None,
@@ -77,7 +78,8 @@ def create_app(
     rules_dir: Path | None = None,
 ) -> FastAPI:
     """Build the FastAPI app over `engine`. `/readyz` fails when no collection succeeded within
-    `stale_after`; `metrics` sets what `/metrics` serves (default: the settings' defaults);
+    `stale_after`; `/metrics` serves `snapshot` (the daemon's, shared with the push targets),
+    or one of its own over `engine` built as `metrics` says (default: the settings' defaults);
     `job_intervals` (`monitor.core.scheduler.run_intervals`) says when a job's last success is stale;
     `inboxes` (`inbox.inbox_paths`): the console receivers' files the inbox page reads;
     `rules_dir` (`evaluate.rules_dir`): the rule files whose TimeUntilDataLoss tiers colour the
@@ -94,7 +96,7 @@ def create_app(
         retention=retention,
         job_intervals=job_intervals,
         inboxes=inboxes or {},
-        registry=metrics_registry(engine, metrics or MetricsConfig()),
+        metrics=snapshot or MetricsSnapshot(lambda: engine, metrics or MetricsConfig()),
         data_loss=RuleScale(rules_dir),
     )
     app = FastAPI(title="kafka-health", version=__version__)
@@ -157,11 +159,29 @@ def readyz(ctx: Context) -> JSONResponse:
 
 
 @router.get("/metrics", include_in_schema=False)
-def prometheus_metrics(ctx: Context) -> Response:
-    """Prometheus text format: the state of every cluster read from the views at scrape time,
-    and the process's own counters (catalogue: docs/metrics.md). Always 200: a database that
-    does not answer shows as `kafka_health_up 0`."""
-    return Response(generate_latest(ctx.registry), media_type=CONTENT_TYPE_LATEST)
+def prometheus_metrics(request: Request, ctx: Context) -> Response:
+    """Prometheus text format, gzip-encoded when the scraper accepts it: the snapshot of every
+    cluster's state built at its latest evaluation, and the process's own counters (catalogue:
+    docs/metrics.md). Always 200: a database that does not answer shows as `kafka_health_up 0`
+    beside the last good snapshot."""
+    gzip = _accepts_gzip(request.headers.get("accept-encoding", ""))
+    body = ctx.metrics.body(gzip=gzip)
+    headers = {"Vary": "Accept-Encoding"} | ({"Content-Encoding": "gzip"} if gzip else {})
+    return Response(body, media_type=CONTENT_TYPE_LATEST, headers=headers)
+
+
+def _accepts_gzip(accept_encoding: str) -> bool:
+    """Whether an Accept-Encoding header lists gzip with a non-zero quality."""
+    for part in accept_encoding.split(","):
+        coding, _, params = part.partition(";")
+        if coding.strip().lower() != "gzip":
+            continue
+        quality = params.strip().removeprefix("q=").strip()
+        try:
+            return not quality or float(quality) > 0
+        except ValueError:
+            return True
+    return False
 
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})

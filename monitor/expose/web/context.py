@@ -21,7 +21,6 @@ from typing import Annotated, Any, cast
 import jinja2
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
-from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection, Engine
 
@@ -29,6 +28,7 @@ from monitor.act.service import RetentionService
 from monitor.core.clock import Clock
 from monitor.core.formatting import NUMBER_FILTERS
 from monitor.core.resources import templates_dir
+from monitor.expose.metrics.snapshot import MetricsSnapshot
 from monitor.expose.web.health import RuleScale
 
 
@@ -73,8 +73,8 @@ class WebContext:
     """The console receivers' files the inbox page reads (`inbox.inbox_paths`)."""
     topic_panel: TopicPanel | None = None
     """More of the topic page (the retention button's panel, `pages.retention`)."""
-    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
-    """What `/metrics` serves (`metrics.prometheus.metrics_registry`)."""
+    metrics: MetricsSnapshot = field(kw_only=True)
+    """What `/metrics` serves (`metrics.snapshot.MetricsSnapshot`)."""
     data_loss: RuleScale = field(default_factory=RuleScale)
     """What the dashboard's colours take from the rule files the evaluation reads
     (`health.RuleScale`): called, the data-loss margin's scale (TimeUntilDataLoss's tiers);

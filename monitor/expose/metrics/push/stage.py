@@ -1,5 +1,6 @@
 """The push component: one scheduler job per target (`push:<name>`), each reading the state
-metrics and sending its selection. A target that is slow or away holds up only its own job."""
+metrics of the `/metrics` snapshot (`snapshot.MetricsSnapshot.families`, built once per
+evaluation) and sending its selection. A target that is slow or away holds up only its own job."""
 
 from __future__ import annotations
 

@@ -1,0 +1,254 @@
+"""The `/metrics` snapshot: the state metrics read once per evaluation and kept as encoded bytes,
+so a scrape costs the same at 10 topics and at 10,000 and never queries PostgreSQL per series.
+
+How it stays current: `refresh()` runs a cheap query, the newest evaluation of each cluster
+(`latest_evaluations`); when that changed since the snapshot was built (or the last build
+failed), it reads the state once (`prometheus.StateCollector`), encodes the text format and its
+gzip form, and swaps the new snapshot in. The daemon runs `refresh()` every
+`metrics.snapshot_check_seconds` (`monitor/app.py`); a scrape that finds no check within that
+time starts one in the background and is served what is there (only the very first scrape waits
+for a build). The push component reads the same snapshot's families.
+
+A scrape serves the snapshot's bytes followed by a few gauges about the snapshot and this
+process's own metrics (the default registry: notifications, runs, pushes, process and gc), which
+are cheap. Each build is complete, so a group, topic or broker that is gone from the latest
+evaluation is gone from the next snapshot.
+
+Failure policy (every answer is 200):
+- PostgreSQL away or too slow for the check or the build: the last good snapshot is still served,
+  marked stale: `kafka_health_up` 0, `kafka_health_snapshot_failed` 1 and
+  `kafka_health_snapshot_age_seconds` growing; with no snapshot yet, only the process metrics;
+- a build where some state query failed never replaces a complete snapshot: the complete one
+  stays, marked stale, and the failed queries show in `kafka_health_scrape_error{query}`; with no
+  complete snapshot to keep, the partial one is served (missing the failed queries' families).
+"""
+
+from __future__ import annotations
+
+import gzip as gzip_format
+import logging
+import threading
+import time
+import zlib
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from monitor.core.errors import MonitorError
+from monitor.core.settings import MetricsConfig
+from monitor.expose.metrics.catalogue import BY_NAME
+from monitor.expose.metrics.prometheus import StateCollector, StateRead
+from monitor.expose.metrics.state_queries import queries
+
+log = logging.getLogger(__name__)
+
+Marker = tuple[tuple[str, datetime], ...]
+"""The newest evaluation of each cluster: a new one means a new snapshot."""
+
+_MARKER_SQL = "SELECT cluster, evaluated_at FROM latest_evaluations ORDER BY cluster"
+_GZIP_LEVEL = 6
+
+
+class _Families:
+    """A list of families in the shape `generate_latest` reads (a registry's `collect`)."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One build: the state in the text format, plain and gzip-encoded."""
+
+    state: StateRead
+    marker: Marker
+    text: bytes
+    gzip_head: bytes
+    """The gzip header and the compressed `text`, flushed to a byte boundary; `_gzip` continues it."""
+    _gzip: zlib._Compress
+    families: tuple[Metric, ...]
+    """The families the push targets read (`keep`); the others live only as bytes."""
+
+    def body(self, tail: bytes, gzip: bool) -> bytes:
+        """`text` followed by `tail`, gzip-encoded when `gzip` (one gzip member: only `tail` is
+        compressed now)."""
+        if not gzip:
+            return self.text + tail
+        rest = self._gzip.copy()
+        return self.gzip_head + rest.compress(tail) + rest.flush()
+
+
+def build(state: StateRead, marker: Marker, keep: Collection[str] = ()) -> Snapshot:
+    """Encode `state`; keep the families named in `keep` for the push targets."""
+    encoded = generate_latest(_Families(state.families))
+    compressor = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    head = compressor.compress(encoded) + compressor.flush(zlib.Z_SYNC_FLUSH)
+    kept = tuple(family for family in state.families if family.name in keep)
+    return Snapshot(state, marker, encoded, head, compressor, kept)
+
+
+class MetricsSnapshot:
+    """What `/metrics` serves and the push targets read, rebuilt when a new evaluation lands.
+    Thread-safe: scrapes read the current snapshot while one refresh at a time rebuilds it."""
+
+    def __init__(
+        self,
+        engine: Callable[[], Engine],
+        settings: MetricsConfig,
+        *,
+        partition_series_off: Collection[str] = (),
+        keep: Collection[str] = (),
+        process: CollectorRegistry = REGISTRY,
+    ) -> None:
+        """`engine` is called at the first refresh (the store may not have started yet);
+        `partition_series_off`: the clusters without partition-level series; `keep`: the metric
+        names whose families `families()` returns."""
+        self._engine = engine
+        self._settings = settings
+        self._off = frozenset(partition_series_off)
+        self._keep = frozenset(keep)
+        self._process = process
+        self._queries = tuple(query.name for query in queries(settings.partition_series))
+        self._collector: StateCollector | None = None
+        self._refreshing = threading.Lock()
+        self._background = threading.Lock()
+        self._current: Snapshot | None = None
+        self._checked_at: float | None = None
+        """monotonic time of the last check that ran (successful or not)."""
+        self._confirmed_at = 0.0
+        """monotonic time at which the current snapshot was last known to be current."""
+        self._failed = False
+        self._errors: frozenset[str] = frozenset()
+        """The state queries that failed in the last check or build (all when PostgreSQL was away)."""
+
+    @property
+    def current(self) -> Snapshot | None:
+        return self._current
+
+    def refresh(self, *, unless_checked_within: float | None = None) -> Snapshot | None:
+        """Check for a new evaluation and rebuild when there is one, when the last build failed
+        or when there is no snapshot yet; the snapshot now served. With `unless_checked_within`,
+        nothing is done when a check ran within that many seconds (or runs now: this waits for
+        it). Blocks for the check query and a build, each bounded by
+        `metrics.scrape_timeout_seconds`; raises nothing (failures are logged and served as the
+        snapshot gauges)."""
+        with self._refreshing:
+            now = time.monotonic()
+            within = unless_checked_within
+            if within is not None and self._checked_at is not None and now - self._checked_at < within:
+                return self._current
+            self._checked_at = now
+            try:
+                marker = self._marker()
+            except (SQLAlchemyError, MonitorError) as exc:
+                self._failure(frozenset(self._queries), f"PostgreSQL did not answer the check: {exc}")
+                return self._current
+            except Exception:  # a scrape must still be answered; the bug is logged
+                log.exception("metrics: checking for a new evaluation failed")
+                self._failure(frozenset(self._queries), "the check failed")
+                return self._current
+            current = self._current
+            if current is not None and current.marker == marker and not self._failed:
+                self._confirmed_at = now
+                return current
+            self._build(marker)
+            return self._current
+
+    def families(self) -> Sequence[Metric]:
+        """The kept state families of a snapshot checked within `metrics.snapshot_check_seconds`
+        (checked now when not)."""
+        snapshot = self.refresh(unless_checked_within=self._settings.snapshot_check_seconds)
+        return snapshot.families if snapshot is not None else ()
+
+    def body(self, *, gzip: bool) -> bytes:
+        """A scrape's answer in the text format (gzip-encoded when `gzip`): the snapshot, the
+        snapshot gauges and this process's metrics. Waits for a build only while there never
+        was a snapshot; starts a check in the background when none ran recently."""
+        if self._current is None:
+            self.refresh(unless_checked_within=self._settings.snapshot_check_seconds)
+        elif self._due():
+            self._refresh_in_background()
+        snapshot = self._current
+        tail = generate_latest(_Families(self._gauges(snapshot))) + generate_latest(self._process)
+        if snapshot is not None:
+            return snapshot.body(tail, gzip)
+        return gzip_format.compress(tail, _GZIP_LEVEL) if gzip else tail
+
+    def _marker(self) -> Marker:
+        with self._engine().begin() as conn:
+            timeout_ms = int(self._settings.scrape_timeout_seconds * 1000)
+            conn.execute(text(f"SET LOCAL statement_timeout = {timeout_ms}"))
+            return tuple((row.cluster, row.evaluated_at) for row in conn.execute(text(_MARKER_SQL)))
+
+    def _build(self, marker: Marker) -> None:
+        if self._collector is None:
+            self._collector = StateCollector(self._engine(), self._settings, self._off)
+        state = self._collector.read()
+        errors = frozenset(self._queries) - state.answered
+        current = self._current
+        if state.complete or current is None or not current.state.complete:
+            self._current = build(state, marker, self._keep)
+            self._confirmed_at = time.monotonic()
+        if state.complete:
+            if self._failed:
+                log.info("metrics: the snapshot is current again")
+            self._failed, self._errors = False, frozenset()
+        else:
+            self._failure(errors, f"the state queries {', '.join(sorted(errors))} did not answer")
+
+    def _failure(self, errors: frozenset[str], reason: str) -> None:
+        if not self._failed:
+            kept = "the last good snapshot is served, marked stale" if self._current else "no snapshot yet"
+            log.warning("metrics: refreshing the snapshot failed (%s); %s", reason, kept)
+        self._failed, self._errors = True, errors
+
+    def _due(self) -> bool:
+        checked = self._checked_at
+        return checked is None or time.monotonic() - checked >= self._settings.snapshot_check_seconds
+
+    def _refresh_in_background(self) -> None:
+        if not self._background.acquire(blocking=False):
+            return  # one is on its way
+
+        def run() -> None:
+            try:
+                self.refresh(unless_checked_within=self._settings.snapshot_check_seconds)
+            finally:
+                self._background.release()
+
+        threading.Thread(target=run, name="metrics-snapshot", daemon=True).start()
+
+    def _gauges(self, snapshot: Snapshot | None) -> list[Metric]:
+        """The families about the snapshot (catalogue: "The snapshot")."""
+
+        def gauge(name: str, value: float) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, BY_NAME[name].meaning, value=value)
+
+        complete = snapshot is not None and snapshot.state.complete
+        gauges: list[Metric] = [gauge("kafka_health_up", 1.0 if complete and not self._failed else 0.0)]
+        errors = GaugeMetricFamily(
+            "kafka_health_scrape_error", BY_NAME["kafka_health_scrape_error"].meaning, labels=["query"]
+        )
+        for name in self._queries:
+            errors.add_metric([name], 1.0 if name in self._errors else 0.0)
+        gauges += [errors, gauge("kafka_health_snapshot_failed", 1.0 if self._failed else 0.0)]
+        if snapshot is None:
+            return gauges
+        gauges += [
+            gauge("kafka_health_snapshot_age_seconds", time.monotonic() - self._confirmed_at),
+            gauge("kafka_health_scrape_duration_seconds", snapshot.state.seconds),
+        ]
+        if self._settings.partition_series:
+            gauges += [
+                gauge("kafka_health_partition_series", snapshot.state.partition_series),
+                gauge("kafka_health_partition_series_dropped", snapshot.state.dropped),
+            ]
+        return gauges

@@ -1,0 +1,226 @@
+"""The `/metrics` snapshot over a real PostgreSQL: rebuilt when a new evaluation lands and only
+then, still served (marked stale) while PostgreSQL is away or a query times out, gzip-encoded for
+scrapers that ask, without the partition-level series of the clusters that switch them off, and
+kept current by the scrapes themselves when no daemon job checks."""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import Connection, Engine, text
+
+from monitor.core.settings import MetricsConfig
+from monitor.expose.metrics.catalogue import PARTITIONS
+from monitor.expose.metrics.snapshot import MetricsSnapshot
+from monitor.expose.web.app import create_app
+from monitor.store.engine import make_engine
+from monitor.store.partitions import ensure_partitions
+from tests.conditions import wait_for
+
+T1 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+T2 = T1 + timedelta(seconds=30)
+LAG = "kafka_consumer_group_lag_in_offsets"
+GROUP_LAG = "kafka_consumer_group_max_lag_in_offsets"
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def _evaluation(conn: Connection, cluster: str, at: datetime, lag: int) -> None:
+    """One evaluation of `cluster`: group `billing` lags `lag` on partition 0 of `orders`, and the
+    partition has 990 bytes of headroom under retention.bytes."""
+    row = {"cluster": cluster, "at": at, "lag": lag}
+    conn.execute(
+        text("INSERT INTO derived_cluster (cluster, evaluated_at, brokers) VALUES (:cluster, :at, 3)"), row
+    )
+    conn.execute(
+        text(
+            "INSERT INTO derived_group_partition (cluster, evaluated_at, group_id, topic, partition, offset_lag)"
+            " VALUES (:cluster, :at, 'billing', 'orders', 0, :lag)"
+        ),
+        row,
+    )
+    conn.execute(
+        text(
+            "INSERT INTO derived_group (cluster, evaluated_at, group_id, offset_lag, max_offset_lag)"
+            " VALUES (:cluster, :at, 'billing', :lag, :lag)"
+        ),
+        row,
+    )
+    conn.execute(
+        text(
+            "INSERT INTO derived_partition (cluster, evaluated_at, topic, partition, size_bytes, retention_bytes)"
+            " VALUES (:cluster, :at, 'orders', 0, 10, 1000)"
+        ),
+        row,
+    )
+
+
+@pytest.fixture(scope="module")
+def filled(engine: Engine) -> Engine:
+    with engine.begin() as conn:
+        ensure_partitions(conn, T1, ahead_days=1)
+        for cluster in ("big", "small"):
+            conn.execute(
+                text(
+                    "INSERT INTO clusters (name, bootstrap, first_seen, last_seen) VALUES (:c, 'k:9092', :t, :t)"
+                ),
+                {"c": cluster, "t": T1},
+            )
+            _evaluation(conn, cluster, T1, 100)
+    return engine
+
+
+def parse(body: bytes) -> Samples:
+    samples: Samples = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            samples[sample.name, frozenset(sample.labels.items())] = sample.value
+    return samples
+
+
+def lag(samples: Samples, cluster: str) -> float:
+    labels = {
+        "cluster": cluster,
+        "clustername": cluster,
+        "group": "billing",
+        "topic": "orders",
+        "partition": "0",
+    }
+    return samples[LAG, frozenset(labels.items())]
+
+
+def gauge(samples: Samples, name: str) -> float:
+    return samples[name, frozenset()]
+
+
+def test_a_new_evaluation_rebuilds_the_snapshot_and_nothing_else_does(filled: Engine) -> None:
+    snapshot = MetricsSnapshot(lambda: filled, MetricsConfig())
+    first = snapshot.refresh()
+    assert first is not None
+    assert snapshot.refresh() is first, "no new evaluation: the same snapshot, not a rebuild"
+    client = TestClient(create_app(filled, stale_after=timedelta(minutes=5), snapshot=snapshot))
+    assert lag(parse(client.get("/metrics").content), "big") == 100
+
+    with filled.begin() as conn:
+        _evaluation(conn, "big", T2, 250)
+    rebuilt = snapshot.refresh()
+    assert rebuilt is not None and rebuilt is not first
+    samples = parse(client.get("/metrics").content)
+    assert lag(samples, "big") == 250
+    assert lag(samples, "small") == 100
+    assert gauge(samples, "kafka_health_up") == 1
+    assert gauge(samples, "kafka_health_snapshot_failed") == 0
+    assert 0 <= gauge(samples, "kafka_health_snapshot_age_seconds") < 60
+
+
+def test_while_postgresql_is_away_the_last_good_snapshot_is_served_marked_stale(filled: Engine) -> None:
+    closed = make_engine("postgresql+psycopg://nobody@127.0.0.1:9/none", check=False, connect_timeout=2)
+    use = [filled]
+    snapshot = MetricsSnapshot(lambda: use[0], MetricsConfig())
+    client = TestClient(create_app(filled, stale_after=timedelta(minutes=5), snapshot=snapshot))
+    good = parse(client.get("/metrics").content)
+    assert gauge(good, "kafka_health_up") == 1
+    try:
+        use[0] = closed
+        snapshot.refresh()
+        response = client.get("/metrics")
+    finally:
+        closed.dispose()
+    assert response.status_code == 200
+    stale = parse(response.content)
+    assert gauge(stale, "kafka_health_up") == 0
+    assert gauge(stale, "kafka_health_snapshot_failed") == 1
+    assert {v for (name, _), v in stale.items() if name == "kafka_health_scrape_error"} == {1}
+    assert lag(stale, "big") == lag(good, "big"), "the last good snapshot is still served"
+    assert gauge(stale, "kafka_health_snapshot_age_seconds") >= gauge(
+        good, "kafka_health_snapshot_age_seconds"
+    )
+
+    use[0] = filled
+    snapshot.refresh()
+    again = parse(client.get("/metrics").content)
+    assert gauge(again, "kafka_health_up") == 1
+    assert gauge(again, "kafka_health_snapshot_failed") == 0
+
+
+def test_a_scraper_that_accepts_gzip_gets_one_gzip_member_of_the_same_metrics(filled: Engine) -> None:
+    client = TestClient(create_app(filled, stale_after=timedelta(minutes=5)))
+    plain = client.get("/metrics", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers
+    with client.stream("GET", "/metrics", headers={"Accept-Encoding": "gzip"}) as answer:
+        assert answer.headers["content-encoding"] == "gzip"
+        raw = b"".join(answer.iter_raw())
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    body = inflate.decompress(raw)
+    assert inflate.eof and inflate.unused_data == b"", "one complete gzip member"
+    state = {key: v for key, v in parse(body).items() if key[0] in (LAG, GROUP_LAG)}
+    assert state == {key: v for key, v in parse(plain.content).items() if key[0] in (LAG, GROUP_LAG)}
+    assert state, "the state is in the gzip answer"
+    assert b"python_info" in body, "and so are the process metrics"
+
+
+def test_a_cluster_can_switch_its_partition_series_off(filled: Engine) -> None:
+    snapshot = MetricsSnapshot(lambda: filled, MetricsConfig(), partition_series_off=["big"])
+    samples = parse(snapshot.body(gzip=False))
+    partition_level = {LAG} | {spec.name for spec in PARTITIONS}
+    clusters = {dict(labels)["cluster"] for name, labels in samples if name in partition_level}
+    assert clusters == {"small"}
+    group = {dict(labels)["cluster"]: v for (name, labels), v in samples.items() if name == GROUP_LAG}
+    assert set(group) == {"big", "small"}, "the group series of both clusters stay"
+    # small: one group-partition lag and one partition's headroom (and nothing of big)
+    assert gauge(samples, "kafka_health_partition_series") == 2
+    assert gauge(samples, "kafka_health_partition_series_dropped") == 0
+    assert gauge(samples, "kafka_health_up") == 1
+
+
+def test_a_build_where_a_query_times_out_keeps_the_complete_snapshot(filled: Engine) -> None:
+    snapshot = MetricsSnapshot(lambda: filled, MetricsConfig(scrape_timeout_seconds=1))
+    before = parse(snapshot.body(gzip=False))
+    with filled.begin() as conn:
+        _evaluation(conn, "small", T2 + timedelta(seconds=30), 300)
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with filled.begin() as conn:
+            conn.execute(text("LOCK TABLE derived_group_partition IN ACCESS EXCLUSIVE MODE"))
+            taken.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert taken.wait(10)
+        snapshot.refresh()
+        during = parse(snapshot.body(gzip=False))
+    finally:
+        release.set()
+        holder.join()
+    assert lag(during, "small") == lag(before, "small") == 100, "the complete snapshot is kept"
+    assert gauge(during, "kafka_health_up") == 0
+    assert gauge(during, "kafka_health_snapshot_failed") == 1
+    assert during["kafka_health_scrape_error", frozenset({("query", "group_partition")})] == 1
+
+    snapshot.refresh()
+    after = parse(snapshot.body(gzip=False))
+    assert lag(after, "small") == 300
+    assert gauge(after, "kafka_health_up") == 1
+    assert {v for (name, _), v in after.items() if name == "kafka_health_scrape_error"} == {0}
+
+
+def test_without_the_daemon_job_scrapes_start_the_checks_and_never_wait_for_them(filled: Engine) -> None:
+    """A web app on its own (no scheduler): a scrape after `snapshot_check_seconds` starts a check
+    in the background and is answered from the snapshot it has; a later scrape shows the build."""
+    snapshot = MetricsSnapshot(lambda: filled, MetricsConfig(snapshot_check_seconds=0.2))
+    client = TestClient(create_app(filled, stale_after=timedelta(minutes=5), snapshot=snapshot))
+    assert snapshot.current is None
+    built = parse(client.get("/metrics").content)
+    assert gauge(built, "kafka_health_up") == 1
+    with filled.begin() as conn:
+        _evaluation(conn, "big", T2 + timedelta(minutes=5), 777)
+    wait_for(lambda: lag(parse(client.get("/metrics").content), "big") == 777, timeout=20,
+             what="a scrape to start the rebuild and a later one to serve it")  # fmt: skip
