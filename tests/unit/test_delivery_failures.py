@@ -188,7 +188,7 @@ def test_failure_label(result: DeliveryResult, label: str) -> None:
 
 
 def test_the_registry_is_the_only_list_of_kinds() -> None:
-    assert KINDS == tuple(REGISTRY) == ("slack", "email", "pagerduty", "webhook", "console")
+    assert KINDS == tuple(REGISTRY) == ("slack", "email", "pagerduty", "webhook", "console", "alertmanager")
     for kind, entry in REGISTRY.items():
         assert entry.name == entry.config.kind == kind
         assert issubclass(entry.config, ReceiverConfigBase)

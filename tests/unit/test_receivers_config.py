@@ -44,6 +44,14 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         },
     },
     "console": {"name": "inbox", "console": {"path": "var/notifications.jsonl"}},
+    "alertmanager": {
+        "name": "team-alertmanager",
+        "alertmanager": {
+            "url": "http://alertmanager:9093",
+            "ends_after": "4h30m",
+            "extra_labels": {"source": "kh"},
+        },
+    },
 }
 
 
