@@ -12,6 +12,11 @@ and evaluate, the findings' texts included) and `write` (load); the daemon recor
 evaluation run row. The reads run lazily inside the compute jobs, so their share is taken from
 Spark's metrics (`metrics.py`) and moved out of `compute`.
 
+Sized to the data: the number of group-partitions and partitions (one count before the job)
+sets the shuffle partitions, the read slices and the writers (`ROWS_PER_SHUFFLE_PARTITION`); a
+small cluster is evaluated in one partition without adaptive re-planning, in a dozen Spark jobs,
+where Spark's defaults made it 70 (docs/bench/evaluation-profile.md).
+
 The same job runs inside the daemon on a warm session, or through spark-submit, whose entry file
 (spark-submit runs a file, not a module) calls `main` (README: "Running the evaluation on a Spark
 cluster"):
@@ -244,8 +249,9 @@ def _write_derived(
     evaluated_at: datetime,
 ) -> dict[str, int]:
     """Replace this evaluation's rows: delete any earlier attempt at `evaluated_at`, then append
-    each entity's rows, one connection per core. Returns the rows written per entity (counted by
-    the writes themselves, not by another pass)."""
+    each entity's rows, one connection per writer (one per core, at most one per shuffle partition:
+    a small cluster's rows go through one). Returns the rows written per entity (counted by the
+    writes themselves, not by another pass)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
