@@ -15,8 +15,11 @@ does. For each run it counts:
 - the JDBC scans Spark ran (`monitor.evaluate.metrics`);
 - the transactions PostgreSQL committed in the database (`pg_stat_database.xact_commit`: every
   JDBC read or write and every statement of the job's own connection counts);
+- the CPU seconds this process and Spark's JVM used (PostgreSQL's own not counted): on a shared
+  machine the wall time follows the load, the CPU time much less;
 
-and reports the median wall time and phase durations with the load average. Prints Markdown.
+and reports the median wall time, CPU time and phase durations with the load average. Prints
+Markdown.
 """
 
 from __future__ import annotations
@@ -62,6 +65,16 @@ def _transactions(engine: Engine) -> int:
         )
 
 
+def _cpu_seconds(pids: list[int | str]) -> float:
+    """User + system CPU seconds of the processes so far (/proc/<pid>/stat)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat
+    return total / ticks
+
+
 def _spark_work(spark: Any, group: str) -> dict[str, int]:
     tracker = spark.sparkContext.statusTracker()
     jobs = tracker.getJobIdsForGroup(group)
@@ -85,15 +98,19 @@ def evaluate_once(spark: Any, engine: Engine, url: str, n: int) -> dict[str, Any
     time.sleep(0.6)
     before = _transactions(engine)
     load = os.getloadavg()[0]
+    pids: list[int | str] = ["self", int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())]
+    cpu = _cpu_seconds(pids)
     started = time.perf_counter()
     result = run_evaluation(
         spark, jdbc_target(url), engine, rules, [CLUSTER], T0 + n * RUN_SPACING, JobSettings()
     )
     wall = time.perf_counter() - started
+    cpu = _cpu_seconds(pids) - cpu
     time.sleep(0.6)
     statements = _transactions(engine) - before - 1  # the count's own transaction
     return {
         "wall_s": wall,
+        "cpu_s": cpu,
         "seconds": dict(result.seconds),
         "transactions": statements,
         "rows_read": result.rows_read,
@@ -104,7 +121,9 @@ def evaluate_once(spark: Any, engine: Engine, url: str, n: int) -> dict[str, Any
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=2000, help="group-partitions (default 2000)")
     parser.add_argument("--runs", type=int, default=10, help="timed runs after the warm-up (default 10)")
     parser.add_argument("--url", help="an existing server (its admin database); default: a local one")
@@ -137,9 +156,9 @@ def main() -> int:
         for n in range(1, args.runs + 1):
             run = evaluate_once(spark, engine, url, n)
             _log(
-                f"run {n}: {run['wall_s']:.2f} s, jobs {run['jobs']}, stages {run['stages']}, "
-                f"tasks {run['tasks']}, transactions {run['transactions']}, load {run['load']:.1f}, "
-                + ", ".join(f"{k} {v:.2f}" for k, v in run["seconds"].items())
+                f"run {n}: {run['wall_s']:.2f} s, cpu {run['cpu_s']:.2f} s, jobs {run['jobs']}, "
+                f"stages {run['stages']}, tasks {run['tasks']}, transactions {run['transactions']}, "
+                f"load {run['load']:.1f}, " + ", ".join(f"{k} {v:.2f}" for k, v in run["seconds"].items())
             )
             runs.append(run)
         engine.dispose()
@@ -152,7 +171,9 @@ def main() -> int:
     return 0
 
 
-def report(args: argparse.Namespace, shape: dict[str, Any], warm: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+def report(
+    args: argparse.Namespace, shape: dict[str, Any], warm: dict[str, Any], runs: list[dict[str, Any]]
+) -> str:
     def median(key: str) -> float:
         return statistics.median(float(r[key]) for r in runs)
 
@@ -164,12 +185,14 @@ def report(args: argparse.Namespace, shape: dict[str, Any], warm: dict[str, Any]
         f"{len(runs)} warm runs after a warm-up of {warm['wall_s']:.1f} s; "
         f"load average {min(r['load'] for r in runs):.1f}-{max(r['load'] for r in runs):.1f}",
         "",
-        "| median wall s | p95 wall s | " + " | ".join(f"{p} s" for p in phases)
+        "| median wall s | p95 wall s | median CPU s | "
+        + " | ".join(f"{p} s" for p in phases)
         + " | Spark jobs | stages | tasks | PostgreSQL transactions |",
-        "|---:|---:|" + "---:|" * len(phases) + "---:|---:|---:|---:|",
-        f"| {median('wall_s'):.2f} | {p95:.2f} | "
+        "|---:|---:|---:|" + "---:|" * len(phases) + "---:|---:|---:|---:|",
+        f"| {median('wall_s'):.2f} | {p95:.2f} | {median('cpu_s'):.2f} | "
         + " | ".join(f"{statistics.median(r['seconds'].get(p, 0.0) for r in runs):.2f}" for p in phases)
-        + f" | {median('jobs'):.0f} | {median('stages'):.0f} | {median('tasks'):.0f} | {median('transactions'):.0f} |",
+        + f" | {median('jobs'):.0f} | {median('stages'):.0f} | {median('tasks'):.0f}"
+        + f" | {median('transactions'):.0f} |",
     ]
     return "\n".join(lines)
 
