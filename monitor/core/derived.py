@@ -249,6 +249,20 @@ KEYS: dict[str, tuple[str, ...]] = {
 }
 """Entity name -> the columns (besides `cluster`) that identify one entity."""
 
+SOURCES: dict[str, tuple[str, ...]] = {
+    "group_partition": ("offsets",),
+    "group_topic": ("offsets",),
+    "group": ("offsets",),
+    "partition": ("metadata", "offsets", "log_dirs"),
+    "topic": ("metadata", "offsets", "log_dirs"),
+    "broker": ("metadata", "log_dirs"),
+    "cluster": (),
+}
+"""Entity name -> the collection jobs (`collection_runs.job`) whose samples its rows are derived
+from. A rule's match is as new as the newest of those samples: a finding's `for` is measured from
+there (store.findings). The cluster's own columns say how long collection has been failing or
+stale, which only the evaluation time tells: none."""
+
 COMMON = _cols(
     ("evaluated_at", "timestamp", "the evaluation time"),
     ("cluster", "string", "cluster name"),

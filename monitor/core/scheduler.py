@@ -7,6 +7,15 @@ Each cluster's jobs run in a shared thread pool sized so a slow cluster cannot s
 `run_soon(job_id)` runs a job now instead of at its next tick (a collection that saw a broker go
 calls it for the evaluation): at most one run is ever pending. Asked while the job is running, it
 runs once more straight after; asked again meanwhile, that is still the one run.
+
+How a request is never lost: which run of a job is under way is tracked here, under one lock, not
+left to APScheduler's instance count (which a run still holds for a moment after it returned, so
+a run asked of APScheduler in that moment would be skipped as "maximum number of running
+instances reached"). A request while a run is under way marks the job pending, and the run that
+is under way runs the job again in its own thread before it lets go, checking the mark under the
+same lock as it lets go. A request while no run is under way claims the job and starts the run in
+a thread of this scheduler's own. A tick that comes while a run is under way is skipped, as
+APScheduler skips it.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from concurrent import futures
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -58,9 +68,12 @@ class Scheduler:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30},
             timezone="UTC",
         )
+        self._soon = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="run-soon")
         self._lock = threading.Lock()
-        self._running: set[str] = set()
+        self._jobs: dict[str, tuple[float, Callable[[], None]]] = {}
+        self._running: set[str] = set()  # a run is under way (from a tick or from run_soon)
         self._pending: set[str] = set()  # asked to run again while running: one run, not a queue
+        self._stopping = False
 
     def every(
         self,
@@ -72,9 +85,13 @@ class Scheduler:
     ) -> None:
         """Run `func` every `seconds`, first after `first_run_in` seconds. Replaces a job of that id."""
         start = datetime.now().astimezone() + timedelta(seconds=first_run_in)
+        logged = _logged(job_id, func)
+        with self._lock:
+            self._jobs[job_id] = (seconds, logged)
         self._scheduler.add_job(
-            self._tracked(job_id, _logged(job_id, func)),
+            self._on_tick,
             "interval",
+            args=(job_id,),
             seconds=seconds,
             id=job_id,
             name=job_id,
@@ -85,39 +102,49 @@ class Scheduler:
     def run_soon(self, job_id: str) -> bool:
         """Run `job_id` now rather than at its next tick; its interval counts from this run.
         Returns False when the request was coalesced into a run already pending, or the job is
-        unknown (not scheduled: e.g. its stage is disabled)."""
+        unknown (not scheduled: e.g. its stage is disabled) or the scheduler is stopping."""
         with self._lock:
+            if job_id not in self._jobs or self._stopping:
+                return False
             if job_id in self._running:
                 queued = job_id not in self._pending
                 self._pending.add(job_id)
                 return queued
-        return self._move_to_now(job_id)
-
-    def _move_to_now(self, job_id: str) -> bool:
+            self._running.add(job_id)  # claimed: a tick now is skipped, a request now is pending
+        seconds = self._jobs[job_id][0]
         job = self._scheduler.get_job(job_id)
-        if job is None:
+        if job is not None:  # the next tick an interval after this run
+            job.modify(next_run_time=datetime.now(UTC) + timedelta(seconds=seconds))
+        try:
+            self._soon.submit(self._run_claimed, job_id)
+        except RuntimeError:  # shut down between the check and the submit
+            with self._lock:
+                self._running.discard(job_id)
             return False
-        now = datetime.now(UTC)
-        if job.next_run_time is not None and job.next_run_time <= now:
-            return False  # already due: that run is the pending one
-        job.modify(next_run_time=now)
         return True
 
-    def _tracked(self, job_id: str, func: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            with self._lock:
-                self._running.add(job_id)
+    def _on_tick(self, job_id: str) -> None:
+        with self._lock:
+            if job_id in self._running:
+                log.debug("job %s: tick skipped, a run is under way", job_id)
+                return
+            self._running.add(job_id)
+        self._run_claimed(job_id)
+
+    def _run_claimed(self, job_id: str) -> None:
+        """Run a job this thread has claimed (in `_running`); again while it was asked meanwhile."""
+        func = self._jobs[job_id][1]
+        while True:
             try:
                 func()
             finally:
                 with self._lock:
-                    self._running.discard(job_id)
-                    again = job_id in self._pending
+                    again = job_id in self._pending and not self._stopping
                     self._pending.discard(job_id)
-                if again:
-                    self._move_to_now(job_id)
-
-        return run
+                    if not again:
+                        self._running.discard(job_id)
+            if not again:
+                return
 
     def job_ids(self) -> list[str]:
         return sorted(job.id for job in self._scheduler.get_jobs())
@@ -126,9 +153,13 @@ class Scheduler:
         self._scheduler.start()
 
     def stop(self) -> None:
-        """Stop scheduling and wait for in-flight jobs to finish their writes."""
+        """Stop scheduling and wait for in-flight jobs to finish their writes; a run asked for
+        meanwhile is not started."""
+        with self._lock:
+            self._stopping = True
         if self._scheduler.running:
             self._scheduler.shutdown(wait=True)
+        self._soon.shutdown(wait=True)
 
 
 def _logged(job_id: str, func: Callable[[], Any]) -> Callable[[], None]:

@@ -57,7 +57,6 @@ def evaluate_rules(
     one match (or null) per rule, exploded into the matches. One scan per entity instead of one
     per rule: the group-partition frame has a million rows.
     """
-    from pyspark.errors import AnalysisException
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
@@ -71,15 +70,7 @@ def evaluate_rules(
             for rule in entity_rules:
                 log.warning("rule %s skipped: no %s frame in this evaluation", rule.name, entity)
             continue
-        matches: list[Column] = []
-        for rule in entity_rules:
-            try:
-                match = _match(frame, rule)
-                frame.select(match)  # analysed now, so that a rule Spark cannot apply is skipped alone
-            except AnalysisException as exc:
-                log.error("rule %s skipped: Spark cannot apply it: %s", rule.name, exc)
-                continue
-            matches.append(match)
+        matches = _applicable(frame, entity_rules)
         if matches:
             exploded = frame.select(F.explode(F.array(*matches)).alias("m")).where(F.col("m").isNotNull())
             at = F.lit(evaluated_at).cast("timestamp").alias("evaluated_at")
@@ -87,6 +78,30 @@ def evaluate_rules(
     if not parts:
         return _session(frames).createDataFrame([], FINDINGS_DDL)
     return reduce(DataFrame.unionByName, parts)
+
+
+def _applicable(frame: DataFrame, rules: Sequence[Rule]) -> list[Column]:
+    """The matches of the `rules` Spark can apply to `frame`. They are analysed together (one
+    analysis of the entity's plan), and only when that fails one by one, so that a rule Spark
+    cannot apply is skipped alone."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        matches = [_match(frame, rule) for rule in rules]
+        frame.select(*matches)
+        return matches
+    except AnalysisException:
+        pass
+    applicable: list[Column] = []
+    for rule in rules:
+        try:
+            match = _match(frame, rule)
+            frame.select(match)
+        except AnalysisException as exc:
+            log.error("rule %s skipped: Spark cannot apply it: %s", rule.name, exc)
+            continue
+        applicable.append(match)
+    return applicable
 
 
 def _session(frames: Mapping[str, DataFrame]) -> SparkSession:
@@ -145,6 +160,15 @@ def unsampled_keys(frames: Mapping[str, DataFrame], rules: Sequence[Rule]) -> Da
         if SAMPLED in frame.columns and any(rule.entity == entity for rule in rules)
     ]
     return reduce(DataFrame.unionByName, parts) if parts else None
+
+
+def with_unsampled(matches: DataFrame, unsampled: DataFrame | None) -> DataFrame:
+    """The matches and the unsampled keys (`unsampled_keys`) in one frame, so that one action
+    brings both to the driver: an unsampled key is a row whose `rule` is null, with its `entity`
+    and `entity_key` only."""
+    if unsampled is None:
+        return matches
+    return matches.unionByName(unsampled, allowMissingColumns=True)
 
 
 def _match(frame: DataFrame, rule: Rule) -> Column:

@@ -107,9 +107,13 @@ def read_inputs(
     clusters: Sequence[str],
     evaluated_at: datetime,
     window: timedelta,
+    readers: int | None = None,
 ) -> Inputs:
-    """The inputs as DataFrames, read when a job needs them."""
-    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    """The inputs as DataFrames, read when a job needs them; the large ones in `readers` slices
+    at most (default: one per executor core; a small cluster's are read whole, in one query)."""
+    parallelism = max(
+        1, min(spark.sparkContext.defaultParallelism, readers or spark.sparkContext.defaultParallelism)
+    )
     frames: dict[str, DataFrame] = {}
     names = [f.name for f in fields(Inputs) if f.name != "evaluated_at"]
     for name in names:

@@ -12,6 +12,11 @@ and evaluate, the findings' texts included) and `write` (load); the daemon recor
 evaluation run row. The reads run lazily inside the compute jobs, so their share is taken from
 Spark's metrics (`metrics.py`) and moved out of `compute`.
 
+Sized to the data: the number of group-partitions and partitions (one count before the job)
+sets the shuffle partitions, the read slices and the writers (`ROWS_PER_SHUFFLE_PARTITION`); a
+small cluster is evaluated in one partition without adaptive re-planning, in a dozen Spark jobs,
+where Spark's defaults made it 70 (docs/bench/evaluation-profile.md).
+
 The same job runs inside the daemon on a warm session, or through spark-submit, whose entry file
 (spark-submit runs a file, not a module) calls `main` (README: "Running the evaluation on a Spark
 cluster"):
@@ -27,15 +32,15 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, delete
+from sqlalchemy import Connection, Engine, delete, text
 
-from monitor.core.derived import ENTITIES, table_of
+from monitor.core.derived import ENTITIES, SOURCES, table_of
 from monitor.evaluate import extract
-from monitor.evaluate.engine import evaluate_rules, render, unsampled_keys
+from monitor.evaluate.engine import evaluate_rules, render, unsampled_keys, with_unsampled
 from monitor.evaluate.io import write_table
 from monitor.evaluate.metrics import JdbcReads, jdbc_reads
 from monitor.evaluate.rules import Rule
@@ -44,6 +49,7 @@ from monitor.evaluate.transforms import derive
 from monitor.store.evaluation import DERIVED_TABLES
 from monitor.store.findings import Match, merge_findings
 from monitor.store.partitions import create_day_partitions, day_of
+from monitor.store.runs import newest_reached
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -95,7 +101,10 @@ def run_evaluation(
     it is written, and released when the job ends, failed or not.
     """
     result = EvaluationResult(evaluated_at)
-    inputs = extract.read_inputs(spark, target, clusters, evaluated_at, settings.window)
+    size = _input_rows(engine, clusters)
+    inputs = extract.read_inputs(
+        spark, target, clusters, evaluated_at, settings.window, readers=_partitions_for(spark, size)
+    )
     kept: list[DataFrame] = []
 
     def keep(frame: DataFrame) -> DataFrame:
@@ -103,17 +112,16 @@ def run_evaluation(
         return frame
 
     try:
-        with _phase(result, "compute"):
+        with _phase(result, "compute"), _sized_to(spark, size):
             frames = derive(inputs, settings.window_commits, keep)
             # The rules read every entity: this reads the inputs and computes (and keeps) them all.
-            matches = _evaluate(frames, rules, evaluated_at)
-            unsampled = _unsampled(frames, rules)
-        with _phase(result, "write"):
+            matches, unsampled = _evaluate(frames, rules, evaluated_at)
+        with _phase(result, "write"), _sized_to(spark, size):
             result.rows = _write_derived(target, engine, frames, clusters, evaluated_at)
             with engine.begin() as conn:
                 result.findings = merge_findings(
                     conn,
-                    matches,
+                    _observed(conn, matches, clusters, evaluated_at, settings.window),
                     evaluated_at,
                     clusters=clusters,
                     rules=[rule.name for rule in rules],
@@ -125,6 +133,62 @@ def run_evaluation(
         for frame in kept:
             frame.unpersist()
     return result
+
+
+ROWS_PER_SHUFFLE_PARTITION = 100_000
+"""Group-partitions and partitions per shuffle partition (and per JDBC writer). A small cluster's
+evaluation runs in one: at Spark's fixed count each shuffle would cost a task per partition,
+each a few milliseconds of scheduling for a handful of rows, and each write a connection per
+writer. `spark.sql.shuffle.partitions` stays the most it uses (the daemon's `spark.shuffle_partitions`
+or spark-submit's `--conf`)."""
+
+_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+_ADAPTIVE = "spark.sql.adaptive.enabled"
+
+
+def _input_rows(engine: Engine, clusters: Sequence[str]) -> int:
+    """The group-partitions and partitions of `clusters`: what the evaluation's size grows with
+    (two counts in one statement, milliseconds at a million rows)."""
+    with engine.connect() as conn:
+        return int(
+            conn.execute(
+                text(
+                    "SELECT (SELECT count(*) FROM latest_group_offsets WHERE cluster = ANY(:c))"
+                    " + (SELECT count(*) FROM partitions WHERE cluster = ANY(:c))"
+                ),
+                {"c": list(clusters)},
+            ).scalar_one()
+        )
+
+
+def _partitions_for(spark: SparkSession, rows: int) -> int:
+    """One partition per ROWS_PER_SHUFFLE_PARTITION rows, at least one, at most the session's
+    `spark.sql.shuffle.partitions`."""
+    configured = int(spark.conf.get(_SHUFFLE_PARTITIONS) or 1)
+    return max(1, min(configured, -(-rows // ROWS_PER_SHUFFLE_PARTITION)))
+
+
+@contextmanager
+def _sized_to(spark: SparkSession, rows: int) -> Iterator[int]:
+    """Within the block, shuffles (and writes) use `_partitions_for(rows)` partitions; with one,
+    adaptive execution is off too (restored after). Adaptive execution plans each stage once the
+    stages before it have run, as a job of its own: at one partition there is nothing for it to
+    coalesce or split, and a small cluster's evaluation ran 70 jobs with it and 12 without."""
+    sized = _partitions_for(spark, rows)
+    changes = {_SHUFFLE_PARTITIONS: str(sized)}
+    if sized == 1:
+        changes[_ADAPTIVE] = "false"
+    before: dict[str, str | None] = {key: spark.conf.get(key) for key in changes}
+    for key, value in changes.items():
+        spark.conf.set(key, value)
+    try:
+        yield sized
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 def _split_reads(result: EvaluationResult, reads: JdbcReads | None, cores: int) -> None:
@@ -141,18 +205,40 @@ def _split_reads(result: EvaluationResult, reads: JdbcReads | None, cores: int) 
     }
 
 
-def _evaluate(frames: dict[str, DataFrame], rules: Sequence[Rule], evaluated_at: datetime) -> list[Match]:
-    """The rules' matches, with their texts rendered (on the driver: they are few)."""
+def _evaluate(
+    frames: dict[str, DataFrame], rules: Sequence[Rule], evaluated_at: datetime
+) -> tuple[list[Match], list[tuple[str, str]]]:
+    """The rules' matches, with their texts rendered (on the driver: they are few), and the
+    (entity, entity_key) of the entities this evaluation did not sample (engine.unsampled_keys:
+    few, except while a broker is gone), both brought back by one action."""
     by_name = {rule.name: rule for rule in rules}
-    rows = evaluate_rules(frames, rules, evaluated_at).collect()
-    return [_match(row.asDict(recursive=True), by_name[row["rule"]]) for row in rows]
+    verdicts = with_unsampled(evaluate_rules(frames, rules, evaluated_at), unsampled_keys(frames, rules))
+    matches, unsampled = [], []
+    for row in verdicts.collect():
+        if row["rule"] is None:
+            unsampled.append((row["entity"], row["entity_key"]))
+        else:
+            matches.append(_match(row.asDict(recursive=True), by_name[row["rule"]]))
+    return matches, unsampled
 
 
-def _unsampled(frames: dict[str, DataFrame], rules: Sequence[Rule]) -> list[tuple[str, str]]:
-    """(entity, entity_key) of the entities this evaluation did not sample (engine.unsampled_keys):
-    few, except while a broker is gone, and each a short pair."""
-    keys = unsampled_keys(frames, rules)
-    return [] if keys is None else [(row["entity"], row["entity_key"]) for row in keys.collect()]
+def _observed(
+    conn: Connection,
+    matches: Sequence[Match],
+    clusters: Sequence[str],
+    evaluated_at: datetime,
+    window: timedelta,
+) -> list[Match]:
+    """`matches` with the time of the newest sample each was derived from (the newest run of the
+    jobs its entity is derived from, core.derived.SOURCES), from which the rule's `for` counts."""
+    jobs = sorted({job for entity_jobs in SOURCES.values() for job in entity_jobs})
+    newest = newest_reached(conn, clusters, jobs, evaluated_at, evaluated_at - window)
+
+    def observed_at(match: Match) -> datetime | None:
+        keys = [(match.cluster, job) for job in SOURCES[match.entity]]
+        return max((newest[key] for key in keys if key in newest), default=None)
+
+    return [replace(match, observed_at=observed_at(match)) for match in matches]
 
 
 def _write_derived(
@@ -163,8 +249,9 @@ def _write_derived(
     evaluated_at: datetime,
 ) -> dict[str, int]:
     """Replace this evaluation's rows: delete any earlier attempt at `evaluated_at`, then append
-    each entity's rows, one connection per core. Returns the rows written per entity (counted by
-    the writes themselves, not by another pass)."""
+    each entity's rows, one connection per writer (one per core, at most one per shuffle partition:
+    a small cluster's rows go through one). Returns the rows written per entity (counted by the
+    writes themselves, not by another pass)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -178,7 +265,8 @@ def _write_derived(
     rows = {}
     for entity, frame in frames.items():
         counted = Observation(f"rows_{entity}")
-        writers = max(1, frame.sparkSession.sparkContext.defaultParallelism)
+        cores = frame.sparkSession.sparkContext.defaultParallelism
+        writers = max(1, min(cores, int(frame.sparkSession.conf.get(_SHUFFLE_PARTITIONS) or 1)))
         written = frame.coalesce(writers).observe(counted, F.count(F.lit(1)).alias("rows"))
         write_table(written, target, table_of(entity), mode="append")
         rows[entity] = int(counted.get["rows"])

@@ -1,9 +1,13 @@
 """Findings: merging one evaluation's rule matches into the open findings.
 
 Lifecycle of a finding, keyed by (rule, entity_key):
-- first match: inserted, `pending` (or `firing` at once when the rule's `for` is 0);
-- matched again: `last_seen`, severity, value and texts updated; `firing` once it has held for
-  `for_seconds` since `first_seen` (a severity change keeps the same finding);
+- first match: inserted, `pending` (or `firing` at once when the rule's `for` is 0), with
+  `first_seen` the time of the sample that showed the condition (`Match.observed_at`), not the
+  evaluation's: an evaluation that comes some seconds after the collection does not add them to
+  the rule's `for`;
+- matched again: `last_seen`, severity, value and texts updated; `firing` once the condition has
+  held for `for_seconds`, from `first_seen` to the newest sample that still shows it (a severity
+  change keeps the same finding; a firing finding stays firing while matched);
 - not matched by an evaluation of its rule on its cluster: `resolved` (kept as history), unless
   that evaluation did not sample its entity (a partial collection run: missing data is not a
   condition turned false). Then it keeps its state, `first_seen` (the `for` timer) and all, until
@@ -44,12 +48,17 @@ class Match:
     for_seconds: int
     labels: dict[str, str] = field(default_factory=dict)
     runbook: str | None = None
+    observed_at: datetime | None = None
+    """When the newest sample the match was computed from was taken (None, or later than the
+    evaluation: the evaluation time). Never earlier than the sample that first showed the
+    condition, so a `for` never elapses early."""
 
 
 _STAGE = """
 CREATE TEMP TABLE IF NOT EXISTS _matches (
     rule text, entity text, entity_key text, cluster text, labels jsonb, severity text,
-    value double precision, summary text, description text, runbook text, for_seconds int
+    value double precision, summary text, description text, runbook text, for_seconds int,
+    observed_at timestamptz
 ) ON COMMIT DROP
 """
 
@@ -57,7 +66,8 @@ _UPDATE = """
 UPDATE findings f SET
     last_seen = :t, evaluated_at = :t, severity = m.severity, value = m.value, labels = m.labels,
     summary = m.summary, description = m.description, runbook = m.runbook, for_seconds = m.for_seconds,
-    state = CASE WHEN :t - f.first_seen >= make_interval(secs => m.for_seconds)
+    state = CASE WHEN f.state = 'firing'
+                      OR m.observed_at - f.first_seen >= make_interval(secs => m.for_seconds)
                  THEN 'firing' ELSE 'pending' END
 FROM _matches m
 WHERE f.rule = m.rule AND f.entity_key = m.entity_key AND f.state <> 'resolved' AND f.last_seen <= :t
@@ -67,7 +77,8 @@ _INSERT = """
 INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary, description,
                       runbook, for_seconds, state, first_seen, last_seen, evaluated_at)
 SELECT m.rule, m.entity, m.entity_key, m.cluster, m.labels, m.severity, m.value, m.summary, m.description,
-       m.runbook, m.for_seconds, CASE WHEN m.for_seconds <= 0 THEN 'firing' ELSE 'pending' END, :t, :t, :t
+       m.runbook, m.for_seconds, CASE WHEN m.for_seconds <= 0 THEN 'firing' ELSE 'pending' END, m.observed_at,
+       :t, :t
 FROM _matches m
 WHERE NOT EXISTS (
     SELECT 1 FROM findings f WHERE f.rule = m.rule AND f.entity_key = m.entity_key AND f.state <> 'resolved'
@@ -119,10 +130,10 @@ def merge_findings(
         conn,
         "_matches",
         ("rule", "entity", "entity_key", "cluster", "labels", "severity", "value", "summary", "description",
-         "runbook", "for_seconds"),
+         "runbook", "for_seconds", "observed_at"),
         [
             (m.rule, m.entity, m.entity_key, m.cluster, json.dumps(m.labels), m.severity, m.value, m.summary,
-             m.description, m.runbook, m.for_seconds)
+             m.description, m.runbook, m.for_seconds, min(m.observed_at or evaluated_at, evaluated_at))
             for m in matches
         ],
     )  # fmt: skip

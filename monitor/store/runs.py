@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from prometheus_client import Counter, Histogram
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.core.clock import Clock
@@ -151,3 +151,23 @@ class RunRecorder:
             )  # fmt: skip
 
         self._writer.submit(f"{run.cluster}:{run.job}:run", 1, write)
+
+
+_NEWEST_REACHED = """
+SELECT cluster, job, max(finished_at) FROM collection_runs
+WHERE cluster = ANY(:clusters) AND job = ANY(:jobs) AND status IN ('ok', 'partial')
+  AND started_at > :since AND finished_at <= :at
+GROUP BY cluster, job
+"""
+
+
+def newest_reached(
+    conn: Connection, clusters: Collection[str], jobs: Collection[str], at: datetime, since: datetime
+) -> dict[tuple[str, str], datetime]:
+    """(cluster, job) -> when its newest run that reached the cluster (ok or partial) between
+    `since` and `at` finished: the time of the newest sample that job wrote by `at`."""
+    rows = conn.execute(
+        text(_NEWEST_REACHED),
+        {"clusters": list(clusters), "jobs": list(jobs), "at": at, "since": since},
+    )
+    return {(str(cluster), str(job)): finished for cluster, job, finished in rows.all()}

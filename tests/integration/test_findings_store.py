@@ -14,7 +14,12 @@ T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def match(
-    key: str, severity: str = "warning", for_seconds: int = 60, cluster: str = "c1", rule: str = "R"
+    key: str,
+    severity: str = "warning",
+    for_seconds: int = 60,
+    cluster: str = "c1",
+    rule: str = "R",
+    observed_at: datetime | None = None,
 ) -> Match:
     return Match(
         rule,
@@ -27,6 +32,7 @@ def match(
         "description",
         for_seconds,
         {"topic": key},
+        observed_at=observed_at,
     )
 
 
@@ -134,3 +140,39 @@ def test_an_unsampled_entity_keeps_its_state_until_sampled_or_stale(engine: Engi
     at += timedelta(seconds=1)
     counts = merge(engine, [], at, unsampled=("a",), stale_before=at - window)
     assert (counts["resolved"], counts["kept"], counts["firing"]) == (1, 0, 0)
+
+
+def test_for_counts_from_the_sample_that_showed_the_condition(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM findings"))
+    sampled = T - timedelta(seconds=40)  # the collection saw it 40 s before the evaluation ran
+    merge(engine, [match("a", observed_at=sampled)], T)
+    f = findings(engine)
+    assert (f["a"]["state"], f["a"]["first_seen"], f["a"]["last_seen"]) == ("pending", sampled, T)
+
+    # 59 s of samples showing it: not yet, however late the evaluation runs
+    merge(engine, [match("a", observed_at=sampled + timedelta(seconds=59))], T + timedelta(seconds=30))
+    assert findings(engine)["a"]["state"] == "pending"
+
+    # 60 s after the first sample, 20 s after the first evaluation: firing, with the rule's `for`
+    # measured from the sample (counted from the evaluation it would still be 40 s away)
+    merge(engine, [match("a", observed_at=sampled + timedelta(seconds=60))], T + timedelta(seconds=35))
+    f = findings(engine)
+    assert (f["a"]["state"], f["a"]["first_seen"]) == ("firing", sampled)
+
+    # an evaluation whose newest sample is older does not move it back
+    merge(engine, [match("a", observed_at=sampled)], T + timedelta(seconds=40))
+    assert findings(engine)["a"]["state"] == "firing"
+
+
+def test_a_sample_time_after_the_evaluation_counts_as_the_evaluation_time(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM findings"))
+    merge(engine, [match("a", observed_at=T + timedelta(seconds=5)), match("b")], T)
+    f = findings(engine)
+    assert f["a"]["first_seen"] == T and f["b"]["first_seen"] == T
+
+    counts = merge(
+        engine, [match("a", observed_at=T + timedelta(hours=1)), match("b")], T + timedelta(seconds=30)
+    )
+    assert counts["firing"] == 0, "a sample stamped in the future does not make the `for` elapse"

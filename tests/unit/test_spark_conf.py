@@ -55,3 +55,10 @@ def test_session_keeps_a_bounded_history_of_its_work(tmp_path: Path) -> None:
     assert int(conf["spark.ui.retainedTasks"]) <= 5000
     mine = session_conf(SparkConfig(conf={"spark.sql.ui.retainedExecutions": "500"}), jar)
     assert mine["spark.sql.ui.retainedExecutions"] == "500"
+
+
+def test_session_keeps_the_code_a_warm_evaluation_reuses(tmp_path: Path) -> None:
+    conf = session_conf(SparkConfig(), tmp_path / "postgresql-42.jar")
+    assert int(conf["spark.sql.codegen.cache.maxEntries"]) >= 300, "one evaluation's generated classes fit"
+    mine = session_conf(SparkConfig(conf={"spark.sql.codegen.cache.maxEntries": "50"}), tmp_path / "j.jar")
+    assert mine["spark.sql.codegen.cache.maxEntries"] == "50"
