@@ -13,8 +13,8 @@ What it runs, all real and local:
   served by this process, which records when each notice arrived;
 - a workload made for the faults: `detect-offline` (one replica, on broker 3), `detect-minisr`
   (replicas on brokers 3 and 1, min.insync.replicas 2), `detect-loss` (retention 20 s, 2 s
-  segments, written to all along) read by the group `detect-lagger`, which committed offset 0
-  and never reads again, and `detect-ok`, a healthy topic with 3 replicas.
+  segments, made and written to when the faults start) read by the group `detect-lagger`, which
+  committed offset 0 and never reads again, and `detect-ok`, a healthy topic with 3 replicas.
 
 The run:
 1. start everything; wait for the daemon's first evaluation; then measure the idle phase for
@@ -112,13 +112,20 @@ def create_topics(bootstrap: str) -> None:
             "detect-minisr", num_partitions=1, replica_assignment=[[3, 1]],
             config={"min.insync.replicas": "2"},
         ),
-        NewTopic(
-            "detect-loss", num_partitions=1, replication_factor=3,
-            config={"retention.ms": "20000", "segment.ms": "2000"},
-        ),
         NewTopic("detect-ok", num_partitions=3, replication_factor=3),
     ]  # fmt: skip
     for future in admin.create_topics(topics).values():
+        future.result(30)
+
+
+def create_loss_topic(bootstrap: str) -> None:
+    """`detect-loss`: 20 s of retention in 2 s segments."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic(
+        "detect-loss", num_partitions=1, replication_factor=3,
+        config={"retention.ms": "20000", "segment.ms": "2000"},
+    )  # fmt: skip
+    for future in admin.create_topics([topic]).values():
         future.result(30)
 
 
@@ -133,7 +140,7 @@ def commit_zero(bootstrap: str) -> None:
 
 
 class Writer(threading.Thread):
-    """Writes to detect-loss and detect-ok, 50 records a second, until stopped."""
+    """Writes to detect-loss, 50 records a second, until stopped."""
 
     def __init__(self, bootstrap: str) -> None:
         super().__init__(daemon=True)
@@ -143,7 +150,7 @@ class Writer(threading.Thread):
     def run(self) -> None:
         payload = b"x" * 512
         while not self.stopping.wait(0.02):
-            for topic in ("detect-loss", "detect-ok"):
+            for topic in ("detect-loss",):
                 with contextlib.suppress(BufferError):
                     self.producer.produce(topic, payload)
             self.producer.poll(0)
@@ -209,9 +216,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         engine = make_engine(url)
         webhook.start()
         create_topics(kafka.bootstrap_servers)
-        commit_zero(kafka.bootstrap_servers)
-        writer = Writer(kafka.bootstrap_servers)
-        writer.start()
 
         routing = work / "routing.yaml"
         routing.write_text(
@@ -256,7 +260,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         evaluations = evaluation_seconds(engine, idle_from)
         noticed_before = {n["alerts"][0]["rule"] for _, n in notices if n.get("alerts")}
 
-        _log("fault: broker 3 stops")
+        _log("faults: detect-lagger falls behind a 20 s retention; broker 3 stops")
+        create_loss_topic(kafka.bootstrap_servers)
+        commit_zero(kafka.bootstrap_servers)
+        writer = Writer(kafka.bootstrap_servers)
+        writer.start()
         faults: dict[str, float] = {}
         stopped = time.monotonic()
         kafka.stop_node(3)
