@@ -37,6 +37,7 @@ import contextlib
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -368,6 +369,7 @@ def main() -> None:
     parser.add_argument("--web-port", type=int, default=18085)
     parser.add_argument("--keep-database", action="store_true", help="leave PostgreSQL running")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop what was started on the way out
     result = run(args)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "detect.json").write_text(json.dumps(result, indent=2))
