@@ -254,6 +254,19 @@ class FakeCluster:
             gone = [key for key in partitions if group.committed.pop(key, None) is not None]
             self._write_offsets_log(OffsetCommitRecord(group_id, t, p, None) for t, p in gone)
 
+    def delete_group(self, group_id: str) -> None:
+        """Delete an empty group: tombstones for its offsets and for the group itself."""
+        with self.lock:
+            group = self.groups.pop(group_id, None)
+            if group is None:
+                return
+            self._write_offsets_log(
+                [
+                    *(OffsetCommitRecord(group_id, t, p, None) for t, p in sorted(group.committed)),
+                    GroupMetadataRecord(group_id, deleted=True),
+                ]
+            )
+
     def _write_offsets_log(self, records: Iterable[OffsetCommitRecord | GroupMetadataRecord]) -> None:
         self.offsets_log.extend(records)
         self._offsets_written.notify_all()
