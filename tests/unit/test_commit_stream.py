@@ -185,3 +185,15 @@ def test_reconciling_keeps_what_the_stream_saw_after_the_fetch_was_asked() -> No
 
     assert corrected == 2, "t:1 no longer committed, t:2 missed by the stream"
     assert [(c.partition, c.offset) for c in state.committed(["g"])["g"]] == [(0, 9), (2, 3)]
+
+
+def test_a_stream_whose_runs_stop_coming_stops_itself(rig: StreamRig) -> None:
+    rig.context.config = rig.context.config.model_copy(update={"lease_ttl_seconds": 3})
+    rig.supervise()
+    wait_for(lambda: rig.context.commits.positioned, 5, "the stream to be positioned")
+    assert rig.commits.unsupervised_limit() == 6, "two lease periods: the runs came too fast to say more"
+
+    wait_for(lambda: not rig.context.commits.positioned, 10, "the unsupervised stream to stop")
+    rig.supervise()
+
+    wait_for(lambda: rig.context.commits.positioned, 5, "the next run to start it again")

@@ -19,13 +19,16 @@ cannot be decoded (a schema version this monitor does not know) are skipped, war
 per reason and counted (`records_skipped`); an unexpected error stops the thread, makes the run
 failed with it, and the next run starts the stream again. The scheduled run (every
 `intervals.offsets_seconds`) is the thread's supervisor: it starts it, reports what it did
-since the previous run, and restarts it when it stopped.
+since the previous run, and restarts it when it stopped. Runs happen only while this instance
+holds the cluster's lease, so a thread whose runs stop coming (the lease went to another
+instance) stops itself after `unsupervised_limit` and the new holder's stream takes over.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -76,6 +79,7 @@ class CommitStreamCollector:
         self._denied: str | None = None
         self._failure: BaseException | None = None
         self._warned: set[str] = set()
+        self._supervised: list[float] = []  # monotonic times of the last two runs
         context.closers.append(self.close)
 
     def __call__(self, run: Run) -> None:
@@ -84,6 +88,7 @@ class CommitStreamCollector:
             run.count("stream_enabled", 0)
             return
         run.count("stream_enabled", 1)
+        self._supervised = [*self._supervised[-1:], time.monotonic()]
         if self._denied is not None:
             run.count("stream_denied", 1)
             return
@@ -110,6 +115,17 @@ class CommitStreamCollector:
         self._thread = None
         self.state.stopped()
 
+    def unsupervised_limit(self) -> float:
+        """Seconds without a run after which the thread stops: three run intervals, and at least
+        two lease periods."""
+        runs = self._supervised
+        interval = runs[-1] - runs[0] if len(runs) == 2 else 0.0
+        return max(3 * interval, 2 * self._ctx.config.lease_ttl_seconds)
+
+    def _unsupervised(self) -> bool:
+        runs = self._supervised
+        return bool(runs) and time.monotonic() - runs[-1] > self.unsupervised_limit()
+
     def _report(self, run: Run) -> None:
         with self._lock:
             tally, self._tally = self._tally, _Tally()
@@ -131,6 +147,10 @@ class CommitStreamCollector:
         name = self._ctx.cluster.name
         try:
             while not self._stop.is_set():
+                if self._unsupervised():
+                    log.info("%s: the commit stream stops: its runs stopped (the lease moved)", name)
+                    self.state.stopped()
+                    return
                 if not self.state.positioned and not self._position():
                     continue
                 try:
