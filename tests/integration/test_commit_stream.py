@@ -95,3 +95,30 @@ def test_a_commit_is_in_the_store_within_a_second_and_every_commit_counts(
     c.run("commits")
     report = last_run(engine, "stream", "commits")["counts"]
     assert report["stream_live"] == 1 and report["commits_observed"] == 4
+
+
+def test_the_stream_follows_a_coordinator_that_moves(
+    kafka: KafkaTestHelper, engine: Engine, collector: Any
+) -> None:
+    topic = kafka.create_topic(partitions=1, replication_factor=3)
+    kafka.produce(topic, [b"x"] * 10)
+    group = f"moved-{topic}"
+    kafka.commit(group, topic, 0, 1)
+    c = collector("moving", topic)
+    c.run("commits")
+    wait_for(lambda: c.context.commits.positioned, 30, "the stream to be positioned")
+    c.run("offsets")
+    (described,) = c.context.admin.describe_groups([group]).value
+    assert described.coordinator is not None
+
+    kafka.stop_broker(described.coordinator)
+    kafka.commit(group, topic, 0, 7)
+
+    wait_for(
+        lambda: [o["committed_offset"] for o in observations(engine, "moving", group)] == [7],
+        60,
+        "the commit made through the new coordinator",
+    )
+    c.run("commits")
+    assert last_run(engine, "moving", "commits")["status"] == "ok"
+    assert c.context.commits.committed([group])[group][0].offset == 7
