@@ -41,6 +41,14 @@ class CommitState:
         with self._lock:
             self._positioned, self._seeded = True, False
 
+    def unobserved(self, sampled: Iterable[CommitObservation]) -> list[CommitObservation]:
+        """The sampled observations of keys the stream has not seen a commit of since it was
+        positioned (the stream's own observations of those are exact and already recorded)."""
+        with self._lock:
+            if not self._positioned:
+                return list(sampled)
+            return [o for o in sampled if (o.group_id, o.topic, o.partition) not in self._touched]
+
     def stopped(self) -> None:
         with self._lock:
             self._positioned, self._seeded = False, False

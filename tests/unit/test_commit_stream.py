@@ -197,3 +197,17 @@ def test_a_stream_whose_runs_stop_coming_stops_itself(rig: StreamRig) -> None:
     rig.supervise()
 
     wait_for(lambda: rig.context.commits.positioned, 5, "the next run to start it again")
+
+
+def test_a_commit_the_stream_saw_before_the_snapshot_is_observed_once(rig: StreamRig) -> None:
+    rig.cycle()  # sampled: billing at 4
+    rig.kafka.commit("billing", {("orders", 1): 5})  # before the stream: only sampling sees it
+    rig.supervise()
+    wait_for(lambda: rig.context.commits.positioned, 5, "the stream to be positioned")
+    rig.kafka.commit("billing", {("orders", 0): 6})
+    wait_for(lambda: rig.streamed(), 5, "the streamed commit")
+
+    rig.cycle()  # the snapshot
+
+    # The streamed commit came before any snapshot: its previous offset was not known then.
+    assert rig.streamed() == [(0, None, 6), (1, 4, 5)], "0 streamed, 1 sampled: each once"

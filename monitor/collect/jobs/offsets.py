@@ -134,9 +134,10 @@ class OffsetsCollector:
         # step 6: pure computation, then one write
         committed = listing.committed
         group_samples, losses = lag.group_samples(committed, offsets, timestamps, recalled.history, now_ms)
-        observations = (
-            [] if listing.streamed else lag.observe_commits(self._previous or {}, committed, now_ms)
-        )
+        # While the stream observes commits, sampling observes none; before its snapshot, only
+        # the changes it did not see itself (commits made before it was positioned).
+        sampled = [] if listing.streamed else lag.observe_commits(self._previous or {}, committed, now_ms)
+        observations = ctx.commits.unobserved(sampled)
         if listing.committed_answered:  # a cycle without committed offsets says nothing new
             self._previous = {(c.group_id, c.topic, c.partition): c.offset for c in committed}
         batch = OffsetsBatch(
