@@ -84,6 +84,7 @@ def test_an_unknown_job_is_refused_with_the_names_that_exist() -> None:
     )
 
     with pytest.raises(
-        ValueError, match=r"no collector job 'lag'; the jobs are commits, configs, log_dirs, metadata, offsets"
+        ValueError,
+        match=r"no collector job 'lag'; the jobs are commits, configs, log_dirs, metadata, offsets",
     ):
         collector.run("lag")
