@@ -14,10 +14,11 @@ from datetime import datetime
 
 from sqlalchemy import Engine
 
+from monitor.collect.commit_state import CommitState
 from monitor.core.clock import Clock
 from monitor.core.records import TopicInfo, TopicPartition
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
-from monitor.kafka.protocol import AdminApi, LogDirReader, TimestampReader
+from monitor.kafka.protocol import AdminApi, CommitStream, LogDirReader, TimestampReader
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import Run
 
@@ -61,6 +62,12 @@ class ClusterContext:
     config: CollectConfig
     on_critical: Callable[[str], object] | None = None
     topology: Topology | None = None
+    commit_stream: CommitStream | None = None
+    """The cluster's `__consumer_offsets` reader (None: commits come from OffsetFetch alone)."""
+    commits: CommitState = field(default_factory=CommitState)
+    """The committed offsets the commits job streams, read by the offsets job."""
+    closers: list[Callable[[], None]] = field(default_factory=list)
+    """What the jobs started beside their runs (threads), stopped before the clients close."""
 
     def allowed_topics(self) -> list[str]:
         """The cluster's topics its topic filter accepts (internal ones only when configured)."""

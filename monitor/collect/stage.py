@@ -30,8 +30,8 @@ from monitor.core.clock import Clock
 from monitor.core.errors import MonitorError, StoreUnavailableError
 from monitor.core.scheduler import Scheduler
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
-from monitor.kafka import KafkaAdmin, LogDirClient, RecordTimestampReader
-from monitor.kafka.protocol import AdminApi, LogDirReader, TimestampReader
+from monitor.kafka import CommitStreamReader, KafkaAdmin, LogDirClient, RecordTimestampReader
+from monitor.kafka.protocol import AdminApi, CommitStream, LogDirReader, TimestampReader
 from monitor.store import leases
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import RunRecorder, instance_name
@@ -41,15 +41,18 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class KafkaClients:
-    """The three clients of one cluster (the real ones by default, or a fake cluster's)."""
+    """The clients of one cluster (the real ones by default, or a fake cluster's); without a
+    commit stream, committed offsets come from OffsetFetch alone."""
 
     admin: AdminApi
     reader: TimestampReader
     log_dirs: LogDirReader
+    commits: CommitStream | None = None
 
     @classmethod
     def real(cls, cluster: ClusterConfig) -> KafkaClients:
-        return cls(KafkaAdmin(cluster), RecordTimestampReader(cluster), LogDirClient(cluster))
+        stream = CommitStreamReader(cluster) if cluster.commit_stream else None
+        return cls(KafkaAdmin(cluster), RecordTimestampReader(cluster), LogDirClient(cluster), stream)
 
 
 class ClusterCollector:
@@ -70,7 +73,16 @@ class ClusterCollector:
         self._recorder = recorder
         kafka = clients or KafkaClients.real(cluster)
         self.context = ClusterContext(
-            cluster, kafka.admin, kafka.reader, kafka.log_dirs, engine, writer, clock, config, on_critical
+            cluster,
+            kafka.admin,
+            kafka.reader,
+            kafka.log_dirs,
+            engine,
+            writer,
+            clock,
+            config,
+            on_critical,
+            commit_stream=kafka.commits,
         )
         self.runners: dict[str, JobRun] = {name: job.build(self.context) for name, job in JOBS.items()}
 
@@ -79,8 +91,14 @@ class ClusterCollector:
         self.context.admin.start()
         self.context.reader.start()
         self.context.log_dirs.start()
+        if self.context.commit_stream is not None:
+            self.context.commit_stream.start()
 
     def stop(self) -> None:
+        for close in reversed(self.context.closers):
+            close()
+        if self.context.commit_stream is not None:
+            self.context.commit_stream.close()
         self.context.log_dirs.close()
         self.context.reader.close()
         self.context.admin.close()

@@ -28,6 +28,11 @@ class KafkaRequestError(MonitorError):
     """Kafka answered a request with an error (bad topic, authorisation, invalid config ...)."""
 
 
+class KafkaAuthorizationError(KafkaRequestError):
+    """Kafka refused the request because the monitor's principal lacks an ACL (the message says
+    which resource and operation); a fallback that needs less may still work."""
+
+
 class StoreUnavailableError(MonitorError):
     """PostgreSQL could not be reached or refused the connection."""
 

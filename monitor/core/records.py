@@ -293,6 +293,49 @@ class CommitObservation:
 
 
 @dataclass(frozen=True, slots=True)
+class OffsetCommitRecord:
+    """One offset commit record of `__consumer_offsets`, decoded: a group committed `offset` on
+    (topic, partition) at `commit_timestamp_ms`; `offset` None is a tombstone (the committed offset
+    was deleted or expired). Classic and consumer-protocol (KIP-848) groups write the same record."""
+
+    group_id: str
+    topic: str
+    partition: int
+    offset: int | None
+    commit_timestamp_ms: int | None = None
+    leader_epoch: int | None = None
+    metadata: str = ""
+    expire_timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataRecord:
+    """One group metadata record of a classic group in `__consumer_offsets`, decoded; `deleted`
+    is a tombstone (the group was removed)."""
+
+    group_id: str
+    deleted: bool = False
+    protocol_type: str = ""
+    generation: int = -1
+    protocol: str | None = None
+    leader: str | None = None
+    state_timestamp_ms: int | None = None
+    member_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CommitStreamBatch:
+    """What one poll of a cluster's commit stream brought, in log order per partition."""
+
+    commits: list[OffsetCommitRecord] = field(default_factory=list)
+    groups: list[GroupMetadataRecord] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Records not decoded, by reason (an unknown value version, a truncated record ...)."""
+    caught_up: bool = False
+    """Every partition of the topic was read to its end during this poll."""
+
+
+@dataclass(frozen=True, slots=True)
 class DataLossEvent:
     """committed < start: the messages between were deleted before the group read them."""
 

@@ -155,6 +155,13 @@ class ClusterConfig(_Strict):
         description="Serve this cluster's per group-partition and per partition series on /metrics "
         "(off for huge clusters: the group, topic and cluster series stay).",
     )
+    commit_stream: bool = Field(
+        default=True,
+        description=(
+            "Read every commit from __consumer_offsets as it is written (needs Describe and Read on "
+            "that topic; without them OffsetFetch is used, as when this is false)."
+        ),
+    )
 
     @field_validator("name")
     @classmethod
@@ -243,6 +250,11 @@ class CollectConfig(_Strict):
         default=30.0, ge=3, le=3600, description="A cluster's collection lease; renewed every third of it."
     )
     timestamp_cache_entries: int = Field(default=500_000, ge=1000)
+    commit_reconcile_seconds: float = Field(
+        default=300,
+        ge=10,
+        description="While commits are streamed, how often the offsets job checks them against OffsetFetch.",
+    )
 
 
 class EvaluateConfig(_Strict):

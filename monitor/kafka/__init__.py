@@ -25,14 +25,19 @@ survive while a coordinator dies: `groups` (`GroupOffsetsClient`, OffsetFetch) a
 (`GroupDescribeClient`, DescribeGroups and ConsumerGroupDescribe, whose messages are in
 `messages`), behind `KafkaAdmin.committed_offsets` and `KafkaAdmin.describe_groups`.
 
+`commit_stream` (`CommitStreamReader`) reads `__consumer_offsets` as it is written, decoded by
+`offsets_topic` (pure).
+
 The collectors depend on the protocols of `protocol` (`AdminApi`, `TimestampReader`,
-`LogDirReader`), not on these classes; `fake` is a cluster in memory behind the same protocols,
-with injectable failures, for unit tests and benches (tests/contract holds it to the real one).
+`LogDirReader`, `CommitStream`), not on these classes; `fake` is a cluster in memory behind the
+same protocols, with injectable failures, for unit tests and benches (tests/contract holds it to
+the real one).
 """
 
 from __future__ import annotations
 
 from monitor.kafka.admin import KafkaAdmin
+from monitor.kafka.commit_stream import CommitStreamReader
 from monitor.kafka.logdirs import LogDirClient, describe_log_dirs
 from monitor.kafka.properties import ClientConfig, client_config
 from monitor.kafka.pyclient import KafkaPythonOptions, kafka_python_options
@@ -42,6 +47,7 @@ from monitor.kafka.timestamps import RecordTimestampReader
 __all__ = [
     "CONFIG_KEYS",
     "ClientConfig",
+    "CommitStreamReader",
     "KafkaAdmin",
     "KafkaPythonOptions",
     "LogDirClient",

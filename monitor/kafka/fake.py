@@ -15,6 +15,11 @@ Failures are injected on the cluster, between requests:
 - a partition whose ISR is below its topic's `min.insync.replicas` has its end offset held back
   (OFFSET_NOT_AVAILABLE), as a Kafka 4 leader holds back its high watermark.
 - `reader_capacity`: record timestamps resolved per read at most (a budget too short).
+- `deny_commit_stream`: reading `__consumer_offsets` is refused (a missing ACL).
+
+Commits, offset deletions and group membership changes are also written, as decoded records, to
+the cluster's `offsets_log`: `FakeCommitStream` reads it as `CommitStreamReader` reads
+`__consumer_offsets`.
 
 Not thread-safe beyond what the collectors need: one lock guards every request and change.
 """
@@ -28,19 +33,22 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from monitor.core.clock import Clock, SystemClock, to_millis
-from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
+from monitor.core.errors import KafkaAuthorizationError, KafkaRequestError, KafkaUnavailableError
 from monitor.core.records import (
     TIMESTAMP_CREATE,
     TIMESTAMP_LOG_APPEND,
     BrokerInfo,
     ClusterInfo,
+    CommitStreamBatch,
     CommittedOffset,
     EndOffsetHeldBack,
     GroupDescription,
     GroupMember,
+    GroupMetadataRecord,
     ListedOffsets,
     LogDirReplica,
     LogDirUsage,
+    OffsetCommitRecord,
     Partial,
     PartitionInfo,
     PartitionOffsets,
@@ -120,6 +128,7 @@ class FakeGroup:
     """The broker that coordinates the group while it is up (else the next live one)."""
     committed: dict[TopicPartition, int] = field(default_factory=dict)
     members: list[GroupMember] = field(default_factory=list)
+    generation: int = 0
 
 
 class FakeCluster:
@@ -148,6 +157,9 @@ class FakeCluster:
         self.topics: dict[str, FakeTopic] = {}
         self.groups: dict[str, FakeGroup] = {}
         self.lock = threading.RLock()
+        self.offsets_log: list[OffsetCommitRecord | GroupMetadataRecord] = []
+        self._offsets_written = threading.Condition(self.lock)
+        self.deny_commit_stream = False
         self.create_topic("__consumer_offsets", 1, min(3, brokers))
 
     # -- the cluster's state -------------------------------------------------------------------
@@ -229,6 +241,56 @@ class FakeCluster:
         """Commit offsets for a group (a simple group when it has no members)."""
         with self.lock:
             self._group(group_id).committed.update(offsets)
+            now = self.now_ms()
+            self._write_offsets_log(
+                OffsetCommitRecord(group_id, topic, partition, offset, commit_timestamp_ms=now)
+                for (topic, partition), offset in offsets.items()
+            )
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """Delete a group's committed offsets (as OffsetDelete or their expiry does)."""
+        with self.lock:
+            group = self._group(group_id)
+            gone = [key for key in partitions if group.committed.pop(key, None) is not None]
+            self._write_offsets_log(OffsetCommitRecord(group_id, t, p, None) for t, p in gone)
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete an empty group: tombstones for its offsets and for the group itself."""
+        with self.lock:
+            group = self.groups.pop(group_id, None)
+            if group is None:
+                return
+            self._write_offsets_log(
+                [
+                    *(OffsetCommitRecord(group_id, t, p, None) for t, p in sorted(group.committed)),
+                    GroupMetadataRecord(group_id, deleted=True),
+                ]
+            )
+
+    def _write_offsets_log(self, records: Iterable[OffsetCommitRecord | GroupMetadataRecord]) -> None:
+        self.offsets_log.extend(records)
+        self._offsets_written.notify_all()
+
+    def wait_for_offsets_log(self, position: int, seconds: float) -> None:
+        """Block until the offsets log holds more than `position` records, or `seconds` pass."""
+        with self._offsets_written:
+            self._offsets_written.wait_for(lambda: len(self.offsets_log) > position, timeout=seconds)
+
+    def _membership_changed(self, group: FakeGroup) -> None:
+        group.generation += 1
+        self._write_offsets_log(
+            [
+                GroupMetadataRecord(
+                    group.group_id,
+                    protocol_type="consumer",
+                    generation=group.generation,
+                    protocol="range" if group.members else None,
+                    leader=group.members[0].member_id if group.members else None,
+                    state_timestamp_ms=self.now_ms(),
+                    member_ids=tuple(m.member_id for m in group.members),
+                )
+            ]
+        )
 
     def join(self, group_id: str, member_id: str, assignment: Iterable[TopicPartition] = ()) -> None:
         """A consumer joins the group (classic protocol) with `assignment`."""
@@ -238,11 +300,13 @@ class FakeCluster:
             group.members = sorted(
                 [*(m for m in group.members if m.member_id != member_id), member], key=lambda m: m.member_id
             )
+            self._membership_changed(group)
 
     def leave(self, group_id: str, member_id: str) -> None:
         with self.lock:
             group = self._group(group_id)
             group.members = [m for m in group.members if m.member_id != member_id]
+            self._membership_changed(group)
 
     def _group(self, group_id: str) -> FakeGroup:
         group = self.groups.get(group_id)
@@ -343,6 +407,9 @@ class FakeCluster:
 
     def log_dirs(self) -> FakeLogDirs:
         return FakeLogDirs(self)
+
+    def commit_stream(self) -> FakeCommitStream:
+        return FakeCommitStream(self)
 
 
 class _Tally:
@@ -622,3 +689,40 @@ class FakeLogDirs(_FakeClient):
             tally.raise_if_unreachable(self.fake, "describe log dirs")
         replicas.sort(key=lambda r: (r.topic, r.partition, r.log_dir))
         return Partial((replicas, usages), tally.errors)
+
+
+class FakeCommitStream(_FakeClient):
+    """`monitor.kafka.protocol.CommitStream` over a `FakeCluster`'s offsets log."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        super().__init__(cluster)
+        self._position: int | None = None
+
+    def _check_allowed(self) -> None:
+        if self.fake.deny_commit_stream:
+            raise KafkaAuthorizationError(
+                f"{self.fake.name}: reading __consumer_offsets is not allowed (Broker: Topic authorization "
+                "failed); grant the monitor's principal Describe and Read on the topic __consumer_offsets, "
+                "or set commit_stream: false for this cluster"
+            )
+
+    def seek_to_end(self) -> None:
+        with self.fake.lock:
+            self._begin("seek_to_end", "position the commit stream")
+            self._check_allowed()
+            self._position = len(self.fake.offsets_log)
+
+    def poll(self, max_seconds: float) -> CommitStreamBatch:
+        if self._position is None:
+            raise RuntimeError("FakeCommitStream.seek_to_end() must be called before poll()")
+        self.fake.wait_for_offsets_log(self._position, max_seconds)
+        with self.fake.lock:
+            self._begin("poll", "read the commit stream")
+            self._check_allowed()
+            records = self.fake.offsets_log[self._position :]
+            self._position = len(self.fake.offsets_log)
+        return CommitStreamBatch(
+            commits=[r for r in records if isinstance(r, OffsetCommitRecord)],
+            groups=[r for r in records if isinstance(r, GroupMetadataRecord)],
+            caught_up=True,
+        )

@@ -1,6 +1,6 @@
 """What the collectors need from a Kafka cluster, as protocols: the real clients of this package
-(`KafkaAdmin`, `RecordTimestampReader`, `LogDirClient`) implement them, and so does the fake
-cluster of `monitor.kafka.fake`, so the collectors run unchanged on either.
+(`KafkaAdmin`, `RecordTimestampReader`, `LogDirClient`, `CommitStreamReader`) implement them, and
+so does the fake cluster of `monitor.kafka.fake`, so the collectors run unchanged on either.
 
 Every method blocks the calling thread for at most about the cluster's request timeout (or the
 budget it is given) and raises only the named errors of `monitor.core.errors`:
@@ -16,6 +16,7 @@ from typing import Protocol
 
 from monitor.core.records import (
     ClusterInfo,
+    CommitStreamBatch,
     CommittedOffset,
     GroupDescription,
     ListedOffsets,
@@ -29,7 +30,7 @@ from monitor.core.records import (
 )
 from monitor.kafka.cursor import Target
 
-__all__ = ["AdminApi", "Client", "LogDirReader", "LogDirs", "Target", "TimestampReader"]
+__all__ = ["AdminApi", "Client", "CommitStream", "LogDirReader", "LogDirs", "Target", "TimestampReader"]
 
 LogDirs = tuple[list[LogDirReplica], list[LogDirUsage]]
 """Replica sizes (per replica per broker, never summed) and log-dir volumes."""
@@ -125,4 +126,20 @@ class LogDirReader(Client, Protocol):
     def describe(self, broker_ids: Sequence[int]) -> Partial[LogDirs]:
         """Replica sizes and log-dir volumes of each broker; a broker that failed is in `errors`
         as "broker:<id>"."""
+        ...
+
+
+class CommitStream(Client, Protocol):
+    """The offset commit and group metadata records of `__consumer_offsets`, decoded, as the
+    group coordinators write them. Both methods raise `KafkaAuthorizationError` when the
+    principal may not read that topic (the caller falls back to OffsetFetch)."""
+
+    def seek_to_end(self) -> None:
+        """Position the stream at the current end of every partition of the topic: the next
+        polls bring what is written from now on. Blocks for about one request per partition."""
+        ...
+
+    def poll(self, max_seconds: float) -> CommitStreamBatch:
+        """The records written since the last poll, in log order per partition; waits up to
+        `max_seconds` for the first. Records that cannot be decoded are counted in `skipped`."""
         ...

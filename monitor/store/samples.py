@@ -204,6 +204,31 @@ def write_offsets_batch(conn: Connection, batch: OffsetsBatch, *, idempotent: bo
     return counts
 
 
+def write_commit_observations(
+    conn: Connection, cluster: str, observations: Sequence[CommitObservation]
+) -> int:
+    """Commits observed as they happened (the commit stream): appended to commit_observations
+    (a second commit of the same key in the same millisecond is one row), and each key's newest
+    commit time moved into its latest group offset row when that row exists (the offsets job
+    writes the rest of the row). Returns the observation rows written. Does not commit."""
+    if not observations:
+        return 0
+    days = {to_datetime((o.observed_at_ms // _DAY_MS) * _DAY_MS).date() for o in observations}
+    newest: dict[tuple[str, str, int], int] = {}
+    for o in observations:
+        key = (o.group_id, o.topic, o.partition)
+        newest[key] = max(o.observed_at_ms, newest.get(key, o.observed_at_ms))
+    params = {"cluster": cluster}
+    with conn.begin_nested():
+        _ensure_days(conn, {"commit_observations": days})
+        written = _insert_staged(
+            conn, _COMMITS, [_commit_row(o) for o in observations], _INSERT_COMMITS + _conflict(True), params
+        )
+        rows = [(group, topic, partition, 0, None, at) for (group, topic, partition), at in newest.items()]
+        _insert_staged(conn, _COMMITS, rows, _UPDATE_LAST_COMMIT, params)
+    return written
+
+
 def _insert_staged(
     conn: Connection, stage: _Stage, rows: Sequence[Sequence[Any]], statement: str, params: dict[str, Any]
 ) -> int:
@@ -392,6 +417,13 @@ INSERT INTO commit_observations (
     cluster, group_id, topic, partition, observed_at, committed_offset, previous_offset)
 SELECT :cluster, group_id, topic, partition, {_ts("observed_ms")}, committed_offset, previous_offset
 FROM stage_commit_observations"""
+
+_UPDATE_LAST_COMMIT = f"""
+UPDATE latest_group_offsets AS l
+SET last_commit_observed_at = {_ts("s.observed_ms")}
+FROM stage_commit_observations AS s
+WHERE l.cluster = :cluster AND l.group_id = s.group_id AND l.topic = s.topic AND l.partition = s.partition
+  AND (l.last_commit_observed_at IS NULL OR l.last_commit_observed_at < {_ts("s.observed_ms")})"""
 
 _INSERT_GROUP_STATES = """
 INSERT INTO group_states (

@@ -15,10 +15,16 @@ import pytest
 
 from monitor.core.clock import SystemClock
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
-from monitor.core.records import PartitionOffsets, RecordTimestamp
-from monitor.kafka import CONFIG_KEYS, KafkaAdmin, LogDirClient, RecordTimestampReader
+from monitor.core.records import (
+    CommitStreamBatch,
+    GroupMetadataRecord,
+    OffsetCommitRecord,
+    PartitionOffsets,
+    RecordTimestamp,
+)
+from monitor.kafka import CONFIG_KEYS, CommitStreamReader, KafkaAdmin, LogDirClient, RecordTimestampReader
 from monitor.kafka.fake import FakeCluster
-from monitor.kafka.protocol import AdminApi, LogDirReader, TimestampReader
+from monitor.kafka.protocol import AdminApi, CommitStream, LogDirReader, TimestampReader
 
 T = TypeVar("T")
 
@@ -31,6 +37,7 @@ class Backend:
     admin: AdminApi
     reader: TimestampReader
     log_dirs: LogDirReader
+    stream: CommitStream
     broker_ids: list[int]
 
     def create_topic(
@@ -53,6 +60,9 @@ class Backend:
     def stop_broker(self, broker_id: int) -> None:
         raise NotImplementedError
 
+    def delete_group(self, group: str) -> None:
+        raise NotImplementedError
+
     def wait_for(self, predicate: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
         """Poll until `predicate` gives something truthy (at once on the fake: it has no delays)."""
         deadline = time.monotonic() + timeout
@@ -68,7 +78,7 @@ class Backend:
             time.sleep(0.2)
 
     def close(self) -> None:
-        for client in (self.log_dirs, self.reader, self.admin):
+        for client in (self.stream, self.log_dirs, self.reader, self.admin):
             client.close()
 
 
@@ -78,7 +88,8 @@ class FakeBackend(Backend):
     def __init__(self) -> None:
         self.fake = FakeCluster("test", brokers=3, clock=SystemClock())
         self.admin, self.reader, self.log_dirs = self.fake.admin(), self.fake.reader(), self.fake.log_dirs()
-        for client in (self.admin, self.reader, self.log_dirs):
+        self.stream = self.fake.commit_stream()
+        for client in (self.admin, self.reader, self.log_dirs, self.stream):
             client.start()
         self.broker_ids = sorted(self.fake.brokers)
 
@@ -108,6 +119,9 @@ class FakeBackend(Backend):
     def stop_broker(self, broker_id: int) -> None:
         self.fake.stop_broker(broker_id)
 
+    def delete_group(self, group: str) -> None:
+        self.fake.delete_group(group)
+
 
 class RealBackend(Backend):
     name = "real"
@@ -120,7 +134,8 @@ class RealBackend(Backend):
             RecordTimestampReader(config),
             LogDirClient(config),
         )
-        for client in (self.admin, self.reader, self.log_dirs):
+        self.stream = CommitStreamReader(config)
+        for client in (self.admin, self.reader, self.log_dirs, self.stream):
             client.start()
         self.broker_ids = list(kafka.broker_ids)
 
@@ -155,6 +170,10 @@ class RealBackend(Backend):
 
     def stop_broker(self, broker_id: int) -> None:
         self.kafka.stop_broker(broker_id)
+
+    def delete_group(self, group: str) -> None:
+        for future in self.kafka.admin.delete_consumer_groups([group], request_timeout=10).values():
+            future.result()
 
     def close(self) -> None:
         super().close()
@@ -412,3 +431,57 @@ def test_a_stopped_broker_fails_its_own_partitions_only(backend: Backend) -> Non
     assert set(dirs.errors) == {f"broker:{victim}"}
     (again,) = backend.admin.describe_topics([topic])
     assert {p.partition for p in again.partitions if p.offline} == lost
+
+
+# -- the commit stream ---------------------------------------------------------------------------------
+
+
+def streamed(backend: Backend, wanted: Callable[[CommitStreamBatch], bool], what: str) -> CommitStreamBatch:
+    """Poll the stream until the records polled so far satisfy `wanted`; all of them."""
+    seen = CommitStreamBatch()
+
+    def poll() -> CommitStreamBatch | None:
+        batch = backend.stream.poll(0.5)
+        seen.commits.extend(batch.commits)
+        seen.groups.extend(batch.groups)
+        return seen if wanted(seen) else None
+
+    return backend.wait_for(poll, what)
+
+
+def test_commits_are_streamed_from_the_end_on_with_their_time(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=2)
+    before, after = unique("before"), unique("after")
+    backend.commit(before, topic, 0, 1)
+    backend.stream.seek_to_end()
+    started = now_ms()
+
+    backend.commit(after, topic, 1, 3)
+    backend.commit(after, topic, 1, 2)
+    seen = streamed(
+        backend, lambda b: sum(c.group_id == after for c in b.commits) >= 2, f"two commits of {after}"
+    )
+
+    mine = [c for c in seen.commits if c.group_id == after]
+    assert [(c.topic, c.partition, c.offset) for c in mine] == [(topic, 1, 3), (topic, 1, 2)]
+    for commit in mine:
+        assert commit.commit_timestamp_ms is not None
+        assert started - 5000 <= commit.commit_timestamp_ms <= now_ms() + 5000
+    assert not [c for c in seen.commits if c.group_id == before], "commits before the seek are not streamed"
+
+
+def test_a_deleted_group_streams_tombstones_for_its_offsets_and_itself(backend: Backend) -> None:
+    topic = backend.create_topic()
+    group = unique("deleted")
+    backend.commit(group, topic, 0, 4)
+    backend.stream.seek_to_end()
+
+    backend.delete_group(group)
+    seen = streamed(
+        backend,
+        lambda b: any(g.group_id == group and g.deleted for g in b.groups),
+        f"the tombstone of {group}",
+    )
+
+    assert OffsetCommitRecord(group, topic, 0, None) in seen.commits
+    assert GroupMetadataRecord(group, deleted=True) in seen.groups

@@ -23,6 +23,7 @@ from monitor.core.records import (
     END_OFFSET_LISTED,
     METHOD_EXACT,
     METHOD_NONE,
+    CommitObservation,
     GroupOffsetSample,
     OffsetsBatch,
     PartitionSample,
@@ -55,6 +56,17 @@ class RecordingWriter:
             for cell in write.__closure__ or ():
                 if isinstance(cell.cell_contents, OffsetsBatch):
                     found.append(cell.cell_contents)
+        return found
+
+    def observed(self) -> list[CommitObservation]:
+        """The commit observations handed over since the last offsets batch."""
+        found: list[CommitObservation] = []
+        for label, write in reversed(self.writes):
+            if label.endswith(":offsets"):
+                break
+            for cell in write.__closure__ or ():
+                if isinstance(cell.cell_contents, list):
+                    found += [o for o in cell.cell_contents if isinstance(o, CommitObservation)]
         return found
 
 
@@ -155,10 +167,10 @@ def test_no_group_answering_at_all_still_samples_the_partitions(rig: Rig) -> Non
     assert any(p.startswith("no committed offsets this cycle") for p in run.problems)
     assert any(p.startswith("no group description this cycle") for p in run.problems)
     assert run.counts["partitions"] == 3
-    assert rig.batch().commit_observations == []
+    assert rig.writer.observed() == []
     rig.kafka.commit("billing", {("orders", 0): 9})
     rig.cycle()
-    moved = rig.batch().commit_observations
+    moved = rig.writer.observed()
     assert [(o.partition, o.previous_offset, o.committed_offset) for o in moved] == [(0, 4, 9)], (
         "a cycle without committed offsets does not forget the previous ones"
     )
@@ -362,7 +374,7 @@ def test_a_cycle_reads_the_store_once_and_what_memory_holds_never(
     ], "not around orders:0:4, whose record the persisted cache holds"
     assert asked["committed"] == ["prod"]
     assert rig.lags()[("billing", "orders", 0)].committed_timestamp_ms == 1_000, "the stored record is used"
-    observed = rig.batch().commit_observations
+    observed = rig.writer.observed()
     assert [(o.partition, o.previous_offset, o.committed_offset) for o in observed] == [(0, 2, 4)]
 
     rig.cycle()

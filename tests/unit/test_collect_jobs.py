@@ -42,7 +42,7 @@ def test_the_interval_map_takes_each_collect_job_from_its_setting() -> None:
     collect = job_intervals(intervals)
     every = run_intervals(intervals, collect=collect)
 
-    assert collect == {"metadata": 70, "configs": 70, "offsets": 7, "log_dirs": 700}
+    assert collect == {"metadata": 70, "configs": 70, "offsets": 7, "commits": 7, "log_dirs": 700}
     assert {name: every[name] for name in JOBS} == collect
     assert set(every) - set(JOBS) == {"evaluate", "alert", "retention", "maintenance"}
 
@@ -84,6 +84,7 @@ def test_an_unknown_job_is_refused_with_the_names_that_exist() -> None:
     )
 
     with pytest.raises(
-        ValueError, match=r"no collector job 'lag'; the jobs are configs, log_dirs, metadata, offsets"
+        ValueError,
+        match=r"no collector job 'lag'; the jobs are commits, configs, log_dirs, metadata, offsets",
     ):
         collector.run("lag")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 from monitor.collect.context import CollectorJob
-from monitor.collect.jobs import configs, log_dirs, metadata, offsets
+from monitor.collect.jobs import commits, configs, log_dirs, metadata, offsets
 from monitor.core.settings import Intervals
 
 JOBS: Final[dict[str, CollectorJob]] = {
@@ -21,6 +21,7 @@ JOBS: Final[dict[str, CollectorJob]] = {
         metadata.JOB,
         configs.JOB,
         offsets.JOB,
+        commits.JOB,
         log_dirs.JOB,
     )
 }

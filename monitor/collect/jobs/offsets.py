@@ -6,14 +6,19 @@ look ahead of the end it is compared with, DOMAIN.md section 1):
 
 1. list the allowed groups and describe them (state, members, assignments), the description
    running beside steps 2 and 3;
-2. fetch their committed offsets, one request per group, concurrently;
+2. fetch their committed offsets, one request per group, concurrently; while the commits job
+   streams them (`monitor.collect.jobs.commits`) they are taken from its state instead, and
+   OffsetFetch runs only every `collect.commit_reconcile_seconds` to check it (and once after the
+   stream is positioned, as the snapshot of what was committed before);
 3. list start/end/max-timestamp offsets of every allowed partition, batched;
 4. recall what the cycle needs and memory lacks in one read of the store (`monitor.collect.recall`):
    persisted record timestamps, stored end offsets of held-back partitions, the end-offset history
    around lagging groups' offsets, and once after a start the last committed offsets;
 5. read the record timestamps still missing from Kafka, within the cycle's time budget;
 6. derive (pure, `monitor.collect.lag`) lag, with interpolation from the history where a record
-   was not read, data-loss events and commit observations, and hand one batch to the store.
+   was not read, data-loss events and, while the stream is not live, commit observations
+   sampled as changes between cycles, and hand one batch to the store (the observations go
+   through the commits job, which owns that table).
 
 Failure policy: steps 1-3 failing as a whole fail the run (nothing written); a group or partition
 that fails alone is a problem and the run is `partial`; timestamps missed by the budget are not a
@@ -31,6 +36,7 @@ refines estimates: while PostgreSQL is unavailable the cycle goes on without it 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,6 +46,7 @@ from sqlalchemy import Connection
 
 from monitor.collect import lag
 from monitor.collect.context import ClusterContext, CollectorJob, Topology
+from monitor.collect.jobs.commits import record_observations
 from monitor.collect.recall import StoreAnswer, StoreRequest, TimestampCache, read_store
 from monitor.core.clock import to_millis
 from monitor.core.errors import KafkaUnavailableError
@@ -74,6 +81,8 @@ class Listing:
     committed: list[CommittedOffset]
     committed_answered: bool
     """False when no committed offsets came back at all (the cycle says nothing about commits)."""
+    streamed: bool
+    """The committed offsets came from the commit stream, which observed every commit itself."""
     listed: ListedOffsets
 
 
@@ -90,6 +99,7 @@ class OffsetsCollector:
         self._held_back_logged: frozenset[TopicPartition] = frozenset()
         self._held_back_seen: frozenset[TopicPartition] = frozenset()
         self._losses: frozenset[lag.GroupKey] = frozenset()
+        self._reconciled_at = float("-inf")  # monotonic time of the last OffsetFetch
         self.critical_changed = False
         """The last cycle saw a group newly fallen off the log, or the set of partitions under
         min ISR change: inputs of critical rules."""
@@ -124,7 +134,10 @@ class OffsetsCollector:
         # step 6: pure computation, then one write
         committed = listing.committed
         group_samples, losses = lag.group_samples(committed, offsets, timestamps, recalled.history, now_ms)
-        observations = lag.observe_commits(self._previous or {}, committed, now_ms)
+        # While the stream observes commits, sampling observes none; before its snapshot, only
+        # the changes it did not see itself (commits made before it was positioned).
+        sampled = [] if listing.streamed else lag.observe_commits(self._previous or {}, committed, now_ms)
+        observations = ctx.commits.unobserved(sampled)
         if listing.committed_answered:  # a cycle without committed offsets says nothing new
             self._previous = {(c.group_id, c.topic, c.partition): c.offset for c in committed}
         batch = OffsetsBatch(
@@ -134,11 +147,12 @@ class OffsetsCollector:
             partitions=lag.partition_samples(offsets.values(), timestamps, last_known),
             groups=list(listing.described.value),
             group_offsets=group_samples,
-            commit_observations=observations,
             record_timestamps=fresh,
             data_loss=losses,
         )
         written = ctx.writer.submit(f"{ctx.cluster.name}:offsets", batch.row_count, _writer_for(batch))
+        # After the batch: the observation times go into the latest group offset rows it wrote.
+        record_observations(ctx, observations)
 
         run.count("groups", len(listing.described.value))
         run.count("group_partitions", len(committed))
@@ -156,6 +170,7 @@ class OffsetsCollector:
         self.critical_changed = bool(lost - self._losses) or frozenset(held_back) != self._held_back_seen
         self._losses, self._held_back_seen = lost, frozenset(held_back)
         run.count("commits_observed", len(observations))
+        run.count("commits_streamed", int(listing.streamed))
         run.count("rows", batch.row_count)
         run.count("buffered", 0 if written else batch.row_count)
         run.count("buffer_dropped_rows_total", ctx.writer.dropped_rows)
@@ -172,13 +187,7 @@ class OffsetsCollector:
         # its own client), which saves its time (0.6 s for 500 groups) from every cycle.
         with ThreadPoolExecutor(1, thread_name_prefix=f"describe-{ctx.cluster.name}") as pool:
             describing = pool.submit(admin.describe_groups, group_ids)
-            try:
-                committed_result: Partial[dict[str, list[CommittedOffset]]] | None = admin.committed_offsets(
-                    group_ids
-                )
-            except KafkaUnavailableError as exc:
-                run.problem(f"no committed offsets this cycle: {exc}")
-                committed_result = None
+            committed_result, streamed = self._committed(run, group_ids)
             topology = self._topology()
             listed = admin.list_offsets(topology.partitions, topology.leaders)
             # A broker that just died can leave every group request of this cycle unanswered (its
@@ -199,7 +208,29 @@ class OffsetsCollector:
             for c in offsets
             if ctx.cluster.topics.accepts(c.topic)
         ]
-        return Listing(described, committed, committed_result is not None, listed)
+        return Listing(described, committed, committed_result is not None, streamed, listed)
+
+    def _committed(
+        self, run: Run, group_ids: list[str]
+    ) -> tuple[Partial[dict[str, list[CommittedOffset]]] | None, bool]:
+        """Step 2: (the groups' committed offsets, None when no coordinator answered; whether
+        they came from the commit stream). OffsetFetch when the stream is not live or a
+        reconciliation is due; its answer then seeds or checks the stream's state."""
+        ctx = self._ctx
+        commits = ctx.commits
+        due = time.monotonic() - self._reconciled_at >= ctx.config.commit_reconcile_seconds
+        if commits.live and not due:
+            return Partial(commits.committed(group_ids), {}), True
+        asked_at = time.monotonic()
+        try:
+            result = ctx.admin.committed_offsets(group_ids)
+        except KafkaUnavailableError as exc:
+            run.problem(f"no committed offsets this cycle: {exc}")
+            return None, False
+        if commits.positioned:
+            run.count("commits_reconciled", commits.reconcile(result.value, asked_at))
+            self._reconciled_at = asked_at
+        return result, False
 
     def _group_ids(self, run: Run) -> list[str]:
         """The allowed groups. ListGroups asks every broker; with one broker gone it fails as a
@@ -354,7 +385,6 @@ JOB = CollectorJob(
         "latest_group_offsets",
         "group_states",
         "group_members",
-        "commit_observations",
         "record_timestamps",
         "data_loss_events",
     ),

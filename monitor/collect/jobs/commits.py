@@ -1,0 +1,248 @@
+"""The commits job: every commit of one cluster read from `__consumer_offsets` as it is written
+(as Burrow does), in its own thread per cluster.
+
+Each commit becomes a `commit_observations` row at its exact commit time (a commit of an
+unchanged offset too: a consumer that keeps committing the same offset is stalled, not stopped)
+and the current committed offset in `CommitState`, which the offsets job computes lag from
+instead of asking OffsetFetch every cycle. A tombstone (offset deleted or expired, group
+deleted) removes the committed offset.
+
+Start: the stream is positioned at the current end of the topic first; the offsets job's next
+OffsetFetch is the snapshot of what was committed before (`CommitState.reconcile`), and the
+stream applies everything after. OffsetFetch then runs only every
+`collect.commit_reconcile_seconds` to check the stream.
+
+Failure policy: reading the topic refused (ACLs) is logged once and the cluster falls back to
+OffsetFetch every cycle (the run counts `stream_denied`, it is not a problem); a cluster that
+does not answer is retried by the thread while the offsets job uses OffsetFetch; records that
+cannot be decoded (a schema version this monitor does not know) are skipped, warned about once
+per reason and counted (`records_skipped`); an unexpected error stops the thread, makes the run
+failed with it, and the next run starts the stream again. The scheduled run (every
+`intervals.offsets_seconds`) is the thread's supervisor: it starts it, reports what it did
+since the previous run, and restarts it when it stopped. Runs happen only while this instance
+holds the cluster's lease, so a thread whose runs stop coming (the lease went to another
+instance) stops itself after `unsupervised_limit` and the new holder's stream takes over.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection
+
+from monitor.collect.context import ClusterContext, CollectorJob
+from monitor.core.clock import to_millis
+from monitor.core.errors import KafkaAuthorizationError, KafkaUnavailableError
+from monitor.core.records import CommitObservation
+from monitor.kafka.offsets_topic import WARNED_SKIPS
+from monitor.kafka.protocol import CommitStream
+from monitor.store.runs import Run
+from monitor.store.samples import write_commit_observations
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.5
+"""Longest wait for the next records; also how quickly the thread notices it should stop."""
+RETRY_SECONDS = 2.0
+"""Wait before positioning the stream again after the cluster did not answer."""
+
+
+@dataclass
+class _Tally:
+    """What the thread did since the supervisor last looked."""
+
+    commits: int = 0
+    tombstones: int = 0
+    group_records: int = 0
+    observations_written: int = 0
+    observations_buffered: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    latency_ms: list[int] = field(default_factory=list)
+    """Read time minus commit time of each commit (how far behind the stream is)."""
+
+
+class CommitStreamCollector:
+    """The commits job of one cluster: a supervised thread reading its commit stream."""
+
+    def __init__(self, context: ClusterContext) -> None:
+        self._ctx = context
+        self.state = context.commits
+        self._stream: CommitStream | None = context.commit_stream
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._tally = _Tally()
+        self._denied: str | None = None
+        self._failure: BaseException | None = None
+        self._warned: set[str] = set()
+        self._supervised: list[float] = []  # monotonic times of the last two runs
+        context.closers.append(self.close)
+
+    def __call__(self, run: Run) -> None:
+        ctx = self._ctx
+        if not ctx.cluster.commit_stream or self._stream is None:
+            run.count("stream_enabled", 0)
+            return
+        run.count("stream_enabled", 1)
+        self._supervised = [*self._supervised[-1:], time.monotonic()]
+        if self._denied is not None:
+            run.count("stream_denied", 1)
+            return
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            run.problem(f"the commit stream stopped ({failure}); starting it again")
+        if self._thread is None or not self._thread.is_alive():
+            self._start_thread()
+        self._report(run)
+
+    def _start_thread(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"commits-{self._ctx.cluster.name}", daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the thread (within about `POLL_SECONDS`)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=POLL_SECONDS * 4 + self._ctx.cluster.request_timeout_seconds)
+        self._thread = None
+        self.state.stopped()
+
+    def unsupervised_limit(self) -> float:
+        """Seconds without a run after which the thread stops: three run intervals, and at least
+        two lease periods."""
+        runs = self._supervised
+        interval = runs[-1] - runs[0] if len(runs) == 2 else 0.0
+        return max(3 * interval, 2 * self._ctx.config.lease_ttl_seconds)
+
+    def _unsupervised(self) -> bool:
+        runs = self._supervised
+        return bool(runs) and time.monotonic() - runs[-1] > self.unsupervised_limit()
+
+    def _report(self, run: Run) -> None:
+        with self._lock:
+            tally, self._tally = self._tally, _Tally()
+        run.count("stream_live", int(self.state.live))
+        run.count("commits", tally.commits)
+        run.count("tombstones", tally.tombstones)
+        run.count("group_records", tally.group_records)
+        run.count("commits_observed", tally.observations_written)
+        run.count("buffered", tally.observations_buffered)
+        run.count("records_skipped", sum(tally.skipped.values()))
+        if tally.latency_ms:
+            ordered = sorted(tally.latency_ms)
+            run.count("commit_read_latency_ms_median", ordered[len(ordered) // 2])
+            run.count("commit_read_latency_ms_max", ordered[-1])
+
+    # -- the thread -------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        name = self._ctx.cluster.name
+        try:
+            while not self._stop.is_set():
+                if self._unsupervised():
+                    log.info("%s: the commit stream stops: its runs stopped (the lease moved)", name)
+                    self.state.stopped()
+                    return
+                if not self.state.positioned and not self._position():
+                    continue
+                try:
+                    self._poll_once()
+                except KafkaUnavailableError as exc:
+                    log.warning(
+                        "%s: the commit stream lost the cluster (%s); positioning it again", name, exc
+                    )
+                    self.state.stopped()
+        except KafkaAuthorizationError as exc:
+            self._deny(str(exc))
+        except Exception as exc:  # the supervisor reports it and starts the thread again
+            log.exception("%s: the commit stream stopped", name)
+            self._failure = exc
+        finally:
+            if self._denied is not None or self._failure is not None:
+                self.state.stopped()
+
+    def _position(self) -> bool:
+        assert self._stream is not None  # the thread is only started with a stream
+        try:
+            self._stream.seek_to_end()
+        except KafkaUnavailableError as exc:
+            log.warning("%s: cannot position the commit stream yet: %s", self._ctx.cluster.name, exc)
+            self._stop.wait(RETRY_SECONDS)
+            return False
+        self.state.positioned_at_end()
+        log.info("%s: reading commits from __consumer_offsets as they are written", self._ctx.cluster.name)
+        return True
+
+    def _deny(self, message: str) -> None:
+        self._denied = message
+        log.warning("%s; committed offsets come from OffsetFetch every cycle instead", message)
+
+    def _poll_once(self) -> None:
+        ctx = self._ctx
+        assert self._stream is not None
+        batch = self._stream.poll(POLL_SECONDS)
+        now_ms = to_millis(ctx.clock.now())
+        accepted = [
+            c
+            for c in batch.commits
+            if ctx.cluster.groups.accepts(c.group_id) and ctx.cluster.topics.accepts(c.topic)
+        ]
+        observations = self.state.apply(accepted, now_ms)
+        written = self._write(observations)
+        self._warn(batch.skipped)
+        with self._lock:
+            tally = self._tally
+            tally.commits += len(observations)
+            tally.tombstones += len(accepted) - len(observations)
+            tally.group_records += len(batch.groups)
+            tally.observations_written += len(observations) if written else 0
+            tally.observations_buffered += 0 if written else len(observations)
+            for reason, count in batch.skipped.items():
+                tally.skipped[reason] = tally.skipped.get(reason, 0) + count
+            tally.latency_ms.extend(max(0, now_ms - o.observed_at_ms) for o in observations)
+
+    def _write(self, observations: list[CommitObservation]) -> bool:
+        return record_observations(self._ctx, observations)
+
+    def _warn(self, skipped: Mapping[str, int]) -> None:
+        for reason, count in skipped.items():
+            if reason in WARNED_SKIPS and reason not in self._warned:
+                self._warned.add(reason)
+                log.warning(
+                    "%s: %d record(s) of __consumer_offsets skipped (%s); they are counted in the commits "
+                    "job's records_skipped, and OffsetFetch reconciles the offsets they held",
+                    self._ctx.cluster.name,
+                    count,
+                    reason,
+                )
+
+
+def record_observations(ctx: ClusterContext, observations: list[CommitObservation]) -> bool:
+    """Hand commit observations to the store: the streamed ones, and the sampled ones of the
+    offsets job while the stream is not live (this job owns `commit_observations`). True when
+    written now, False when queued (PostgreSQL unavailable)."""
+    if not observations:
+        return True
+    cluster = ctx.cluster.name
+
+    def write(conn: Connection, replay: bool) -> object:
+        return write_commit_observations(conn, cluster, observations)
+
+    return ctx.writer.submit(f"{cluster}:commits", len(observations), write)
+
+
+JOB = CollectorJob(
+    name="commits",
+    build=CommitStreamCollector,
+    interval=lambda intervals: intervals.offsets_seconds,
+    tables=("commit_observations",),
+    first_run_in=0.0,
+)

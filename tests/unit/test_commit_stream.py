@@ -1,0 +1,213 @@
+"""The commits job (monitor/collect/jobs/commits.py) on the fake cluster: every commit streamed
+becomes an observation at its commit time and the committed offset the offsets job uses; the
+OffsetFetch snapshot seeds the stream and reconciles it; a refused stream falls back to
+OffsetFetch every cycle; records that cannot be decoded are counted and warned about once."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from monitor.collect.commit_state import CommitState
+from monitor.collect.jobs.commits import CommitStreamCollector
+from monitor.core.clock import to_millis
+from monitor.core.records import CommitStreamBatch, CommittedOffset, OffsetCommitRecord
+from monitor.kafka.offsets_topic import SKIP_OTHER_RECORD, SKIP_UNKNOWN_VALUE
+from monitor.store.runs import Run
+from tests.conditions import wait_for
+from tests.unit.test_collect_failure_policy import T0, Rig
+
+
+class StreamRig(Rig):
+    """The rig of the failure-policy tests with the commits job beside the offsets job."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        stream = self.kafka.commit_stream()
+        stream.start()
+        self.context.commit_stream = stream
+        self.commits = CommitStreamCollector(self.context)
+
+    def supervise(self) -> Run:
+        return self.cycle(self.commits, "commits")
+
+    def streamed(self) -> list[tuple[int, int | None, int]]:
+        """(partition, previous, committed) of every observation handed to the store so far."""
+        return [
+            (o.partition, o.previous_offset, o.committed_offset)
+            for _, write in self.writer.writes
+            for cell in write.__closure__ or ()
+            if isinstance(cell.cell_contents, list)
+            for o in cell.cell_contents
+            if hasattr(o, "previous_offset")
+        ]
+
+
+@pytest.fixture
+def rig() -> Iterator[StreamRig]:
+    """`orders` (3 partitions of 10 records); `billing` committed 4 on each before the start."""
+    rig = StreamRig()
+    rig.kafka.create_topic("orders", 3, 1)
+    base = to_millis(T0) - 60_000
+    for p in range(3):
+        rig.kafka.produce("orders", p, timestamps_ms=[base + 1000 * i for i in range(10)])
+    rig.kafka.commit("billing", {("orders", p): 4 for p in range(3)})
+    try:
+        yield rig
+    finally:
+        rig.commits.close()
+
+
+def live(rig: StreamRig) -> None:
+    """Start the stream and take the snapshot: the offsets job's first cycle."""
+    rig.supervise()
+    wait_for(lambda: rig.context.commits.positioned, 5, "the stream to be positioned")
+    first = rig.cycle()
+    assert first.counts["commits_streamed"] == 0, "the snapshot comes from OffsetFetch"
+    assert rig.context.commits.live
+
+
+def test_every_commit_is_observed_at_its_time_and_used_for_lag(rig: StreamRig) -> None:
+    live(rig)
+    rig.kafka.fail("committed_offsets", times=10)  # OffsetFetch is not asked again
+
+    rig.kafka.commit("billing", {("orders", 0): 6})
+    rig.kafka.commit("billing", {("orders", 0): 5})  # a rewind
+    rig.kafka.commit("billing", {("orders", 0): 5})  # committed again, unchanged: still a commit
+    observed = wait_for(lambda: len(rig.streamed()) >= 3 and rig.streamed(), 5, "three observations")
+    cycle = rig.cycle()
+
+    assert observed == [(0, 4, 6), (0, 6, 5), (0, 5, 5)], "the snapshot's 4 is the first previous offset"
+    assert cycle.problems == [] and cycle.counts["commits_streamed"] == 1
+    assert rig.writer.observed() == [], "the offsets job samples no observation of its own"
+    assert rig.lags()[("billing", "orders", 0)].lag == 5
+    assert rig.lags()[("billing", "orders", 1)].lag == 6, "from the snapshot"
+    report = rig.supervise()
+    assert report.counts["commits"] == 3 and report.counts["commits_observed"] == 3
+    assert report.counts["stream_live"] == 1
+
+
+def test_a_tombstone_removes_the_committed_offset(rig: StreamRig) -> None:
+    live(rig)
+    rig.kafka.delete_offsets("billing", [("orders", 2)])
+    wait_for(lambda: len(rig.context.commits.committed(["billing"])["billing"]) == 2, 5, "the tombstone")
+
+    rig.cycle()
+
+    assert set(rig.lags()) == {("billing", "orders", 0), ("billing", "orders", 1)}
+    assert rig.supervise().counts["tombstones"] == 1
+
+
+def test_a_refused_stream_falls_back_to_offset_fetch_and_says_so_once(
+    rig: StreamRig, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig.kafka.deny_commit_stream = True
+    with caplog.at_level(logging.WARNING):
+        rig.supervise()
+        wait_for(lambda: rig.supervise().counts.get("stream_denied") == 1, 5, "the refusal")
+        rig.supervise()
+    rig.cycle()
+    rig.kafka.commit("billing", {("orders", 1): 8})
+
+    cycle = rig.cycle()
+
+    refusals = [r for r in caplog.records if "not allowed" in r.getMessage()]
+    assert len(refusals) == 1, "logged once"
+    assert "Read on the topic __consumer_offsets" in refusals[0].getMessage()
+    assert cycle.counts["commits_streamed"] == 0 and cycle.problems == []
+    assert [(o.partition, o.previous_offset, o.committed_offset) for o in rig.writer.observed()] == [
+        (1, 4, 8)
+    ]
+    assert rig.lags()[("billing", "orders", 1)].lag == 2
+
+
+def test_a_cluster_with_the_stream_off_never_reads_it(rig: StreamRig) -> None:
+    rig.context.cluster = rig.context.cluster.model_copy(update={"commit_stream": False})
+
+    run = rig.supervise()
+    rig.kafka.commit("billing", {("orders", 0): 7})
+
+    assert run.counts["stream_enabled"] == 0
+    assert not rig.context.commits.positioned
+    assert rig.cycle().counts["commits_streamed"] == 0
+
+
+class UndecodableStream:
+    """A stream whose records are all of a newer schema, or of other group types."""
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def seek_to_end(self) -> None: ...
+
+    def poll(self, max_seconds: float) -> CommitStreamBatch:
+        return CommitStreamBatch(skipped={SKIP_UNKNOWN_VALUE: 2, SKIP_OTHER_RECORD: 5}, caught_up=True)
+
+
+def test_undecodable_records_are_counted_and_warned_about_once(
+    rig: StreamRig, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig.context.commit_stream = UndecodableStream()
+    collector = CommitStreamCollector(rig.context)
+    skipped: list[int] = []
+
+    def supervise() -> int:
+        run = Run("prod", "commits", T0)
+        collector(run)
+        assert run.problems == []
+        skipped.append(run.counts["records_skipped"])
+        return sum(skipped)
+
+    try:
+        with caplog.at_level(logging.WARNING):
+            wait_for(lambda: supervise() >= 14, 5, "two polls' skipped records counted")
+    finally:
+        collector.close()
+
+    warnings = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(warnings) == 1 and SKIP_UNKNOWN_VALUE in warnings[0], warnings
+
+
+def test_reconciling_keeps_what_the_stream_saw_after_the_fetch_was_asked() -> None:
+    state = CommitState()
+    state.positioned_at_end()
+    state.reconcile({"g": [CommittedOffset("g", "t", 0, 5), CommittedOffset("g", "t", 1, 5)]}, asked_at=0.0)
+    asked_at = time.monotonic()
+    state.apply([OffsetCommitRecord("g", "t", 0, 9, commit_timestamp_ms=1)], now_ms=2)
+
+    corrected = state.reconcile(
+        {"g": [CommittedOffset("g", "t", 0, 5), CommittedOffset("g", "t", 2, 3)]}, asked_at
+    )
+
+    assert corrected == 2, "t:1 no longer committed, t:2 missed by the stream"
+    assert [(c.partition, c.offset) for c in state.committed(["g"])["g"]] == [(0, 9), (2, 3)]
+
+
+def test_a_stream_whose_runs_stop_coming_stops_itself(rig: StreamRig) -> None:
+    rig.context.config = rig.context.config.model_copy(update={"lease_ttl_seconds": 3})
+    rig.supervise()
+    wait_for(lambda: rig.context.commits.positioned, 5, "the stream to be positioned")
+    assert rig.commits.unsupervised_limit() == 6, "two lease periods: the runs came too fast to say more"
+
+    wait_for(lambda: not rig.context.commits.positioned, 10, "the unsupervised stream to stop")
+    rig.supervise()
+
+    wait_for(lambda: rig.context.commits.positioned, 5, "the next run to start it again")
+
+
+def test_a_commit_the_stream_saw_before_the_snapshot_is_observed_once(rig: StreamRig) -> None:
+    rig.cycle()  # sampled: billing at 4
+    rig.kafka.commit("billing", {("orders", 1): 5})  # before the stream: only sampling sees it
+    rig.supervise()
+    wait_for(lambda: rig.context.commits.positioned, 5, "the stream to be positioned")
+    rig.kafka.commit("billing", {("orders", 0): 6})
+    wait_for(lambda: rig.streamed(), 5, "the streamed commit")
+
+    rig.cycle()  # the snapshot
+
+    # The streamed commit came before any snapshot: its previous offset was not known then.
+    assert rig.streamed() == [(0, None, 6), (1, 4, 5)], "0 streamed, 1 sampled: each once"
