@@ -16,9 +16,9 @@ import pytest
 from monitor.core.clock import SystemClock
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
 from monitor.core.records import PartitionOffsets, RecordTimestamp
-from monitor.kafka import CONFIG_KEYS, KafkaAdmin, LogDirClient, RecordTimestampReader
+from monitor.kafka import CONFIG_KEYS, KafkaAdmin, LeaderAdmin, LogDirClient, RecordTimestampReader
 from monitor.kafka.fake import FakeCluster
-from monitor.kafka.protocol import AdminApi, LogDirReader, TimestampReader
+from monitor.kafka.protocol import AdminApi, LeaderApi, LogDirReader, TimestampReader
 
 T = TypeVar("T")
 
@@ -31,6 +31,7 @@ class Backend:
     admin: AdminApi
     reader: TimestampReader
     log_dirs: LogDirReader
+    leaders: LeaderApi
     broker_ids: list[int]
 
     def create_topic(
@@ -53,6 +54,9 @@ class Backend:
     def stop_broker(self, broker_id: int) -> None:
         raise NotImplementedError
 
+    def start_broker(self, broker_id: int) -> None:
+        raise NotImplementedError
+
     def wait_for(self, predicate: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
         """Poll until `predicate` gives something truthy (at once on the fake: it has no delays)."""
         deadline = time.monotonic() + timeout
@@ -68,7 +72,7 @@ class Backend:
             time.sleep(0.2)
 
     def close(self) -> None:
-        for client in (self.log_dirs, self.reader, self.admin):
+        for client in (self.leaders, self.log_dirs, self.reader, self.admin):
             client.close()
 
 
@@ -78,7 +82,8 @@ class FakeBackend(Backend):
     def __init__(self) -> None:
         self.fake = FakeCluster("test", brokers=3, clock=SystemClock())
         self.admin, self.reader, self.log_dirs = self.fake.admin(), self.fake.reader(), self.fake.log_dirs()
-        for client in (self.admin, self.reader, self.log_dirs):
+        self.leaders = self.fake.admin()
+        for client in (self.admin, self.reader, self.log_dirs, self.leaders):
             client.start()
         self.broker_ids = sorted(self.fake.brokers)
 
@@ -108,6 +113,9 @@ class FakeBackend(Backend):
     def stop_broker(self, broker_id: int) -> None:
         self.fake.stop_broker(broker_id)
 
+    def start_broker(self, broker_id: int) -> None:
+        self.fake.start_broker(broker_id)
+
 
 class RealBackend(Backend):
     name = "real"
@@ -120,7 +128,8 @@ class RealBackend(Backend):
             RecordTimestampReader(config),
             LogDirClient(config),
         )
-        for client in (self.admin, self.reader, self.log_dirs):
+        self.leaders = LeaderAdmin(config)
+        for client in (self.admin, self.reader, self.log_dirs, self.leaders):
             client.start()
         self.broker_ids = list(kafka.broker_ids)
 
@@ -155,6 +164,9 @@ class RealBackend(Backend):
 
     def stop_broker(self, broker_id: int) -> None:
         self.kafka.stop_broker(broker_id)
+
+    def start_broker(self, broker_id: int) -> None:
+        self.kafka.start_broker(broker_id)
 
     def close(self) -> None:
         super().close()
@@ -412,3 +424,70 @@ def test_a_stopped_broker_fails_its_own_partitions_only(backend: Backend) -> Non
     assert set(dirs.errors) == {f"broker:{victim}"}
     (again,) = backend.admin.describe_topics([topic])
     assert {p.partition for p in again.partitions if p.offline} == lost
+
+
+# -- leadership (the repair actions) ----------------------------------------------------------------
+
+
+def _partition(backend: Backend, topic: str, number: int) -> Any:
+    (info,) = backend.admin.describe_topics([topic])
+    return info.partitions[number]
+
+
+def test_a_preferred_election_gives_leadership_back_after_a_restart(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=3, replication_factor=3)
+    preferred = _partition(backend, topic, 0).replicas[0]
+    backend.wait_for(lambda: _partition(backend, topic, 0).leader == preferred, "the first leader")
+
+    backend.stop_broker(preferred)
+    backend.wait_for(lambda: _partition(backend, topic, 0).leader not in (None, preferred), "a new leader")
+    backend.start_broker(preferred)
+    backend.wait_for(lambda: preferred in _partition(backend, topic, 0).isr, "the broker back in sync", 90)
+    assert _partition(backend, topic, 0).leader != preferred  # Kafka does not move it back by itself
+
+    asked = [(topic, p) for p in range(3)]
+    elected = backend.wait_for(lambda: _elected(backend, asked), "the preferred leaders elected")
+    assert elected.value == asked  # the ones already led by their first replica count as done
+    for number in range(3):
+        first = _partition(backend, topic, number).replicas[0]
+        backend.wait_for(
+            lambda n=number, f=first: _partition(backend, topic, n).leader == f, "the preferred leader"
+        )
+
+
+def _elected(backend: Backend, asked: list[tuple[str, int]]) -> Any:
+    result = backend.leaders.elect_preferred_leaders(asked)
+    return None if result.errors else result
+
+
+def test_an_unknown_partition_is_refused_by_name(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=1, replication_factor=1)
+
+    result = backend.leaders.elect_preferred_leaders([(topic, 0), (topic, 5)])
+
+    assert result.value == [(topic, 0)]
+    assert list(result.errors) == [f"{topic}:5"]
+
+
+def test_reordering_replicas_then_electing_moves_the_leader(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=1, replication_factor=3)
+    replicas = list(_partition(backend, topic, 0).replicas)
+    order = [*replicas[1:], replicas[0]]
+
+    reordered = backend.leaders.reorder_replicas({(topic, 0): order})
+
+    assert reordered.value == [(topic, 0)] and not reordered.errors
+    backend.wait_for(lambda: list(_partition(backend, topic, 0).replicas) == order, "the new order")
+    backend.wait_for(lambda: _elected(backend, [(topic, 0)]), "the election")
+    backend.wait_for(lambda: _partition(backend, topic, 0).leader == order[0], "the new leader")
+
+
+def test_a_reorder_that_changes_the_replica_set_is_refused(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=1, replication_factor=2)
+    replicas = list(_partition(backend, topic, 0).replicas)
+    other = next(b for b in backend.broker_ids if b not in replicas)
+
+    with pytest.raises(KafkaRequestError, match="only a reordering of the same replicas"):
+        backend.leaders.reorder_replicas({(topic, 0): [other, replicas[0]]})
+
+    assert list(_partition(backend, topic, 0).replicas) == replicas
