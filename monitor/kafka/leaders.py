@@ -83,9 +83,9 @@ class LeaderAdmin(KafkaAdmin):
         outcome = Outcome(self._config.secret_values(), self.timeout)
         asked = [KafkaTopicPartition(t, p) for t, p in partitions]
         with self._call("elect preferred leaders") as call:
-            future = self._admin().elect_leaders(
-                ElectionType.PREFERRED, asked, request_timeout=self.timeout, operation_timeout=self.timeout
-            )
+            # confluent-kafka 2.16's binding rejects every timeout keyword of this call; the wait
+            # on the future bounds it instead.
+            future = self._admin().elect_leaders(ElectionType.PREFERRED, asked)
             answers = future.result(timeout=call.remaining())
         done: list[TopicPartition] = []
         for tp, error in answers.items():

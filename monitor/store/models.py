@@ -489,4 +489,5 @@ def partitioned_tables() -> dict[str, str]:
 from monitor.store import alerting as _alerting  # noqa: E402, F401
 from monitor.store import audit as _audit  # noqa: E402, F401
 from monitor.store import evaluation as _evaluation  # noqa: E402, F401
+from monitor.store import repairs as _repairs  # noqa: E402, F401
 from monitor.store import retention as _retention  # noqa: E402, F401
