@@ -30,6 +30,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from monitor import __version__
+from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
 from monitor.core.clock import Clock, SystemClock
 from monitor.core.settings import IdentityConfig, MetricsConfig
@@ -39,6 +40,7 @@ from monitor.expose.web import inbox
 from monitor.expose.web.api import alerts as api_alerts
 from monitor.expose.web.api import burrow
 from monitor.expose.web.api import clusters as api
+from monitor.expose.web.api import repairs as api_repairs
 from monitor.expose.web.api import retention as api_retention
 from monitor.expose.web.context import ApiError, Context, WebContext, attach
 from monitor.expose.web.health import RuleScale
@@ -70,6 +72,7 @@ def create_app(
     silence_max_seconds: int = 7 * 86400,
     metrics: MetricsConfig | None = None,
     retention: RetentionService | None = None,
+    repairs: RepairService | None = None,
     identity: IdentityConfig | None = None,
     job_intervals: Mapping[str, float] | None = None,
     inboxes: Mapping[str, Path] | None = None,
@@ -92,6 +95,7 @@ def create_app(
         inbox_nav=bool(inboxes),
         ack_link_seconds=ack_link_seconds,
         retention=retention,
+        repairs=repairs,
         job_intervals=job_intervals,
         inboxes=inboxes or {},
         registry=metrics_registry(engine, metrics or MetricsConfig()),
@@ -113,6 +117,8 @@ def create_app(
     if retention is not None:  # the retention button's API and pages; `identity` says who may press it
         app.include_router(api_retention.router)
         ctx = replace(ctx, topic_panel=pages_retention.install(app, retention, auth))
+    if repairs is not None:  # the repair actions' API; the alerts page shows their buttons
+        app.include_router(api_repairs.router)
     app.include_router(pages.router)
     app.include_router(pages_alerts.router)
     app.include_router(pages_collection.router)
