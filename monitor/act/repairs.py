@@ -96,6 +96,17 @@ def finding(conn: Connection, finding_id: int) -> FindingRef:
     return FindingRef(int(row.id), str(row.rule), str(row.cluster), str(row.state), broker, row.evaluated_at)
 
 
+def open_finding_id(conn: Connection, rule: str, entity_key: str) -> int:
+    """The id of the open finding of `rule` on `entity_key` (what an alert on the page shows)."""
+    found = conn.execute(
+        text("SELECT id FROM findings WHERE rule = :r AND entity_key = :k AND state <> 'resolved'"),
+        {"r": rule, "k": entity_key},
+    ).scalar()
+    if found is None:
+        raise RepairError("not_found", f"no open {rule} finding on {entity_key}: it resolved meanwhile")
+    return int(found)
+
+
 def kinds_for(rule: str) -> list[str]:
     """The repair kinds that can act on a finding of `rule` (the buttons its page shows)."""
     return [kind for kind, spec in KINDS.items() if rule in spec.rules]

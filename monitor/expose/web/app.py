@@ -51,6 +51,7 @@ from monitor.expose.web.inputs import guard_input
 from monitor.expose.web.pages import alerts as pages_alerts
 from monitor.expose.web.pages import collection as pages_collection
 from monitor.expose.web.pages import dashboard as pages
+from monitor.expose.web.pages import repairs as pages_repairs
 from monitor.expose.web.pages import retention as pages_retention
 
 log = logging.getLogger(__name__)
@@ -117,8 +118,9 @@ def create_app(
     if retention is not None:  # the retention button's API and pages; `identity` says who may press it
         app.include_router(api_retention.router)
         ctx = replace(ctx, topic_panel=pages_retention.install(app, retention, auth))
-    if repairs is not None:  # the repair actions' API; the alerts page shows their buttons
+    if repairs is not None:  # the repair actions' API, and their buttons on the alerts page
         app.include_router(api_repairs.router)
+        app.include_router(pages_repairs.router)
     app.include_router(pages.router)
     app.include_router(pages_alerts.router)
     app.include_router(pages_collection.router)
