@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 import pytest
@@ -449,10 +450,12 @@ def test_a_preferred_election_gives_leadership_back_after_a_restart(backend: Bac
     elected = backend.wait_for(lambda: _elected(backend, asked), "the preferred leaders elected")
     assert elected.value == asked  # the ones already led by their first replica count as done
     for number in range(3):
-        first = _partition(backend, topic, number).replicas[0]
-        backend.wait_for(
-            lambda n=number, f=first: _partition(backend, topic, n).leader == f, "the preferred leader"
-        )
+        backend.wait_for(partial(_led_by_first, backend, topic, number), "the preferred leader")
+
+
+def _led_by_first(backend: Backend, topic: str, number: int) -> bool:
+    part = _partition(backend, topic, number)
+    return bool(part.leader == part.replicas[0])
 
 
 def _elected(backend: Backend, asked: list[tuple[str, int]]) -> Any:

@@ -129,6 +129,14 @@ def test_preferred_election_after_a_broker_returns_resolves_the_finding(
     assert own.value.code == "forbidden"
     assert _leader(kafka, topic, 0) == stand_in
 
+    # The alerts page lists it with its diff and, for a reviewer, the buttons.
+    page = bob.get("/alerts")
+    assert page.status_code == 200
+    row = page.text[page.text.index(f'id="repair-{repair.id}"') :]
+    assert 'data-state="awaiting_approval"' in row[:200]
+    assert f"<code>{topic}:0</code> {stand_in} -&gt; {preferred}" in row
+    assert f'action="/alerts/repairs/{repair.id}/approve"' in row
+
     # 6. Another reviewer approves through the API: applied, the leader is back, audited.
     token = bob.get("/api/v1/csrf-token").json()["token"]
     approved = bob.post(f"/api/v1/repairs/{repair.id}/approve", json={"reason": "ok"},
@@ -152,5 +160,8 @@ def test_preferred_election_after_a_broker_returns_resolves_the_finding(
         ("carol", "requested"), ("kafka-health", "awaiting_approval"), ("bob", "approved"),
         ("kafka-health", "applied"), ("kafka-health", "resolved"),
     ]  # fmt: skip
+    assert (
+        f'id="repair-{repair.id}" data-repair="{repair.id}" data-state="applied"' in bob.get("/alerts").text
+    )
     shown = bob.get(f"/api/v1/repairs/{repair.id}").json()
     assert [a["action"] for a in shown["audit"]][-1] == "resolved"
