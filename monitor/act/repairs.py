@@ -19,6 +19,7 @@ Who may do what: anyone identified asks; reviewers approve or reject; the reques
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,6 +41,9 @@ from monitor.kafka.leaders import LeaderAdmin
 from monitor.kafka.protocol import LeaderApi
 
 log = logging.getLogger(__name__)
+
+REORDER_WAIT_SECONDS: Final = 30.0
+"""How long a move waits for the reordered replicas to show before electing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +302,7 @@ class RepairService:
                 )
             plan = Plan.from_dict(repair.plan)
             try:
-                result = self._change(repair.cluster, plan)
+                result = carry_out(self.admin(repair.cluster), plan)
             except (KafkaUnavailableError, KafkaRequestError) as exc:
                 return self._failed(conn, repair, str(exc))
             state = "failed" if result["errors"] and not result["elected"] else "applied"
@@ -322,20 +326,6 @@ class RepairService:
                 ),
                 now,
             )
-
-    def _change(self, cluster: str, plan: Plan) -> dict[str, Any]:
-        admin = self.admin(cluster)
-        errors: dict[str, str] = {}
-        reordered: list[list[Any]] = []
-        orders = {(m.topic, m.partition): m.new_replicas for m in plan.moves if m.reorders}
-        if orders:
-            moved = admin.reorder_replicas(orders)
-            errors.update(moved.errors)
-            reordered = [list(tp) for tp in moved.value]
-        asked = [(m.topic, m.partition) for m in plan.moves if f"{m.topic}:{m.partition}" not in errors]
-        elected = admin.elect_preferred_leaders(asked)
-        errors.update(elected.errors)
-        return {"reordered": reordered, "elected": [list(tp) for tp in elected.value], "errors": errors}
 
     def _failed(self, conn: Connection, repair: Repair, error: str) -> Repair:
         return store.transition(
@@ -405,3 +395,40 @@ def _check_rule(found: FindingRef, kind: str, spec: RepairKind) -> None:
             f"finding {found.id} is a {found.rule} finding; {kind} repairs {', '.join(sorted(spec.rules))} "
             f"findings (for {found.rule}: {', '.join(kinds_for(found.rule)) or 'no repair'})",
         )
+
+
+def carry_out(admin: LeaderApi, plan: Plan) -> dict[str, Any]:
+    """Apply `plan` on a cluster: reorder the replicas of the moves that need it (and wait until
+    the metadata shows the new orders), then elect the preferred leaders. Returns what was done:
+    `reordered` and `elected` partitions, and `errors` per partition."""
+    errors: dict[str, str] = {}
+    reordered: list[list[Any]] = []
+    orders = {(m.topic, m.partition): m.new_replicas for m in plan.moves if m.reorders}
+    if orders:
+        moved = admin.reorder_replicas(orders)
+        errors.update(moved.errors)
+        reordered = [list(tp) for tp in moved.value]
+        errors.update(_await_orders(admin, {tp: orders[tp] for tp in moved.value}))
+    # A partition whose reorder failed is not elected: it would only keep its leader.
+    asked = [(m.topic, m.partition) for m in plan.moves if f"{m.topic}:{m.partition}" not in errors]
+    elected = admin.elect_preferred_leaders(asked)
+    errors.update(elected.errors)
+    return {"reordered": reordered, "elected": [list(tp) for tp in elected.value], "errors": errors}
+
+
+def _await_orders(admin: LeaderApi, orders: Mapping[tuple[str, int], tuple[int, ...]]) -> dict[str, str]:
+    """Wait until the metadata shows the new replica orders, so the election that follows
+    elects the new first replica (before, it would answer "not needed" for the old one).
+    Returns "topic:partition" -> why, for those that did not show within the wait."""
+    deadline = time.monotonic() + REORDER_WAIT_SECONDS
+    waiting = dict(orders)
+    while waiting:
+        topics = admin.describe_topics(sorted({t for t, _ in waiting}))
+        shown = {(t.name, p.partition): p.replicas for t in topics for p in t.partitions}
+        waiting = {tp: order for tp, order in waiting.items() if shown.get(tp) != order}
+        if not waiting or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    return {
+        f"{t}:{p}": f"the new replica order did not show within {REORDER_WAIT_SECONDS:g}s" for t, p in waiting
+    }

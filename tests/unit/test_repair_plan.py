@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.act.repair_plan import Plan, Snapshot, move_leadership, preferred_election, refusals
+from monitor.act.repair_plan import Move, Plan, Snapshot, move_leadership, preferred_election, refusals
+from monitor.act.repairs import carry_out
 from monitor.core.records import PartitionInfo, TopicInfo
+from monitor.kafka.fake import FakeCluster
 
 
 def snapshot(live: set[int], *parts: tuple[int | None, tuple[int, ...], tuple[int, ...]]) -> Snapshot:
@@ -76,3 +78,37 @@ def test_7_guardrails(case: str, snap: Snapshot, expected: list[str]) -> None:
     assert [f.split(":")[0] for f in found] == expected, case
     if "broker_down" in expected:
         assert "broker 1 (holds 1 replica(s))" in found[0]
+
+
+def test_8_a_move_is_carried_out_by_reordering_then_electing() -> None:
+    fake = FakeCluster("repairs", brokers=3)
+    fake.create_topic("t", 3, 3)
+    for part in fake.topic("t").partitions:  # broker 1 leads everything
+        part.leader = 1
+    admin = fake.admin()
+    admin.start()
+    (info,) = admin.describe_topics(["t"])
+    plan = move_leadership(Snapshot.of(fake.live, [info]), 1)
+    assert [m.partition for m in plan.moves]  # something to move
+
+    done = carry_out(admin, plan)
+
+    assert not done["errors"]
+    (after,) = admin.describe_topics(["t"])
+    for move in plan.moves:
+        part = after.partitions[move.partition]
+        assert part.leader == move.new_leader and part.replicas == move.new_replicas
+    assert Snapshot.of(fake.live, [after]).leaders() == plan.leaders_after == {1: 1, 2: 1, 3: 1}
+
+
+def test_9_an_election_whose_preferred_replica_is_down_is_reported_per_partition() -> None:
+    fake = FakeCluster("repairs", brokers=3)
+    fake.create_topic("t", 1, 3)
+    admin = fake.admin()
+    admin.start()
+    plan = Plan((Move("t", 0, 2, (1, 2, 3), 1, (1, 2, 3)),))
+    fake.stop_broker(1)
+
+    done = carry_out(admin, plan)
+
+    assert done["elected"] == [] and "PREFERRED_LEADER_NOT_AVAILABLE" in done["errors"]["t:0"]
