@@ -212,15 +212,18 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
         from monitor.alert.stage import AlertStage
 
         components.append(AlertStage(settings.alert, settings.web, lambda: store.engine, clock, scheduler))
+    from monitor.act.repairs import RepairService
     from monitor.act.service import RetentionService
 
     retention: RetentionService | None = None
+    repairs: RepairService | None = None
     if settings.retention.enabled:
-        from monitor.act.stage import ActStage, build_service
+        from monitor.act.stage import ActStage, build_repairs, build_service
         from monitor.devtools.paths import retention_repo_dir
 
         retention = build_service(settings, lambda: store.engine, clock, retention_repo_dir())
-        components.append(ActStage(retention, scheduler, intervals["retention"]))
+        repairs = build_repairs(settings, lambda: store.engine, clock)
+        components.append(ActStage(retention, scheduler, intervals["retention"], repairs))
     # the web forms and API bound silences as the routing file says
     silence_max_seconds = routing.settings.silence_max_duration if routing is not None else 7 * 86400
     inboxes = inbox_paths(routing) if routing is not None else {}
@@ -231,7 +234,8 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     snapshot = MetricsSnapshot(lambda: store.engine, settings.metrics, keep=settings.push.metric_names(),
                                partition_series_off=no_partition_series)  # fmt: skip
     web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,
-                                                retention=retention, identity=settings.web.identity,
+                                                retention=retention, repairs=repairs,
+                                                identity=settings.web.identity,
                                                 snapshot=snapshot, job_intervals=intervals,
                                                 inboxes=inboxes, silence_max_seconds=silence_max_seconds,
                                                 ack_link_seconds=settings.alert.ack_link_seconds,

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from monitor.cli import alerts, db, dev_cluster, dev_spark, reports, retention, routes, rules
+from monitor.cli import alerts, db, dev_cluster, dev_spark, repair, reports, retention, routes, rules
 from monitor.cli.common import ConfigOption, err, fail, out, settings_from
 from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import PrintableLogFormatter
@@ -32,6 +32,7 @@ app.add_typer(rules.app, name="rules")
 app.add_typer(routes.app, name="routes")
 app.add_typer(alerts.app, name="alerts")
 app.add_typer(retention.app, name="retention")
+app.add_typer(repair.app, name="repair")
 reports.register(app)
 
 

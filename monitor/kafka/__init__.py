@@ -17,7 +17,8 @@ Secrets (SASL and key passwords) go to the clients and nowhere else: the configu
 mask them in their repr, and error messages are scrubbed of them before they are raised.
 
 Modules: `properties` (librdkafka configuration), `translate` (errors, `Outcome`, `KafkaCall`),
-`records` (client objects -> records), `admin` (`KafkaAdmin`), `timestamps`
+`records` (client objects -> records), `admin` (`KafkaAdmin`), `leaders` (`LeaderAdmin`:
+preferred leader election, and replica reordering over kafka-python), `timestamps`
 (`RecordTimestampReader`) with `cursor` (one partition's progress, pure), all over confluent-kafka;
 over kafka-python (`pyclient`: options and the client's lifecycle): `logdirs` (`LogDirClient`,
 DescribeLogDirs, which librdkafka lacks), and the group requests librdkafka's admin client cannot
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 from monitor.kafka.admin import KafkaAdmin
 from monitor.kafka.commit_stream import CommitStreamReader
+from monitor.kafka.leaders import LeaderAdmin
 from monitor.kafka.logdirs import LogDirClient, describe_log_dirs
 from monitor.kafka.properties import ClientConfig, client_config
 from monitor.kafka.pyclient import KafkaPythonOptions, kafka_python_options
@@ -50,6 +52,7 @@ __all__ = [
     "CommitStreamReader",
     "KafkaAdmin",
     "KafkaPythonOptions",
+    "LeaderAdmin",
     "LogDirClient",
     "RecordTimestampReader",
     "client_config",

@@ -62,6 +62,7 @@ from monitor.kafka.records import CONFIG_KEYS, partition_key
 
 UNKNOWN_TOPIC = "Broker: Unknown topic or partition (UNKNOWN_TOPIC_OR_PART)"
 OFFSET_NOT_AVAILABLE = "Broker: Offset not available (OFFSET_NOT_AVAILABLE)"
+PREFERRED_NOT_AVAILABLE = "Broker: Preferred leader not available (PREFERRED_LEADER_NOT_AVAILABLE)"
 
 DEFAULT_CONFIGS: dict[str, str] = {
     "retention.ms": "604800000",
@@ -451,7 +452,7 @@ class _FakeClient:
 
 
 class FakeKafkaAdmin(_FakeClient):
-    """`monitor.kafka.protocol.AdminApi` over a `FakeCluster`."""
+    """`monitor.kafka.protocol.AdminApi` and `LeaderApi` over a `FakeCluster`."""
 
     def describe_cluster(self) -> ClusterInfo:
         with self.fake.lock:
@@ -480,6 +481,41 @@ class FakeKafkaAdmin(_FakeClient):
                 parts = tuple(p.info(i) for i, p in enumerate(topic.partitions))
                 described.append(TopicInfo(topic.name, topic.internal, parts))
             return described
+
+    def elect_preferred_leaders(self, partitions: Sequence[TopicPartition]) -> Partial[list[TopicPartition]]:
+        with self.fake.lock:
+            self._begin("elect_preferred_leaders", "elect preferred leaders")
+            done: list[TopicPartition] = []
+            errors: dict[str, str] = {}
+            for topic, number in partitions:
+                try:
+                    part = self.fake.partition(topic, number)
+                except KafkaRequestError:
+                    errors[partition_key(topic, number)] = UNKNOWN_TOPIC
+                    continue
+                preferred = part.replicas[0]
+                if preferred in self.fake.down or preferred not in part.isr:
+                    errors[partition_key(topic, number)] = PREFERRED_NOT_AVAILABLE
+                    continue
+                part.leader = preferred
+                done.append((topic, number))
+            return Partial(sorted(done), errors)
+
+    def reorder_replicas(
+        self, orders: Mapping[TopicPartition, Sequence[int]]
+    ) -> Partial[list[TopicPartition]]:
+        with self.fake.lock:
+            self._begin("reorder_replicas", "reorder partition replicas")
+            for (topic, number), order in orders.items():
+                now = self.fake.partition(topic, number).replicas
+                if sorted(order) != sorted(now) or len(set(order)) != len(order):
+                    raise KafkaRequestError(
+                        f"refused to reassign {topic}:{number} on cluster {self.fake.name!r} from "
+                        f"{now} to {list(order)}: only a reordering of the same replicas is allowed"
+                    )
+            for (topic, number), order in orders.items():
+                self.fake.partition(topic, number).replicas = list(order)
+            return Partial(sorted(orders), {})
 
     def create_topic(
         self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str] | None = None

@@ -30,7 +30,16 @@ from monitor.core.records import (
 )
 from monitor.kafka.cursor import Target
 
-__all__ = ["AdminApi", "Client", "CommitStream", "LogDirReader", "LogDirs", "Target", "TimestampReader"]
+__all__ = [
+    "AdminApi",
+    "Client",
+    "CommitStream",
+    "LeaderApi",
+    "LogDirReader",
+    "LogDirs",
+    "Target",
+    "TimestampReader",
+]
 
 LogDirs = tuple[list[LogDirReplica], list[LogDirUsage]]
 """Replica sizes (per replica per broker, never summed) and log-dir volumes."""
@@ -104,6 +113,24 @@ class AdminApi(Client, Protocol):
     def committed_offsets(self, group_ids: Sequence[str]) -> Partial[dict[str, list[CommittedOffset]]]:
         """Each group's committed offsets, sorted by (topic, partition), partitions without one
         left out; a group whose coordinator did not answer is in `errors`."""
+        ...
+
+
+class LeaderApi(AdminApi, Protocol):
+    """The leadership requests of the repair actions (`monitor.kafka.leaders.LeaderAdmin`)."""
+
+    def elect_preferred_leaders(self, partitions: Sequence[TopicPartition]) -> Partial[list[TopicPartition]]:
+        """ElectLeaders PREFERRED for `partitions`. `value`: the partitions now led by their first
+        replica (elected now, or already were); a partition whose first replica is down or out of
+        sync, or that does not exist, is in `errors` as "topic:partition"."""
+        ...
+
+    def reorder_replicas(
+        self, orders: Mapping[TopicPartition, Sequence[int]]
+    ) -> Partial[list[TopicPartition]]:
+        """Give each partition the replica order in `orders`, which must hold the same brokers
+        (else `KafkaRequestError`, and nothing is sent). The leader does not change until a
+        preferred election."""
         ...
 
 

@@ -1,6 +1,7 @@
 """The audit trail: one append-only table, `audit_log`, for every change a person (or the
 scheduled retention job) makes: retention requests and their decisions, silences created and
-expired, incidents acknowledged, and the refusals of identified people.
+expired, incidents acknowledged, repair actions (`repair_request`), and the refusals of
+identified people.
 
 A row says who (`actor`, and how they were identified: `via`), what (`subject`, `subject_id`,
 `action`, old and new values, `reason`), when (`at`) and from where (`address`: the client
@@ -20,15 +21,15 @@ from sqlalchemy import BigInteger, CheckConstraint, Connection, Index, insert, s
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from monitor.store.base import Base
+from monitor.store.base import Base, one_of
 
-SUBJECTS = ("retention_request", "silence", "incident")
+SUBJECTS = ("retention_request", "silence", "incident", "repair_request")
 
 
 class AuditEntry(Base):
     __tablename__ = "audit_log"
     __table_args__ = (
-        CheckConstraint("subject IN ('retention_request', 'silence', 'incident')", name="subject"),
+        CheckConstraint(one_of("subject", SUBJECTS), name="subject"),
         Index("ix_audit_log_cluster_topic_at", "cluster", "topic", "at"),
         Index("ix_audit_log_request_id", "request_id"),
         Index("ix_audit_log_subject", "subject", "subject_id"),
@@ -51,7 +52,9 @@ class AuditEntry(Base):
     action: Mapped[str]
     """Retention: requested, refused, approved, rejected, cancelled, committed, applied, verified,
     retrying, failed, expiring, reverted, review_approved, rolled_back, extension_requested,
-    extended, push_failed. Alerts: silence_created, silence_expired, acknowledged, refused."""
+    extended, push_failed. Alerts: silence_created, silence_expired, acknowledged, refused.
+    Repairs: requested, refused, awaiting_approval, approved, rejected, cancelled, applied, failed,
+    resolved, unresolved."""
     old_value: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     new_value: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     reason: Mapped[str | None]

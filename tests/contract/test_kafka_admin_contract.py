@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 import pytest
@@ -22,9 +23,16 @@ from monitor.core.records import (
     PartitionOffsets,
     RecordTimestamp,
 )
-from monitor.kafka import CONFIG_KEYS, CommitStreamReader, KafkaAdmin, LogDirClient, RecordTimestampReader
+from monitor.kafka import (
+    CONFIG_KEYS,
+    CommitStreamReader,
+    KafkaAdmin,
+    LeaderAdmin,
+    LogDirClient,
+    RecordTimestampReader,
+)
 from monitor.kafka.fake import FakeCluster
-from monitor.kafka.protocol import AdminApi, CommitStream, LogDirReader, TimestampReader
+from monitor.kafka.protocol import AdminApi, CommitStream, LeaderApi, LogDirReader, TimestampReader
 
 T = TypeVar("T")
 
@@ -38,6 +46,7 @@ class Backend:
     reader: TimestampReader
     log_dirs: LogDirReader
     stream: CommitStream
+    leaders: LeaderApi
     broker_ids: list[int]
 
     def create_topic(
@@ -63,6 +72,9 @@ class Backend:
     def delete_group(self, group: str) -> None:
         raise NotImplementedError
 
+    def start_broker(self, broker_id: int) -> None:
+        raise NotImplementedError
+
     def wait_for(self, predicate: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
         """Poll until `predicate` gives something truthy (at once on the fake: it has no delays)."""
         deadline = time.monotonic() + timeout
@@ -78,7 +90,7 @@ class Backend:
             time.sleep(0.2)
 
     def close(self) -> None:
-        for client in (self.stream, self.log_dirs, self.reader, self.admin):
+        for client in (self.stream, self.leaders, self.log_dirs, self.reader, self.admin):
             client.close()
 
 
@@ -89,7 +101,8 @@ class FakeBackend(Backend):
         self.fake = FakeCluster("test", brokers=3, clock=SystemClock())
         self.admin, self.reader, self.log_dirs = self.fake.admin(), self.fake.reader(), self.fake.log_dirs()
         self.stream = self.fake.commit_stream()
-        for client in (self.admin, self.reader, self.log_dirs, self.stream):
+        self.leaders = self.fake.admin()
+        for client in (self.admin, self.reader, self.log_dirs, self.stream, self.leaders):
             client.start()
         self.broker_ids = sorted(self.fake.brokers)
 
@@ -122,6 +135,9 @@ class FakeBackend(Backend):
     def delete_group(self, group: str) -> None:
         self.fake.delete_group(group)
 
+    def start_broker(self, broker_id: int) -> None:
+        self.fake.start_broker(broker_id)
+
 
 class RealBackend(Backend):
     name = "real"
@@ -135,7 +151,8 @@ class RealBackend(Backend):
             LogDirClient(config),
         )
         self.stream = CommitStreamReader(config)
-        for client in (self.admin, self.reader, self.log_dirs, self.stream):
+        self.leaders = LeaderAdmin(config)
+        for client in (self.admin, self.reader, self.log_dirs, self.stream, self.leaders):
             client.start()
         self.broker_ids = list(kafka.broker_ids)
 
@@ -174,6 +191,9 @@ class RealBackend(Backend):
     def delete_group(self, group: str) -> None:
         for future in self.kafka.admin.delete_consumer_groups([group], request_timeout=10).values():
             future.result()
+
+    def start_broker(self, broker_id: int) -> None:
+        self.kafka.start_broker(broker_id)
 
     def close(self) -> None:
         super().close()
@@ -485,3 +505,72 @@ def test_a_deleted_group_streams_tombstones_for_its_offsets_and_itself(backend: 
 
     assert OffsetCommitRecord(group, topic, 0, None) in seen.commits
     assert GroupMetadataRecord(group, deleted=True) in seen.groups
+
+
+# -- leadership (the repair actions) ----------------------------------------------------------------
+
+
+def _partition(backend: Backend, topic: str, number: int) -> Any:
+    (info,) = backend.admin.describe_topics([topic])
+    return info.partitions[number]
+
+
+def test_a_preferred_election_gives_leadership_back_after_a_restart(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=3, replication_factor=3)
+    preferred = _partition(backend, topic, 0).replicas[0]
+    backend.wait_for(lambda: _partition(backend, topic, 0).leader == preferred, "the first leader")
+
+    backend.stop_broker(preferred)
+    backend.wait_for(lambda: _partition(backend, topic, 0).leader not in (None, preferred), "a new leader")
+    backend.start_broker(preferred)
+    backend.wait_for(lambda: preferred in _partition(backend, topic, 0).isr, "the broker back in sync", 90)
+    assert _partition(backend, topic, 0).leader != preferred  # Kafka does not move it back by itself
+
+    asked = [(topic, p) for p in range(3)]
+    elected = backend.wait_for(lambda: _elected(backend, asked), "the preferred leaders elected")
+    assert elected.value == asked  # the ones already led by their first replica count as done
+    for number in range(3):
+        backend.wait_for(partial(_led_by_first, backend, topic, number), "the preferred leader")
+
+
+def _led_by_first(backend: Backend, topic: str, number: int) -> bool:
+    part = _partition(backend, topic, number)
+    return bool(part.leader == part.replicas[0])
+
+
+def _elected(backend: Backend, asked: list[tuple[str, int]]) -> Any:
+    result = backend.leaders.elect_preferred_leaders(asked)
+    return None if result.errors else result
+
+
+def test_an_unknown_partition_is_refused_by_name(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=1, replication_factor=1)
+
+    result = backend.leaders.elect_preferred_leaders([(topic, 0), (topic, 5)])
+
+    assert result.value == [(topic, 0)]
+    assert list(result.errors) == [f"{topic}:5"]
+
+
+def test_reordering_replicas_then_electing_moves_the_leader(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=1, replication_factor=3)
+    replicas = list(_partition(backend, topic, 0).replicas)
+    order = [*replicas[1:], replicas[0]]
+
+    reordered = backend.leaders.reorder_replicas({(topic, 0): order})
+
+    assert reordered.value == [(topic, 0)] and not reordered.errors
+    backend.wait_for(lambda: list(_partition(backend, topic, 0).replicas) == order, "the new order")
+    backend.wait_for(lambda: _elected(backend, [(topic, 0)]), "the election")
+    backend.wait_for(lambda: _partition(backend, topic, 0).leader == order[0], "the new leader")
+
+
+def test_a_reorder_that_changes_the_replica_set_is_refused(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=1, replication_factor=2)
+    replicas = list(_partition(backend, topic, 0).replicas)
+    other = next(b for b in backend.broker_ids if b not in replicas)
+
+    with pytest.raises(KafkaRequestError, match="only a reordering of the same replicas"):
+        backend.leaders.reorder_replicas({(topic, 0): [other, replicas[0]]})
+
+    assert list(_partition(backend, topic, 0).replicas) == replicas

@@ -1,5 +1,5 @@
 """Property-based tests of every operation of the HTTP API (JSON API, Burrow endpoints, alerts,
-silences, acknowledgements, retention) against its own OpenAPI document: schemathesis in process
+silences, acknowledgements, retention, repairs) against its own OpenAPI document: schemathesis in process
 over ASGI, with all of its checks. For generated requests, valid and invalid, no answer is a 5xx,
 every status is documented, every body conforms, invalid data is refused and schema-valid data is
 accepted (or refused for a reason the document names: a business rule it cannot express).
@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from sqlalchemy import Engine, text
 
 from monitor.act.gitrepo import ConfigRepo
-from monitor.act.policy import default_policy_path
+from monitor.act.policy import default_policy_path, load_policy
+from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
 from monitor.act.tokens import create_token
 from monitor.core.clock import FakeClock, SystemClock
@@ -47,7 +48,7 @@ CONFIG = schemathesis.config.SchemathesisConfig.from_dict(
     }
 )
 """Every check of schemathesis is on; a 5xx fails all of them (`not_a_server_error`)."""
-OPERATIONS = 39
+OPERATIONS = 45
 """Every operation of the document (a new one must be counted here, so it is tested)."""
 
 
@@ -68,7 +69,22 @@ def retention(
 
 
 @pytest.fixture(scope="module")
-def api_schema(engine: Engine, retention: RetentionService) -> schemathesis.BaseSchema:
+def repairs(kafka: KafkaTestHelper, engine: Engine) -> Iterator[RepairService]:
+    """The repair actions against the real cluster, named like the synthetic one."""
+    cluster = ClusterConfig(name="prod", bootstrap_servers=kafka.bootstrap_servers.split(","))
+    service = RepairService(
+        [cluster], lambda: engine, SystemClock(), lambda: load_policy(default_policy_path())
+    )
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="module")
+def api_schema(
+    engine: Engine, retention: RetentionService, repairs: RepairService
+) -> schemathesis.BaseSchema:
     with engine.begin() as conn:
         fill(conn)
         conn.execute(  # a recent collection, so that /readyz is ready
@@ -77,7 +93,7 @@ def api_schema(engine: Engine, retention: RetentionService) -> schemathesis.Base
             {"t": T1},
         )  # fmt: skip
     app = create_app(engine, stale_after=timedelta(minutes=5), clock=FakeClock(T1), retention=retention,
-                     identity=IdentityConfig(platform_teams=["kafka-platform"]))  # fmt: skip
+                     repairs=repairs, identity=IdentityConfig(platform_teams=["kafka-platform"]))  # fmt: skip
     return schemathesis.openapi.from_asgi("/openapi.json", app, config=CONFIG)
 
 

@@ -30,6 +30,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from monitor import __version__
+from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
 from monitor.core.clock import Clock, SystemClock
 from monitor.core.settings import IdentityConfig, MetricsConfig
@@ -39,6 +40,7 @@ from monitor.expose.web import inbox
 from monitor.expose.web.api import alerts as api_alerts
 from monitor.expose.web.api import burrow
 from monitor.expose.web.api import clusters as api
+from monitor.expose.web.api import repairs as api_repairs
 from monitor.expose.web.api import retention as api_retention
 from monitor.expose.web.context import ApiError, Context, WebContext, attach
 from monitor.expose.web.health import RuleScale
@@ -49,6 +51,7 @@ from monitor.expose.web.inputs import guard_input
 from monitor.expose.web.pages import alerts as pages_alerts
 from monitor.expose.web.pages import collection as pages_collection
 from monitor.expose.web.pages import dashboard as pages
+from monitor.expose.web.pages import repairs as pages_repairs
 from monitor.expose.web.pages import retention as pages_retention
 
 log = logging.getLogger(__name__)
@@ -71,6 +74,7 @@ def create_app(
     metrics: MetricsConfig | None = None,
     snapshot: MetricsSnapshot | None = None,
     retention: RetentionService | None = None,
+    repairs: RepairService | None = None,
     identity: IdentityConfig | None = None,
     job_intervals: Mapping[str, float] | None = None,
     inboxes: Mapping[str, Path] | None = None,
@@ -94,6 +98,7 @@ def create_app(
         inbox_nav=bool(inboxes),
         ack_link_seconds=ack_link_seconds,
         retention=retention,
+        repairs=repairs,
         job_intervals=job_intervals,
         inboxes=inboxes or {},
         metrics=snapshot or MetricsSnapshot(lambda: engine, metrics or MetricsConfig()),
@@ -115,6 +120,9 @@ def create_app(
     if retention is not None:  # the retention button's API and pages; `identity` says who may press it
         app.include_router(api_retention.router)
         ctx = replace(ctx, topic_panel=pages_retention.install(app, retention, auth))
+    if repairs is not None:  # the repair actions' API, and their buttons on the alerts page
+        app.include_router(api_repairs.router)
+        app.include_router(pages_repairs.router)
     app.include_router(pages.router)
     app.include_router(pages_alerts.router)
     app.include_router(pages_collection.router)

@@ -24,6 +24,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection, Engine
 
+from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
 from monitor.core.clock import Clock
 from monitor.core.formatting import NUMBER_FILTERS
@@ -66,6 +67,8 @@ class WebContext:
     templates: jinja2.Environment = field(default_factory=template_environment)
     retention: RetentionService | None = None
     """The retention button's service; without it, the app has no retention routes."""
+    repairs: RepairService | None = None
+    """The repair actions' service; without it, the app has no repair routes and no repair buttons."""
     job_intervals: Mapping[str, float] | None = None
     """`monitor.core.scheduler.run_intervals`: when a job's last success is stale (None: the
     scheduler's defaults)."""
@@ -110,6 +113,17 @@ async def retention_service(ctx: Context) -> RetentionService:
 
 Service = Annotated[RetentionService, Depends(retention_service)]
 """A route's parameter for the retention button's service."""
+
+
+async def repair_service(ctx: Context) -> RepairService:
+    """The repair actions' service (the repair routes are included only with one)."""
+    if ctx.repairs is None:
+        raise ApiError(404, "not_found", "repair actions are not configured on this monitor")
+    return ctx.repairs
+
+
+Repairs = Annotated[RepairService, Depends(repair_service)]
+"""A route's parameter for the repair actions' service."""
 
 
 class ErrorDetail(BaseModel):

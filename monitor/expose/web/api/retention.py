@@ -129,7 +129,7 @@ def show(ctx: Context, request_id: Id) -> dict[str, Any]:
 def preview(body: RaiseBody, who: Changer, service: Service) -> dict[str, Any]:
     """What the request would do: current values, lagging groups, every rule and the disk cost.
     Changes nothing."""
-    result = _act(lambda: service.preview(who, body.cluster, body.topic, body.new(), body.duration_ms()))
+    result = act(lambda: service.preview(who, body.cluster, body.topic, body.new(), body.duration_ms()))
     return jsonable(result)
 
 
@@ -137,7 +137,7 @@ def preview(body: RaiseBody, who: Changer, service: Service) -> dict[str, Any]:
 def raise_retention(body: RaiseBody, who: Changer, service: Service) -> dict[str, Any]:
     """Ask for a raise: applied at once within the instant tier, else waiting for a reviewer."""
     return request_json(
-        _act(
+        act(
             lambda: service.raise_retention(
                 who, body.cluster, body.topic, body.new(), body.duration_ms(), body.reason
             )
@@ -148,26 +148,26 @@ def raise_retention(body: RaiseBody, who: Changer, service: Service) -> dict[str
 @router.post("/api/v1/retention-requests/{request_id}/approve")
 def approve(request_id: Id, body: DecisionBody, who: Changer, service: Service) -> dict[str, Any]:
     """Approve a waiting request, an instant raise's review, or an extension (a reviewer)."""
-    return request_json(_act(lambda: service.approve(who, request_id, body.reason)))
+    return request_json(act(lambda: service.approve(who, request_id, body.reason)))
 
 
 @router.post("/api/v1/retention-requests/{request_id}/reject")
 def reject(request_id: Id, body: DecisionBody, who: Changer, service: Service) -> dict[str, Any]:
     """Reject (a reviewer; rolls an instant raise back), or withdraw one's own request."""
-    return request_json(_act(lambda: service.reject(who, request_id, body.reason)))
+    return request_json(act(lambda: service.reject(who, request_id, body.reason)))
 
 
 @router.post("/api/v1/retention-requests/{request_id}/revert")
 def revert(request_id: Id, body: DecisionBody, who: Changer, service: Service) -> dict[str, Any]:
     """Restore the old values now (the owning team, or a reviewer)."""
-    return request_json(_act(lambda: service.revert(who, request_id, body.reason)))
+    return request_json(act(lambda: service.revert(who, request_id, body.reason)))
 
 
 @router.post("/api/v1/retention-requests/{request_id}/extend")
 def extend(request_id: Id, body: ExtendBody, who: Changer, service: Service) -> dict[str, Any]:
     """Ask for more time (the owning team); a reviewer approves it."""
-    duration = _act(lambda: parse_duration_ms(body.duration))
-    return request_json(_act(lambda: service.extend(who, request_id, duration, body.reason)))
+    duration = act(lambda: parse_duration_ms(body.duration))
+    return request_json(act(lambda: service.extend(who, request_id, duration, body.reason)))
 
 
 class DetailedApiError(ApiError):
@@ -178,7 +178,8 @@ class DetailedApiError(ApiError):
         self.details = details or None
 
 
-def _act(action: Callable[[], T]) -> T:
+def act(action: Callable[[], T]) -> T:
+    """Run a change of the act stage, its errors answered as the API's."""
     try:
         return action()
     except RetentionError as exc:

@@ -20,6 +20,8 @@ from fastapi import APIRouter, Cookie, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import Connection
 
+from monitor.act import repair_request
+from monitor.act.repairs import kinds_for
 from monitor.alert import actions
 from monitor.core.records import Identity
 from monitor.core.vocabulary import parse_duration
@@ -31,6 +33,7 @@ from monitor.expose.web.inputs import MAX_ID, Id
 from monitor.expose.web.pages.retention_views import identity_view
 
 FLASH_COOKIE = "kh_flash"
+RECENT_REPAIRS = 20
 
 SECTION_TITLES = {
     "firing": "Firing",
@@ -78,10 +81,20 @@ def alerts_page(
         csrf_token=auth.csrf_token(who) if who else None,
         as_of=state.as_of,
         max_silence=timedelta(seconds=ctx.silence_max_seconds),
+        repair_kinds=kinds_for if ctx.repairs is not None else None,
+        repairs=_recent_repairs(ctx),
     )
     if kh_flash is not None:
         page.delete_cookie(FLASH_COOKIE, path="/alerts")
     return page
+
+
+def _recent_repairs(ctx: WebContext) -> list[repair_request.Repair]:
+    """The newest repairs (none without the repair service): their buttons are on this page."""
+    if ctx.repairs is None:
+        return []
+    with ctx.engine.connect() as conn:
+        return repair_request.list_repairs(conn, limit=RECENT_REPAIRS)
 
 
 @router.post("/alerts/ack", response_model=None)
