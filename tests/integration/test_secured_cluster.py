@@ -130,8 +130,12 @@ def test_collect_evaluate_and_raise_retention_over_each_secured_listener(
 
         # 2. Evaluate what was collected.
         evaluated = scenario.evaluate()
-        assert evaluated["rows"] > 0
-        assert rows(engine, "SELECT 1 FROM derived_cluster WHERE cluster = :c", c=name)
+        assert evaluated["rows"].get("partition", 0) > 0, evaluated["rows"]
+        (lag,) = rows(
+            engine, "SELECT offset_lag FROM derived_group_partition WHERE cluster = :c AND group_id = :g",
+            c=name, g=group,
+        )  # fmt: skip
+        assert lag["offset_lag"] == 25
 
         # 3. An instant retention raise, applied over the same secured listener.
         service = _retention_service(
