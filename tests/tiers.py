@@ -31,6 +31,7 @@ TESTS = Path(__file__).parent
 
 SERVICE_FIXTURES = {
     "kafka_cluster": "kafka",
+    "secured_kafka_cluster": "kafka",
     "pg_server": "postgres",
     "spark": "spark",
     "chromium": "browser",

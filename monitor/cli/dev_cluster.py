@@ -56,14 +56,29 @@ def _progress(title: str) -> Iterator[Report]:
 
 def _print_status(cluster: DevKafkaCluster) -> None:
     table = Table(title=f"Kafka dev cluster in {cluster.home}", title_justify="left")
-    for column in ("node", "broker port", "controller port", "pid", "state"):
+    secured = cluster.secured
+    columns = ["node", "broker port", "controller port"]
+    columns += ["SASL_SSL port", "mutual-TLS port"] if secured else []
+    for column in [*columns, "pid", "state"]:
         table.add_column(column)
     for node in cluster.status():
         state = "[green]running[/green]" if node.running else "[red]stopped[/red]"
         pid = str(node.pid) if node.pid is not None else "-"
-        table.add_row(str(node.node_id), str(node.broker_port), str(node.controller_port), pid, state)
+        ports = [node.broker_port, node.controller_port]
+        ports += [node.sasl_ssl_port or 0, node.ssl_port or 0] if secured else []
+        table.add_row(str(node.node_id), *map(str, ports), pid, state)
     _out.print(table)
     _out.print(f"bootstrap servers: {cluster.bootstrap_servers}", highlight=False)
+    if secured:
+        security = cluster.security
+        _out.print(
+            f"SASL_SSL (SCRAM-SHA-512, user monitor): {cluster.sasl_ssl_bootstrap_servers}\n"
+            f"mutual TLS (client certificate required): {cluster.ssl_bootstrap_servers}\n"
+            f"CA certificate: {security.ca_file}\n"
+            f"client certificate and key: {security.client_certificate}, {security.client_key}\n"
+            f"both as monitor.yaml clusters, passwords included: {security.clusters_file}",
+            highlight=False,
+        )
 
 
 @app.command()
@@ -76,13 +91,22 @@ def up(
         typer.Option("--base-port", help="Broker ports start here; controllers at +100 (default 19092)."),
     ] = None,
     heap_mb: Annotated[int | None, typer.Option("--heap-mb", help="JVM heap of each node in MiB.")] = None,
+    security: Annotated[
+        str | None,
+        typer.Option(
+            "--security",
+            help="plaintext, or sasl_ssl: also a SASL_SSL (SCRAM-SHA-512) listener at base port + 200 "
+            "and a mutual-TLS listener at + 300, with a local CA under var/kafka/security "
+            "(default: dev_kafka.security).",
+        ),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
     """Fetch the broker jars if needed, format a new cluster, start it and wait until it answers.
 
     Nodes already running are left alone, so running `up` twice is harmless.
     """
-    cluster = _cluster(config, nodes=nodes, base_port=base_port, heap_mb=heap_mb)
+    cluster = _cluster(config, nodes=nodes, base_port=base_port, heap_mb=heap_mb, security=security)
     with _progress("starting Kafka") as report:
         cluster.up(nodes, report=report)
     _print_status(cluster)

@@ -24,6 +24,11 @@ class KafkaUnavailableError(MonitorError):
     """A Kafka cluster or broker did not answer within the timeout."""
 
 
+class KafkaAuthenticationError(KafkaUnavailableError):
+    """The brokers rejected the client's SASL credentials or its TLS handshake (an unknown
+    certificate, a CA that does not match). Handled like no answer: retried at the next cycle."""
+
+
 class KafkaRequestError(MonitorError):
     """Kafka answered a request with an error (bad topic, authorisation, invalid config ...)."""
 

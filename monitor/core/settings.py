@@ -530,6 +530,11 @@ class DevKafkaConfig(_Strict):
     nodes: Literal[1, 3] = 3
     base_port: int = Field(default=DEFAULT_DEV_KAFKA_PORT, gt=1024, lt=65000)
     heap_mb: int = Field(default=384, ge=128, le=8192)
+    security: Literal["plaintext", "sasl_ssl"] = Field(
+        default="plaintext",
+        description="sasl_ssl adds a SASL_SSL (SCRAM-SHA-512) listener at base_port + 200 and a "
+        "mutual-TLS listener at base_port + 300 to every node, beside the PLAINTEXT one.",
+    )
 
 
 class Settings(BaseSettings):

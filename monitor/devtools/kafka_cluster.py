@@ -3,11 +3,14 @@
 The broker jars come from Maven Central through `mvn` (once per version, into the cache); every
 node runs in combined mode (broker and controller) as a detached JVM, so the cluster outlives the
 command that started it. Node `n` listens on `base_port + n - 1` (clients) and
-`base_port + 100 + n - 1` (controller quorum).
+`base_port + 100 + n - 1` (controller quorum); a cluster made with `security="sasl_ssl"` also on
+`base_port + 200 + n - 1` (SASL_SSL, SCRAM-SHA-512) and `base_port + 300 + n - 1` (TLS with client
+certificates), as `monitor.devtools.kafka_security` describes.
 
 State under `home/`:
 
-    cluster.json                 {"cluster_id", "version", "nodes", "base_port"}, written at format
+    cluster.json                 {"cluster_id", "version", "nodes", "base_port", "security"}
+    security/                    the local CA, key stores and secrets (`security="sasl_ssl"` only)
     node-<id>/server.properties  rendered at every `up`
     node-<id>/log4j2.properties
     node-<id>/data/              log.dirs; `meta.properties` there means "formatted"
@@ -36,6 +39,7 @@ from typing import Final
 
 from monitor.core.errors import DevEnvironmentError, MonitorError
 from monitor.core.settings import ClusterConfig, DevKafkaConfig
+from monitor.devtools.kafka_security import SASL_SSL_PORT_OFFSET, SSL_PORT_OFFSET, DevSecurity
 from monitor.devtools.paths import maven_pom
 from monitor.devtools.processes import (
     TAIL_LINES,
@@ -46,6 +50,7 @@ from monitor.devtools.processes import (
     wait_gone,
 )
 from monitor.kafka import KafkaAdmin
+from monitor.kafka.properties import scrub
 
 HOST: Final = "127.0.0.1"
 CONTROLLER_PORT_OFFSET: Final = 100
@@ -69,6 +74,8 @@ class NodeStatus:
     controller_port: int
     pid: int | None
     running: bool
+    sasl_ssl_port: int | None = None
+    ssl_port: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +86,7 @@ class _State:
     version: str
     nodes: int
     base_port: int
+    security: str = "plaintext"  # absent from the files of clusters made before it existed
 
 
 def new_cluster_id() -> str:
@@ -132,6 +140,18 @@ class DevKafkaCluster:
     def libs_dir(self) -> Path:
         return self.cache / f"kafka-{self.config.version}" / "libs"
 
+    @property
+    def secured(self) -> bool:
+        """Whether the nodes have the SASL_SSL and mutual-TLS listeners (the recorded cluster's
+        choice, else the configuration's)."""
+        state = self._read_state()
+        return (state.security if state is not None else self.config.security) == "sasl_ssl"
+
+    @property
+    def security(self) -> DevSecurity:
+        """The CA, certificates and secrets of the secured listeners (made by `up`)."""
+        return DevSecurity(self.home / "security")
+
     def _layout(self) -> tuple[int, int]:
         """(node count, base port): the recorded cluster's, else the configuration's."""
         state = self._read_state()
@@ -161,9 +181,30 @@ class DevKafkaCluster:
     def controller_port(self, node_id: int) -> int:
         return self._layout()[1] + CONTROLLER_PORT_OFFSET + node_id - 1
 
+    def sasl_ssl_port(self, node_id: int) -> int:
+        return self._layout()[1] + SASL_SSL_PORT_OFFSET + node_id - 1
+
+    def ssl_port(self, node_id: int) -> int:
+        return self._layout()[1] + SSL_PORT_OFFSET + node_id - 1
+
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(f"{HOST}:{self.broker_port(n)}" for n in self.node_ids)
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        return ",".join(f"{HOST}:{self.sasl_ssl_port(n)}" for n in self.node_ids)
+
+    @property
+    def ssl_bootstrap_servers(self) -> str:
+        return ",".join(f"{HOST}:{self.ssl_port(n)}" for n in self.node_ids)
+
+    def _ports(self, node_id: int) -> list[tuple[str, int]]:
+        """(kind, port) of every listener of one node."""
+        ports = [("broker", self.broker_port(node_id)), ("controller", self.controller_port(node_id))]
+        if self.secured:
+            ports += [("SASL_SSL", self.sasl_ssl_port(node_id)), ("mutual-TLS", self.ssl_port(node_id))]
+        return ports
 
     def node_dir(self, node_id: int) -> Path:
         return self.home / f"node-{node_id}"
@@ -176,15 +217,20 @@ class DevKafkaCluster:
         nodes = len(self.node_ids)
         voters = ",".join(f"{n}@{HOST}:{self.controller_port(n)}" for n in self.node_ids)
         replication, min_isr = min(3, nodes), min(2, nodes)
+        plaintext = f"PLAINTEXT://{HOST}:{self.broker_port(node_id)}"
+        secured = f"SASL_SSL://{HOST}:{self.sasl_ssl_port(node_id)},SSL://{HOST}:{self.ssl_port(node_id)}"
+        advertised = f"{plaintext},{secured}" if self.secured else plaintext
+        protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        if self.secured:
+            protocols += ",SASL_SSL:SASL_SSL,SSL:SSL"
         settings = {
             "process.roles": "broker,controller",
             "node.id": str(node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{HOST}:{self.broker_port(node_id)},"
-            f"CONTROLLER://{HOST}:{self.controller_port(node_id)}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.broker_port(node_id)}",
+            "listeners": f"{advertised},CONTROLLER://{HOST}:{self.controller_port(node_id)}",
+            "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": protocols,
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.node_dir(node_id) / "data"),
             "num.partitions": "1",
@@ -202,6 +248,8 @@ class DevKafkaCluster:
             "num.network.threads": "2",
             "num.io.threads": "4",
         }
+        if self.secured:
+            settings.update(self.security.broker_properties())
         lines = ["# Rendered by `kafka-health dev-cluster up`; changes are overwritten at the next up."]
         lines += [f"{key}={value}" for key, value in settings.items()]
         return "\n".join(lines) + "\n"
@@ -334,10 +382,7 @@ class DevKafkaCluster:
 
     def _check_ports_free(self, node_ids: Iterable[int]) -> None:
         for node_id in node_ids:
-            for kind, port in (
-                ("broker", self.broker_port(node_id)),
-                ("controller", self.controller_port(node_id)),
-            ):
+            for kind, port in self._ports(node_id):
                 if port_in_use(HOST, port):
                     raise DevEnvironmentError(
                         f"port {port} on {HOST} ({kind} port of node {node_id}) is already in use; "
@@ -457,7 +502,12 @@ class DevKafkaCluster:
         # 1. Record the layout: ports follow the configuration unless some node is still up.
         base_port = state.base_port if state is not None and running else self.config.base_port
         cluster_id = state.cluster_id if state is not None else new_cluster_id()
-        self._write_state(_State(cluster_id, self.config.version, wanted, base_port))
+        self._write_state(_State(cluster_id, self.config.version, wanted, base_port, self.config.security))
+        if self.secured:
+            self.security.ensure()
+            self.security.write_clusters_file(
+                "local", self.sasl_ssl_bootstrap_servers.split(","), self.ssl_bootstrap_servers.split(",")
+            )
         # 2. Render every node's configuration.
         to_start = [n for n in node_ids if n not in running]
         for node_id in to_start:
@@ -496,6 +546,11 @@ class DevKafkaCluster:
                 f"the cluster in {self.home} was formatted by Kafka {state.version}, not "
                 f"{self.config.version}; set dev_kafka.version to {state.version}, or {_PURGE_HINT}"
             )
+        if state.security != self.config.security:
+            raise DevEnvironmentError(
+                f"the cluster in {self.home} was made with security {state.security}, not "
+                f"{self.config.security}; start it with --security {state.security}, or {_PURGE_HINT}"
+            )
         return state
 
     def _format(self, node_ids: list[int], cluster_id: str, report: Report) -> None:
@@ -511,17 +566,26 @@ class DevKafkaCluster:
                 "-cp", f"{self.libs_dir}/*", "kafka.tools.StorageTool", "format",
                 "-t", cluster_id, "-c", str(node / "server.properties"),
             ]  # fmt: skip
+            if self.secured:  # the SCRAM user, written into the metadata with the storage
+                command += ["--add-scram", self.security.scram_format_argument()]
             return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
 
         with ThreadPoolExecutor(max_workers=len(node_ids)) as pool:
             results = dict(zip(node_ids, pool.map(format_one, node_ids), strict=True))
         for node_id, result in results.items():
             if result.returncode != 0:
-                output = (result.stdout + result.stderr).strip().splitlines()[-TAIL_LINES:]
+                text = scrub(result.stdout + result.stderr, self._secret_values())
+                output = text.strip().splitlines()[-TAIL_LINES:]
                 raise DevEnvironmentError(
                     f"formatting the storage of Kafka node {node_id} failed (exit code "
                     f"{result.returncode}):\n" + ("\n".join(output) or "(no output)")
                 )
+
+    def _secret_values(self) -> list[str]:
+        if not self.secured:
+            return []
+        secrets = self.security.secrets()
+        return [secrets.scram_password.get_secret_value(), secrets.key_passphrase.get_secret_value()]
 
     def down(self, purge: bool = False) -> None:
         """Stop every node (SIGTERM, then SIGKILL after the stop timeout); `purge` deletes the data."""
@@ -530,19 +594,19 @@ class DevKafkaCluster:
         if purge:
             for node_id in self._existing_node_ids():
                 shutil.rmtree(self.node_dir(node_id))
+            shutil.rmtree(self.security.directory, ignore_errors=True)
             (self.home / "cluster.json").unlink(missing_ok=True)
             if self.home.is_dir() and not any(self.home.iterdir()):
                 self.home.rmdir()
 
     def status(self) -> list[NodeStatus]:
         result = []
+        secured = self.secured
         for node_id in self.node_ids:
             pid = self._running_pid(node_id)
-            result.append(
-                NodeStatus(
-                    node_id, self.broker_port(node_id), self.controller_port(node_id), pid, pid is not None
-                )
-            )
+            sasl_ssl, ssl = (self.sasl_ssl_port(node_id), self.ssl_port(node_id)) if secured else (None, None)
+            ports = (self.broker_port(node_id), self.controller_port(node_id))
+            result.append(NodeStatus(node_id, *ports, pid, pid is not None, sasl_ssl, ssl))
         return result
 
     def stop_node(self, node_id: int) -> None:

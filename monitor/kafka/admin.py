@@ -30,7 +30,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
 )
 from confluent_kafka.cimpl import NewTopic
 
-from monitor.core.errors import ConfigError, KafkaUnavailableError
+from monitor.core.errors import ConfigError, KafkaAuthenticationError, KafkaUnavailableError
 from monitor.core.records import (
     ClusterInfo,
     CommittedOffset,
@@ -50,7 +50,13 @@ from monitor.kafka.groups import GROUPS_PER_REQUEST, GroupOffsetsClient
 from monitor.kafka.listoffsets import ChunkedListOffsets, NotAsked, plan_chunks
 from monitor.kafka.properties import ClientConfig, ClientLog, client_config, scrub
 from monitor.kafka.records import CONFIG_KEYS, partition_key
-from monitor.kafka.translate import FUTURE_GRACE_SECONDS, KafkaCall, Outcome, kafka_error
+from monitor.kafka.translate import (
+    FUTURE_GRACE_SECONDS,
+    KafkaCall,
+    Outcome,
+    is_security_failure,
+    kafka_error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +118,7 @@ class KafkaAdmin:
         """Seconds a replaced client is kept before it is destroyed (see `_destroy_unused_retired`)."""
         self._generation = 0
         self._lock = threading.Lock()
+        self._security_failure: tuple[float, str] | None = None
 
     def __repr__(self) -> str:
         state = "started" if self._client is not None else "not started"
@@ -141,12 +148,25 @@ class KafkaAdmin:
 
     def _new_client(self) -> AdminClient:
         try:
-            return AdminClient(dict(self._config), logger=ClientLog())
+            settings: dict[str, Any] = {**self._config, "error_cb": self._client_error}
+            return AdminClient(settings, logger=ClientLog())
         except KafkaException as exc:
             message = scrub(str(exc.args[0] if exc.args else exc), self._config.secret_values())
             raise ConfigError(
                 [f"clusters.{self._cluster.name}: the Kafka client rejected the configuration: {message}"]
             ) from exc
+
+    def _client_error(self, error: KafkaError) -> None:
+        """librdkafka's report of an error outside any request (served when the client is polled):
+        the last rejection of the credentials or certificate is kept to explain failed requests."""
+        if is_security_failure(error):
+            self._security_failure = (time.monotonic(), error.str())
+
+    def security_failure(self, since: float) -> str | None:
+        """What the brokers said when they last rejected the credentials or certificate, if that
+        happened at or after `since` (a `time.monotonic()` value)."""
+        failure = self._security_failure
+        return failure[1] if failure is not None and failure[0] >= since else None
 
     def _renew(self, generation: int) -> None:
         """Replace the client after the cluster did not answer a request made with `generation`.
@@ -243,6 +263,8 @@ class KafkaAdmin:
             with self._call("describe the cluster") as call:
                 future = self._admin().describe_cluster(request_timeout=self.timeout / 2)
                 return records.cluster_info(future.result(timeout=min(call.remaining(), self.timeout / 2)))
+        except KafkaAuthenticationError:
+            raise  # asking again another way cannot help
         except KafkaUnavailableError as exc:
             log.warning("DescribeCluster failed (%s); reading the brokers from the metadata instead", exc)
         with self._call("read the cluster metadata"):

@@ -156,8 +156,15 @@ class KafkaPythonClient:
         if unavailable(exc):
             self._discard()
             servers = ", ".join(self._cluster.bootstrap_servers)
+            hint = ""
+            if self._cluster.security.protocol is not SecurityProtocol.PLAINTEXT:
+                # kafka-python sees a rejected password or certificate only as a closed connection.
+                hint = (
+                    f", and that they accept the credentials and certificate in "
+                    f"clusters.{self._cluster.name}.security"
+                )
             return KafkaUnavailableError(
-                f"{where}: {self._text(exc)}; check that {servers} are up and reachable"
+                f"{where}: {self._text(exc)}; check that {servers} are up and reachable{hint}"
             )
         return KafkaRequestError(f"{where}: the cluster refused the request: {self._text(exc)}")
 

@@ -16,7 +16,12 @@ from typing import Final, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
-from monitor.core.errors import KafkaRequestError, KafkaUnavailableError, MonitorError
+from monitor.core.errors import (
+    KafkaAuthenticationError,
+    KafkaRequestError,
+    KafkaUnavailableError,
+    MonitorError,
+)
 from monitor.core.settings import ClusterConfig
 from monitor.kafka.properties import ClientConfig, scrub
 
@@ -47,6 +52,20 @@ UNAVAILABLE_CODES: Final = frozenset(
         KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
     }
 )
+
+
+SECURITY_CODES: Final = frozenset(
+    {KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED}
+)
+
+
+def is_security_failure(error: KafkaError) -> bool:
+    """True when librdkafka reports that a broker rejected the client's credentials or its TLS
+    handshake. A broker that rejects the client certificate ends the handshake with an alert
+    that librdkafka reports only as a transport failure with OpenSSL's text in it."""
+    return error.code() in SECURITY_CODES or (
+        error.code() == KafkaError._TRANSPORT and "SSL routines" in error.str()
+    )
 
 
 def kafka_error(exc: BaseException) -> KafkaError | None:
@@ -146,6 +165,8 @@ class CallOwner(Protocol):
 
     def _drain_logs(self) -> None: ...
 
+    def security_failure(self, since: float) -> str | None: ...
+
 
 class KafkaCall:
     """Context manager around one client request: translates its errors, drains client logs.
@@ -157,7 +178,8 @@ class KafkaCall:
         self._admin = admin
         self._action = action
         self._generation = admin._generation
-        self._deadline = time.monotonic() + admin.timeout + FUTURE_GRACE_SECONDS
+        self._started = time.monotonic()
+        self._deadline = self._started + admin.timeout + FUTURE_GRACE_SECONDS
 
     def remaining(self) -> float:
         """Seconds left for waiting on futures, never negative."""
@@ -185,6 +207,8 @@ class KafkaCall:
         else:
             return
         if isinstance(error, KafkaUnavailableError):
+            error = self._rejected() or error
+        if isinstance(error, KafkaUnavailableError):
             self._admin._renew(self._generation)
         try:
             raise error from exc
@@ -193,6 +217,19 @@ class KafkaCall:
             # that keeps the original exception, its frames and the client in them alive until
             # the next garbage collection.
             del error
+
+    def _rejected(self) -> KafkaAuthenticationError | None:
+        """The clear error when, during this request, a broker rejected the client's credentials
+        or certificate: that, not "no answer", is why the request failed."""
+        failure = self._admin.security_failure(self._started)
+        if failure is None:
+            return None
+        return KafkaAuthenticationError(
+            f"{self._where()}: the brokers rejected the client's credentials or certificate: "
+            f"{scrub(failure, self._admin.config.secret_values())}; check "
+            f"clusters.{self._admin.cluster.name}.security (protocol, SASL user name and password, "
+            "CA, client certificate and key)"
+        )
 
     def _where(self) -> str:
         return f"cannot {self._action} on cluster {self._admin.cluster.name!r}"

@@ -1,0 +1,246 @@
+"""The monitor over a secured cluster, for real: the dev cluster's SASL_SSL (SCRAM-SHA-512)
+listener and its mutual-TLS listener. Over each: collect (metadata through confluent-kafka,
+offsets and committed offsets, log dirs through kafka-python), evaluate, and apply a retention
+raise through the act stage; and a wrong password or an untrusted client certificate fails with an
+error naming the cluster, within the request timeout, with no secret in any log."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import git
+import pytest
+import trustme
+from confluent_kafka.admin import ConfigResource, ResourceType
+from cryptography.hazmat.primitives import serialization
+from pydantic import SecretStr
+from sqlalchemy import Engine, text
+
+from monitor.act.gitrepo import ConfigRepo
+from monitor.act.service import RetentionService
+from monitor.collect.stage import ClusterCollector
+from monitor.core.clock import FakeClock, SystemClock
+from monitor.core.settings import ClusterConfig, CollectConfig, NameFilter, RetentionConfig
+from monitor.devtools.kafka_cluster import DevKafkaCluster
+from monitor.store.buffer import BufferedWriter
+from monitor.store.partitions import ensure_partitions
+from monitor.store.runs import RunRecorder
+from tests.fixtures.kafka import Listener, SecuredKafkaHelper
+from tests.fixtures.populated import Scenario
+from tests.integration.test_retention import ALICE, DAY_MS, OWNERS, POLICY
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REQUEST_TIMEOUT = 3.0
+LISTENERS: list[Listener] = ["sasl_ssl", "mtls"]
+
+
+def rows(engine: Engine, sql: str, **params: Any) -> list[dict[str, Any]]:
+    with engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(text(sql), params)]
+
+
+def runs(engine: Engine, cluster: str) -> dict[str, dict[str, Any]]:
+    """The latest collection run of each job of `cluster`."""
+    found = rows(
+        engine,
+        "SELECT DISTINCT ON (job) job, status, error FROM collection_runs WHERE cluster = :c"
+        " ORDER BY job, id DESC",
+        c=cluster,
+    )
+    return {r["job"]: r for r in found}
+
+
+@pytest.fixture(params=LISTENERS)
+def secured(
+    request: pytest.FixtureRequest, secured_kafka_cluster: DevKafkaCluster
+) -> Iterator[SecuredKafkaHelper]:
+    helper = SecuredKafkaHelper(secured_kafka_cluster, request.param)
+    try:
+        yield helper
+    finally:
+        helper.close()
+
+
+def _retention_service(cluster: ClusterConfig, engine: Engine, home: Path) -> RetentionService:
+    (home / "policy.yaml").write_text(POLICY)
+    (home / "owners.yaml").write_text(OWNERS)
+    remote = home / "remote.git"
+    git.Repo.init(remote, bare=True)
+    clock = FakeClock(datetime.now(UTC))
+    with engine.begin() as conn:
+        ensure_partitions(conn, clock.now(), 30)
+    return RetentionService(
+        RetentionConfig(retry_seconds=1, verify_seconds=10), [cluster], lambda: engine, clock,
+        ConfigRepo(home / "configs", remote=str(remote)), home / "policy.yaml", home / "owners.yaml",
+    )  # fmt: skip
+
+
+def _retention_ms(secured: SecuredKafkaHelper, topic: str) -> str:
+    """retention.ms as the broker reports it, asked over the PLAINTEXT listener."""
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    entries = secured.admin.describe_configs([resource])[resource].result(timeout=30)
+    return str(entries["retention.ms"].value)
+
+
+def test_collect_evaluate_and_raise_retention_over_each_secured_listener(
+    secured: SecuredKafkaHelper,
+    engine: Engine,
+    spark: SparkSession,
+    db_url: str,
+    tmp_path: Path,
+) -> None:
+    name = f"secured-{secured.listener.replace('_', '-')}"
+    topic = secured.create_topic(f"payments-{uuid.uuid4().hex[:8]}", config={"retention.ms": str(DAY_MS)})
+    group = f"readers-{topic}"
+    secured.produce(topic, [f"m{i}".encode() for i in range(20)])
+    assert secured.consume_and_commit(group, topic, 5) == 5
+    scenario = Scenario(name, secured, engine, spark, db_url, [topic])
+    try:
+        # 1. Collect, twice (the produce rate needs two samples), over the secured listener only.
+        scenario.collect(log_dirs=True)
+        secured.produce(topic, [f"n{i}".encode() for i in range(10)])
+        time.sleep(1)
+        scenario.collect(log_dirs=True)
+        latest = runs(engine, name)
+        assert {job: r["status"] for job, r in latest.items()} == {
+            "metadata": "ok", "configs": "ok", "log_dirs": "ok", "offsets": "ok",
+        }, latest  # fmt: skip
+        (partition,) = rows(
+            engine, "SELECT end_offset FROM latest_partition_offsets WHERE cluster = :c AND topic = :t",
+            c=name, t=topic,
+        )  # fmt: skip
+        assert partition["end_offset"] == 30
+        # The committed offset comes from OffsetFetch through kafka-python.
+        (committed,) = rows(
+            engine, "SELECT committed_offset, lag FROM latest_group_offsets WHERE cluster = :c AND group_id = :g",
+            c=name, g=group,
+        )  # fmt: skip
+        assert (committed["committed_offset"], committed["lag"]) == (5, 25)
+        # DescribeLogDirs through kafka-python: the broker's disk and the topic's size.
+        assert rows(engine, "SELECT 1 FROM broker_disks WHERE cluster = :c AND total_bytes > 0", c=name)
+        assert rows(engine, "SELECT 1 FROM log_dir_sizes WHERE cluster = :c AND topic = :t", c=name, t=topic)
+
+        # 2. Evaluate what was collected.
+        evaluated = scenario.evaluate()
+        assert evaluated["rows"].get("partition", 0) > 0, evaluated["rows"]
+        (lag,) = rows(
+            engine, "SELECT offset_lag FROM derived_group_partition WHERE cluster = :c AND group_id = :g",
+            c=name, g=group,
+        )  # fmt: skip
+        assert lag["offset_lag"] == 25
+
+        # 3. An instant retention raise, applied over the same secured listener.
+        service = _retention_service(
+            secured.cluster_config(name, request_timeout_seconds=10), engine, tmp_path
+        )
+        service.start()
+        try:
+            request = service.raise_retention(
+                ALICE, name, topic, {"retention.ms": 2 * DAY_MS}, DAY_MS, "behind"
+            )
+            assert request.state == "pending_review", request
+        finally:
+            service.stop()
+        assert _retention_ms(secured, topic) == str(2 * DAY_MS)
+    finally:
+        scenario.close()
+
+
+def _untrusted_client_certificate(directory: Path, passphrase: str) -> tuple[Path, Path]:
+    """A client certificate for CN=monitor from a CA the brokers do not trust; its key encrypted."""
+    issued = trustme.CA().issue_cert("monitor")
+    key = serialization.load_pem_private_key(issued.private_key_pem.bytes(), password=None)
+    key_file, cert_file = directory / "untrusted-key.pem", directory / "untrusted-cert.pem"
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(passphrase.encode()),
+        )
+    )
+    issued.cert_chain_pems[0].write_to_path(str(cert_file))
+    return cert_file, key_file
+
+
+def _rejected_config(
+    secured: SecuredKafkaHelper, name: str, topic: str, tmp_path: Path
+) -> tuple[ClusterConfig, list[str]]:
+    """A configuration the brokers refuse on this listener, and every secret it and the cluster hold."""
+    real = secured.cluster.security.secrets()
+    secrets = [real.scram_password.get_secret_value(), real.key_passphrase.get_secret_value()]
+    security = secured.cluster.security
+    if secured.listener == "sasl_ssl":
+        wrong = f"wrong-{uuid.uuid4().hex}"
+        rejected, secrets = security.sasl_ssl(SecretStr(wrong)), [*secrets, wrong]
+    else:
+        passphrase = f"phrase-{uuid.uuid4().hex}"
+        cert, key = _untrusted_client_certificate(tmp_path, passphrase)
+        rejected, secrets = security.mutual_tls(cert, key, SecretStr(passphrase)), [*secrets, passphrase]
+    topics = NameFilter(allow=[topic])
+    config = secured.cluster_config(
+        name, security=rejected, topics=topics, request_timeout_seconds=REQUEST_TIMEOUT
+    )
+    return config, secrets
+
+
+def test_a_wrong_password_or_untrusted_certificate_is_a_clear_error_without_secrets(
+    secured: SecuredKafkaHelper,
+    engine: Engine,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    name = f"rejected-{secured.listener.replace('_', '-')}"
+    topic = secured.create_topic()
+    config, secrets = _rejected_config(secured, name, topic, tmp_path)
+    clock = SystemClock()
+    writer = BufferedWriter(engine, 1000, clock)
+    recorder = RunRecorder(engine, clock, writer=writer)
+    collector = ClusterCollector(config, engine, clock, recorder, writer, CollectConfig())
+    collector.start()
+    try:
+        for job in ("metadata", "offsets", "log_dirs"):
+            started = time.monotonic()
+            collector.run(job)
+            # Bounded by the request timeout: the first request fails, nothing waits on.
+            assert time.monotonic() - started < REQUEST_TIMEOUT + 6, job
+    finally:
+        collector.stop()
+    latest = runs(engine, name)
+    assert {job: r["status"] for job, r in latest.items()} == {
+        "metadata": "failed", "offsets": "failed", "log_dirs": "failed",
+    }, latest  # fmt: skip
+    for job, run in latest.items():
+        assert f"cluster '{name}'" in run["error"], (job, run["error"])
+        assert f"clusters.{name}.security" in run["error"], (job, run["error"])
+    # confluent-kafka sees why the brokers closed the connection, and says so.
+    metadata_error = latest["metadata"]["error"]
+    assert "rejected the client's credentials or certificate" in metadata_error
+    expected = "SASL authentication error" if secured.listener == "sasl_ssl" else "bad certificate"
+    assert expected in metadata_error
+
+    # No secret anywhere: the captured log records, the process output, the broker's own logs.
+    ours = [r for r in caplog.records if r.name.startswith("monitor")]
+    assert ours, "the failed runs were logged"
+    assert not [r for r in ours if r.exc_info], "a failed run is logged without a traceback"
+    out, err = capfd.readouterr()
+    node = secured.cluster.node_dir(1)
+    logs = {
+        "captured log": "\n".join(r.getMessage() for r in caplog.records),
+        "process output": out + err,
+        "runs": " ".join(str(r["error"]) for r in latest.values()),
+        "server.log": (node / "server.log").read_text(encoding="utf-8", errors="replace"),
+        "console.log": (node / "console.log").read_text(encoding="utf-8", errors="replace"),
+    }
+    for where, content in logs.items():
+        for secret in secrets:
+            assert secret not in content, f"a secret is in the {where}"
