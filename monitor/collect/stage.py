@@ -1,7 +1,8 @@
 """The collect stage as an app component.
 
 One `ClusterCollector` per configured cluster, running every job of the registry
-(`monitor.collect.jobs.JOBS`: metadata, configs, offsets, log dirs) at its interval. Policy:
+(`monitor.collect.jobs.JOBS`: metadata, configs, offsets, log dirs, and the end-to-end probe
+when `collect.probe.enabled`) at its interval. Policy:
 
 - a cluster whose client cannot be built (bad config) is disabled with its error recorded as a
   failed run; the other clusters are collected as usual;
@@ -30,8 +31,8 @@ from monitor.core.clock import Clock
 from monitor.core.errors import MonitorError, StoreUnavailableError
 from monitor.core.scheduler import Scheduler
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
-from monitor.kafka import KafkaAdmin, LogDirClient, RecordTimestampReader
-from monitor.kafka.protocol import AdminApi, LogDirReader, TimestampReader
+from monitor.kafka import KafkaAdmin, LogDirClient, ProbeClient, RecordTimestampReader
+from monitor.kafka.protocol import AdminApi, LogDirReader, ProbeApi, TimestampReader
 from monitor.store import leases
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import RunRecorder, instance_name
@@ -41,15 +42,21 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class KafkaClients:
-    """The three clients of one cluster (the real ones by default, or a fake cluster's)."""
+    """The clients of one cluster (the real ones by default, or a fake cluster's)."""
 
     admin: AdminApi
     reader: TimestampReader
     log_dirs: LogDirReader
+    probe: ProbeApi
 
     @classmethod
-    def real(cls, cluster: ClusterConfig) -> KafkaClients:
-        return cls(KafkaAdmin(cluster), RecordTimestampReader(cluster), LogDirClient(cluster))
+    def real(cls, cluster: ClusterConfig, config: CollectConfig) -> KafkaClients:
+        return cls(
+            KafkaAdmin(cluster),
+            RecordTimestampReader(cluster),
+            LogDirClient(cluster),
+            ProbeClient(cluster, config.probe.group_id),
+        )
 
 
 class ClusterCollector:
@@ -68,19 +75,33 @@ class ClusterCollector:
     ) -> None:
         self.cluster = cluster
         self._recorder = recorder
-        kafka = clients or KafkaClients.real(cluster)
+        kafka = clients or KafkaClients.real(cluster, config)
         self.context = ClusterContext(
-            cluster, kafka.admin, kafka.reader, kafka.log_dirs, engine, writer, clock, config, on_critical
+            cluster,
+            kafka.admin,
+            kafka.reader,
+            kafka.log_dirs,
+            kafka.probe,
+            engine,
+            writer,
+            clock,
+            config,
+            on_critical,
         )
-        self.runners: dict[str, JobRun] = {name: job.build(self.context) for name, job in JOBS.items()}
+        self.runners: dict[str, JobRun] = {
+            name: job.build(self.context) for name, job in JOBS.items() if job.enabled(config)
+        }
 
     def start(self) -> None:
         """Build the clients (no connection yet); raises ConfigError for a bad cluster config."""
         self.context.admin.start()
         self.context.reader.start()
         self.context.log_dirs.start()
+        if "probe" in self.runners:
+            self.context.probe.start()
 
     def stop(self) -> None:
+        self.context.probe.close()
         self.context.log_dirs.close()
         self.context.reader.close()
         self.context.admin.close()
@@ -147,6 +168,8 @@ class CollectStage:
     def _schedule(self, collector: ClusterCollector) -> None:
         name = collector.cluster.name
         for job in JOBS.values():
+            if job.name not in collector.runners:
+                continue
             self._scheduler.every(
                 f"{name}:{job.name}",
                 job.interval(self._intervals),

@@ -23,7 +23,8 @@ over kafka-python (`pyclient`: options and the client's lifecycle): `logdirs` (`
 DescribeLogDirs, which librdkafka lacks), and the group requests librdkafka's admin client cannot
 survive while a coordinator dies: `groups` (`GroupOffsetsClient`, OffsetFetch) and `describe`
 (`GroupDescribeClient`, DescribeGroups and ConsumerGroupDescribe, whose messages are in
-`messages`), behind `KafkaAdmin.committed_offsets` and `KafkaAdmin.describe_groups`.
+`messages`), behind `KafkaAdmin.committed_offsets` and `KafkaAdmin.describe_groups`; `probe`
+(`ProbeClient`: the end-to-end probe's topic, producer and consumer group).
 
 The collectors depend on the protocols of `protocol` (`AdminApi`, `TimestampReader`,
 `LogDirReader`), not on these classes; `fake` is a cluster in memory behind the same protocols,
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 from monitor.kafka.admin import KafkaAdmin
 from monitor.kafka.logdirs import LogDirClient, describe_log_dirs
+from monitor.kafka.probe import ProbeClient
 from monitor.kafka.properties import ClientConfig, client_config
 from monitor.kafka.pyclient import KafkaPythonOptions, kafka_python_options
 from monitor.kafka.records import CONFIG_KEYS
@@ -45,6 +47,7 @@ __all__ = [
     "KafkaAdmin",
     "KafkaPythonOptions",
     "LogDirClient",
+    "ProbeClient",
     "RecordTimestampReader",
     "client_config",
     "describe_log_dirs",

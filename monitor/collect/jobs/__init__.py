@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 from monitor.collect.context import CollectorJob
-from monitor.collect.jobs import configs, log_dirs, metadata, offsets
+from monitor.collect.jobs import configs, log_dirs, metadata, offsets, probe
 from monitor.core.settings import Intervals
 
 JOBS: Final[dict[str, CollectorJob]] = {
@@ -22,6 +22,7 @@ JOBS: Final[dict[str, CollectorJob]] = {
         configs.JOB,
         offsets.JOB,
         log_dirs.JOB,
+        probe.JOB,
     )
 }
 
