@@ -60,7 +60,7 @@ class _ProbeAdmin(KafkaAdmin):
     added with one, and the preferred-leader election."""
 
     def create_assigned_topic(self, name: str, replicas: list[list[int]]) -> None:
-        topic = NewTopic(name, replica_assignment=replicas)
+        topic = NewTopic(name, num_partitions=len(replicas), replica_assignment=replicas)
         with self._call(f"create probe topic {name!r}") as call:
             futures = self._admin().create_topics(
                 [topic], request_timeout=self.timeout, operation_timeout=self.timeout
