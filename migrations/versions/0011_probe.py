@@ -1,5 +1,7 @@
 """The end-to-end probe: `probe_samples` (one row per probe message per partition of the probe
-topic, partitioned by day like the other samples) and the probe's columns on `derived_broker`.
+topic, partitioned by day like the other samples), the probe's columns on `derived_broker`, and
+the view `broker_state` with them (appended: `CREATE OR REPLACE VIEW` keeps the existing columns
+and the reader role's grant; the downgrade recreates the view of 0005).
 
 Revision ID: 0011
 Revises: 0010
@@ -30,6 +32,19 @@ BROKER_COLUMNS: tuple[tuple[str, sa.types.TypeEngine[object]], ...] = (
 )
 
 
+_BROKER_STATE = """
+    SELECT b.cluster, b.broker_id, b.host, b.port, b.rack, b.up, b.first_seen, b.last_seen,
+           d.leaders, d.fair_share_leaders, d.leader_imbalance, d.non_preferred_leaders,
+           d.replicas, d.disk_total_bytes, d.disk_usable_bytes, d.disk_used_ratio,
+           d.evaluated_at{probe}
+    FROM brokers b
+    LEFT JOIN (
+        SELECT d.* FROM derived_broker d
+        JOIN latest_evaluations l ON l.cluster = d.cluster AND l.evaluated_at = d.evaluated_at
+    ) d USING (cluster, broker_id)
+"""
+
+
 def upgrade() -> None:
     op.create_table(
         "probe_samples",
@@ -51,9 +66,13 @@ def upgrade() -> None:
     op.create_index("ix_probe_samples_cluster_sampled_at", "probe_samples", ["cluster", "sampled_at"])
     for name, type_ in BROKER_COLUMNS:
         op.add_column("derived_broker", sa.Column(name, type_, nullable=True))
+    probe = "".join(f", d.{name}" for name, _ in BROKER_COLUMNS)
+    op.execute(f"CREATE OR REPLACE VIEW broker_state AS {_BROKER_STATE.format(probe=probe)}")
 
 
 def downgrade() -> None:
+    op.execute("DROP VIEW broker_state")
+    op.execute(f"CREATE VIEW broker_state AS {_BROKER_STATE.format(probe='')}")
     for name, _ in reversed(BROKER_COLUMNS):
         op.drop_column("derived_broker", name)
     op.drop_index("ix_probe_samples_cluster_sampled_at", table_name="probe_samples")
