@@ -71,9 +71,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # The view's `d.*` names every column of derived_broker: drop it before the columns.
     op.execute("DROP VIEW broker_state")
-    op.execute(f"CREATE VIEW broker_state AS {_BROKER_STATE.format(probe='')}")
     for name, _ in reversed(BROKER_COLUMNS):
         op.drop_column("derived_broker", name)
+    op.execute(f"CREATE VIEW broker_state AS {_BROKER_STATE.format(probe='')}")
     op.drop_index("ix_probe_samples_cluster_sampled_at", table_name="probe_samples")
     op.drop_table("probe_samples")
