@@ -126,21 +126,22 @@ def test_a_stopped_broker_fails_the_probe_of_its_partition_on_the_page_and_fires
         kafka.wait_for(lambda: condition() or not daemon.alive(), seconds, what)
         assert daemon.alive(), daemon.tail()
 
-    # 1. Healthy: every broker's probe partition passes, on the page and in the evaluation.
+    # 1. Healthy: every broker's probe partition passes, on the page and in the evaluation (the
+    #    first evaluation waits for Spark to start: minutes on a busy machine).
     wait(lambda: _probe_rows(daemon.cluster_page()) == {1: "row-ok", 2: "row-ok", 3: "row-ok"}
-         if _evaluated_probe(engine) else None, 240, "a passing probe on every broker")  # fmt: skip
+         if _evaluated_probe(engine) else None, 600, "a passing probe on every broker, evaluated")  # fmt: skip
     assert _firing(engine, "ProbeFailing") == []
 
     # 2. Broker 3 stops: the partition it led fails, the others pass again once its ISR shrank.
     kafka.stop_broker(3)
-    wait(lambda: _probe_rows(daemon.cluster_page()) == {1: "row-ok", 2: "row-ok", 3: "row-bad"}, 180,
+    wait(lambda: _probe_rows(daemon.cluster_page()) == {1: "row-ok", 2: "row-ok", 3: "row-bad"}, 300,
          "broker 3's probe partition failing on the cluster page, the others passing")  # fmt: skip
     page = daemon.cluster_page()
     assert "broker 3 does not lead its probe partition" in page
     assert "End-to-end latency per broker" in page and "Probe rounds per broker" in page
 
     # 3. The shipped rule fires on broker 3.
-    wait(lambda: "3" in _firing(engine, "ProbeFailing"), 240, "ProbeFailing firing on broker 3")
+    wait(lambda: "3" in _firing(engine, "ProbeFailing"), 300, "ProbeFailing firing on broker 3")
     with engine.connect() as conn:
         severity, summary = conn.execute(
             text(
