@@ -105,8 +105,7 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
     "broker_disks": ("cluster", "broker_id", "log_dir", "sampled_at", "total_bytes", "usable_bytes"),
     "group_states": ("cluster", "group_id", "sampled_at", "state", "members"),
     "probe_samples": (
-        "cluster", "partition", "sampled_at", "broker_id", "ok", "produce_seconds", "end_to_end_seconds",
-        "commit_seconds",
+        "cluster", "sampled_at", "broker_id", "ok", "produce_seconds", "end_to_end_seconds", "commit_seconds",
     ),
     "collection_runs": ("cluster", "job", "started_at", "finished_at", "status"),
 }  # fmt: skip
