@@ -18,7 +18,7 @@ from monitor.collect.commit_state import CommitState
 from monitor.core.clock import Clock
 from monitor.core.records import TopicInfo, TopicPartition
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
-from monitor.kafka.protocol import AdminApi, CommitStream, LogDirReader, TimestampReader
+from monitor.kafka.protocol import AdminApi, CommitStream, LogDirReader, ProbeApi, TimestampReader
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import Run
 
@@ -56,6 +56,7 @@ class ClusterContext:
     admin: AdminApi
     reader: TimestampReader
     log_dirs: LogDirReader
+    probe: ProbeApi
     engine: Engine
     writer: BufferedWriter
     clock: Clock
@@ -99,3 +100,5 @@ class CollectorJob:
     """The tables it writes (each table has one writing job)."""
     first_run_in: float = 0.0
     """Seconds after start of the first run (spreads the first runs out)."""
+    enabled: Callable[[CollectConfig], bool] = lambda config: True
+    """Whether it runs at all under the settings (a job that writes to the cluster is opt-in)."""

@@ -1,7 +1,8 @@
 """The collect stage as an app component.
 
 One `ClusterCollector` per configured cluster, running every job of the registry
-(`monitor.collect.jobs.JOBS`: metadata, configs, offsets, log dirs) at its interval. Policy:
+(`monitor.collect.jobs.JOBS`: metadata, configs, offsets, log dirs, and the end-to-end probe
+when `collect.probe.enabled`) at its interval. Policy:
 
 - a cluster whose client cannot be built (bad config) is disabled with its error recorded as a
   failed run; the other clusters are collected as usual;
@@ -30,8 +31,8 @@ from monitor.core.clock import Clock
 from monitor.core.errors import MonitorError, StoreUnavailableError
 from monitor.core.scheduler import Scheduler
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
-from monitor.kafka import CommitStreamReader, KafkaAdmin, LogDirClient, RecordTimestampReader
-from monitor.kafka.protocol import AdminApi, CommitStream, LogDirReader, TimestampReader
+from monitor.kafka import CommitStreamReader, KafkaAdmin, LogDirClient, ProbeClient, RecordTimestampReader
+from monitor.kafka.protocol import AdminApi, CommitStream, LogDirReader, ProbeApi, TimestampReader
 from monitor.store import leases
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import RunRecorder, instance_name
@@ -47,12 +48,19 @@ class KafkaClients:
     admin: AdminApi
     reader: TimestampReader
     log_dirs: LogDirReader
+    probe: ProbeApi
     commits: CommitStream | None = None
 
     @classmethod
-    def real(cls, cluster: ClusterConfig) -> KafkaClients:
+    def real(cls, cluster: ClusterConfig, config: CollectConfig) -> KafkaClients:
         stream = CommitStreamReader(cluster) if cluster.commit_stream else None
-        return cls(KafkaAdmin(cluster), RecordTimestampReader(cluster), LogDirClient(cluster), stream)
+        return cls(
+            KafkaAdmin(cluster),
+            RecordTimestampReader(cluster),
+            LogDirClient(cluster),
+            ProbeClient(cluster, config.probe.group_id),
+            stream,
+        )
 
 
 class ClusterCollector:
@@ -71,12 +79,13 @@ class ClusterCollector:
     ) -> None:
         self.cluster = cluster
         self._recorder = recorder
-        kafka = clients or KafkaClients.real(cluster)
+        kafka = clients or KafkaClients.real(cluster, config)
         self.context = ClusterContext(
             cluster,
             kafka.admin,
             kafka.reader,
             kafka.log_dirs,
+            kafka.probe,
             engine,
             writer,
             clock,
@@ -84,13 +93,17 @@ class ClusterCollector:
             on_critical,
             commit_stream=kafka.commits,
         )
-        self.runners: dict[str, JobRun] = {name: job.build(self.context) for name, job in JOBS.items()}
+        self.runners: dict[str, JobRun] = {
+            name: job.build(self.context) for name, job in JOBS.items() if job.enabled(config)
+        }
 
     def start(self) -> None:
         """Build the clients (no connection yet); raises ConfigError for a bad cluster config."""
         self.context.admin.start()
         self.context.reader.start()
         self.context.log_dirs.start()
+        if "probe" in self.runners:
+            self.context.probe.start()
         if self.context.commit_stream is not None:
             self.context.commit_stream.start()
 
@@ -99,6 +112,7 @@ class ClusterCollector:
             close()
         if self.context.commit_stream is not None:
             self.context.commit_stream.close()
+        self.context.probe.close()
         self.context.log_dirs.close()
         self.context.reader.close()
         self.context.admin.close()
@@ -165,6 +179,8 @@ class CollectStage:
     def _schedule(self, collector: ClusterCollector) -> None:
         name = collector.cluster.name
         for job in JOBS.values():
+            if job.name not in collector.runners:
+                continue
             self._scheduler.every(
                 f"{name}:{job.name}",
                 job.interval(self._intervals),

@@ -213,6 +213,25 @@ BROKER = _cols(
     ("disk_total_bytes", "bigint", "sum over log dirs of total bytes"),
     ("disk_usable_bytes", "bigint", "sum over log dirs of usable bytes"),
     ("disk_used_ratio", "double", "1 - usable / total"),
+    (
+        "probe_successes",
+        "int",
+        "end-to-end probe messages through this broker that made the round trip in the window",
+    ),
+    ("probe_failures", "int", "end-to-end probe messages through this broker that failed in the window"),
+    (
+        "probe_failing",
+        "boolean",
+        "the newest end-to-end probe round failed on this broker (it does not lead its probe "
+        "partition, or producing, consuming or committing failed); null when the probe is off",
+    ),
+    ("probe_produce_latency_seconds", "double", "newest probe round: time until acks=all acknowledged"),
+    (
+        "probe_end_to_end_latency_seconds",
+        "double",
+        "newest probe round: time from producing the message to consuming it back",
+    ),
+    ("probe_commit_latency_seconds", "double", "newest probe round: time the offset commit took"),
 )
 
 CLUSTER = _cols(

@@ -31,6 +31,18 @@ def duration_filter(seconds: float | None) -> str:
     return f"{days} d {hours} h" if hours else f"{days} d"
 
 
+def latency_filter(seconds: float | None) -> str:
+    """A request's latency: 4 ms, 120 ms, 2.5 s; past a minute as `duration_filter`."""
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "unknown"
+    value = max(float(seconds), 0.0)
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 60:
+        return f"{value:.1f} s"
+    return duration_filter(value)
+
+
 def percent_filter(ratio: float | None, digits: int = 0) -> str:
     """0.913 -> 91%."""
     return "unknown" if ratio is None else f"{float(ratio) * 100:.{digits}f}%"
@@ -55,6 +67,7 @@ def number_filter(number: float | None, digits: int = 0) -> str:
 
 NUMBER_FILTERS: Final[dict[str, Callable[..., str]]] = {
     "duration": duration_filter,
+    "latency": latency_filter,
     "percent": percent_filter,
     "bytes": bytes_filter,
     "number": number_filter,

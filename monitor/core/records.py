@@ -205,6 +205,37 @@ class LogDirUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class ProbePartition:
+    """One partition of the end-to-end probe topic and the broker it probes: its preferred leader
+    (first replica). `leader` is the broker leading it now (None when offline)."""
+
+    partition: int
+    broker_id: int
+    leader: int | None
+
+    @property
+    def led_by_its_broker(self) -> bool:
+        return self.leader == self.broker_id
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """One probe message on one partition: produced with acks=all, consumed back, committed.
+    Each latency is None when that step did not happen; `error` says which step failed and why."""
+
+    partition: int
+    broker_id: int
+    produce_seconds: float | None
+    end_to_end_seconds: float | None
+    commit_seconds: float | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True, slots=True)
 class Partial(Generic[T]):
     """A result for the entities that answered plus an error message for each that did not.
 

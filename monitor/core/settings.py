@@ -233,8 +233,32 @@ class Intervals(_Strict):
     offsets_seconds: float = Field(default=15, gt=0)
     metadata_seconds: float = Field(default=60, gt=0)
     log_dirs_seconds: float = Field(default=120, gt=0)
+    probe_seconds: float = Field(default=10, gt=0)
     evaluate_seconds: float = Field(default=30, gt=0)
     maintenance_seconds: float = Field(default=3600, gt=0)
+
+
+class ProbeConfig(_Strict):
+    """The end-to-end probe (a `probe` collector job per cluster): produce with acks=all to a
+    partition led by every broker, consume it back with its own group, commit."""
+
+    enabled: bool = Field(
+        default=False, description="Run the probe; it writes to the cluster, so it is opt-in."
+    )
+    topic: str = Field(
+        default="kafka-health-probe",
+        pattern=r"^[A-Za-z0-9._-]{1,249}$",
+        description="The probe's topic, created if missing with one partition per broker.",
+    )
+    group_id: str = Field(
+        default="kafka-health-probe", min_length=1, description="The probe's consumer group."
+    )
+    replication_factor: int = Field(
+        default=3, ge=1, le=10, description="Replicas per probe partition (at most the live brokers)."
+    )
+    budget_seconds: float = Field(
+        default=5.0, gt=0, le=120, description="Time one round may take; a step not done by then fails."
+    )
 
 
 class CollectConfig(_Strict):
@@ -255,6 +279,7 @@ class CollectConfig(_Strict):
         ge=10,
         description="While commits are streamed, how often the offsets job checks them against OffsetFetch.",
     )
+    probe: ProbeConfig = Field(default_factory=ProbeConfig)
 
 
 class EvaluateConfig(_Strict):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
-from monitor.core.settings import IdentityConfig, Intervals, RemoteWriteTarget, Settings
+from monitor.core.settings import IdentityConfig, Intervals, ProbeConfig, RemoteWriteTarget, Settings
 from monitor.devtools.kafka_cluster import HOST, DevKafkaCluster
 from monitor.devtools.paths import project_root
 from monitor.devtools.workload import Workload, demo_plan
@@ -37,7 +37,8 @@ DEMO_INTERVALS = Intervals(metadata_seconds=15, log_dirs_seconds=30)
 
 
 def demo_settings(settings: Settings) -> Settings:
-    """`settings` with the demo's routing and its development-mode identity, where not configured."""
+    """`settings` with the demo's routing, intervals, end-to-end probe and development-mode
+    identity, where not configured."""
     updates: dict[str, object] = {}
     if settings.alert.routing_file is None:
         updates["alert"] = settings.alert.model_copy(
@@ -45,6 +46,9 @@ def demo_settings(settings: Settings) -> Settings:
         )
     if settings.intervals == Intervals():
         updates["intervals"] = DEMO_INTERVALS
+    if settings.collect.probe == ProbeConfig():
+        # The demo shows the end-to-end probe: on, on its own dev cluster only.
+        updates["collect"] = settings.collect.model_copy(update={"probe": ProbeConfig(enabled=True)})
     if settings.web.identity == IdentityConfig():
         identity = IdentityConfig(
             mode="development", development_user=DEMO_USER, development_teams=list(DEMO_TEAMS)

@@ -39,6 +39,7 @@ WINDOWED: dict[str, str | None] = {
     "log_dir_sizes": "sampled_at",
     "broker_disks": "sampled_at",
     "group_states": "sampled_at",
+    "probe_samples": "sampled_at",
     "collection_runs": "started_at",
 }
 PARALLEL = (

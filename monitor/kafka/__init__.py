@@ -24,7 +24,8 @@ over kafka-python (`pyclient`: options and the client's lifecycle): `logdirs` (`
 DescribeLogDirs, which librdkafka lacks), and the group requests librdkafka's admin client cannot
 survive while a coordinator dies: `groups` (`GroupOffsetsClient`, OffsetFetch) and `describe`
 (`GroupDescribeClient`, DescribeGroups and ConsumerGroupDescribe, whose messages are in
-`messages`), behind `KafkaAdmin.committed_offsets` and `KafkaAdmin.describe_groups`.
+`messages`), behind `KafkaAdmin.committed_offsets` and `KafkaAdmin.describe_groups`; `probe`
+(`ProbeClient`: the end-to-end probe's topic, producer and consumer group).
 
 `commit_stream` (`CommitStreamReader`) reads `__consumer_offsets` as it is written, decoded by
 `offsets_topic` (pure).
@@ -41,6 +42,7 @@ from monitor.kafka.admin import KafkaAdmin
 from monitor.kafka.commit_stream import CommitStreamReader
 from monitor.kafka.leaders import LeaderAdmin
 from monitor.kafka.logdirs import LogDirClient, describe_log_dirs
+from monitor.kafka.probe import ProbeClient
 from monitor.kafka.properties import ClientConfig, client_config
 from monitor.kafka.pyclient import KafkaPythonOptions, kafka_python_options
 from monitor.kafka.records import CONFIG_KEYS
@@ -54,6 +56,7 @@ __all__ = [
     "KafkaPythonOptions",
     "LeaderAdmin",
     "LogDirClient",
+    "ProbeClient",
     "RecordTimestampReader",
     "client_config",
     "describe_log_dirs",

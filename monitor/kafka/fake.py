@@ -1,7 +1,8 @@
 """A Kafka cluster in memory, behind the same protocols as the real clients
 (`monitor.kafka.protocol`): `FakeCluster` holds brokers, topics, partitions with their records,
-configs and consumer groups; `FakeKafkaAdmin`, `FakeTimestampReader` and `FakeLogDirs` answer
-from it as `KafkaAdmin`, `RecordTimestampReader` and `LogDirClient` answer from a real cluster
+configs and consumer groups; `FakeKafkaAdmin`, `FakeTimestampReader`, `FakeLogDirs` and
+`FakeProbe` answer from it as `KafkaAdmin`, `RecordTimestampReader`, `LogDirClient` and
+`ProbeClient` answer from a real cluster
 (tests/contract holds the suite both pass), with the same partial-failure policy.
 
 Failures are injected on the cluster, between requests:
@@ -52,11 +53,14 @@ from monitor.core.records import (
     Partial,
     PartitionInfo,
     PartitionOffsets,
+    ProbePartition,
+    ProbeResult,
     RecordTimestamp,
     TopicConfigEntry,
     TopicInfo,
     TopicPartition,
 )
+from monitor.kafka.probe import assignment, missing_brokers
 from monitor.kafka.protocol import LogDirs, Target
 from monitor.kafka.records import CONFIG_KEYS, partition_key
 
@@ -412,6 +416,9 @@ class FakeCluster:
     def commit_stream(self) -> FakeCommitStream:
         return FakeCommitStream(self)
 
+    def probe(self, group_id: str = "kafka-health-probe") -> FakeProbe:
+        return FakeProbe(self, group_id)
+
 
 class _Tally:
     """`monitor.kafka.translate.Outcome` for the fake: raise when nothing answered and every
@@ -762,3 +769,66 @@ class FakeCommitStream(_FakeClient):
             groups=[r for r in records if isinstance(r, GroupMetadataRecord)],
             caught_up=True,
         )
+
+
+class FakeProbe(_FakeClient):
+    """`monitor.kafka.protocol.ProbeApi` over a `FakeCluster`: each step takes
+    `latency_seconds`; a partition whose leader is down or gone fails to produce, a group whose
+    coordinator is down fails to commit."""
+
+    latency_seconds = 0.002
+
+    def __init__(self, cluster: FakeCluster, group_id: str = "kafka-health-probe") -> None:
+        super().__init__(cluster)
+        self.group_id = group_id
+
+    def _partitions_of(self, topic: str) -> list[ProbePartition]:
+        return [
+            ProbePartition(number, part.replicas[0], part.leader)
+            for number, part in enumerate(self.fake.topic(topic).partitions)
+        ]
+
+    def prepare(self, topic: str, broker_ids: Sequence[int], replication_factor: int) -> list[ProbePartition]:
+        with self.fake.lock:
+            self._begin("prepare", f"prepare probe topic {topic!r}")
+            if not broker_ids:
+                raise KafkaRequestError(
+                    f"cannot prepare probe topic {topic!r} on cluster {self.fake.name!r}: no broker is up"
+                )
+            rows = assignment(broker_ids, replication_factor)
+            if topic not in self.fake.topics:
+                self.fake.topics[topic] = FakeTopic(topic, [FakePartition(r, list(r), r[0]) for r in rows])
+            found = self._partitions_of(topic)
+            missing = missing_brokers(found, broker_ids)
+            parts = self.fake.topic(topic).partitions
+            parts.extend(FakePartition(r, list(r), r[0]) for r in rows if r[0] in missing)
+            for part in parts:
+                preferred = part.replicas[0]
+                if part.leader != preferred and preferred not in self.fake.down and preferred in part.isr:
+                    part.leader = preferred
+            return self._partitions_of(topic)
+
+    def probe(
+        self, topic: str, partitions: Sequence[ProbePartition], budget_seconds: float
+    ) -> list[ProbeResult]:
+        step = self.latency_seconds
+        results = []
+        with self.fake.lock:
+            self._begin("probe", f"probe topic {topic!r}")
+            coordinator = self.fake.coordinator(self.group_id)
+            for target in partitions:
+                part = self.fake.partition(topic, target.partition)
+                if part.leader is None or part.leader in self.fake.down:
+                    error = f"produce failed: {self.fake.no_answer()}"
+                    results.append(ProbeResult(target.partition, target.broker_id, None, None, None, error))
+                    continue
+                (offset,) = self.fake.produce(topic, target.partition)
+                if coordinator is None:
+                    error = f"commit failed: {self.fake.no_answer()}"
+                    results.append(
+                        ProbeResult(target.partition, target.broker_id, step, 2 * step, None, error)
+                    )
+                    continue
+                self.fake.commit(self.group_id, {(topic, target.partition): offset + 1})
+                results.append(ProbeResult(target.partition, target.broker_id, step, 2 * step, step))
+        return results

@@ -23,6 +23,8 @@ from monitor.core.records import (
     LogDirReplica,
     LogDirUsage,
     Partial,
+    ProbePartition,
+    ProbeResult,
     RecordTimestamp,
     TopicConfigEntry,
     TopicInfo,
@@ -37,6 +39,7 @@ __all__ = [
     "LeaderApi",
     "LogDirReader",
     "LogDirs",
+    "ProbeApi",
     "Target",
     "TimestampReader",
 ]
@@ -169,4 +172,26 @@ class CommitStream(Client, Protocol):
     def poll(self, max_seconds: float) -> CommitStreamBatch:
         """The records written since the last poll, in log order per partition; waits up to
         `max_seconds` for the first. Records that cannot be decoded are counted in `skipped`."""
+        ...
+
+
+class ProbeApi(Client, Protocol):
+    """The end-to-end probe of one cluster: a topic with a partition led by every broker, written
+    with acks=all, read back and committed by the probe's own consumer group."""
+
+    def prepare(self, topic: str, broker_ids: Sequence[int], replication_factor: int) -> list[ProbePartition]:
+        """Make `topic` fit the brokers: create it when missing with one partition per broker
+        (each broker the preferred leader of one, replicas on the next brokers, at most
+        `replication_factor` and the live brokers), add a partition for a broker that has none,
+        and elect the preferred leader of a partition whose preferred leader is up but does not
+        lead it. Returns every partition of the topic, sorted, as it is after that."""
+        ...
+
+    def probe(
+        self, topic: str, partitions: Sequence[ProbePartition], budget_seconds: float
+    ) -> list[ProbeResult]:
+        """Produce one message to each partition (acks=all), consume each back with the probe's
+        group and commit it. One result per partition in the order given; a step that fails or
+        does not finish within `budget_seconds` is that partition's `error`. Raises only when the
+        client itself is refused (configuration)."""
         ...

@@ -28,6 +28,7 @@ from sqlalchemy import (
     ARRAY,
     BigInteger,
     CheckConstraint,
+    Double,
     Index,
     Integer,
     Text,
@@ -273,6 +274,30 @@ class BrokerDisk(Base):
     sampled_at: Mapped[datetime] = mapped_column(primary_key=True)
     total_bytes: Mapped[int | None] = mapped_column(BigInteger)
     usable_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    error: Mapped[str | None]
+    run_id: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class ProbeSample(Base):
+    """One end-to-end probe message on one partition of the probe topic, and the broker it
+    probes (the partition's preferred leader). Latencies are null for steps not reached."""
+
+    __tablename__ = "probe_samples"
+    __table_args__ = (
+        Index("ix_probe_samples_cluster_sampled_at", "cluster", "sampled_at"),
+        _by_day("sampled_at"),
+    )
+
+    cluster: Mapped[str] = mapped_column(primary_key=True)
+    topic: Mapped[str] = mapped_column(primary_key=True)
+    partition: Mapped[int] = mapped_column(primary_key=True)
+    sampled_at: Mapped[datetime] = mapped_column(primary_key=True)
+    broker_id: Mapped[int]
+    leader: Mapped[int | None]
+    ok: Mapped[bool]
+    produce_seconds: Mapped[float | None] = mapped_column(Double)
+    end_to_end_seconds: Mapped[float | None] = mapped_column(Double)
+    commit_seconds: Mapped[float | None] = mapped_column(Double)
     error: Mapped[str | None]
     run_id: Mapped[int | None] = mapped_column(BigInteger)
 

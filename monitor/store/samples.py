@@ -31,6 +31,7 @@ from monitor.core.records import (
     LogDirReplica,
     LogDirUsage,
     OffsetsBatch,
+    ProbeResult,
     RecordTimestamp,
     TopicConfigEntry,
 )
@@ -528,6 +529,58 @@ def write_log_dirs(
             "log_dir_sizes": _append(conn, "log_dir_sizes", _LOG_DIR_COLUMNS, sizes, sampled_at, idempotent),
             "broker_disks": _append(conn, "broker_disks", _DISK_COLUMNS, disks, sampled_at, idempotent),
         }
+
+
+# ---------------------------------------------------------------------------------------------
+# End-to-end probe
+
+_PROBE_COLUMNS = (
+    "cluster",
+    "topic",
+    "partition",
+    "sampled_at",
+    "broker_id",
+    "leader",
+    "ok",
+    "produce_seconds",
+    "end_to_end_seconds",
+    "commit_seconds",
+    "error",
+    "run_id",
+)
+
+
+def write_probe(
+    conn: Connection,
+    cluster: str,
+    topic: str,
+    sampled_at: datetime,
+    run_id: int | None,
+    results: Sequence[tuple[ProbeResult, int | None]],
+    *,
+    idempotent: bool = False,
+) -> int:
+    """Append one probe round: each (result, the partition's leader then) to probe_samples.
+    Returns rows written; `idempotent` as for `write_offsets_batch`. Does not commit."""
+    rows = [
+        (
+            cluster,
+            topic,
+            r.partition,
+            sampled_at,
+            r.broker_id,
+            leader,
+            r.ok,
+            r.produce_seconds,
+            r.end_to_end_seconds,
+            r.commit_seconds,
+            r.error,
+            run_id,
+        )
+        for r, leader in results
+    ]
+    with conn.begin_nested():
+        return _append(conn, "probe_samples", _PROBE_COLUMNS, rows, sampled_at, idempotent)
 
 
 def _append(

@@ -29,10 +29,11 @@ from monitor.kafka import (
     KafkaAdmin,
     LeaderAdmin,
     LogDirClient,
+    ProbeClient,
     RecordTimestampReader,
 )
 from monitor.kafka.fake import FakeCluster
-from monitor.kafka.protocol import AdminApi, CommitStream, LeaderApi, LogDirReader, TimestampReader
+from monitor.kafka.protocol import AdminApi, CommitStream, LeaderApi, LogDirReader, ProbeApi, TimestampReader
 
 T = TypeVar("T")
 
@@ -47,6 +48,8 @@ class Backend:
     log_dirs: LogDirReader
     stream: CommitStream
     leaders: LeaderApi
+    probe: ProbeApi
+    probe_group: str
     broker_ids: list[int]
 
     def create_topic(
@@ -90,7 +93,7 @@ class Backend:
             time.sleep(0.2)
 
     def close(self) -> None:
-        for client in (self.stream, self.leaders, self.log_dirs, self.reader, self.admin):
+        for client in (self.probe, self.stream, self.leaders, self.log_dirs, self.reader, self.admin):
             client.close()
 
 
@@ -102,7 +105,9 @@ class FakeBackend(Backend):
         self.admin, self.reader, self.log_dirs = self.fake.admin(), self.fake.reader(), self.fake.log_dirs()
         self.stream = self.fake.commit_stream()
         self.leaders = self.fake.admin()
-        for client in (self.admin, self.reader, self.log_dirs, self.stream, self.leaders):
+        self.probe_group = unique("probe")
+        self.probe = self.fake.probe(self.probe_group)
+        for client in (self.admin, self.reader, self.log_dirs, self.stream, self.leaders, self.probe):
             client.start()
         self.broker_ids = sorted(self.fake.brokers)
 
@@ -152,7 +157,9 @@ class RealBackend(Backend):
         )
         self.stream = CommitStreamReader(config)
         self.leaders = LeaderAdmin(config)
-        for client in (self.admin, self.reader, self.log_dirs, self.stream, self.leaders):
+        self.probe_group = unique("probe")
+        self.probe = ProbeClient(config, self.probe_group)
+        for client in (self.admin, self.reader, self.log_dirs, self.stream, self.leaders, self.probe):
             client.start()
         self.broker_ids = list(kafka.broker_ids)
 
@@ -574,3 +581,68 @@ def test_a_reorder_that_changes_the_replica_set_is_refused(backend: Backend) -> 
         backend.leaders.reorder_replicas({(topic, 0): [other, replicas[0]]})
 
     assert list(_partition(backend, topic, 0).replicas) == replicas
+
+
+# -- the end-to-end probe ---------------------------------------------------------------------------
+
+
+def test_the_probe_topic_is_made_with_a_partition_led_by_every_broker(backend: Backend) -> None:
+    topic = unique("probe")
+
+    partitions = backend.probe.prepare(topic, backend.broker_ids, replication_factor=2)
+
+    assert [(p.partition, p.broker_id, p.leader) for p in partitions] == [
+        (i, broker, broker) for i, broker in enumerate(backend.broker_ids)
+    ]
+    described = backend.admin.describe_topics([topic])[0]
+    assert all(len(p.replicas) == 2 for p in described.partitions)
+    assert backend.probe.prepare(topic, backend.broker_ids, 2) == partitions, (
+        "a fitting topic is left as it is"
+    )
+
+
+def test_a_probe_round_produces_consumes_and_commits_every_partition(backend: Backend) -> None:
+    topic = unique("probe")
+    partitions = backend.probe.prepare(topic, backend.broker_ids, replication_factor=3)
+
+    results = backend.probe.probe(topic, partitions, budget_seconds=10)
+    again = backend.probe.probe(topic, partitions, budget_seconds=10)
+
+    assert [(r.partition, r.broker_id, r.error) for r in results] == [
+        (p.partition, p.broker_id, None) for p in partitions
+    ]
+    for r in [*results, *again]:
+        assert (
+            r.produce_seconds is not None
+            and r.end_to_end_seconds is not None
+            and r.commit_seconds is not None
+        )
+        assert 0 < r.produce_seconds <= r.end_to_end_seconds < 10
+    committed = backend.admin.committed_offsets([backend.probe_group]).value[backend.probe_group]
+    assert [(c.topic, c.partition, c.offset) for c in committed] == [
+        (topic, p.partition, 2) for p in partitions
+    ]
+
+
+def test_a_stopped_broker_loses_the_lead_of_its_probe_partition_and_the_others_still_probe(
+    backend: Backend,
+) -> None:
+    topic = unique("probe")
+    backend.probe.prepare(topic, backend.broker_ids, replication_factor=3)
+    stopped = backend.broker_ids[-1]
+    backend.stop_broker(stopped)
+    live = [b for b in backend.broker_ids if b != stopped]
+
+    partitions = backend.wait_for(
+        lambda: (
+            found
+            if not (found := backend.probe.prepare(topic, live, 3))[-1].led_by_its_broker
+            and all(p.led_by_its_broker for p in found[:-1])
+            else None
+        ),
+        f"broker {stopped} to lose the lead of its probe partition",
+    )
+    results = backend.probe.probe(topic, [p for p in partitions if p.led_by_its_broker], budget_seconds=10)
+
+    assert partitions[-1].broker_id == stopped and partitions[-1].leader in live
+    assert [(r.broker_id, r.error) for r in results] == [(b, None) for b in live]

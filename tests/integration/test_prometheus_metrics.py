@@ -129,9 +129,11 @@ def filled(engine: Engine) -> Engine:
         _insert(conn, "derived_broker", T1, [
             {"broker_id": 1, "up": True, "leaders": 2, "fair_share_leaders": 1.5, "leader_imbalance": 1.5,
              "non_preferred_leaders": 1, "disk_total_bytes": 1000, "disk_usable_bytes": 400,
-             "disk_used_ratio": 0.6},
+             "disk_used_ratio": 0.6, "probe_successes": 90, "probe_failures": 0, "probe_failing": False,
+             "probe_produce_latency_seconds": 0.004, "probe_end_to_end_latency_seconds": 0.02,
+             "probe_commit_latency_seconds": 0.003},
             {"broker_id": 2, "up": True, "leaders": 1, "fair_share_leaders": 1.5, "leader_imbalance": 0.5,
-             "non_preferred_leaders": 0},
+             "non_preferred_leaders": 0, "probe_successes": 80, "probe_failures": 10, "probe_failing": True},
         ])  # fmt: skip
     return engine
 
@@ -233,6 +235,11 @@ def test_our_metrics_serve_the_latest_evaluation(filled: Engine) -> None:
     assert of(samples, "kafka_health_broker_up") == {("prod", "1"): 1, ("prod", "2"): 1, ("prod", "3"): 0}
     assert of(samples, "kafka_health_broker_leaders") == {("prod", "1"): 2, ("prod", "2"): 1}
     assert of(samples, "kafka_health_broker_disk_usable_bytes") == {("prod", "1"): 400}
+    assert of(samples, "kminion_end_to_end_roundtrip_latency_seconds") == {("prod", "1"): 0.02}
+    assert of(samples, "kminion_end_to_end_produce_latency_seconds") == {("prod", "1"): 0.004}
+    assert of(samples, "kminion_end_to_end_commit_latency_seconds") == {("prod", "1"): 0.003}
+    assert of(samples, "kafka_health_broker_probe_failing") == {("prod", "1"): 0, ("prod", "2"): 1}
+    assert of(samples, "kafka_health_broker_probe_failures") == {("prod", "1"): 0, ("prod", "2"): 10}
 
     assert of(samples, "kafka_health_cluster_brokers_down") == {("prod",): 1}
     assert of(samples, "kafka_health_cluster_offline_partitions") == {("prod",): 1}

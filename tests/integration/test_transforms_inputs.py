@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from sqlalchemy import ARRAY, BigInteger, Boolean, DateTime, Integer, Text
+from sqlalchemy import ARRAY, BigInteger, Boolean, DateTime, Double, Integer, Text
 from sqlalchemy.dialects.postgresql import JSONB
 
 from monitor.core.derived import COMMON, ENTITIES
@@ -164,7 +164,9 @@ def expect(spark: SparkSession, actual: DataFrame, columns: list[str], rows: lis
 
 # ---------------------------------------------------------------------------------------------
 
-_SQL_TO_SPARK = [(BigInteger, "bigint"), (Integer, "int"), (Boolean, "boolean"), (DateTime, "timestamp")]
+_SQL_TO_SPARK = [
+    (BigInteger, "bigint"), (Integer, "int"), (Boolean, "boolean"), (DateTime, "timestamp"), (Double, "double"),
+]  # fmt: skip
 
 
 def _spark_type(sql_type: Any) -> str:

@@ -3,6 +3,8 @@
 Brokers 1 and 2 in rack a, 3 in rack b, 4 in rack c and down. Topic t (min.insync.replicas 2):
 t-0 healthy but two replicas in rack a; t-1 one replica lost; t-2 two lost and under min ISR;
 t-3 offline (leader -1); t-4 led by a non-preferred leader. Topic u: one replica, no configs.
+The end-to-end probe: broker 1 passed twice, broker 2's newest round failed, broker 3 is slow,
+broker 4 has no probe samples.
 Clusters c2 and c3 only have runs: c2's newest offsets run failed and none succeeded for 10
 minutes (unreachable); c3's failed too but one succeeded 99 s ago (reachable).
 """
@@ -59,6 +61,16 @@ def replication_world() -> World:
     run(world, "c2", "offsets", "failed", 60, 50)
     run(world, "c3", "offsets", "ok", 101, 99)
     run(world, "c3", "offsets", "failed", 20, 10)
+    probes = [  # broker (its probe partition), seconds ago, ok, produce, end-to-end, commit
+        (1, 70, True, 0.010, 0.030, 0.005),
+        (1, 10, True, 0.004, 0.020, 0.003),
+        (2, 70, True, 0.010, 0.030, 0.005),
+        (2, 10, False, None, None, None),
+        (3, 10, True, 0.400, 2.500, 0.100),
+    ]
+    for broker, seconds, ok, produce, end_to_end, commit in probes:
+        world.add("probe_samples", partition=broker - 1, broker_id=broker, sampled_at=ago(seconds), ok=ok,
+                  produce_seconds=produce, end_to_end_seconds=end_to_end, commit_seconds=commit)  # fmt: skip
     return world
 
 
@@ -95,6 +107,17 @@ def test_brokers_leadership_and_disks(spark: SparkSession, derived: dict[str, Da
         (2, "a", True, False, 1, 2.0, 0.5, 0, 4, 1000, 250, 0.75),
         (3, "b", True, False, 2, 2.0, 1.0, 1, 4, None, None, None),
         (4, "c", False, True, 0, 2.0, 0.0, 0, 3, None, None, None),
+    ])  # fmt: skip
+
+
+def test_brokers_end_to_end_probe(spark: SparkSession, derived: dict[str, DataFrame]) -> None:
+    columns = ["broker_id", "probe_successes", "probe_failures", "probe_failing", "probe_produce_latency_seconds",
+               "probe_end_to_end_latency_seconds", "probe_commit_latency_seconds"]  # fmt: skip
+    expect(spark, derived["broker"], columns, [
+        (1, 2, 0, False, 0.004, 0.020, 0.003),
+        (2, 1, 1, True, None, None, None),
+        (3, 1, 0, False, 0.400, 2.500, 0.100),
+        (4, None, None, None, None, None, None),
     ])  # fmt: skip
 
 

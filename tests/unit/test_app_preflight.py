@@ -60,6 +60,11 @@ def test_the_shipped_files_pass(tmp_path: Path) -> None:
     check_operator_files(demo_settings(load_settings(None)))
 
 
+def test_the_end_to_end_probe_is_off_by_default_and_on_in_the_demo() -> None:
+    assert load_settings(None).collect.probe.enabled is False
+    assert demo_settings(load_settings(None)).collect.probe.enabled is True
+
+
 def test_run_with_a_routing_file_naming_a_missing_receiver_stops_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -91,3 +91,24 @@ def test_a_lag_never_measured_in_seconds_draws_no_seconds_chart() -> None:
     points = [LagPoint(NOW - timedelta(minutes=m), 9, None) for m in range(3)]
     drawn = charts.lag_history("lost", points, NOW - timedelta(minutes=15), NOW)
     assert drawn.offsets is not None and drawn.seconds is None
+
+
+def test_probe_charts_show_latency_per_broker_with_failed_rounds_as_gaps() -> None:
+    start = NOW - timedelta(minutes=15)
+    points = [
+        (1, NOW - timedelta(minutes=10), 0.012),
+        (1, NOW - timedelta(minutes=5), 0.020),
+        (3, NOW - timedelta(minutes=10), 0.015),
+        (3, NOW - timedelta(minutes=5), None),
+    ]
+
+    latency = charts.probe_latency("prod", points, start, NOW)
+    outcomes = charts.probe_outcomes("prod", [(1, 2, 0), (3, 1, 1)])
+
+    assert latency is not None
+    for chart in (latency, outcomes):
+        svg = str(chart.svg)
+        assert 'role="img"' in svg and "<script" not in svg and _external(svg) == []
+    assert latency.alt == "broker 1: peak 20 ms, 0 failed rounds; broker 3: peak 15 ms, 1 failed rounds"
+    assert outcomes.alt == "broker 1: 2 succeeded, 0 failed; broker 3: 1 succeeded, 1 failed"
+    assert charts.probe_latency("prod", [(3, NOW, None)], start, NOW) is None, "no round to draw"

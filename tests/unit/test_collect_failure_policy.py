@@ -83,6 +83,7 @@ class Rig:
             self.kafka.admin(),
             self.kafka.reader(),
             self.kafka.log_dirs(),
+            self.kafka.probe(),
             None,  # type: ignore[arg-type]  # no store: the writer says it is down
             self.writer,  # type: ignore[arg-type]
             self.clock,

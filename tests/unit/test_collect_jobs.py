@@ -13,7 +13,7 @@ from monitor.collect.jobs import JOBS, job_intervals
 from monitor.collect.stage import ClusterCollector, CollectStage, KafkaClients
 from monitor.core.clock import FakeClock
 from monitor.core.scheduler import run_intervals
-from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
+from monitor.core.settings import ClusterConfig, CollectConfig, Intervals, ProbeConfig
 from monitor.kafka.fake import FakeCluster
 from monitor.store.schema import metadata
 
@@ -37,21 +37,23 @@ def test_every_job_writes_tables_of_the_schema_and_no_table_has_two_writers() ->
 
 
 def test_the_interval_map_takes_each_collect_job_from_its_setting() -> None:
-    intervals = Intervals(offsets_seconds=7, metadata_seconds=70, log_dirs_seconds=700)
+    intervals = Intervals(offsets_seconds=7, metadata_seconds=70, log_dirs_seconds=700, probe_seconds=3)
 
     collect = job_intervals(intervals)
     every = run_intervals(intervals, collect=collect)
 
-    assert collect == {"metadata": 70, "configs": 70, "offsets": 7, "commits": 7, "log_dirs": 700}
+    assert collect == {"metadata": 70, "configs": 70, "offsets": 7, "commits": 7, "log_dirs": 700, "probe": 3}
     assert {name: every[name] for name in JOBS} == collect
     assert set(every) - set(JOBS) == {"evaluate", "alert", "retention", "maintenance"}
 
 
-def test_the_stage_schedules_every_registered_job_for_every_cluster() -> None:
+@pytest.mark.parametrize("probe", [False, True])
+def test_the_stage_schedules_every_enabled_job_for_every_cluster(probe: bool) -> None:
     clock = FakeClock()
     scheduler = RecordingScheduler()
     intervals = Intervals(offsets_seconds=5)
-    stage = CollectStage([], intervals, CollectConfig(), lambda: None, clock, scheduler)  # type: ignore[arg-type]
+    config = CollectConfig(probe=ProbeConfig(enabled=probe))
+    stage = CollectStage([], intervals, config, lambda: None, clock, scheduler)  # type: ignore[arg-type]
     fake = FakeCluster("east", clock=clock)
     collector = ClusterCollector(
         ClusterConfig(name="east", bootstrap_servers=["127.0.0.1:9092"]),
@@ -59,16 +61,18 @@ def test_the_stage_schedules_every_registered_job_for_every_cluster() -> None:
         clock,
         None,  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]
-        CollectConfig(),
-        clients=KafkaClients(fake.admin(), fake.reader(), fake.log_dirs()),
+        config,
+        clients=KafkaClients(fake.admin(), fake.reader(), fake.log_dirs(), fake.probe()),
     )
 
     stage._schedule(collector)
 
+    enabled = {name: job for name, job in JOBS.items() if name != "probe" or probe}
     assert scheduler.jobs == {
-        f"east:{name}": (job.interval(intervals), job.first_run_in) for name, job in JOBS.items()
+        f"east:{name}": (job.interval(intervals), job.first_run_in) for name, job in enabled.items()
     }
     assert scheduler.jobs["east:offsets"][0] == 5
+    assert ("east:probe" in scheduler.jobs) is probe
 
 
 def test_an_unknown_job_is_refused_with_the_names_that_exist() -> None:
@@ -80,7 +84,7 @@ def test_an_unknown_job_is_refused_with_the_names_that_exist() -> None:
         None,  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]
         CollectConfig(),
-        clients=KafkaClients(fake.admin(), fake.reader(), fake.log_dirs()),
+        clients=KafkaClients(fake.admin(), fake.reader(), fake.log_dirs(), fake.probe()),
     )
 
     with pytest.raises(

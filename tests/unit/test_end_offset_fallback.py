@@ -116,6 +116,7 @@ def collector(cluster: Cluster, writer: FakeWriter, clock: FakeClock) -> Offsets
         admin,
         reader,
         cluster.kafka.log_dirs(),
+        cluster.kafka.probe(),
         FakeEngine(),  # type: ignore[arg-type]
         writer,  # type: ignore[arg-type]
         clock,

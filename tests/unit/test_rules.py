@@ -62,7 +62,9 @@ def problems(path: Path) -> list[str]:
 
 def test_default_pack_is_valid_and_covers_day_one() -> None:
     paths = default_rule_paths(ROOT)
-    assert [p.name for p in paths] == ["cluster.yaml", "lag.yaml", "replication.yaml", "retention.yaml"]
+    assert [p.name for p in paths] == [
+        "cluster.yaml", "lag.yaml", "probe.yaml", "replication.yaml", "retention.yaml",
+    ]  # fmt: skip
     ruleset = load_rules(paths)
     assert ruleset.ok, [e.problems for e in ruleset.errors]
     names = set(ruleset.by_name())
@@ -72,8 +74,11 @@ def test_default_pack_is_valid_and_covers_day_one() -> None:
         "PartitionNearRetentionBytes", "BrokerDiskHeadroom", "PartitionReplicaLost",
         "PartitionReplicasLost", "PartitionUnderMinIsr", "PartitionOffline", "LeaderImbalance",
         "NonPreferredLeaders", "ReplicasSharingRack", "BrokerDown", "ClusterUnreachable",
+        "ProbeFailing", "ProbeSlow",
     } <= names  # fmt: skip
     rules = ruleset.by_name()
+    assert [t.severity for t in rules["ProbeFailing"].severities] == ["critical"]
+    assert [t.severity for t in rules["ProbeSlow"].severities] == ["warning"]
     assert rules["PartitionReplicaLost"].labels["page"] == "false"
     for name in ("PartitionReplicasLost", "PartitionUnderMinIsr", "PartitionOffline"):
         assert rules[name].labels["page"] == "true"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 from monitor.collect.context import CollectorJob
-from monitor.collect.jobs import commits, configs, log_dirs, metadata, offsets
+from monitor.collect.jobs import commits, configs, log_dirs, metadata, offsets, probe
 from monitor.core.settings import Intervals
 
 JOBS: Final[dict[str, CollectorJob]] = {
@@ -23,6 +23,7 @@ JOBS: Final[dict[str, CollectorJob]] = {
         offsets.JOB,
         commits.JOB,
         log_dirs.JOB,
+        probe.JOB,
     )
 }
 

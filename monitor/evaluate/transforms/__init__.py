@@ -14,6 +14,7 @@ from monitor.core.derived import ENTITIES
 from monitor.evaluate.transforms.common import PARTITION_KEYS, conform, topic_settings
 from monitor.evaluate.transforms.inputs import SCHEMAS, Inputs, empty_inputs
 from monitor.evaluate.transforms.lag import group_partition_frame
+from monitor.evaluate.transforms.probe import broker_probe
 from monitor.evaluate.transforms.replication import broker_frame, partition_replication
 from monitor.evaluate.transforms.retention import partition_storage
 from monitor.evaluate.transforms.rollups import ROLLUP_PARTS, clusters, group_topics, groups, topics
@@ -62,8 +63,11 @@ def derive(
     group_partition = keep(
         conform(group_partition_frame(inputs, partition, window_commits), "group_partition", at, _GP_EXTRA)
     )
-    # 4. Brokers, then the cluster.
-    broker = keep(conform(broker_frame(inputs.brokers, replication, inputs.broker_disks), "broker", at))
+    # 4. Brokers (with the end-to-end probe's verdict), then the cluster.
+    brokers = broker_frame(inputs.brokers, replication, inputs.broker_disks).join(
+        broker_probe(inputs.probe_samples), ["cluster", "broker_id"], "left"
+    )
+    broker = keep(conform(brokers, "broker", at))
     group_topic = keep(conform(group_topics(group_partition), "group_topic", at, ROLLUP_PARTS))
     frames = {
         "group_partition": group_partition.drop(*_GP_EXTRA),

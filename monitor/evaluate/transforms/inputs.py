@@ -2,7 +2,8 @@
 columns (as a JDBC read of the table gives them), plus the evaluation time.
 
 The caller restricts the time-series tables (`group_offsets`, `partition_offsets`,
-`commit_observations`, `log_dir_sizes`, `broker_disks`, `group_states`) to the evaluation window;
+`commit_observations`, `log_dir_sizes`, `broker_disks`, `group_states`, `probe_samples`) to the
+evaluation window;
 the transforms take the oldest and newest sample of each key in what they are given. Latest
 tables (`latest_*`, `partitions`, `brokers`) hold one row per key; `topic_configs` holds the
 history, of which only open rows (`valid_to` null) are read; `collection_runs` may be the whole
@@ -71,6 +72,11 @@ SCHEMAS: dict[str, str] = {
         "cluster string, group_id string, sampled_at timestamp, state string, protocol_type string, "
         "protocol string, members int, coordinator int, is_simple boolean, run_id bigint"
     ),
+    "probe_samples": (
+        "cluster string, topic string, partition int, sampled_at timestamp, broker_id int, leader int, "
+        "ok boolean, produce_seconds double, end_to_end_seconds double, commit_seconds double, "
+        "error string, run_id bigint"
+    ),
     "collection_runs": (
         "id bigint, cluster string, job string, instance string, started_at timestamp, "
         "finished_at timestamp, duration_ms int, status string, counts string, error string"
@@ -98,6 +104,9 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
     "log_dir_sizes": ("cluster", "broker_id", "topic", "partition", "sampled_at", "size_bytes", "is_future"),
     "broker_disks": ("cluster", "broker_id", "log_dir", "sampled_at", "total_bytes", "usable_bytes"),
     "group_states": ("cluster", "group_id", "sampled_at", "state", "members"),
+    "probe_samples": (
+        "cluster", "sampled_at", "broker_id", "ok", "produce_seconds", "end_to_end_seconds", "commit_seconds",
+    ),
     "collection_runs": ("cluster", "job", "started_at", "finished_at", "status"),
 }  # fmt: skip
 """Table name -> the columns `derive` reads, in the table's column order: the extract reads only
@@ -132,6 +141,7 @@ class Inputs:
     log_dir_sizes: DataFrame
     broker_disks: DataFrame
     group_states: DataFrame
+    probe_samples: DataFrame
     collection_runs: DataFrame
     evaluated_at: datetime
 

@@ -7,6 +7,10 @@ Origins:
 - `kafka-lag-go`: name, type and labels of sciclon2/kafka-lag-go (`pkg/metrics/prometheus.go`),
   so dashboards built for it keep working. Its label `clustername` is served beside our `cluster`
   (same value, no extra series). Where our value is measured differently, the meaning says so.
+- `kminion`: the end-to-end probe's latencies under the names of redpanda-data/kminion's
+  end-to-end monitoring (`docs/end-to-end.md`). KMinion serves them as histograms of every probe
+  message; here each is a gauge of the newest probe round, per broker (the broker leading the
+  probe partition, KMinion's `partition_id`).
 - `ours`: kafka-health's own, prefixed `kafka_health_`.
 - `prometheus_client`: the client library's process and Python collectors.
 
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 MetricType = Literal["gauge", "counter", "histogram"]
-Origin = Literal["kafka-lag-go", "ours", "prometheus_client"]
+Origin = Literal["kafka-lag-go", "kminion", "ours", "prometheus_client"]
 
 KLG_GROUP_PARTITION = ("cluster", "clustername", "group", "topic", "partition")
 KLG_GROUP_TOPIC = ("cluster", "clustername", "group", "topic")
@@ -181,6 +185,29 @@ BROKERS: tuple[MetricSpec, ...] = (
     _ours("broker_disk_used_ratio", BROKER, "broker", "disk_used_ratio", "1 - usable / total."),
 )  # fmt: skip
 
+
+def _kminion(name: str, column: str, meaning: str) -> MetricSpec:
+    return MetricSpec(f"kminion_end_to_end_{name}", "gauge", BROKER, meaning, "kminion", "broker", column)
+
+
+PROBE: tuple[MetricSpec, ...] = (
+    _kminion("produce_latency_seconds", "probe_produce_latency_seconds",
+             "End-to-end probe, newest round: seconds until the cluster acknowledged (acks=all) the "
+             "message produced to the probe partition the broker leads."),
+    _kminion("roundtrip_latency_seconds", "probe_end_to_end_latency_seconds",
+             "End-to-end probe, newest round: seconds from producing the message until the probe's "
+             "consumer received it back."),
+    _kminion("commit_latency_seconds", "probe_commit_latency_seconds",
+             "End-to-end probe, newest round: seconds the offset commit of the probe's group took."),
+    _ours("broker_probe_successes", BROKER, "broker", "probe_successes",
+          "End-to-end probe messages through the broker that made the round trip in the evaluation window."),
+    _ours("broker_probe_failures", BROKER, "broker", "probe_failures",
+          "End-to-end probe messages through the broker that failed (not led by it, produce, consume or "
+          "commit) in the evaluation window."),
+    _ours("broker_probe_failing", BROKER, "broker", "probe_failing",
+          "1 when the newest end-to-end probe round failed on the broker."),
+)  # fmt: skip
+
 CLUSTERS: tuple[MetricSpec, ...] = (
     _ours("cluster_brokers", CLUSTER, "cluster", "brokers", "Brokers known."),
     _ours("cluster_brokers_down", CLUSTER, "cluster", "brokers_down",
@@ -269,7 +296,7 @@ PROCESS: tuple[MetricSpec, ...] = (
                "prometheus_client"),
 )  # fmt: skip
 
-STATE: tuple[MetricSpec, ...] = (*COMPATIBLE, *GROUPS, *PARTITIONS, *TOPICS, *BROKERS, *CLUSTERS)
+STATE: tuple[MetricSpec, ...] = (*COMPATIBLE, *GROUPS, *PARTITIONS, *TOPICS, *BROKERS, *PROBE, *CLUSTERS)
 """The metrics read from the views once per evaluation (the snapshot)."""
 
 CATALOGUE: tuple[MetricSpec, ...] = (*STATE, *SCRAPE, *PROCESS)
@@ -311,6 +338,7 @@ _TITLES = (
     ("Partitions (partition-level: `metrics.partition_series`, `metrics.max_partition_series`)", PARTITIONS),
     ("Topics", TOPICS),
     ("Brokers", BROKERS),
+    ("End-to-end probe (`collect.probe.enabled`)", PROBE),
     ("Clusters", CLUSTERS),
     ("The snapshot", SCRAPE),
     ("Process", PROCESS),

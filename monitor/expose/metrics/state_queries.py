@@ -123,7 +123,9 @@ QUERIES: tuple[StateQuery, ...] = (
         "broker",
         """
         SELECT cluster, broker_id, up, leaders, fair_share_leaders, leader_imbalance,
-               non_preferred_leaders, disk_total_bytes, disk_usable_bytes, disk_used_ratio
+               non_preferred_leaders, disk_total_bytes, disk_usable_bytes, disk_used_ratio,
+               probe_successes, probe_failures, probe_failing, probe_produce_latency_seconds,
+               probe_end_to_end_latency_seconds, probe_commit_latency_seconds
         FROM broker_state
         """,
     ),

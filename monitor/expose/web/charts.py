@@ -30,7 +30,7 @@ import pygal
 from markupsafe import Markup, escape
 from pygal.style import Style
 
-from monitor.core.formatting import duration_filter, number_filter, percent_filter
+from monitor.core.formatting import duration_filter, latency_filter, number_filter, percent_filter
 from monitor.expose.web.health import BAD, OK, WARN
 
 RED: Final = "#c5221f"
@@ -342,3 +342,83 @@ def _finish(chart: Any, key: tuple[Any, ...], title: str, alt: str) -> Chart:
     head_end = svg.index(">") + 1
     labels = f'<title id="{title_id}">{escape(title)}</title><desc>{escape(alt)}</desc>'
     return Chart(Markup(svg[:head_end] + labels + svg[head_end:]), alt)  # noqa: S704 - pygal escapes its text
+
+
+_PROBE_LINES: Final = (BLUE, AMBER, GREEN, RED, GREY, "#8e44ad", "#16a085", "#2c3e50")
+
+
+def probe_latency(
+    cluster: str, points: Sequence[tuple[int, datetime, float | None]], start: datetime, end: datetime
+) -> Chart | None:
+    """End-to-end probe latency per broker over [start, end], one line per broker: (broker,
+    time, seconds) points, a failed round as a gap. None when no round succeeded."""
+    return _probe_latency(cluster, tuple(points), start, end)
+
+
+@lru_cache(maxsize=64)
+def _probe_latency(
+    cluster: str, points: tuple[tuple[int, datetime, float | None], ...], start: datetime, end: datetime
+) -> Chart | None:
+    values = [v for _, _, v in points if v is not None]
+    if not values:
+        return None
+    x_format = "%H:%M" if end - start <= timedelta(days=1) else "%m-%d %H:%M"
+    chart = pygal.DateTimeLine(
+        title="End-to-end latency per broker",
+        width=900,
+        height=220,
+        show_dots=False,
+        x_label_rotation=0,
+        truncate_label=-1,
+        x_value_formatter=lambda at: at.strftime(x_format),
+        x_title="UTC",
+        value_formatter=latency_filter,
+        xrange=(start, end),
+        style=_style(*_PROBE_LINES),
+        **_COMMON,
+    )
+    chart.x_labels = time_ticks(start, end)
+    brokers = sorted({b for b, _, _ in points})
+    for broker in brokers:
+        chart.add(
+            f"broker {broker}", [(at, v) for b, at, v in points if b == broker], allow_interruptions=True
+        )
+    parts = []
+    for broker in brokers:
+        mine = [v for b, _, v in points if b == broker]
+        peak = max((v for v in mine if v is not None), default=None)
+        failed = sum(1 for v in mine if v is None)
+        parts.append(f"broker {broker}: peak {latency_filter(peak)}, {failed} failed rounds")
+    peaks = "; ".join(parts)
+    window = duration_filter((end - start).total_seconds())
+    return _finish(
+        chart,
+        ("probe", cluster, points, start, end),
+        f"End-to-end probe latency per broker of {cluster} over the last {window}",
+        peaks,
+    )
+
+
+def probe_outcomes(cluster: str, rows: Sequence[tuple[int, int, int]]) -> Chart:
+    """Probe messages per broker over the window: (broker, successes, failures)."""
+    return _probe_outcomes(cluster, tuple(rows))
+
+
+@lru_cache(maxsize=128)
+def _probe_outcomes(cluster: str, rows: tuple[tuple[int, int, int], ...]) -> Chart:
+    chart = pygal.StackedBar(
+        title="Probe rounds per broker",
+        width=360,
+        height=220,
+        value_formatter=lambda v: number_filter(v, 0),
+        style=_style(GREEN, RED),
+        **_COMMON,
+    )
+    chart.x_labels = [str(b) for b, _, _ in rows]
+    chart.y_labels = _integer_ticks(max((s + f for _, s, f in rows), default=1))
+    chart.add("succeeded", [s for _, s, _ in rows])
+    chart.add("failed", [f for _, _, f in rows])
+    alt = "; ".join(f"broker {b}: {s} succeeded, {f} failed" for b, s, f in rows)
+    return _finish(
+        chart, ("probe-outcomes", cluster, rows), f"Probe rounds per broker, {cluster}", alt or "no rounds"
+    )

@@ -25,6 +25,7 @@ from monitor.expose.read import clusters as read_clusters
 from monitor.expose.read import dashboard as read_pages
 from monitor.expose.read import history as read_history
 from monitor.expose.read import lag as read_lag
+from monitor.expose.read import probe as read_probe
 from monitor.expose.read import queries
 from monitor.expose.read import topics as read_topics
 from monitor.expose.read.queries import ALL
@@ -109,6 +110,9 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
             for g in read_lag.groups(conn, cluster, page=ALL).items
         ]
         alerts = read_pages.firing_alerts(conn, cluster)
+        probe_since = now - PROBE_WINDOW
+        probe = read_probe.partitions(conn, cluster, probe_since)
+        probe_points = read_probe.history(conn, cluster, probe_since) if probe else []
     loss = ctx.data_loss()
     topics = health.annotate(topics, lambda t: health.topic(t, loss, flags))
     groups = _judge_groups(groups, loss, flags)
@@ -127,7 +131,39 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
         groups=health.groups_worst_first(groups)[:TABLE_ROWS],
         groups_total=len(groups),
         alerts=alerts,
+        **_probe_section(cluster, probe, probe_points, probe_since, now),
     )
+
+
+PROBE_WINDOW: Final = timedelta(minutes=15)
+"""The end-to-end probe rounds the cluster page shows and counts."""
+
+
+def _probe_section(
+    cluster: str,
+    partitions: list[read_probe.ProbePartitionState],
+    points: list[read_probe.ProbePoint],
+    since: datetime,
+    now: datetime,
+) -> dict[str, Any]:
+    """The probe's table (failing partitions first) and its two charts; nothing when the probe
+    has no rounds in the window (it is off, or has not run yet)."""
+    if not partitions:
+        return {"probe": [], "probe_latency_chart": None, "probe_outcomes_chart": None}
+    rows = sorted((asdict(p) for p in partitions), key=lambda p: (p["ok"], p["partition"]))
+    per_broker: dict[int, tuple[int, int]] = {}
+    for p in partitions:
+        ok, failed = per_broker.get(p.broker_id, (0, 0))
+        per_broker[p.broker_id] = (ok + p.successes, failed + p.failures)
+    return {
+        "probe": rows,
+        "probe_latency_chart": charts.probe_latency(
+            cluster, [(p.broker_id, p.at, p.end_to_end_seconds if p.ok else None) for p in points], since, now
+        ),
+        "probe_outcomes_chart": charts.probe_outcomes(
+            cluster, [(b, ok, failed) for b, (ok, failed) in sorted(per_broker.items())]
+        ),
+    }
 
 
 @router.get("/clusters/{cluster}/topics/{topic}", response_class=HTMLResponse)

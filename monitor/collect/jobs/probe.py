@@ -1,0 +1,80 @@
+"""The end-to-end probe job (KMinion's end-to-end monitoring): is the cluster actually usable?
+
+Each run: (1) fit the probe topic to the live brokers (created if missing with a partition
+preferred-led by every broker; a partition added for a new broker; preferred leaders elected back
+when their broker returns); (2) produce one message to each partition its broker leads, with
+acks=all, consume it back with the probe's own group and commit it; (3) store one row per
+partition: produce, end-to-end and commit latency, or the failure. A partition whose broker does
+not lead it (the broker is down, or lost leadership) is a failure of that broker without any
+request: the probe measures each broker through the partition it leads.
+
+Partial-failure policy: a cluster that does not answer fails the run (as every job); failing
+partitions are rows with their error and problems of the run (it ends `partial`), so they show on
+the collection page as well as in the probe's own samples.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection
+
+from monitor.collect.context import ClusterContext, CollectorJob, JobRun
+from monitor.core.records import ProbePartition, ProbeResult
+from monitor.store.runs import Run
+from monitor.store.samples import write_probe
+
+
+def not_led(partition: ProbePartition) -> ProbeResult:
+    """The failure of a broker that does not lead its probe partition."""
+    leader = "none" if partition.leader is None else f"broker {partition.leader}"
+    return ProbeResult(
+        partition.partition,
+        partition.broker_id,
+        None,
+        None,
+        None,
+        f"broker {partition.broker_id} does not lead its probe partition {partition.partition} "
+        f"(leader: {leader}): it is down or lost leadership",
+    )
+
+
+def collect_probe(run: Run, ctx: ClusterContext) -> None:
+    settings = ctx.config.probe
+    cluster = ctx.cluster.name
+    # 1. The topic, fitted to the live brokers.
+    brokers = ctx.admin.describe_cluster().broker_ids
+    partitions = ctx.probe.prepare(settings.topic, brokers, settings.replication_factor)
+    # 2. One round over the partitions led by their broker; the others fail without a request.
+    led = [p for p in partitions if p.led_by_its_broker]
+    sampled_at = ctx.clock.now()
+    measured = ctx.probe.probe(settings.topic, led, settings.budget_seconds) if led else []
+    leaders = {p.partition: p.leader for p in partitions}
+    results = [*measured, *(not_led(p) for p in partitions if not p.led_by_its_broker)]
+    results.sort(key=lambda r: r.partition)
+    # 3. The samples, and the failures as problems of the run.
+    rows = [(r, leaders.get(r.partition)) for r in results]
+    run_id = run.run_id
+
+    def write(conn: Connection, replay: bool) -> object:
+        return write_probe(conn, cluster, settings.topic, sampled_at, run_id, rows, idempotent=replay)
+
+    ctx.writer.submit(f"{cluster}:probe", len(rows), write)
+    failed = [r for r in results if not r.ok]
+    for result in failed:
+        run.problem(f"probe of broker {result.broker_id} (partition {result.partition}): {result.error}")
+    run.count("partitions", len(results))
+    run.count("succeeded", len(results) - len(failed))
+    run.count("failed", len(failed))
+
+
+def build(ctx: ClusterContext) -> JobRun:
+    return lambda run: collect_probe(run, ctx)
+
+
+JOB = CollectorJob(
+    name="probe",
+    build=build,
+    interval=lambda intervals: intervals.probe_seconds,
+    tables=("probe_samples",),
+    first_run_in=3.0,
+    enabled=lambda config: config.probe.enabled,
+)

@@ -1,0 +1,326 @@
+"""`ProbeClient`: the end-to-end probe of one cluster over confluent-kafka (KMinion's end-to-end
+monitoring): a topic with a partition led by every broker, one message per partition produced
+with acks=all, consumed back by the probe's own consumer group and committed.
+
+Partial-failure policy: `prepare` raises as the admin requests do (the probe cannot run without
+its topic), except the preferred-leader election, which is best effort (logged); `probe` never
+raises for a broker that fails: each partition's failure is its own result's `error`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from confluent_kafka import (
+    Consumer,
+    ElectionType,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import NewPartitions  # type: ignore[attr-defined]  # public, not in `__all__`
+from confluent_kafka.cimpl import NewTopic
+
+from monitor.core.errors import ConfigError, KafkaRequestError
+from monitor.core.records import ProbePartition, ProbeResult
+from monitor.core.settings import ClusterConfig
+from monitor.kafka import records
+from monitor.kafka.admin import KafkaAdmin
+from monitor.kafka.properties import ClientLog, client_config, scrub
+
+log = logging.getLogger(__name__)
+
+_HEADER: Final = "kafka-health-probe"
+_POLL_SECONDS: Final = 0.05
+
+
+def assignment(broker_ids: Sequence[int], replication_factor: int) -> list[list[int]]:
+    """Replicas of one partition per broker: broker i first (its preferred leader), then the
+    next brokers in order, `replication_factor` in all (at most the number of brokers)."""
+    ids = sorted(broker_ids)
+    factor = max(1, min(replication_factor, len(ids)))
+    return [[ids[(i + r) % len(ids)] for r in range(factor)] for i in range(len(ids))]
+
+
+def missing_brokers(partitions: Sequence[ProbePartition], broker_ids: Sequence[int]) -> list[int]:
+    """The brokers that are the preferred leader of no probe partition, sorted."""
+    have = {p.broker_id for p in partitions}
+    return sorted(set(broker_ids) - have)
+
+
+class _ProbeAdmin(KafkaAdmin):
+    """The admin requests only the probe makes: a topic with an explicit assignment, partitions
+    added with one, and the preferred-leader election."""
+
+    def create_assigned_topic(self, name: str, replicas: list[list[int]]) -> None:
+        topic = NewTopic(name, num_partitions=len(replicas), replica_assignment=replicas)
+        with self._call(f"create probe topic {name!r}") as call:
+            futures = self._admin().create_topics(
+                [topic], request_timeout=self.timeout, operation_timeout=self.timeout
+            )
+            futures[name].result(timeout=call.remaining())
+
+    def add_partitions(self, name: str, total: int, replicas: list[list[int]]) -> None:
+        with self._call(f"add partitions to probe topic {name!r}") as call:
+            futures = self._admin().create_partitions(
+                [NewPartitions(name, total, replica_assignment=replicas)],
+                request_timeout=self.timeout,
+                operation_timeout=self.timeout,
+            )
+            futures[name].result(timeout=call.remaining())
+
+    def elect_preferred(self, name: str, partitions: Sequence[int]) -> None:
+        wanted = [TopicPartition(name, p) for p in partitions]
+        with self._call(f"elect the preferred leaders of probe topic {name!r}") as call:
+            future = self._admin().elect_leaders(
+                ElectionType.PREFERRED, wanted, request_timeout=self.timeout, operation_timeout=self.timeout
+            )
+            future.result(timeout=call.remaining())
+
+    def probe_partitions(self, name: str) -> list[ProbePartition] | None:
+        """The topic's partitions, or None when it does not exist."""
+        with self._call(f"describe probe topic {name!r}") as call:
+            futures = self._admin().describe_topics(TopicCollection([name]), request_timeout=self.timeout)
+            try:
+                described = futures[name].result(timeout=call.remaining())
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    return None
+                raise
+        info = records.topic_info(described)
+        return [ProbePartition(p.partition, p.replicas[0], p.leader) for p in info.partitions if p.replicas]
+
+
+class ProbeClient:
+    """`monitor.kafka.protocol.ProbeApi` on a real cluster.
+
+    The constructor only builds configurations; `start()` creates the admin client, the producer
+    (acks=all, idempotence off: one message, no retries past the budget) and the consumer of the
+    probe's group (it only assigns, never subscribes, and commits explicitly). `probe` calls are
+    serialised.
+    """
+
+    def __init__(self, cluster: ClusterConfig, group_id: str) -> None:
+        self._cluster = cluster
+        self._group_id = group_id
+        base = dict(client_config(cluster))
+        self._secrets = client_config(cluster).secret_values()
+        self._producer_config: dict[str, str | int | bool] = {
+            **base,
+            "acks": "all",
+            "enable.idempotence": False,
+            "linger.ms": 0,
+        }
+        self._consumer_config: dict[str, str | int | bool] = {
+            **base,
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "latest",
+            "fetch.wait.max.ms": 20,
+        }
+        self._admin = _ProbeAdmin(cluster)
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ProbeClient(cluster={self._cluster.name!r}, group={self._group_id!r})"
+
+    def start(self) -> None:
+        """Create the clients. Raises ConfigError if librdkafka rejects a configuration."""
+        self._admin.start()
+        with self._lock:
+            try:
+                if self._producer is None:
+                    self._producer = Producer(self._producer_config, logger=ClientLog())
+                if self._consumer is None:
+                    self._consumer = Consumer(self._consumer_config, logger=ClientLog())
+            except KafkaException as exc:
+                message = scrub(str(exc.args[0] if exc.args else exc), self._secrets)
+                problem = f"the Kafka probe clients rejected the configuration: {message}"
+                raise ConfigError([f"clusters.{self._cluster.name}: {problem}"]) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            consumer, self._consumer = self._consumer, None
+            producer, self._producer = self._producer, None
+        if consumer is not None:
+            consumer.close()
+        if producer is not None:
+            producer.flush(0)
+        self._admin.close()
+
+    # -- the topic ----------------------------------------------------------------------------
+
+    def prepare(self, topic: str, broker_ids: Sequence[int], replication_factor: int) -> list[ProbePartition]:
+        if not broker_ids:
+            raise KafkaRequestError(
+                f"cannot prepare probe topic {topic!r} on cluster {self._cluster.name!r}: no broker is up"
+            )
+        found = self._admin.probe_partitions(topic)
+        if found is None:
+            self._admin.create_assigned_topic(topic, assignment(broker_ids, replication_factor))
+            return self._wait_for_leaders(topic)
+        missing = missing_brokers(found, broker_ids)
+        if missing:
+            replicas = [row for row in assignment(broker_ids, replication_factor) if row[0] in missing]
+            self._admin.add_partitions(topic, len(found) + len(replicas), replicas)
+            return self._wait_for_leaders(topic)
+        live = set(broker_ids)
+        moved = [p.partition for p in found if not p.led_by_its_broker and p.broker_id in live]
+        if moved:
+            try:
+                self._admin.elect_preferred(topic, moved)
+            except (KafkaRequestError, KafkaException) as exc:
+                # Best effort: a partition whose preferred leader is not back in sync yet refuses.
+                log.info("probe topic %s: preferred leader election not done yet: %s", topic, exc)
+            return self._admin.probe_partitions(topic) or found
+        return found
+
+    def _wait_for_leaders(self, topic: str) -> list[ProbePartition]:
+        """The partitions of a topic just created or grown, once each has a leader (or at the
+        request timeout, as they are)."""
+        deadline = time.monotonic() + self._cluster.request_timeout_seconds
+        while True:
+            found = self._admin.probe_partitions(topic)
+            if found and all(p.leader is not None for p in found):
+                return found
+            if time.monotonic() > deadline:
+                return found or []
+            time.sleep(0.2)
+
+    # -- one round ----------------------------------------------------------------------------
+
+    def probe(
+        self, topic: str, partitions: Sequence[ProbePartition], budget_seconds: float
+    ) -> list[ProbeResult]:
+        with self._lock:
+            producer, consumer = self._producer, self._consumer
+            if producer is None or consumer is None:
+                raise RuntimeError("ProbeClient.start() must be called before probing")
+            return _Round(topic, list(partitions), self._describe).run(producer, consumer, budget_seconds)
+
+    def _describe(self, error: KafkaError | BaseException) -> str:
+        if isinstance(error, KafkaError):
+            return scrub(f"{error.str()} ({error.name()})", self._secrets)
+        return scrub(str(error) or type(error).__name__, self._secrets)
+
+
+class _Round:
+    """One probe message per partition: produce, consume back, commit. Times are monotonic and
+    taken in this process, so no clock skew enters the latencies."""
+
+    def __init__(
+        self, topic: str, targets: list[ProbePartition], describe: Callable[[KafkaError | BaseException], str]
+    ) -> None:
+        self.topic = topic
+        self.brokers = {t.partition: t.broker_id for t in targets}
+        self.partitions = [t.partition for t in targets]
+        self.describe = describe
+        self.sent: dict[int, float] = {}
+        self.produced: dict[int, tuple[int, float]] = {}
+        self.received: dict[int, float] = {}
+        self.errors: dict[int, str] = {}
+        self.commit_seconds: float | None = None
+
+    def _text(self, error: KafkaError | BaseException) -> str:
+        return self.describe(error)
+
+    def run(self, producer: Producer, consumer: Consumer, budget_seconds: float) -> list[ProbeResult]:
+        deadline = time.monotonic() + max(0.1, budget_seconds)
+        self._produce(producer, deadline)
+        self._consume(consumer, deadline)
+        self._commit(consumer, deadline)
+        return [self._result(p) for p in self.partitions]
+
+    def _produce(self, producer: Producer, deadline: float) -> None:
+        for partition in self.partitions:
+
+            def delivered(error: KafkaError | None, message: Message, partition: int = partition) -> None:
+                if error is not None:
+                    self.errors[partition] = f"produce failed: {self._text(error)}"
+                else:
+                    self.produced[partition] = (int(message.offset() or 0), time.monotonic())
+
+            self.sent[partition] = time.monotonic()
+            try:
+                producer.produce(
+                    self.topic,
+                    value=str(time.time_ns()).encode(),
+                    partition=partition,
+                    headers=[(_HEADER, b"1")],
+                    on_delivery=delivered,
+                )
+            except (KafkaException, BufferError) as exc:
+                self.errors[partition] = f"produce failed: {self._text(exc)}"
+        producer.flush(max(0.0, deadline - time.monotonic()))
+        for partition in self.partitions:
+            if partition not in self.produced and partition not in self.errors:
+                self.errors[partition] = "produce failed: no acknowledgement (acks=all) within the budget"
+
+    def _consume(self, consumer: Consumer, deadline: float) -> None:
+        wanted = {p: offset for p, (offset, _) in self.produced.items()}
+        if not wanted:
+            return
+        consumer.assign([TopicPartition(self.topic, p, offset) for p, offset in wanted.items()])
+        try:
+            while len(self.received) < len(wanted) and time.monotonic() < deadline:
+                message = consumer.poll(min(_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+                if message is None:
+                    continue
+                error = message.error()
+                partition = message.partition()
+                if error is not None:
+                    if partition in wanted and error.code() != KafkaError._PARTITION_EOF:
+                        self.errors.setdefault(partition, f"consume failed: {self._text(error)}")
+                    continue
+                if partition in wanted and message.offset() == wanted[partition]:
+                    self.received[partition] = time.monotonic()
+        finally:
+            consumer.unassign()
+        for partition in wanted:
+            if partition not in self.received:
+                self.errors.setdefault(
+                    partition, "consume failed: the message did not come back within the budget"
+                )
+
+    def _commit(self, consumer: Consumer, deadline: float) -> None:
+        done = [p for p in self.partitions if p in self.received]
+        if not done:
+            return
+        offsets = [TopicPartition(self.topic, p, self.produced[p][0] + 1) for p in done]
+        started = time.monotonic()
+        try:
+            answered = consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            for partition in done:
+                self.errors[partition] = f"commit failed: {self._text(exc)}"
+            return
+        self.commit_seconds = time.monotonic() - started
+        for tp in answered or []:
+            if tp.error is not None:
+                self.errors[tp.partition] = f"commit failed: {self._text(tp.error)}"
+        if time.monotonic() > deadline:
+            log.info("probe commit on %s took %.3fs, past the budget", self.topic, self.commit_seconds)
+
+    def _result(self, partition: int) -> ProbeResult:
+        sent = self.sent.get(partition)
+        produced = self.produced.get(partition)
+        received = self.received.get(partition)
+        return ProbeResult(
+            partition=partition,
+            broker_id=self.brokers[partition],
+            produce_seconds=produced[1] - sent if produced and sent is not None else None,
+            end_to_end_seconds=received - sent if received is not None and sent is not None else None,
+            commit_seconds=self.commit_seconds if partition in self.received else None,
+            error=self.errors.get(partition),
+        )

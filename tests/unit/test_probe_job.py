@@ -1,0 +1,118 @@
+"""The end-to-end probe job (monitor/collect/jobs/probe.py) on the fake cluster: the topic fitted
+to the brokers, one result per partition, and a stopped broker failing the partition it led."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from monitor.collect.context import ClusterContext
+from monitor.collect.jobs import probe
+from monitor.core.clock import FakeClock
+from monitor.core.errors import KafkaUnavailableError
+from monitor.core.records import BrokerInfo, ProbeResult
+from monitor.core.settings import ClusterConfig, CollectConfig, ProbeConfig
+from monitor.kafka.fake import FakeCluster
+from monitor.store.runs import Run
+from tests.unit.test_collect_failure_policy import T0, RecordingWriter
+
+TOPIC = "kafka-health-probe"
+
+
+class ProbeRig:
+    def __init__(self, brokers: int = 3) -> None:
+        self.clock = FakeClock(T0)
+        self.kafka = FakeCluster("prod", brokers=brokers, clock=self.clock)
+        self.writer = RecordingWriter()
+        self.context = ClusterContext(
+            ClusterConfig(name="prod", bootstrap_servers=["127.0.0.1:9092"]),
+            self.kafka.admin(),
+            self.kafka.reader(),
+            self.kafka.log_dirs(),
+            self.kafka.probe(),
+            None,  # type: ignore[arg-type]  # no store: the writer records the rows
+            self.writer,  # type: ignore[arg-type]
+            self.clock,
+            CollectConfig(probe=ProbeConfig(enabled=True)),
+        )
+        self.context.admin.start()
+        self.context.probe.start()
+        self.job = probe.build(self.context)
+
+    def cycle(self) -> tuple[Run, dict[int, tuple[ProbeResult, Any]]]:
+        run = Run("prod", "probe", self.clock.now())
+        self.job(run)
+        self.clock.advance(10)
+        _, write = self.writer.writes[-1]
+        cells = {
+            name: cell.cell_contents
+            for name, cell in zip(write.__code__.co_freevars, write.__closure__ or (), strict=True)
+        }
+        return run, {result.broker_id: (result, leader) for result, leader in cells["rows"]}
+
+
+@pytest.fixture
+def rig() -> ProbeRig:
+    return ProbeRig()
+
+
+def test_the_first_run_creates_the_topic_with_a_partition_led_by_every_broker(rig: ProbeRig) -> None:
+    run, rows = rig.cycle()
+
+    parts = rig.kafka.topic(TOPIC).partitions
+    assert [(p.replicas[0], p.leader, len(p.replicas)) for p in parts] == [(1, 1, 3), (2, 2, 3), (3, 3, 3)]
+    assert sorted(rows) == [1, 2, 3]
+    assert all(
+        r.ok and r.produce_seconds and r.end_to_end_seconds and r.commit_seconds for r, _ in rows.values()
+    )
+    assert run.problems == [] and run.counts == {"partitions": 3, "succeeded": 3, "failed": 0}
+    committed = rig.kafka.groups["kafka-health-probe"].committed
+    assert committed == {(TOPIC, p): rig.kafka.partition(TOPIC, p).end for p in range(3)}, (
+        "each message committed"
+    )
+
+
+def test_a_stopped_broker_fails_the_partition_it_led_and_only_that_one(rig: ProbeRig) -> None:
+    rig.cycle()
+    rig.kafka.stop_broker(2)
+
+    run, rows = rig.cycle()
+
+    failed, leader = rows[2]
+    assert not failed.ok and failed.produce_seconds is None
+    assert failed.error is not None and "broker 2 does not lead its probe partition 1" in failed.error
+    assert leader == 3, "the partition moved to the next in-sync replica"
+    assert rows[1][0].ok and rows[3][0].ok
+    assert run.counts["failed"] == 1 and len(run.problems) == 1 and "broker 2" in run.problems[0]
+
+
+def test_a_returning_broker_gets_its_partition_back_and_probes_again(rig: ProbeRig) -> None:
+    rig.cycle()
+    rig.kafka.stop_broker(2)
+    rig.cycle()
+    rig.kafka.start_broker(2)
+
+    run, rows = rig.cycle()
+
+    assert rig.kafka.partition(TOPIC, 1).leader == 2, "the preferred leader was elected back"
+    assert rows[2][0].ok and run.counts["failed"] == 0
+
+
+def test_a_new_broker_gets_a_partition_of_its_own() -> None:
+    rig = ProbeRig(brokers=2)
+    rig.cycle()
+    rig.kafka.brokers[3] = BrokerInfo(3, "127.0.0.1", 9094, "rack-0")
+
+    _, rows = rig.cycle()
+
+    assert sorted(rows) == [1, 2, 3]
+    assert rig.kafka.partition(TOPIC, 2).replicas[0] == 3 and rows[3][0].ok
+
+
+def test_a_cluster_that_does_not_answer_fails_the_run(rig: ProbeRig) -> None:
+    rig.cycle()
+    rig.kafka.fail("probe")
+
+    with pytest.raises(KafkaUnavailableError, match="no answer within"):
+        rig.job(Run("prod", "probe", rig.clock.now()))
