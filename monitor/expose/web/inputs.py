@@ -58,3 +58,24 @@ def guard_input(app: FastAPI) -> None:
                 status_code=422,
             )
         return await call_next(request)
+
+
+MAX_SEARCH = 255
+"""The longest search text a list page takes (a topic name is at most 249 characters)."""
+MAX_OFFSET = 100_000_000
+"""The largest `offset` of a list, API or page."""
+
+
+def search_text(value: str) -> str:
+    """A list page's search text, as typed: matched literally (no wildcards), bounded. Markup and
+    control characters are data: they match names holding them and are shown back escaped."""
+    if len(value) > MAX_SEARCH:
+        raise ValueError(f"the search text is {len(value)} characters long; use at most {MAX_SEARCH}")
+    return _text(value)
+
+
+def list_offset(value: str) -> int:
+    """A list page's `offset`: a whole number from 0 to `MAX_OFFSET`."""
+    if not value.isdigit() or int(value) > MAX_OFFSET:
+        raise ValueError(f"offset must be a whole number from 0 to {MAX_OFFSET:,}, not {value[:40]!r}")
+    return int(value)
