@@ -36,7 +36,10 @@ def _text(value: str) -> str:
 
 Text = Annotated[str, AfterValidator(_text)]
 Id = Annotated[int, Path(ge=1, le=MAX_ID, description="A positive id (a 64-bit integer).")]
-Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="entries per page")]
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"entries per page (at most {MAX_LIMIT})")]
+MAX_OFFSET = 100_000_000
+"""The largest `offset` of a list, API (`Offset`) or page (`list_offset`)."""
+Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="entries to skip")]
 
 
 def guard_input(app: FastAPI) -> None:
@@ -62,8 +65,6 @@ def guard_input(app: FastAPI) -> None:
 
 MAX_SEARCH = 255
 """The longest search text a list page takes (a topic name is at most 249 characters)."""
-MAX_OFFSET = 100_000_000
-"""The largest `offset` of a list, API or page."""
 
 
 def search_text(value: str) -> str:
