@@ -23,6 +23,10 @@ ALERT_CYCLE_TARGET = (10_000, 5.0)
 """bench/alerts.py's: 10k firing findings grouped and routed in one cycle in under 5 s."""
 SENDER_TARGET = 200.0
 """bench/alerts.py's: at least 200 notifications/s."""
+WEB_TARGET = (10_000, 500.0, 1_048_576)
+"""bench/web.py's (issue 17): at 10,000 topics, the pages and the API answer within 500 ms at the
+95th percentile with 16 clients, and no page or list is over 1 MB."""
+WEB_TARGET_KINDS = ("page", "api")
 
 
 @dataclass(frozen=True)
@@ -266,6 +270,7 @@ def web_rows(doc: dict[str, Any]) -> list[Row]:
                 note = (f"{worst['path']}: no answer within {within}; one request alone took "
                         f"{worst.get('warmup_ms', float('nan')) / 1000:.1f} s")  # fmt: skip
             note += f"; {errors} errors" if errors else ""
+            at_target = s["topics"] == WEB_TARGET[0] and kind in WEB_TARGET_KINDS
             rows.append(
                 Row(
                     "web",
@@ -274,12 +279,31 @@ def web_rows(doc: dict[str, Any]) -> list[Row]:
                     f"{kind}: slowest p95 ms",
                     _none(worst["p95_ms"]),
                     "ms",
+                    target=f"<= {WEB_TARGET[1]:g} ms at 10k" if at_target else "",
+                    met=_nan_high(worst["p95_ms"]) <= WEB_TARGET[1] if at_target else None,
                     measured=s.get("measured_at", ""),
                     load=s.get("loadavg_before"),
                     note=note,
                     shown=shown,
                 )
             )
+            if at_target:
+                largest = max((r for r in results if r["kind"] == kind), key=lambda r: r.get("bytes", 0))
+                rows.append(
+                    Row(
+                        "web",
+                        label,
+                        s["topics"],
+                        f"{kind}: largest answer KB",
+                        largest.get("bytes", 0) / 1024,
+                        "KB",
+                        target="<= 1,024 KB at 10k",
+                        met=largest.get("bytes", 0) <= WEB_TARGET[2],
+                        measured=s.get("measured_at", ""),
+                        load=s.get("loadavg_before"),
+                        note=largest["path"],
+                    )
+                )
     return rows
 
 

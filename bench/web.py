@@ -302,6 +302,8 @@ def endpoints(topic: str, group: str) -> list[tuple[str, str]]:
     return [
         ("page", "/"),
         ("page", f"/clusters/{c}"),
+        ("page", f"/clusters/{c}/topics"),
+        ("page", f"/clusters/{c}/groups"),
         ("page", f"/clusters/{c}/topics/{topic}"),
         ("page", f"/clusters/{c}/groups/{group}"),
         ("page", "/alerts"),
@@ -313,6 +315,7 @@ def endpoints(topic: str, group: str) -> list[tuple[str, str]]:
         ("api", f"/api/v1/clusters/{c}/groups/{group}/lag"),
         ("api", f"/api/v1/clusters/{c}/groups/{group}/history"),
         ("api", "/api/v1/findings"),
+        ("api", "/api/v1/alerts"),
         ("burrow", "/v3/kafka"),
         ("burrow", f"/v3/kafka/{c}/topic"),
         ("burrow", f"/v3/kafka/{c}/consumer"),

@@ -249,37 +249,51 @@ def audited(
         raise
 
 
-def silences(conn: Connection, now: datetime, include_ended: bool = False) -> list[dict[str, Any]]:
+def _slice(limit: int | None, offset: int) -> str:
+    """A LIMIT/OFFSET clause for a list read in pages (`limit` None: to the end)."""
+    return (f" LIMIT {int(limit)}" if limit is not None else "") + (
+        f" OFFSET {int(offset)}" if offset else ""
+    )
+
+
+def silences(
+    conn: Connection, now: datetime, include_ended: bool = False, *, limit: int | None = None, offset: int = 0
+) -> list[dict[str, Any]]:
+    """Silences, newest first: active and future ones, or all with `include_ended`; `limit`
+    and `offset` read one page."""
     rows = conn.execute(
         text(
             "SELECT id, matchers, starts_at, ends_at, created_by, comment, created_at, expired_at,"
             " (expired_at IS NULL AND starts_at <= :now AND ends_at > :now) AS active FROM silences"
             " WHERE CAST(:all AS boolean) OR (expired_at IS NULL AND ends_at > :now) ORDER BY id DESC"
+            + _slice(limit, offset)
         ),
         {"now": now, "all": include_ended},
     )
     return [dict(r._mapping) for r in rows]
 
 
-def open_alerts(conn: Connection) -> list[dict[str, Any]]:
+def open_alerts(conn: Connection, *, limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+    """Open alerts, most severe first, then oldest first; `limit` and `offset` read one page."""
     rows = conn.execute(
         text(
             "SELECT a.id, a.fingerprint, a.rule, a.cluster, a.entity_key, a.severity, a.state, a.summary,"
             " a.starts_at, a.silenced_by, a.inhibited_by, a.labels"
             " FROM alerts a WHERE a.state <> 'resolved'"
-            f" ORDER BY {most_severe_first_sql('a.severity')}, a.pending_since"
+            f" ORDER BY {most_severe_first_sql('a.severity')}, a.pending_since, a.id" + _slice(limit, offset)
         )
     )
     return [dict(r._mapping) for r in rows]
 
 
-def open_incidents(conn: Connection) -> list[dict[str, Any]]:
+def open_incidents(conn: Connection, *, limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+    """Open incidents, oldest first; `limit` and `offset` read one page."""
     rows = conn.execute(
         text(
             "SELECT id, receiver, group_labels, severity, created_at, first_notified_at, last_notified_at,"
             " acknowledged_at, acknowledged_by, escalated_to,"
             " (SELECT count(*) FROM jsonb_object_keys(notified)) AS alerts"
-            " FROM alert_groups WHERE closed_at IS NULL ORDER BY id"
+            " FROM alert_groups WHERE closed_at IS NULL ORDER BY id" + _slice(limit, offset)
         )
     )
     return [dict(r._mapping) for r in rows]

@@ -341,3 +341,20 @@ def test_a_web_endpoint_with_no_answer_in_time_shows_the_limit(tmp_path: Path) -
     assert row.shown == "> 8,000"
     assert row.note == "/metrics: no answer within 8 s; one request alone took 6.2 s"
     assert "| > 8,000 |" in summary.markdown([row], run.machine({}), {})
+
+
+def test_the_web_targets_apply_to_pages_and_lists_at_10k_topics(tmp_path: Path) -> None:
+    fast = _web_result("api", "/api/v1/clusters/bench/topics", 16, 300.0)
+    slow = {**_web_result("page", "/alerts", 16, 700.0), "bytes": 2_000_000}
+    metrics = _web_result("metrics", "/metrics", 16, 900.0)
+    doc = {"sizes": [{"topics": 10_000, "measured_at": "now", "results": [slow, fast, metrics]}]}
+    (tmp_path / "web.json").write_text(json.dumps(doc))
+    rows = {r.cost: r for r in summary.rows(summary.load(tmp_path))}
+    assert (rows["page: slowest p95 ms"].target, rows["page: slowest p95 ms"].met) == (
+        "<= 500 ms at 10k",
+        False,
+    )
+    assert rows["api: slowest p95 ms"].met is True
+    assert (rows["page: largest answer KB"].met, rows["page: largest answer KB"].note) == (False, "/alerts")
+    assert rows["api: largest answer KB"].met is True
+    assert rows["metrics: slowest p95 ms"].target == "" and rows["metrics: slowest p95 ms"].met is None

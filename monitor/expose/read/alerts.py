@@ -16,6 +16,7 @@ from sqlalchemy import Connection, text
 
 from monitor.alert.matchers import Matcher
 from monitor.core.vocabulary import most_severe_first_sql
+from monitor.expose.read.queries import like_pattern
 
 SECTIONS = ("firing", "pending", "acknowledged", "silenced")
 """The page's sections, in the order an on-call engineer reads them."""
@@ -23,12 +24,15 @@ SECTIONS = ("firing", "pending", "acknowledged", "silenced")
 _NOT_ENTITY = frozenset({"rule", "cluster", "severity", "entity", "team", "page"})
 """Labels that describe the alert rather than name the thing it is about."""
 
-_ALERTS = text(
+_ALERTS = (
     "SELECT id, fingerprint, rule, cluster, entity, entity_key, labels, severity, state, summary,"
     " runbook, pending_since, starts_at, silenced_by, inhibited_by FROM alerts"
-    " WHERE state <> 'resolved'"
+    " WHERE state <> 'resolved'{search}"
     f" ORDER BY {most_severe_first_sql('severity')}, coalesce(starts_at, pending_since), id"
 )
+_SEARCH = " AND (rule LIKE :search OR summary LIKE :search OR entity_key LIKE :search)"
+"""What a search on the alerts page matches: the rule, the summary, or the entity's key (which
+holds the cluster, group, topic and partition)."""
 _INCIDENTS = text(
     "SELECT id, receiver, group_labels, severity, created_at, acknowledged_at, acknowledged_by,"
     " escalated_to FROM alert_groups WHERE closed_at IS NULL ORDER BY id"
@@ -118,13 +122,22 @@ def belongs_to(alert_labels: Mapping[str, str], incident: Incident) -> bool:
 
 
 def link_incidents(alerts: Iterable[AlertItem], incidents: Sequence[Incident]) -> list[AlertItem]:
-    """Each unmuted firing alert with its open incidents; muted and pending alerts notify nobody."""
+    """Each unmuted firing alert with its open incidents (`belongs_to`); muted and pending alerts
+    notify nobody. Incidents are looked up by their group labels' values, one lookup per set of
+    label names, so thousands of alerts and incidents cost thousands of steps, not millions."""
+    by_names: dict[tuple[str, ...], dict[tuple[str, ...], list[Incident]]] = {}
+    for incident in incidents:
+        names = tuple(sorted(incident.group_labels))
+        values = tuple(incident.group_labels[n] for n in names)
+        by_names.setdefault(names, {}).setdefault(values, []).append(incident)
     linked = []
     for alert in alerts:
-        mine = () if alert.muted or alert.state != "firing" else tuple(
-            i for i in incidents if belongs_to(alert.labels, i)
-        )  # fmt: skip
-        linked.append(_replace_incidents(alert, mine))
+        mine: list[Incident] = []
+        if not alert.muted and alert.state == "firing":
+            for names, groups in by_names.items():
+                if all(n in alert.labels for n in names):
+                    mine += groups.get(tuple(alert.labels[n] for n in names), [])
+        linked.append(_replace_incidents(alert, tuple(sorted(mine, key=lambda i: i.id))))
     return linked
 
 
@@ -148,9 +161,13 @@ class AlertsState:
     as_of: datetime | None
 
 
-def read_alerts(conn: Connection) -> AlertsState:
+def read_alerts(conn: Connection, search: str | None = None) -> AlertsState:
+    """Every open alert (with `search`, those whose rule, summary or entity key contain it, taken
+    literally) and every open incident."""
     incidents = [_incident(dict(r._mapping)) for r in conn.execute(_INCIDENTS)]
-    alerts = [_alert(dict(r._mapping)) for r in conn.execute(_ALERTS)]
+    sql = text(_ALERTS.format(search=_SEARCH if search else ""))
+    params = {"search": like_pattern(search)} if search else {}
+    alerts = [_alert(dict(r._mapping)) for r in conn.execute(sql, params)]
     as_of = conn.execute(_AS_OF).scalar()
     return AlertsState(
         by_section(link_incidents(alerts, incidents)),

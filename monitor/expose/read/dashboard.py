@@ -7,6 +7,7 @@ conventions).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,20 +46,22 @@ class FiringAlert:
     starts_at: datetime | None
 
 
-def cluster_trouble(conn: Connection) -> dict[str, ClusterTrouble]:
-    """Per cluster: groups stopped and that lost data (newest evaluation), alerts firing."""
+def cluster_trouble(conn: Connection, cluster: str | None = None) -> dict[str, ClusterTrouble]:
+    """Per cluster (or of `cluster` only): groups stopped and that lost data (newest
+    evaluation), alerts firing."""
+    only = "AND cluster = :c" if cluster is not None else ""
     found = records(
         conn,
         ClusterTrouble,
         f"""
         WITH stopped AS (
             SELECT cluster, count(DISTINCT group_id) AS n FROM group_topic_lag
-            WHERE status = ANY(:stopped) GROUP BY cluster
+            WHERE status = ANY(:stopped) {only} GROUP BY cluster
         ), lost AS (
-            SELECT cluster, count(*) AS n FROM group_lag WHERE data_loss_occurred GROUP BY cluster
+            SELECT cluster, count(*) AS n FROM group_lag WHERE data_loss_occurred {only} GROUP BY cluster
         ), alerting AS (
             SELECT cluster, count(*) AS firing, count(*) FILTER (WHERE severity = :pages) AS critical
-            FROM alerts WHERE {_FIRING} GROUP BY cluster
+            FROM alerts WHERE {_FIRING} {only} GROUP BY cluster
         )
         SELECT c.name AS cluster, coalesce(s.n, 0)::int AS groups_stopped,
                coalesce(l.n, 0)::int AS groups_lost_data, coalesce(a.firing, 0)::int AS alerts_firing,
@@ -67,8 +70,9 @@ def cluster_trouble(conn: Connection) -> dict[str, ClusterTrouble]:
         LEFT JOIN stopped s ON s.cluster = c.name
         LEFT JOIN lost l ON l.cluster = c.name
         LEFT JOIN alerting a ON a.cluster = c.name
+        {"WHERE c.name = :c" if cluster is not None else ""}
         """,
-        {"stopped": list(STOPPED_STATUSES), "pages": PAGING_SEVERITY},
+        {"stopped": list(STOPPED_STATUSES), "pages": PAGING_SEVERITY, "c": cluster},
     )
     return {t.cluster: t for t in found}
 
@@ -85,28 +89,46 @@ class OpenFinding:
     severity: str
 
 
-def open_findings(conn: Connection, cluster: str) -> list[OpenFinding]:
-    """The findings of `cluster` that are not resolved, from the newest evaluation that wrote them."""
+def open_findings(
+    conn: Connection,
+    cluster: str,
+    *,
+    topics: Sequence[str] | None = None,
+    groups: Sequence[str] | None = None,
+) -> list[OpenFinding]:
+    """The findings of `cluster` that are not resolved, from the newest evaluation that wrote them;
+    given `topics` and `groups` (the rows a page shows), only those on them and on brokers."""
+    rows = ""
+    if topics is not None or groups is not None:
+        rows = (
+            " AND (labels ? 'broker_id' OR labels->>'topic' = ANY(:topics)"
+            " OR labels->>'group_id' = ANY(:groups))"
+        )
     return records(
         conn,
         OpenFinding,
-        "SELECT rule, entity, labels, severity FROM findings WHERE cluster = :c AND state <> 'resolved'",
-        {"c": cluster},
+        "SELECT rule, entity, labels, severity FROM findings WHERE cluster = :c AND state <> 'resolved'"
+        + rows,
+        {"c": cluster, "topics": list(topics or ()), "groups": list(groups or ())},
     )
 
 
-def worst_partition_status(conn: Connection, cluster: str, topic: str | None = None) -> dict[str, str]:
+def worst_partition_status(
+    conn: Connection, cluster: str, topic: str | None = None, *, groups: Sequence[str] | None = None
+) -> dict[str, str]:
     """group id -> the worst status of its partitions (on `topic` when given): STOP, STALL and
-    REWIND stay apart, where the group status says ERR."""
+    REWIND stay apart, where the group status says ERR. Given `groups` (a page's), of those only,
+    and a group whose partitions are all OK is left out."""
     rows = conn.execute(
         text(
             f"""
             SELECT DISTINCT ON (group_id) group_id, status FROM group_partition_lag
             WHERE cluster = :c AND (CAST(:t AS text) IS NULL OR topic = :t) AND status IS NOT NULL
+              {"AND group_id = ANY(:g) AND status <> 'OK'" if groups is not None else ""}
             ORDER BY group_id, {WORST_STATUS_FIRST}
             """
         ),
-        {"c": cluster, "t": topic},
+        {"c": cluster, "t": topic, "g": list(groups or ())},
     )
     return {str(row.group_id): str(row.status) for row in rows}
 

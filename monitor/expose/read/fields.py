@@ -74,6 +74,8 @@ FIELDS: dict[str, str] = {
     "total": "entries matching the request, over all pages",
     "limit": "the page size asked for",
     "offset": "entries skipped before this page",
+    "next_offset": "the offset of the next page (ask again with it and the same limit); null on the "
+    "last page",
     "since": "start of the time window",
     "until": "end of the time window",
     "step_seconds": "width of the time buckets each point summarises (maxima of lags, mean rates)",

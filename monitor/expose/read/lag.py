@@ -30,6 +30,7 @@ WORST_STATUS_FIRST = f"array_position(ARRAY{list(CONSUMER_STATUSES)!r}, status) 
 
 GroupSort = Literal[
     "status",
+    "worst",
     "group_id",
     "offset_lag",
     "lag_seconds",
@@ -38,12 +39,16 @@ GroupSort = Literal[
 ]
 _GROUP_ORDER: dict[str, str] = {
     "status": f"{WORST_STATUS_FIRST}, max_lag_seconds DESC NULLS LAST, group_id",
+    "worst": f"data_loss_occurred DESC NULLS LAST, {WORST_STATUS_FIRST}, "
+    "data_loss_margin_seconds NULLS LAST, max_lag_seconds DESC NULLS LAST, group_id",
     "group_id": "group_id",
     "offset_lag": "offset_lag DESC NULLS LAST, group_id",
     "lag_seconds": "lag_seconds DESC NULLS LAST, group_id",
     "time_until_data_loss_seconds": "time_until_data_loss_seconds NULLS LAST, group_id",
     "data_loss_margin_seconds": "data_loss_margin_seconds NULLS LAST, group_id",
 }
+"""`worst` follows the facts that colour a group (`monitor.expose.web.health.group`): data lost,
+the worst status, the smallest data-loss margin, the largest lag in seconds."""
 
 _LAG = """offset_lag, lag_seconds, append_lag_seconds, commit_lag_seconds,
     time_since_last_commit_seconds, consume_rate, produce_rate, time_to_catch_up_seconds,

@@ -62,6 +62,13 @@ class Listing(Described, Generic[T]):
     limit: int | None
     offset: int
     evaluated_at: datetime | None
+    next_offset: int | None = None
+
+
+def next_offset(page: Page, returned: int, total: int) -> int | None:
+    """Where the page after `page` starts, or None when `page` (with `returned` entries) is the last."""
+    following = page.offset + returned
+    return following if page.limit is not None and returned and following < total else None
 
 
 def fetch_page(
@@ -90,7 +97,7 @@ def fetch_page(
     else:
         total = 0
     items = [record(**{k: v for k, v in row.items() if k != "total__"}) for row in rows]
-    return Listing(items, total, page.limit, page.offset, evaluated_at)
+    return Listing(items, total, page.limit, page.offset, evaluated_at, next_offset(page, len(items), total))
 
 
 def records(conn: Connection, record: type[T], sql: str, params: Mapping[str, Any]) -> list[T]:

@@ -51,6 +51,7 @@ from monitor.expose.web.inputs import guard_input
 from monitor.expose.web.pages import alerts as pages_alerts
 from monitor.expose.web.pages import collection as pages_collection
 from monitor.expose.web.pages import dashboard as pages
+from monitor.expose.web.pages import entities as pages_entities
 from monitor.expose.web.pages import repairs as pages_repairs
 from monitor.expose.web.pages import retention as pages_retention
 
@@ -124,6 +125,7 @@ def create_app(
         app.include_router(api_repairs.router)
         app.include_router(pages_repairs.router)
     app.include_router(pages.router)
+    app.include_router(pages_entities.router)
     app.include_router(pages_alerts.router)
     app.include_router(pages_collection.router)
     app.include_router(inbox.router)

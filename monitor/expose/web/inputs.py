@@ -36,7 +36,10 @@ def _text(value: str) -> str:
 
 Text = Annotated[str, AfterValidator(_text)]
 Id = Annotated[int, Path(ge=1, le=MAX_ID, description="A positive id (a 64-bit integer).")]
-Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="entries per page")]
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"entries per page (at most {MAX_LIMIT})")]
+MAX_OFFSET = 100_000_000
+"""The largest `offset` of a list, API (`Offset`) or page (`list_offset`)."""
+Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="entries to skip")]
 
 
 def guard_input(app: FastAPI) -> None:
@@ -58,3 +61,22 @@ def guard_input(app: FastAPI) -> None:
                 status_code=422,
             )
         return await call_next(request)
+
+
+MAX_SEARCH = 255
+"""The longest search text a list page takes (a topic name is at most 249 characters)."""
+
+
+def search_text(value: str) -> str:
+    """A list page's search text, as typed: matched literally (no wildcards), bounded. Markup and
+    control characters are data: they match names holding them and are shown back escaped."""
+    if len(value) > MAX_SEARCH:
+        raise ValueError(f"the search text is {len(value)} characters long; use at most {MAX_SEARCH}")
+    return _text(value)
+
+
+def list_offset(value: str) -> int:
+    """A list page's `offset`: a whole number from 0 to `MAX_OFFSET`."""
+    if not value.isdigit() or int(value) > MAX_OFFSET:
+        raise ValueError(f"offset must be a whole number from 0 to {MAX_OFFSET:,}, not {value[:40]!r}")
+    return int(value)

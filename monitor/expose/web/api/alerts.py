@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, TypeVar
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Request, Response
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -22,9 +23,10 @@ from monitor.alert import actions
 from monitor.alert.matchers import MAX_MATCHER_LENGTH
 from monitor.alert.permissions import MAX_MATCHERS
 from monitor.core.records import Identity
+from monitor.expose.read.queries import DEFAULT_LIMIT
 from monitor.expose.web.context import CHANGE_ERRORS, ApiError, Context, WebContext, jsonable
 from monitor.expose.web.identity import CSRF_FIELD, Auth, Changer, FormRefused
-from monitor.expose.web.inputs import Id, Text
+from monitor.expose.web.inputs import Id, Limit, Offset, Text
 
 T = TypeVar("T")
 STATUS = {"invalid": 422, "forbidden": 403, "not_found": 404, "conflict": 409, "expired": 410}
@@ -81,18 +83,54 @@ class SilenceRequest(_NoSelfNaming):
 router = APIRouter(responses=CHANGE_ERRORS)
 
 
-@router.get("/api/v1/alerts", tags=["alerts"])
-def alerts(ctx: Context) -> list[dict[str, Any]]:
-    """Open alerts, most severe first; muted ones name their silence or inhibiting alert."""
-    with ctx.engine.connect() as conn:
-        return [jsonable(row) for row in actions.open_alerts(conn)]
+NEXT_PAGE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "One page of the list, in the order given. More follow when the `Link` header "
+        'has a `rel="next"` link: get it for the next page (the same `limit`, the next `offset`).',
+        "headers": {
+            "Link": {
+                "description": 'The next page, as `</api/v1/...?limit=100&offset=100>; rel="next"`; '
+                "absent on the last page",
+                "schema": {"type": "string"},
+            }
+        },
+    }
+}
+"""What a paged list answers: a JSON array (the shape these lists always had), the next page in
+the `Link` header (RFC 8288), as GitHub's API does."""
 
 
-@router.get("/api/v1/incidents", tags=["alerts"])
-def incidents(ctx: Context) -> list[dict[str, Any]]:
-    """Open notification groups per receiver, with acknowledgement and escalation."""
+def paged(
+    request: Request, response: Response, rows: list[dict[str, Any]], limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """The first `limit` of `rows` (read with one more, to know whether another page follows),
+    with the `Link` header to the next page when one does."""
+    if len(rows) > limit:
+        kept = [(k, v) for k, v in request.query_params.multi_items() if k not in ("limit", "offset")]
+        query = urlencode([*kept, ("limit", str(limit)), ("offset", str(offset + limit))])
+        response.headers["Link"] = f'<{request.url.path}?{query}>; rel="next"'
+    return [jsonable(row) for row in rows[:limit]]
+
+
+@router.get("/api/v1/alerts", tags=["alerts"], responses=NEXT_PAGE)
+def alerts(
+    ctx: Context, request: Request, response: Response, limit: Limit = DEFAULT_LIMIT, offset: Offset = 0
+) -> list[dict[str, Any]]:
+    """Open alerts, most severe first, then oldest first, `limit` at a time; muted ones name their
+    silence or inhibiting alert."""
     with ctx.engine.connect() as conn:
-        return [jsonable(row) for row in actions.open_incidents(conn)]
+        rows = actions.open_alerts(conn, limit=limit + 1, offset=offset)
+    return paged(request, response, rows, limit, offset)
+
+
+@router.get("/api/v1/incidents", tags=["alerts"], responses=NEXT_PAGE)
+def incidents(
+    ctx: Context, request: Request, response: Response, limit: Limit = DEFAULT_LIMIT, offset: Offset = 0
+) -> list[dict[str, Any]]:
+    """Open notification groups per receiver, oldest first, with acknowledgement and escalation."""
+    with ctx.engine.connect() as conn:
+        rows = actions.open_incidents(conn, limit=limit + 1, offset=offset)
+    return paged(request, response, rows, limit, offset)
 
 
 @router.post("/api/v1/incidents/{incident_id}/ack", tags=["alerts"])
@@ -147,11 +185,20 @@ async def ack_link(
     return ctx.render("web/ack.html", title="Acknowledged", done=ids, error=None, **common)
 
 
-@router.get("/api/v1/silences", tags=["alerts"])
-def silences(ctx: Context, all: bool = False) -> list[dict[str, Any]]:
-    """Silences with who made them and why (active and future; `all=true` adds ended ones)."""
+@router.get("/api/v1/silences", tags=["alerts"], responses=NEXT_PAGE)
+def silences(
+    ctx: Context,
+    request: Request,
+    response: Response,
+    all: bool = False,
+    limit: Limit = DEFAULT_LIMIT,
+    offset: Offset = 0,
+) -> list[dict[str, Any]]:
+    """Silences with who made them and why, newest first (active and future; `all=true` adds
+    ended ones)."""
     with ctx.engine.connect() as conn:
-        return [jsonable(row) for row in actions.silences(conn, ctx.clock.now(), include_ended=all)]
+        rows = actions.silences(conn, ctx.clock.now(), include_ended=all, limit=limit + 1, offset=offset)
+    return paged(request, response, rows, limit, offset)
 
 
 @router.post("/api/v1/silences", tags=["alerts"], status_code=201)

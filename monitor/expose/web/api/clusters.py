@@ -29,7 +29,7 @@ from monitor.expose.read.lag import GroupDetail, GroupPartitionLag, GroupSummary
 from monitor.expose.read.queries import DEFAULT_LIMIT, Listing, Page, cluster_exists, latest_evaluation
 from monitor.expose.read.topics import TopicDetail, TopicSummary
 from monitor.expose.web.context import ApiError, Context, ErrorBody, WebContext, not_found
-from monitor.expose.web.inputs import Limit
+from monitor.expose.web.inputs import Limit, Offset
 
 Status = ConsumerStatus
 MAX_WINDOW = timedelta(days=90)
@@ -91,7 +91,6 @@ ClusterName = Annotated[
 TopicName = Annotated[str, Path(pattern=NAME, description="topic name", examples=["orders"])]
 GroupId = Annotated[str, Path(pattern=NAME, description="consumer group id", examples=["billing"])]
 RuleName = Annotated[str, StringConstraints(pattern=NAME)]
-Offset = Annotated[int, Query(ge=0, le=100_000_000, description="entries to skip")]
 Search = Annotated[str | None, Query(max_length=249, pattern=NAME, description="keep names containing this")]
 
 Window = Annotated[

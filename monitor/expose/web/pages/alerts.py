@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Annotated
+from typing import Annotated, Final
 from urllib.parse import quote, unquote
 
 from fastapi import APIRouter, Cookie, Request
@@ -29,7 +29,7 @@ from monitor.expose.read.alerts import SECTIONS, read_alerts
 from monitor.expose.web.api.alerts import run_action
 from monitor.expose.web.context import ApiError, Context, WebContext
 from monitor.expose.web.identity import CSRF_FIELD, SIGN_IN, Auth, Authenticator, FormRefused
-from monitor.expose.web.inputs import MAX_ID, Id
+from monitor.expose.web.inputs import MAX_ID, MAX_SEARCH, Id, list_offset, search_text
 from monitor.expose.web.pages.retention_views import identity_view
 
 FLASH_COOKIE = "kh_flash"
@@ -52,23 +52,55 @@ SECTION_HELP = {
 router = APIRouter(include_in_schema=False)
 
 
+SECTION_ROWS: Final = 50
+"""Alerts shown per section at once: 10,000 alerts on one page are neither light nor read."""
+INCIDENT_ROWS: Final = 100
+"""Incidents shown, unacknowledged first; `GET /api/v1/incidents` pages through all."""
+
+
 @router.get("/alerts", response_class=HTMLResponse)
 def alerts_page(
-    ctx: Context, auth: Auth, request: Request, kh_flash: Annotated[str | None, Cookie()] = None
+    ctx: Context,
+    auth: Auth,
+    request: Request,
+    kh_flash: Annotated[str | None, Cookie()] = None,
+    q: str = "",
+    section: str = "",
+    offset: str = "0",
 ) -> HTMLResponse:
+    """Every section, most severe first, `SECTION_ROWS` at a time; `section` and `offset` page
+    through one section, `q` keeps the alerts whose rule, summary or entity contain it."""
     now = ctx.clock.now()
+    try:
+        search, skip = search_text(q), list_offset(offset)
+        if section and section not in SECTIONS:
+            raise ValueError(f"section must be one of {', '.join(SECTIONS)}, not {section[:40]!r}")
+    except ValueError as exc:
+        page = ctx.render(
+            "web/error.html", title="Bad request", message=f"{exc}.", links=[("/alerts", "All alerts")]
+        )
+        page.status_code = 422
+        return page
     try:
         who, problem = auth.identify(request), None
     except ApiError as exc:
         who, problem = None, str(exc.detail)
     with ctx.engine.connect() as conn:
-        state = read_alerts(conn)
+        state = read_alerts(conn, search or None)
         silences = actions.silences(conn, now)
+    starts = {s: skip if s == section else 0 for s in SECTIONS}
+    incidents = sorted(state.incidents, key=lambda i: (i.acknowledged_at is not None, i.id))
     page = ctx.render(
         "web/alerts.html",
         title="Alerts",
         state=state,
         sections=SECTIONS,
+        shown={s: state.sections[s][starts[s] : starts[s] + SECTION_ROWS] for s in SECTIONS},
+        starts=starts,
+        section_rows=SECTION_ROWS,
+        incidents=incidents[:INCIDENT_ROWS],
+        q=search,
+        max_search=MAX_SEARCH,
         section_titles=SECTION_TITLES,
         section_help=SECTION_HELP,
         silences=silences,

@@ -28,7 +28,7 @@ from monitor.expose.read import lag as read_lag
 from monitor.expose.read import probe as read_probe
 from monitor.expose.read import queries
 from monitor.expose.read import topics as read_topics
-from monitor.expose.read.queries import ALL
+from monitor.expose.read.queries import ALL, Page
 from monitor.expose.web import charts, health
 from monitor.expose.web.context import Context, WebContext
 
@@ -41,9 +41,12 @@ WINDOWS: Final = {
     "7d": timedelta(days=7),
 }
 DEFAULT_WINDOW: Final = "1h"
-TABLE_ROWS: Final = 200
-"""Rows of a topics or groups table: the worst ones. A page with 10,000 rows is neither light
-nor read; the API lists everything."""
+WORST_ROWS: Final = 25
+"""Rows of the cluster page's topics and groups tables: the worst ones. A page with 10,000 rows
+is neither light nor read; each table links to its full list (`pages.entities`), paginated."""
+WORST_CANDIDATES: Final = 100
+"""Rows read, worst first by their facts (`sort="worst"`), to pick the `WORST_ROWS` worst by
+colour, which adds the findings' severities and the data-loss scale to the facts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +76,7 @@ def overview(ctx: Context) -> HTMLResponse:
         states = read_clusters.clusters(conn)
         trouble = read_pages.cluster_trouble(conn)
         brokers = {s.cluster: read_clusters.brokers(conn, s.cluster) for s in states}
-        flags = {s.cluster: _flags(ctx, conn, s.cluster) for s in states}
+        flags = {s.cluster: flags_of(ctx, conn, s.cluster) for s in states}
         runs = queries.last_runs(conn)
     cards = sorted(
         (_card(s, trouble.get(s.cluster), brokers[s.cluster], flags[s.cluster], now, ctx) for s in states),
@@ -82,7 +85,7 @@ def overview(ctx: Context) -> HTMLResponse:
     unreached = _unreached(runs, {s.cluster for s in states})
     times = [c["evaluated_at"] for c in cards if c["evaluated_at"] is not None]
     oldest = min(times, default=None)  # a cluster never evaluated says so on its own card
-    return _render(
+    return render(
         ctx,
         "web/overview.html",
         title="Clusters",
@@ -99,24 +102,22 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
     with ctx.engine.connect() as conn:
         state = read_clusters.cluster(conn, cluster)
         if state is None:
-            return _unknown_cluster(ctx, cluster)
+            return unknown_cluster(ctx, cluster)
         brokers = read_clusters.brokers(conn, cluster)
-        flags = _flags(ctx, conn, cluster)
-        card = _card(state, read_pages.cluster_trouble(conn).get(cluster), brokers, flags, now, ctx)
-        topics = [asdict(t) for t in read_topics.topics(conn, cluster, page=ALL).items]
-        worst = read_pages.worst_partition_status(conn, cluster)
-        groups = [
-            {**asdict(g), "worst_status": worst.get(g.group_id)}
-            for g in read_lag.groups(conn, cluster, page=ALL).items
-        ]
+        topics = read_topics.topics(conn, cluster, sort="worst", page=Page(WORST_CANDIDATES))
+        groups = read_lag.groups(conn, cluster, sort="worst", page=Page(WORST_CANDIDATES))
+        flags = flags_of(ctx, conn, cluster, topics.items, groups.items)
+        card = _card(state, read_pages.cluster_trouble(conn, cluster).get(cluster), brokers, flags, now, ctx)
+        topic_rows = health.topics_worst_first(judged_topics(topics.items, ctx.data_loss(), flags))
+        group_rows = health.groups_worst_first(
+            judge_groups(map(asdict, groups.items), ctx.data_loss(), flags)
+        )
+        group_rows = with_worst_status(conn, cluster, group_rows[:WORST_ROWS], ctx.data_loss(), flags)
         alerts = read_pages.firing_alerts(conn, cluster)
         probe_since = now - PROBE_WINDOW
         probe = read_probe.partitions(conn, cluster, probe_since)
         probe_points = read_probe.history(conn, cluster, probe_since) if probe else []
-    loss = ctx.data_loss()
-    topics = health.annotate(topics, lambda t: health.topic(t, loss, flags))
-    groups = _judge_groups(groups, loss, flags)
-    return _render(
+    return render(
         ctx,
         "web/cluster.html",
         title=cluster,
@@ -126,10 +127,10 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
         brokers=[_judge_broker(asdict(b), flags) for b in brokers],
         leader_chart=card["leader_chart"],
         disk_chart=card["disk_chart"],
-        topics=health.topics_worst_first(topics)[:TABLE_ROWS],
-        topics_total=len(topics),
-        groups=health.groups_worst_first(groups)[:TABLE_ROWS],
-        groups_total=len(groups),
+        topics=topic_rows[:WORST_ROWS],
+        topics_total=topics.total,
+        groups=health.groups_worst_first(group_rows),
+        groups_total=groups.total,
         alerts=alerts,
         **_probe_section(cluster, probe, probe_points, probe_since, now),
     )
@@ -171,7 +172,7 @@ def topic_page(ctx: Context, request: Request, cluster: str, topic: str) -> HTML
     now = ctx.clock.now()
     with ctx.engine.connect() as conn:
         if not queries.cluster_exists(conn, cluster):
-            return _unknown_cluster(ctx, cluster)
+            return unknown_cluster(ctx, cluster)
         detail = read_topics.topic(conn, cluster, topic, page=ALL)
         if detail is None:
             return _not_found(ctx, f"No topic {topic!r} on cluster {cluster!r}", cluster)
@@ -179,7 +180,7 @@ def topic_page(ctx: Context, request: Request, cluster: str, topic: str) -> HTML
         limits = read_pages.data_loss_limits(conn, cluster, topic)
         alerts = read_pages.firing_alerts(conn, cluster, topic=topic)
         evaluated = queries.latest_evaluation(conn, cluster)
-        flags = _flags(ctx, conn, cluster)
+        flags = flags_of(ctx, conn, cluster)
         panel = ctx.topic_panel(request, conn, cluster, topic) if ctx.topic_panel else {"retention": None}
     loss = ctx.data_loss()
     partitions = health.annotate(
@@ -190,10 +191,10 @@ def topic_page(ctx: Context, request: Request, cluster: str, topic: str) -> HTML
         {**asdict(c), "worst_status": worst.get(c.group_id), "data_loss_limit": limits.get(c.group_id)}
         for c in detail.consumers
     )
-    groups = _judge_groups(consumers, loss, flags, topic=topic)
+    groups = judge_groups(consumers, loss, flags, topic=topic)
     row = asdict(detail.topic)
     row["health"] = health.worst(health.topic(row, loss, flags), *(p["health"] for p in partitions))
-    return _render(
+    return render(
         ctx,
         "web/topic.html",
         title=f"{topic} · {cluster}",
@@ -213,7 +214,7 @@ def topic_page(ctx: Context, request: Request, cluster: str, topic: str) -> HTML
 def group_page(ctx: Context, cluster: str, group: str, window: str = DEFAULT_WINDOW) -> HTMLResponse:
     now = ctx.clock.now()
     if window not in WINDOWS:
-        return _error(
+        return error_page(
             ctx,
             422,
             "Unknown window",
@@ -222,7 +223,7 @@ def group_page(ctx: Context, cluster: str, group: str, window: str = DEFAULT_WIN
         )
     with ctx.engine.connect() as conn:
         if not queries.cluster_exists(conn, cluster):
-            return _unknown_cluster(ctx, cluster)
+            return unknown_cluster(ctx, cluster)
         detail = read_lag.group(conn, cluster, group)
         if detail is None and not read_lag.group_known(conn, cluster, group):
             return _not_found(
@@ -239,10 +240,10 @@ def group_page(ctx: Context, cluster: str, group: str, window: str = DEFAULT_WIN
             now - WINDOWS[window],
             now,
             ctx.data_loss(),
-            _flags(ctx, conn, cluster),
+            flags_of(ctx, conn, cluster),
         )
         evaluated = queries.latest_evaluation(conn, cluster)
-    return _render(
+    return render(
         ctx,
         "web/group.html",
         title=f"{group} · {cluster}",
@@ -276,8 +277,8 @@ def _group_context(
     statuses = [p["status"] for p in partitions if p["status"]]
     worst_status = max(statuses, key=lambda s: STATUS_RANK.get(s, 0), default=None)
     summary = asdict(detail.group) if detail else {**dict.fromkeys(_GROUP_COLUMNS), "group_id": group}
-    judged = _judge_groups([{**summary, "worst_status": worst_status}], loss, flags)[0]
-    partitions = _judge_groups(partitions, loss, flags, of_group=group)
+    judged = judge_groups([{**summary, "worst_status": worst_status}], loss, flags)[0]
+    partitions = judge_groups(partitions, loss, flags, of_group=group)
     partitions.sort(
         key=lambda p: (health.RANK[p["health"]], -(p["offset_lag"] or 0), p["topic"], p["partition"])
     )
@@ -304,7 +305,23 @@ def _group_context(
     }
 
 
-def _judge_groups(
+def judged_topics(
+    topics: Iterable[read_topics.TopicSummary], loss: health.LossScale, flags: health.Flags
+) -> list[dict[str, Any]]:
+    """Topic rows coloured by their facts, their findings and their groups' data-loss margin."""
+    return health.annotate((asdict(t) for t in topics), lambda t: health.topic(t, loss, flags))
+
+
+def with_worst_status(
+    conn: Connection, cluster: str, groups: list[dict[str, Any]], loss: health.LossScale, flags: health.Flags
+) -> list[dict[str, Any]]:
+    """Group rows with their worst partition status (STOP, STALL, REWIND where the group says
+    ERR), coloured again; one query for the rows given."""
+    worst = read_pages.worst_partition_status(conn, cluster, groups=[g["group_id"] for g in groups])
+    return judge_groups(({**g, "worst_status": worst.get(g["group_id"])} for g in groups), loss, flags)
+
+
+def judge_groups(
     rows: Iterable[dict[str, Any]],
     loss: health.LossScale,
     flags: health.Flags,
@@ -415,9 +432,22 @@ def _judge_broker(broker: dict[str, Any], flags: health.Flags) -> dict[str, Any]
     }
 
 
-def _flags(ctx: WebContext, conn: Connection, cluster: str) -> health.Flags:
-    """The colours the open findings of `cluster` give its rows."""
-    return health.Flags(read_pages.open_findings(conn, cluster), ctx.data_loss.reads())
+def flags_of(
+    ctx: WebContext,
+    conn: Connection,
+    cluster: str,
+    topics: Iterable[read_topics.TopicSummary] | None = None,
+    groups: Iterable[read_lag.GroupSummary] | None = None,
+) -> health.Flags:
+    """The colours the open findings of `cluster` give its rows (given the `topics` and `groups`
+    a page shows, the findings on them and on the brokers)."""
+    if topics is None and groups is None:
+        found = read_pages.open_findings(conn, cluster)
+    else:
+        found = read_pages.open_findings(
+            conn, cluster, topics=[t.topic for t in topics or ()], groups=[g.group_id for g in groups or ()]
+        )
+    return health.Flags(found, ctx.data_loss.reads())
 
 
 def _limits(configs: dict[str, str | None]) -> dict[str, str]:
@@ -442,7 +472,7 @@ def _limits(configs: dict[str, str | None]) -> dict[str, str]:
     }
 
 
-def _render(ctx: WebContext, name: str, **context: Any) -> HTMLResponse:
+def render(ctx: WebContext, name: str, **context: Any) -> HTMLResponse:
     """A page with what every dashboard template uses: the health labels and colours."""
     return ctx.render(name, labels=LABELS, loss_health=ctx.data_loss().health, **context)
 
@@ -451,8 +481,8 @@ def _group_href(cluster: str, group: str) -> str:
     return f"/clusters/{quote(cluster, safe='')}/groups/{quote(group)}"
 
 
-def _unknown_cluster(ctx: WebContext, cluster: str) -> HTMLResponse:
-    return _error(
+def unknown_cluster(ctx: WebContext, cluster: str) -> HTMLResponse:
+    return error_page(
         ctx,
         404,
         "Not found",
@@ -463,12 +493,12 @@ def _unknown_cluster(ctx: WebContext, cluster: str) -> HTMLResponse:
 
 def _not_found(ctx: WebContext, message: str, cluster: str) -> HTMLResponse:
     href = f"/clusters/{quote(cluster, safe='')}"
-    return _error(
+    return error_page(
         ctx, 404, "Not found", message + ".", [(href, f"Back to cluster {cluster}"), ("/", "All clusters")]
     )
 
 
-def _error(
+def error_page(
     ctx: WebContext, status: int, title: str, message: str, links: list[tuple[str, str]]
 ) -> HTMLResponse:
     response = ctx.render("web/error.html", title=title, message=message, links=links)

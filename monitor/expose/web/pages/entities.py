@@ -1,0 +1,89 @@
+"""The full lists of a cluster's topics and consumer groups, linked from the cluster page (which
+shows only the worst): worst first, `LIST_ROWS` at a time, with a search box.
+
+The search text is user text: bounded (`inputs.search_text`), matched literally in a
+parameterised LIKE (`queries.like_pattern` escapes its wildcards), and shown back escaped. A bad
+search text or offset is a 422 page that says what is wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Final
+from urllib.parse import quote
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse
+
+from monitor.expose.read import lag as read_lag
+from monitor.expose.read import queries
+from monitor.expose.read import topics as read_topics
+from monitor.expose.read.queries import Page
+from monitor.expose.web.context import Context, WebContext
+from monitor.expose.web.inputs import MAX_SEARCH, list_offset, search_text
+from monitor.expose.web.pages.dashboard import (
+    error_page,
+    flags_of,
+    freshness,
+    judge_groups,
+    judged_topics,
+    render,
+    unknown_cluster,
+    with_worst_status,
+)
+
+LIST_ROWS: Final = 100
+"""Rows per page of a full list."""
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/clusters/{cluster}/topics", response_class=HTMLResponse)
+def topics_page(ctx: Context, cluster: str, q: str = "", offset: str = "0") -> HTMLResponse:
+    """Every topic of the cluster, worst first (offline, under min ISR, data at risk, ...)."""
+    return _list_page(ctx, cluster, "topics", q, offset)
+
+
+@router.get("/clusters/{cluster}/groups", response_class=HTMLResponse)
+def groups_page(ctx: Context, cluster: str, q: str = "", offset: str = "0") -> HTMLResponse:
+    """Every consumer group of the cluster, worst first (data lost, stopped, lagging, ...)."""
+    return _list_page(ctx, cluster, "groups", q, offset)
+
+
+def _list_page(ctx: WebContext, cluster: str, kind: str, q: str, offset: str) -> HTMLResponse:
+    action = f"/clusters/{quote(cluster, safe='')}/{kind}"
+    try:
+        search, skip = search_text(q), list_offset(offset)
+    except ValueError as exc:
+        return error_page(ctx, 422, "Bad request", f"{exc}.", [(action, f"All {kind} of {cluster}")])
+    page = Page(LIST_ROWS, skip)
+    with ctx.engine.connect() as conn:
+        if not queries.cluster_exists(conn, cluster):
+            return unknown_cluster(ctx, cluster)
+        if kind == "topics":
+            topics = read_topics.topics(conn, cluster, search=search or None, sort="worst", page=page)
+            flags = flags_of(ctx, conn, cluster, topics=topics.items)
+            rows = judged_topics(topics.items, ctx.data_loss(), flags)
+            total, evaluated = topics.total, topics.evaluated_at
+        else:
+            groups = read_lag.groups(conn, cluster, search=search or None, sort="worst", page=page)
+            flags = flags_of(ctx, conn, cluster, groups=groups.items)
+            judged = judge_groups(map(asdict, groups.items), ctx.data_loss(), flags)
+            rows = with_worst_status(conn, cluster, judged, ctx.data_loss(), flags)
+            total, evaluated = groups.total, groups.evaluated_at
+    return render(
+        ctx,
+        "web/entities.html",
+        title=f"{'Topics' if kind == 'topics' else 'Consumer groups'} · {cluster}",
+        heading="Topics" if kind == "topics" else "Consumer groups",
+        kind=kind,
+        cluster=cluster,
+        action=action,
+        q=search,
+        max_search=MAX_SEARCH,
+        offset=skip,
+        size=LIST_ROWS,
+        total=total,
+        rows=rows,
+        freshness=freshness(evaluated, ctx.clock.now(), ctx.stale_after),
+    )
