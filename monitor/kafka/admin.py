@@ -30,7 +30,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, but
 )
 from confluent_kafka.cimpl import NewTopic
 
-from monitor.core.errors import ConfigError, KafkaAuthenticationError, KafkaUnavailableError
+from monitor.core.errors import KafkaAuthenticationError, KafkaUnavailableError
 from monitor.core.records import (
     ClusterInfo,
     CommittedOffset,
@@ -48,7 +48,7 @@ from monitor.kafka import records
 from monitor.kafka.describe import GroupDescribeClient
 from monitor.kafka.groups import GROUPS_PER_REQUEST, GroupOffsetsClient
 from monitor.kafka.listoffsets import ChunkedListOffsets, NotAsked, plan_chunks
-from monitor.kafka.properties import ClientConfig, ClientLog, client_config, scrub
+from monitor.kafka.properties import ClientConfig, ClientLog, client_config, rejected_configuration
 from monitor.kafka.records import CONFIG_KEYS, partition_key
 from monitor.kafka.translate import (
     FUTURE_GRACE_SECONDS,
@@ -151,10 +151,8 @@ class KafkaAdmin:
             settings: dict[str, Any] = {**self._config, "error_cb": self._client_error}
             return AdminClient(settings, logger=ClientLog())
         except KafkaException as exc:
-            message = scrub(str(exc.args[0] if exc.args else exc), self._config.secret_values())
-            raise ConfigError(
-                [f"clusters.{self._cluster.name}: the Kafka client rejected the configuration: {message}"]
-            ) from exc
+            secrets = self._config.secret_values()
+            raise rejected_configuration(exc, self._cluster.name, secrets, "the Kafka client") from exc
 
     def _client_error(self, error: KafkaError) -> None:
         """librdkafka's report of an error outside any request (served when the client is polled):

@@ -17,11 +17,11 @@ from typing import Final
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from monitor.core.errors import ConfigError, KafkaAuthorizationError, KafkaRequestError, KafkaUnavailableError
+from monitor.core.errors import KafkaAuthorizationError, KafkaRequestError, KafkaUnavailableError
 from monitor.core.records import CommitStreamBatch, GroupMetadataRecord, OffsetCommitRecord
 from monitor.core.settings import ClusterConfig
 from monitor.kafka.offsets_topic import DecodeError, decode
-from monitor.kafka.properties import ClientLog, client_config, scrub
+from monitor.kafka.properties import ClientLog, client_config, rejected_configuration, scrub
 from monitor.kafka.translate import is_unavailable, kafka_error
 
 _LOG: Final = logging.getLogger(__name__)
@@ -87,9 +87,9 @@ class CommitStreamReader:
                 try:
                     self._consumer = Consumer(self._config, logger=ClientLog())
                 except KafkaException as exc:
-                    message = scrub(str(exc.args[0] if exc.args else exc), self._secrets)
-                    problem = f"the Kafka consumer rejected the configuration: {message}"
-                    raise ConfigError([f"clusters.{self._cluster.name}: {problem}"]) from exc
+                    raise rejected_configuration(
+                        exc, self._cluster.name, self._secrets, "the Kafka consumer"
+                    ) from exc
 
     def close(self) -> None:
         with self._lock:

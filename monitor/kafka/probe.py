@@ -28,12 +28,12 @@ from confluent_kafka import (
 from confluent_kafka.admin import NewPartitions  # type: ignore[attr-defined]  # public, not in `__all__`
 from confluent_kafka.cimpl import NewTopic
 
-from monitor.core.errors import ConfigError, KafkaRequestError
+from monitor.core.errors import KafkaRequestError
 from monitor.core.records import ProbePartition, ProbeResult
 from monitor.core.settings import ClusterConfig
 from monitor.kafka import records
 from monitor.kafka.admin import KafkaAdmin
-from monitor.kafka.properties import ClientLog, client_config, scrub
+from monitor.kafka.properties import ClientLog, client_config, rejected_configuration, scrub
 
 log = logging.getLogger(__name__)
 
@@ -145,9 +145,9 @@ class ProbeClient:
                 if self._consumer is None:
                     self._consumer = Consumer(self._consumer_config, logger=ClientLog())
             except KafkaException as exc:
-                message = scrub(str(exc.args[0] if exc.args else exc), self._secrets)
-                problem = f"the Kafka probe clients rejected the configuration: {message}"
-                raise ConfigError([f"clusters.{self._cluster.name}: {problem}"]) from exc
+                raise rejected_configuration(
+                    exc, self._cluster.name, self._secrets, "the Kafka probe clients"
+                ) from exc
 
     def close(self) -> None:
         with self._lock:

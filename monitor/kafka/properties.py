@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Final, TypeVar
 
+from monitor.core.errors import ConfigError
 from monitor.core.settings import ClusterConfig, SecurityProtocol
 
 CLIENT_LOG: Final = logging.getLogger("monitor.kafka.client")
@@ -34,6 +35,13 @@ def scrub(text: str, secrets: Sequence[str]) -> str:
     for secret in secrets:
         text = text.replace(secret, MASK)
     return text
+
+
+def rejected_configuration(exc: Exception, cluster: str, secrets: Sequence[str], client: str) -> ConfigError:
+    """The ConfigError for librdkafka refusing to build `client` (e.g. "the Kafka consumer") from
+    the properties of `cluster`, its message naming the cluster with every secret masked."""
+    message = scrub(str(exc.args[0] if exc.args else exc), secrets)
+    return ConfigError([f"clusters.{cluster}: {client} rejected the configuration: {message}"])
 
 
 class MaskedMapping(Mapping[str, V]):

@@ -28,11 +28,11 @@ from typing import Any, Final
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from monitor.core.errors import ConfigError, KafkaRequestError
+from monitor.core.errors import KafkaRequestError
 from monitor.core.records import RecordTimestamp
 from monitor.core.settings import ClusterConfig
 from monitor.kafka.cursor import PartitionCursor, Step, Target, plan
-from monitor.kafka.properties import ClientLog, client_config, scrub
+from monitor.kafka.properties import ClientLog, client_config, rejected_configuration, scrub
 from monitor.kafka.records import timestamp_type
 
 _LOG: Final = logging.getLogger(__name__)
@@ -165,9 +165,9 @@ class RecordTimestampReader:
                 try:
                     self._consumer = Consumer(self._config, logger=ClientLog())
                 except KafkaException as exc:
-                    message = scrub(str(exc.args[0] if exc.args else exc), self._secrets)
-                    problem = f"the Kafka consumer rejected the configuration: {message}"
-                    raise ConfigError([f"clusters.{self._cluster.name}: {problem}"]) from exc
+                    raise rejected_configuration(
+                        exc, self._cluster.name, self._secrets, "the Kafka consumer"
+                    ) from exc
 
     def close(self) -> None:
         """Close the consumer (it never joined a group and has nothing to commit)."""
