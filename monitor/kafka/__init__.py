@@ -28,7 +28,8 @@ survive while a coordinator dies: `groups` (`GroupOffsetsClient`, OffsetFetch) a
 (`ProbeClient`: the end-to-end probe's topic, producer and consumer group).
 
 `commit_stream` (`CommitStreamReader`) reads `__consumer_offsets` as it is written, decoded by
-`offsets_topic` (pure).
+`offsets_topic` (pure). Both it and `RecordTimestampReader` are a `consumer.ConsumerClient`: one
+consumer that never joins a group, created by `start()` and released by `close()`.
 
 The collectors depend on the protocols of `protocol` (`AdminApi`, `TimestampReader`,
 `LogDirReader`, `CommitStream`), not on these classes; `fake` is a cluster in memory behind the

@@ -11,17 +11,17 @@ broker that writes a newer schema costs those records, never the stream.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Final
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from monitor.core.errors import KafkaAuthorizationError, KafkaRequestError, KafkaUnavailableError
 from monitor.core.records import CommitStreamBatch, GroupMetadataRecord, OffsetCommitRecord
 from monitor.core.settings import ClusterConfig
+from monitor.kafka.consumer import ConsumerClient
 from monitor.kafka.offsets_topic import DecodeError, decode
-from monitor.kafka.properties import ClientLog, client_config, rejected_configuration, scrub
+from monitor.kafka.properties import client_config, scrub
 from monitor.kafka.translate import is_unavailable, kafka_error
 
 _LOG: Final = logging.getLogger(__name__)
@@ -61,47 +61,19 @@ def stream_config(cluster: ClusterConfig) -> dict[str, str | int | bool]:
     return values
 
 
-class CommitStreamReader:
+class CommitStreamReader(ConsumerClient):
     """Reads `__consumer_offsets` of one cluster. The constructor builds the configuration,
     `start()` the consumer (it connects on the first request), `close()` releases it. Calls are
     serialised; the stream is meant to be polled by one thread."""
 
     def __init__(self, cluster: ClusterConfig) -> None:
-        self._cluster = cluster
-        self._config = stream_config(cluster)
-        self._secrets = client_config(cluster).secret_values()
+        super().__init__(cluster, stream_config(cluster))
         self._timeout = cluster.request_timeout_seconds
-        self._consumer: Consumer | None = None
         self._partitions: set[int] = set()
         self._at_end: set[int] = set()
-        self._lock = threading.Lock()
 
-    def __repr__(self) -> str:
-        state = "started" if self._consumer is not None else "not started"
-        return f"CommitStreamReader(cluster={self._cluster.name!r}, {state})"
-
-    def start(self) -> None:
-        """Create the consumer. Raises ConfigError if librdkafka rejects the configuration."""
-        with self._lock:
-            if self._consumer is None:
-                try:
-                    self._consumer = Consumer(self._config, logger=ClientLog())
-                except KafkaException as exc:
-                    raise rejected_configuration(
-                        exc, self._cluster.name, self._secrets, "the Kafka consumer"
-                    ) from exc
-
-    def close(self) -> None:
-        with self._lock:
-            consumer, self._consumer = self._consumer, None
-            self._partitions, self._at_end = set(), set()
-            if consumer is not None:
-                consumer.close()
-
-    def _started(self) -> Consumer:
-        if self._consumer is None:
-            raise RuntimeError(f"{self!r}: call start() first")
-        return self._consumer
+    def _closed(self) -> None:
+        self._partitions, self._at_end = set(), set()
 
     def seek_to_end(self) -> None:
         """Position every partition of the topic at its current end. Raises

@@ -21,7 +21,6 @@ budget, are returned as unread.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -31,8 +30,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from monitor.core.errors import KafkaRequestError
 from monitor.core.records import RecordTimestamp
 from monitor.core.settings import ClusterConfig
+from monitor.kafka.consumer import ConsumerClient
 from monitor.kafka.cursor import PartitionCursor, Step, Target, plan
-from monitor.kafka.properties import ClientLog, client_config, rejected_configuration, scrub
+from monitor.kafka.properties import client_config, scrub
 from monitor.kafka.records import timestamp_type
 
 _LOG: Final = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ def record_timestamp(target: Target, record_offset: int, kind: int, timestamp_ms
 # The reader
 
 
-class RecordTimestampReader:
+class RecordTimestampReader(ConsumerClient):
     """Reads record timestamps through one pooled consumer that never commits.
 
     The constructor only builds the configuration; `start()` creates the consumer (it connects on
@@ -148,40 +148,7 @@ class RecordTimestampReader:
     """
 
     def __init__(self, cluster: ClusterConfig) -> None:
-        self._cluster = cluster
-        self._config = reader_config(cluster)
-        self._secrets = client_config(cluster).secret_values()
-        self._consumer: Consumer | None = None
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        state = "started" if self._consumer is not None else "not started"
-        return f"RecordTimestampReader(cluster={self._cluster.name!r}, {state})"
-
-    def start(self) -> None:
-        """Create the consumer. Raises ConfigError if librdkafka rejects the configuration."""
-        with self._lock:
-            if self._consumer is None:
-                try:
-                    self._consumer = Consumer(self._config, logger=ClientLog())
-                except KafkaException as exc:
-                    raise rejected_configuration(
-                        exc, self._cluster.name, self._secrets, "the Kafka consumer"
-                    ) from exc
-
-    def close(self) -> None:
-        """Close the consumer (it never joined a group and has nothing to commit)."""
-        with self._lock:
-            consumer, self._consumer = self._consumer, None
-            if consumer is not None:
-                consumer.close()
-
-    def __enter__(self) -> RecordTimestampReader:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        super().__init__(cluster, reader_config(cluster))
 
     def read(
         self, targets: Sequence[Target], budget_seconds: float
@@ -196,9 +163,7 @@ class RecordTimestampReader:
         """
         deadline = time.monotonic() + max(0.0, budget_seconds)
         with self._lock:
-            consumer = self._consumer
-            if consumer is None:
-                raise RuntimeError("RecordTimestampReader.start() must be called before reading")
+            consumer = self._started()
             cursors, trivial = plan(targets)
             resolved = {t: no_record(*t) for t in trivial}
             if cursors:

@@ -1,0 +1,34 @@
+"""The consumer life cycle both readers share (monitor/kafka/consumer.py): nothing is created
+before `start()`, a use before it names the reader, `close()` is idempotent and forgets the
+reader's positions (no broker is contacted: the consumer connects on its first request)."""
+
+from __future__ import annotations
+
+import pytest
+
+from monitor.core.settings import ClusterConfig
+from monitor.kafka.commit_stream import CommitStreamReader
+from monitor.kafka.consumer import ConsumerClient
+from monitor.kafka.timestamps import RecordTimestampReader
+
+CLUSTER = ClusterConfig(name="east", bootstrap_servers=["127.0.0.1:1"])
+
+
+@pytest.mark.parametrize("reader", [RecordTimestampReader, CommitStreamReader])
+def test_a_reader_is_created_by_start_and_released_by_close(reader: type[ConsumerClient]) -> None:
+    made = reader(CLUSTER)
+    assert repr(made) == f"{reader.__name__}(cluster='east', not started)"
+    with made as started:
+        assert started is made
+        assert repr(made) == f"{reader.__name__}(cluster='east', started)"
+    assert repr(made) == f"{reader.__name__}(cluster='east', not started)"
+    made.close()  # a second close is harmless
+
+
+def test_using_a_reader_before_start_names_it() -> None:
+    with pytest.raises(
+        RuntimeError, match=r"RecordTimestampReader\(cluster='east', not started\): call start"
+    ):
+        RecordTimestampReader(CLUSTER).read([("t", 0, 5)], 0.1)
+    with pytest.raises(RuntimeError, match=r"CommitStreamReader\(cluster='east', not started\): call start"):
+        CommitStreamReader(CLUSTER).poll(0.0)
