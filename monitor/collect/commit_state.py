@@ -20,6 +20,8 @@ class CommitState:
         self._lock = threading.Lock()
         self._offsets: dict[GroupKey, int] = {}
         self._touched: dict[GroupKey, float] = {}
+        self._observed_at: dict[GroupKey, int] = {}
+        """The commit time of the last observation of each key the stream made."""
         self._positioned = False
         self._seeded = False
 
@@ -54,10 +56,17 @@ class CommitState:
             self._positioned, self._seeded = False, False
             self._offsets.clear()
             self._touched.clear()
+            self._observed_at.clear()
 
-    def apply(self, commits: Iterable[OffsetCommitRecord], now_ms: int) -> list[CommitObservation]:
-        """Apply commits and tombstones in log order; an observation per commit, at its commit
-        time (the time the record was read when the record has none)."""
+    def apply(
+        self, commits: Iterable[OffsetCommitRecord], now_ms: int, repeat_after_ms: int = 0
+    ) -> list[CommitObservation]:
+        """Apply commits and tombstones in log order. An observation, at the commit time (the
+        time the record was read when the record has none), for each commit that moved the
+        offset, and for a commit of an unchanged offset only when the key's last observation is
+        at least `repeat_after_ms` older: a consumer that commits the same offset every second
+        (auto-commit while idle) costs a row per interval, not per commit, and still shows it
+        commits."""
         observations = []
         touched_at = time.monotonic()
         with self._lock:
@@ -66,14 +75,35 @@ class CommitState:
                 self._touched[key] = touched_at
                 if c.offset is None:
                     self._offsets.pop(key, None)
+                    self._observed_at.pop(key, None)
                     continue
                 previous = self._offsets.get(key)
                 self._offsets[key] = c.offset
                 at = c.commit_timestamp_ms if c.commit_timestamp_ms is not None else now_ms
+                last = self._observed_at.get(key)
+                if previous == c.offset and last is not None and at - last < repeat_after_ms:
+                    continue
+                self._observed_at[key] = at
                 observations.append(
                     CommitObservation(c.group_id, c.topic, c.partition, c.offset, previous, at)
                 )
         return observations
+
+    def forget_groups(self, group_ids: Iterable[str]) -> int:
+        """Drop every committed offset of deleted groups (their group tombstones); returns how
+        many were still held. Kafka writes a group's offset tombstones before its group
+        tombstone, so this only matters where those were not applied (filtered, undecodable)."""
+        gone = set(group_ids)
+        if not gone:
+            return 0
+        touched_at = time.monotonic()
+        with self._lock:
+            keys = [key for key in self._offsets if key[0] in gone]
+            for key in keys:
+                del self._offsets[key]
+                self._observed_at.pop(key, None)
+                self._touched[key] = touched_at
+        return len(keys)
 
     def reconcile(self, answered: Mapping[str, Sequence[CommittedOffset]], asked_at: float) -> int:
         """Take an OffsetFetch answer (asked at monotonic `asked_at`) for the keys of the groups

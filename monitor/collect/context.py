@@ -65,6 +65,8 @@ class ClusterContext:
     topology: Topology | None = None
     commit_stream: CommitStream | None = None
     """The cluster's `__consumer_offsets` reader (None: commits come from OffsetFetch alone)."""
+    intervals: Intervals = field(default_factory=Intervals)
+    """The schedule the jobs run on (a job that works between runs paces itself by it)."""
     commits: CommitState = field(default_factory=CommitState)
     """The committed offsets the commits job streams, read by the offsets job."""
     closers: list[Callable[[], None]] = field(default_factory=list)

@@ -76,6 +76,7 @@ class ClusterCollector:
         config: CollectConfig,
         on_critical: Callable[[str], object] | None = None,
         clients: KafkaClients | None = None,
+        intervals: Intervals | None = None,
     ) -> None:
         self.cluster = cluster
         self._recorder = recorder
@@ -92,6 +93,7 @@ class ClusterCollector:
             config,
             on_critical,
             commit_stream=kafka.commits,
+            intervals=intervals or Intervals(),
         )
         self.runners: dict[str, JobRun] = {
             name: job.build(self.context) for name, job in JOBS.items() if job.enabled(config)
@@ -159,7 +161,14 @@ class CollectStage:
         recorder = RunRecorder(engine, self._clock, self.instance, self.writer)
         for cluster in self._clusters:
             collector = ClusterCollector(
-                cluster, engine, self._clock, recorder, self.writer, self._config, self._on_critical
+                cluster,
+                engine,
+                self._clock,
+                recorder,
+                self.writer,
+                self._config,
+                self._on_critical,
+                intervals=self._intervals,
             )
             try:
                 collector.start()

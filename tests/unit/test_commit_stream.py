@@ -12,9 +12,10 @@ from collections.abc import Iterator
 import pytest
 
 from monitor.collect.commit_state import CommitState
+from monitor.collect.jobs import commits as commits_job
 from monitor.collect.jobs.commits import CommitStreamCollector
 from monitor.core.clock import to_millis
-from monitor.core.records import CommitStreamBatch, CommittedOffset, OffsetCommitRecord
+from monitor.core.records import CommitObservation, CommitStreamBatch, CommittedOffset, OffsetCommitRecord
 from monitor.kafka.offsets_topic import SKIP_OTHER_RECORD, SKIP_UNKNOWN_VALUE
 from monitor.store.runs import Run
 from tests.conditions import wait_for
@@ -30,20 +31,31 @@ class StreamRig(Rig):
         stream.start()
         self.context.commit_stream = stream
         self.commits = CommitStreamCollector(self.context)
+        self.reports: list[Run] = []
 
     def supervise(self) -> Run:
-        return self.cycle(self.commits, "commits")
+        run = self.cycle(self.commits, "commits")
+        self.reports.append(run)
+        return run
 
-    def streamed(self) -> list[tuple[int, int | None, int]]:
-        """(partition, previous, committed) of every observation handed to the store so far."""
+    def reported(self, count: str) -> int:
+        """The sum of `count` over every run of the commits job so far."""
+        return sum(r.counts.get(count, 0) for r in self.reports)
+
+    def observations(self) -> list[CommitObservation]:
+        """Every observation handed to the store so far."""
         return [
-            (o.partition, o.previous_offset, o.committed_offset)
+            o
             for _, write in self.writer.writes
             for cell in write.__closure__ or ()
             if isinstance(cell.cell_contents, list)
             for o in cell.cell_contents
-            if hasattr(o, "previous_offset")
+            if isinstance(o, CommitObservation)
         ]
+
+    def streamed(self) -> list[tuple[int, int | None, int]]:
+        """(partition, previous, committed) of every observation handed to the store so far."""
+        return [(o.partition, o.previous_offset, o.committed_offset) for o in self.observations()]
 
 
 @pytest.fixture
@@ -76,18 +88,70 @@ def test_every_commit_is_observed_at_its_time_and_used_for_lag(rig: StreamRig) -
 
     rig.kafka.commit("billing", {("orders", 0): 6})
     rig.kafka.commit("billing", {("orders", 0): 5})  # a rewind
-    rig.kafka.commit("billing", {("orders", 0): 5})  # committed again, unchanged: still a commit
+    rig.kafka.commit("billing", {("orders", 0): 5})  # committed again at once, unchanged: no row
+    rig.kafka.commit("billing", {("orders", 1): 4})  # unchanged, but never observed by the stream
     observed = wait_for(lambda: len(rig.streamed()) >= 3 and rig.streamed(), 5, "three observations")
     cycle = rig.cycle()
 
-    assert observed == [(0, 4, 6), (0, 6, 5), (0, 5, 5)], "the snapshot's 4 is the first previous offset"
+    assert observed == [(0, 4, 6), (0, 6, 5), (1, 4, 4)], "the snapshot's 4 is the first previous offset"
     assert cycle.problems == [] and cycle.counts["commits_streamed"] == 1
     assert rig.writer.observed() == [], "the offsets job samples no observation of its own"
     assert rig.lags()[("billing", "orders", 0)].lag == 5
     assert rig.lags()[("billing", "orders", 1)].lag == 6, "from the snapshot"
     report = rig.supervise()
-    assert report.counts["commits"] == 3 and report.counts["commits_observed"] == 3
+    assert report.counts["commits"] == 4 and report.counts["commits_observed"] == 3
+    assert report.counts["unchanged_commits_skipped"] == 1
     assert report.counts["stream_live"] == 1
+
+
+def test_an_idle_consumer_committing_the_same_offset_costs_a_row_per_interval(rig: StreamRig) -> None:
+    live(rig)
+    interval = rig.context.intervals.offsets_seconds
+    committed = 0
+
+    def commit_every_second(seconds: int) -> None:
+        nonlocal committed
+        for _ in range(seconds):
+            rig.kafka.commit("billing", {("orders", 2): 7})
+            committed += 1
+            rig.clock.advance(1)
+
+    commit_every_second(int(interval) - 1)  # the first one moves the offset: a row
+    commit_every_second(2)  # one interval after the first: a row again
+    commit_every_second(int(interval))  # the next interval: one more row
+    wait_for(lambda: rig.supervise() and rig.reported("commits") == committed, 5, "every commit read")
+
+    assert rig.streamed() == [(2, 4, 7), (2, 7, 7), (2, 7, 7)]
+    times = [o.observed_at_ms for o in rig.observations()]
+    assert times[1] - times[0] == times[2] - times[1] == interval * 1000, times
+    assert committed == 2 * int(interval) + 1
+    assert rig.reported("unchanged_commits_skipped") == committed - 3
+
+
+def test_a_deleted_group_loses_its_offsets_and_is_counted(rig: StreamRig) -> None:
+    live(rig)
+
+    rig.kafka.delete_group("billing")
+    wait_for(lambda: rig.supervise() and rig.reported("groups_deleted") == 1, 5, "the deletion")
+
+    assert rig.context.commits.committed(["billing"]) == {"billing": []}
+    assert rig.reported("tombstones") == 3
+    assert rig.streamed() == [], "a tombstone is no commit"
+
+
+def test_forgetting_a_group_drops_its_offsets_and_keeps_them_from_an_older_fetch() -> None:
+    state = CommitState()
+    state.positioned_at_end()
+    asked_at = time.monotonic()
+    state.reconcile(
+        {"g": [CommittedOffset("g", "t", 0, 5)], "h": [CommittedOffset("h", "t", 0, 2)]}, asked_at=0.0
+    )
+
+    assert state.forget_groups(["g", "nobody"]) == 1
+    state.reconcile({"g": [CommittedOffset("g", "t", 0, 5)]}, asked_at)  # asked before the deletion
+
+    assert state.committed(["g", "h"]) == {"g": [], "h": [CommittedOffset("h", "t", 0, 2)]}
+    assert state.forget_groups([]) == 0
 
 
 def test_a_tombstone_removes_the_committed_offset(rig: StreamRig) -> None:
@@ -122,6 +186,42 @@ def test_a_refused_stream_falls_back_to_offset_fetch_and_says_so_once(
         (1, 4, 8)
     ]
     assert rig.lags()[("billing", "orders", 1)].lag == 2
+
+
+def test_a_refused_stream_is_asked_again_with_backoff_and_streams_once_allowed(
+    rig: StreamRig, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(commits_job, "DENIED_RETRY_SECONDS", 0.02)
+    asked = 0
+    seek = rig.context.commit_stream.seek_to_end  # type: ignore[union-attr]
+
+    def counted_seek() -> None:
+        nonlocal asked
+        asked += 1
+        seek()
+
+    monkeypatch.setattr(rig.context.commit_stream, "seek_to_end", counted_seek)
+    rig.kafka.deny_commit_stream = True
+    with caplog.at_level(logging.INFO):
+        rig.supervise()
+        wait_for(lambda: asked >= 4, 5, "the stream to be refused again and again")
+        assert rig.supervise().counts["stream_denied"] == 1
+        assert not rig.context.commits.positioned
+        rig.cycle()  # OffsetFetch meanwhile
+
+        rig.kafka.deny_commit_stream = False
+        wait_for(lambda: rig.context.commits.positioned, 5, "the stream once the grant is made")
+        rig.cycle()  # the snapshot
+        rig.kafka.commit("billing", {("orders", 1): 9})
+        wait_for(lambda: rig.streamed() == [(1, 4, 9)], 5, "the commit streamed")
+
+    messages = [r.getMessage() for r in caplog.records]
+    assert len([m for m in messages if "not allowed" in m]) == 1, "a refusal that repeats is logged once"
+    assert len([m for m in messages if "allowed again" in m]) == 1
+    assert "stream_denied" not in rig.supervise().counts
+    assert [commits_job.denied_retry_delay(n) for n in (1, 2, 3)] == [0.02, 0.04, 0.08]
+    monkeypatch.setattr(commits_job, "DENIED_RETRY_MAX_SECONDS", 0.05)
+    assert commits_job.denied_retry_delay(30) == 0.05
 
 
 def test_a_cluster_with_the_stream_off_never_reads_it(rig: StreamRig) -> None:

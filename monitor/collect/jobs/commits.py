@@ -1,11 +1,18 @@
 """The commits job: every commit of one cluster read from `__consumer_offsets` as it is written
 (as Burrow does), in its own thread per cluster.
 
-Each commit becomes a `commit_observations` row at its exact commit time (a commit of an
-unchanged offset too: a consumer that keeps committing the same offset is stalled, not stopped)
-and the current committed offset in `CommitState`, which the offsets job computes lag from
-instead of asking OffsetFetch every cycle. A tombstone (offset deleted or expired, group
-deleted) removes the committed offset.
+Each commit that moves a committed offset becomes a `commit_observations` row at its exact
+commit time, and the current committed offset in `CommitState`, which the offsets job computes
+lag from instead of asking OffsetFetch every cycle. A commit of an unchanged offset (an idle
+consumer's auto-commit, every second or so) becomes a row at most once per
+`intervals.offsets_seconds`: enough to tell a consumer that still commits (stalled) from one
+that stopped, without a row per commit. A tombstone (offset deleted or expired) removes the
+committed offset; a group's tombstone (group deleted) removes all of its offsets.
+
+Group metadata records are not stored: the group pages take a group's state, members and
+protocol from DescribeGroups, which answers for classic and consumer-protocol groups alike and
+says PreparingRebalance, while a classic group's record is written only when a generation
+completes or the group empties, and consumer-protocol groups write records of their own types.
 
 Start: the stream is positioned at the current end of the topic first; the offsets job's next
 OffsetFetch is the snapshot of what was committed before (`CommitState.reconcile`), and the
@@ -13,7 +20,9 @@ stream applies everything after. OffsetFetch then runs only every
 `collect.commit_reconcile_seconds` to check the stream.
 
 Failure policy: reading the topic refused (ACLs) is logged once and the cluster falls back to
-OffsetFetch every cycle (the run counts `stream_denied`, it is not a problem); a cluster that
+OffsetFetch every cycle (the run counts `stream_denied`, it is not a problem) while the thread
+asks again after a backoff (`DENIED_RETRY_SECONDS`, doubling up to `DENIED_RETRY_MAX_SECONDS`),
+so a grant takes effect without a restart (logged once too); a cluster that
 does not answer is retried by the thread while the offsets job uses OffsetFetch; records that
 cannot be decoded (a schema version this monitor does not know) are skipped, warned about once
 per reason and counted (`records_skipped`); an unexpected error stops the thread, makes the run
@@ -49,6 +58,15 @@ POLL_SECONDS = 0.5
 """Longest wait for the next records; also how quickly the thread notices it should stop."""
 RETRY_SECONDS = 2.0
 """Wait before positioning the stream again after the cluster did not answer."""
+DENIED_RETRY_SECONDS = 5.0
+"""First wait before asking again after reading the topic was refused; doubles per refusal."""
+DENIED_RETRY_MAX_SECONDS = 300.0
+"""Longest wait between two attempts to read a refused topic."""
+
+
+def denied_retry_delay(refusals: int) -> float:
+    """Seconds to wait after the `refusals`-th refusal in a row (1, 2, ...)."""
+    return float(min(DENIED_RETRY_MAX_SECONDS, DENIED_RETRY_SECONDS * 2 ** max(0, refusals - 1)))
 
 
 @dataclass
@@ -56,7 +74,10 @@ class _Tally:
     """What the thread did since the supervisor last looked."""
 
     commits: int = 0
+    unchanged_commits_skipped: int = 0
+    """Commits of an unchanged offset within an interval of its last observation: no row."""
     tombstones: int = 0
+    groups_deleted: int = 0
     group_records: int = 0
     observations_written: int = 0
     observations_buffered: int = 0
@@ -77,6 +98,8 @@ class CommitStreamCollector:
         self._lock = threading.Lock()
         self._tally = _Tally()
         self._denied: str | None = None
+        """The refusal in force (None: the topic may be read)."""
+        self._refusals = 0
         self._failure: BaseException | None = None
         self._warned: set[str] = set()
         self._supervised: list[float] = []  # monotonic times of the last two runs
@@ -91,7 +114,6 @@ class CommitStreamCollector:
         self._supervised = [*self._supervised[-1:], time.monotonic()]
         if self._denied is not None:
             run.count("stream_denied", 1)
-            return
         failure, self._failure = self._failure, None
         if failure is not None:
             run.problem(f"the commit stream stopped ({failure}); starting it again")
@@ -131,7 +153,9 @@ class CommitStreamCollector:
             tally, self._tally = self._tally, _Tally()
         run.count("stream_live", int(self.state.live))
         run.count("commits", tally.commits)
+        run.count("unchanged_commits_skipped", tally.unchanged_commits_skipped)
         run.count("tombstones", tally.tombstones)
+        run.count("groups_deleted", tally.groups_deleted)
         run.count("group_records", tally.group_records)
         run.count("commits_observed", tally.observations_written)
         run.count("buffered", tally.observations_buffered)
@@ -151,23 +175,23 @@ class CommitStreamCollector:
                     log.info("%s: the commit stream stops: its runs stopped (the lease moved)", name)
                     self.state.stopped()
                     return
-                if not self.state.positioned and not self._position():
-                    continue
                 try:
+                    if not self.state.positioned and not self._position():
+                        continue
                     self._poll_once()
                 except KafkaUnavailableError as exc:
                     log.warning(
                         "%s: the commit stream lost the cluster (%s); positioning it again", name, exc
                     )
                     self.state.stopped()
-        except KafkaAuthorizationError as exc:
-            self._deny(str(exc))
+                except KafkaAuthorizationError as exc:
+                    self.state.stopped()
+                    self._deny(str(exc))
+                    self._stop.wait(denied_retry_delay(self._refusals))
         except Exception as exc:  # the supervisor reports it and starts the thread again
             log.exception("%s: the commit stream stopped", name)
             self._failure = exc
-        finally:
-            if self._denied is not None or self._failure is not None:
-                self.state.stopped()
+            self.state.stopped()
 
     def _position(self) -> bool:
         assert self._stream is not None  # the thread is only started with a stream
@@ -178,12 +202,25 @@ class CommitStreamCollector:
             self._stop.wait(RETRY_SECONDS)
             return False
         self.state.positioned_at_end()
+        if self._denied is not None:
+            log.info(
+                "%s: reading __consumer_offsets is allowed again; commits are streamed again",
+                self._ctx.cluster.name,
+            )
+            self._denied, self._refusals = None, 0
         log.info("%s: reading commits from __consumer_offsets as they are written", self._ctx.cluster.name)
         return True
 
     def _deny(self, message: str) -> None:
+        """Record a refusal; logged when it is new or says something else than the last one."""
+        self._refusals += 1
+        if message != self._denied:
+            log.warning(
+                "%s; committed offsets come from OffsetFetch every cycle instead, and reading the "
+                "topic is tried again after a backoff",
+                message,
+            )
         self._denied = message
-        log.warning("%s; committed offsets come from OffsetFetch every cycle instead", message)
 
     def _poll_once(self) -> None:
         ctx = self._ctx
@@ -195,13 +232,21 @@ class CommitStreamCollector:
             for c in batch.commits
             if ctx.cluster.groups.accepts(c.group_id) and ctx.cluster.topics.accepts(c.topic)
         ]
-        observations = self.state.apply(accepted, now_ms)
+        deleted = {g.group_id for g in batch.groups if g.deleted and ctx.cluster.groups.accepts(g.group_id)}
+        # A deleted group's offsets go first: a commit after the group's tombstone in this batch
+        # (the group made again) stays, and its offset tombstones came before it anyway.
+        self.state.forget_groups(deleted)
+        repeat_after_ms = round(ctx.intervals.offsets_seconds * 1000)
+        observations = self.state.apply(accepted, now_ms, repeat_after_ms)
         written = self._write(observations)
         self._warn(batch.skipped)
+        tombstones = sum(1 for c in accepted if c.offset is None)
         with self._lock:
             tally = self._tally
-            tally.commits += len(observations)
-            tally.tombstones += len(accepted) - len(observations)
+            tally.commits += len(accepted) - tombstones
+            tally.unchanged_commits_skipped += len(accepted) - tombstones - len(observations)
+            tally.tombstones += tombstones
+            tally.groups_deleted += len(deleted)
             tally.group_records += len(batch.groups)
             tally.observations_written += len(observations) if written else 0
             tally.observations_buffered += 0 if written else len(observations)
