@@ -37,6 +37,9 @@ _DENIED: Final = frozenset(
     }
 )
 
+_MISSING: Final = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC})
+"""The topic does not exist yet: Kafka creates it when a group first looks up its coordinator."""
+
 # Always set: never commit, see the end of every partition, and be told when a position is gone.
 _REQUIRED: Final[dict[str, str | int | bool]] = {
     "enable.auto.commit": False,
@@ -78,7 +81,8 @@ class CommitStreamReader(ConsumerClient):
     def seek_to_end(self) -> None:
         """Position every partition of the topic at its current end. Raises
         KafkaAuthorizationError when the principal may not read the topic, KafkaUnavailableError
-        when the cluster did not answer."""
+        when the cluster did not answer or the topic does not exist yet (a new cluster where no
+        group has committed)."""
         with self._lock:
             consumer = self._started()
             try:
@@ -164,6 +168,11 @@ class CommitStreamReader(ConsumerClient):
         error = kafka_error(exc)
         if error is not None and error.code() in _DENIED:
             return KafkaAuthorizationError(self._denied(error.str()))
+        if error is not None and error.code() in _MISSING:
+            return KafkaUnavailableError(
+                f"{self._cluster.name}: cannot {action}: {OFFSETS_TOPIC} does not exist yet (Kafka "
+                "creates it when a consumer group first looks up its coordinator); asking again"
+            )
         text = scrub(error.str() if error is not None else str(exc), self._secrets)
         if (
             error is None

@@ -130,6 +130,38 @@ def test_the_stream_follows_a_coordinator_that_moves(
     assert c.context.commits.committed([group])[group][0].offset == 7
 
 
+def test_a_consumer_committing_the_same_offset_again_and_again_is_one_row(
+    kafka: KafkaTestHelper, engine: Engine, collector: Any
+) -> None:
+    topic = kafka.create_topic(partitions=1, replication_factor=3)
+    kafka.produce(topic, [b"x"] * 10)
+    group = f"idle-{topic}"
+    kafka.commit(group, topic, 0, 5)
+    c = live_collector(collector, "idle", topic)
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
+    try:
+        for _ in range(12):  # an idle consumer's auto-commit: the same offset, every time
+            kafka.wait_for(
+                lambda: consumer.commit(offsets=[TopicPartition(topic, 0, 10)], asynchronous=False),
+                30,
+                "the commit",
+                (Exception,),
+            )
+    finally:
+        consumer.close()
+    read: list[dict[str, Any]] = []
+
+    def all_read() -> bool:
+        c.run("commits")
+        read.append(last_run(engine, "idle", "commits")["counts"])
+        return sum(r["commits"] for r in read) >= 12
+
+    wait_for(all_read, 10, "the twelve commits read from the stream")
+
+    assert commits_of(engine, "idle", group, 0) == [(5, 10)], "written once, the others within an interval"
+    assert sum(r["unchanged_commits_skipped"] for r in read) == sum(r["commits"] for r in read) - 1
+
+
 # -- the stream through broker restarts and compaction ----------------------------------------
 
 VISIBLE_SECONDS = 3.0

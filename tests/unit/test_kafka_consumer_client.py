@@ -1,11 +1,15 @@
 """The consumer life cycle both readers share (monitor/kafka/consumer.py): nothing is created
-before `start()`, a use before it names the reader, `close()` is idempotent and forgets the
-reader's positions (no broker is contacted: the consumer connects on its first request)."""
+before `start()`, a use before it names the reader, `close()` is idempotent (no broker is
+contacted: the consumer connects on its first request). And the commit stream on a new cluster,
+where `__consumer_offsets` does not exist yet: unavailable for now, not refused."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from monitor.core.errors import KafkaUnavailableError
 from monitor.core.settings import ClusterConfig
 from monitor.kafka.commit_stream import CommitStreamReader
 from monitor.kafka.consumer import ConsumerClient
@@ -32,3 +36,20 @@ def test_using_a_reader_before_start_names_it() -> None:
         RecordTimestampReader(CLUSTER).read([("t", 0, 5)], 0.1)
     with pytest.raises(RuntimeError, match=r"CommitStreamReader\(cluster='east', not started\): call start"):
         CommitStreamReader(CLUSTER).poll(0.0)
+
+
+class _NoOffsetsTopic:
+    """A consumer of a new cluster: no group has committed, so `__consumer_offsets` is missing."""
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> SimpleNamespace:
+        return SimpleNamespace(topics={})
+
+    def close(self) -> None: ...
+
+
+def test_a_cluster_without_the_offsets_topic_yet_is_unavailable_not_refused() -> None:
+    reader = CommitStreamReader(CLUSTER)
+    reader._consumer = _NoOffsetsTopic()  # type: ignore[assignment]
+
+    with pytest.raises(KafkaUnavailableError, match="__consumer_offsets does not exist yet"):
+        reader.seek_to_end()

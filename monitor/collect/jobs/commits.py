@@ -100,6 +100,8 @@ class CommitStreamCollector:
         self._denied: str | None = None
         """The refusal in force (None: the topic may be read)."""
         self._refusals = 0
+        self._unpositioned: str | None = None
+        """Why the last attempt to position the stream failed (None: it did not)."""
         self._failure: BaseException | None = None
         self._warned: set[str] = set()
         self._supervised: list[float] = []  # monotonic times of the last two runs
@@ -198,9 +200,12 @@ class CommitStreamCollector:
         try:
             self._stream.seek_to_end()
         except KafkaUnavailableError as exc:
-            log.warning("%s: cannot position the commit stream yet: %s", self._ctx.cluster.name, exc)
+            if str(exc) != self._unpositioned:  # every RETRY_SECONDS: logged when it changes
+                log.warning("%s: cannot position the commit stream yet: %s", self._ctx.cluster.name, exc)
+            self._unpositioned = str(exc)
             self._stop.wait(RETRY_SECONDS)
             return False
+        self._unpositioned = None
         self.state.positioned_at_end()
         if self._denied is not None:
             log.info(
