@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from monitor.alert.model import DeliveryResult
+from monitor.core.backoff import backoff_seconds
 
 Outcome = Literal["sent", "retry", "failed"]
 
@@ -23,8 +24,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int, rng: random.Random) -> float:
         """Exponential backoff with full jitter over its upper half: never a thundering herd, never 0."""
-        ceiling = min(self.max_seconds, self.base_seconds * 2 ** max(0, attempt - 1))
-        return float(ceiling * (0.5 + rng.random() / 2))
+        return backoff_seconds(attempt, self.base_seconds, self.max_seconds, rng)
 
 
 @dataclass(frozen=True, slots=True)

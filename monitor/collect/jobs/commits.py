@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection
 
 from monitor.collect.context import ClusterContext, CollectorJob
+from monitor.core.backoff import backoff_seconds
 from monitor.core.clock import to_millis
 from monitor.core.errors import KafkaAuthorizationError, KafkaUnavailableError
 from monitor.core.records import CommitObservation
@@ -66,7 +67,7 @@ DENIED_RETRY_MAX_SECONDS = 300.0
 
 def denied_retry_delay(refusals: int) -> float:
     """Seconds to wait after the `refusals`-th refusal in a row (1, 2, ...)."""
-    return float(min(DENIED_RETRY_MAX_SECONDS, DENIED_RETRY_SECONDS * 2 ** max(0, refusals - 1)))
+    return backoff_seconds(refusals, DENIED_RETRY_SECONDS, DENIED_RETRY_MAX_SECONDS)
 
 
 @dataclass
