@@ -175,7 +175,13 @@ def offsets_partition(kafka: KafkaTestHelper, group: str) -> int:
     for char in group:
         h = (31 * h + ord(char)) & 0xFFFFFFFF
     signed = h - (1 << 32) if h >= 1 << 31 else h
-    count = len(kafka.admin.list_topics(OFFSETS_TOPIC, timeout=10).topics[OFFSETS_TOPIC].partitions)
+    kafka.committed(group, "any")  # looking up the coordinator makes Kafka create the topic
+    count = kafka.wait_for(
+        lambda: len(kafka.admin.list_topics(OFFSETS_TOPIC, timeout=10).topics[OFFSETS_TOPIC].partitions),
+        60,
+        f"{OFFSETS_TOPIC} to exist",
+        (KeyError,),
+    )
     return (0 if signed == -(1 << 31) else abs(signed)) % count
 
 
@@ -288,7 +294,14 @@ def compacting(kafka: KafkaTestHelper) -> Iterator[None]:
         yield
     finally:
         alter(AlterConfigOpType.DELETE)
-        kafka.admin.describe_configs([resource])  # the admin client stays usable
+        kafka.wait_for(
+            lambda: (
+                kafka.admin.describe_configs([resource])[resource].result(timeout=10)["segment.ms"].value
+                != settings["segment.ms"]
+            ),
+            30,
+            f"the settings of {OFFSETS_TOPIC} back to the broker's",
+        )
 
 
 def read_commits(kafka: KafkaTestHelper, partition: int, group: str, topic: str) -> list[int | None]:
