@@ -21,6 +21,7 @@ from sqlalchemy import BigInteger, CheckConstraint, Connection, Index, insert, s
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
+from monitor.core.records import Identity
 from monitor.store.base import Base, one_of
 
 SUBJECTS = ("retention_request", "silence", "incident", "repair_request")
@@ -72,6 +73,39 @@ class Actor:
     address: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """One audit entry to write beside a change (of a retention request or a repair request); the
+    subject and its ids are given when it is written (`write_entry`)."""
+
+    actor: str
+    action: str
+    old_value: Mapping[str, Any] | None = None
+    new_value: Mapping[str, Any] | None = None
+    reason: str | None = None
+    approver: str | None = None
+    commit_id: str | None = None
+    detail: str | None = None
+    via: str | None = None
+    """How the actor was identified (proxy, token, development, cli); None for the scheduled job."""
+    address: str | None = None
+    """From where the actor asked (a client address, `cli@host`)."""
+
+    @classmethod
+    def by(
+        cls,
+        who: Identity,
+        action: str,
+        old_value: Mapping[str, Any] | None = None,
+        new_value: Mapping[str, Any] | None = None,
+        **fields: str | None,
+    ) -> Audit:
+        """An entry for what person `who` did, with how and from where they were identified."""
+        return cls(
+            who.user, action, old_value, new_value, via=who.source, address=who.address or None, **fields
+        )
+
+
 def write(
     conn: Connection,
     *,
@@ -112,6 +146,37 @@ def write(
             commit_id=commit_id,
             detail=detail,
         )
+    )
+
+
+def write_entry(
+    conn: Connection,
+    entry: Audit,
+    *,
+    at: datetime,
+    subject: str,
+    subject_id: int | None,
+    cluster: str,
+    topic: str | None = None,
+    request_id: int | None = None,
+) -> None:
+    """Append `entry` about `subject` `subject_id` inside the caller's transaction."""
+    write(
+        conn,
+        at=at,
+        subject=subject,
+        subject_id=subject_id,
+        request_id=request_id,
+        cluster=cluster,
+        topic=topic,
+        actor=Actor(entry.actor, entry.via, entry.address),
+        action=entry.action,
+        old_value=entry.old_value,
+        new_value=entry.new_value,
+        reason=entry.reason,
+        approver=entry.approver,
+        commit_id=entry.commit_id,
+        detail=entry.detail,
     )
 
 
