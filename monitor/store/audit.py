@@ -13,7 +13,7 @@ round. Retention rows also name the request, cluster and topic (`request_id`, `c
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -75,8 +75,9 @@ class Actor:
 
 @dataclass(frozen=True, slots=True)
 class Audit:
-    """One audit entry to write beside a change (of a retention request or a repair request); the
-    subject and its ids are given when it is written (`write_entry`)."""
+    """One audit entry to write beside a change (of a retention request or a repair request): its
+    fields are columns of `audit_log`; the subject and its ids are given when it is written
+    (`write_entry`)."""
 
     actor: str
     action: str
@@ -106,6 +107,10 @@ class Audit:
         )
 
 
+if {f.name for f in fields(Audit)} - set(AuditEntry.__table__.columns.keys()):  # pragma: no cover
+    raise ImportError("monitor.store.audit.Audit names a field that is no column of audit_log")
+
+
 def write(
     conn: Connection,
     *,
@@ -125,28 +130,22 @@ def write(
     commit_id: str | None = None,
 ) -> None:
     """Append one entry inside the caller's transaction."""
-    if subject not in SUBJECTS:
-        raise ValueError(f"unknown audit subject {subject!r}; one of {', '.join(SUBJECTS)}")
-    conn.execute(
-        insert(AuditEntry).values(
-            at=at,
-            subject=subject,
-            subject_id=subject_id,
-            request_id=request_id,
-            cluster=cluster,
-            topic=topic,
-            actor=actor.name,
-            via=actor.via,
-            address=actor.address,
-            action=action,
-            old_value=dict(old_value) if old_value is not None else None,
-            new_value=dict(new_value) if new_value is not None else None,
-            reason=reason,
-            approver=approver,
-            commit_id=commit_id,
-            detail=detail,
-        )
+    entry = Audit(
+        actor.name,
+        action,
+        old_value,
+        new_value,
+        reason=reason,
+        approver=approver,
+        commit_id=commit_id,
+        detail=detail,
+        via=actor.via,
+        address=actor.address,
     )
+    write_entry(
+        conn, entry, at=at, subject=subject, subject_id=subject_id, cluster=cluster, topic=topic,
+        request_id=request_id,
+    )  # fmt: skip
 
 
 def write_entry(
@@ -156,27 +155,27 @@ def write_entry(
     at: datetime,
     subject: str,
     subject_id: int | None,
-    cluster: str,
+    cluster: str | None,
     topic: str | None = None,
     request_id: int | None = None,
 ) -> None:
     """Append `entry` about `subject` `subject_id` inside the caller's transaction."""
-    write(
-        conn,
-        at=at,
-        subject=subject,
-        subject_id=subject_id,
-        request_id=request_id,
-        cluster=cluster,
-        topic=topic,
-        actor=Actor(entry.actor, entry.via, entry.address),
-        action=entry.action,
-        old_value=entry.old_value,
-        new_value=entry.new_value,
-        reason=entry.reason,
-        approver=entry.approver,
-        commit_id=entry.commit_id,
-        detail=entry.detail,
+    if subject not in SUBJECTS:
+        raise ValueError(f"unknown audit subject {subject!r}; one of {', '.join(SUBJECTS)}")
+    columns = {field.name: getattr(entry, field.name) for field in fields(Audit)}
+    for json_column in ("old_value", "new_value"):
+        if columns[json_column] is not None:
+            columns[json_column] = dict(columns[json_column])
+    conn.execute(
+        insert(AuditEntry).values(
+            at=at,
+            subject=subject,
+            subject_id=subject_id,
+            request_id=request_id,
+            cluster=cluster,
+            topic=topic,
+            **columns,
+        )
     )
 
 

@@ -29,7 +29,7 @@ from sqlalchemy import Engine, text
 from monitor.act import repair_request as store
 from monitor.act.gitrepo import ConfigRepo
 from monitor.act.ledger import SYSTEM_ACTOR
-from monitor.act.policy import load_policy
+from monitor.act.policy import default_policy_path, load_policy
 from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
 from monitor.core.clock import SystemClock
@@ -41,13 +41,6 @@ from monitor.store.audit import Audit
 PROXY = ("10.1.2.3", 40000)
 STRANGER = ("10.9.9.9", 40000)
 CLUSTER = "guarded"
-POLICY = """
-limits: {max_retention_ms: 30d, max_retention_bytes: 1TiB, max_multiple: 10, max_duration: 14d}
-instant: {max_retention_ms: 7d, max_retention_bytes: 100GiB, max_multiple: 3, max_duration: 2d}
-disk_usage_ceiling: 0.8
-reviewers: [kafka-platform]
-"""
-
 CHANGES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/incidents/{incident_id}/ack"): "json",
     ("POST", "/ack/{token}"): "form",
@@ -94,7 +87,6 @@ TABLES = ("audit_log", "silences", "acks", "retention_requests", "repair_request
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("change-guard")
-    (path / "policy.yaml").write_text(POLICY)
     (path / "owners.yaml").write_text("teams:\n  - name: payments\n    topics: ['payments-.*']\n")
     return path
 
@@ -106,10 +98,10 @@ def app(engine: Engine, home: Path) -> Iterator[FastAPI]:
     cluster = ClusterConfig(name=CLUSTER, bootstrap_servers=["127.0.0.1:9"], request_timeout_seconds=1)
     retention = RetentionService(
         RetentionConfig(), [cluster], lambda: engine, SystemClock(), ConfigRepo(home / "configs"),
-        home / "policy.yaml", home / "owners.yaml",
+        default_policy_path(), home / "owners.yaml",
     )  # fmt: skip
     repairs = RepairService(
-        [cluster], lambda: engine, SystemClock(), lambda: load_policy(home / "policy.yaml")
+        [cluster], lambda: engine, SystemClock(), lambda: load_policy(default_policy_path())
     )
     try:
         yield create_app(
@@ -282,7 +274,6 @@ def test_the_repair_command_line_needs_someone_and_another_reviewer(
     from monitor.cli.main import app as cli
 
     monkeypatch.setenv("DATABASE_URL", db_url)
-    monkeypatch.setenv("KAFKA_HEALTH_RETENTION__POLICY_FILE", str(home / "policy.yaml"))
     runner = CliRunner()
     repair_id = _waiting_repair(engine, "carol")
 
