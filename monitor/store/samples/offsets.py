@@ -125,10 +125,7 @@ def write_commit_observations(
     if not observations:
         return 0
     days = {to_datetime((o.observed_at_ms // DAY_MS) * DAY_MS).date() for o in observations}
-    newest: dict[tuple[str, str, int], int] = {}
-    for o in observations:
-        key = (o.group_id, o.topic, o.partition)
-        newest[key] = max(o.observed_at_ms, newest.get(key, o.observed_at_ms))
+    newest = _newest_commits(observations)
     params = {"cluster": cluster}
     with conn.begin_nested():
         ensure_days(conn, {"commit_observations": days})
@@ -163,13 +160,10 @@ def _write_partitions(
         )
         for s in batch.partitions
     ]
-    if not rows:
-        return {"partition_offsets": 0, "latest_partition_offsets": 0}
-    with staged(conn, _PARTITIONS, rows):
-        return {
-            "partition_offsets": rowcount(conn, _INSERT_PARTITIONS + on_conflict(idempotent), params),
-            "latest_partition_offsets": rowcount(conn, _UPSERT_LATEST_PARTITIONS, params),
-        }
+    return _sample_and_latest(
+        conn, "partition_offsets", _PARTITIONS, rows, (_INSERT_PARTITIONS, _UPSERT_LATEST_PARTITIONS),
+        params, idempotent,
+    )  # fmt: skip
 
 
 def _write_group_offsets(
@@ -180,10 +174,7 @@ def _write_group_offsets(
     The observation time of each key is looked up here rather than joined in SQL: a join of two
     temporary tables without statistics is where the planner can go badly wrong.
     """
-    observed: dict[tuple[str, str, int], int] = {}
-    for o in batch.commit_observations:
-        key = (o.group_id, o.topic, o.partition)
-        observed[key] = max(o.observed_at_ms, observed.get(key, o.observed_at_ms))
+    observed = _newest_commits(batch.commit_observations)
     rows = [
         (
             s.committed.group_id,
@@ -203,12 +194,39 @@ def _write_group_offsets(
         )
         for s in batch.group_offsets
     ]
+    return _sample_and_latest(
+        conn, "group_offsets", _GROUP_OFFSETS, rows, (_INSERT_GROUP_OFFSETS, _UPSERT_LATEST_GROUP_OFFSETS),
+        params, idempotent,
+    )  # fmt: skip
+
+
+def _newest_commits(observations: Sequence[CommitObservation]) -> dict[tuple[str, str, int], int]:
+    """(group, topic, partition) -> when its newest commit of `observations` was observed (ms)."""
+    newest: dict[tuple[str, str, int], int] = {}
+    for o in observations:
+        key = (o.group_id, o.topic, o.partition)
+        newest[key] = max(o.observed_at_ms, newest.get(key, o.observed_at_ms))
+    return newest
+
+
+def _sample_and_latest(
+    conn: Connection,
+    table: str,
+    stage: Stage,
+    rows: Sequence[Sequence[Any]],
+    statements: tuple[str, str],
+    params: dict[str, Any],
+    idempotent: bool,
+) -> dict[str, int]:
+    """`rows` staged once, appended to the sample table `table` and upserted into `latest_<table>`
+    (`statements`: the append, then the upsert); rows written per table."""
     if not rows:
-        return {"group_offsets": 0, "latest_group_offsets": 0}
-    with staged(conn, _GROUP_OFFSETS, rows):
+        return {table: 0, f"latest_{table}": 0}
+    append, upsert = statements
+    with staged(conn, stage, rows):
         return {
-            "group_offsets": rowcount(conn, _INSERT_GROUP_OFFSETS + on_conflict(idempotent), params),
-            "latest_group_offsets": rowcount(conn, _UPSERT_LATEST_GROUP_OFFSETS, params),
+            table: rowcount(conn, append + on_conflict(idempotent), params),
+            f"latest_{table}": rowcount(conn, upsert, params),
         }
 
 
