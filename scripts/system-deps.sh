@@ -33,6 +33,11 @@ if [ "$pg_ok" = 0 ] && have pg_config && [ -x "$(pg_config --bindir)/initdb" ]; 
 # With DATABASE_URL set, the project never starts its own PostgreSQL.
 [ -n "${DATABASE_URL:-}" ] && pg_ok=1
 [ "$pg_ok" = 1 ] || missing+=(postgresql)
+# psql runs the queries/ catalogue as documented (tests/integration/test_queries_catalogue.py).
+pg_client_ok=0
+have psql && pg_client_ok=1
+for d in /usr/lib/postgresql/*/bin; do [ -x "$d/psql" ] && pg_client_ok=1; done
+[ "$pg_client_ok" = 1 ] || missing+=(postgresql-client)
 
 # Push and Alertmanager integrations are tested against Debian's real servers.
 have prometheus || missing+=(prometheus)

@@ -30,13 +30,14 @@ from sqlalchemy import Connection
 
 from monitor.act import ledger
 from monitor.act.gitrepo import ChangeRecord, ConfigRepo, ConfigRepoError
-from monitor.act.ledger import SYSTEM_ACTOR, Audit
+from monitor.act.ledger import SYSTEM_ACTOR
 from monitor.act.model import describe_change, iso
 from monitor.act.request import Request
 from monitor.core.clock import Clock
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
 from monitor.core.settings import RetentionConfig
 from monitor.kafka.alter import SOURCE_DYNAMIC_TOPIC, ConfigChange, TopicConfigWriter, differs
+from monitor.store.audit import Audit
 
 log = logging.getLogger(__name__)
 

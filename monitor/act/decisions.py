@@ -19,12 +19,12 @@ from sqlalchemy import Connection, Engine
 from monitor.act import ledger
 from monitor.act.apply import Applier
 from monitor.act.gitrepo import ChangeRecord, ConfigRepo, ConfigRepoError
-from monitor.act.ledger import Audit
 from monitor.act.model import RetentionError, iso, show_value
 from monitor.act.policy import Policy
 from monitor.act.request import Request
 from monitor.core.clock import Clock
 from monitor.core.records import Identity
+from monitor.store.audit import Audit
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,6 @@ transaction, so a state the table shows always has its audit entry, and the othe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,44 +17,11 @@ from sqlalchemy.exc import IntegrityError
 
 from monitor.act.model import RetentionError
 from monitor.act.request import Draft, IllegalTransition, Request, check_transition
-from monitor.core.records import Identity
 from monitor.store import audit as audit_trail
-from monitor.store.audit import AuditEntry
+from monitor.store.audit import Audit, AuditEntry
 from monitor.store.retention import OPEN_STATES, Notice, RetentionRequest
 
 SYSTEM_ACTOR = "kafka-health"
-
-
-@dataclass(frozen=True, slots=True)
-class Audit:
-    """One audit entry to write beside a change."""
-
-    actor: str
-    action: str
-    old_value: Mapping[str, Any] | None = None
-    new_value: Mapping[str, Any] | None = None
-    reason: str | None = None
-    approver: str | None = None
-    commit_id: str | None = None
-    detail: str | None = None
-    via: str | None = None
-    """How the actor was identified (proxy, token, development, cli); None for the scheduled job."""
-    address: str | None = None
-    """From where the actor asked (a client address, `cli@host`)."""
-
-    @classmethod
-    def by(
-        cls,
-        who: Identity,
-        action: str,
-        old_value: Mapping[str, Any] | None = None,
-        new_value: Mapping[str, Any] | None = None,
-        **fields: str | None,
-    ) -> Audit:
-        """An entry for what person `who` did, with how and from where they were identified."""
-        return cls(
-            who.user, action, old_value, new_value, via=who.source, address=who.address or None, **fields
-        )
 
 
 class TopicBusy(Exception):
@@ -91,22 +57,15 @@ def insert_request(conn: Connection, draft: Draft, audits: Sequence[Audit], now:
 def write_audit(
     conn: Connection, request_id: int | None, cluster: str, topic: str, audit: Audit, now: datetime
 ) -> None:
-    audit_trail.write(
+    audit_trail.write_entry(
         conn,
+        audit,
         at=now,
         subject="retention_request",
         subject_id=request_id,
         request_id=request_id,
         cluster=cluster,
         topic=topic,
-        actor=audit_trail.Actor(audit.actor, audit.via, audit.address),
-        action=audit.action,
-        old_value=audit.old_value,
-        new_value=audit.new_value,
-        reason=audit.reason,
-        approver=audit.approver,
-        commit_id=audit.commit_id,
-        detail=audit.detail,
     )
 
 

@@ -23,10 +23,9 @@ from typing import Any, Final
 from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from monitor.act.ledger import Audit
 from monitor.act.model import RetentionError
 from monitor.store import audit as audit_trail
-from monitor.store.audit import AuditEntry
+from monitor.store.audit import Audit, AuditEntry
 from monitor.store.repairs import REPAIR_STATES, RepairRequest
 
 SUBJECT = "repair_request"
@@ -93,20 +92,7 @@ if set(TRANSITIONS) != set(REPAIR_STATES):  # pragma: no cover
 
 
 def _audit(conn: Connection, repair_id: int, cluster: str, audit: Audit, now: datetime) -> None:
-    audit_trail.write(
-        conn,
-        at=now,
-        subject=SUBJECT,
-        subject_id=repair_id,
-        cluster=cluster,
-        actor=audit_trail.Actor(audit.actor, audit.via, audit.address),
-        action=audit.action,
-        old_value=audit.old_value,
-        new_value=audit.new_value,
-        reason=audit.reason,
-        approver=audit.approver,
-        detail=audit.detail,
-    )
+    audit_trail.write_entry(conn, audit, at=now, subject=SUBJECT, subject_id=repair_id, cluster=cluster)
 
 
 def insert_repair(conn: Connection, values: Mapping[str, Any], audits: Sequence[Audit], now: datetime) -> int:

@@ -29,7 +29,7 @@ from sqlalchemy import Connection, Engine, text
 
 from monitor.act import repair_plan
 from monitor.act import repair_request as store
-from monitor.act.ledger import SYSTEM_ACTOR, Audit
+from monitor.act.ledger import SYSTEM_ACTOR
 from monitor.act.policy import Policy
 from monitor.act.repair_plan import Plan, Snapshot
 from monitor.act.repair_request import Repair, RepairError
@@ -39,6 +39,7 @@ from monitor.core.records import Identity
 from monitor.core.settings import ClusterConfig
 from monitor.kafka.leaders import LeaderAdmin
 from monitor.kafka.protocol import LeaderApi
+from monitor.store.audit import Audit
 
 log = logging.getLogger(__name__)
 

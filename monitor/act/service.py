@@ -31,7 +31,7 @@ from monitor.act.apply import Applier
 from monitor.act.decisions import Decisions
 from monitor.act.gitrepo import ConfigRepo
 from monitor.act.guardrails import RaiseAsk, Verdict, evaluate
-from monitor.act.ledger import SYSTEM_ACTOR, Audit, TopicBusy
+from monitor.act.ledger import SYSTEM_ACTOR, TopicBusy
 from monitor.act.model import RetentionError, describe_change, iso, show_value
 from monitor.act.policy import Policy, load_policy
 from monitor.act.request import Draft, Request
@@ -41,6 +41,7 @@ from monitor.core.owners import Owners, load_owners
 from monitor.core.records import Identity
 from monitor.core.settings import ClusterConfig, RetentionConfig
 from monitor.kafka.alter import TopicConfigWriter
+from monitor.store.audit import Audit
 from monitor.store.retention import IN_FORCE_STATES
 
 log = logging.getLogger(__name__)

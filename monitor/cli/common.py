@@ -1,18 +1,24 @@
 """What every command shares, written once: the consoles, the `--config` option, loading the
-settings, the database the configuration points at, and how an error is said (`error: ...` on
-stderr, exit status 2; 1 for a refusal the command reports itself)."""
+settings, the database the configuration points at, who acts (`--as`, `--team`), and how an error
+is said (`error: ...` on stderr, exit status 2; 1 for a refusal the command reports itself)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
 from sqlalchemy import Engine
 
-from monitor.core.errors import ConfigError
+from monitor.act.model import RetentionError
+from monitor.core.errors import ConfigError, MonitorError
+from monitor.core.formatting import printable
+from monitor.core.records import Identity
 from monitor.core.settings import Settings, load_settings
+
+T = TypeVar("T")
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -21,6 +27,9 @@ ConfigOption = Annotated[
     Path | None,
     typer.Option("--config", "-c", help="monitor.yaml; without it the embedded defaults are used."),
 ]
+
+AsOption = Annotated[str | None, typer.Option("--as", help="Who acts (default: the login name).")]
+TeamOption = Annotated[list[str] | None, typer.Option("--team", "-t", help="A team you belong to (repeat).")]
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -49,3 +58,21 @@ def open_engine(settings: Settings) -> Engine:
     from monitor.store.engine import make_engine
 
     return make_engine(database_url(settings))
+
+
+def acting(user: str | None, teams: list[str] | None) -> Identity:
+    """Who runs a changing command: `--as` (default: the login name) with the `--team`s given."""
+    return Identity.command_line(user, teams)
+
+
+def run_or_exit(action: Callable[[], T]) -> T:
+    """`action()`; a refusal of the act stage (retention or repair) is said with its code, exit
+    status 1; any other error of the monitor, or a bad value, is `error: ...`, exit status 2."""
+    try:
+        return action()
+    except RetentionError as exc:
+        err.print(printable(f"{exc.code}: {exc}"), markup=False, highlight=False)
+        raise typer.Exit(1) from exc
+    except (MonitorError, ValueError) as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        raise typer.Exit(2) from exc

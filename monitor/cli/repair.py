@@ -19,8 +19,16 @@ from sqlalchemy import Engine
 from monitor.act import repair_request as store
 from monitor.act.repair_request import Repair
 from monitor.act.repairs import KINDS, RepairService
-from monitor.cli.common import ConfigOption, open_engine, out, settings_from
-from monitor.cli.retention import AsOption, TeamOption, _run, _who
+from monitor.cli.common import (
+    AsOption,
+    ConfigOption,
+    TeamOption,
+    acting,
+    open_engine,
+    out,
+    run_or_exit,
+    settings_from,
+)
 from monitor.core.formatting import printable
 
 app = typer.Typer(
@@ -36,7 +44,7 @@ def _service(config: Path | None) -> Iterator[tuple[RepairService, Engine]]:
     from monitor.core.clock import SystemClock
 
     settings = settings_from(config)
-    engine = _run(lambda: open_engine(settings))
+    engine = run_or_exit(lambda: open_engine(settings))
     service = build_repairs(settings, lambda: engine, SystemClock())
     try:
         yield service, engine
@@ -81,7 +89,7 @@ def _print_plan(plan: Mapping[str, Any]) -> None:
 def preview(finding_id: int, kind: KindOption = "preferred_election", config: ConfigOption = None) -> None:
     """What a repair of FINDING_ID would change and what would refuse it now. Changes nothing."""
     with _service(config) as (service, _):
-        result = _run(lambda: service.preview(finding_id, kind))
+        result = run_or_exit(lambda: service.preview(finding_id, kind))
     _print_plan(result)
     for refusal in result["refusals"]:
         out.print(f"refused now: {printable(refusal)}", highlight=False, markup=False)
@@ -97,9 +105,9 @@ def request(
     config: ConfigOption = None,
 ) -> None:
     """Ask for a repair of FINDING_ID; it waits for a reviewer other than you."""
-    who = _run(lambda: _who(user, team))
+    who = run_or_exit(lambda: acting(user, team))
     with _service(config) as (service, _):
-        repair = _run(lambda: service.request(who, finding_id, kind, reason))
+        repair = run_or_exit(lambda: service.request(who, finding_id, kind, reason))
     _print(repair)
     _print_plan(repair.plan)
 
@@ -113,9 +121,9 @@ def approve(
     config: ConfigOption = None,
 ) -> None:
     """Approve a waiting repair (a reviewer other than the requester); it is applied at once."""
-    who = _run(lambda: _who(user, team))
+    who = run_or_exit(lambda: acting(user, team))
     with _service(config) as (service, _):
-        _print(_run(lambda: service.approve(who, repair_id, comment)))
+        _print(run_or_exit(lambda: service.approve(who, repair_id, comment)))
 
 
 @app.command("reject")
@@ -127,16 +135,16 @@ def reject(
     config: ConfigOption = None,
 ) -> None:
     """Reject a waiting repair (a reviewer), or withdraw your own."""
-    who = _run(lambda: _who(user, team))
+    who = run_or_exit(lambda: acting(user, team))
     with _service(config) as (service, _):
-        _print(_run(lambda: service.reject(who, repair_id, reason)))
+        _print(run_or_exit(lambda: service.reject(who, repair_id, reason)))
 
 
 @app.command("check")
 def check(config: ConfigOption = None) -> None:
     """Record whether the applied repairs helped (their findings resolved) after an evaluation."""
     with _service(config) as (service, _):
-        recorded = _run(service.check_outcomes)
+        recorded = run_or_exit(service.check_outcomes)
     out.print(f"{recorded} outcome(s) recorded", highlight=False)
 
 
@@ -157,7 +165,7 @@ def show(
 ) -> None:
     """One repair: its plan, what applying did, its outcome and audit trail."""
     with _service(config) as (_, engine), engine.connect() as conn:
-        repair = _run(lambda: store.get(conn, repair_id))
+        repair = run_or_exit(lambda: store.get(conn, repair_id))
         audit = store.audit_of(conn, repair_id)
     if as_json:
         out.print_json(json.dumps({**repair.as_json(), "audit": audit}, default=str))

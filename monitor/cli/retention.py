@@ -8,24 +8,32 @@ from __future__ import annotations
 
 import getpass
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from monitor.act import ledger
-from monitor.act.model import RetentionError, display_state, request_json
+from monitor.act.model import display_state, request_json
 from monitor.act.policy import default_policy_path, load_policy, parse_duration_ms, parse_size
 from monitor.act.request import Request
 from monitor.act.service import RetentionService
 from monitor.act.tokens import create_token, list_tokens, revoke_token
-from monitor.cli.common import ConfigOption, err, open_engine, out, settings_from
-from monitor.core.errors import MonitorError
+from monitor.cli.common import (
+    AsOption,
+    ConfigOption,
+    TeamOption,
+    acting,
+    err,
+    open_engine,
+    out,
+    run_or_exit,
+    settings_from,
+)
 from monitor.core.formatting import printable, printable_markup
-from monitor.core.records import Identity
 
 app = typer.Typer(
     help="The retention button: raise, review, revert and extend retention.", no_args_is_help=True
@@ -34,10 +42,6 @@ policy_app = typer.Typer(help="The retention policy file.", no_args_is_help=True
 token_app = typer.Typer(help="API tokens for scripts (stored hashed).", no_args_is_help=True)
 app.add_typer(policy_app, name="policy")
 app.add_typer(token_app, name="token")
-T = TypeVar("T")
-
-AsOption = Annotated[str | None, typer.Option("--as", help="Who acts (default: the login name).")]
-TeamOption = Annotated[list[str] | None, typer.Option("--team", "-t", help="A team you belong to (repeat).")]
 
 
 @contextmanager
@@ -48,29 +52,14 @@ def _service(config: Path | None) -> Iterator[RetentionService]:
     from monitor.devtools.paths import retention_repo_dir
 
     settings = settings_from(config)
-    engine = _run(lambda: open_engine(settings))
+    engine = run_or_exit(lambda: open_engine(settings))
     service = build_service(settings, lambda: engine, SystemClock(), retention_repo_dir())
     try:
-        _run(service.start)
+        run_or_exit(service.start)
         yield service
     finally:
         service.stop()
         engine.dispose()
-
-
-def _who(user: str | None, teams: list[str] | None) -> Identity:
-    return Identity.command_line(user, teams)
-
-
-def _run(action: Callable[[], T]) -> T:
-    try:
-        return action()
-    except RetentionError as exc:
-        err.print(printable(f"{exc.code}: {exc}"), markup=False, highlight=False)
-        raise typer.Exit(1) from exc
-    except (MonitorError, ValueError) as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
-        raise typer.Exit(2) from exc
 
 
 def _print(request: Request) -> None:
@@ -94,7 +83,7 @@ def policy_check(
 ) -> None:
     """Validate the policy file without starting anything."""
     path = file or default_policy_path()
-    policy = _run(lambda: load_policy(path))
+    policy = run_or_exit(lambda: load_policy(path))
     out.print(
         f"{path}: OK (instant up to {policy.instant.max_multiple:g} x for "
         f"{policy.instant.max_duration_ms // 3_600_000} h; reviewers: {', '.join(policy.reviewers)})",
@@ -119,12 +108,16 @@ def raise_(
     """Ask for a raise of a topic's retention (applied at once within the instant tier)."""
     new: dict[str, int] = {}
     if ms is not None:
-        new["retention.ms"] = int(ms) if ms.isdigit() else _run(lambda: parse_duration_ms(ms))
+        new["retention.ms"] = int(ms) if ms.isdigit() else run_or_exit(lambda: parse_duration_ms(ms))
     if size is not None:
-        new["retention.bytes"] = _run(lambda: parse_size(int(size) if size.isdigit() else size))
-    duration = _run(lambda: parse_duration_ms(for_))
+        new["retention.bytes"] = run_or_exit(lambda: parse_size(int(size) if size.isdigit() else size))
+    duration = run_or_exit(lambda: parse_duration_ms(for_))
     with _service(config) as service:
-        _print(_run(lambda: service.raise_retention(_who(user, team), cluster, topic, new, duration, reason)))
+        _print(
+            run_or_exit(
+                lambda: service.raise_retention(acting(user, team), cluster, topic, new, duration, reason)
+            )
+        )
 
 
 @app.command("approve")
@@ -137,7 +130,7 @@ def approve(
 ) -> None:
     """Approve a waiting request, an instant raise's review, or an extension (a reviewer)."""
     with _service(config) as service:
-        _print(_run(lambda: service.approve(_who(user, team), request_id, comment)))
+        _print(run_or_exit(lambda: service.approve(acting(user, team), request_id, comment)))
 
 
 @app.command("reject")
@@ -150,7 +143,7 @@ def reject(
 ) -> None:
     """Reject a request or extension, roll back an instant raise, or withdraw your own request."""
     with _service(config) as service:
-        _print(_run(lambda: service.reject(_who(user, team), request_id, reason)))
+        _print(run_or_exit(lambda: service.reject(acting(user, team), request_id, reason)))
 
 
 @app.command("revert")
@@ -163,7 +156,7 @@ def revert(
 ) -> None:
     """Restore the old values now."""
     with _service(config) as service:
-        _print(_run(lambda: service.revert(_who(user, team), request_id, reason)))
+        _print(run_or_exit(lambda: service.revert(acting(user, team), request_id, reason)))
 
 
 @app.command("extend")
@@ -176,9 +169,9 @@ def extend(
     config: ConfigOption = None,
 ) -> None:
     """Ask for more time; a reviewer approves it."""
-    duration = _run(lambda: parse_duration_ms(for_))
+    duration = run_or_exit(lambda: parse_duration_ms(for_))
     with _service(config) as service:
-        _print(_run(lambda: service.extend(_who(user, team), request_id, duration, reason)))
+        _print(run_or_exit(lambda: service.extend(acting(user, team), request_id, duration, reason)))
 
 
 @app.command("list")

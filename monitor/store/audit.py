@@ -13,7 +13,7 @@ round. Retention rows also name the request, cluster and topic (`request_id`, `c
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +21,7 @@ from sqlalchemy import BigInteger, CheckConstraint, Connection, Index, insert, s
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
+from monitor.core.records import Identity
 from monitor.store.base import Base, one_of
 
 SUBJECTS = ("retention_request", "silence", "incident", "repair_request")
@@ -72,6 +73,44 @@ class Actor:
     address: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """One audit entry to write beside a change (of a retention request or a repair request): its
+    fields are columns of `audit_log`; the subject and its ids are given when it is written
+    (`write_entry`)."""
+
+    actor: str
+    action: str
+    old_value: Mapping[str, Any] | None = None
+    new_value: Mapping[str, Any] | None = None
+    reason: str | None = None
+    approver: str | None = None
+    commit_id: str | None = None
+    detail: str | None = None
+    via: str | None = None
+    """How the actor was identified (proxy, token, development, cli); None for the scheduled job."""
+    address: str | None = None
+    """From where the actor asked (a client address, `cli@host`)."""
+
+    @classmethod
+    def by(
+        cls,
+        who: Identity,
+        action: str,
+        old_value: Mapping[str, Any] | None = None,
+        new_value: Mapping[str, Any] | None = None,
+        **fields: str | None,
+    ) -> Audit:
+        """An entry for what person `who` did, with how and from where they were identified."""
+        return cls(
+            who.user, action, old_value, new_value, via=who.source, address=who.address or None, **fields
+        )
+
+
+if {f.name for f in fields(Audit)} - set(AuditEntry.__table__.columns.keys()):  # pragma: no cover
+    raise ImportError("monitor.store.audit.Audit names a field that is no column of audit_log")
+
+
 def write(
     conn: Connection,
     *,
@@ -91,8 +130,42 @@ def write(
     commit_id: str | None = None,
 ) -> None:
     """Append one entry inside the caller's transaction."""
+    entry = Audit(
+        actor.name,
+        action,
+        old_value,
+        new_value,
+        reason=reason,
+        approver=approver,
+        commit_id=commit_id,
+        detail=detail,
+        via=actor.via,
+        address=actor.address,
+    )
+    write_entry(
+        conn, entry, at=at, subject=subject, subject_id=subject_id, cluster=cluster, topic=topic,
+        request_id=request_id,
+    )  # fmt: skip
+
+
+def write_entry(
+    conn: Connection,
+    entry: Audit,
+    *,
+    at: datetime,
+    subject: str,
+    subject_id: int | None,
+    cluster: str | None,
+    topic: str | None = None,
+    request_id: int | None = None,
+) -> None:
+    """Append `entry` about `subject` `subject_id` inside the caller's transaction."""
     if subject not in SUBJECTS:
         raise ValueError(f"unknown audit subject {subject!r}; one of {', '.join(SUBJECTS)}")
+    columns = {field.name: getattr(entry, field.name) for field in fields(Audit)}
+    for json_column in ("old_value", "new_value"):
+        if columns[json_column] is not None:
+            columns[json_column] = dict(columns[json_column])
     conn.execute(
         insert(AuditEntry).values(
             at=at,
@@ -101,16 +174,7 @@ def write(
             request_id=request_id,
             cluster=cluster,
             topic=topic,
-            actor=actor.name,
-            via=actor.via,
-            address=actor.address,
-            action=action,
-            old_value=dict(old_value) if old_value is not None else None,
-            new_value=dict(new_value) if new_value is not None else None,
-            reason=reason,
-            approver=approver,
-            commit_id=commit_id,
-            detail=detail,
+            **columns,
         )
     )
 

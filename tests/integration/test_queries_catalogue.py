@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
 import shlex
 import shutil
@@ -28,6 +29,8 @@ import pytest
 from sqlalchemy import Connection, Engine, create_engine, insert, text
 from sqlalchemy.exc import ProgrammingError
 
+from monitor.core.errors import DevEnvironmentError
+from monitor.devtools.postgres import find_binaries
 from monitor.store.partitions import ensure_partitions
 from monitor.store.schema import metadata
 from tests.fixtures.populated import UNREACHABLE, Populated
@@ -36,7 +39,6 @@ from tests.query_files import Header, QueryFileError, body, parse_header, to_pyf
 ROOT = Path(__file__).resolve().parents[2]
 QUERIES = ROOT / "queries"
 FILES = sorted(QUERIES.glob("*.sql"))
-PSQL = shutil.which("psql")
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -452,14 +454,44 @@ def test_reads_names_every_relation_the_query_reads(reader: Engine, path: Path) 
     assert named & relations == set(listed), f"{path.name}: reads {sorted(named & relations)}"
 
 
-@pytest.mark.skipif(PSQL is None, reason="psql is not installed")
+def find_psql() -> str | None:
+    """psql on PATH, else beside the PostgreSQL server binaries the project runs (Debian's
+    `postgresql` package, which `scripts/system-deps.sh` installs, brings its client)."""
+    on_path = shutil.which("psql")
+    if on_path is not None:
+        return on_path
+    try:
+        bindir = find_binaries(install=False, log=lambda message: None)
+    except DevEnvironmentError:
+        return None
+    beside = bindir / "psql"
+    return str(beside) if beside.is_file() else None
+
+
+@pytest.fixture(scope="module")
+def psql() -> str:
+    """The psql program. Missing, it skips these tests on a developer's machine, and fails them in
+    CI (`CI` set), where the setup installs it."""
+    found = find_psql()
+    if found is None:
+        message = (
+            "psql was found neither on PATH nor beside the PostgreSQL server binaries; install "
+            "Debian's postgresql-client (`make test` does, through scripts/system-deps.sh)"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}. CI installs it, so here its absence is a broken setup", pytrace=False)
+        pytest.skip(message)
+    return found
+
+
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
-def test_every_query_runs_in_psql(reader: Engine, engine: Engine, reader_role: str, path: Path) -> None:
+def test_every_query_runs_in_psql(
+    psql: str, reader: Engine, engine: Engine, reader_role: str, path: Path
+) -> None:
     """The documented command runs as written, and with the test's values psql finds the rows the
     bound query finds."""
-    assert PSQL is not None
     header = _header(path)
-    base = [PSQL, "-X", "-q", "--csv", "-v", "ON_ERROR_STOP=1", "-d", _psql_url(reader_role, engine)]
+    base = [psql, "-X", "-q", "--csv", "-v", "ON_ERROR_STOP=1", "-d", _psql_url(reader_role, engine)]
     documented = subprocess.run(
         [*base, *shlex.split(header.run)[1:]], cwd=ROOT, capture_output=True, text=True, timeout=60
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pwd
 import socket
 import stat
@@ -185,29 +184,56 @@ def test_a_busy_port_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             server.up()
 
 
-def _postgres_user_exists() -> bool:
-    try:
-        pwd.getpwnam(postgres.OS_USER)
-    except KeyError:
-        return False
-    return True
+SERVER_USER = pwd.struct_passwd(
+    ("kh-test-postgres", "x", 4_242_424, 4_242_424, "", "/nonexistent", "/bin/false")
+)
+"""The OS user the server would run as, as root: a user that owns nothing here and is in no group
+of ours, so only the folders' "other" permissions let it in, whoever runs the tests."""
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not _postgres_user_exists(), reason="needs root and a postgres user")
+def _as_root_with_server_user(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`up` as root sees it: the binaries found, and `postgres.OS_USER` being `SERVER_USER`."""
+    monkeypatch.setattr(postgres, "_is_root", lambda: True)
+    monkeypatch.setattr(postgres, "find_binaries", lambda **kwargs: tmp_path)
+
+    def getpwnam(name: str) -> pwd.struct_passwd:
+        assert name == postgres.OS_USER
+        return SERVER_USER
+
+    monkeypatch.setattr(postgres.pwd, "getpwnam", getpwnam)
+
+
 def test_as_root_an_unreachable_home_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     locked = tmp_path / "private"
     locked.mkdir()
     locked.chmod(stat.S_IRWXU)
-    monkeypatch.setattr(postgres, "find_binaries", lambda **kwargs: tmp_path)
+    _as_root_with_server_user(monkeypatch, tmp_path)
     server = LocalPostgres(locked / "pg", _free_port(), log=lambda message: None)
     with pytest.raises(DevEnvironmentError) as caught:
         server.up()
     message = str(caught.value)
-    # The first folder on the way that the postgres user cannot enter is named (pytest's own
+    # The first folder on the way that the server's user cannot enter is named (pytest's own
     # temporary root is private too).
     named = message.split("cannot enter ", 1)[1].split(". ", 1)[0]
     assert Path(named) in (locked, *locked.parents)
     assert f"chmod o+x {named}" in message
+    assert not (locked / "pg" / "data").exists(), "nothing initialised"
+
+
+def test_as_root_without_a_postgres_user_the_fix_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _as_root_with_server_user(monkeypatch, tmp_path)
+
+    def no_such_user(name: str) -> pwd.struct_passwd:
+        raise KeyError(f"getpwnam(): name not found: {name!r}")
+
+    monkeypatch.setattr(postgres.pwd, "getpwnam", no_such_user)
+    server = LocalPostgres(tmp_path / "pg", _free_port(), log=lambda message: None)
+    with pytest.raises(
+        DevEnvironmentError, match=r"no 'postgres' OS user.*install Debian's postgresql package"
+    ):
+        server.up()
 
 
 # -- the db commands with an external database --------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from monitor.act import ledger
-from monitor.act.ledger import SYSTEM_ACTOR, Audit
+from monitor.act.ledger import SYSTEM_ACTOR
 from monitor.act.model import RetentionError, describe_change, display_state, request_json
 from monitor.act.request import (
     INITIAL_STATES,
@@ -16,6 +16,7 @@ from monitor.act.request import (
     IllegalTransition,
     check_transition,
 )
+from monitor.store.audit import Audit
 from monitor.store.retention import IN_FORCE_STATES, OPEN_STATES, REQUEST_STATES
 from tests.unit.retention_requests import CREATED, request_in
 

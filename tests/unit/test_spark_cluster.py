@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
 from pathlib import Path
 
 import pytest
 
 from monitor.core.errors import DevEnvironmentError
+from monitor.devtools import spark_cluster
 from monitor.devtools.spark_cluster import MASTER_CLASS, WORKER_CLASS, DevSparkCluster
 
 
@@ -26,8 +26,9 @@ def test_ports_and_command_lines_follow_the_base_port(tmp_path: Path) -> None:
     assert [s.running for s in cluster.status()] == [False, False]
 
 
-@pytest.mark.skipif(shutil.which("java") is None, reason="needs java on PATH")
-def test_up_names_the_busy_port_and_the_fix(tmp_path: Path) -> None:
+def test_up_names_the_busy_port_and_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The port is checked before anything is launched, so no Java is needed: only its path.
+    monkeypatch.setattr(spark_cluster, "java_executable", lambda needed_by: str(tmp_path / "bin" / "java"))
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -36,6 +37,15 @@ def test_up_names_the_busy_port_and_the_fix(tmp_path: Path) -> None:
         with pytest.raises(DevEnvironmentError, match=rf"port {port} .*master's port.*--base-port"):
             cluster.up()
     assert cluster.status()[0].pid is None
+
+
+def test_up_without_java_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    cluster = DevSparkCluster(tmp_path / "spark", base_port=27050)
+    with pytest.raises(DevEnvironmentError, match=r"`java` is not on PATH.*Spark needs Java 17.*openjdk"):
+        cluster.up()
+    assert not (tmp_path / "spark").exists(), "nothing written before Java is found"
 
 
 def test_bad_settings_are_refused(tmp_path: Path) -> None:

@@ -165,6 +165,11 @@ class GroupDetail(Described):
     topics: list[GroupTopicLag]
 
 
+def _group_lag_query(where: Sequence[str]) -> str:
+    """The rows of `group_lag` (as `GroupSummary` fields) meeting every condition of `where`."""
+    return f"SELECT {', '.join(_GROUP_FIELDS)} FROM group_lag WHERE {' AND '.join(where)}"
+
+
 def groups(
     conn: Connection,
     cluster: str,
@@ -186,7 +191,7 @@ def groups(
         params["status"] = list(status)
     if lagging:
         where.append("offset_lag > 0")
-    body = f"SELECT {', '.join(_GROUP_FIELDS)} FROM group_lag WHERE {' AND '.join(where)}"
+    body = _group_lag_query(where)
     evaluated_at = latest_evaluation(conn, cluster)
     return fetch_page(conn, GroupSummary, body, params, _GROUP_ORDER[sort], page, evaluated_at)
 
@@ -194,12 +199,7 @@ def groups(
 def group(conn: Connection, cluster: str, group_id: str) -> GroupDetail | None:
     """One group as of the newest evaluation, or None when that evaluation does not have it."""
     params = {"c": cluster, "g": group_id}
-    found = records(
-        conn,
-        GroupSummary,
-        f"SELECT {', '.join(_GROUP_FIELDS)} FROM group_lag WHERE cluster = :c AND group_id = :g",
-        params,
-    )
+    found = records(conn, GroupSummary, _group_lag_query(["cluster = :c", "group_id = :g"]), params)
     if not found:
         return None
     members = records(

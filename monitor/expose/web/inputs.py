@@ -5,7 +5,8 @@ use, so that bad input is answered with a 4xx that says what is wrong, never a 5
   routing (PostgreSQL cannot store NUL, so nothing we serve is named so).
 - `Text`: strings without NUL bytes or lone surrogates (which JSON can carry as `\\ud800` but
   UTF-8, and so PostgreSQL, cannot).
-- `Id`, `Limit`: integers in the range of the columns and queries they reach.
+- `Id`, `Limit`: integers in the range of the columns and queries they reach; `Paging`: a
+  list's `limit` and `offset` as one `Page`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated
 from urllib.parse import unquote
 
-from fastapi import FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import AfterValidator
 
-from monitor.expose.read.queries import MAX_LIMIT
+from monitor.expose.read.queries import DEFAULT_LIMIT, MAX_LIMIT, Page
 
 MAX_ID = 2**63 - 1
 """Ids are PostgreSQL bigints."""
@@ -40,6 +41,15 @@ Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"entries per page 
 MAX_OFFSET = 100_000_000
 """The largest `offset` of a list, API (`Offset`) or page (`list_offset`)."""
 Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="entries to skip")]
+
+
+def page_asked(limit: Limit = DEFAULT_LIMIT, offset: Offset = 0) -> Page:
+    """The page of a list a request asks for, from its `limit` and `offset` query parameters."""
+    return Page(limit, offset)
+
+
+Paging = Annotated[Page, Depends(page_asked)]
+"""A list route's `limit` and `offset`, bounded, as the read layer's `Page`."""
 
 
 def guard_input(app: FastAPI) -> None:

@@ -26,10 +26,10 @@ from monitor.expose.read import topics as read_topics
 from monitor.expose.read.clusters import BrokerState, ClusterState, Finding
 from monitor.expose.read.history import GroupLagPoint, LagHistory, PartitionLagPoint
 from monitor.expose.read.lag import GroupDetail, GroupPartitionLag, GroupSummary
-from monitor.expose.read.queries import DEFAULT_LIMIT, Listing, Page, cluster_exists, latest_evaluation
+from monitor.expose.read.queries import Listing, cluster_exists, latest_evaluation
 from monitor.expose.read.topics import TopicDetail, TopicSummary
 from monitor.expose.web.context import ApiError, Context, ErrorBody, WebContext, not_found
-from monitor.expose.web.inputs import Limit, Offset
+from monitor.expose.web.inputs import Paging
 
 Status = ConsumerStatus
 MAX_WINDOW = timedelta(days=90)
@@ -175,6 +175,7 @@ def brokers(ctx: Context, cluster: ClusterName) -> list[BrokerState]:
 
 @router.get("/clusters/{cluster}/topics", tags=["topics"], response_model=Listing[TopicSummary])
 def topics(
+    *,
     ctx: Context,
     cluster: ClusterName,
     search: Search = None,
@@ -186,27 +187,22 @@ def topics(
         ),
     ] = False,
     sort: read_topics.TopicSort = "topic",
-    limit: Limit = DEFAULT_LIMIT,
-    offset: Offset = 0,
+    page: Paging,
 ) -> Listing[TopicSummary]:
     """The topics of a cluster with settings, size, coverage and replication numbers."""  # fmt: skip
     with ctx.engine.connect() as conn:
         known_cluster(conn, cluster)
-        return read_topics.topics(
-            conn, cluster, search=search, problems=problems, sort=sort, page=Page(limit, offset)
-        )
+        return read_topics.topics(conn, cluster, search=search, problems=problems, sort=sort, page=page)
 
 
 @router.get("/clusters/{cluster}/topics/{topic}", tags=["topics"], response_model=TopicDetail)
-def topic(
-    ctx: Context, cluster: ClusterName, topic: TopicName, limit: Limit = DEFAULT_LIMIT, offset: Offset = 0
-) -> TopicDetail:
+def topic(ctx: Context, cluster: ClusterName, topic: TopicName, page: Paging) -> TopicDetail:
     """One topic: settings, configuration, a page of partitions (`limit`, `offset`) with
     replication and retention headroom, and the groups reading it with their lag and time
     until data loss."""
     with ctx.engine.connect() as conn:
         known_cluster(conn, cluster)
-        found = read_topics.topic(conn, cluster, topic, page=Page(limit, offset))
+        found = read_topics.topic(conn, cluster, topic, page=page)
     if found is None:
         raise not_found("topic", topic, f"GET /api/v1/clusters/{cluster}/topics lists the topics")
     return found
@@ -214,21 +210,21 @@ def topic(
 
 @router.get("/clusters/{cluster}/groups", tags=["consumer groups"], response_model=Listing[GroupSummary])
 def groups(
+    *,
     ctx: Context,
     cluster: ClusterName,
     search: Search = None,
     status: Annotated[list[Status] | None, Query(description="only these statuses")] = None,
     lagging: Annotated[bool, Query(description="only groups with offset lag > 0")] = False,
     sort: read_lag.GroupSort = "status",
-    limit: Limit = DEFAULT_LIMIT,
-    offset: Offset = 0,
+    page: Paging,
 ) -> Listing[GroupSummary]:
     """The consumer groups of a cluster with their lag, worst status first by default."""
     with ctx.engine.connect() as conn:
         known_cluster(conn, cluster)
         return read_lag.groups(
             conn, cluster, search=search, status=status or (), lagging=lagging, sort=sort,
-            page=Page(limit, offset),
+            page=page,
         )  # fmt: skip
 
 
@@ -248,20 +244,18 @@ def group(ctx: Context, cluster: ClusterName, group: GroupId) -> GroupDetail:
     response_model=Listing[GroupPartitionLag],
 )  # fmt: skip
 def group_lag(
+    *,
     ctx: Context,
     cluster: ClusterName,
     group: GroupId,
     topic: Annotated[str | None, Query(max_length=249, pattern=NAME, description="only this topic")] = None,
     lagging: Annotated[bool, Query(description="only partitions with offset lag > 0")] = False,
-    limit: Limit = DEFAULT_LIMIT,
-    offset: Offset = 0,
+    page: Paging,
 ) -> Listing[GroupPartitionLag]:
     """A group's lag per partition, with how it was measured and the member that owns it."""
     with ctx.engine.connect() as conn:
         known_cluster(conn, cluster)
-        listing = read_lag.group_partitions(
-            conn, cluster, group, topic=topic, lagging=lagging, page=Page(limit, offset)
-        )
+        listing = read_lag.group_partitions(conn, cluster, group, topic=topic, lagging=lagging, page=page)
         if listing.total == 0 and read_lag.group(conn, cluster, group) is None:
             raise _no_group(cluster, group)
     return listing
@@ -281,9 +275,7 @@ def group_history(
 ) -> LagHistory[GroupLagPoint]:
     """A group's lag over `window` up to `until`, oldest first, in at most `max_points`."""  # fmt: skip
     with ctx.engine.connect() as conn:
-        since, end = _window(ctx, conn, cluster, window, until)
-        if not read_lag.group_known(conn, cluster, group):
-            raise _no_group(cluster, group)
+        since, end = _group_window(ctx, conn, cluster, group, window, until)
         return read_history.group_history(conn, cluster, group, since, end, max_points)
 
 
@@ -303,27 +295,25 @@ def partition_history(
 ) -> LagHistory[PartitionLagPoint]:
     """A group's lag on one partition over `window` up to `until`, oldest first."""  # fmt: skip
     with ctx.engine.connect() as conn:
-        since, end = _window(ctx, conn, cluster, window, until)
-        if not read_lag.group_known(conn, cluster, group):
-            raise _no_group(cluster, group)
+        since, end = _group_window(ctx, conn, cluster, group, window, until)
         return read_history.partition_history(conn, cluster, group, topic, partition, since, end, max_points)
 
 
 @router.get("/findings", tags=["findings"], response_model=Listing[Finding])
 def findings(
+    *,
     ctx: Context,
     cluster: Annotated[str | None, Query(pattern=NAME, description="only this cluster")] = None,
     severity: Annotated[list[Severity] | None, Query(description="only these severities")] = None,
     rule: Annotated[list[RuleName] | None, Query(description="only these rules")] = None,
-    limit: Limit = DEFAULT_LIMIT,
-    offset: Offset = 0,
+    page: Paging,
 ) -> Listing[Finding]:
     """Open findings (pending and firing), most severe first, then oldest first."""
     with ctx.engine.connect() as conn:
         if cluster is not None:
             known_cluster(conn, cluster)
         return read_clusters.findings(
-            conn, cluster=cluster, severity=severity or (), rule=rule or (), page=Page(limit, offset)
+            conn, cluster=cluster, severity=severity or (), rule=rule or (), page=page
         )
 
 
@@ -340,6 +330,16 @@ def _window(
         raise ApiError(422, "invalid_parameter", "until needs a UTC offset, like 2026-06-01T12:00:00Z")
     end = until or latest_evaluation(conn, cluster) or ctx.clock.now()
     return end - length, end
+
+
+def _group_window(
+    ctx: WebContext, conn: Connection, cluster: str, group: str, window: str, until: datetime | None
+) -> tuple[datetime, datetime]:
+    """`_window` of a group some evaluation has seen (else a 404 `group_not_found`)."""
+    since, end = _window(ctx, conn, cluster, window, until)
+    if not read_lag.group_known(conn, cluster, group):
+        raise _no_group(cluster, group)
+    return since, end
 
 
 def _no_group(cluster: str, group: str) -> ApiError:

@@ -1,0 +1,382 @@
+"""The offsets cycle of a cluster, and the commits observed as they happen: partition_offsets,
+group_offsets, group_states, commit_observations, group members, record_timestamps and
+data_loss_events, with the latest_partition_offsets and latest_group_offsets they keep current.
+
+One cycle arrives as an `OffsetsBatch` (tens of thousands of rows every 15 s): each kind of record
+goes over the wire once, through its staging table (`monitor.store.samples.staging`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from monitor.core.records import (
+    CommitObservation,
+    DataLossEvent,
+    OffsetsBatch,
+    RecordTimestamp,
+)
+from monitor.store.partitions import day_of
+from monitor.store.samples.staging import (
+    DAY_MS,
+    Stage,
+    ensure_days,
+    insert_staged,
+    on_conflict,
+    rowcount,
+    staged,
+    to_datetime,
+    tstz,
+)
+
+_PARTITIONS = Stage(
+    "stage_partition_samples",
+    "topic text, partition integer, start_offset bigint, end_offset bigint, "
+    "max_timestamp_offset bigint, max_timestamp_ms bigint, start_ms bigint, latest_ms bigint, "
+    "timestamp_type text, end_offset_method text, end_offset_listed_ms bigint",
+)
+_GROUP_OFFSETS = Stage(
+    "stage_group_offsets",
+    "group_id text, topic text, partition integer, committed_offset bigint, leader_epoch integer, "
+    "end_offset bigint, start_offset bigint, lag bigint, lag_clamped boolean, committed_ms bigint, "
+    "consumed_ms bigint, timestamp_method text, timestamp_error_ms bigint, observed_ms bigint",
+)
+_COMMITS = Stage(
+    "stage_commit_observations",
+    "group_id text, topic text, partition integer, committed_offset bigint, previous_offset bigint, "
+    "observed_ms bigint",
+)
+_GROUPS = Stage(
+    "stage_group_states",
+    "group_id text, state text, protocol_type text, protocol text, members integer, "
+    "coordinator integer, is_simple boolean",
+)
+_MEMBERS = Stage(
+    "stage_group_members",
+    "group_id text, member_id text, client_id text, host text, group_instance_id text, assignment text[]",
+)
+_RECORDS = Stage(
+    "stage_record_timestamps",
+    "topic text, partition integer, at_offset bigint, record_offset bigint, timestamp_ms bigint, "
+    "timestamp_type text",
+)
+_LOSSES = Stage(
+    "stage_data_loss",
+    "group_id text, topic text, partition integer, committed_offset bigint, start_offset bigint, "
+    "messages_lost bigint, detected_ms bigint",
+)
+
+
+def write_offsets_batch(conn: Connection, batch: OffsetsBatch, *, idempotent: bool = False) -> dict[str, int]:
+    """Write one offsets cycle; return the number of rows written (inserted or updated) per table.
+
+    - appends to partition_offsets, group_offsets, group_states and commit_observations;
+    - upserts latest_partition_offsets and latest_group_offsets: a latest group row takes
+      last_commit_observed_at from this batch's commit observation of its key and keeps the one
+      it had otherwise (an observation of a key without a group offset here is only appended);
+    - replaces the members of the batch's groups;
+    - adds the record timestamps and data loss events not recorded yet.
+
+    `idempotent` makes a replay of a batch already written a no-op instead of a duplicate-key
+    error. Runs in a savepoint: a refused batch leaves the caller's transaction usable. Does not
+    commit.
+    """
+    params = {"cluster": batch.cluster, "at": batch.sampled_at, "run_id": batch.run_id}
+    day = day_of(batch.sampled_at)
+    observed = {o.observed_at_ms // DAY_MS for o in batch.commit_observations}
+    wanted = {
+        "partition_offsets": {day} if batch.partitions else set(),
+        "group_offsets": {day} if batch.group_offsets else set(),
+        "group_states": {day} if batch.groups else set(),
+        "commit_observations": {to_datetime(days * DAY_MS).date() for days in observed},
+    }
+    counts: dict[str, int] = {}
+    with conn.begin_nested():
+        ensure_days(conn, wanted)
+        counts.update(_write_partitions(conn, batch, params, idempotent))
+        counts.update(_write_group_offsets(conn, batch, params, idempotent))
+        counts["commit_observations"] = insert_staged(
+            conn,
+            _COMMITS,
+            [_commit_row(o) for o in batch.commit_observations],
+            _INSERT_COMMITS + on_conflict(idempotent),
+            params,
+        )
+        counts.update(_write_groups(conn, batch, params, idempotent))
+        counts["record_timestamps"] = insert_staged(
+            conn, _RECORDS, [_record_row(r) for r in batch.record_timestamps], _INSERT_RECORDS, params
+        )
+        counts["data_loss_events"] = insert_staged(
+            conn, _LOSSES, [_loss_row(e) for e in batch.data_loss], _INSERT_LOSSES, params
+        )
+    return counts
+
+
+def write_commit_observations(
+    conn: Connection, cluster: str, observations: Sequence[CommitObservation]
+) -> int:
+    """Commits observed as they happened (the commit stream): appended to commit_observations
+    (a second commit of the same key in the same millisecond is one row), and each key's newest
+    commit time moved into its latest group offset row when that row exists (the offsets job
+    writes the rest of the row). Returns the observation rows written. Does not commit."""
+    if not observations:
+        return 0
+    days = {to_datetime((o.observed_at_ms // DAY_MS) * DAY_MS).date() for o in observations}
+    newest = _newest_commits(observations)
+    params = {"cluster": cluster}
+    with conn.begin_nested():
+        ensure_days(conn, {"commit_observations": days})
+        written = insert_staged(
+            conn,
+            _COMMITS,
+            [_commit_row(o) for o in observations],
+            _INSERT_COMMITS + on_conflict(True),
+            params,
+        )
+        rows = [(group, topic, partition, 0, None, at) for (group, topic, partition), at in newest.items()]
+        insert_staged(conn, _COMMITS, rows, _UPDATE_LAST_COMMIT, params)
+    return written
+
+
+def _write_partitions(
+    conn: Connection, batch: OffsetsBatch, params: dict[str, Any], idempotent: bool
+) -> dict[str, int]:
+    rows = [
+        (
+            s.offsets.topic,
+            s.offsets.partition,
+            s.offsets.start,
+            s.offsets.end,
+            s.offsets.max_timestamp_offset,
+            s.offsets.max_timestamp_ms,
+            s.start_timestamp_ms,
+            s.latest_timestamp_ms,
+            s.timestamp_type,
+            s.end_offset_method,
+            s.end_offset_listed_at_ms,
+        )
+        for s in batch.partitions
+    ]
+    return _sample_and_latest(
+        conn, "partition_offsets", _PARTITIONS, rows, (_INSERT_PARTITIONS, _UPSERT_LATEST_PARTITIONS),
+        params, idempotent,
+    )  # fmt: skip
+
+
+def _write_group_offsets(
+    conn: Connection, batch: OffsetsBatch, params: dict[str, Any], idempotent: bool
+) -> dict[str, int]:
+    """Group offsets, and the latest group offsets with the batch's commit observation times.
+
+    The observation time of each key is looked up here rather than joined in SQL: a join of two
+    temporary tables without statistics is where the planner can go badly wrong.
+    """
+    observed = _newest_commits(batch.commit_observations)
+    rows = [
+        (
+            s.committed.group_id,
+            s.committed.topic,
+            s.committed.partition,
+            s.committed.offset,
+            s.committed.leader_epoch,
+            s.end_offset,
+            s.start_offset,
+            s.lag,
+            s.lag_clamped,
+            s.committed_timestamp_ms,
+            s.consumed_timestamp_ms,
+            s.timestamp_method,
+            s.timestamp_error_ms,
+            observed.get((s.committed.group_id, s.committed.topic, s.committed.partition)),
+        )
+        for s in batch.group_offsets
+    ]
+    return _sample_and_latest(
+        conn, "group_offsets", _GROUP_OFFSETS, rows, (_INSERT_GROUP_OFFSETS, _UPSERT_LATEST_GROUP_OFFSETS),
+        params, idempotent,
+    )  # fmt: skip
+
+
+def _newest_commits(observations: Sequence[CommitObservation]) -> dict[tuple[str, str, int], int]:
+    """(group, topic, partition) -> when its newest commit of `observations` was observed (ms)."""
+    newest: dict[tuple[str, str, int], int] = {}
+    for o in observations:
+        key = (o.group_id, o.topic, o.partition)
+        newest[key] = max(o.observed_at_ms, newest.get(key, o.observed_at_ms))
+    return newest
+
+
+def _sample_and_latest(
+    conn: Connection,
+    table: str,
+    stage: Stage,
+    rows: Sequence[Sequence[Any]],
+    statements: tuple[str, str],
+    params: dict[str, Any],
+    idempotent: bool,
+) -> dict[str, int]:
+    """`rows` staged once, appended to the sample table `table` and upserted into `latest_<table>`
+    (`statements`: the append, then the upsert); rows written per table."""
+    if not rows:
+        return {table: 0, f"latest_{table}": 0}
+    append, upsert = statements
+    with staged(conn, stage, rows):
+        return {
+            table: rowcount(conn, append + on_conflict(idempotent), params),
+            f"latest_{table}": rowcount(conn, upsert, params),
+        }
+
+
+def _write_groups(
+    conn: Connection, batch: OffsetsBatch, params: dict[str, Any], idempotent: bool
+) -> dict[str, int]:
+    """Group states (appended) and group members (replaced, unless newer members are stored)."""
+    if not batch.groups:
+        return {"group_states": 0, "group_members": 0}
+    groups = [
+        (g.group_id, g.state, g.protocol_type, g.protocol, len(g.members), g.coordinator, g.is_simple)
+        for g in batch.groups
+    ]
+    members = [
+        (
+            g.group_id,
+            m.member_id,
+            m.client_id,
+            m.host,
+            m.group_instance_id,
+            [f"{topic}:{partition}" for topic, partition in m.assignment],
+        )
+        for g in batch.groups
+        for m in g.members
+    ]
+    counts = {
+        "group_states": insert_staged(
+            conn, _GROUPS, groups, _INSERT_GROUP_STATES + on_conflict(idempotent), params
+        )
+    }
+    conn.execute(text(_DELETE_MEMBERS), {**params, "groups": [g.group_id for g in batch.groups]})
+    counts["group_members"] = insert_staged(conn, _MEMBERS, members, _INSERT_MEMBERS, params)
+    return counts
+
+
+def _commit_row(o: CommitObservation) -> tuple[Any, ...]:
+    return (o.group_id, o.topic, o.partition, o.committed_offset, o.previous_offset, o.observed_at_ms)
+
+
+def _record_row(r: RecordTimestamp) -> tuple[Any, ...]:
+    return (r.topic, r.partition, r.offset, r.record_offset, r.timestamp_ms, r.timestamp_type)
+
+
+def _loss_row(e: DataLossEvent) -> tuple[Any, ...]:
+    return (
+        e.group_id,
+        e.topic,
+        e.partition,
+        e.committed_offset,
+        e.start_offset,
+        e.messages_lost,
+        e.detected_at_ms,
+    )
+
+
+_PARTITION_VALUES = """
+    start_offset, end_offset, max_timestamp_offset, max_timestamp, start_timestamp, latest_timestamp,
+    timestamp_type, end_offset_method, end_offset_listed_at"""
+_PARTITION_SELECT = f"""
+    SELECT :cluster, topic, partition, :at, start_offset, end_offset, max_timestamp_offset,
+           {tstz("max_timestamp_ms")}, {tstz("start_ms")}, {tstz("latest_ms")}, timestamp_type,
+           end_offset_method, {tstz("end_offset_listed_ms")}"""
+
+_INSERT_PARTITIONS = f"""
+INSERT INTO partition_offsets (cluster, topic, partition, sampled_at, {_PARTITION_VALUES}, run_id)
+{_PARTITION_SELECT}, :run_id FROM stage_partition_samples"""
+
+_UPSERT_LATEST_PARTITIONS = f"""
+INSERT INTO latest_partition_offsets AS l (cluster, topic, partition, sampled_at, {_PARTITION_VALUES})
+{_PARTITION_SELECT} FROM stage_partition_samples
+ON CONFLICT (cluster, topic, partition) DO UPDATE SET
+    sampled_at = excluded.sampled_at, start_offset = excluded.start_offset,
+    end_offset = excluded.end_offset, max_timestamp_offset = excluded.max_timestamp_offset,
+    max_timestamp = excluded.max_timestamp, start_timestamp = excluded.start_timestamp,
+    latest_timestamp = excluded.latest_timestamp, timestamp_type = excluded.timestamp_type,
+    end_offset_method = excluded.end_offset_method, end_offset_listed_at = excluded.end_offset_listed_at
+WHERE l.sampled_at <= excluded.sampled_at"""
+
+_GROUP_VALUES = """
+    committed_offset, leader_epoch, end_offset, start_offset, lag, lag_clamped, committed_timestamp,
+    consumed_timestamp, timestamp_method, timestamp_error_ms"""
+_GROUP_SELECT = f"""
+    SELECT :cluster, s.group_id, s.topic, s.partition, :at, s.committed_offset, s.leader_epoch,
+           s.end_offset, s.start_offset, s.lag, s.lag_clamped, {tstz("s.committed_ms")},
+           {tstz("s.consumed_ms")}, s.timestamp_method, s.timestamp_error_ms"""
+
+_INSERT_GROUP_OFFSETS = f"""
+INSERT INTO group_offsets (cluster, group_id, topic, partition, sampled_at, {_GROUP_VALUES}, run_id)
+{_GROUP_SELECT}, :run_id FROM stage_group_offsets AS s"""
+
+_UPSERT_LATEST_GROUP_OFFSETS = f"""
+INSERT INTO latest_group_offsets AS l (
+    cluster, group_id, topic, partition, sampled_at, {_GROUP_VALUES}, last_commit_observed_at)
+{_GROUP_SELECT}, {tstz("s.observed_ms")}
+FROM stage_group_offsets AS s
+ON CONFLICT (cluster, group_id, topic, partition) DO UPDATE SET
+    sampled_at = excluded.sampled_at, committed_offset = excluded.committed_offset,
+    leader_epoch = excluded.leader_epoch, end_offset = excluded.end_offset,
+    start_offset = excluded.start_offset, lag = excluded.lag, lag_clamped = excluded.lag_clamped,
+    committed_timestamp = excluded.committed_timestamp,
+    consumed_timestamp = excluded.consumed_timestamp,
+    timestamp_method = excluded.timestamp_method, timestamp_error_ms = excluded.timestamp_error_ms,
+    last_commit_observed_at = coalesce(excluded.last_commit_observed_at, l.last_commit_observed_at)
+WHERE l.sampled_at <= excluded.sampled_at"""
+
+_INSERT_COMMITS = f"""
+INSERT INTO commit_observations (
+    cluster, group_id, topic, partition, observed_at, committed_offset, previous_offset)
+SELECT :cluster, group_id, topic, partition, {tstz("observed_ms")}, committed_offset, previous_offset
+FROM stage_commit_observations"""
+
+_UPDATE_LAST_COMMIT = f"""
+UPDATE latest_group_offsets AS l
+SET last_commit_observed_at = {tstz("s.observed_ms")}
+FROM stage_commit_observations AS s
+WHERE l.cluster = :cluster AND l.group_id = s.group_id AND l.topic = s.topic AND l.partition = s.partition
+  AND (l.last_commit_observed_at IS NULL OR l.last_commit_observed_at < {tstz("s.observed_ms")})"""
+
+_INSERT_GROUP_STATES = """
+INSERT INTO group_states (
+    cluster, group_id, sampled_at, state, protocol_type, protocol, members, coordinator, is_simple, run_id)
+SELECT :cluster, group_id, :at, state, protocol_type, protocol, members, coordinator, is_simple, :run_id
+FROM stage_group_states"""
+
+# Members stored by a newer sample (another instance, after a failover) are left alone.
+_DELETE_MEMBERS = """
+DELETE FROM group_members
+WHERE cluster = :cluster AND group_id = ANY(CAST(:groups AS text[])) AND updated_at <= :at"""
+
+_INSERT_MEMBERS = """
+INSERT INTO group_members (cluster, group_id, member_id, client_id, host, group_instance_id, assignment,
+                           updated_at)
+SELECT :cluster, s.group_id, s.member_id, s.client_id, s.host, s.group_instance_id, s.assignment, :at
+FROM stage_group_members AS s
+WHERE NOT EXISTS (
+    SELECT 1 FROM group_members AS m
+    WHERE m.cluster = :cluster AND m.group_id = s.group_id AND m.updated_at > :at)
+ON CONFLICT DO NOTHING"""
+
+_INSERT_RECORDS = f"""
+INSERT INTO record_timestamps (
+    cluster, topic, partition, "offset", record_offset, "timestamp", timestamp_type, fetched_at)
+SELECT :cluster, topic, partition, at_offset, record_offset, {tstz("timestamp_ms")}, timestamp_type, :at
+FROM stage_record_timestamps
+ON CONFLICT DO NOTHING"""
+
+_INSERT_LOSSES = f"""
+INSERT INTO data_loss_events (
+    cluster, group_id, topic, partition, committed_offset, start_offset, messages_lost, detected_at)
+SELECT :cluster, group_id, topic, partition, committed_offset, start_offset, messages_lost,
+       {tstz("detected_ms")}
+FROM stage_data_loss
+ON CONFLICT DO NOTHING"""
