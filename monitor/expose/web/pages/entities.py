@@ -8,7 +8,6 @@ search text or offset is a 422 page that says what is wrong.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Final
 from urllib.parse import quote
 
@@ -28,6 +27,7 @@ from monitor.expose.web.pages.dashboard import (
     judge_groups,
     judged_topics,
     render,
+    row,
     unknown_cluster,
     with_worst_status,
 )
@@ -68,7 +68,7 @@ def _list_page(ctx: WebContext, cluster: str, kind: str, q: str, offset: str) ->
         else:
             groups = read_lag.groups(conn, cluster, search=search or None, sort="worst", page=page)
             flags = flags_of(ctx, conn, cluster, groups=groups.items)
-            judged = judge_groups(map(asdict, groups.items), ctx.data_loss(), flags)
+            judged = judge_groups(map(row, groups.items), ctx.data_loss(), flags)
             rows = with_worst_status(conn, cluster, judged, ctx.data_loss(), flags)
             total, evaluated = groups.total, groups.evaluated_at
     return render(
