@@ -83,7 +83,7 @@ def overview(ctx: Context) -> HTMLResponse:
         states = read_clusters.clusters(conn)
         trouble = read_pages.cluster_trouble(conn)
         brokers = {s.cluster: read_clusters.brokers(conn, s.cluster) for s in states}
-        flags = {s.cluster: flags_of(ctx, conn, s.cluster) for s in states}
+        flags = {s.cluster: flags_of(ctx, conn, s.cluster) for s in states}  # a card colours its brokers
         runs = queries.last_runs(conn)
     cards = sorted(
         (_card(s, trouble.get(s.cluster), brokers[s.cluster], flags[s.cluster], now, ctx) for s in states),
@@ -113,7 +113,13 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
         brokers = read_clusters.brokers(conn, cluster)
         topics = read_topics.topics(conn, cluster, sort="worst", page=Page(WORST_CANDIDATES))
         groups = read_lag.groups(conn, cluster, sort="worst", page=Page(WORST_CANDIDATES))
-        flags = flags_of(ctx, conn, cluster, topics.items, groups.items)
+        flags = flags_of(
+            ctx,
+            conn,
+            cluster,
+            topics=(t.topic for t in topics.items),
+            groups=(g.group_id for g in groups.items),
+        )
         card = _card(state, read_pages.cluster_trouble(conn, cluster).get(cluster), brokers, flags, now, ctx)
         topic_rows = health.topics_worst_first(judged_topics(topics.items, ctx.data_loss(), flags))
         group_rows = health.groups_worst_first(judge_groups(map(row, groups.items), ctx.data_loss(), flags))
@@ -185,7 +191,7 @@ def topic_page(ctx: Context, request: Request, cluster: str, topic: str) -> HTML
         limits = read_pages.data_loss_limits(conn, cluster, topic)
         alerts = read_pages.firing_alerts(conn, cluster, topic=topic)
         evaluated = queries.latest_evaluation(conn, cluster)
-        flags = flags_of(ctx, conn, cluster)
+        flags = flags_of(ctx, conn, cluster, topics=[topic])
         panel = ctx.topic_panel(request, conn, cluster, topic) if ctx.topic_panel else {"retention": None}
     loss = ctx.data_loss()
     partitions = health.annotate(
@@ -245,7 +251,7 @@ def group_page(ctx: Context, cluster: str, group: str, window: str = DEFAULT_WIN
             now - WINDOWS[window],
             now,
             ctx.data_loss(),
-            flags_of(ctx, conn, cluster),
+            flags_of(ctx, conn, cluster, groups=[group]),
         )
         evaluated = queries.latest_evaluation(conn, cluster)
     return render(
@@ -441,17 +447,14 @@ def flags_of(
     ctx: WebContext,
     conn: Connection,
     cluster: str,
-    topics: Iterable[read_topics.TopicSummary] | None = None,
-    groups: Iterable[read_lag.GroupSummary] | None = None,
+    *,
+    topics: Iterable[str] = (),
+    groups: Iterable[str] = (),
 ) -> health.Flags:
-    """The colours the open findings of `cluster` give its rows (given the `topics` and `groups`
-    a page shows, the findings on them and on the brokers)."""
-    if topics is None and groups is None:
-        found = read_pages.open_findings(conn, cluster)
-    else:
-        found = read_pages.open_findings(
-            conn, cluster, topics=[t.topic for t in topics or ()], groups=[g.group_id for g in groups or ()]
-        )
+    """The colours the open findings of `cluster` give the rows a page shows: the brokers, the
+    topics named in `topics` (their partitions and the groups' lag on them) and the groups named
+    in `groups`. Only the findings on those are read: a cluster may have thousands open."""
+    found = read_pages.open_findings(conn, cluster, topics=list(topics), groups=list(groups))
     return health.Flags(found, ctx.data_loss.reads())
 
 

@@ -62,12 +62,12 @@ def _list_page(ctx: WebContext, cluster: str, kind: str, q: str, offset: str) ->
             return unknown_cluster(ctx, cluster)
         if kind == "topics":
             topics = read_topics.topics(conn, cluster, search=search or None, sort="worst", page=page)
-            flags = flags_of(ctx, conn, cluster, topics=topics.items)
+            flags = flags_of(ctx, conn, cluster, topics=(t.topic for t in topics.items))
             rows = judged_topics(topics.items, ctx.data_loss(), flags)
             total, evaluated = topics.total, topics.evaluated_at
         else:
             groups = read_lag.groups(conn, cluster, search=search or None, sort="worst", page=page)
-            flags = flags_of(ctx, conn, cluster, groups=groups.items)
+            flags = flags_of(ctx, conn, cluster, groups=(g.group_id for g in groups.items))
             judged = judge_groups(map(row, groups.items), ctx.data_loss(), flags)
             rows = with_worst_status(conn, cluster, judged, ctx.data_loss(), flags)
             total, evaluated = groups.total, groups.evaluated_at
