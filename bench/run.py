@@ -1,20 +1,20 @@
 """Every benchmark in one command, then one results table and the plots.
 
-    .venv/bin/python bench/run.py                  # every script at its default sizes (about an hour)
+    .venv/bin/python bench/run.py                  # every script at its default sizes (over an hour)
     .venv/bin/python bench/run.py --quick          # small sizes: a few minutes per script
     .venv/bin/python bench/run.py --only ingest,alerts,web
     .venv/bin/python bench/run.py --no-run         # only summarise the JSON already in bench/results/
     .venv/bin/python bench/run.py --no-run --publish   # and copy the table and plots to docs/bench/
 
-Runs bench/ingest.py, alerts.py, web.py, collector.py and evaluate.py one after the other (each
-starts and stops its own servers; their output goes to this terminal). A script that fails is
-reported as failed and the others still run. Then it reads each script's JSON from bench/results/
-and writes bench/results/summary.md and summary.json (benchmark, input size, cost, target, met,
-when measured) and one PNG per benchmark into bench/results/plots/. A benchmark that did not run
-this time keeps the rows of its last run, with their date (from its JSON in bench/results/, or
-else from the published docs/bench/summary.json). `--publish` copies the table, the plots
-and each script's own Markdown report into docs/bench/ and rewrites the table between the markers
-in README.md.
+Runs bench/ingest.py, alerts.py, web.py, collector.py, evaluate.py, push.py and detect.py one after
+the other (each starts and stops its own servers; their output goes to this terminal). A script
+that fails is reported as failed and the others still run. Then it reads each script's JSON from
+bench/results/ and writes bench/results/summary.md and summary.json (benchmark, input size, cost,
+target, met, when measured) and one PNG per benchmark into bench/results/plots/. A benchmark that
+did not run this time keeps the rows of its last run, with their date (from its JSON in
+bench/results/, else its JSON published in docs/bench/, else the published
+docs/bench/summary.json). `--publish` copies the table, the plots and each script's own report
+(Markdown and JSON) into docs/bench/ and rewrites the table between the markers in README.md.
 
 The plots need matplotlib: `make bench` installs the `bench` extra (`pip install -e '.[bench]'`).
 """
@@ -51,6 +51,8 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "web": ("web.py", ["--sizes", "100,1000", "--requests", "50", "--max-seconds", "5"], []),
     "collector": ("collector.py", ["--sizes", "1000,10000"], []),
     "evaluate": ("evaluate.py", ["--sizes", "100000,1000000"], []),
+    "push": ("push.py", ["--series", "20000", "--cycles", "2"], []),
+    "detect": ("detect.py", ["--idle", "60"], []),
 }
 PORT_OPTION = {"ingest": 0, "alerts": 1, "web": 2}
 """Scripts that take --port for their PostgreSQL: its offset from --port-base."""
@@ -104,9 +106,8 @@ def machine(documents: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
     except OSError:
         pass
-    versions = [
-        d["machine"]["postgresql"] for d in documents.values() if d.get("machine", {}).get("postgresql")
-    ]
+    described = [d["machine"] for d in documents.values() if isinstance(d.get("machine"), dict)]
+    versions = [m["postgresql"] for m in described if m.get("postgresql")]
     return {
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "memory": memory,
@@ -120,7 +121,7 @@ def machine(documents: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def summarize(results: Path, status: dict[str, str], plots_dir: Path) -> tuple[str, list[Path]]:
     """Write summary.md and summary.json into `results` and the plots into `plots_dir`."""
-    documents = summary.load(results)
+    documents = summary.load(results, PUBLISHED)
     info = machine(documents)
     table = summary.rows(documents, PUBLISHED / "summary.json")
     text = summary.markdown(table, info, status)
@@ -141,8 +142,9 @@ def publish(results: Path, pngs: list[Path], target: Path, readme: Path) -> None
     for name in ("summary.md", "summary.json"):
         shutil.copyfile(results / name, target / name)
     for name in summary.READERS:  # each script's own report: every figure behind the table's rows
-        if (results / f"{name}.md").exists():
-            shutil.copyfile(results / f"{name}.md", target / f"{name}.md")
+        for report in (results / f"{name}.md", results / f"{name}.json"):
+            if report.exists():
+                shutil.copyfile(report, target / report.name)
     for png in pngs:
         shutil.copyfile(png, target / png.name)
     if readme.exists():

@@ -27,6 +27,14 @@ WEB_TARGET = (10_000, 500.0, 1_048_576)
 """bench/web.py's (issue 17): at 10,000 topics, the pages and the API answer within 500 ms at the
 95th percentile with 16 clients, and no page or list is over 1 MB."""
 WEB_TARGET_KINDS = ("page", "api")
+PUSH_TARGET = (100_000, 15.0)
+"""bench/push.py's (issue 17): remote write of 100,000 series within one 15 s cycle."""
+DETECT_BEYOND_FOR = 20.0
+"""bench/detect.py's (issue 16): fault -> notice accepted, at most 20 s beyond the rule's `for:`."""
+DETECT_IDLE_CPU = 6.0
+"""Issue 16: the daemon and its Spark JVM at idle on a small cluster, CPU-seconds per minute."""
+DETECT_EVALUATION = (2.0, 4.0)
+"""Issue 16: a warm evaluation of a small cluster, median and p95 seconds."""
 
 
 @dataclass(frozen=True)
@@ -307,6 +315,85 @@ def web_rows(doc: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def push_rows(doc: dict[str, Any]) -> list[Row]:
+    """The slowest push cycle of the run, against the one cycle (15 s) it must fit in."""
+    cycles = doc.get("cycles", [])
+    series = int(doc.get("series", 0))
+    label = f"{series:,} series"
+    when, load = doc.get("measured_at", ""), doc.get("loadavg_before")
+    if not cycles:
+        return [Row("push", label, series, "remote write cycle s (slowest)", None, "s", measured=when,
+                    load=load, note="failed: no cycle")]  # fmt: skip
+    worst = max(c["seconds"] for c in cycles)
+    at_target = series == PUSH_TARGET[0]
+    stored = min(c.get("stored_series", 0) for c in cycles)
+    return [
+        Row(
+            "push",
+            label,
+            series,
+            "remote write cycle s (slowest)",
+            worst,
+            "s",
+            f"<= {PUSH_TARGET[1]:g} s at 100k" if at_target else "",
+            worst <= PUSH_TARGET[1] if at_target else None,
+            when,
+            load,
+            f"{len(cycles)} cycles; {stored:,} series read back from Prometheus",
+        )
+    ]
+
+
+def detect_rows(doc: dict[str, Any]) -> list[Row]:
+    """Per rule, fault -> notice accepted beyond the rule's `for:`; then the daemon at idle."""
+    when = str(doc.get("date", ""))
+    loads = doc.get("load_average") or []
+    load = float(loads[0]) if loads else None
+    rows: list[Row] = []
+    for r in doc.get("rules", []):
+        notice = r.get("to_notice")
+        beyond = None if notice is None else notice - r["for_seconds"]
+        rows.append(
+            Row(
+                "detect",
+                f"{r['rule']} (for: {r['for_seconds']} s)",
+                r["for_seconds"],
+                "fault -> notice accepted, s beyond for:",
+                beyond,
+                "s",
+                f"<= {DETECT_BEYOND_FOR:g} s",
+                None if beyond is None else beyond <= DETECT_BEYOND_FOR,
+                when,
+                load,
+                "" if notice is None else f"fault -> firing {r['to_firing']:.1f} s, -> notice {notice:.1f} s",
+                shown="" if notice is not None else "not seen",
+            )
+        )
+    idle = f"idle {doc.get('idle_seconds', 0)} s, small cluster"
+    cpu = doc.get("idle_cpu_seconds_per_minute")
+    if cpu is not None:
+        rows.append(Row("detect", idle, 0, "daemon CPU-s per minute", cpu, "s/min",
+                        f"<= {DETECT_IDLE_CPU:g}", cpu <= DETECT_IDLE_CPU, when, load))  # fmt: skip
+    median, p95 = doc.get("evaluation_median_seconds"), doc.get("evaluation_p95_seconds")
+    if median is not None and p95 is not None:
+        rows.append(
+            Row(
+                "detect",
+                idle,
+                0,
+                "evaluation s (median)",
+                median,
+                "s",
+                f"<= {DETECT_EVALUATION[0]:g} s (p95 <= {DETECT_EVALUATION[1]:g} s)",
+                median <= DETECT_EVALUATION[0] and p95 <= DETECT_EVALUATION[1],
+                when,
+                load,
+                f"p95 {p95:.1f} s over {doc.get('evaluations', 0)} evaluations",
+            )
+        )
+    return rows
+
+
 def _nan_high(value: float) -> float:
     """A NaN p95 (nothing answered in time) is the slowest of all."""
     return float("inf") if value != value else value
@@ -322,16 +409,21 @@ READERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "evaluate": evaluate_rows,
     "alerts": alerts_rows,
     "web": web_rows,
+    "push": push_rows,
+    "detect": detect_rows,
 }
 
 
-def load(results: Path) -> dict[str, dict[str, Any]]:
-    """Every benchmark's JSON document found in `results`, by benchmark name."""
+def load(results: Path, published: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Every benchmark's JSON document found in `results`, by benchmark name; one that is not
+    there is read from the `published` directory (docs/bench/) when it has it, as published."""
     documents = {}
     for name in READERS:
-        path = results / f"{name}.json"
-        if path.is_file():
-            documents[name] = json.loads(path.read_text())
+        for directory in (results, published):
+            path = directory / f"{name}.json" if directory is not None else None
+            if path is not None and path.is_file():
+                documents[name] = json.loads(path.read_text())
+                break
     return documents
 
 

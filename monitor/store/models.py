@@ -92,6 +92,12 @@ class Broker(Base):
 
 class Topic(Base):
     __tablename__ = "topics"
+    __table_args__ = (
+        # A topic search (a name fragment: LIKE '%x%') reads this trigram index (pg_trgm).
+        Index(
+            "ix_topics_topic_trgm", "topic", postgresql_using="gin", postgresql_ops={"topic": "gin_trgm_ops"}
+        ),
+    )
 
     cluster: Mapped[str] = mapped_column(primary_key=True)
     topic: Mapped[str] = mapped_column(primary_key=True)

@@ -173,6 +173,30 @@ DOCUMENTS: dict[str, dict[str, Any]] = {
             for t in (100, 1000)
         ],
     },
+    "push": {
+        "series": 100_000,
+        "measured_at": "2026-11-22 07:10 UTC",
+        "loadavg_before": 3.0,
+        "cycles": [
+            {"cycle": 1, "sent": 100_000, "seconds": 6.2, "stored_series": 100_000},
+            {"cycle": 2, "sent": 100_000, "seconds": 16.5, "stored_series": 99_000},
+        ],
+    },
+    "detect": {
+        "date": "2026-11-22",
+        "machine": "vm (2 cores)",
+        "load_average": [1.5, 2.0, 2.5],
+        "idle_seconds": 120,
+        "idle_cpu_seconds_per_minute": 5.0,
+        "evaluations": 4,
+        "evaluation_median_seconds": 1.5,
+        "evaluation_p95_seconds": 4.5,
+        "rules": [
+            {"rule": "BrokerDown", "for_seconds": 60, "to_firing": 70.0, "to_notice": 75.0},
+            {"rule": "DataLossOccurred", "for_seconds": 0, "to_firing": 12.0, "to_notice": 21.0},
+            {"rule": "PartitionOffline", "for_seconds": 60, "to_firing": None, "to_notice": None},
+        ],
+    },
 }
 
 
@@ -191,7 +215,7 @@ def _row(table: list[summary.Row], benchmark: str, size: float, cost: str) -> su
 
 def test_every_benchmark_document_is_read_in_the_issue_order(results: Path) -> None:
     documents = summary.load(results)
-    assert list(documents) == ["collector", "ingest", "evaluate", "alerts", "web"]
+    assert list(documents) == ["collector", "ingest", "evaluate", "alerts", "web", "push", "detect"]
     table = summary.rows(documents)
     assert list(dict.fromkeys(r.benchmark for r in table)) == list(documents)
 
@@ -289,6 +313,8 @@ def test_a_benchmark_not_run_again_keeps_its_published_rows(results: Path, tmp_p
         "evaluate",
         "alerts",
         "web",
+        "push",
+        "detect",
     ]
     assert [r for r in table if r.benchmark in ("web", "evaluate")] == [
         r for r in everything if r.benchmark in ("web", "evaluate")
@@ -297,6 +323,50 @@ def test_a_benchmark_not_run_again_keeps_its_published_rows(results: Path, tmp_p
     assert summary.rows(summary.load(results), tmp_path / "absent.json") == summary.rows(
         summary.load(results)
     )
+
+
+def test_push_row_is_the_slowest_cycle_against_one_15_s_cycle_at_100k(results: Path) -> None:
+    row = _row(summary.rows(summary.load(results)), "push", 100_000, "remote write cycle s")
+    assert (row.value, row.met, row.target) == (16.5, False, "<= 15 s at 100k")
+    assert row.note == "2 cycles; 99,000 series read back from Prometheus"
+    assert (row.measured, row.load) == ("2026-11-22 07:10 UTC", 3.0)
+    smaller = summary.push_rows({**DOCUMENTS["push"], "series": 20_000})
+    assert (smaller[0].target, smaller[0].met) == ("", None), "the target is for 100,000 series"
+    assert summary.push_rows({"series": 5, "cycles": []})[0].note == "failed: no cycle"
+
+
+def test_detect_rows_give_the_time_beyond_for_and_the_idle_cost(results: Path) -> None:
+    table = [r for r in summary.rows(summary.load(results)) if r.benchmark == "detect"]
+    beyond = {r.input: (r.value, r.met) for r in table if r.cost.startswith("fault")}
+    assert beyond == {
+        "BrokerDown (for: 60 s)": (15.0, True),
+        "DataLossOccurred (for: 0 s)": (21.0, False),
+        "PartitionOffline (for: 60 s)": (None, None),
+    }
+    [unseen] = [r for r in table if r.input.startswith("PartitionOffline")]
+    assert summary._value(unseen) == "not seen"
+    idle = {r.cost: (r.value, r.met) for r in table if r.input.startswith("idle")}
+    assert idle == {"daemon CPU-s per minute": (5.0, True), "evaluation s (median)": (1.5, False)}
+    assert {(r.measured, r.load) for r in table} == {("2026-11-22", 1.5)}
+
+
+def test_a_benchmark_without_results_is_read_from_its_published_json(results: Path, tmp_path: Path) -> None:
+    published = tmp_path / "docs"
+    published.mkdir()
+    (published / "detect.json").write_text((results / "detect.json").read_text())
+    (results / "detect.json").unlink()
+    (results / "push.json").unlink()
+    documents = summary.load(results, published)
+    assert "detect" in documents and "push" not in documents
+    assert summary.load(results)["web"] == summary.load(results, published)["web"], "results win"
+    assert any(r.benchmark == "detect" for r in summary.rows(documents))
+
+
+def test_every_bench_script_is_run_and_summarised() -> None:
+    scripts = {path.name for path in (Path(run.__file__).parent).glob("*.py")}
+    not_benchmarks = {"run.py", "summary.py", "plots.py", "__init__.py", "evaluate_profile.py"}
+    assert {script for script, _, _ in run.BENCHMARKS.values()} == scripts - not_benchmarks
+    assert set(summary.READERS) == set(run.BENCHMARKS)
 
 
 def test_readme_table_is_replaced_between_the_markers() -> None:

@@ -1,5 +1,6 @@
-"""How the alerts page sorts alerts and links them to incidents, and when the collection page calls
-a job stale: numbered cases, each with the verdict it expects."""
+"""What the alerts page offers for an alert, and when the collection page calls a job stale:
+numbered cases, each with the verdict it expects. (Which section an alert is in and which
+incidents it is part of is decided in SQL: tests/integration/test_alerts_page_read.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from monitor.collect.jobs import job_intervals
 from monitor.core.scheduler import run_intervals
 from monitor.core.settings import AlertConfig, Intervals
-from monitor.expose.read.alerts import AlertItem, Incident, by_section, link_incidents
+from monitor.expose.read.alerts import AlertItem
 from monitor.expose.read.collection import job_health
 from monitor.expose.web.pages.alerts import _read_flash
 
@@ -24,42 +25,10 @@ def alert(rule: str = "TimeUntilDataLoss", **overrides: Any) -> AlertItem:
         "entity_key": "prod/g/t/0", "severity": "critical", "state": "firing", "summary": "s", "runbook": None,
         "labels": {"cluster": "prod", "rule": rule, "severity": "critical", "group_id": "g", "topic": "t",
                    "partition": "0", "page": "true"},
-        "pending_since": T0, "starts_at": T0, "silenced_by": None, "inhibited_by": None,
+        "pending_since": T0, "starts_at": T0, "silenced_by": None, "inhibited_by": None, "section": "firing",
     }  # fmt: skip
     values.update(overrides)
     return AlertItem(**values)
-
-
-def incident(id: int, rule: str = "TimeUntilDataLoss", acked: bool = False) -> Incident:
-    return Incident(id, "oncall-pager", {"cluster": "prod", "rule": rule}, "critical", T0,
-                    T0 if acked else None, "alice" if acked else None, None)  # fmt: skip
-
-
-SECTION_CASES = [
-    # (n, alert, incidents, expected section, expected linked incident ids)
-    (1, alert(), [incident(10)], "firing", [10]),
-    (2, alert(), [incident(10, acked=True), incident(11)], "acknowledged", [10, 11]),
-    (3, alert(state="pending", starts_at=None), [incident(10)], "pending", []),
-    (4, alert(silenced_by=7), [incident(10)], "silenced", []),
-    (5, alert(inhibited_by="fp-BrokerDown"), [incident(10)], "silenced", []),
-    (6, alert(), [incident(10, rule="DataLossOccurred")], "firing", []),
-    (
-        7,
-        alert(cluster="dev", labels={"cluster": "dev", "rule": "TimeUntilDataLoss"}),
-        [incident(10)],
-        "firing",
-        [],
-    ),
-]
-
-
-@pytest.mark.parametrize(("n", "item", "incidents", "section", "linked"), SECTION_CASES)
-def test_alert_sections_and_incidents(
-    n: int, item: AlertItem, incidents: list[Incident], section: str, linked: list[int]
-) -> None:
-    (done,) = link_incidents([item], incidents)
-    assert (done.section, [i.id for i in done.incidents]) == (section, linked), f"case {n}"
-    assert by_section([done])[section] == [done]
 
 
 def test_a_silence_from_an_alert_matches_it_whatever_its_severity() -> None:

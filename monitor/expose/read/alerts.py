@@ -1,5 +1,10 @@
-"""How the alerts page reads the alert tables: every open alert with the incidents it is part of,
-sorted into what needs someone now, what may soon, what someone is on, and what is muted.
+"""How the alerts page reads the alert tables: the open alerts sorted into what needs someone now,
+what may soon, what someone is on, and what is muted, with the incidents they are part of.
+
+The page shows a page of each section, so PostgreSQL sorts the alerts into sections, counts each
+one (an aggregate), and returns only the rows shown (per section, worst first); the incidents of
+those rows and the first open incidents are read the same way. At 10,000 topics and thousands of
+open alerts a page reads a few hundred rows, not every open alert.
 
 Read-only. What people do on the page (acknowledge, silence) goes through `monitor.alert.actions`,
 the functions the CLI and the JSON API use.
@@ -7,7 +12,7 @@ the functions the CLI and the JSON API use.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,19 +29,92 @@ SECTIONS = ("firing", "pending", "acknowledged", "silenced")
 _NOT_ENTITY = frozenset({"rule", "cluster", "severity", "entity", "team", "page"})
 """Labels that describe the alert rather than name the thing it is about."""
 
-_ALERTS = (
-    "SELECT id, fingerprint, rule, cluster, entity, entity_key, labels, severity, state, summary,"
-    " runbook, pending_since, starts_at, silenced_by, inhibited_by FROM alerts"
-    " WHERE state <> 'resolved'{search}"
-    f" ORDER BY {most_severe_first_sql('severity')}, coalesce(starts_at, pending_since), id"
-)
-_SEARCH = " AND (rule LIKE :search OR summary LIKE :search OR entity_key LIKE :search)"
+
+def _group_of(labels: str, names: str) -> str:
+    """SQL: the group labels the alert labels `labels` would have in a group by `names` (label
+    names; the alert has them all)."""
+    return f"coalesce((SELECT jsonb_object_agg(k, {labels} -> k) FROM unnest({names}) k), '{{}}'::jsonb)"
+
+
+_NAMES = "ARRAY(SELECT jsonb_object_keys(group_labels) ORDER BY 1)"
+"""An incident's group label names, sorted: the route's `group_by`."""
+
+_OPEN = f"""
+    WITH acked AS MATERIALIZED (
+        SELECT group_labels, {_NAMES} AS names FROM alert_groups
+        WHERE closed_at IS NULL AND acknowledged_at IS NOT NULL
+    ), acked_alerts AS MATERIALIZED (
+        SELECT DISTINCT a.id FROM alerts a
+        JOIN (SELECT DISTINCT names FROM acked) n ON a.labels ?& n.names
+        JOIN acked g ON g.group_labels = {_group_of("a.labels", "n.names")}
+        WHERE a.state = 'firing'
+    ), open AS MATERIALIZED (
+        SELECT a.*, CASE
+            WHEN a.silenced_by IS NOT NULL OR a.inhibited_by IS NOT NULL THEN 'silenced'
+            WHEN a.state = 'pending' THEN 'pending'
+            WHEN a.id IN (SELECT id FROM acked_alerts) THEN 'acknowledged'
+            ELSE 'firing' END AS section
+        FROM alerts a WHERE a.state <> 'resolved' SEARCH__
+    )
+"""
+"""Every open alert (matching the search) with its section: muted by a silence or an inhibiting
+alert; pending (its rule's `for` has not held yet); firing in an incident someone acknowledged; or
+firing. An alert is in an incident when its labels carry the incident's group labels, so the link
+holds before the group's first notification is sent. Each alert's labels, cut to each set of
+group label names the incidents have (the routes' `group_by`), are looked up among the
+incidents' group labels: a hash join, not a comparison of every alert with every incident."""
+
+_SEARCH = "AND (a.rule LIKE :search OR a.summary LIKE :search OR a.entity_key LIKE :search)"
 """What a search on the alerts page matches: the rule, the summary, or the entity's key (which
 holds the cluster, group, topic and partition)."""
-_INCIDENTS = text(
-    "SELECT id, receiver, group_labels, severity, created_at, acknowledged_at, acknowledged_by,"
-    " escalated_to FROM alert_groups WHERE closed_at IS NULL ORDER BY id"
+
+_ALERT_COLUMNS = (
+    "id, fingerprint, rule, cluster, entity, entity_key, labels, severity, state, summary, runbook,"
+    " pending_since, starts_at, silenced_by, inhibited_by"
 )
+_PAGE = f"""
+    , counts AS (SELECT section, count(*) AS count__ FROM open GROUP BY section),
+    shown AS (
+        SELECT * FROM (
+            SELECT {_ALERT_COLUMNS}, section, row_number() OVER (
+                PARTITION BY section
+                ORDER BY {most_severe_first_sql("severity")}, coalesce(starts_at, pending_since), id
+            ) AS rank__ FROM open
+        ) ranked
+        WHERE rank__ > CASE WHEN section = :section THEN :offset ELSE 0 END
+          AND rank__ <= CASE WHEN section = :section THEN :offset ELSE 0 END + :rows
+    )
+    SELECT c.section, c.count__, {", ".join(f"s.{c.strip()}" for c in _ALERT_COLUMNS.split(","))}
+    FROM counts c LEFT JOIN shown s ON s.section = c.section
+    ORDER BY c.section, s.rank__
+"""
+"""Each section's count, with one page of its alerts (none past its end), most severe first,
+then oldest first: `rows` alerts from `offset` in `section`, the first `rows` in the others."""
+
+_INCIDENT_COLUMNS = (
+    "g.id, g.receiver, g.group_labels, g.severity, g.created_at, g.acknowledged_at, g.acknowledged_by,"
+    " g.escalated_to"
+)
+_LINKS = text(
+    f"""
+    WITH names AS MATERIALIZED (
+        SELECT DISTINCT {_NAMES} AS names FROM alert_groups WHERE closed_at IS NULL
+    ), wanted AS (
+        SELECT a.id AS alert_id, {_group_of("a.labels", "n.names")} AS group_labels
+        FROM alerts a, names n WHERE a.id = ANY(:ids) AND a.labels ?& n.names
+    )
+    SELECT w.alert_id, {_INCIDENT_COLUMNS}
+    FROM wanted w JOIN alert_groups g ON g.closed_at IS NULL AND g.group_labels = w.group_labels
+    ORDER BY w.alert_id, g.id
+    """
+)
+"""The open incidents each of the alerts `ids` belongs to (the same rule as `_OPEN`'s)."""
+_INCIDENTS = text(
+    f"SELECT {_INCIDENT_COLUMNS} FROM alert_groups g WHERE g.closed_at IS NULL"
+    " ORDER BY g.acknowledged_at IS NOT NULL, g.id LIMIT :rows"
+)
+"""The first open incidents: unacknowledged first, oldest first."""
+_INCIDENT_COUNT = text("SELECT count(*) FROM alert_groups WHERE closed_at IS NULL")
 _AS_OF = text(
     "SELECT greatest((SELECT max(finished_at) FROM collection_runs WHERE job = 'alert'),"
     " (SELECT max(updated_at) FROM alerts))"
@@ -74,7 +152,11 @@ class AlertItem:
     starts_at: datetime | None
     silenced_by: int | None
     inhibited_by: str | None
+    section: str
+    """Which of `SECTIONS` the alert is in (see `_OPEN`)."""
     incidents: tuple[Incident, ...] = field(default=())
+    """The open incidents of a firing alert that is not muted (muted and pending alerts notify
+    nobody)."""
 
     @property
     def since(self) -> datetime:
@@ -82,24 +164,8 @@ class AlertItem:
         return self.starts_at or self.pending_since
 
     @property
-    def muted(self) -> bool:
-        return self.silenced_by is not None or self.inhibited_by is not None
-
-    @property
-    def acknowledged(self) -> bool:
-        return any(i.acknowledged_at is not None for i in self.incidents)
-
-    @property
     def unacknowledged_incidents(self) -> list[Incident]:
         return [i for i in self.incidents if i.acknowledged_at is None]
-
-    @property
-    def section(self) -> str:
-        if self.muted:
-            return "silenced"
-        if self.state == "pending":
-            return "pending"
-        return "acknowledged" if self.acknowledged else "firing"
 
     @property
     def entity_labels(self) -> list[tuple[str, str]]:
@@ -115,65 +181,74 @@ class AlertItem:
         )
 
 
-def belongs_to(alert_labels: Mapping[str, str], incident: Incident) -> bool:
-    """An incident is the group of every alert whose labels carry its group labels (the route's
-    `group_by`), so the link holds before the group's first notification is sent."""
-    return all(alert_labels.get(k) == v for k, v in incident.group_labels.items())
-
-
-def link_incidents(alerts: Iterable[AlertItem], incidents: Sequence[Incident]) -> list[AlertItem]:
-    """Each unmuted firing alert with its open incidents (`belongs_to`); muted and pending alerts
-    notify nobody. Incidents are looked up by their group labels' values, one lookup per set of
-    label names, so thousands of alerts and incidents cost thousands of steps, not millions."""
-    by_names: dict[tuple[str, ...], dict[tuple[str, ...], list[Incident]]] = {}
-    for incident in incidents:
-        names = tuple(sorted(incident.group_labels))
-        values = tuple(incident.group_labels[n] for n in names)
-        by_names.setdefault(names, {}).setdefault(values, []).append(incident)
-    linked = []
-    for alert in alerts:
-        mine: list[Incident] = []
-        if not alert.muted and alert.state == "firing":
-            for names, groups in by_names.items():
-                if all(n in alert.labels for n in names):
-                    mine += groups.get(tuple(alert.labels[n] for n in names), [])
-        linked.append(_replace_incidents(alert, tuple(sorted(mine, key=lambda i: i.id))))
-    return linked
-
-
-def _replace_incidents(alert: AlertItem, incidents: tuple[Incident, ...]) -> AlertItem:
-    values = {name: getattr(alert, name) for name in AlertItem.__dataclass_fields__}
-    values["incidents"] = incidents
-    return AlertItem(**values)
-
-
-def by_section(alerts: Iterable[AlertItem]) -> dict[str, list[AlertItem]]:
-    sections: dict[str, list[AlertItem]] = {name: [] for name in SECTIONS}
-    for alert in alerts:
-        sections[alert.section].append(alert)
-    return sections
-
-
 @dataclass(frozen=True, slots=True)
 class AlertsState:
     sections: dict[str, list[AlertItem]]
+    """The alerts shown of each section, in order."""
+    counts: dict[str, int]
+    """How many open alerts (matching the search) each section has."""
     incidents: list[Incident]
+    """The first open incidents, unacknowledged first, oldest first."""
+    incident_count: int
     as_of: datetime | None
 
 
-def read_alerts(conn: Connection, search: str | None = None) -> AlertsState:
-    """Every open alert (with `search`, those whose rule, summary or entity key contain it, taken
-    literally) and every open incident."""
-    incidents = [_incident(dict(r._mapping)) for r in conn.execute(_INCIDENTS)]
-    sql = text(_ALERTS.format(search=_SEARCH if search else ""))
-    params = {"search": like_pattern(search)} if search else {}
-    alerts = [_alert(dict(r._mapping)) for r in conn.execute(sql, params)]
+def read_alerts(
+    conn: Connection,
+    search: str | None = None,
+    *,
+    rows: int,
+    incident_rows: int,
+    section: str | None = None,
+    offset: int = 0,
+) -> AlertsState:
+    """`rows` open alerts of each section (with `search`, of those whose rule, summary or entity
+    key contain it, taken literally), from `offset` in `section` (one of `SECTIONS`) and from
+    the first in the others, with their incidents; each section's count; and the first
+    `incident_rows` open incidents with their count."""
+    if rows < 1 or incident_rows < 1 or offset < 0:
+        raise ValueError(f"rows and incident_rows must be positive and offset not negative, not {rows}, "
+                         f"{incident_rows} and {offset}")  # fmt: skip
+    with_open = _OPEN.replace("SEARCH__", _SEARCH if search else "")
+    params: dict[str, Any] = {"search": like_pattern(search)} if search else {}
+    counts = dict.fromkeys(SECTIONS, 0)
+    shown: list[AlertItem] = []
+    page = {**params, "section": section, "offset": offset, "rows": rows}
+    for row in conn.execute(text(with_open + _PAGE), page):
+        values = dict(row._mapping)
+        counts[str(values["section"])] = int(values.pop("count__"))
+        if values["id"] is not None:
+            shown.append(_alert(values))
+    linked = _incidents_of(conn, [a.id for a in shown if a.section in ("firing", "acknowledged")])
+    sections: dict[str, list[AlertItem]] = {name: [] for name in SECTIONS}
+    for alert in shown:
+        sections[alert.section].append(_with_incidents(alert, linked.get(alert.id, ())))
+    incidents = [_incident(dict(r._mapping)) for r in conn.execute(_INCIDENTS, {"rows": incident_rows})]
     as_of = conn.execute(_AS_OF).scalar()
     return AlertsState(
-        by_section(link_incidents(alerts, incidents)),
+        sections,
+        counts,
         incidents,
+        int(conn.execute(_INCIDENT_COUNT).scalar_one()),
         as_of if isinstance(as_of, datetime) else None,
     )
+
+
+def _incidents_of(conn: Connection, alert_ids: list[int]) -> dict[int, tuple[Incident, ...]]:
+    """alert id -> the open incidents it belongs to, oldest first."""
+    if not alert_ids:
+        return {}
+    found: dict[int, list[Incident]] = {}
+    for row in conn.execute(_LINKS, {"ids": alert_ids}):
+        values = dict(row._mapping)
+        found.setdefault(int(values.pop("alert_id")), []).append(_incident(values))
+    return {alert_id: tuple(incidents) for alert_id, incidents in found.items()}
+
+
+def _with_incidents(alert: AlertItem, incidents: tuple[Incident, ...]) -> AlertItem:
+    values = {name: getattr(alert, name) for name in AlertItem.__dataclass_fields__}
+    values["incidents"] = incidents
+    return AlertItem(**values)
 
 
 def _labels(value: Any) -> dict[str, str]:

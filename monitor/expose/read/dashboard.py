@@ -90,26 +90,16 @@ class OpenFinding:
 
 
 def open_findings(
-    conn: Connection,
-    cluster: str,
-    *,
-    topics: Sequence[str] | None = None,
-    groups: Sequence[str] | None = None,
+    conn: Connection, cluster: str, *, topics: Sequence[str], groups: Sequence[str]
 ) -> list[OpenFinding]:
-    """The findings of `cluster` that are not resolved, from the newest evaluation that wrote them;
-    given `topics` and `groups` (the rows a page shows), only those on them and on brokers."""
-    rows = ""
-    if topics is not None or groups is not None:
-        rows = (
-            " AND (labels ? 'broker_id' OR labels->>'topic' = ANY(:topics)"
-            " OR labels->>'group_id' = ANY(:groups))"
-        )
+    """The findings of `cluster` that are not resolved, from the newest evaluation that wrote them,
+    on the brokers, on the `topics` and on the `groups` (the rows a page shows)."""
     return records(
         conn,
         OpenFinding,
-        "SELECT rule, entity, labels, severity FROM findings WHERE cluster = :c AND state <> 'resolved'"
-        + rows,
-        {"c": cluster, "topics": list(topics or ()), "groups": list(groups or ())},
+        "SELECT rule, entity, labels, severity FROM findings WHERE cluster = :c AND state <> 'resolved' AND"
+        " (labels ? 'broker_id' OR labels->>'topic' = ANY(:topics) OR labels->>'group_id' = ANY(:groups))",
+        {"c": cluster, "topics": list(topics), "groups": list(groups)},
     )
 
 

@@ -86,19 +86,24 @@ def alerts_page(
     except ApiError as exc:
         who, problem = None, str(exc.detail)
     with ctx.engine.connect() as conn:
-        state = read_alerts(conn, search or None)
+        state = read_alerts(
+            conn,
+            search or None,
+            rows=SECTION_ROWS,
+            incident_rows=INCIDENT_ROWS,
+            section=section or None,
+            offset=skip,
+        )
         silences = actions.silences(conn, now)
-    starts = {s: skip if s == section else 0 for s in SECTIONS}
-    incidents = sorted(state.incidents, key=lambda i: (i.acknowledged_at is not None, i.id))
     page = ctx.render(
         "web/alerts.html",
         title="Alerts",
         state=state,
         sections=SECTIONS,
-        shown={s: state.sections[s][starts[s] : starts[s] + SECTION_ROWS] for s in SECTIONS},
-        starts=starts,
+        shown=state.sections,
+        starts={s: skip if s == section else 0 for s in SECTIONS},
         section_rows=SECTION_ROWS,
-        incidents=incidents[:INCIDENT_ROWS],
+        incidents=state.incidents,
         q=search,
         max_search=MAX_SEARCH,
         section_titles=SECTION_TITLES,

@@ -8,7 +8,6 @@ search text or offset is a 422 page that says what is wrong.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Final
 from urllib.parse import quote
 
@@ -28,6 +27,7 @@ from monitor.expose.web.pages.dashboard import (
     judge_groups,
     judged_topics,
     render,
+    row,
     unknown_cluster,
     with_worst_status,
 )
@@ -62,13 +62,13 @@ def _list_page(ctx: WebContext, cluster: str, kind: str, q: str, offset: str) ->
             return unknown_cluster(ctx, cluster)
         if kind == "topics":
             topics = read_topics.topics(conn, cluster, search=search or None, sort="worst", page=page)
-            flags = flags_of(ctx, conn, cluster, topics=topics.items)
+            flags = flags_of(ctx, conn, cluster, topics=(t.topic for t in topics.items))
             rows = judged_topics(topics.items, ctx.data_loss(), flags)
             total, evaluated = topics.total, topics.evaluated_at
         else:
             groups = read_lag.groups(conn, cluster, search=search or None, sort="worst", page=page)
-            flags = flags_of(ctx, conn, cluster, groups=groups.items)
-            judged = judge_groups(map(asdict, groups.items), ctx.data_loss(), flags)
+            flags = flags_of(ctx, conn, cluster, groups=(g.group_id for g in groups.items))
+            judged = judge_groups(map(row, groups.items), ctx.data_loss(), flags)
             rows = with_worst_status(conn, cluster, judged, ctx.data_loss(), flags)
             total, evaluated = groups.total, groups.evaluated_at
     return render(
