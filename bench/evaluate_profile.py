@@ -43,6 +43,7 @@ from monitor.devtools import postgres
 from monitor.devtools.jdbc import ensure_jdbc_driver
 from monitor.devtools.paths import var_dir
 from monitor.evaluate.job import JobSettings, run_evaluation
+from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import default_rule_paths, load_rules
 from monitor.evaluate.spark import build_session, jdbc_target
 from monitor.store import migrate
@@ -89,7 +90,7 @@ def _spark_work(spark: Any, group: str) -> dict[str, int]:
     return {"jobs": len(jobs), "stages": stages, "tasks": tasks}
 
 
-def evaluate_once(spark: Any, engine: Engine, url: str, n: int) -> dict[str, Any]:
+def evaluate_once(spark: Any, engine: Engine, url: str, n: int, plans: Plans) -> dict[str, Any]:
     rules = load_rules(default_rule_paths()).rules
     group = f"profile-{n}"
     spark.sparkContext.setJobGroup(group, f"evaluation {n}")
@@ -102,7 +103,7 @@ def evaluate_once(spark: Any, engine: Engine, url: str, n: int) -> dict[str, Any
     cpu = _cpu_seconds(pids)
     started = time.perf_counter()
     result = run_evaluation(
-        spark, jdbc_target(url), engine, rules, [CLUSTER], T0 + n * RUN_SPACING, JobSettings()
+        spark, jdbc_target(url), engine, rules, [CLUSTER], T0 + n * RUN_SPACING, JobSettings(), plans
     )
     wall = time.perf_counter() - started
     cpu = _cpu_seconds(pids) - cpu
@@ -150,11 +151,12 @@ def main() -> int:
         engine = make_engine(url)
         shape = fill(engine, args.rows, samples=5, interval=180)
         _log(f"{args.rows} group-partitions, {shape['partitions']} partitions, {shape['groups']} groups")
-        warm = evaluate_once(spark, engine, url, 0)
+        plans = Plans()  # as the daemon's evaluate stage: the plan is built once, then reused
+        warm = evaluate_once(spark, engine, url, 0, plans)
         _log(f"warm-up: {warm['wall_s']:.1f} s")
         runs = []
         for n in range(1, args.runs + 1):
-            run = evaluate_once(spark, engine, url, n)
+            run = evaluate_once(spark, engine, url, n, plans)
             _log(
                 f"run {n}: {run['wall_s']:.2f} s, cpu {run['cpu_s']:.2f} s, jobs {run['jobs']}, "
                 f"stages {run['stages']}, tasks {run['tasks']}, transactions {run['transactions']}, "

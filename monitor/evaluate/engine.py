@@ -49,7 +49,7 @@ SAMPLED = "sampled"
 
 
 def evaluate_rules(
-    frames: Mapping[str, DataFrame], rules: Sequence[Rule], evaluated_at: datetime
+    frames: Mapping[str, DataFrame], rules: Sequence[Rule], evaluated_at: datetime | Column
 ) -> DataFrame:
     """The matches of `rules` on the entity `frames` (entity name -> DataFrame of its columns).
 
@@ -59,6 +59,8 @@ def evaluate_rules(
     """
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
+
+    from monitor.evaluate.transforms.common import moment
 
     by_entity: dict[str, list[Rule]] = {}
     for rule in rules:
@@ -73,7 +75,7 @@ def evaluate_rules(
         matches = _applicable(frame, entity_rules)
         if matches:
             exploded = frame.select(F.explode(F.array(*matches)).alias("m")).where(F.col("m").isNotNull())
-            at = F.lit(evaluated_at).cast("timestamp").alias("evaluated_at")
+            at = moment(evaluated_at).alias("evaluated_at")
             parts.append(exploded.select(at, "m.*"))
     if not parts:
         return _session(frames).createDataFrame([], FINDINGS_DDL)

@@ -14,14 +14,13 @@ the reads took comes from Spark's own metrics afterwards (`monitor.evaluate.metr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from monitor.evaluate.io import read_table
 from monitor.evaluate.spark import JdbcTarget
 from monitor.evaluate.transforms import Inputs
-from monitor.evaluate.transforms.inputs import READ_COLUMNS
+from monitor.evaluate.transforms.inputs import READ_COLUMNS, table_names
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -62,17 +61,24 @@ def _quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def query(table: str, clusters: Sequence[str], evaluated_at: datetime, window: timedelta) -> str:
+def clock(plan_id: str) -> str:
+    """The SQL of the evaluation's "now": the `evaluation_clocks` row of the plan, which the job
+    sets before each run (monitor.evaluate.plan), so that the same queries read each window."""
+    return f"(SELECT evaluated_at FROM evaluation_clocks WHERE plan_id = {_quote(plan_id)})"
+
+
+def query(table: str, clusters: Sequence[str], window: timedelta, plan_id: str) -> str:
     """The SQL (as a JDBC `dbtable` subquery) for one input: the columns `derive` reads
-    (READ_COLUMNS) of the rows in the window."""
+    (READ_COLUMNS) of the rows in the window ending at the plan's clock."""
     where = [f"cluster IN ({', '.join(_quote(c) for c in clusters)})"]
     column = WINDOWED[table]
     if table == "topic_configs":
         where.append("valid_to IS NULL")
     if column is not None:
         span = max(window, SLOW_WINDOW) if table in ("log_dir_sizes", "broker_disks") else window
-        where.append(f"{column} > {_quote((evaluated_at - span).isoformat())}::timestamptz")
-        where.append(f"{column} <= {_quote(evaluated_at.isoformat())}::timestamptz")
+        now = clock(plan_id)
+        where.append(f"{column} > {now} - make_interval(secs => {span.total_seconds()!r})")
+        where.append(f"{column} <= {now}")
     condition = " AND ".join(where)
     columns = ", ".join(f'"{c}"' for c in READ_COLUMNS[table])
     if table in NEWER_THAN_LATEST:
@@ -106,19 +112,25 @@ def read_inputs(
     spark: SparkSession,
     target: JdbcTarget,
     clusters: Sequence[str],
-    evaluated_at: datetime,
     window: timedelta,
+    plan_id: str,
+    built_at: datetime,
     readers: int | None = None,
 ) -> Inputs:
-    """The inputs as DataFrames, read when a job needs them; the large ones in `readers` slices
-    at most (default: one per executor core; a small cluster's are read whole, in one query)."""
+    """The inputs as DataFrames, read when a job needs them, of the window ending at the plan's
+    clock (`clock`, also the inputs' `now`); the large ones in `readers` slices at most (default:
+    one per executor core). A small cluster's are read whole, in one query each, into one
+    partition (an exchange, which Spark reuses wherever the plan reads the input again, so that
+    one action reads each input once: monitor.evaluate.plan). `built_at` is only the inputs'
+    `evaluated_at` (their `now` is the clock)."""
     parallelism = max(
         1, min(spark.sparkContext.defaultParallelism, readers or spark.sparkContext.defaultParallelism)
     )
     frames: dict[str, DataFrame] = {}
-    names = [f.name for f in fields(Inputs) if f.name != "evaluated_at"]
-    for name in names:
-        sql = query(name, clusters, evaluated_at, window)
+    for name in table_names():
+        sql = query(name, clusters, window, plan_id)
         predicates = slices(parallelism) if name in PARALLEL and parallelism > 1 else None
-        frames[name] = read_table(spark, target, sql, predicates=predicates)
-    return Inputs(evaluated_at=evaluated_at, **frames)
+        frame = read_table(spark, target, sql, predicates=predicates)
+        frames[name] = frame.repartition(1) if parallelism == 1 else frame
+    now = read_table(spark, target, f"{clock(plan_id)} AS clock").scalar()
+    return Inputs(evaluated_at=built_at, clock=now, **frames)

@@ -39,20 +39,30 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Engine, delete, text
 
 from monitor.core.derived import ENTITIES, SOURCES, table_of
-from monitor.evaluate import extract
-from monitor.evaluate.engine import evaluate_rules, render, unsampled_keys, with_unsampled
+from monitor.evaluate.engine import render
 from monitor.evaluate.io import write_table
 from monitor.evaluate.metrics import JdbcReads, jdbc_reads
+from monitor.evaluate.plan import (
+    PART,
+    VERDICT,
+    Plan,
+    Plans,
+    build_plan,
+    entity_row,
+    fresh,
+    plan_key,
+    row_column,
+)
 from monitor.evaluate.rules import Rule
 from monitor.evaluate.spark import JdbcTarget
-from monitor.evaluate.transforms import derive
-from monitor.store.evaluation import DERIVED_TABLES
+from monitor.store.evaluation import DERIVED_TABLES, drop_clock, set_clock
 from monitor.store.findings import Match, merge_findings
+from monitor.store.ingest import copy_rows
 from monitor.store.partitions import create_day_partitions, day_of
 from monitor.store.runs import newest_reached
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -94,30 +104,44 @@ def run_evaluation(
     clusters: Sequence[str],
     evaluated_at: datetime,
     settings: JobSettings = JobSettings(),
+    plans: Plans | None = None,
 ) -> EvaluationResult:
     """One evaluation of `clusters` at `evaluated_at`. Idempotent for a given `evaluated_at`.
 
+    With `plans` (a long-lived evaluator's), the plan built for the same clusters, rules and
+    settings by an earlier evaluation runs again (monitor.evaluate.plan); without, one is built
+    for this evaluation and its clock removed after it.
+
     What is computed once and used several times is kept in Spark's cache (see `derive`) until
-    it is written, and released when the job ends, failed or not.
+    it is written, and released when the job ends, failed or not. Up to ONE_ACTION_ROWS, one
+    action brings the verdicts and the entities' rows to the driver, which writes the rows;
+    above, an action brings the verdicts and Spark writes each entity.
     """
     result = EvaluationResult(evaluated_at)
     size = _input_rows(engine, clusters)
-    inputs = extract.read_inputs(
-        spark, target, clusters, evaluated_at, settings.window, readers=_partitions_for(spark, size)
-    )
+    started = time.monotonic()
+    with _sized_to(spark, size) as readers:
+        one_action = readers == 1 and size <= ONE_ACTION_ROWS
+        plan = _plan(
+            spark, target, engine, rules, clusters, settings, (readers, one_action), evaluated_at, plans
+        )
+    built = time.monotonic() - started
+    with engine.begin() as conn:
+        set_clock(conn, plan.plan_id, evaluated_at)
     kept: list[DataFrame] = []
-
-    def keep(frame: DataFrame) -> DataFrame:
-        kept.append(frame.persist())
-        return frame
-
     try:
         with _phase(result, "compute"), _sized_to(spark, size):
-            frames = derive(inputs, settings.window_commits, keep)
+            for frame in plan.kept:  # in the order built: each is computed from those before it
+                kept.append(frame.persist())
             # The rules read every entity: this reads the inputs and computes (and keeps) them all.
-            matches, unsampled = _evaluate(frames, rules, evaluated_at)
+            ran = fresh(plan.gathered if plan.gathered is not None else plan.verdicts)
+            matches, unsampled, rows = _sorted(ran.collect(), rules, gathered=plan.gathered is not None)
+        result.seconds["compute"] += built
         with _phase(result, "write"), _sized_to(spark, size):
-            result.rows = _write_derived(target, engine, frames, clusters, evaluated_at)
+            if plan.gathered is not None:
+                result.rows = _copy_derived(engine, rows, clusters, evaluated_at)
+            else:
+                result.rows = _write_derived(target, engine, plan.frames, clusters, evaluated_at)
             with engine.begin() as conn:
                 result.findings = merge_findings(
                     conn,
@@ -128,11 +152,95 @@ def run_evaluation(
                     unsampled=unsampled,
                     stale_before=evaluated_at - settings.window,
                 )
-        _split_reads(result, jdbc_reads(frames.values()), spark.sparkContext.defaultParallelism)
+        _split_reads(result, jdbc_reads([ran]), spark.sparkContext.defaultParallelism)
     finally:
-        for frame in kept:
+        for frame in reversed(kept):  # the frames read from others first
             frame.unpersist()
+        if plans is None:
+            with engine.begin() as conn:
+                drop_clock(conn, plan.plan_id)
     return result
+
+
+ONE_ACTION_ROWS = 20_000
+"""Up to this many group-partitions and partitions, the driver writes the entities' rows, brought
+by the action that brings the verdicts (plan.gather), with COPY in one transaction: no Spark job
+and JDBC connection per entity. Above, Spark writes each entity (`_write_derived`)."""
+
+
+def _sorted(
+    collected: Sequence[Row], rules: Sequence[Rule], gathered: bool
+) -> tuple[list[Match], list[tuple[str, str]], dict[str, list[dict[str, Any]]]]:
+    """The rows an evaluation's action brought: the rules' matches, with their texts rendered (on
+    the driver: they are few), the (entity, entity_key) of the entities this evaluation did not
+    sample (engine.unsampled_keys: few, except while a broker is gone), and, from a plan for one
+    action, each entity's rows."""
+    by_name = {rule.name: rule for rule in rules}
+    matches: list[Match] = []
+    unsampled: list[tuple[str, str]] = []
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for row in collected:
+        part = row[PART] if gathered else VERDICT
+        if part != VERDICT:
+            rows.setdefault(part, []).append(entity_row(part, row[row_column(part)]))
+        elif row["rule"] is None:
+            unsampled.append((row["entity"], row["entity_key"]))
+        else:
+            matches.append(_match(row.asDict(recursive=True), by_name[row["rule"]]))
+    return matches, unsampled, rows
+
+
+def _copy_derived(
+    engine: Engine, rows: dict[str, list[dict[str, Any]]], clusters: Sequence[str], evaluated_at: datetime
+) -> dict[str, int]:
+    """Replace this evaluation's rows with `rows` (entity -> rows), in one transaction. Returns the
+    rows written per entity."""
+    with engine.begin() as conn:
+        _replace_derived(conn, clusters, evaluated_at)
+        for entity, entity_rows in rows.items():
+            columns = list(entity_rows[0])
+            copy_rows(conn, table_of(entity), columns, [tuple(r[c] for c in columns) for r in entity_rows])
+    return {entity: len(rows.get(entity, ())) for entity in ENTITIES}
+
+
+def _plan(
+    spark: SparkSession,
+    target: JdbcTarget,
+    engine: Engine,
+    rules: Sequence[Rule],
+    clusters: Sequence[str],
+    settings: JobSettings,
+    sized: tuple[int, bool],
+    evaluated_at: datetime,
+    plans: Plans | None,
+) -> Plan:
+    """The plan for this evaluation: the one in `plans` built from the same things, or a new one
+    (kept in `plans`, whose dropped plans' clocks are removed)."""
+    readers, one_action = sized
+    key = plan_key(
+        spark, target, clusters, rules, settings.window, settings.window_commits, readers, one_action
+    )
+    plan = plans.get(key) if plans is not None else None
+    if plan is not None:
+        return plan
+    plan = build_plan(
+        spark,
+        target,
+        clusters,
+        rules,
+        settings.window,
+        settings.window_commits,
+        readers,
+        evaluated_at,
+        one_action,
+    )
+    if plans is not None:
+        dropped = plans.put(key, plan)
+        if dropped:
+            with engine.begin() as conn:
+                for old in dropped:
+                    drop_clock(conn, old.plan_id)
+    return plan
 
 
 ROWS_PER_SHUFFLE_PARTITION = 100_000
@@ -143,7 +251,14 @@ writer. `spark.sql.shuffle.partitions` stays the most it uses (the daemon's `spa
 or spark-submit's `--conf`)."""
 
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-_ADAPTIVE = "spark.sql.adaptive.enabled"
+SINGLE_PARTITION = {
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.optimizer.disableHints": "true",
+    "spark.sql.maxSinglePartitionBytes": str(2**63 - 1),
+}
+"""The settings of an evaluation in one partition (see `_sized_to`). Hints are dropped when the
+plan is analysed, so a plan is built under the settings it runs with (plan.PlanKey.readers)."""
 
 
 def _input_rows(engine: Engine, clusters: Sequence[str]) -> int:
@@ -170,14 +285,16 @@ def _partitions_for(spark: SparkSession, rows: int) -> int:
 
 @contextmanager
 def _sized_to(spark: SparkSession, rows: int) -> Iterator[int]:
-    """Within the block, shuffles (and writes) use `_partitions_for(rows)` partitions; with one,
-    adaptive execution is off too (restored after). Adaptive execution plans each stage once the
-    stages before it have run, as a job of its own: at one partition there is nothing for it to
-    coalesce or split, and a small cluster's evaluation ran 70 jobs with it and 12 without."""
+    """Within the block, shuffles (and writes) use `_partitions_for(rows)` partitions (restored
+    after). With one, the evaluation runs in one partition from its reads to its writes
+    (`SINGLE_PARTITION`): adaptive execution plans each stage once the stages before it have run,
+    as a job of its own (a small cluster's evaluation ran 70 jobs with it and 12 without), a
+    broadcast is a job of its own too, and a join of two single-partition sides needs no shuffle
+    when Spark is told not to mind their size."""
     sized = _partitions_for(spark, rows)
     changes = {_SHUFFLE_PARTITIONS: str(sized)}
     if sized == 1:
-        changes[_ADAPTIVE] = "false"
+        changes.update(SINGLE_PARTITION)
     before: dict[str, str | None] = {key: spark.conf.get(key) for key in changes}
     for key, value in changes.items():
         spark.conf.set(key, value)
@@ -203,23 +320,6 @@ def _split_reads(result: EvaluationResult, reads: JdbcReads | None, cores: int) 
         "compute": result.seconds["compute"] - read,
         "write": result.seconds["write"],
     }
-
-
-def _evaluate(
-    frames: dict[str, DataFrame], rules: Sequence[Rule], evaluated_at: datetime
-) -> tuple[list[Match], list[tuple[str, str]]]:
-    """The rules' matches, with their texts rendered (on the driver: they are few), and the
-    (entity, entity_key) of the entities this evaluation did not sample (engine.unsampled_keys:
-    few, except while a broker is gone), both brought back by one action."""
-    by_name = {rule.name: rule for rule in rules}
-    verdicts = with_unsampled(evaluate_rules(frames, rules, evaluated_at), unsampled_keys(frames, rules))
-    matches, unsampled = [], []
-    for row in verdicts.collect():
-        if row["rule"] is None:
-            unsampled.append((row["entity"], row["entity_key"]))
-        else:
-            matches.append(_match(row.asDict(recursive=True), by_name[row["rule"]]))
-    return matches, unsampled
 
 
 def _observed(
@@ -256,14 +356,10 @@ def _write_derived(
     from pyspark.sql import functions as F
 
     with engine.begin() as conn:
-        for entity in ENTITIES:
-            table = DERIVED_TABLES[entity]
-            create_day_partitions(conn, table.name, [day_of(evaluated_at)])
-            conn.execute(
-                delete(table).where(table.c.evaluated_at == evaluated_at, table.c.cluster.in_(list(clusters)))
-            )
+        _replace_derived(conn, clusters, evaluated_at)
     rows = {}
-    for entity, frame in frames.items():
+    for entity, planned in frames.items():
+        frame = fresh(planned)
         counted = Observation(f"rows_{entity}")
         cores = frame.sparkSession.sparkContext.defaultParallelism
         writers = max(1, min(cores, int(frame.sparkSession.conf.get(_SHUFFLE_PARTITIONS) or 1)))
@@ -271,6 +367,17 @@ def _write_derived(
         write_table(written, target, table_of(entity), mode="append")
         rows[entity] = int(counted.get["rows"])
     return rows
+
+
+def _replace_derived(conn: Connection, clusters: Sequence[str], evaluated_at: datetime) -> None:
+    """Make room for this evaluation's rows: the day's partitions, and no rows of an earlier
+    attempt at the same `evaluated_at`."""
+    for entity in ENTITIES:
+        table = DERIVED_TABLES[entity]
+        create_day_partitions(conn, table.name, [day_of(evaluated_at)])
+        conn.execute(
+            delete(table).where(table.c.evaluated_at == evaluated_at, table.c.cluster.in_(list(clusters)))
+        )
 
 
 def _match(row: dict[str, Any], rule: Rule) -> Match:

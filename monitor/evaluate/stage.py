@@ -12,14 +12,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.core.clock import Clock
 from monitor.core.errors import ConfigError
 from monitor.core.scheduler import Scheduler
 from monitor.core.settings import EvaluateConfig, SparkConfig
 from monitor.evaluate.job import JobSettings, run_evaluation
+from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import load_rules, rule_files
 from monitor.evaluate.spark import build_session, jdbc_target
+from monitor.store.evaluation import drop_clock
 from monitor.store.runs import Run, RunRecorder
 
 if TYPE_CHECKING:
@@ -58,6 +61,7 @@ class EvaluateStage:
         self._scheduler = scheduler
         self._jdbc_jar = jdbc_jar
         self._session: SparkSession | None = None
+        self._plans = Plans()
         self._recorder: RunRecorder | None = None
 
     def start(self) -> None:
@@ -92,6 +96,7 @@ class EvaluateStage:
             self._clusters,
             self._clock.now(),
             JobSettings(timedelta(seconds=self._config.window_seconds), self._config.window_commits),
+            self._plans,
         )
         for entity, rows in result.rows.items():
             run.count(f"rows_{entity}", rows)
@@ -114,6 +119,14 @@ class EvaluateStage:
             self._on_findings_changed()
 
     def stop(self) -> None:
+        plans = self._plans.clear()
+        if plans:
+            try:
+                with self._engine().begin() as conn:
+                    for plan in plans:
+                        drop_clock(conn, plan.plan_id)
+            except SQLAlchemyError as exc:  # left for the next evaluation's clean-up
+                log.warning("the evaluation plans' clocks were not removed: %s", exc)
         if self._session is not None:
             self._session.stop()
             self._session = None

@@ -17,15 +17,18 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
+    Connection,
     DateTime,
     Double,
     Index,
     Integer,
     Table,
     Text,
+    delete,
+    func,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
 
@@ -100,3 +103,38 @@ class Finding(Base):
     last_seen: Mapped[datetime]
     resolved_at: Mapped[datetime | None]
     evaluated_at: Mapped[datetime]
+
+
+class EvaluationClock(Base):
+    """ "Now" of one prepared evaluation plan (monitor.evaluate.plan): the evaluation job reads its
+    window and its `evaluated_at` from this row, so that a plan built once runs at any time. One
+    row per plan, replaced before each of its evaluations; `touched_at` lets rows of plans that
+    are gone (a stopped daemon, a finished spark-submit run) be removed."""
+
+    __tablename__ = "evaluation_clocks"
+
+    plan_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    evaluated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    touched_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=text("now()"))
+
+
+CLOCKS_KEPT_FOR = "1 day"
+"""A plan's clock row untouched this long belongs to a plan that is gone: it is removed."""
+
+
+def set_clock(conn: Connection, plan_id: str, evaluated_at: datetime) -> None:
+    """Set the time the plan `plan_id` evaluates at next (and drop the rows of plans gone)."""
+    statement = insert(EvaluationClock).values(plan_id=plan_id, evaluated_at=evaluated_at)
+    conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=[EvaluationClock.plan_id],
+            set_={"evaluated_at": statement.excluded.evaluated_at, "touched_at": func.now()},
+        )
+    )
+    stale = EvaluationClock.touched_at < func.now() - text(f"interval '{CLOCKS_KEPT_FOR}'")
+    conn.execute(delete(EvaluationClock).where(stale))
+
+
+def drop_clock(conn: Connection, plan_id: str) -> None:
+    """Remove the clock of a plan that will not run again."""
+    conn.execute(delete(EvaluationClock).where(EvaluationClock.plan_id == plan_id))

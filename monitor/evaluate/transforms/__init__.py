@@ -47,7 +47,7 @@ def derive(
     """
     if window_commits < 1:
         raise ValueError(f"window_commits must be at least 1, not {window_commits}")
-    at = inputs.evaluated_at
+    at = inputs.now
     # 1. Topic settings from the open config rows.
     settings = topic_settings(inputs.topic_configs)
     # 2. Partitions: replication from metadata, storage from offsets and log dirs.

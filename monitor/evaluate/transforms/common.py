@@ -8,7 +8,7 @@ which gives null instead, so no derived value is ever infinite or NaN.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -17,16 +17,16 @@ from monitor.core.derived import COMMON, ENTITIES
 
 MICROS_PER_SECOND = 1_000_000
 DEFAULT_MIN_INSYNC_REPLICAS = 1
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 Keys = Sequence[str]
 PARTITION_KEYS: tuple[str, ...] = ("cluster", "topic", "partition")
 GROUP_PARTITION_KEYS: tuple[str, ...] = ("cluster", "group_id", "topic", "partition")
 
 
-def epoch_micros(at: datetime) -> int:
-    """Microseconds since the epoch of an aware datetime (exact, no float rounding)."""
-    return (at - _EPOCH) // timedelta(microseconds=1)
+def moment(at: datetime | Column) -> Column:
+    """A time as a timestamp column: an aware datetime as a literal, or a column as it is (the
+    evaluation's clock, read when the plan runs: monitor.evaluate.plan)."""
+    return at if isinstance(at, Column) else F.lit(at).cast("timestamp")
 
 
 def seconds_between(later: Column, earlier: Column) -> Column:
@@ -34,9 +34,9 @@ def seconds_between(later: Column, earlier: Column) -> Column:
     return (F.unix_micros(later) - F.unix_micros(earlier)) / F.lit(MICROS_PER_SECOND)
 
 
-def seconds_since(at: Column, now: datetime) -> Column:
-    """`now - at` in seconds (double) for a timestamp column `at`."""
-    return (F.lit(epoch_micros(now)) - F.unix_micros(at)) / F.lit(MICROS_PER_SECOND)
+def seconds_since(at: Column, now: datetime | Column) -> Column:
+    """`now - at` in seconds (double) for a timestamp column `at` (see `moment` for `now`)."""
+    return seconds_between(moment(now), at)
 
 
 def ratio(numerator: Column, denominator: Column) -> Column:
@@ -108,10 +108,10 @@ def topic_settings(topic_configs: DataFrame) -> DataFrame:
     )
 
 
-def conform(frame: DataFrame, entity: str, evaluated_at: datetime, extra: Sequence[str] = ()) -> DataFrame:
-    """Exactly the contract of `entity` (monitor.core.derived): `evaluated_at`, `cluster`,
+def conform(frame: DataFrame, entity: str, now: Column, extra: Sequence[str] = ()) -> DataFrame:
+    """Exactly the contract of `entity` (monitor.core.derived): `evaluated_at` (`now`), `cluster`,
     then the entity's columns in order, each cast to its declared type; then the `extra` columns
     as they are."""
-    columns = [F.lit(evaluated_at).cast("timestamp").alias("evaluated_at")]
+    columns = [now.alias("evaluated_at")]
     columns += [F.col(c.name).cast(c.type).alias(c.name) for c in (*COMMON[1:], *ENTITIES[entity])]
     return frame.select(*columns, *extra)

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
+from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+
+from monitor.evaluate.transforms.common import moment
 
 _GROUP_OFFSET_VALUES = (
     "committed_offset bigint, leader_epoch int, end_offset bigint, start_offset bigint, lag bigint, "
@@ -144,6 +147,14 @@ class Inputs:
     probe_samples: DataFrame
     collection_runs: DataFrame
     evaluated_at: datetime
+    clock: Column | None = None
+    """"Now" as a column read when the plan runs (monitor.evaluate.plan), so that one plan serves
+    every evaluation; None: `evaluated_at` as a literal."""
+
+    @property
+    def now(self) -> Column:
+        """The time every derived value is computed at: `clock`, or else `evaluated_at`."""
+        return self.clock if self.clock is not None else moment(self.evaluated_at)
 
     def __post_init__(self) -> None:
         if self.evaluated_at.tzinfo is None or self.evaluated_at.utcoffset() is None:
@@ -161,11 +172,11 @@ class Inputs:
 
 def table_names() -> tuple[str, ...]:
     """The input tables, in the order of the Inputs fields."""
-    return tuple(f.name for f in fields(Inputs) if f.name != "evaluated_at")
+    return tuple(f.name for f in fields(Inputs) if f.name not in ("evaluated_at", "clock"))
 
 
 def empty_inputs(spark: SparkSession, evaluated_at: datetime) -> Inputs:
     """Inputs with an empty DataFrame of the right schema for every table (a base for tests and
     for evaluating a cluster with nothing collected yet)."""
-    frames = {table: spark.createDataFrame([], SCHEMAS[table]) for table in table_names()}
+    frames: dict[str, Any] = {table: spark.createDataFrame([], SCHEMAS[table]) for table in table_names()}
     return Inputs(**frames, evaluated_at=evaluated_at)

@@ -64,19 +64,19 @@ def group_partition_frame(inputs: Inputs, partition: DataFrame, window_commits: 
         .withColumn("start_offset", F.coalesce(F.col("start_offset"), F.col("partition_start_offset")))
         .withColumn("group_state", F.coalesce(F.col("group_state"), F.lit("Unknown")))
     )
-    frame = _with_lag(frame, inputs.evaluated_at)
+    frame = _with_lag(frame, inputs.now)
     frame = frame.join(F.broadcast(newest_offsets_run(inputs.collection_runs)), "cluster", "left")
-    frame = frame.withColumn("sampled", sampled(inputs.evaluated_at)).drop("run_started_at")
-    return with_data_loss(frame, inputs.evaluated_at)
+    frame = frame.withColumn("sampled", sampled(inputs.now)).drop("run_started_at")
+    return with_data_loss(frame, inputs.now)
 
 
-def sampled(evaluated_at: datetime) -> Column:
+def sampled(now: datetime | Column) -> Column:
     """`sampled`: the current row is a sample of the newest offsets run that reached the cluster
     (when runs are known), not older than SAMPLE_STALE_AFTER, with a known lag (a run that could
     not list the partition's offsets leaves it null). A row that is not is carried from an older
     sample: the rules neither match it nor resolve what they found on it (engine.py)."""
     at = F.col("sampled_at")
-    fresh = seconds_since(at, evaluated_at) <= SAMPLE_STALE_AFTER.total_seconds()
+    fresh = seconds_since(at, now) <= SAMPLE_STALE_AFTER.total_seconds()
     of_newest_run = F.col("run_started_at").isNull() | (at >= F.col("run_started_at"))
     return F.coalesce(F.col("lag").isNotNull() & fresh & of_newest_run, F.lit(False))
 
@@ -130,8 +130,7 @@ def key_summaries(inputs: Inputs, window_commits: int) -> DataFrame:
         )
         .withColumn("commit_lag_seconds", _commit_lag(F.col("consumed"), F.col("last_commit_at")))
     )
-    at = inputs.evaluated_at
-    return with_status(frame, "entries", millis(F.col("last_commit_at")), at, window_commits).drop(
+    return with_status(frame, "entries", millis(F.col("last_commit_at")), inputs.now, window_commits).drop(
         *_WORK_COLUMNS
     )
 
@@ -181,7 +180,7 @@ def _commit_lag(consumed: Column, last_commit_at: Column) -> Column:
     return non_negative(seconds_between(last_commit_at, at_commit))
 
 
-def _with_lag(frame: DataFrame, now: datetime) -> DataFrame:
+def _with_lag(frame: DataFrame, now: Column) -> DataFrame:
     """The lag columns of one group-partition row (see `monitor.core.derived` for their meanings)."""
     offset_lag = F.coalesce(
         F.col("lag"), F.greatest(F.col("end_offset") - F.col("committed_offset"), F.lit(0))

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from monitor.evaluate.transforms.common import (
     PARTITION_KEYS,
     endpoints,
-    epoch_micros,
+    moment,
     non_negative,
     rate,
     ratio,
@@ -69,7 +69,7 @@ def partition_storage(inputs: Inputs, leaders: DataFrame, settings: DataFrame) -
         .join(settings.select("cluster", "topic", *_RETENTION_SETTINGS), ["cluster", "topic"], "left")
     )
     size_ratio = ratio(F.col("size_bytes"), F.col("retention_bytes"))
-    coverage = non_negative(seconds_since(F.col("start_timestamp"), inputs.evaluated_at))
+    coverage = non_negative(seconds_since(F.col("start_timestamp"), inputs.now))
     return (
         storage.withColumn("deletes", F.coalesce(F.col("deletes"), F.lit(True)))
         .withColumn("size_ratio", size_ratio)
@@ -109,7 +109,7 @@ def retention_shortfall() -> Column:
     return F.when(capped, non_negative(missing)).otherwise(F.lit(0.0))
 
 
-def with_data_loss(frame: DataFrame, evaluated_at: datetime) -> DataFrame:
+def with_data_loss(frame: DataFrame, now: datetime | Column) -> DataFrame:
     """Adds `time_until_data_loss_seconds`, `data_loss_limit` ('time' | 'size'),
     `time_to_read_seconds` and `data_loss_margin_seconds` (the risk) to a frame of group-partitions
     with `offset_lag`, `window_start_lag`, `data_loss_occurred`, `committed_offset`, `committed_timestamp`,
@@ -121,7 +121,7 @@ def with_data_loss(frame: DataFrame, evaluated_at: datetime) -> DataFrame:
     loss that already happened (the oldest unconsumed message is gone). On a tie the time limit
     is named. Deletion is per segment, so the real deletion can come up to one segment earlier.
     """
-    by_time = non_negative(_time_limit_seconds(evaluated_at))
+    by_time = non_negative(_time_limit_seconds(moment(now)))
     by_size = non_negative(_size_limit_seconds())
     applies = by_time.isNotNull() | by_size.isNotNull()
     at_risk = (F.col("offset_lag") > 0) & F.col("deletes") & applies
@@ -175,10 +175,10 @@ def data_loss_margin() -> Column:
     )
 
 
-def _time_limit_seconds(evaluated_at: datetime) -> Column:
+def _time_limit_seconds(now: Column) -> Column:
     """append_time(oldest unconsumed) + retention.ms - now, in seconds."""
     deleted_at_us = F.unix_micros(F.col("committed_timestamp")) + F.col("retention_ms") * F.lit(1000)
-    return (deleted_at_us - F.lit(epoch_micros(evaluated_at))) / F.lit(1_000_000)
+    return (deleted_at_us - F.unix_micros(now)) / F.lit(1_000_000)
 
 
 def _size_limit_seconds() -> Column:

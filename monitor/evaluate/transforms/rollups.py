@@ -134,7 +134,7 @@ def topics(partitions: DataFrame, group_topics: DataFrame) -> DataFrame:
 
 
 def clusters(
-    partitions: DataFrame, brokers: DataFrame, collection_runs: DataFrame, evaluated_at: datetime
+    partitions: DataFrame, brokers: DataFrame, collection_runs: DataFrame, now: datetime | Column
 ) -> DataFrame:
     """Per cluster seen in the partitions, brokers or runs: broker and partition counts, the
     largest leader imbalance, `collection_age_seconds` (since the newest offsets run that reached
@@ -160,7 +160,7 @@ def clusters(
     frame = (
         names.join(per_broker, "cluster", "left")
         .join(per_partition, "cluster", "left")
-        .join(collection_health(collection_runs, evaluated_at), "cluster", "left")
+        .join(collection_health(collection_runs, now), "cluster", "left")
     )
     counts = ["brokers", "brokers_down", "partitions", "offline_partitions"]
     counts += ["under_replicated_partitions", "under_min_isr_partitions"]
@@ -175,7 +175,7 @@ def newest_offsets_run(collection_runs: DataFrame) -> DataFrame:
     return runs.groupBy("cluster").agg(F.max("started_at").alias("run_started_at"))
 
 
-def collection_health(collection_runs: DataFrame, evaluated_at: datetime) -> DataFrame:
+def collection_health(collection_runs: DataFrame, now: datetime | Column) -> DataFrame:
     """Per cluster with offsets runs: `collection_age_seconds` and `unreachable`."""
     runs = collection_runs.where((F.col("job") == OFFSETS_JOB) & F.col("status").isin(*FINISHED))
     ended = F.coalesce(F.col("finished_at"), F.col("started_at"))
@@ -183,10 +183,10 @@ def collection_health(collection_runs: DataFrame, evaluated_at: datetime) -> Dat
         runs.where(F.col("status").isin(*REACHED)).groupBy("cluster").agg(F.max(ended).alias("reached_at"))
     )
     latest = newest(runs, ["cluster"], "started_at").select("cluster", F.col("status").alias("latest_status"))
-    recently = seconds_since(F.col("reached_at"), evaluated_at) <= UNREACHABLE_AFTER.total_seconds()
+    recently = seconds_since(F.col("reached_at"), now) <= UNREACHABLE_AFTER.total_seconds()
     unreachable = (F.col("latest_status") == "failed") & ~F.coalesce(recently, F.lit(False))
     return latest.join(reached, "cluster", "left").select(
         "cluster",
-        seconds_since(F.col("reached_at"), evaluated_at).alias("collection_age_seconds"),
+        seconds_since(F.col("reached_at"), now).alias("collection_age_seconds"),
         unreachable.alias("unreachable"),
     )

@@ -18,7 +18,7 @@ from datetime import datetime
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from monitor.evaluate.transforms.common import epoch_micros
+from monitor.evaluate.transforms.common import moment
 from monitor.evaluate.transforms.status import DEFAULT_WINDOW_COMMITS, OK, REWIND, STALL, STOP, WARN
 
 _TEMPORARY = (
@@ -43,7 +43,7 @@ def with_status(
     frame: DataFrame,
     entries: str,
     last_commit_ms: Column,
-    evaluated_at: datetime,
+    now: datetime | Column,
     size: int = DEFAULT_WINDOW_COMMITS,
 ) -> DataFrame:
     """`frame` plus `status`, from its column `entries` (an array of `entry` structs: the samples
@@ -64,7 +64,7 @@ def with_status(
     """
     newest = F.array_max(F.col(entries))  # structs compare by time_ms first
     frame = frame.withColumn("_lagging", newest["lag"] > 0)  # null without entries
-    frame = _decide(_parts(frame, entries, last_commit_ms, size), evaluated_at)
+    frame = _decide(_parts(frame, entries, last_commit_ms, size), moment(now))
     return frame.drop(*_TEMPORARY)
 
 
@@ -120,9 +120,9 @@ def _parts(frame: DataFrame, entries: str, last_commit_ms: Column, size: int) ->
     )
 
 
-def _decide(frame: DataFrame, evaluated_at: datetime) -> DataFrame:
+def _decide(frame: DataFrame, now: Column) -> DataFrame:
     """Adds `status`: status.evaluate's rules on the window, first that holds."""
-    now_ms = F.lit(epoch_micros(evaluated_at) // 1000)
+    now_ms = F.unix_millis(now)
     o, first = F.col("_ordered"), F.col("_first")
     current = F.get(o, F.size(o) - 1)  # lagging: rule 1 does not hold
     reference = F.get(o, F.col("_reference"))

@@ -1,0 +1,219 @@
+"""A prepared evaluation: the job's DataFrames built once, then run at any time.
+
+Building the derive plan and the rules' matches costs seconds of driver time (tens of
+thousands of calls from Python into Spark's JVM, each re-analysing a growing plan), whatever the
+data: for a small cluster, more than running it (docs/bench/evaluation-profile.md). Nothing in
+the plan depends on the time of an evaluation: the inputs' window and every "now" of the
+transforms come from the plan's row in `evaluation_clocks` (`extract.clock`), read by Spark when
+the plan runs. So a plan is built once per session and set of things it is built from (`PlanKey`),
+and each evaluation sets the clock, caches the plan's kept frames, runs it and releases them.
+
+A plan holds DataFrames only: each run makes fresh Datasets from them (`fresh`), so that Spark
+plans the run anew against the frames cached for it, and no physical plan (its shuffle files,
+broadcasts or cached relations) of an earlier run is reused.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from monitor.core.derived import columns_of
+from monitor.evaluate import extract
+from monitor.evaluate.engine import evaluate_rules, unsampled_keys, with_unsampled
+from monitor.evaluate.rules import Rule
+from monitor.evaluate.spark import JdbcTarget
+from monitor.evaluate.transforms import derive
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, Row, SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlanKey:
+    """What a plan is built from: the same key, the same plan."""
+
+    session: int
+    """The SparkSession's identity: a plan belongs to the session it was built in."""
+    target: str
+    clusters: tuple[str, ...]
+    rules: str
+    """A digest of the rules' definitions (they are reloaded every evaluation)."""
+    window: timedelta
+    window_commits: int
+    readers: int
+    """The read slices and shuffle partitions it was sized for (monitor.evaluate.job)."""
+    one_action: bool
+    """Whether it runs as one action (`Plan.gathered`)."""
+
+
+def plan_key(
+    spark: SparkSession,
+    target: JdbcTarget,
+    clusters: Sequence[str],
+    rules: Sequence[Rule],
+    window: timedelta,
+    window_commits: int,
+    readers: int,
+    one_action: bool,
+) -> PlanKey:
+    digest = hashlib.sha256()
+    for rule in rules:
+        digest.update(rule.model_dump_json().encode())
+    return PlanKey(
+        id(spark),
+        target.url,
+        tuple(clusters),
+        digest.hexdigest(),
+        window,
+        window_commits,
+        readers,
+        one_action,
+    )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An evaluation's DataFrames: the entities (monitor.core.derived) and the verdicts (the rules'
+    matches and the unsampled keys, engine.with_unsampled), over the inputs of the window ending at
+    the clock of `plan_id`. `kept` are the frames used more than once, in the order they were built
+    (each may read the ones before it): cached during a run, in that order.
+
+    `gathered`, in a plan for one action: the verdicts and every entity's rows in one DataFrame
+    (`gather`), which a run brings to the driver at once, with nothing cached."""
+
+    plan_id: str
+    frames: dict[str, DataFrame]
+    verdicts: DataFrame
+    kept: tuple[DataFrame, ...]
+    gathered: DataFrame | None = None
+
+
+def build_plan(
+    spark: SparkSession,
+    target: JdbcTarget,
+    clusters: Sequence[str],
+    rules: Sequence[Rule],
+    window: timedelta,
+    window_commits: int,
+    readers: int,
+    built_at: datetime,
+    one_action: bool = False,
+) -> Plan:
+    """A new plan with a clock of its own (set it before running the plan: store.evaluation.set_clock);
+    with `one_action`, its `gathered` frame too."""
+    plan_id = uuid.uuid4().hex
+    inputs = extract.read_inputs(spark, target, clusters, window, plan_id, built_at, readers)
+    kept: list[DataFrame] = []
+
+    def keep(frame: DataFrame) -> DataFrame:
+        kept.append(frame)
+        return frame
+
+    frames = derive(inputs, window_commits, keep)
+    verdicts = with_unsampled(evaluate_rules(frames, rules, inputs.now), unsampled_keys(frames, rules))
+    gathered = gather(frames, verdicts) if one_action else None
+    return Plan(plan_id, frames, verdicts, tuple(kept), gathered)
+
+
+PART = "part"
+"""The column of `gather` saying what a row is: VERDICT, or the name of the entity it is a row of."""
+VERDICT = "verdict"
+
+
+def row_column(entity: str) -> str:
+    """The column of `gather` holding a row of `entity`."""
+    return f"row_{entity}"
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def entity_row(entity: str, row: Row) -> dict[str, Any]:
+    """A row of `entity` from `gather`'s struct: its columns by name, the timestamps as aware
+    datetimes (exact to the microsecond)."""
+    timestamps = _timestamp_columns(entity)
+    values = row.asDict()
+    for name in timestamps:
+        micros = values.get(name)
+        if micros is not None:
+            values[name] = _EPOCH + timedelta(microseconds=micros)
+    return values
+
+
+@functools.cache
+def _timestamp_columns(entity: str) -> frozenset[str]:
+    return frozenset(c.name for c in columns_of(entity).values() if c.type == "timestamp")
+
+
+def gather(frames: dict[str, DataFrame], verdicts: DataFrame) -> DataFrame:
+    """The verdicts (their columns as they are) and the rows of each entity (a struct in the column
+    `row_column(entity)`, with its timestamps as microseconds since the epoch: `entity_row`
+    turns them back, whatever the driver's time zone) in one DataFrame, each row's `PART` saying which."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampType
+
+    def micros(name: str, timestamp: bool) -> Column:
+        return (F.unix_micros(F.col(name)) if timestamp else F.col(name)).alias(name)
+
+    parts = [verdicts.select(F.lit(VERDICT).alias(PART), "*")]
+    for entity, frame in frames.items():
+        fields = [micros(f.name, isinstance(f.dataType, TimestampType)) for f in frame.schema.fields]
+        parts.append(frame.select(F.lit(entity).alias(PART), F.struct(*fields).alias(row_column(entity))))
+    gathered = parts[0]
+    for part in parts[1:]:
+        gathered = gathered.unionByName(part, allowMissingColumns=True)
+    return gathered
+
+
+def fresh(frame: DataFrame) -> DataFrame:
+    """A new Dataset of `frame`'s plan: Spark optimises and plans it when it runs, with the frames
+    cached at that time."""
+    return frame.select("*")
+
+
+class Plans:
+    """The plans of a long-lived evaluator (the daemon's evaluate stage), at most `limit`, the
+    least recently used dropped first. One evaluation at a time uses a plan (the stage runs one
+    at a time); the lock keeps the map itself consistent."""
+
+    def __init__(self, limit: int = 4) -> None:
+        self._limit = limit
+        self._plans: OrderedDict[PlanKey, Plan] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: PlanKey) -> Plan | None:
+        with self._lock:
+            plan = self._plans.get(key)
+            if plan is not None:
+                self._plans.move_to_end(key)
+            return plan
+
+    def put(self, key: PlanKey, plan: Plan) -> list[Plan]:
+        """Keep `plan`; returns the plans dropped to make room (their clocks can go)."""
+        with self._lock:
+            self._plans[key] = plan
+            self._plans.move_to_end(key)
+            dropped = []
+            while len(self._plans) > self._limit:
+                dropped.append(self._plans.popitem(last=False)[1])
+            return dropped
+
+    def clear(self) -> list[Plan]:
+        with self._lock:
+            plans = list(self._plans.values())
+            self._plans.clear()
+            return plans
+
+    def __len__(self) -> int:
+        return len(self._plans)
