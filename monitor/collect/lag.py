@@ -9,12 +9,13 @@ committed offset is ahead of a stale end offset; the oldest unconsumed message i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from monitor.collect.interpolate import estimate_append_time
 from monitor.core.records import (
     END_OFFSET_LAST_KNOWN,
+    END_OFFSET_LISTED,
     METHOD_EXACT,
     METHOD_INTERPOLATED,
     METHOD_NONE,
@@ -94,6 +95,67 @@ def group_targets(
         if c.offset - 1 >= po.start:
             targets.add((c.topic, c.partition, c.offset - 1))
     return targets
+
+
+def unmoved_groups(
+    committed: Iterable[CommittedOffset],
+    offsets: Mapping[TopicPartition, PartitionOffsets],
+    previous: Mapping[GroupKey, GroupOffsetSample],
+) -> tuple[list[GroupOffsetSample], list[CommittedOffset]]:
+    """(the previous samples that still hold, the committed offsets to sample anew).
+
+    A previous sample holds when neither its committed offset nor its partition's start and end
+    offsets moved, and its append times were exact: an estimate, or a time not read, is worked
+    out again (the record may be readable now). A group behind the start offset is sampled anew
+    every cycle, so that its data loss is seen in every cycle.
+    """
+    kept: list[GroupOffsetSample] = []
+    moved: list[CommittedOffset] = []
+    for c in committed:
+        before = previous.get((c.group_id, c.topic, c.partition))
+        po = offsets.get((c.topic, c.partition))
+        if (
+            before is not None
+            and po is not None
+            and before.committed == c
+            and before.end_offset == po.end
+            and before.start_offset == po.start
+            and before.timestamp_method == METHOD_EXACT
+            and c.offset >= po.start
+        ):
+            kept.append(before)
+        else:
+            moved.append(c)
+    return kept, moved
+
+
+def unmoved_partitions(
+    offsets: Iterable[PartitionOffsets],
+    previous: Mapping[TopicPartition, PartitionSample],
+    held_back: Collection[TopicPartition],
+) -> tuple[list[PartitionSample], list[PartitionOffsets]]:
+    """(the previous partition samples that still hold, the partitions to sample anew): a sample
+    holds when the partition's offsets did not move, its end offset was listed then and now, and
+    the append times of its oldest and newest records were read; a partition `held_back` now is
+    sampled anew."""
+    kept: list[PartitionSample] = []
+    moved: list[PartitionOffsets] = []
+    for po in offsets:
+        before = previous.get((po.topic, po.partition))
+        if (
+            before is not None
+            and before.offsets == po
+            and before.end_offset_method == END_OFFSET_LISTED
+            and (po.topic, po.partition) not in held_back
+            and (
+                po.end <= po.start
+                or (before.start_timestamp_ms is not None and before.latest_timestamp_ms is not None)
+            )
+        ):
+            kept.append(before)
+        else:
+            moved.append(po)
+    return kept, moved
 
 
 def _exact(timestamps: Mapping[Target, RecordTimestamp], target: Target) -> int | None:

@@ -53,13 +53,16 @@ from monitor.core.errors import KafkaUnavailableError
 from monitor.core.records import (
     METHOD_EXACT,
     METHOD_INTERPOLATED,
+    CarriedGroupOffsets,
     CommittedOffset,
     EndOffsetHeldBack,
     GroupDescription,
+    GroupOffsetSample,
     ListedOffsets,
     OffsetsBatch,
     Partial,
     PartitionOffsets,
+    PartitionSample,
     RecordTimestamp,
     TopicPartition,
 )
@@ -100,6 +103,9 @@ class OffsetsCollector:
         self._held_back_seen: frozenset[TopicPartition] = frozenset()
         self._losses: frozenset[lag.GroupKey] = frozenset()
         self._reconciled_at = float("-inf")  # monotonic time of the last OffsetFetch
+        self._group_samples: dict[lag.GroupKey, GroupOffsetSample] = {}  # of the previous cycle
+        self._partition_samples: dict[TopicPartition, PartitionSample] = {}
+        self._written_at: datetime | None = None  # when the previous batch was written, if it was
         self.critical_changed = False
         """The last cycle saw a group newly fallen off the log, or the set of partitions under
         min ISR change: inputs of critical rules."""
@@ -119,21 +125,34 @@ class OffsetsCollector:
         self._remember_ends(held_back)
         offsets: dict[TopicPartition, PartitionOffsets] = dict(listing.listed.value)
         offsets.update(lag.last_known_ends(held_back, self._ends)[0])
+        # What did not move since the previous cycle keeps its samples; the rest is worked on.
+        kept_partitions, moved_partitions = lag.unmoved_partitions(
+            offsets.values(), self._partition_samples, held_back
+        )
+        kept, moved = lag.unmoved_groups(listing.committed, offsets, self._group_samples)
+        targets = _targets(moved, moved_partitions, offsets)
 
-        recalled, skipped = self._recall(listing, offsets, now)  # step 4
+        recalled, skipped = self._recall(listing, moved, offsets, targets, now)  # step 4
         self._ends.update(recalled.ends)
         stand_ins, last_known = self._stand_ins(run, listing.listed, now_ms)
+        recalled_ends = {key: po for key, po in stand_ins.items() if key not in offsets}
         offsets.update(stand_ins)
+        if recalled_ends:
+            moved_partitions += recalled_ends.values()
+            targets |= _targets([c for c in moved if (c.topic, c.partition) in recalled_ends], [], offsets)
+            targets |= lag.partition_targets(recalled_ends.values())
         self.cache.put_many(recalled.timestamps.values())
         if recalled.previous_commits is not None:
             self._previous = recalled.previous_commits
 
-        targets = lag.partition_targets(offsets.values()) | lag.group_targets(listing.committed, offsets)
         timestamps, fresh, unread = self._timestamps(targets)  # step 5
 
         # step 6: pure computation, then one write
         committed = listing.committed
-        group_samples, losses = lag.group_samples(committed, offsets, timestamps, recalled.history, now_ms)
+        sampled_now, losses = lag.group_samples(moved, offsets, timestamps, recalled.history, now_ms)
+        group_samples = kept + sampled_now
+        gone = _gone(self._group_samples, kept, sampled_now)
+        partition_samples = kept_partitions + lag.partition_samples(moved_partitions, timestamps, last_known)
         # While the stream observes commits, sampling observes none; before its snapshot, only
         # the changes it did not see itself (commits made before it was positioned).
         sampled = [] if listing.streamed else lag.observe_commits(self._previous or {}, committed, now_ms)
@@ -144,27 +163,27 @@ class OffsetsCollector:
             cluster=ctx.cluster.name,
             sampled_at=now,
             run_id=run.run_id,
-            partitions=lag.partition_samples(offsets.values(), timestamps, last_known),
+            partitions=partition_samples,
             groups=list(listing.described.value),
             group_offsets=group_samples,
             record_timestamps=fresh,
             data_loss=losses,
+            carried=self._carried(sampled_now, gone, now),
         )
         written = ctx.writer.submit(f"{ctx.cluster.name}:offsets", batch.row_count, _writer_for(batch))
+        self._remember_samples(sampled_now, gone, partition_samples, now if written else None)
         # After the batch: the observation times go into the latest group offset rows it wrote.
         record_observations(ctx, observations)
 
         run.count("groups", len(listing.described.value))
         run.count("group_partitions", len(committed))
+        run.count("group_partitions_moved", len(moved))
         run.count("partitions", len(offsets))
         run.count("end_offsets_last_known", len(last_known))
-        run.count("lagging_group_partitions", sum(1 for s in group_samples if s.lag))
+        _count_samples(run, group_samples)
         run.count("timestamps_needed", len(targets))
         run.count("timestamps_read", len(fresh))
         run.count("timestamps_unread", len(unread))
-        run.count("exact", sum(1 for s in group_samples if s.lag and s.timestamp_method == METHOD_EXACT))
-        run.count("interpolated", sum(1 for s in group_samples if s.timestamp_method == METHOD_INTERPOLATED))
-        run.count("lag_clamped", sum(1 for s in group_samples if s.lag_clamped))
         run.count("data_loss", len(losses))
         lost = frozenset((e.group_id, e.topic, e.partition) for e in losses)
         self.critical_changed = bool(lost - self._losses) or frozenset(held_back) != self._held_back_seen
@@ -175,6 +194,32 @@ class OffsetsCollector:
         run.count("buffered", 0 if written else batch.row_count)
         run.count("buffer_dropped_rows_total", ctx.writer.dropped_rows)
         run.count("store_reads_skipped", skipped)
+
+    def _carried(
+        self, sampled_now: list[GroupOffsetSample], gone: list[lag.GroupKey], now: datetime
+    ) -> CarriedGroupOffsets | None:
+        """How the batch sends its group offsets: only the moved ones when the previous batch was
+        written (its rows then hold the others), else all of them (None)."""
+        since = self._written_at
+        if since is None or since >= now:
+            return None
+        return CarriedGroupOffsets(since, sampled_now, gone)
+
+    def _remember_samples(
+        self,
+        sampled_now: list[GroupOffsetSample],
+        gone: list[lag.GroupKey],
+        partitions: list[PartitionSample],
+        written_at: datetime | None,
+    ) -> None:
+        """Keep this cycle's samples for the next one to compare with (updated in place: the
+        unmoved samples are the ones already held), and when the batch was written (None: not
+        written now, so its rows cannot be carried)."""
+        for key in gone:
+            del self._group_samples[key]
+        self._group_samples.update((_key(s), s) for s in sampled_now)
+        self._partition_samples = {(p.offsets.topic, p.offsets.partition): p for p in partitions}
+        self._written_at = written_at
 
     # -- steps -----------------------------------------------------------------------------------
 
@@ -267,16 +312,19 @@ class OffsetsCollector:
                 self._ends[key] = lag.KnownEnd(po.start, po.end, previous_ms)
 
     def _recall(
-        self, listing: Listing, offsets: Mapping[TopicPartition, PartitionOffsets], now: datetime
+        self,
+        listing: Listing,
+        moved: Iterable[CommittedOffset],
+        offsets: Mapping[TopicPartition, PartitionOffsets],
+        targets: Iterable[lag.Target],
+        now: datetime,
     ) -> tuple[StoreAnswer, int]:
-        """Step 4: what memory lacks, in one store read; (the answer, 1 when the read was skipped
-        because PostgreSQL is unavailable, else 0)."""
-        committed = listing.committed
-        targets = lag.partition_targets(offsets.values()) | lag.group_targets(committed, offsets)
+        """Step 4: what memory lacks for the moved samples, in one store read; (the answer, 1
+        when the read was skipped because PostgreSQL is unavailable, else 0)."""
         request = StoreRequest(
             timestamps=[t for t in targets if t not in self.cache],
             ends=[key for key in listing.listed.held_back if key not in self._ends],
-            history=self._history_targets(committed, offsets),
+            history=self._history_targets(moved, offsets),
             previous_commits=self._previous is None,
         )
         if not request:
@@ -365,6 +413,56 @@ class OffsetsCollector:
             self.cache.put_many(fresh)
             known.update(resolved)
         return known, fresh, unread
+
+
+def _key(sample: GroupOffsetSample) -> lag.GroupKey:
+    c = sample.committed
+    return (c.group_id, c.topic, c.partition)
+
+
+def _gone(
+    previous: Mapping[lag.GroupKey, GroupOffsetSample],
+    kept: list[GroupOffsetSample],
+    sampled_now: list[GroupOffsetSample],
+) -> list[lag.GroupKey]:
+    """The keys of the previous samples that this cycle has no sample of (a group deleted, or
+    its offsets expired). The kept samples are previous ones: when they and the previous keys
+    sampled anew add up to all the previous keys, none went, and no set of keys is built."""
+    moved_before = sum(1 for s in sampled_now if _key(s) in previous)
+    if len(kept) + moved_before == len(previous):
+        return []
+    current = {_key(s) for s in sampled_now}
+    current.update(_key(s) for s in kept)
+    return [key for key in previous if key not in current]
+
+
+def _targets(
+    moved: Iterable[CommittedOffset],
+    moved_partitions: Iterable[PartitionOffsets],
+    offsets: Mapping[TopicPartition, PartitionOffsets],
+) -> set[lag.Target]:
+    """The records whose append times the moved samples need: the oldest and newest of each
+    moved partition and of each partition a moved group-partition is on (a caught-up group's last
+    consumed record is the newest), and the records around each moved lagging group's offset."""
+    partitions = {(c.topic, c.partition) for c in moved}
+    wanted = list(moved_partitions)
+    wanted += [offsets[key] for key in partitions if key in offsets]
+    return lag.partition_targets(wanted) | lag.group_targets(moved, offsets)
+
+
+def _count_samples(run: Run, samples: Iterable[GroupOffsetSample]) -> None:
+    """The run's counts of the group samples, in one pass."""
+    lagging = exact = interpolated = clamped = 0
+    for s in samples:
+        if s.lag:
+            lagging += 1
+            exact += s.timestamp_method == METHOD_EXACT
+        interpolated += s.timestamp_method == METHOD_INTERPOLATED
+        clamped += s.lag_clamped
+    run.count("lagging_group_partitions", lagging)
+    run.count("exact", exact)
+    run.count("interpolated", interpolated)
+    run.count("lag_clamped", clamped)
 
 
 def _writer_for(batch: OffsetsBatch) -> BufferedWriter.Write:
