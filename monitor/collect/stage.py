@@ -76,6 +76,7 @@ class ClusterCollector:
         config: CollectConfig,
         on_critical: Callable[[str], object] | None = None,
         clients: KafkaClients | None = None,
+        run_soon: Callable[[str], object] | None = None,
     ) -> None:
         self.cluster = cluster
         self._recorder = recorder
@@ -92,6 +93,7 @@ class ClusterCollector:
             config,
             on_critical,
             commit_stream=kafka.commits,
+            run_soon=run_soon,
         )
         self.runners: dict[str, JobRun] = {
             name: job.build(self.context) for name, job in JOBS.items() if job.enabled(config)
@@ -159,7 +161,14 @@ class CollectStage:
         recorder = RunRecorder(engine, self._clock, self.instance, self.writer)
         for cluster in self._clusters:
             collector = ClusterCollector(
-                cluster, engine, self._clock, recorder, self.writer, self._config, self._on_critical
+                cluster,
+                engine,
+                self._clock,
+                recorder,
+                self.writer,
+                self._config,
+                self._on_critical,
+                run_soon=self._run_soon(cluster.name),
             )
             try:
                 collector.start()
@@ -187,6 +196,15 @@ class CollectStage:
                 self._leased(collector, job.name),
                 first_run_in=job.first_run_in,
             )
+
+    def _run_soon(self, cluster: str) -> Callable[[str], object]:
+        """Run a job of `cluster` now rather than at its next tick (when this instance holds the
+        cluster: the scheduled run checks the lease)."""
+
+        def run_soon(job: str) -> object:
+            return self._scheduler.run_soon(f"{cluster}:{job}")
+
+        return run_soon
 
     def _leased(self, collector: ClusterCollector, job: str) -> Callable[[], None]:
         def run() -> None:

@@ -101,3 +101,51 @@ def test_after_a_batch_that_was_not_written_every_sample_is_sent() -> None:
     assert rig.batch().carried is None, "the previous rows are not in the store to carry"
     rig.cycle()
     assert rig.batch().carried is not None
+
+
+def test_the_first_cycle_answers_the_lag_first_and_asks_for_the_next_at_once() -> None:
+    rig = _rig()
+    asked: list[str] = []
+    rig.context.run_soon = asked.append
+
+    first = rig.cycle()
+
+    assert asked == ["offsets"]
+    assert first.counts["timestamps_read"] == 0
+    assert first.counts["filling"] == first.counts["timestamps_needed"] > 0
+    lags = rig.lags()
+    assert {key: s.lag for key, s in lags.items()} == {
+        ("billing", "orders", 0): 6,
+        ("billing", "orders", 1): 6,
+        ("billing", "orders", 2): 6,
+        ("audit", "orders", 0): 0,
+    }
+    assert lags[("billing", "orders", 0)].timestamp_method == METHOD_NONE
+
+    second = rig.cycle()
+
+    assert second.counts["filling"] == 0 and second.counts["exact"] == 3
+    assert asked == ["offsets"], "filled: the next cycle comes at its interval"
+    assert rig.lags()[("billing", "orders", 0)].committed_timestamp_ms == to_millis(T0) - 60_000 + 4000
+
+
+def test_append_times_the_budget_leaves_after_a_start_are_still_filling() -> None:
+    rig = _rig()
+    asked: list[str] = []
+    rig.context.run_soon = asked.append
+    rig.cycle()
+    rig.kafka.reader_capacity = 0
+
+    second = rig.cycle()
+
+    assert second.counts["filling"] == second.counts["timestamps_unread"] > 0
+    assert asked == ["offsets", "offsets"]
+    rig.kafka.reader_capacity = 1_000
+    assert rig.cycle().counts["filling"] == 0
+    rig.kafka.reader_capacity = 0
+    rig.kafka.produce("orders", 1, timestamps_ms=[to_millis(T0)])
+    later = rig.cycle()
+    assert later.counts["timestamps_unread"] > 0 and later.counts["filling"] == 0, (
+        "once filled, what the budget leaves is interpolated, not filling"
+    )
+    assert asked == ["offsets", "offsets"]

@@ -11,6 +11,9 @@ look ahead of the end it is compared with, DOMAIN.md section 1):
    OffsetFetch runs only every `collect.commit_reconcile_seconds` to check it (and once after the
    stream is positioned, as the snapshot of what was committed before);
 3. list start/end/max-timestamp offsets of every allowed partition, batched;
+   What did not move since the previous cycle (committed offset, the partition's start and end
+   offsets, append times read exactly) keeps its sample (`lag.unmoved_groups`,
+   `lag.unmoved_partitions`); steps 4-6 work on the rest only;
 4. recall what the cycle needs and memory lacks in one read of the store (`monitor.collect.recall`):
    persisted record timestamps, stored end offsets of held-back partitions, the end-offset history
    around lagging groups' offsets, and once after a start the last committed offsets;
@@ -18,7 +21,15 @@ look ahead of the end it is compared with, DOMAIN.md section 1):
 6. derive (pure, `monitor.collect.lag`) lag, with interpolation from the history where a record
    was not read, data-loss events and, while the stream is not live, commit observations
    sampled as changes between cycles, and hand one batch to the store (the observations go
-   through the commits job, which owns that table).
+   through the commits job, which owns that table). When the previous batch was written, the
+   unmoved group offsets are not sent again: the store copies their rows (`CarriedGroupOffsets`),
+   so the history keeps one row per group-partition per cycle.
+
+Cold start: the first cycle after a start answers the lag of every group-partition before
+anything else: when the next cycle can be asked for at once (`ClusterContext.run_soon`, the
+daemon), it reads no append time and no history, writes, and asks for it. Until a cycle leaves
+no append time unread, the run counts those still to read in `filling` (shown on /collection)
+and asks for the next cycle at once.
 
 Failure policy: steps 1-3 failing as a whole fail the run (nothing written); a group or partition
 that fails alone is a problem and the run is `partial`; timestamps missed by the budget are not a
@@ -106,6 +117,8 @@ class OffsetsCollector:
         self._group_samples: dict[lag.GroupKey, GroupOffsetSample] = {}  # of the previous cycle
         self._partition_samples: dict[TopicPartition, PartitionSample] = {}
         self._written_at: datetime | None = None  # when the previous batch was written, if it was
+        self._cold = True  # the first cycle after a start leaves the append times for the next
+        self._filling = True  # until a cycle leaves no append time to read
         self.critical_changed = False
         """The last cycle saw a group newly fallen off the log, or the set of partitions under
         min ISR change: inputs of critical rules."""
@@ -132,7 +145,11 @@ class OffsetsCollector:
         kept, moved = lag.unmoved_groups(listing.committed, offsets, self._group_samples)
         targets = _targets(moved, moved_partitions, offsets)
 
-        recalled, skipped = self._recall(listing, moved, offsets, targets, now)  # step 4
+        # The first cycle after a start leaves the append times and history for the next one,
+        # asked for at once, when it can be: the lag of every group-partition comes first.
+        cold = self._cold and ctx.run_soon is not None
+        self._cold = False
+        recalled, skipped = self._recall(listing, moved, offsets, targets, now, cold)  # step 4
         self._ends.update(recalled.ends)
         stand_ins, last_known = self._stand_ins(run, listing.listed, now_ms)
         recalled_ends = {key: po for key, po in stand_ins.items() if key not in offsets}
@@ -145,7 +162,7 @@ class OffsetsCollector:
         if recalled.previous_commits is not None:
             self._previous = recalled.previous_commits
 
-        timestamps, fresh, unread = self._timestamps(targets)  # step 5
+        timestamps, fresh, unread = self._timestamps(targets, cold)  # step 5
 
         # step 6: pure computation, then one write
         committed = listing.committed
@@ -174,6 +191,7 @@ class OffsetsCollector:
         self._remember_samples(sampled_now, gone, partition_samples, now if written else None)
         # After the batch: the observation times go into the latest group offset rows it wrote.
         record_observations(ctx, observations)
+        filling = self._fill(run, unread)
 
         run.count("groups", len(listing.described.value))
         run.count("group_partitions", len(committed))
@@ -194,6 +212,21 @@ class OffsetsCollector:
         run.count("buffered", 0 if written else batch.row_count)
         run.count("buffer_dropped_rows_total", ctx.writer.dropped_rows)
         run.count("store_reads_skipped", skipped)
+        run.count("filling", filling)
+
+    def _fill(self, run: Run, unread: Collection[lag.Target]) -> int:
+        """After a start, the append times left unread (all of them in the first cycle, then
+        those the budget leaves) are still filling: how many, counted in the run; and the next
+        cycle is asked for now rather than an interval later. Once a cycle leaves none, the job
+        is filled, and unread times are the budget's (interpolated, not filling)."""
+        if not self._filling:
+            return 0
+        if not unread:
+            self._filling = False
+            return 0
+        if self._ctx.run_soon is not None:
+            self._ctx.run_soon(JOB.name)
+        return len(unread)
 
     def _carried(
         self, sampled_now: list[GroupOffsetSample], gone: list[lag.GroupKey], now: datetime
@@ -318,13 +351,15 @@ class OffsetsCollector:
         offsets: Mapping[TopicPartition, PartitionOffsets],
         targets: Iterable[lag.Target],
         now: datetime,
+        cold: bool,
     ) -> tuple[StoreAnswer, int]:
         """Step 4: what memory lacks for the moved samples, in one store read; (the answer, 1
-        when the read was skipped because PostgreSQL is unavailable, else 0)."""
+        when the read was skipped because PostgreSQL is unavailable, else 0). A `cold` cycle
+        asks for no append time and no history: the lag comes first."""
         request = StoreRequest(
-            timestamps=[t for t in targets if t not in self.cache],
+            timestamps=[] if cold else [t for t in targets if t not in self.cache],
             ends=[key for key in listing.listed.held_back if key not in self._ends],
-            history=self._history_targets(moved, offsets),
+            history=set() if cold else self._history_targets(moved, offsets),
             previous_commits=self._previous is None,
         )
         if not request:
@@ -397,14 +432,15 @@ class OffsetsCollector:
         )
 
     def _timestamps(
-        self, targets: Collection[lag.Target]
+        self, targets: Collection[lag.Target], cold: bool
     ) -> tuple[dict[lag.Target, RecordTimestamp], list[RecordTimestamp], list[lag.Target]]:
-        """Step 5: (everything known, the entries read from Kafka now, the targets left unread)."""
+        """Step 5: (everything known, the entries read from Kafka now, the targets left unread).
+        A `cold` cycle reads none: what memory lacks is left for the next cycle."""
         known = self.cache.get_many(targets)
         missing = [t for t in targets if t not in known]
         fresh: list[RecordTimestamp] = []
-        unread: list[lag.Target] = []
-        if missing:
+        unread: list[lag.Target] = missing if cold else []
+        if missing and not cold:
             resolved, unread = self._ctx.reader.read(
                 missing, budget_seconds=self._ctx.config.timestamp_budget_seconds
             )
