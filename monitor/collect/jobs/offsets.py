@@ -280,12 +280,12 @@ class OffsetsCollector:
         if committed_result is not None:
             run.problems_from("committed offsets of group", committed_result.errors)
         run.problems_from("offsets of partition", listed.errors)
-        committed = [
-            c
-            for offsets in (committed_result.value.values() if committed_result is not None else ())
-            for c in offsets
-            if ctx.cluster.topics.accepts(c.topic)
-        ]
+        answered = committed_result.value.values() if committed_result is not None else ()
+        # The topic filter once per topic, not per committed offset (100,000 of them, on 10,000
+        # topics at most): a pattern match costs microseconds.
+        allowed = {c.topic for offsets in answered for c in offsets}
+        allowed = {topic for topic in allowed if ctx.cluster.topics.accepts(topic)}
+        committed = [c for offsets in answered for c in offsets if c.topic in allowed]
         return Listing(described, committed, committed_result is not None, streamed, listed)
 
     def _committed(
