@@ -149,3 +149,10 @@ def test_append_times_the_budget_leaves_after_a_start_are_still_filling() -> Non
         "once filled, what the budget leaves is interpolated, not filling"
     )
     assert asked == ["offsets", "offsets"]
+
+
+def test_the_run_counts_the_group_offsets_sent() -> None:
+    rig = _rig()
+    assert rig.cycle().counts["group_offsets_sent"] == 4
+    rig.kafka.commit("billing", {("orders", 1): 6})
+    assert rig.cycle().counts["group_offsets_sent"] == 1

@@ -209,6 +209,7 @@ class OffsetsCollector:
         run.count("commits_observed", len(observations))
         run.count("commits_streamed", int(listing.streamed))
         run.count("rows", batch.row_count)
+        run.count("group_offsets_sent", len(sampled_now) if batch.carried is not None else len(group_samples))
         run.count("buffered", 0 if written else batch.row_count)
         run.count("buffer_dropped_rows_total", ctx.writer.dropped_rows)
         run.count("store_reads_skipped", skipped)
