@@ -105,8 +105,8 @@ def unmoved_groups(
     """(the previous samples that still hold, the committed offsets to sample anew).
 
     A previous sample holds when neither its committed offset nor its partition's start and end
-    offsets moved, and its append times were exact: an estimate, or a time not read, is worked
-    out again (the record may be readable now). A group behind the start offset is sampled anew
+    offsets moved, and its append times were exact (the last consumed record's too, where there
+    is one): an estimate, or a time not read, is worked out again (the record may be readable now). A group behind the start offset is sampled anew
     every cycle, so that its data loss is seen in every cycle.
     """
     kept: list[GroupOffsetSample] = []
@@ -121,6 +121,7 @@ def unmoved_groups(
             and before.end_offset == po.end
             and before.start_offset == po.start
             and before.timestamp_method == METHOD_EXACT
+            and (before.consumed_timestamp_ms is not None or c.offset <= po.start)
             and c.offset >= po.start
         ):
             kept.append(before)
