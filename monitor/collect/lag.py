@@ -106,8 +106,9 @@ def unmoved_groups(
 
     A previous sample holds when neither its committed offset nor its partition's start and end
     offsets moved, and its append times were exact (the last consumed record's too, where there
-    is one): an estimate, or a time not read, is worked out again (the record may be readable now). A group behind the start offset is sampled anew
-    every cycle, so that its data loss is seen in every cycle.
+    is one): an estimate, or a time not read, is worked out again (the record may be readable
+    now). A group behind the start offset is sampled anew every cycle, so that its data loss is
+    seen in every cycle.
     """
     kept: list[GroupOffsetSample] = []
     moved: list[CommittedOffset] = []
