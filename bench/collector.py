@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/collector.py                       # 1k, 10k and 30k partitions
     .venv/bin/python bench/collector.py --sizes 1000,10000 --groups 500 --keep
+    .venv/bin/python bench/collector.py --sizes 1000,10000 --groups 50,500 --partitions-per-group 200
+                                     # issue 19's cases: 10k and 100k group-partitions
 
 For each size (a number of partitions, a multiple of 100):
 
@@ -16,15 +18,23 @@ For each size (a number of partitions, a multiple of 100):
    it; RF 3 would only triple the brokers' disk and CPU on a 2-core machine); 5-20 records per
    partition from one producer, record i of every partition stamped base + i seconds (base = one
    hour ago), so every timestamp the collector reads can be checked.
-4. --groups simple consumer groups (no subscription, offsets committed with Consumer.commit),
-   each committing a random 20-200 partitions: half of them at the end (caught up), half at a
-   random offset in [start, end) (lagging).
+4. --groups simple consumer groups (no subscription, offsets committed with Consumer.commit;
+   one number for every size or one per size), each committing a random 20-200 partitions (or
+   --partitions-per-group): half of them at the end (caught up), half at a random offset in
+   [start, end) (lagging).
 
 The collector then runs in a separate Python process that does nothing else, as the daemon would
-(so its RSS is the collector's alone, not the setup's producer and 500 consumers): one
-`ClusterCollector.run("metadata")`, then `ClusterCollector.run("offsets")` --cycles times. Cycle 1 is cold
-(empty timestamp cache in memory and in PostgreSQL); before each later cycle a handful of groups
-commit new offsets and a few partitions get new records, as in steady state. Each cycle reports
+(so its RSS is the collector's alone, not the setup's producer and 500 consumers): the commits
+job (the commit stream's thread, unless --no-commit-stream), one `ClusterCollector.run("metadata")`,
+then `ClusterCollector.run("offsets")` --cycles times. Cycle 1 is cold (empty timestamp cache in
+memory and in PostgreSQL): it answers the lag first and asks for the next cycle at once, as it
+does in the daemon; such cycles run straight after it, without churn, and are marked "asked".
+Before each other cycle a handful of groups commit new offsets and a few partitions get new
+records, as in steady state. The time from the process's start to the first complete answer (a
+lag in the store for every committed group-partition) and to the append times filled (`filling`
+0) is reported. Then --steady-seconds of steady state: the jobs at the daemon's offsets interval
+while this process commits one offset a second and times how long each takes to show in the
+store (commit observations), and the measuring process's CPU seconds per minute. Each cycle reports
 its wall time, the counts of its `collection_runs` row and where its time went (the collector's
 calls into Kafka and PostgreSQL, timed by wrapping them in the measuring process); --profile also
 writes a cProfile of every cycle to bench/results/. Every exact timestamp written for a lagging
