@@ -429,6 +429,41 @@ def test_unmoved_group_offsets_are_carried_from_the_previous_batch(engine: Engin
     assert {values[0] for key, values in latest.items() if key[0] == "group-4"} == {first.sampled_at}
 
 
+def test_carrying_when_many_group_offsets_moved_or_went_stays_quick(engine: Engine) -> None:
+    """Of 50,000: 20,000 moved, 10,000 gone (group-4), 20,000 carried. The anti-joins of the
+    latest rows against the staged and the gone keys must not scan either once per latest row
+    (hundreds of millions of comparisons, minutes)."""
+    first = _offsets_batch("carry-half", 0)
+    with engine.begin() as conn:
+        write_offsets_batch(conn, first)
+    at = first.sampled_at + timedelta(seconds=15)
+    moved = [
+        _group_sample(g, t, p, 1, to_millis(at)) for g in range(GROUPS - 1) for t in range(TOPICS)
+        for p in range(PARTITIONS) if (t + p) % 2 == 0
+    ]  # fmt: skip
+    gone = [(f"group-{GROUPS - 1}", f"topic-{t}", p) for t in range(TOPICS) for p in range(PARTITIONS)]
+    left = {(s.committed.group_id, s.committed.topic, s.committed.partition) for s in moved} | set(gone)
+    kept = [
+        s
+        for s in first.group_offsets
+        if (s.committed.group_id, s.committed.topic, s.committed.partition) not in left
+    ]
+    second = OffsetsBatch(
+        "carry-half",
+        at,
+        None,
+        group_offsets=kept + moved,
+        carried=CarriedGroupOffsets(first.sampled_at, moved, gone),
+    )
+    started = time.monotonic()
+    with engine.begin() as conn:
+        counts = write_offsets_batch(conn, second)
+    assert time.monotonic() - started < 20
+    assert counts["group_offsets_carried"] == len(kept) == 20_000
+    with engine.connect() as conn:
+        assert _history_groups(conn, "carry-half", at) == _expected_groups(second)
+
+
 def test_a_carried_batch_replayed_sends_every_sample(engine: Engine) -> None:
     first = _offsets_batch("carry-replay", 0)
     second = _carried_cycle("carry-replay", first, first.sampled_at)
