@@ -675,6 +675,8 @@ def _steady(
     used = _cpu_seconds() - cpu
     result = {"wall_seconds": wall, "cpu_seconds": used, "cpu_per_minute": used / wall * 60, "cycles": cycles}
     send("steady_done", **result)
+    wait_go()  # the timed commits have stopped: one more cycle, so the store holds the last ones
+    collector.run("offsets")
     return result
 
 
@@ -849,6 +851,8 @@ class CommitProber:
         self._thread.start()
 
     def stop(self) -> None:
+        if self._stop.is_set():
+            return
         self._stop.set()
         self._thread.join()
         for consumer in self._consumers.values():
@@ -955,6 +959,10 @@ def measure(spec: dict[str, Any], workload: Workload, rng: random.Random, thread
                     f"  steady: {message['cpu_seconds']:.1f} CPU s in {message['wall_seconds']:.0f} s "
                     f"({message['cpu_per_minute']:.2f} per minute)"
                 )
+                if prober is not None:
+                    prober.stop()  # before the worker's last cycle: verify() sees every commit
+                child.stdin.write("go\n")
+                child.stdin.flush()
             elif event == "done":
                 result = message
     finally:
