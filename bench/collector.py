@@ -1169,12 +1169,16 @@ def verdicts(sizes: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
                 "cycles " + ", ".join(f"{t:.2f} s" for t in times),
             )
         )
-        exact = [_exact(c["run"]["counts"]) for c in at["cycles"]]
+        # A cycle still filling after a start leaves append times for the next on purpose.
+        filling = [c for c in at["cycles"] if (c["run"]["counts"] or {}).get("filling")]
+        exact = [_exact(c["run"]["counts"]) for c in at["cycles"] if c not in filling]
         found.append(
             (
                 f"exact timestamps for >= {TARGET_EXACT:.0%} of lagging group-partitions at 10k",
                 all(e is not None and e >= TARGET_EXACT for e in exact),
-                "cycles " + ", ".join(f"{_pct(e)} %" for e in exact),
+                "cycles "
+                + ", ".join(f"{_pct(e)} %" for e in exact)
+                + (f"; {len(filling)} cycle(s) still filling after the start left out" if filling else ""),
             )
         )
     found += stream_verdicts(sizes)
