@@ -160,6 +160,42 @@ def unmoved_partitions(
     return kept, moved
 
 
+def key(sample: GroupOffsetSample) -> GroupKey:
+    """(group, topic, partition) of a group sample."""
+    c = sample.committed
+    return (c.group_id, c.topic, c.partition)
+
+
+def gone_keys(
+    previous: Mapping[GroupKey, GroupOffsetSample],
+    kept: list[GroupOffsetSample],
+    sampled_now: list[GroupOffsetSample],
+) -> list[GroupKey]:
+    """The keys of the previous samples that this cycle has no sample of (a group deleted, or
+    its offsets expired). The kept samples are previous ones: when they and the previous keys
+    sampled anew add up to all the previous keys, none went, and no set of keys is built."""
+    moved_before = sum(1 for s in sampled_now if key(s) in previous)
+    if len(kept) + moved_before == len(previous):
+        return []
+    current = {key(s) for s in sampled_now}
+    current.update(key(s) for s in kept)
+    return [key for key in previous if key not in current]
+
+
+def moved_targets(
+    moved: Iterable[CommittedOffset],
+    moved_partitions: Iterable[PartitionOffsets],
+    offsets: Mapping[TopicPartition, PartitionOffsets],
+) -> set[Target]:
+    """The records whose append times the moved samples need: the oldest and newest of each
+    moved partition and of each partition a moved group-partition is on (a caught-up group's last
+    consumed record is the newest), and the records around each moved lagging group's offset."""
+    partitions = {(c.topic, c.partition) for c in moved}
+    wanted = list(moved_partitions)
+    wanted += [offsets[key] for key in partitions if key in offsets]
+    return partition_targets(wanted) | group_targets(moved, offsets)
+
+
 def _exact(timestamps: Mapping[Target, RecordTimestamp], target: Target) -> int | None:
     found = timestamps.get(target)
     return found.timestamp_ms if found is not None and found.record_offset is not None else None

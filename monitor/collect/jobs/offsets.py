@@ -143,7 +143,7 @@ class OffsetsCollector:
             offsets.values(), self._partition_samples, held_back
         )
         kept, moved = lag.unmoved_groups(listing.committed, offsets, self._group_samples)
-        targets = _targets(moved, moved_partitions, offsets)
+        targets = lag.moved_targets(moved, moved_partitions, offsets)
 
         # The first cycle after a start leaves the append times and history for the next one,
         # asked for at once, when it can be: the lag of every group-partition comes first.
@@ -156,7 +156,9 @@ class OffsetsCollector:
         offsets.update(stand_ins)
         if recalled_ends:
             moved_partitions += recalled_ends.values()
-            targets |= _targets([c for c in moved if (c.topic, c.partition) in recalled_ends], [], offsets)
+            targets |= lag.moved_targets(
+                [c for c in moved if (c.topic, c.partition) in recalled_ends], [], offsets
+            )
             targets |= lag.partition_targets(recalled_ends.values())
         self.cache.put_many(recalled.timestamps.values())
         if recalled.previous_commits is not None:
@@ -168,7 +170,7 @@ class OffsetsCollector:
         committed = listing.committed
         sampled_now, losses = lag.group_samples(moved, offsets, timestamps, recalled.history, now_ms)
         group_samples = kept + sampled_now
-        gone = _gone(self._group_samples, kept, sampled_now)
+        gone = lag.gone_keys(self._group_samples, kept, sampled_now)
         partition_samples = kept_partitions + lag.partition_samples(moved_partitions, timestamps, last_known)
         # While the stream observes commits, sampling observes none; before its snapshot, only
         # the changes it did not see itself (commits made before it was positioned).
@@ -251,7 +253,7 @@ class OffsetsCollector:
         written now, so its rows cannot be carried)."""
         for key in gone:
             del self._group_samples[key]
-        self._group_samples.update((_key(s), s) for s in sampled_now)
+        self._group_samples.update((lag.key(s), s) for s in sampled_now)
         self._partition_samples = {(p.offsets.topic, p.offsets.partition): p for p in partitions}
         self._written_at = written_at
 
@@ -450,41 +452,6 @@ class OffsetsCollector:
             self.cache.put_many(fresh)
             known.update(resolved)
         return known, fresh, unread
-
-
-def _key(sample: GroupOffsetSample) -> lag.GroupKey:
-    c = sample.committed
-    return (c.group_id, c.topic, c.partition)
-
-
-def _gone(
-    previous: Mapping[lag.GroupKey, GroupOffsetSample],
-    kept: list[GroupOffsetSample],
-    sampled_now: list[GroupOffsetSample],
-) -> list[lag.GroupKey]:
-    """The keys of the previous samples that this cycle has no sample of (a group deleted, or
-    its offsets expired). The kept samples are previous ones: when they and the previous keys
-    sampled anew add up to all the previous keys, none went, and no set of keys is built."""
-    moved_before = sum(1 for s in sampled_now if _key(s) in previous)
-    if len(kept) + moved_before == len(previous):
-        return []
-    current = {_key(s) for s in sampled_now}
-    current.update(_key(s) for s in kept)
-    return [key for key in previous if key not in current]
-
-
-def _targets(
-    moved: Iterable[CommittedOffset],
-    moved_partitions: Iterable[PartitionOffsets],
-    offsets: Mapping[TopicPartition, PartitionOffsets],
-) -> set[lag.Target]:
-    """The records whose append times the moved samples need: the oldest and newest of each
-    moved partition and of each partition a moved group-partition is on (a caught-up group's last
-    consumed record is the newest), and the records around each moved lagging group's offset."""
-    partitions = {(c.topic, c.partition) for c in moved}
-    wanted = list(moved_partitions)
-    wanted += [offsets[key] for key in partitions if key in offsets]
-    return lag.partition_targets(wanted) | lag.group_targets(moved, offsets)
 
 
 def _count_samples(run: Run, samples: Iterable[GroupOffsetSample]) -> None:
