@@ -69,6 +69,9 @@ class ClusterContext:
     """The schedule the jobs run on (a job that works between runs paces itself by it)."""
     commits: CommitState = field(default_factory=CommitState)
     """The committed offsets the commits job streams, read by the offsets job."""
+    run_soon: Callable[[str], object] | None = None
+    """Ask for the next run of one of the cluster's jobs (by name) now rather than an interval
+    later (None: runs come at their interval only)."""
     closers: list[Callable[[], None]] = field(default_factory=list)
     """What the jobs started beside their runs (threads), stopped before the clients close."""
 

@@ -9,12 +9,13 @@ committed offset is ahead of a stale end offset; the oldest unconsumed message i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from monitor.collect.interpolate import estimate_append_time
 from monitor.core.records import (
     END_OFFSET_LAST_KNOWN,
+    END_OFFSET_LISTED,
     METHOD_EXACT,
     METHOD_INTERPOLATED,
     METHOD_NONE,
@@ -94,6 +95,105 @@ def group_targets(
         if c.offset - 1 >= po.start:
             targets.add((c.topic, c.partition, c.offset - 1))
     return targets
+
+
+def unmoved_groups(
+    committed: Iterable[CommittedOffset],
+    offsets: Mapping[TopicPartition, PartitionOffsets],
+    previous: Mapping[GroupKey, GroupOffsetSample],
+) -> tuple[list[GroupOffsetSample], list[CommittedOffset]]:
+    """(the previous samples that still hold, the committed offsets to sample anew).
+
+    A previous sample holds when neither its committed offset nor its partition's start and end
+    offsets moved, and its append times were exact (the last consumed record's too, where there
+    is one): an estimate, or a time not read, is worked out again (the record may be readable
+    now). A group behind the start offset is sampled anew every cycle, so that its data loss is
+    seen in every cycle.
+    """
+    kept: list[GroupOffsetSample] = []
+    moved: list[CommittedOffset] = []
+    for c in committed:
+        before = previous.get((c.group_id, c.topic, c.partition))
+        po = offsets.get((c.topic, c.partition))
+        if (
+            before is not None
+            and po is not None
+            and before.committed == c
+            and before.end_offset == po.end
+            and before.start_offset == po.start
+            and before.timestamp_method == METHOD_EXACT
+            and (before.consumed_timestamp_ms is not None or c.offset <= po.start)
+            and c.offset >= po.start
+        ):
+            kept.append(before)
+        else:
+            moved.append(c)
+    return kept, moved
+
+
+def unmoved_partitions(
+    offsets: Iterable[PartitionOffsets],
+    previous: Mapping[TopicPartition, PartitionSample],
+    held_back: Collection[TopicPartition],
+) -> tuple[list[PartitionSample], list[PartitionOffsets]]:
+    """(the previous partition samples that still hold, the partitions to sample anew): a sample
+    holds when the partition's offsets did not move, its end offset was listed then and now, and
+    the append times of its oldest and newest records were read; a partition `held_back` now is
+    sampled anew."""
+    kept: list[PartitionSample] = []
+    moved: list[PartitionOffsets] = []
+    for po in offsets:
+        before = previous.get((po.topic, po.partition))
+        if (
+            before is not None
+            and before.offsets == po
+            and before.end_offset_method == END_OFFSET_LISTED
+            and (po.topic, po.partition) not in held_back
+            and (
+                po.end <= po.start
+                or (before.start_timestamp_ms is not None and before.latest_timestamp_ms is not None)
+            )
+        ):
+            kept.append(before)
+        else:
+            moved.append(po)
+    return kept, moved
+
+
+def key(sample: GroupOffsetSample) -> GroupKey:
+    """(group, topic, partition) of a group sample."""
+    c = sample.committed
+    return (c.group_id, c.topic, c.partition)
+
+
+def gone_keys(
+    previous: Mapping[GroupKey, GroupOffsetSample],
+    kept: list[GroupOffsetSample],
+    sampled_now: list[GroupOffsetSample],
+) -> list[GroupKey]:
+    """The keys of the previous samples that this cycle has no sample of (a group deleted, or
+    its offsets expired). The kept samples are previous ones: when they and the previous keys
+    sampled anew add up to all the previous keys, none went, and no set of keys is built."""
+    moved_before = sum(1 for s in sampled_now if key(s) in previous)
+    if len(kept) + moved_before == len(previous):
+        return []
+    current = {key(s) for s in sampled_now}
+    current.update(key(s) for s in kept)
+    return [key for key in previous if key not in current]
+
+
+def moved_targets(
+    moved: Iterable[CommittedOffset],
+    moved_partitions: Iterable[PartitionOffsets],
+    offsets: Mapping[TopicPartition, PartitionOffsets],
+) -> set[Target]:
+    """The records whose append times the moved samples need: the oldest and newest of each
+    moved partition and of each partition a moved group-partition is on (a caught-up group's last
+    consumed record is the newest), and the records around each moved lagging group's offset."""
+    partitions = {(c.topic, c.partition) for c in moved}
+    wanted = list(moved_partitions)
+    wanted += [offsets[key] for key in partitions if key in offsets]
+    return partition_targets(wanted) | group_targets(moved, offsets)
 
 
 def _exact(timestamps: Mapping[Target, RecordTimestamp], target: Target) -> int | None:

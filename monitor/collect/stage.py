@@ -77,6 +77,7 @@ class ClusterCollector:
         on_critical: Callable[[str], object] | None = None,
         clients: KafkaClients | None = None,
         intervals: Intervals | None = None,
+        run_soon: Callable[[str], object] | None = None,
     ) -> None:
         self.cluster = cluster
         self._recorder = recorder
@@ -94,6 +95,7 @@ class ClusterCollector:
             on_critical,
             commit_stream=kafka.commits,
             intervals=intervals or Intervals(),
+            run_soon=run_soon,
         )
         self.runners: dict[str, JobRun] = {
             name: job.build(self.context) for name, job in JOBS.items() if job.enabled(config)
@@ -169,6 +171,7 @@ class CollectStage:
                 self._config,
                 self._on_critical,
                 intervals=self._intervals,
+                run_soon=self._run_soon(cluster.name),
             )
             try:
                 collector.start()
@@ -196,6 +199,15 @@ class CollectStage:
                 self._leased(collector, job.name),
                 first_run_in=job.first_run_in,
             )
+
+    def _run_soon(self, cluster: str) -> Callable[[str], object]:
+        """Run a job of `cluster` now rather than at its next tick (when this instance holds the
+        cluster: the scheduled run checks the lease)."""
+
+        def run_soon(job: str) -> object:
+            return self._scheduler.run_soon(f"{cluster}:{job}")
+
+        return run_soon
 
     def _leased(self, collector: ClusterCollector, job: str) -> Callable[[], None]:
         def run() -> None:

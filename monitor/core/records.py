@@ -383,6 +383,20 @@ class DataLossEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class CarriedGroupOffsets:
+    """How an offsets batch sends its group offsets when most did not move since the previous
+    batch of the same cluster, which was written: only `moved` go over the wire; every other row
+    of the previous batch (sampled at `since`) is copied by the store itself, with the new sample
+    time, except the keys in `gone` (no longer committed). The batch's `group_offsets` still
+    holds every sample, so a replay (which cannot trust the previous rows) writes them all."""
+
+    since: datetime
+    moved: list[GroupOffsetSample]
+    gone: list[tuple[str, str, int]]
+    """(group, topic, partition) of the previous batch absent from this one."""
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetsBatch:
     """Everything one offsets cycle of one cluster hands the store, sampled at `sampled_at`."""
 
@@ -396,10 +410,15 @@ class OffsetsBatch:
     record_timestamps: list[RecordTimestamp] = field(default_factory=list)
     """New entries for the record timestamp cache, read from Kafka in this cycle."""
     data_loss: list[DataLossEvent] = field(default_factory=list)
+    carried: CarriedGroupOffsets | None = None
+    """Set when the group offsets that did not move are copied from the previous batch's rows
+    rather than sent (None: every group offset is sent)."""
 
     def __post_init__(self) -> None:
         if self.sampled_at.tzinfo is None:
             raise ValueError("OffsetsBatch.sampled_at must be timezone-aware")
+        if self.carried is not None and self.carried.since >= self.sampled_at:
+            raise ValueError("OffsetsBatch.carried.since must be before the batch's sampled_at")
 
     @property
     def row_count(self) -> int:

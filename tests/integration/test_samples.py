@@ -23,6 +23,7 @@ from monitor.core.records import (
     METHOD_EXACT,
     METHOD_INTERPOLATED,
     METHOD_NONE,
+    CarriedGroupOffsets,
     CommitObservation,
     CommittedOffset,
     DataLossEvent,
@@ -226,6 +227,7 @@ def test_a_60000_row_batch_is_written_and_counted(
         "latest_partition_offsets": 10_000,
         "group_offsets": 50_000,
         "latest_group_offsets": 50_000,
+        "group_offsets_carried": 0,
         "commit_observations": 2_000,
         "group_states": GROUPS,
         "group_members": GROUPS,
@@ -357,6 +359,121 @@ def test_replaying_a_batch_neither_fails_nor_duplicates(
         with pytest.raises(IntegrityError, match="duplicate key"):
             write_offsets_batch(conn, second)
         assert _count(conn, "partition_offsets", "big") == 20_000
+
+
+def _history_groups(
+    conn: Connection, cluster: str, at: datetime
+) -> dict[tuple[str, str, int], tuple[Any, ...]]:
+    rows = conn.execute(
+        text(
+            "SELECT group_id, topic, partition, sampled_at, committed_offset, leader_epoch, end_offset, "
+            "start_offset, lag, lag_clamped, committed_timestamp, consumed_timestamp, timestamp_method, "
+            "timestamp_error_ms FROM group_offsets WHERE cluster = :c AND sampled_at = :at"
+        ),
+        {"c": cluster, "at": at},
+    )
+    return {(r[0], r[1], r[2]): tuple(r[3:]) for r in rows}
+
+
+def _carried_cycle(cluster: str, first: OffsetsBatch, since: datetime) -> OffsetsBatch:
+    """The cycle after `first`: group-0 moved on topic-0 (its 100 partitions), group-4 is gone,
+    every other group offset is unchanged; only the moved samples are sent."""
+    at = first.sampled_at + timedelta(seconds=15)
+    moved = [_group_sample(0, 0, p, 1, to_millis(at)) for p in range(PARTITIONS)]
+    moved_keys = {(s.committed.group_id, s.committed.topic, s.committed.partition) for s in moved}
+    kept = [
+        s
+        for s in first.group_offsets
+        if s.committed.group_id != "group-4"
+        and (s.committed.group_id, s.committed.topic, s.committed.partition) not in moved_keys
+    ]
+    gone = [
+        (s.committed.group_id, s.committed.topic, s.committed.partition)
+        for s in first.group_offsets
+        if s.committed.group_id == "group-4"
+    ]
+    return OffsetsBatch(
+        cluster,
+        at,
+        None,
+        first.partitions,
+        _groups(0),
+        kept + moved,
+        carried=CarriedGroupOffsets(since, moved, gone),
+    )
+
+
+@pytest.mark.parametrize("since_right", [True, False], ids=["carried", "previous-rows-missing"])
+def test_unmoved_group_offsets_are_carried_from_the_previous_batch(engine: Engine, since_right: bool) -> None:
+    cluster = f"carry-{since_right}"
+    first = _offsets_batch(cluster, 0)
+    with engine.begin() as conn:
+        write_offsets_batch(conn, first)
+    # When the store does not hold the previous batch's rows as said, every sample is sent.
+    since = first.sampled_at if since_right else first.sampled_at - timedelta(seconds=1)
+    second = _carried_cycle(cluster, first, since)
+    assert second.carried is not None
+    assert len(second.carried.moved) == PARTITIONS and len(second.carried.gone) == TOPICS * PARTITIONS
+    with engine.begin() as conn:
+        counts = write_offsets_batch(conn, second)
+    written = (GROUPS - 1) * TOPICS * PARTITIONS
+    assert counts["group_offsets"] == counts["latest_group_offsets"] == written
+    assert counts["group_offsets_carried"] == (written - PARTITIONS if since_right else 0)
+    expected = _expected_groups(second)
+    with engine.connect() as conn:
+        assert _history_groups(conn, cluster, second.sampled_at) == expected
+        assert _history_groups(conn, cluster, first.sampled_at) == _expected_groups(first)
+        latest = _latest_groups(conn, cluster)
+    # The gone group's rows stay as they were (their sample time tells they are old).
+    assert {key: values[:-1] for key, values in latest.items() if key[0] != "group-4"} == expected
+    assert {values[0] for key, values in latest.items() if key[0] == "group-4"} == {first.sampled_at}
+
+
+def test_carrying_when_many_group_offsets_moved_or_went_stays_quick(engine: Engine) -> None:
+    """Of 50,000: 20,000 moved, 10,000 gone (group-4), 20,000 carried. The anti-joins of the
+    latest rows against the staged and the gone keys must not scan either once per latest row
+    (hundreds of millions of comparisons, minutes)."""
+    first = _offsets_batch("carry-half", 0)
+    with engine.begin() as conn:
+        write_offsets_batch(conn, first)
+    at = first.sampled_at + timedelta(seconds=15)
+    moved = [
+        _group_sample(g, t, p, 1, to_millis(at)) for g in range(GROUPS - 1) for t in range(TOPICS)
+        for p in range(PARTITIONS) if (t + p) % 2 == 0
+    ]  # fmt: skip
+    gone = [(f"group-{GROUPS - 1}", f"topic-{t}", p) for t in range(TOPICS) for p in range(PARTITIONS)]
+    left = {(s.committed.group_id, s.committed.topic, s.committed.partition) for s in moved} | set(gone)
+    kept = [
+        s
+        for s in first.group_offsets
+        if (s.committed.group_id, s.committed.topic, s.committed.partition) not in left
+    ]
+    second = OffsetsBatch(
+        "carry-half",
+        at,
+        None,
+        group_offsets=kept + moved,
+        carried=CarriedGroupOffsets(first.sampled_at, moved, gone),
+    )
+    started = time.monotonic()
+    with engine.begin() as conn:
+        counts = write_offsets_batch(conn, second)
+    assert time.monotonic() - started < 20
+    assert counts["group_offsets_carried"] == len(kept) == 20_000
+    with engine.connect() as conn:
+        assert _history_groups(conn, "carry-half", at) == _expected_groups(second)
+
+
+def test_a_carried_batch_replayed_sends_every_sample(engine: Engine) -> None:
+    first = _offsets_batch("carry-replay", 0)
+    second = _carried_cycle("carry-replay", first, first.sampled_at)
+    with engine.begin() as conn:
+        write_offsets_batch(conn, first)
+        # A replay does not trust the previous rows: it sends every sample (again: a no-op).
+        write_offsets_batch(conn, second, idempotent=True)
+        write_offsets_batch(conn, second, idempotent=True)
+    with engine.connect() as conn:
+        assert _history_groups(conn, "carry-replay", second.sampled_at) == _expected_groups(second)
 
 
 def test_collector_reads_round_trip(

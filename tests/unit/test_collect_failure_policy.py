@@ -44,10 +44,12 @@ class RecordingWriter:
 
     def __init__(self) -> None:
         self.writes: list[tuple[str, Callable[..., object]]] = []
+        self.written = True
+        """What `submit` answers: False says the write was queued, not written."""
 
     def submit(self, label: str, rows: int, write: Callable[..., object]) -> bool:
         self.writes.append((label, write))
-        return True
+        return self.written
 
     def batches(self) -> list[OffsetsBatch]:
         """The offsets batches handed over, taken from the write functions that carry them."""

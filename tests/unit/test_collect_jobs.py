@@ -21,6 +21,11 @@ from monitor.store.schema import metadata
 class RecordingScheduler:
     def __init__(self) -> None:
         self.jobs: dict[str, tuple[float, float]] = {}
+        self.soon: list[str] = []
+
+    def run_soon(self, job_id: str) -> bool:
+        self.soon.append(job_id)
+        return True
 
     def every(
         self, job_id: str, seconds: float, func: Callable[[], Any], *, first_run_in: float = 0.0
@@ -92,3 +97,13 @@ def test_an_unknown_job_is_refused_with_the_names_that_exist() -> None:
         match=r"no collector job 'lag'; the jobs are commits, configs, log_dirs, metadata, offsets",
     ):
         collector.run("lag")
+
+
+def test_a_job_asking_for_its_next_run_now_asks_the_scheduler_for_its_own_cluster() -> None:
+    scheduler = RecordingScheduler()
+    stage = CollectStage([], Intervals(), CollectConfig(), lambda: None, FakeClock(), scheduler)  # type: ignore[arg-type]
+
+    stage._run_soon("east")("offsets")
+    stage._run_soon("west")("offsets")
+
+    assert scheduler.soon == ["east:offsets", "west:offsets"]

@@ -13,7 +13,8 @@ from monitor.collect.jobs import job_intervals
 from monitor.core.scheduler import run_intervals
 from monitor.core.settings import AlertConfig, Intervals
 from monitor.expose.read.alerts import AlertItem
-from monitor.expose.read.collection import job_health
+from monitor.expose.read.collection import JobHealth, job_health
+from monitor.expose.web.context import template_environment
 from monitor.expose.web.pages.alerts import _read_flash
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
@@ -83,3 +84,27 @@ def test_a_forged_flash_cookie_is_ignored() -> None:
     }  # fmt: skip
     assert _read_flash("not json") is None
     assert _read_flash('{"kind": "script"}') is None
+
+
+@pytest.mark.parametrize(
+    ("counts", "shown"),
+    [
+        ({"filling": 1200, "groups": 3}, "filling: 1,200 append times still to read"),
+        ({"filling": 0}, None),
+        (None, None),
+    ],
+)
+def test_the_collection_page_says_which_offsets_runs_are_still_filling(
+    counts: dict[str, int] | None, shown: str | None
+) -> None:
+    last = {"status": "ok", "started_at": T0, "duration_ms": 900, "counts": counts, "error": None}
+    job = JobHealth("prod", "offsets", last, T0, 15.0, 1.0)
+    html = template_environment().get_template("web/collection.html").render(
+        clusters={"prod": [job]}, stale=[], failures=[], as_of=T0, now=T0, stale_intervals=3,
+        title="Collection health", inbox_nav=False, generated_at="",
+    )  # fmt: skip
+    filling = [line for line in html.splitlines() if 'data-role="filling"' in line]
+    if shown is None:
+        assert filling == []
+    else:
+        assert len(filling) == 1 and shown in filling[0]

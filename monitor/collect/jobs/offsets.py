@@ -11,6 +11,9 @@ look ahead of the end it is compared with, DOMAIN.md section 1):
    OffsetFetch runs only every `collect.commit_reconcile_seconds` to check it (and once after the
    stream is positioned, as the snapshot of what was committed before);
 3. list start/end/max-timestamp offsets of every allowed partition, batched;
+   What did not move since the previous cycle (committed offset, the partition's start and end
+   offsets, append times read exactly) keeps its sample (`lag.unmoved_groups`,
+   `lag.unmoved_partitions`); steps 4-6 work on the rest only;
 4. recall what the cycle needs and memory lacks in one read of the store (`monitor.collect.recall`):
    persisted record timestamps, stored end offsets of held-back partitions, the end-offset history
    around lagging groups' offsets, and once after a start the last committed offsets;
@@ -18,7 +21,15 @@ look ahead of the end it is compared with, DOMAIN.md section 1):
 6. derive (pure, `monitor.collect.lag`) lag, with interpolation from the history where a record
    was not read, data-loss events and, while the stream is not live, commit observations
    sampled as changes between cycles, and hand one batch to the store (the observations go
-   through the commits job, which owns that table).
+   through the commits job, which owns that table). When the previous batch was written, the
+   unmoved group offsets are not sent again: the store copies their rows (`CarriedGroupOffsets`),
+   so the history keeps one row per group-partition per cycle.
+
+Cold start: the first cycle after a start answers the lag of every group-partition before
+anything else: when the next cycle can be asked for at once (`ClusterContext.run_soon`, the
+daemon), it reads no append time and no history, writes, and asks for it. Until a cycle leaves
+no append time unread, the run counts those still to read in `filling` (shown on /collection)
+and asks for the next cycle at once.
 
 Failure policy: steps 1-3 failing as a whole fail the run (nothing written); a group or partition
 that fails alone is a problem and the run is `partial`; timestamps missed by the budget are not a
@@ -53,13 +64,16 @@ from monitor.core.errors import KafkaUnavailableError
 from monitor.core.records import (
     METHOD_EXACT,
     METHOD_INTERPOLATED,
+    CarriedGroupOffsets,
     CommittedOffset,
     EndOffsetHeldBack,
     GroupDescription,
+    GroupOffsetSample,
     ListedOffsets,
     OffsetsBatch,
     Partial,
     PartitionOffsets,
+    PartitionSample,
     RecordTimestamp,
     TopicPartition,
 )
@@ -100,6 +114,11 @@ class OffsetsCollector:
         self._held_back_seen: frozenset[TopicPartition] = frozenset()
         self._losses: frozenset[lag.GroupKey] = frozenset()
         self._reconciled_at = float("-inf")  # monotonic time of the last OffsetFetch
+        self._group_samples: dict[lag.GroupKey, GroupOffsetSample] = {}  # of the previous cycle
+        self._partition_samples: dict[TopicPartition, PartitionSample] = {}
+        self._written_at: datetime | None = None  # when the previous batch was written, if it was
+        self._cold = True  # the first cycle after a start leaves the append times for the next
+        self._filling = True  # until a cycle leaves no append time to read
         self.critical_changed = False
         """The last cycle saw a group newly fallen off the log, or the set of partitions under
         min ISR change: inputs of critical rules."""
@@ -119,21 +138,40 @@ class OffsetsCollector:
         self._remember_ends(held_back)
         offsets: dict[TopicPartition, PartitionOffsets] = dict(listing.listed.value)
         offsets.update(lag.last_known_ends(held_back, self._ends)[0])
+        # What did not move since the previous cycle keeps its samples; the rest is worked on.
+        kept_partitions, moved_partitions = lag.unmoved_partitions(
+            offsets.values(), self._partition_samples, held_back
+        )
+        kept, moved = lag.unmoved_groups(listing.committed, offsets, self._group_samples)
+        targets = lag.moved_targets(moved, moved_partitions, offsets)
 
-        recalled, skipped = self._recall(listing, offsets, now)  # step 4
+        # The first cycle after a start leaves the append times and history for the next one,
+        # asked for at once, when it can be: the lag of every group-partition comes first.
+        cold = self._cold and ctx.run_soon is not None
+        self._cold = False
+        recalled, skipped = self._recall(listing, moved, offsets, targets, now, cold)  # step 4
         self._ends.update(recalled.ends)
         stand_ins, last_known = self._stand_ins(run, listing.listed, now_ms)
+        recalled_ends = {key: po for key, po in stand_ins.items() if key not in offsets}
         offsets.update(stand_ins)
+        if recalled_ends:
+            moved_partitions += recalled_ends.values()
+            targets |= lag.moved_targets(
+                [c for c in moved if (c.topic, c.partition) in recalled_ends], [], offsets
+            )
+            targets |= lag.partition_targets(recalled_ends.values())
         self.cache.put_many(recalled.timestamps.values())
         if recalled.previous_commits is not None:
             self._previous = recalled.previous_commits
 
-        targets = lag.partition_targets(offsets.values()) | lag.group_targets(listing.committed, offsets)
-        timestamps, fresh, unread = self._timestamps(targets)  # step 5
+        timestamps, fresh, unread = self._timestamps(targets, cold)  # step 5
 
         # step 6: pure computation, then one write
         committed = listing.committed
-        group_samples, losses = lag.group_samples(committed, offsets, timestamps, recalled.history, now_ms)
+        sampled_now, losses = lag.group_samples(moved, offsets, timestamps, recalled.history, now_ms)
+        group_samples = kept + sampled_now
+        gone = lag.gone_keys(self._group_samples, kept, sampled_now)
+        partition_samples = kept_partitions + lag.partition_samples(moved_partitions, timestamps, last_known)
         # While the stream observes commits, sampling observes none; before its snapshot, only
         # the changes it did not see itself (commits made before it was positioned).
         sampled = [] if listing.streamed else lag.observe_commits(self._previous or {}, committed, now_ms)
@@ -144,27 +182,28 @@ class OffsetsCollector:
             cluster=ctx.cluster.name,
             sampled_at=now,
             run_id=run.run_id,
-            partitions=lag.partition_samples(offsets.values(), timestamps, last_known),
+            partitions=partition_samples,
             groups=list(listing.described.value),
             group_offsets=group_samples,
             record_timestamps=fresh,
             data_loss=losses,
+            carried=self._carried(sampled_now, gone, now),
         )
         written = ctx.writer.submit(f"{ctx.cluster.name}:offsets", batch.row_count, _writer_for(batch))
+        self._remember_samples(sampled_now, gone, partition_samples, now if written else None)
         # After the batch: the observation times go into the latest group offset rows it wrote.
         record_observations(ctx, observations)
+        filling = self._fill(run, unread)
 
         run.count("groups", len(listing.described.value))
         run.count("group_partitions", len(committed))
+        run.count("group_partitions_moved", len(moved))
         run.count("partitions", len(offsets))
         run.count("end_offsets_last_known", len(last_known))
-        run.count("lagging_group_partitions", sum(1 for s in group_samples if s.lag))
+        _count_samples(run, group_samples)
         run.count("timestamps_needed", len(targets))
         run.count("timestamps_read", len(fresh))
         run.count("timestamps_unread", len(unread))
-        run.count("exact", sum(1 for s in group_samples if s.lag and s.timestamp_method == METHOD_EXACT))
-        run.count("interpolated", sum(1 for s in group_samples if s.timestamp_method == METHOD_INTERPOLATED))
-        run.count("lag_clamped", sum(1 for s in group_samples if s.lag_clamped))
         run.count("data_loss", len(losses))
         lost = frozenset((e.group_id, e.topic, e.partition) for e in losses)
         self.critical_changed = bool(lost - self._losses) or frozenset(held_back) != self._held_back_seen
@@ -172,9 +211,51 @@ class OffsetsCollector:
         run.count("commits_observed", len(observations))
         run.count("commits_streamed", int(listing.streamed))
         run.count("rows", batch.row_count)
+        run.count("group_offsets_sent", len(sampled_now) if batch.carried is not None else len(group_samples))
         run.count("buffered", 0 if written else batch.row_count)
         run.count("buffer_dropped_rows_total", ctx.writer.dropped_rows)
         run.count("store_reads_skipped", skipped)
+        run.count("filling", filling)
+
+    def _fill(self, run: Run, unread: Collection[lag.Target]) -> int:
+        """After a start, the append times left unread (all of them in the first cycle, then
+        those the budget leaves) are still filling: how many, counted in the run; and the next
+        cycle is asked for now rather than an interval later. Once a cycle leaves none, the job
+        is filled, and unread times are the budget's (interpolated, not filling)."""
+        if not self._filling:
+            return 0
+        if not unread:
+            self._filling = False
+            return 0
+        if self._ctx.run_soon is not None:
+            self._ctx.run_soon(JOB.name)
+        return len(unread)
+
+    def _carried(
+        self, sampled_now: list[GroupOffsetSample], gone: list[lag.GroupKey], now: datetime
+    ) -> CarriedGroupOffsets | None:
+        """How the batch sends its group offsets: only the moved ones when the previous batch was
+        written (its rows then hold the others), else all of them (None)."""
+        since = self._written_at
+        if since is None or since >= now:
+            return None
+        return CarriedGroupOffsets(since, sampled_now, gone)
+
+    def _remember_samples(
+        self,
+        sampled_now: list[GroupOffsetSample],
+        gone: list[lag.GroupKey],
+        partitions: list[PartitionSample],
+        written_at: datetime | None,
+    ) -> None:
+        """Keep this cycle's samples for the next one to compare with (updated in place: the
+        unmoved samples are the ones already held), and when the batch was written (None: not
+        written now, so its rows cannot be carried)."""
+        for key in gone:
+            del self._group_samples[key]
+        self._group_samples.update((lag.key(s), s) for s in sampled_now)
+        self._partition_samples = {(p.offsets.topic, p.offsets.partition): p for p in partitions}
+        self._written_at = written_at
 
     # -- steps -----------------------------------------------------------------------------------
 
@@ -202,12 +283,12 @@ class OffsetsCollector:
         if committed_result is not None:
             run.problems_from("committed offsets of group", committed_result.errors)
         run.problems_from("offsets of partition", listed.errors)
-        committed = [
-            c
-            for offsets in (committed_result.value.values() if committed_result is not None else ())
-            for c in offsets
-            if ctx.cluster.topics.accepts(c.topic)
-        ]
+        answered = committed_result.value.values() if committed_result is not None else ()
+        # The topic filter once per topic, not per committed offset (100,000 of them, on 10,000
+        # topics at most): a pattern match costs microseconds.
+        allowed = {c.topic for offsets in answered for c in offsets}
+        allowed = {topic for topic in allowed if ctx.cluster.topics.accepts(topic)}
+        committed = [c for offsets in answered for c in offsets if c.topic in allowed]
         return Listing(described, committed, committed_result is not None, streamed, listed)
 
     def _committed(
@@ -267,16 +348,21 @@ class OffsetsCollector:
                 self._ends[key] = lag.KnownEnd(po.start, po.end, previous_ms)
 
     def _recall(
-        self, listing: Listing, offsets: Mapping[TopicPartition, PartitionOffsets], now: datetime
+        self,
+        listing: Listing,
+        moved: Iterable[CommittedOffset],
+        offsets: Mapping[TopicPartition, PartitionOffsets],
+        targets: Iterable[lag.Target],
+        now: datetime,
+        cold: bool,
     ) -> tuple[StoreAnswer, int]:
-        """Step 4: what memory lacks, in one store read; (the answer, 1 when the read was skipped
-        because PostgreSQL is unavailable, else 0)."""
-        committed = listing.committed
-        targets = lag.partition_targets(offsets.values()) | lag.group_targets(committed, offsets)
+        """Step 4: what memory lacks for the moved samples, in one store read; (the answer, 1
+        when the read was skipped because PostgreSQL is unavailable, else 0). A `cold` cycle
+        asks for no append time and no history: the lag comes first."""
         request = StoreRequest(
-            timestamps=[t for t in targets if t not in self.cache],
+            timestamps=[] if cold else [t for t in targets if t not in self.cache],
             ends=[key for key in listing.listed.held_back if key not in self._ends],
-            history=self._history_targets(committed, offsets),
+            history=set() if cold else self._history_targets(moved, offsets),
             previous_commits=self._previous is None,
         )
         if not request:
@@ -349,14 +435,15 @@ class OffsetsCollector:
         )
 
     def _timestamps(
-        self, targets: Collection[lag.Target]
+        self, targets: Collection[lag.Target], cold: bool
     ) -> tuple[dict[lag.Target, RecordTimestamp], list[RecordTimestamp], list[lag.Target]]:
-        """Step 5: (everything known, the entries read from Kafka now, the targets left unread)."""
+        """Step 5: (everything known, the entries read from Kafka now, the targets left unread).
+        A `cold` cycle reads none: what memory lacks is left for the next cycle."""
         known = self.cache.get_many(targets)
         missing = [t for t in targets if t not in known]
         fresh: list[RecordTimestamp] = []
-        unread: list[lag.Target] = []
-        if missing:
+        unread: list[lag.Target] = missing if cold else []
+        if missing and not cold:
             resolved, unread = self._ctx.reader.read(
                 missing, budget_seconds=self._ctx.config.timestamp_budget_seconds
             )
@@ -365,6 +452,21 @@ class OffsetsCollector:
             self.cache.put_many(fresh)
             known.update(resolved)
         return known, fresh, unread
+
+
+def _count_samples(run: Run, samples: Iterable[GroupOffsetSample]) -> None:
+    """The run's counts of the group samples, in one pass."""
+    lagging = exact = interpolated = clamped = 0
+    for s in samples:
+        if s.lag:
+            lagging += 1
+            exact += s.timestamp_method == METHOD_EXACT
+        interpolated += s.timestamp_method == METHOD_INTERPOLATED
+        clamped += s.lag_clamped
+    run.count("lagging_group_partitions", lagging)
+    run.count("exact", exact)
+    run.count("interpolated", interpolated)
+    run.count("lag_clamped", clamped)
 
 
 def _writer_for(batch: OffsetsBatch) -> BufferedWriter.Write:
