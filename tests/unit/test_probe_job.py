@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from monitor.collect.context import ClusterContext
 from monitor.collect.jobs import probe
+from monitor.collect.jobs.offsets import OffsetsCollector
 from monitor.core.clock import FakeClock
 from monitor.core.errors import KafkaUnavailableError
 from monitor.core.records import BrokerInfo, ProbeResult
@@ -21,12 +23,12 @@ TOPIC = "kafka-health-probe"
 
 
 class ProbeRig:
-    def __init__(self, brokers: int = 3) -> None:
+    def __init__(self, brokers: int = 3, name: str = "prod") -> None:
         self.clock = FakeClock(T0)
         self.kafka = FakeCluster("prod", brokers=brokers, clock=self.clock)
         self.writer = RecordingWriter()
         self.context = ClusterContext(
-            ClusterConfig(name="prod", bootstrap_servers=["127.0.0.1:9092"]),
+            ClusterConfig(name=name, bootstrap_servers=["127.0.0.1:9092"]),
             self.kafka.admin(),
             self.kafka.reader(),
             self.kafka.log_dirs(),
@@ -36,8 +38,8 @@ class ProbeRig:
             self.clock,
             CollectConfig(probe=ProbeConfig(enabled=True)),
         )
-        self.context.admin.start()
-        self.context.probe.start()
+        for client in (self.context.admin, self.context.reader, self.context.log_dirs, self.context.probe):
+            client.start()
         self.job = probe.build(self.context)
 
     def cycle(self) -> tuple[Run, dict[int, tuple[ProbeResult, Any]]]:
@@ -116,3 +118,44 @@ def test_a_cluster_that_does_not_answer_fails_the_run(rig: ProbeRig) -> None:
 
     with pytest.raises(KafkaUnavailableError, match="no answer within"):
         rig.job(Run("prod", "probe", rig.clock.now()))
+
+
+def _sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_each_round_is_counted_under_kminions_names_and_types() -> None:
+    rig = ProbeRig(name="kminion-names")
+    one = {"cluster": "kminion-names", "partition_id": "1", "broker": "2"}
+    rig.cycle()
+    rig.kafka.stop_broker(2)
+    rig.cycle()
+
+    # Partition 1 made one round trip, then was not produced to (its broker is down): KMinion
+    # produces only to leaders, so that is neither a message produced nor one lost.
+    assert _sample("kminion_end_to_end_messages_produced_total", **one) == 1
+    assert _sample("kminion_end_to_end_messages_received_total", **one) == 1
+    assert _sample("kminion_end_to_end_messages_lost_total", **one) == 0
+    assert _sample("kminion_end_to_end_roundtrip_latency_seconds_count", **one) == 1
+    assert _sample("kminion_end_to_end_produce_latency_seconds_bucket", le="0.005", **one) == 1
+    other = {"cluster": "kminion-names", "partition_id": "0", "broker": "1"}
+    assert _sample("kminion_end_to_end_messages_received_total", **other) == 2
+    assert _sample("kminion_end_to_end_offset_commits_total", cluster="kminion-names") == 2
+    assert _sample("kminion_end_to_end_offset_commits_failed_total", cluster="kminion-names") == 0
+    assert _sample("kminion_end_to_end_offset_commit_latency_seconds_count", cluster="kminion-names") == 2
+
+
+def test_the_probes_group_is_not_sampled_as_a_group_of_the_cluster(rig: ProbeRig) -> None:
+    rig.kafka.create_topic("orders", 1, 1)
+    rig.kafka.produce("orders", 0, timestamps_ms=[rig.kafka.now_ms()])
+    rig.kafka.commit("billing", {("orders", 0): 1})
+    rig.cycle()
+    assert "kafka-health-probe" in rig.context.admin.list_group_ids(), "the probe committed as a group"
+
+    run = Run("prod", "offsets", rig.clock.now())
+    OffsetsCollector(rig.context)(run)
+
+    batch = rig.writer.batches()[-1]
+    assert {s.committed.group_id for s in batch.group_offsets} == {"billing"}
+    assert run.counts["groups"] == 1
+    assert rig.context.watches_group("billing") and not rig.context.watches_group("kafka-health-probe")

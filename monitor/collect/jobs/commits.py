@@ -191,9 +191,7 @@ class CommitStreamCollector:
         batch = self._stream.poll(POLL_SECONDS)
         now_ms = to_millis(ctx.clock.now())
         accepted = [
-            c
-            for c in batch.commits
-            if ctx.cluster.groups.accepts(c.group_id) and ctx.cluster.topics.accepts(c.topic)
+            c for c in batch.commits if ctx.watches_group(c.group_id) and ctx.cluster.topics.accepts(c.topic)
         ]
         observations = self.state.apply(accepted, now_ms)
         written = self._write(observations)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
+from monitor.collect import probe_metrics
 from monitor.collect.context import ClusterContext, CollectorJob, JobRun
 from monitor.core.records import ProbePartition, ProbeResult
 from monitor.store.runs import Run
@@ -47,6 +48,7 @@ def collect_probe(run: Run, ctx: ClusterContext) -> None:
     led = [p for p in partitions if p.led_by_its_broker]
     sampled_at = ctx.clock.now()
     measured = ctx.probe.probe(settings.topic, led, settings.budget_seconds) if led else []
+    probe_metrics.observe(cluster, measured)
     leaders = {p.partition: p.leader for p in partitions}
     results = [*measured, *(not_led(p) for p in partitions if not p.led_by_its_broker)]
     results.sort(key=lambda r: r.partition)
