@@ -13,9 +13,10 @@ from monitor.collect.jobs import probe
 from monitor.collect.jobs.offsets import OffsetsCollector
 from monitor.core.clock import FakeClock
 from monitor.core.errors import KafkaUnavailableError
-from monitor.core.records import BrokerInfo, ProbeResult
+from monitor.core.records import BrokerInfo, ProbePartition, ProbeResult
 from monitor.core.settings import ClusterConfig, CollectConfig, ProbeConfig
 from monitor.kafka.fake import FakeCluster
+from monitor.kafka.probe import plan_topic
 from monitor.store.runs import Run
 from tests.unit.test_collect_failure_policy import T0, RecordingWriter
 
@@ -159,3 +160,94 @@ def test_the_probes_group_is_not_sampled_as_a_group_of_the_cluster(rig: ProbeRig
     assert {s.committed.group_id for s in batch.group_offsets} == {"billing"}
     assert run.counts["groups"] == 1
     assert rig.context.watches_group("billing") and not rig.context.watches_group("kafka-health-probe")
+
+
+def test_the_topic_keeps_an_hour_of_probe_messages(rig: ProbeRig) -> None:
+    rig.cycle()
+
+    configs = rig.kafka.topic(TOPIC).configs
+    assert configs["retention.ms"] == "3600000" and configs["cleanup.policy"] == "delete"
+    assert int(configs["segment.ms"]) < int(configs["retention.ms"]), "whole segments can be deleted"
+
+
+def _results(rig: ProbeRig) -> tuple[Run, list[ProbeResult]]:
+    run, _ = rig.cycle()
+    _, write = rig.writer.writes[-1]
+    rows = next(c.cell_contents for c in write.__closure__ or () if isinstance(c.cell_contents, list))
+    return run, [result for result, _ in rows]
+
+
+def test_a_removed_broker_fails_until_it_counts_as_removed_then_its_partition_is_reassigned() -> None:
+    rig = ProbeRig()
+    rig.cycle()
+    rig.kafka.stop_broker(3)
+
+    # 1. Down, not yet removed: its partition stays and fails, the replicas stay where they were.
+    run, results = _results(rig)
+    assert [r.broker_id for r in results if not r.ok] == [3]
+    rig.clock.advance(ProbeConfig().retire_after_seconds - 30)
+    run, results = _results(rig)
+    assert [r.broker_id for r in results if not r.ok] == [3] and "brokers_retired" not in run.counts
+    assert all(3 in p.replicas for p in rig.kafka.topic(TOPIC).partitions)
+
+    # 2. Gone past `retire_after_seconds`: no replica is left on it, every live broker leads a
+    #    partition, and every partition passes.
+    rig.clock.advance(30)
+    run, results = _results(rig)
+    parts = rig.kafka.topic(TOPIC).partitions
+    assert run.counts["brokers_retired"] == 1
+    assert [p.replicas for p in parts] == [[1, 2], [2, 1], [1, 2]]
+    assert {p.leader for p in parts} == {1, 2} and all(p.leader == p.replicas[0] for p in parts)
+    assert all(r.ok for r in results) and run.counts["failed"] == 0
+    assert sorted(r.broker_id for r in results) == [1, 1, 2]
+
+
+def test_a_broker_that_comes_back_after_its_removal_takes_a_spare_partition() -> None:
+    rig = ProbeRig()
+    rig.cycle()
+    rig.kafka.stop_broker(3)
+    rig.cycle()
+    rig.clock.advance(ProbeConfig().retire_after_seconds)
+    rig.cycle()
+    rig.kafka.start_broker(3)
+
+    run, results = _results(rig)
+
+    parts = rig.kafka.topic(TOPIC).partitions
+    assert len(parts) == 3, "the spare partition was reassigned, none added"
+    assert [p.replicas[0] for p in parts] == [1, 2, 3] and parts[2].leader == 3
+    assert all(r.ok for r in results) and sorted(r.broker_id for r in results) == [1, 2, 3]
+    assert run.counts["failed"] == 0
+
+
+def _part(number: int, *replicas: int) -> ProbePartition:
+    return ProbePartition(number, replicas[0], replicas[0], replicas)
+
+
+@pytest.mark.parametrize(
+    ("case", "parts", "live", "retired", "moves", "additions"),
+    [
+        ("1 fits", [_part(0, 1, 2), _part(1, 2, 1)], [1, 2], [], {}, []),
+        ("2 a down broker keeps its partition", [_part(0, 1, 2), _part(1, 2, 1)], [1], [], {}, []),
+        ("3 a new broker with no spare gets one added", [_part(0, 1, 2), _part(1, 2, 1)], [1, 2, 3], [],
+         {}, [[3, 1]]),
+        ("4 a removed broker's partition goes to the least probed", [_part(0, 1, 2), _part(1, 2, 3), _part(2, 3, 1)],
+         [1, 2], [3], {1: [2, 1], 2: [1, 2]}, []),
+        ("5 a new broker takes the removed one's partition", [_part(0, 1, 2), _part(1, 2, 3), _part(2, 3, 1)],
+         [1, 2, 4], [3], {2: [4, 1], 1: [2, 4]}, []),
+        ("6 a removed replica of a live broker's partition is replaced", [_part(0, 1, 3), _part(1, 2, 1)],
+         [1, 2, 4], [3], {0: [1, 2]}, [[4, 1]]),
+        ("7 a new broker takes a surplus partition", [_part(0, 1, 2), _part(1, 2, 1), _part(2, 1, 2)], [1, 2, 3],
+         [], {2: [3, 1]}, []),
+    ],
+)  # fmt: skip
+def test_plan_topic(
+    case: str,
+    parts: list[ProbePartition],
+    live: list[int],
+    retired: list[int],
+    moves: dict[int, list[int]],
+    additions: list[list[int]],
+) -> None:
+    plan = plan_topic(parts, live, retired, replication_factor=2)
+    assert (plan.moves, plan.additions) == (moves, additions), case
