@@ -90,8 +90,9 @@ def plan_topic(
     1. A live broker with no partition takes a spare one: a retired broker's, else the last
        partition of a broker that has two; only when there is none is a partition added.
     2. A retired broker's partition nobody took goes to the live broker probed by the fewest.
-    3. Any other partition with a replica on a retired broker keeps its probed broker and gets
-       its replicas from the live brokers.
+    3. Any other partition with a replica on a retired broker keeps its probed broker, if that
+       one is live, and gets its replicas from the live brokers (a partition of a broker that is
+       down waits: a reassignment onto it could not complete).
     """
     live = sorted(set(broker_ids))
     gone = set(retired) - set(live)
@@ -115,7 +116,7 @@ def plan_topic(
             owners[broker] += 1
             moves[part.partition] = replicas_for(broker, live, replication_factor)
     for part in partitions:
-        if part.partition not in moves and part.broker_id not in gone and gone & set(part.replicas):
+        if part.partition not in moves and part.broker_id in live and gone & set(part.replicas):
             moves[part.partition] = replicas_for(part.broker_id, live, replication_factor)
     return TopicPlan(moves, additions)
 

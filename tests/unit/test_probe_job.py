@@ -237,7 +237,9 @@ def _part(number: int, *replicas: int) -> ProbePartition:
          [1, 2, 4], [3], {2: [4, 1], 1: [2, 4]}, []),
         ("6 a removed replica of a live broker's partition is replaced", [_part(0, 1, 3), _part(1, 2, 1)],
          [1, 2, 4], [3], {0: [1, 2]}, [[4, 1]]),
-        ("7 a new broker takes a surplus partition", [_part(0, 1, 2), _part(1, 2, 1), _part(2, 1, 2)], [1, 2, 3],
+        ("7 a down broker's partition keeps its removed replica until it is back",
+         [_part(0, 1, 3), _part(1, 2, 3)], [1], [3], {0: [1]}, []),
+        ("8 a new broker takes a surplus partition", [_part(0, 1, 2), _part(1, 2, 1), _part(2, 1, 2)], [1, 2, 3],
          [], {2: [3, 1]}, []),
     ],
 )  # fmt: skip
