@@ -806,6 +806,7 @@ class FakeProbe(_FakeClient):
                 self.fake.topics[topic] = FakeTopic(
                     topic, [FakePartition(r, list(r), r[0]) for r in rows], dict(RETENTION)
                 )
+            self.fake.topic(topic).configs.update(RETENTION)
             plan = plan_topic(self._partitions_of(topic), broker_ids, retired, replication_factor)
             parts = self.fake.topic(topic).partitions
             for number, replicas in plan.moves.items():

@@ -34,6 +34,7 @@ from monitor.core.errors import KafkaRequestError
 from monitor.core.records import ProbePartition, ProbeResult
 from monitor.core.settings import ClusterConfig
 from monitor.kafka import records
+from monitor.kafka.alter import ConfigChange, TopicConfigWriter, differs
 from monitor.kafka.leaders import LeaderAdmin
 from monitor.kafka.properties import ClientLog, client_config, rejected_configuration, scrub
 
@@ -121,10 +122,11 @@ def plan_topic(
     return TopicPlan(moves, additions)
 
 
-class _ProbeAdmin(LeaderAdmin):
+class _ProbeAdmin(LeaderAdmin, TopicConfigWriter):
     """The admin requests only the probe makes: a topic with an explicit assignment, partitions
     added with one, and its own partitions reassigned (data moves: the probe topic only); the
-    preferred-leader election is the repair actions' (`LeaderAdmin`)."""
+    preferred-leader election is the repair actions' (`LeaderAdmin`), the config writes the
+    retention button's (`TopicConfigWriter`)."""
 
     def create_assigned_topic(self, name: str, replicas: list[list[int]]) -> None:
         topic = NewTopic(
@@ -199,6 +201,7 @@ class ProbeClient:
             "fetch.wait.max.ms": 20,
         }
         self._admin = _ProbeAdmin(cluster)
+        self._configured: set[str] = set()
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
         self._lock = threading.Lock()
@@ -246,7 +249,10 @@ class ProbeClient:
         found = self._admin.probe_partitions(topic)
         if found is None:
             self._admin.create_assigned_topic(topic, assignment(broker_ids, replication_factor))
+            self._configured.add(topic)
             return self._wait_for_leaders(topic)
+        if topic not in self._configured:
+            self._configure(topic)
         plan = plan_topic(found, broker_ids, retired, replication_factor)
         if plan.moves:
             self._reassign(topic, plan.moves)
@@ -267,6 +273,20 @@ class ProbeClient:
                 log.info("probe topic %s: preferred leader election not done yet: %s", topic, errors)
             return self._admin.probe_partitions(topic) or found
         return found
+
+    def _configure(self, topic: str) -> None:
+        """Give a topic made before (or by hand) the probe's retention, once per process. Best
+        effort: a refusal (no Alter permission) is logged, and the probe goes on."""
+        try:
+            current = self._admin.read_configs(topic, list(RETENTION))
+            wrong = differs(current, RETENTION)
+            self._admin.alter_configs(topic, [ConfigChange(name, RETENTION[name]) for name in wrong])
+        except KafkaRequestError as exc:
+            log.warning("probe topic %s keeps its configuration: %s", topic, exc)
+        else:
+            if wrong:
+                log.info("probe topic %s on cluster %s: set %s", topic, self._cluster.name, wrong)
+        self._configured.add(topic)
 
     def _reassign(self, topic: str, moves: dict[int, list[int]]) -> None:
         """Move the replicas of the probe's own partitions (data moves, unlike a repair's

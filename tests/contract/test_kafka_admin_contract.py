@@ -678,3 +678,15 @@ def test_the_probe_topic_follows_a_removed_broker_and_its_return(backend: Backen
     partitions = backend.wait_for(back, f"broker {removed} leading a probe partition again", timeout=60)
     assert len(partitions) == len(backend.broker_ids)
     assert sorted(p.broker_id for p in partitions) == sorted(backend.broker_ids)
+
+
+def test_a_probe_topic_made_before_gets_the_probes_retention(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=len(backend.broker_ids), replication_factor=1)
+
+    backend.probe.prepare(topic, backend.broker_ids, replication_factor=1)
+
+    described = backend.admin.describe_topic_configs(
+        [topic], ["retention.ms", "segment.ms", "cleanup.policy"]
+    )
+    configs = {entry.name: entry.value for entry in described.value[topic]}
+    assert configs == {"retention.ms": "3600000", "segment.ms": "600000", "cleanup.policy": "delete"}
