@@ -136,7 +136,14 @@ class _ProbeAdmin(LeaderAdmin, TopicConfigWriter):
             futures = self._admin().create_topics(
                 [topic], request_timeout=self.timeout, operation_timeout=self.timeout
             )
-            futures[name].result(timeout=call.remaining())
+            try:
+                futures[name].result(timeout=call.remaining())
+            except KafkaException as exc:
+                # Described as missing by a broker whose metadata had not caught up yet, or made
+                # meanwhile: either way it is there.
+                error = exc.args[0] if exc.args else None
+                if not (isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+                    raise
 
     def add_partitions(self, name: str, total: int, replicas: list[list[int]]) -> None:
         with self._call(f"add partitions to probe topic {name!r}") as call:

@@ -654,7 +654,9 @@ def test_the_probe_topic_follows_a_removed_broker_and_its_return(backend: Backen
     when it is back it takes a spare partition rather than a new one. The broker stays up here,
     as the topic is all that is asked about."""
     topic = unique("probe")
-    backend.probe.prepare(topic, backend.broker_ids, replication_factor=2)
+    # As the job does every round: asked again when a broker just restarted by an earlier test
+    # does not answer yet.
+    backend.wait_for(lambda: backend.probe.prepare(topic, backend.broker_ids, 2), "the probe topic")
     removed = backend.broker_ids[-1]
     live = [b for b in backend.broker_ids if b != removed]
 
@@ -673,7 +675,8 @@ def test_the_probe_topic_follows_a_removed_broker_and_its_return(backend: Backen
     # 2. Back: it takes the spare partition and leads it once it caught up.
     def back() -> list[ProbePartition] | None:
         found = backend.probe.prepare(topic, backend.broker_ids, 2)
-        return found if all(p.led_by_its_broker for p in found) else None
+        probed = sorted(p.broker_id for p in found) == sorted(backend.broker_ids)
+        return found if probed and all(p.led_by_its_broker for p in found) else None
 
     partitions = backend.wait_for(back, f"broker {removed} leading a probe partition again", timeout=60)
     assert len(partitions) == len(backend.broker_ids)
