@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,17 +45,28 @@ class PartitionState:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """The cluster as Kafka described it: its live brokers and every partition (internal ones too)."""
+    """The cluster as Kafka described it: its live brokers and every partition (internal ones too).
+    `partitions` are those of the topics the monitor watches (the cluster's topic filter), which
+    its leadership findings count and the plans move; `unwatched` the rest, which only the
+    guardrails look at (a broker down or a partition behind anywhere refuses a repair)."""
 
     live: frozenset[int]
     partitions: tuple[PartitionState, ...]
+    unwatched: tuple[PartitionState, ...] = ()
 
     @classmethod
-    def of(cls, live: Iterable[int], topics: Iterable[TopicInfo]) -> Snapshot:
-        parts = tuple(
-            _state(topic.name, p) for topic in topics for p in sorted(topic.partitions, key=_number)
-        )
-        return cls(frozenset(live), parts)
+    def of(
+        cls,
+        live: Iterable[int],
+        topics: Iterable[TopicInfo],
+        watches: Callable[[TopicInfo], bool] = lambda _: True,
+    ) -> Snapshot:
+        watched: list[PartitionState] = []
+        unwatched: list[PartitionState] = []
+        for topic in topics:
+            into = watched if watches(topic) else unwatched
+            into.extend(_state(topic.name, p) for p in sorted(topic.partitions, key=_number))
+        return cls(frozenset(live), tuple(watched), tuple(unwatched))
 
     def leaders(self) -> dict[int, int]:
         """Live broker -> partitions it leads (0 for a live broker that leads none)."""
@@ -74,7 +85,8 @@ def _state(topic: str, p: PartitionInfo) -> PartitionState:
 def refusals(snapshot: Snapshot) -> list[str]:
     """Why the cluster may not have its leadership changed now (empty: it may)."""
     found = []
-    holding = Counter(b for p in snapshot.partitions for b in p.replicas)
+    everything = (*snapshot.partitions, *snapshot.unwatched)
+    holding = Counter(b for p in everything for b in p.replicas)
     down = sorted(b for b in holding if b not in snapshot.live)
     if down:
         found.append(
@@ -83,7 +95,7 @@ def refusals(snapshot: Snapshot) -> list[str]:
             + " is not in the cluster's metadata; start it and wait until its replicas are back in "
             "sync before moving leaders"
         )
-    behind = [f"{p.topic}:{p.partition}" for p in snapshot.partitions if p.under_replicated]
+    behind = [f"{p.topic}:{p.partition}" for p in everything if p.under_replicated]
     if behind:
         shown = ", ".join(behind[:5]) + (f" and {len(behind) - 5} more" if len(behind) > 5 else "")
         found.append(

@@ -152,8 +152,11 @@ class RepairService:
         return self._admins[cluster]
 
     def snapshot(self, cluster: str) -> Snapshot:
-        """Every partition of the cluster and its live brokers, from Kafka now."""
+        """Every partition of the cluster and its live brokers, from Kafka now; the plans count
+        and move only the partitions of the topics the monitor watches there (the topic filter
+        its findings are evaluated on), the guardrails look at all."""
         admin = self.admin(cluster)
+        config = self._clusters[cluster]
         try:
             live = admin.describe_cluster().broker_ids
             topics = admin.describe_topics(admin.list_topic_names(include_internal=True))
@@ -161,7 +164,11 @@ class RepairService:
             raise RepairError("unavailable", f"{exc}; a repair needs the cluster's state now") from exc
         except KafkaRequestError as exc:
             raise RepairError("unavailable", f"{exc}; try again in a moment") from exc
-        return Snapshot.of(live, topics)
+        return Snapshot.of(
+            live,
+            topics,
+            lambda t: config.topics.accepts(t.name) and (config.include_internal_topics or not t.is_internal),
+        )
 
     # -- asking -------------------------------------------------------------------------------
 

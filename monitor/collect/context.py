@@ -83,6 +83,12 @@ class ClusterContext:
             if self.cluster.topics.accepts(name)
         ]
 
+    def watches_group(self, group_id: str) -> bool:
+        """Whether the cluster's groups are sampled with `group_id`: its group filter accepts it
+        and it is not the end-to-end probe's own group, which the probe measures itself (as a
+        group it would only be an empty phantom beside the users' groups, in every list)."""
+        return group_id != self.config.probe.group_id and self.cluster.groups.accepts(group_id)
+
     def critical(self, run: Run, job: str, changed: bool) -> None:
         """Ask for an evaluation now when `changed` (an input of a critical rule changed)."""
         if changed and self.on_critical is not None:

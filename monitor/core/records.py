@@ -212,6 +212,8 @@ class ProbePartition:
     partition: int
     broker_id: int
     leader: int | None
+    replicas: tuple[int, ...] = ()
+    """All replicas, the probed broker first."""
 
     @property
     def led_by_its_broker(self) -> bool:

@@ -259,6 +259,14 @@ class ProbeConfig(_Strict):
     budget_seconds: float = Field(
         default=5.0, gt=0, le=120, description="Time one round may take; a step not done by then fails."
     )
+    retire_after_seconds: float = Field(
+        default=600,
+        ge=0,
+        le=7 * 86400,
+        description="A broker gone from the cluster this long counts as removed: the probe "
+        "partitions on it are reassigned to live brokers. Until then a broker that leaves is down, "
+        "and its partition fails the probe.",
+    )
 
 
 class CollectConfig(_Strict):

@@ -60,7 +60,7 @@ from monitor.core.records import (
     TopicInfo,
     TopicPartition,
 )
-from monitor.kafka.probe import assignment, missing_brokers
+from monitor.kafka.probe import RETENTION, assignment, plan_topic
 from monitor.kafka.protocol import LogDirs, Target
 from monitor.kafka.records import CONFIG_KEYS, partition_key
 
@@ -784,24 +784,40 @@ class FakeProbe(_FakeClient):
 
     def _partitions_of(self, topic: str) -> list[ProbePartition]:
         return [
-            ProbePartition(number, part.replicas[0], part.leader)
+            ProbePartition(number, part.replicas[0], part.leader, tuple(part.replicas))
             for number, part in enumerate(self.fake.topic(topic).partitions)
         ]
 
-    def prepare(self, topic: str, broker_ids: Sequence[int], replication_factor: int) -> list[ProbePartition]:
+    def prepare(
+        self,
+        topic: str,
+        broker_ids: Sequence[int],
+        replication_factor: int,
+        retired: Collection[int] = (),
+    ) -> list[ProbePartition]:
         with self.fake.lock:
             self._begin("prepare", f"prepare probe topic {topic!r}")
             if not broker_ids:
                 raise KafkaRequestError(
                     f"cannot prepare probe topic {topic!r} on cluster {self.fake.name!r}: no broker is up"
                 )
-            rows = assignment(broker_ids, replication_factor)
             if topic not in self.fake.topics:
-                self.fake.topics[topic] = FakeTopic(topic, [FakePartition(r, list(r), r[0]) for r in rows])
-            found = self._partitions_of(topic)
-            missing = missing_brokers(found, broker_ids)
+                rows = assignment(broker_ids, replication_factor)
+                self.fake.topics[topic] = FakeTopic(
+                    topic, [FakePartition(r, list(r), r[0]) for r in rows], dict(RETENTION)
+                )
+            self.fake.topic(topic).configs.update(RETENTION)
+            plan = plan_topic(self._partitions_of(topic), broker_ids, retired, replication_factor)
             parts = self.fake.topic(topic).partitions
-            parts.extend(FakePartition(r, list(r), r[0]) for r in rows if r[0] in missing)
+            for number, replicas in plan.moves.items():
+                # A reassignment: the new replicas catch up at once here; a leader removed from
+                # the replicas hands over to the first live one.
+                part = parts[number]
+                part.replicas = list(replicas)
+                part.isr = [b for b in replicas if b not in self.fake.down]
+                if part.leader not in part.isr:
+                    part.leader = part.isr[0] if part.isr else None
+            parts.extend(FakePartition(r, list(r), r[0]) for r in plan.additions)
             for part in parts:
                 preferred = part.replicas[0]
                 if part.leader != preferred and preferred not in self.fake.down and preferred in part.isr:

@@ -33,11 +33,15 @@ from monitor.kafka.translate import Outcome
 _NOT_NEEDED: Final = KafkaError.ELECTION_NOT_NEEDED
 
 
-class _Reassigner(KafkaPythonClient):
-    """AlterPartitionReassignments through kafka-python (see `KafkaPythonClient`)."""
+class Reassigner(KafkaPythonClient):
+    """AlterPartitionReassignments through kafka-python (see `KafkaPythonClient`). It sends what
+    it is given: `LeaderAdmin` allows only reorderings; the probe moves its own topic's replicas."""
 
-    def alter(self, orders: Mapping[TopicPartition, Sequence[int]]) -> dict[str, str]:
-        """Send the new replica lists; returns "topic:partition" -> the error of each refused one."""
+    def alter(
+        self, orders: Mapping[TopicPartition, Sequence[int]], action: str = "reorder partition replicas"
+    ) -> dict[str, str]:
+        """Send the new replica lists; returns "topic:partition" -> the error of each refused one.
+        `action` names the request in the error raised when it fails as a whole."""
         with self._lock:
             self._require_started()
             client = self._connect()
@@ -47,7 +51,7 @@ class _Reassigner(KafkaPythonClient):
                     timeout_ms=max(1, round(self.timeout * 1000)),
                 )
             except Exception as exc:
-                raise self._failed("reorder partition replicas", exc) from exc
+                raise self._failed(action, exc) from exc
         errors = {partition_key(tp.topic, tp.partition): self._text(e()) for tp, e in answers.items() if e}
         for topic, partition in orders:
             if (topic, partition) not in {(tp.topic, tp.partition) for tp in answers}:
@@ -65,7 +69,7 @@ class LeaderAdmin(KafkaAdmin):
 
     def __init__(self, cluster: ClusterConfig) -> None:
         super().__init__(cluster)
-        self._reassigner = _Reassigner(cluster)
+        self._reassigner = Reassigner(cluster)
 
     def start(self) -> None:
         super().start()

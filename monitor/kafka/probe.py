@@ -3,7 +3,8 @@ monitoring): a topic with a partition led by every broker, one message per parti
 with acks=all, consumed back by the probe's own consumer group and committed.
 
 Partial-failure policy: `prepare` raises as the admin requests do (the probe cannot run without
-its topic), except the preferred-leader election, which is best effort (logged); `probe` never
+its topic), except the reassignment of partitions off a removed broker and the preferred-leader
+election, which are best effort (logged, asked again next round); `probe` never
 raises for a broker that fails: each partition's failure is its own result's `error`.
 """
 
@@ -12,12 +13,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from confluent_kafka import (
     Consumer,
-    ElectionType,
     KafkaError,
     KafkaException,
     Message,
@@ -32,7 +34,8 @@ from monitor.core.errors import KafkaRequestError
 from monitor.core.records import ProbePartition, ProbeResult
 from monitor.core.settings import ClusterConfig
 from monitor.kafka import records
-from monitor.kafka.admin import KafkaAdmin
+from monitor.kafka.alter import ConfigChange, TopicConfigWriter, differs
+from monitor.kafka.leaders import LeaderAdmin
 from monitor.kafka.properties import ClientLog, client_config, rejected_configuration, scrub
 
 log = logging.getLogger(__name__)
@@ -41,31 +44,106 @@ _HEADER: Final = "kafka-health-probe"
 _POLL_SECONDS: Final = 0.05
 
 
+RETENTION: Final = {"retention.ms": "3600000", "segment.ms": "600000", "cleanup.policy": "delete"}
+"""The probe topic's configuration: a probe message is read back within seconds, so an hour of
+them is kept (segments roll every ten minutes so that whole segments can be deleted)."""
+
+
 def assignment(broker_ids: Sequence[int], replication_factor: int) -> list[list[int]]:
     """Replicas of one partition per broker: broker i first (its preferred leader), then the
     next brokers in order, `replication_factor` in all (at most the number of brokers)."""
     ids = sorted(broker_ids)
+    return [replicas_for(b, ids, replication_factor) for b in ids]
+
+
+def replicas_for(owner: int, broker_ids: Sequence[int], replication_factor: int) -> list[int]:
+    """The replicas of a partition probing `owner`: it first, then the brokers after it in order
+    (`broker_ids`, and `owner` if not among them), `replication_factor` in all at most."""
+    ids = sorted({*broker_ids, owner})
+    start = ids.index(owner)
     factor = max(1, min(replication_factor, len(ids)))
-    return [[ids[(i + r) % len(ids)] for r in range(factor)] for i in range(len(ids))]
+    return [ids[(start + r) % len(ids)] for r in range(factor)]
 
 
-def missing_brokers(partitions: Sequence[ProbePartition], broker_ids: Sequence[int]) -> list[int]:
-    """The brokers that are the preferred leader of no probe partition, sorted."""
-    have = {p.broker_id for p in partitions}
-    return sorted(set(broker_ids) - have)
+@dataclass(frozen=True, slots=True)
+class TopicPlan:
+    """How the probe topic changes to fit the brokers: partitions whose replicas move (partition
+    -> the new replicas, the probed broker first) and partitions to add (their replicas)."""
+
+    moves: dict[int, list[int]]
+    additions: list[list[int]]
+
+    def __bool__(self) -> bool:
+        return bool(self.moves or self.additions)
 
 
-class _ProbeAdmin(KafkaAdmin):
+def plan_topic(
+    partitions: Sequence[ProbePartition],
+    broker_ids: Sequence[int],
+    retired: Collection[int],
+    replication_factor: int,
+) -> TopicPlan:
+    """Fit the probe topic to the live brokers (`broker_ids`) so that every one of them is the
+    probed (preferred) broker of a partition, and no replica stays on a `retired` broker (one
+    gone from the cluster long enough to count as removed). A broker merely down is neither:
+    its partition stays and fails the probe, which is how its outage shows.
+
+    1. A live broker with no partition takes a spare one: a retired broker's, else the last
+       partition of a broker that has two; only when there is none is a partition added.
+    2. A retired broker's partition nobody took goes to the live broker probed by the fewest.
+    3. Any other partition with a replica on a retired broker keeps its probed broker, if that
+       one is live, and gets its replicas from the live brokers (a partition of a broker that is
+       down waits: a reassignment onto it could not complete).
+    """
+    live = sorted(set(broker_ids))
+    gone = set(retired) - set(live)
+    owners = Counter(p.broker_id for p in partitions)
+    spare = [p for p in partitions if p.broker_id in gone]
+    for part in reversed(partitions):
+        if part.broker_id not in gone and owners[part.broker_id] > 1:
+            owners[part.broker_id] -= 1
+            spare.append(part)
+    moves: dict[int, list[int]] = {}
+    additions: list[list[int]] = []
+    for broker in (b for b in live if owners[b] == 0):
+        if spare:
+            moves[spare.pop(0).partition] = replicas_for(broker, live, replication_factor)
+        else:
+            additions.append(replicas_for(broker, live, replication_factor))
+        owners[broker] += 1
+    for part in spare:
+        if part.broker_id in gone and live:
+            broker = min(live, key=lambda b: (owners[b], b))
+            owners[broker] += 1
+            moves[part.partition] = replicas_for(broker, live, replication_factor)
+    for part in partitions:
+        if part.partition not in moves and part.broker_id in live and gone & set(part.replicas):
+            moves[part.partition] = replicas_for(part.broker_id, live, replication_factor)
+    return TopicPlan(moves, additions)
+
+
+class _ProbeAdmin(LeaderAdmin, TopicConfigWriter):
     """The admin requests only the probe makes: a topic with an explicit assignment, partitions
-    added with one, and the preferred-leader election."""
+    added with one, and its own partitions reassigned (data moves: the probe topic only); the
+    preferred-leader election is the repair actions' (`LeaderAdmin`), the config writes the
+    retention button's (`TopicConfigWriter`)."""
 
     def create_assigned_topic(self, name: str, replicas: list[list[int]]) -> None:
-        topic = NewTopic(name, num_partitions=len(replicas), replica_assignment=replicas)
+        topic = NewTopic(
+            name, num_partitions=len(replicas), replica_assignment=replicas, config=dict(RETENTION)
+        )
         with self._call(f"create probe topic {name!r}") as call:
             futures = self._admin().create_topics(
                 [topic], request_timeout=self.timeout, operation_timeout=self.timeout
             )
-            futures[name].result(timeout=call.remaining())
+            try:
+                futures[name].result(timeout=call.remaining())
+            except KafkaException as exc:
+                # Described as missing by a broker whose metadata had not caught up yet, or made
+                # meanwhile: either way it is there.
+                error = exc.args[0] if exc.args else None
+                if not (isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+                    raise
 
     def add_partitions(self, name: str, total: int, replicas: list[list[int]]) -> None:
         with self._call(f"add partitions to probe topic {name!r}") as call:
@@ -76,13 +154,11 @@ class _ProbeAdmin(KafkaAdmin):
             )
             futures[name].result(timeout=call.remaining())
 
-    def elect_preferred(self, name: str, partitions: Sequence[int]) -> None:
-        wanted = [TopicPartition(name, p) for p in partitions]
-        with self._call(f"elect the preferred leaders of probe topic {name!r}") as call:
-            future = self._admin().elect_leaders(
-                ElectionType.PREFERRED, wanted, request_timeout=self.timeout, operation_timeout=self.timeout
-            )
-            future.result(timeout=call.remaining())
+    def reassign(self, name: str, moves: dict[int, list[int]]) -> dict[str, str]:
+        """Give the probe topic's partitions the replicas in `moves`; "topic:partition" -> the
+        error of each refused one."""
+        orders = {(name, p): replicas for p, replicas in moves.items()}
+        return self._reassigner.alter(orders, f"reassign probe topic {name!r}")
 
     def probe_partitions(self, name: str) -> list[ProbePartition] | None:
         """The topic's partitions, or None when it does not exist."""
@@ -96,7 +172,11 @@ class _ProbeAdmin(KafkaAdmin):
                     return None
                 raise
         info = records.topic_info(described)
-        return [ProbePartition(p.partition, p.replicas[0], p.leader) for p in info.partitions if p.replicas]
+        return [
+            ProbePartition(p.partition, p.replicas[0], p.leader, tuple(p.replicas))
+            for p in info.partitions
+            if p.replicas
+        ]
 
 
 class ProbeClient:
@@ -128,6 +208,7 @@ class ProbeClient:
             "fetch.wait.max.ms": 20,
         }
         self._admin = _ProbeAdmin(cluster)
+        self._configured: set[str] = set()
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
         self._lock = threading.Lock()
@@ -161,7 +242,13 @@ class ProbeClient:
 
     # -- the topic ----------------------------------------------------------------------------
 
-    def prepare(self, topic: str, broker_ids: Sequence[int], replication_factor: int) -> list[ProbePartition]:
+    def prepare(
+        self,
+        topic: str,
+        broker_ids: Sequence[int],
+        replication_factor: int,
+        retired: Collection[int] = (),
+    ) -> list[ProbePartition]:
         if not broker_ids:
             raise KafkaRequestError(
                 f"cannot prepare probe topic {topic!r} on cluster {self._cluster.name!r}: no broker is up"
@@ -169,22 +256,52 @@ class ProbeClient:
         found = self._admin.probe_partitions(topic)
         if found is None:
             self._admin.create_assigned_topic(topic, assignment(broker_ids, replication_factor))
+            self._configured.add(topic)
             return self._wait_for_leaders(topic)
-        missing = missing_brokers(found, broker_ids)
-        if missing:
-            replicas = [row for row in assignment(broker_ids, replication_factor) if row[0] in missing]
-            self._admin.add_partitions(topic, len(found) + len(replicas), replicas)
-            return self._wait_for_leaders(topic)
+        if topic not in self._configured:
+            self._configure(topic)
+        plan = plan_topic(found, broker_ids, retired, replication_factor)
+        if plan.moves:
+            self._reassign(topic, plan.moves)
+        if plan.additions:
+            self._admin.add_partitions(topic, len(found) + len(plan.additions), plan.additions)
+        if plan:
+            found = self._wait_for_leaders(topic)
         live = set(broker_ids)
         moved = [p.partition for p in found if not p.led_by_its_broker and p.broker_id in live]
         if moved:
+            # Best effort: a partition whose preferred leader is not back in sync yet refuses,
+            # and is asked again next round.
             try:
-                self._admin.elect_preferred(topic, moved)
-            except (KafkaRequestError, KafkaException) as exc:
-                # Best effort: a partition whose preferred leader is not back in sync yet refuses.
-                log.info("probe topic %s: preferred leader election not done yet: %s", topic, exc)
+                errors = self._admin.elect_preferred_leaders([(topic, p) for p in moved]).errors
+            except KafkaRequestError as exc:
+                errors = {topic: str(exc)}
+            if errors:
+                log.info("probe topic %s: preferred leader election not done yet: %s", topic, errors)
             return self._admin.probe_partitions(topic) or found
         return found
+
+    def _configure(self, topic: str) -> None:
+        """Give a topic made before (or by hand) the probe's retention, once per process. Best
+        effort: a refusal (no Alter permission) is logged, and the probe goes on."""
+        try:
+            current = self._admin.read_configs(topic, list(RETENTION))
+            wrong = differs(current, RETENTION)
+            self._admin.alter_configs(topic, [ConfigChange(name, RETENTION[name]) for name in wrong])
+        except KafkaRequestError as exc:
+            log.warning("probe topic %s keeps its configuration: %s", topic, exc)
+        else:
+            if wrong:
+                log.info("probe topic %s on cluster %s: set %s", topic, self._cluster.name, wrong)
+        self._configured.add(topic)
+
+    def _reassign(self, topic: str, moves: dict[int, list[int]]) -> None:
+        """Move the replicas of the probe's own partitions (data moves, unlike a repair's
+        reorder); a refusal is logged and asked again next round."""
+        log.info("probe topic %s on cluster %s: reassigning %s", topic, self._cluster.name, moves)
+        errors = self._admin.reassign(topic, moves)
+        for partition, error in sorted(errors.items()):
+            log.warning("probe topic %s: reassigning %s was refused: %s", topic, partition, error)
 
     def _wait_for_leaders(self, topic: str) -> list[ProbePartition]:
         """The partitions of a topic just created or grown, once each has a leader (or at the

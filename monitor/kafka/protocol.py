@@ -179,12 +179,20 @@ class ProbeApi(Client, Protocol):
     """The end-to-end probe of one cluster: a topic with a partition led by every broker, written
     with acks=all, read back and committed by the probe's own consumer group."""
 
-    def prepare(self, topic: str, broker_ids: Sequence[int], replication_factor: int) -> list[ProbePartition]:
-        """Make `topic` fit the brokers: create it when missing with one partition per broker
-        (each broker the preferred leader of one, replicas on the next brokers, at most
-        `replication_factor` and the live brokers), add a partition for a broker that has none,
-        and elect the preferred leader of a partition whose preferred leader is up but does not
-        lead it. Returns every partition of the topic, sorted, as it is after that."""
+    def prepare(
+        self,
+        topic: str,
+        broker_ids: Sequence[int],
+        replication_factor: int,
+        retired: Collection[int] = (),
+    ) -> list[ProbePartition]:
+        """Make `topic` fit the live brokers `broker_ids`: create it when missing with one
+        partition per broker (each broker the preferred leader of one, replicas on the next
+        brokers, at most `replication_factor` and the live brokers); otherwise change it as
+        `monitor.kafka.probe.plan_topic` says (a broker with no partition takes a spare one or
+        gets one added; the replicas on `retired` brokers, gone for good, are reassigned to live
+        ones); then elect the preferred leader of a partition whose preferred leader is up but
+        does not lead it. Returns every partition of the topic, sorted, as it is after that."""
         ...
 
     def probe(

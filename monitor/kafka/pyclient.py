@@ -16,6 +16,7 @@ from kafka.admin import KafkaAdminClient
 from monitor.core.errors import ConfigError, KafkaRequestError, KafkaUnavailableError
 from monitor.core.settings import ClusterConfig, SecurityProtocol
 from monitor.kafka.properties import MASK, MaskedMapping
+from monitor.kafka.pylog import asking, route_kafka_python_log
 from monitor.kafka.translate import reason
 
 _LOG: Final = logging.getLogger(__name__)
@@ -108,6 +109,7 @@ class KafkaPythonClient:
     def __init__(self, cluster: ClusterConfig) -> None:
         self._cluster = cluster
         self._options = kafka_python_options(cluster)
+        route_kafka_python_log(cluster.name, self._options.secret_values())
         self._client: KafkaAdminClient | None = None
         self._started = False
         self._lock = threading.Lock()
@@ -140,6 +142,7 @@ class KafkaPythonClient:
         self.close()
 
     def _connect(self) -> KafkaAdminClient:
+        asking(self._cluster.name)
         if self._client is None:
             try:
                 self._client = KafkaAdminClient(**self._options)

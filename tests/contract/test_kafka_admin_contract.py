@@ -21,6 +21,7 @@ from monitor.core.records import (
     GroupMetadataRecord,
     OffsetCommitRecord,
     PartitionOffsets,
+    ProbePartition,
     RecordTimestamp,
 )
 from monitor.kafka import (
@@ -646,3 +647,49 @@ def test_a_stopped_broker_loses_the_lead_of_its_probe_partition_and_the_others_s
 
     assert partitions[-1].broker_id == stopped and partitions[-1].leader in live
     assert [(r.broker_id, r.error) for r in results] == [(b, None) for b in live]
+
+
+def test_the_probe_topic_follows_a_removed_broker_and_its_return(backend: Backend) -> None:
+    """A broker that counts as removed (`retired`) loses its probe replicas to the live brokers;
+    when it is back it takes a spare partition rather than a new one. The broker stays up here,
+    as the topic is all that is asked about."""
+    topic = unique("probe")
+    # As the job does every round: asked again when a broker just restarted by an earlier test
+    # does not answer yet.
+    backend.wait_for(lambda: backend.probe.prepare(topic, backend.broker_ids, 2), "the probe topic")
+    removed = backend.broker_ids[-1]
+    live = [b for b in backend.broker_ids if b != removed]
+
+    # 1. Retired: no replica is left on it, and every live broker leads a partition of its own.
+    def fitted() -> list[ProbePartition] | None:
+        found = backend.probe.prepare(topic, live, 2, retired=[removed])
+        placed = all(removed not in p.replicas for p in found)
+        return found if placed and all(p.led_by_its_broker for p in found) else None
+
+    partitions = backend.wait_for(fitted, f"the probe replicas off broker {removed}")
+    assert len(partitions) == len(backend.broker_ids), "reassigned, not added"
+    assert {p.broker_id for p in partitions} == set(live)
+    described = backend.admin.describe_topics([topic])[0]
+    assert all(removed not in p.replicas for p in described.partitions)
+
+    # 2. Back: it takes the spare partition and leads it once it caught up.
+    def back() -> list[ProbePartition] | None:
+        found = backend.probe.prepare(topic, backend.broker_ids, 2)
+        probed = sorted(p.broker_id for p in found) == sorted(backend.broker_ids)
+        return found if probed and all(p.led_by_its_broker for p in found) else None
+
+    partitions = backend.wait_for(back, f"broker {removed} leading a probe partition again", timeout=60)
+    assert len(partitions) == len(backend.broker_ids)
+    assert sorted(p.broker_id for p in partitions) == sorted(backend.broker_ids)
+
+
+def test_a_probe_topic_made_before_gets_the_probes_retention(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=len(backend.broker_ids), replication_factor=1)
+
+    backend.probe.prepare(topic, backend.broker_ids, replication_factor=1)
+
+    described = backend.admin.describe_topic_configs(
+        [topic], ["retention.ms", "segment.ms", "cleanup.policy"]
+    )
+    configs = {entry.name: entry.value for entry in described.value[topic]}
+    assert configs == {"retention.ms": "3600000", "segment.ms": "600000", "cleanup.policy": "delete"}

@@ -23,6 +23,7 @@ from tests.integration.test_daemon_leases import free_port
 pytestmark = pytest.mark.e2e
 
 TOPIC = "kafka-health-probe-e2e"
+GROUP = "kafka-health-probe-e2e-group"
 
 
 class Daemon:
@@ -38,7 +39,10 @@ class Daemon:
         return self.log.read_text()[-3000:]
 
     def cluster_page(self) -> str:
-        response = httpx.get(f"http://127.0.0.1:{self.port}/clusters/e2e", timeout=10)
+        return self.get("/clusters/e2e")
+
+    def get(self, path: str) -> str:
+        response = httpx.get(f"http://127.0.0.1:{self.port}{path}", timeout=10)
         response.raise_for_status()
         return response.text
 
@@ -61,7 +65,10 @@ def daemon(tmp_path: Path, kafka: KafkaTestHelper, db_url: str) -> Iterator[Daem
             "evaluate_seconds": 5,
             "probe_seconds": 2,
         },
-        "collect": {"probe": {"enabled": True, "topic": TOPIC, "group_id": "kafka-health-probe-e2e"}},
+        # A stopped broker counts as removed only after an hour: this test is about a broker down.
+        "collect": {
+            "probe": {"enabled": True, "topic": TOPIC, "group_id": GROUP, "retire_after_seconds": 3600}
+        },
         "alert": {"interval_seconds": 2},
         "log_level": "INFO",
     }
@@ -131,6 +138,14 @@ def test_a_stopped_broker_fails_the_probe_of_its_partition_on_the_page_and_fires
     wait(lambda: _probe_rows(daemon.cluster_page()) == {1: "row-ok", 2: "row-ok", 3: "row-ok"}
          if _evaluated_probe(engine) else None, 600, "a passing probe on every broker, evaluated")  # fmt: skip
     assert _firing(engine, "ProbeFailing") == []
+    # KMinion's names and types on /metrics, per partition; the probe's group is no group of the
+    # cluster's (it commits, but is not sampled).
+    metrics = daemon.get("/metrics")
+    assert "# TYPE kminion_end_to_end_roundtrip_latency_seconds histogram" in metrics
+    assert re.search(r'kminion_end_to_end_messages_received_total\{[^}]*cluster="e2e"[^}]*\} [1-9]', metrics)
+    assert GROUP not in daemon.get("/clusters/e2e/groups")
+    with engine.connect() as conn:
+        assert not conn.execute(text("SELECT 1 FROM group_offsets WHERE group_id = :g"), {"g": GROUP}).first()
 
     # 2. Broker 3 stops: the partition it led fails, the others pass again once its ISR shrank.
     kafka.stop_broker(3)

@@ -17,6 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Connection, Engine, text
 
 from monitor.alert.notify.outbox import NOTIFICATION_FAILURES, NOTIFICATIONS
+from monitor.collect import probe_metrics
+from monitor.core.records import ProbeResult
 from monitor.core.settings import MetricsConfig
 from monitor.expose.metrics.catalogue import BY_NAME, CATALOGUE, PARTITIONS, spec_of_family
 from monitor.expose.metrics.push.metrics import PUSH_FAILURES, PUSH_QUEUE, PUSH_SAMPLES
@@ -235,9 +237,9 @@ def test_our_metrics_serve_the_latest_evaluation(filled: Engine) -> None:
     assert of(samples, "kafka_health_broker_up") == {("prod", "1"): 1, ("prod", "2"): 1, ("prod", "3"): 0}
     assert of(samples, "kafka_health_broker_leaders") == {("prod", "1"): 2, ("prod", "2"): 1}
     assert of(samples, "kafka_health_broker_disk_usable_bytes") == {("prod", "1"): 400}
-    assert of(samples, "kminion_end_to_end_roundtrip_latency_seconds") == {("prod", "1"): 0.02}
-    assert of(samples, "kminion_end_to_end_produce_latency_seconds") == {("prod", "1"): 0.004}
-    assert of(samples, "kminion_end_to_end_commit_latency_seconds") == {("prod", "1"): 0.003}
+    assert of(samples, "kafka_health_broker_probe_roundtrip_latency_seconds") == {("prod", "1"): 0.02}
+    assert of(samples, "kafka_health_broker_probe_produce_latency_seconds") == {("prod", "1"): 0.004}
+    assert of(samples, "kafka_health_broker_probe_commit_latency_seconds") == {("prod", "1"): 0.003}
     assert of(samples, "kafka_health_broker_probe_failing") == {("prod", "1"): 0, ("prod", "2"): 1}
     assert of(samples, "kafka_health_broker_probe_failures") == {("prod", "1"): 0, ("prod", "2"): 10}
 
@@ -275,6 +277,12 @@ def test_every_family_served_is_catalogued_with_its_labels(filled: Engine) -> No
     PUSH_SAMPLES.labels("central", "sent").inc(3)
     PUSH_FAILURES.labels("central", "http_503").inc()
     PUSH_QUEUE.labels("central").set(1)
+    # A probe round: one message made the round trip, one was produced and lost, one not produced.
+    probe_metrics.observe("prod", [
+        ProbeResult(0, 1, 0.004, 0.02, 0.003, None),
+        ProbeResult(1, 2, 0.005, None, None, "consume failed: the message did not come back"),
+        ProbeResult(2, 3, None, None, None, "produce failed: no acknowledgement"),
+    ])  # fmt: skip
     body, _ = scrape(_client(filled))
 
     served = assert_catalogued(body)

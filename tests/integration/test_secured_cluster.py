@@ -26,14 +26,17 @@ from monitor.act.gitrepo import ConfigRepo
 from monitor.act.service import RetentionService
 from monitor.collect.stage import ClusterCollector
 from monitor.core.clock import FakeClock, SystemClock
+from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
 from monitor.core.settings import ClusterConfig, CollectConfig, NameFilter, RetentionConfig
 from monitor.devtools.kafka_cluster import DevKafkaCluster
+from monitor.kafka.logdirs import LogDirClient
 from monitor.store.buffer import BufferedWriter
 from monitor.store.partitions import ensure_partitions
 from monitor.store.runs import RunRecorder
 from tests.fixtures.kafka import Listener, SecuredKafkaHelper
 from tests.fixtures.populated import Scenario
 from tests.integration.test_retention import ALICE, DAY_MS, OWNERS, POLICY
+from tests.unit.test_kafka_python_log import RootRecords
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -215,6 +218,16 @@ def test_a_wrong_password_or_untrusted_certificate_is_a_clear_error_without_secr
             assert time.monotonic() - started < REQUEST_TIMEOUT + 6, job
     finally:
         collector.stop()
+    # The jobs stop at the first refusal (confluent-kafka's): kafka-python, which reads the log
+    # dirs and committed offsets, is asked on its own.
+    log_dirs = LogDirClient(config)
+    with RootRecords() as root:
+        log_dirs.start()
+        try:
+            with pytest.raises((KafkaUnavailableError, KafkaRequestError), match=f"on cluster '{name}'"):
+                log_dirs.describe([1])
+        finally:
+            log_dirs.close()
     latest = runs(engine, name)
     assert {job: r["status"] for job, r in latest.items()} == {
         "metadata": "failed", "offsets": "failed", "log_dirs": "failed",
@@ -232,6 +245,14 @@ def test_a_wrong_password_or_untrusted_certificate_is_a_clear_error_without_secr
     ours = [r for r in caplog.records if r.name.startswith("monitor")]
     assert ours, "the failed runs were logged"
     assert not [r for r in ours if r.exc_info], "a failed run is logged without a traceback"
+    # kafka-python's own lines reach the log handlers naming the cluster, without a traceback.
+    python_client = [r for r in root.records if r.name == "monitor.kafka.python"]
+    assert python_client and all(f"kafka-python on cluster '{name}'" in r.getMessage() for r in python_client)
+    assert not [r for r in root.records if r.name.startswith("kafka") or r.exc_info]
+    failed_runs = [
+        r for r in ours if r.levelno >= logging.WARNING and f"{name}/log_dirs failed" in r.getMessage()
+    ]
+    assert len(failed_runs) == 1, [r.getMessage() for r in ours if r.levelno >= logging.WARNING]
     out, err = capfd.readouterr()
     node = secured.cluster.node_dir(1)
     logs = {

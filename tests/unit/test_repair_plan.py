@@ -112,3 +112,18 @@ def test_9_an_election_whose_preferred_replica_is_down_is_reported_per_partition
     done = carry_out(admin, plan)
 
     assert done["elected"] == [] and "PREFERRED_LEADER_NOT_AVAILABLE" in done["errors"]["t:0"]
+
+
+def test_10_plans_count_the_watched_topics_and_the_guardrails_every_topic() -> None:
+    # Topic `t` (watched): broker 1 leads all three. Topic `other` (outside the topic filter):
+    # broker 2 leads six, and one of them is behind.
+    watched = TopicInfo("t", False, tuple(PartitionInfo(i, 1, ALL, ALL) for i in range(3)))
+    led_by_2 = [PartitionInfo(i, 2, (2, 1, 3), ALL) for i in range(5)]
+    other = TopicInfo("other", False, (*led_by_2, PartitionInfo(5, 2, (2, 1, 3), (2, 1))))
+    snap = Snapshot.of({1, 2, 3}, [watched, other], lambda t: t.name == "t")
+
+    plan = move_leadership(snap, 1)
+    assert plan.leaders_before == {1: 3, 2: 0, 3: 0}, "the leaders the finding counted"
+    assert {m.topic for m in plan.moves} == {"t"} and plan.leaders_after == {1: 1, 2: 1, 3: 1}
+    assert [r.split(":")[0] for r in refusals(snap)] == ["under_replicated"]
+    assert "other:5" in refusals(snap)[0]

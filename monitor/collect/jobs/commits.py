@@ -234,9 +234,7 @@ class CommitStreamCollector:
         batch = self._stream.poll(POLL_SECONDS)
         now_ms = to_millis(ctx.clock.now())
         accepted = [
-            c
-            for c in batch.commits
-            if ctx.cluster.groups.accepts(c.group_id) and ctx.cluster.topics.accepts(c.topic)
+            c for c in batch.commits if ctx.watches_group(c.group_id) and ctx.cluster.topics.accepts(c.topic)
         ]
         deleted = {g.group_id for g in batch.groups if g.deleted and ctx.cluster.groups.accepts(g.group_id)}
         # A deleted group's offsets go first: a commit after the group's tombstone in this batch

@@ -317,7 +317,7 @@ class OffsetsCollector:
         """The allowed groups. ListGroups asks every broker; with one broker gone it fails as a
         whole, so the groups of the previous cycle stand in and the run is partial."""
         try:
-            groups = [g for g in self._ctx.admin.list_group_ids() if self._ctx.cluster.groups.accepts(g)]
+            groups = [g for g in self._ctx.admin.list_group_ids() if self._ctx.watches_group(g)]
         except KafkaUnavailableError as exc:
             if self._known_groups is None:
                 raise

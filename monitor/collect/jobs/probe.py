@@ -1,10 +1,12 @@
 """The end-to-end probe job (KMinion's end-to-end monitoring): is the cluster actually usable?
 
 Each run: (1) fit the probe topic to the live brokers (created if missing with a partition
-preferred-led by every broker; a partition added for a new broker; preferred leaders elected back
-when their broker returns); (2) produce one message to each partition its broker leads, with
-acks=all, consume it back with the probe's own group and commit it; (3) store one row per
-partition: produce, end-to-end and commit latency, or the failure. A partition whose broker does
+preferred-led by every broker; a new broker takes a spare partition or gets one added; the
+replicas on a broker gone longer than `collect.probe.retire_after_seconds`, taken as removed, are
+reassigned to live brokers; preferred leaders elected back when their broker returns); (2)
+produce one message to each partition its broker leads, with acks=all, consume it back with the
+probe's own group and commit it; (3) store one row per partition: produce, end-to-end and commit
+latency, or the failure. A partition whose broker does
 not lead it (the broker is down, or lost leadership) is a failure of that broker without any
 request: the probe measures each broker through the partition it leads.
 
@@ -15,8 +17,12 @@ the collection page as well as in the probe's own samples.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+from datetime import datetime
+
 from sqlalchemy import Connection
 
+from monitor.collect import probe_metrics
 from monitor.collect.context import ClusterContext, CollectorJob, JobRun
 from monitor.core.records import ProbePartition, ProbeResult
 from monitor.store.runs import Run
@@ -37,16 +43,44 @@ def not_led(partition: ProbePartition) -> ProbeResult:
     )
 
 
-def collect_probe(run: Run, ctx: ClusterContext) -> None:
+class Absences:
+    """Since when each broker the probe topic has replicas on has been missing from the cluster,
+    and which of them count as removed (retired). Kept in memory: after a restart the count
+    starts again."""
+
+    def __init__(self) -> None:
+        self.since: dict[int, datetime] = {}
+        self.known: set[int] = set()
+
+    def retired(self, now: datetime, live: Collection[int], after_seconds: float) -> list[int]:
+        """The known brokers missing from `live` for at least `after_seconds`, as of `now`."""
+        for broker in self.known - set(live):
+            self.since.setdefault(broker, now)
+        for broker in live:
+            self.since.pop(broker, None)
+        return sorted(b for b, t in self.since.items() if (now - t).total_seconds() >= after_seconds)
+
+    def saw(self, partitions: Sequence[ProbePartition]) -> None:
+        """The topic as it is now: only the brokers it has replicas on are watched."""
+        self.known = {b for p in partitions for b in (*p.replicas, p.broker_id)}
+        self.since = {b: t for b, t in self.since.items() if b in self.known}
+
+
+def collect_probe(run: Run, ctx: ClusterContext, absences: Absences) -> None:
     settings = ctx.config.probe
     cluster = ctx.cluster.name
-    # 1. The topic, fitted to the live brokers.
+    # 1. The topic, fitted to the live brokers; a broker gone long enough counts as removed.
     brokers = ctx.admin.describe_cluster().broker_ids
-    partitions = ctx.probe.prepare(settings.topic, brokers, settings.replication_factor)
+    retired = absences.retired(ctx.clock.now(), brokers, settings.retire_after_seconds)
+    partitions = ctx.probe.prepare(settings.topic, brokers, settings.replication_factor, retired)
+    absences.saw(partitions)
+    if retired:
+        run.count("brokers_retired", len(retired))
     # 2. One round over the partitions led by their broker; the others fail without a request.
     led = [p for p in partitions if p.led_by_its_broker]
     sampled_at = ctx.clock.now()
     measured = ctx.probe.probe(settings.topic, led, settings.budget_seconds) if led else []
+    probe_metrics.observe(cluster, measured)
     leaders = {p.partition: p.leader for p in partitions}
     results = [*measured, *(not_led(p) for p in partitions if not p.led_by_its_broker)]
     results.sort(key=lambda r: r.partition)
@@ -67,7 +101,8 @@ def collect_probe(run: Run, ctx: ClusterContext) -> None:
 
 
 def build(ctx: ClusterContext) -> JobRun:
-    return lambda run: collect_probe(run, ctx)
+    absences = Absences()
+    return lambda run: collect_probe(run, ctx, absences)
 
 
 JOB = CollectorJob(

@@ -7,10 +7,12 @@ Origins:
 - `kafka-lag-go`: name, type and labels of sciclon2/kafka-lag-go (`pkg/metrics/prometheus.go`),
   so dashboards built for it keep working. Its label `clustername` is served beside our `cluster`
   (same value, no extra series). Where our value is measured differently, the meaning says so.
-- `kminion`: the end-to-end probe's latencies under the names of redpanda-data/kminion's
-  end-to-end monitoring (`docs/end-to-end.md`). KMinion serves them as histograms of every probe
-  message; here each is a gauge of the newest probe round, per broker (the broker leading the
-  probe partition, KMinion's `partition_id`).
+- `kminion`: the end-to-end probe's measures under the names and types of redpanda-data/kminion's
+  end-to-end monitoring (`e2e/service.go`): latency histograms of every probe message and
+  counters of messages and commits, with KMinion's `partition_id` label beside `cluster` and
+  `broker` (the broker the partition probes). They are process metrics, observed by the probe
+  rounds of the daemon that holds the cluster's lease; KMinion's commit metrics are per group
+  coordinator, these per cluster.
 - `ours`: kafka-health's own, prefixed `kafka_health_`.
 - `prometheus_client`: the client library's process and Python collectors.
 
@@ -186,19 +188,15 @@ BROKERS: tuple[MetricSpec, ...] = (
 )  # fmt: skip
 
 
-def _kminion(name: str, column: str, meaning: str) -> MetricSpec:
-    return MetricSpec(f"kminion_end_to_end_{name}", "gauge", BROKER, meaning, "kminion", "broker", column)
-
-
 PROBE: tuple[MetricSpec, ...] = (
-    _kminion("produce_latency_seconds", "probe_produce_latency_seconds",
-             "End-to-end probe, newest round: seconds until the cluster acknowledged (acks=all) the "
-             "message produced to the probe partition the broker leads."),
-    _kminion("roundtrip_latency_seconds", "probe_end_to_end_latency_seconds",
-             "End-to-end probe, newest round: seconds from producing the message until the probe's "
-             "consumer received it back."),
-    _kminion("commit_latency_seconds", "probe_commit_latency_seconds",
-             "End-to-end probe, newest round: seconds the offset commit of the probe's group took."),
+    _ours("broker_probe_produce_latency_seconds", BROKER, "broker", "probe_produce_latency_seconds",
+          "End-to-end probe, newest round: seconds until the cluster acknowledged (acks=all) the "
+          "message produced to the probe partition the broker leads."),
+    _ours("broker_probe_roundtrip_latency_seconds", BROKER, "broker", "probe_end_to_end_latency_seconds",
+          "End-to-end probe, newest round: seconds from producing the message until the probe's "
+          "consumer received it back."),
+    _ours("broker_probe_commit_latency_seconds", BROKER, "broker", "probe_commit_latency_seconds",
+          "End-to-end probe, newest round: seconds the offset commit of the probe's group took."),
     _ours("broker_probe_successes", BROKER, "broker", "probe_successes",
           "End-to-end probe messages through the broker that made the round trip in the evaluation window."),
     _ours("broker_probe_failures", BROKER, "broker", "probe_failures",
@@ -256,6 +254,33 @@ SCRAPE: tuple[MetricSpec, ...] = (
                "metrics.max_partition_series.", "ours"),
 )  # fmt: skip
 
+PROBE_MESSAGE = ("cluster", "partition_id", "broker")
+
+KMINION: tuple[MetricSpec, ...] = (
+    MetricSpec("kminion_end_to_end_produce_latency_seconds", "histogram", PROBE_MESSAGE,
+               "Time until the cluster acknowledged (acks=all) a produced probe message.", "kminion"),
+    MetricSpec("kminion_end_to_end_roundtrip_latency_seconds", "histogram", PROBE_MESSAGE,
+               "Time between producing a probe message and consuming it back.", "kminion"),
+    MetricSpec("kminion_end_to_end_offset_commit_latency_seconds", "histogram", CLUSTER,
+               "Time the cluster took to answer the probe group's offset commit.", "kminion"),
+    MetricSpec("kminion_end_to_end_messages_produced_total", "counter", PROBE_MESSAGE,
+               "Probe messages produced, counted when the cluster answered or the round's budget ran out.",
+               "kminion"),
+    MetricSpec("kminion_end_to_end_messages_produced_failed_total", "counter", PROBE_MESSAGE,
+               "Probe messages that failed to produce (an error or no acknowledgement within the budget).",
+               "kminion"),
+    MetricSpec("kminion_end_to_end_messages_received_total", "counter", PROBE_MESSAGE,
+               "Probe messages consumed back within the round's budget.", "kminion"),
+    MetricSpec("kminion_end_to_end_messages_lost_total", "counter", PROBE_MESSAGE,
+               "Probe messages produced successfully but not consumed back within the round's budget.",
+               "kminion"),
+    MetricSpec("kminion_end_to_end_offset_commits_total", "counter", CLUSTER,
+               "Offset commits of the probe group.", "kminion"),
+    MetricSpec("kminion_end_to_end_offset_commits_failed_total", "counter", CLUSTER,
+               "Offset commits of the probe group that returned an error or timed out.", "kminion"),
+)  # fmt: skip
+"""The end-to-end probe's process metrics (`monitor/collect/probe_metrics.py`)."""
+
 PROCESS: tuple[MetricSpec, ...] = (
     MetricSpec("kafka_health_notifications_total", "counter", ("receiver", "outcome"),
                "Notification delivery attempts by receiver and outcome (sent, retry, failed).", "ours"),
@@ -299,7 +324,7 @@ PROCESS: tuple[MetricSpec, ...] = (
 STATE: tuple[MetricSpec, ...] = (*COMPATIBLE, *GROUPS, *PARTITIONS, *TOPICS, *BROKERS, *PROBE, *CLUSTERS)
 """The metrics read from the views once per evaluation (the snapshot)."""
 
-CATALOGUE: tuple[MetricSpec, ...] = (*STATE, *SCRAPE, *PROCESS)
+CATALOGUE: tuple[MetricSpec, ...] = (*STATE, *SCRAPE, *KMINION, *PROCESS)
 BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in CATALOGUE}
 
 
@@ -339,6 +364,7 @@ _TITLES = (
     ("Topics", TOPICS),
     ("Brokers", BROKERS),
     ("End-to-end probe (`collect.probe.enabled`)", PROBE),
+    ("End-to-end probe, KMinion's names (process metrics of the daemon running the probe)", KMINION),
     ("Clusters", CLUSTERS),
     ("The snapshot", SCRAPE),
     ("Process", PROCESS),

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy import Connection
 
+from monitor.act import repair_request
 from monitor.core.formatting import bytes_filter, duration_filter
 from monitor.core.vocabulary import STATUS_RANK
 from monitor.expose.read import clusters as read_clusters
@@ -128,6 +129,7 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
         probe_since = now - PROBE_WINDOW
         probe = read_probe.partitions(conn, cluster, probe_since)
         probe_points = read_probe.history(conn, cluster, probe_since) if probe else []
+        repairs = repair_request.list_repairs(conn, cluster=cluster, limit=CLUSTER_REPAIRS)
     return render(
         ctx,
         "web/cluster.html",
@@ -143,9 +145,13 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
         groups=health.groups_worst_first(group_rows),
         groups_total=groups.total,
         alerts=alerts,
+        repairs=repairs,
         **_probe_section(cluster, probe, probe_points, probe_since, now),
     )
 
+
+CLUSTER_REPAIRS: Final = 10
+"""The newest leadership repairs of the cluster its page shows, with their diffs."""
 
 PROBE_WINDOW: Final = timedelta(minutes=15)
 """The end-to-end probe rounds the cluster page shows and counts."""
