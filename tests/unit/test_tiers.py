@@ -73,7 +73,8 @@ def test_the_guard_finds_a_java_child_left_running() -> None:
     guard = tiers.UnitGuard("t")
     child = subprocess.Popen(["bash", "-c", "exec -a java sleep 30"])
     try:
-        for _ in range(100):  # until bash has replaced itself with "java" (a JVM of an earlier test may run too)
+        # until bash has replaced itself with "java" (a JVM of an earlier test may still run)
+        for _ in range(100):
             if child.pid in tiers.java_children():
                 break
             time.sleep(0.02)
