@@ -164,7 +164,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
 
     from monitor.collect.jobs import job_intervals
     from monitor.collect.stage import CollectStage
-    from monitor.core.scheduler import Scheduler, run_intervals
+    from monitor.core.scheduler import DueRun, Scheduler, run_intervals
     from monitor.expose.web.app import create_app
     from monitor.expose.web.inbox import inbox_paths
     from monitor.expose.web.server import WebServer
@@ -177,7 +177,9 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     scheduler = Scheduler(max_workers=max(4, 2 * len(settings.clusters)))
     store = StoreService(database_url, settings.database, clock)
     # Stages never call one another: a collection that sees a critical change asks the scheduler
-    # for an evaluation now, and an evaluation that changed findings for the alert cycle now.
+    # for an evaluation now, and an evaluation that changed findings for the alert cycle now; a
+    # pending alert whose `for:` runs out is evaluated at the first sample after that (`due`).
+    due = DueRun(scheduler, "evaluate")
     collect = CollectStage(
         settings.clusters,
         settings.intervals,
@@ -186,6 +188,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
         clock,
         scheduler,
         on_critical=lambda cluster: scheduler.run_soon("evaluate"),
+        on_sample=lambda cluster: due.sample_arrived(clock.now()),
     )
     stale_after = timedelta(
         seconds=3 * max(settings.intervals.metadata_seconds, settings.intervals.offsets_seconds)
@@ -206,6 +209,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
                 scheduler,
                 find_jdbc_jar(settings),
                 on_findings_changed=lambda: scheduler.run_soon("alert"),
+                due=due,
             )
         )
     if settings.alert.enabled:

@@ -76,6 +76,7 @@ class ClusterCollector:
         config: CollectConfig,
         on_critical: Callable[[str], object] | None = None,
         clients: KafkaClients | None = None,
+        on_sample: Callable[[str], object] | None = None,
         intervals: Intervals | None = None,
         run_soon: Callable[[str], object] | None = None,
     ) -> None:
@@ -96,6 +97,7 @@ class ClusterCollector:
             commit_stream=kafka.commits,
             intervals=intervals or Intervals(),
             run_soon=run_soon,
+            on_sample=on_sample,
         )
         self.runners: dict[str, JobRun] = {
             name: job.build(self.context) for name, job in JOBS.items() if job.enabled(config)
@@ -128,6 +130,8 @@ class ClusterCollector:
             raise ValueError(f"no collector job {job!r}; the jobs are {', '.join(sorted(self.runners))}")
         with self._recorder.run(self.cluster.name, job) as record:
             runner(record)
+        if self.context.on_sample is not None:  # the run and its samples are in the store now
+            self.context.on_sample(self.cluster.name)
 
 
 class CollectStage:
@@ -143,8 +147,12 @@ class CollectStage:
         scheduler: Scheduler,
         instance: str | None = None,
         on_critical: Callable[[str], object] | None = None,
+        on_sample: Callable[[str], object] | None = None,
     ) -> None:
+        """`on_critical`: a change critical rules depend on; `on_sample`: a run ended and was
+        recorded (ClusterContext)."""
         self._on_critical = on_critical
+        self._on_sample = on_sample
         self._clusters = list(clusters)
         self._intervals = intervals
         self._config = config
@@ -172,6 +180,7 @@ class CollectStage:
                 self._on_critical,
                 intervals=self._intervals,
                 run_soon=self._run_soon(cluster.name),
+                on_sample=self._on_sample,
             )
             try:
                 collector.start()

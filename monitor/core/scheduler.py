@@ -170,3 +170,37 @@ def _logged(job_id: str, func: Callable[[], Any]) -> Callable[[], None]:
             log.exception("job %s failed; it runs again at its next interval", job_id)
 
     return run
+
+
+class DueRun:
+    """A job to run at the first sample that arrives at or after a time: the evaluation, when a
+    pending alert's `for:` runs out. Its `for:` counts in sample time (the newest sample a match
+    was derived from), so an evaluation at the due time itself may still see an older sample;
+    the first collection that ends after it brings one that fires, and asks for the run then,
+    rather than the evaluation's next tick up to an interval later."""
+
+    def __init__(self, scheduler: Scheduler, job_id: str) -> None:
+        self._scheduler = scheduler
+        self._job_id = job_id
+        self._lock = threading.Lock()
+        self._at: datetime | None = None
+
+    def set(self, at: datetime | None) -> None:
+        """Run at the first sample at or after `at` (None: nothing falls due)."""
+        with self._lock:
+            self._at = at
+
+    @property
+    def at(self) -> datetime | None:
+        with self._lock:
+            return self._at
+
+    def sample_arrived(self, at: datetime) -> bool:
+        """A collection wrote a sample at `at`: run the job now if that is at or after the due
+        time (once). Returns whether it asked for the run."""
+        with self._lock:
+            if self._at is None or at < self._at:
+                return False
+            self._at = None
+        self._scheduler.run_soon(self._job_id)
+        return True

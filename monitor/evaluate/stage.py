@@ -16,13 +16,14 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.core.clock import Clock
 from monitor.core.errors import ConfigError
-from monitor.core.scheduler import Scheduler
+from monitor.core.scheduler import DueRun, Scheduler
 from monitor.core.settings import EvaluateConfig, SparkConfig
 from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import load_rules, rule_files
 from monitor.evaluate.spark import build_session, jdbc_target
 from monitor.store.evaluation import drop_clock
+from monitor.store.findings import next_due
 from monitor.store.runs import Run, RunRecorder
 
 if TYPE_CHECKING:
@@ -46,10 +47,13 @@ class EvaluateStage:
         scheduler: Scheduler,
         jdbc_jar: Callable[[], Path],
         on_findings_changed: Callable[[], object] | None = None,
+        due: DueRun | None = None,
     ) -> None:
         """`jdbc_jar` finds the PostgreSQL JDBC driver's jar when the stage starts;
-        `on_findings_changed` is called after an evaluation that opened, resolved or re-rated findings."""
+        `on_findings_changed` is called after an evaluation that opened, resolved or re-rated findings;
+        `due` is set after each evaluation to when the first pending finding's `for:` runs out."""
         self._on_findings_changed = on_findings_changed
+        self._due = due
         self._previous_states: tuple[int, int] | None = None
         self._spark_config = spark
         self._config = config
@@ -103,6 +107,9 @@ class EvaluateStage:
         for key, value in result.findings.items():
             run.count(f"findings_{key}", value)
         self._after(result.findings)
+        if self._due is not None:
+            with self._engine().connect() as conn:
+                self._due.set(next_due(conn, self._clusters))
         for step, seconds in result.seconds.items():
             run.count(f"ms_{step}", int(seconds * 1000))
         if result.rows_read is not None:

@@ -155,3 +155,16 @@ def merge_findings(
         "pending": int(states.get("pending", 0)),
         "firing": int(states.get("firing", 0)),
     }
+
+
+def next_due(conn: Connection, clusters: Collection[str]) -> datetime | None:
+    """When the first pending finding of `clusters` has held for its rule's `for`, counted in
+    sample time as `merge_findings` counts it (`first_seen + for`); None when none is pending."""
+    due = conn.execute(
+        text(
+            "SELECT min(first_seen + make_interval(secs => for_seconds)) FROM findings"
+            " WHERE state = 'pending' AND cluster = ANY(:clusters)"
+        ),
+        {"clusters": list(clusters)},
+    ).scalar_one()
+    return due if isinstance(due, datetime) else None

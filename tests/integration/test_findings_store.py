@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from monitor.store.findings import Match, merge_findings
+from monitor.store.findings import Match, merge_findings, next_due
 
 T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -176,3 +176,33 @@ def test_a_sample_time_after_the_evaluation_counts_as_the_evaluation_time(engine
         engine, [match("a", observed_at=T + timedelta(hours=1)), match("b")], T + timedelta(seconds=30)
     )
     assert counts["firing"] == 0, "a sample stamped in the future does not make the `for` elapse"
+
+
+def test_the_next_due_time_is_the_earliest_pending_first_seen_plus_for(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM findings"))
+        assert next_due(conn, ["c1"]) is None, "nothing pending"
+    merge(
+        engine,
+        [
+            match("slow", for_seconds=600, observed_at=T - timedelta(seconds=10)),
+            match("soon", for_seconds=60, observed_at=T - timedelta(seconds=40)),
+            match("now", for_seconds=0),  # fires at once: never due
+        ],
+        T,
+    )
+    merge(engine, [match("other", for_seconds=5, cluster="c2")], T, clusters=("c2",))
+    with engine.connect() as conn:
+        assert next_due(conn, ["c1"]) == T + timedelta(seconds=20), "the sample 40 s ago plus its 60 s"
+        assert next_due(conn, ["c2"]) == T + timedelta(seconds=5)
+        assert next_due(conn, ["c3"]) is None
+
+    # once that one fires, the next pending one is due
+    merge(
+        engine,
+        [match("slow", for_seconds=600, observed_at=T), match("soon", observed_at=T + timedelta(seconds=20))],
+        T + timedelta(seconds=21),
+    )
+    with engine.connect() as conn:
+        assert findings(engine)["soon"]["state"] == "firing"
+        assert next_due(conn, ["c1"]) == T + timedelta(seconds=590)

@@ -4,7 +4,9 @@ the collection page reads and the tables each job writes all come from the one t
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,7 +17,10 @@ from monitor.core.clock import FakeClock
 from monitor.core.scheduler import run_intervals
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals, ProbeConfig
 from monitor.kafka.fake import FakeCluster
+from monitor.store.runs import Run
 from monitor.store.schema import metadata
+
+T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 
 
 class RecordingScheduler:
@@ -107,3 +112,37 @@ def test_a_job_asking_for_its_next_run_now_asks_the_scheduler_for_its_own_cluste
     stage._run_soon("west")("offsets")
 
     assert scheduler.soon == ["east:offsets", "west:offsets"]
+
+
+class RecordingRecorder:
+    """Stands in for the run recorder: notes when a run's row would be written."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    @contextmanager
+    def run(self, cluster: str | None, job: str) -> Iterator[Run]:
+        yield Run(cluster, job, T0)
+        self.events.append(f"recorded {job}")
+
+
+def test_a_run_tells_on_sample_after_it_is_recorded() -> None:
+    events: list[str] = []
+    fake = FakeCluster("east")
+    collector = ClusterCollector(
+        ClusterConfig(name="east", bootstrap_servers=["127.0.0.1:9092"]),
+        None,  # type: ignore[arg-type]
+        FakeClock(),
+        RecordingRecorder(events),  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        CollectConfig(),
+        clients=KafkaClients(fake.admin(), fake.reader(), fake.log_dirs(), fake.probe()),
+        on_sample=lambda cluster: events.append(f"sample {cluster}"),
+    )
+    collector.runners["metadata"] = lambda record: events.append("ran metadata")
+
+    collector.run("metadata")
+
+    assert events == ["ran metadata", "recorded metadata", "sample east"], (
+        "an evaluation asked by the sample must find the run (and its samples) in the store"
+    )
