@@ -223,17 +223,7 @@ def _plan(
     plan = plans.get(key) if plans is not None else None
     if plan is not None:
         return plan
-    plan = build_plan(
-        spark,
-        target,
-        clusters,
-        rules,
-        settings.window,
-        settings.window_commits,
-        readers,
-        evaluated_at,
-        one_action,
-    )
+    plan = build_plan(spark, target, rules, key, evaluated_at)
     if plans is not None:
         dropped = plans.put(key, plan)
         if dropped:

@@ -100,29 +100,22 @@ class Plan:
 
 
 def build_plan(
-    spark: SparkSession,
-    target: JdbcTarget,
-    clusters: Sequence[str],
-    rules: Sequence[Rule],
-    window: timedelta,
-    window_commits: int,
-    readers: int,
-    built_at: datetime,
-    one_action: bool = False,
+    spark: SparkSession, target: JdbcTarget, rules: Sequence[Rule], key: PlanKey, built_at: datetime
 ) -> Plan:
-    """A new plan with a clock of its own (set it before running the plan: store.evaluation.set_clock);
-    with `one_action`, its `gathered` frame too."""
+    """A new plan of `key` (`plan_key`: `rules` are those it was made of) with a clock of its own
+    (set it before running the plan: store.evaluation.set_clock); for one action, with its
+    `gathered` frame."""
     plan_id = uuid.uuid4().hex
-    inputs = extract.read_inputs(spark, target, clusters, window, plan_id, built_at, readers)
+    inputs = extract.read_inputs(spark, target, key.clusters, key.window, plan_id, built_at, key.readers)
     kept: list[DataFrame] = []
 
     def keep(frame: DataFrame) -> DataFrame:
         kept.append(frame)
         return frame
 
-    frames = derive(inputs, window_commits, keep)
+    frames = derive(inputs, key.window_commits, keep)
     verdicts = with_unsampled(evaluate_rules(frames, rules, inputs.now), unsampled_keys(frames, rules))
-    gathered = gather(frames, verdicts) if one_action else None
+    gathered = gather(frames, verdicts) if key.one_action else None
     return Plan(plan_id, frames, verdicts, tuple(kept), gathered)
 
 
