@@ -180,6 +180,25 @@ def test_a_change_without_identity_or_csrf_is_refused_and_changes_nothing(
     assert _counts(engine) == before
 
 
+ID_PARAMETERS = ("incident_id", "silence_id", "request_id", "repair_id")
+WITH_AN_ID = [key for key in CHANGES if any(f"{{{name}}}" in key[1] for name in ID_PARAMETERS)]
+
+
+@pytest.mark.parametrize(("method", "path"), WITH_AN_ID, ids=[f"{m} {p}" for m, p in WITH_AN_ID])
+def test_an_id_past_the_largest_is_bad_input_and_changes_nothing(
+    app: FastAPI, engine: Engine, method: str, path: str
+) -> None:
+    before = _counts(engine)
+    carol = _person(app, "carol", "payments", "kafka-platform")
+    url = path.format(**{**PATH_VALUES, **dict.fromkeys(ID_PARAMETERS, str(2**63))})
+    body: dict[str, Any] = {"json": {}} if CHANGES[(method, path)] == "json" else {"data": {"comment": "x"}}
+
+    answer = carol.request(method, url, follow_redirects=False, **body)
+
+    assert answer.status_code == 422, f"{url}: {answer.status_code} {answer.text[:200]}"
+    assert _counts(engine) == before
+
+
 # -- the repair buttons of the alerts page and the repair command line ---------------------------
 
 

@@ -31,6 +31,7 @@ from monitor.act.service import RetentionService
 from monitor.core.records import Identity
 from monitor.expose.web.context import ApiError, Context, Service, TopicPanel, WebContext
 from monitor.expose.web.identity import CSRF_FIELD, SIGN_IN, Auth, Authenticator, FormRefused
+from monitor.expose.web.inputs import Id
 from monitor.expose.web.pages import retention_views as views
 from monitor.store.retention import OPEN_STATES
 
@@ -206,7 +207,7 @@ async def submit(
 
 @router.post("/retention/{request_id}/{action}", response_model=None)
 async def act(
-    request: Request, request_id: int, action: str, ctx: Context, auth: Auth, service: Service
+    request: Request, request_id: Id, action: str, ctx: Context, auth: Auth, service: Service
 ) -> Response:
     """approve, reject, withdraw, revert or extend a request; back to where it was pressed."""
     form_back = "/retention"
