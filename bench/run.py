@@ -49,12 +49,17 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "ingest": ("ingest.py", ["--cycles", "3"], []),
     "alerts": ("alerts.py", ["--findings", "1000", "10000", "--notifications", "500", "--rounds", "10"], []),
     "web": ("web.py", ["--sizes", "100,1000", "--requests", "50", "--max-seconds", "5"], []),
+    "metrics": (
+        "web.py",
+        ["--sizes", "1000", "--only", "metrics", "--concurrency", "1,4", "--output", "metrics"],
+        ["--sizes", "10000", "--only", "metrics", "--concurrency", "1,4", "--output", "metrics"],
+    ),
     "collector": ("collector.py", ["--sizes", "1000,10000"], []),
     "evaluate": ("evaluate.py", ["--sizes", "100000,1000000"], []),
     "push": ("push.py", ["--series", "20000", "--cycles", "2"], []),
     "detect": ("detect.py", ["--idle", "60"], []),
 }
-PORT_OPTION = {"ingest": 0, "alerts": 1, "web": 2}
+PORT_OPTION = {"ingest": 0, "alerts": 1, "web": 2, "metrics": 3}
 """Scripts that take --port for their PostgreSQL: its offset from --port-base."""
 
 

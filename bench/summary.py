@@ -27,6 +27,9 @@ WEB_TARGET = (10_000, 500.0, 1_048_576)
 """bench/web.py's (issue 17): at 10,000 topics, the pages and the API answer within 500 ms at the
 95th percentile with 16 clients, and no page or list is over 1 MB."""
 WEB_TARGET_KINDS = ("page", "api")
+SCRAPE_TARGET = (10_000, 300.0, 1_000.0)
+"""`bench/web.py --only metrics --output metrics` (issue 17): at 10,000 topics one scrape within
+300 ms (its p95 alone), and 4 concurrent scrapers within 1 s at the 95th percentile."""
 PUSH_TARGET = (100_000, 15.0)
 """bench/push.py's (issue 17): remote write of 100,000 series within one 15 s cycle."""
 DETECT_BEYOND_FOR = 20.0
@@ -315,6 +318,35 @@ def web_rows(doc: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def metrics_rows(doc: dict[str, Any]) -> list[Row]:
+    """/metrics per size and number of scrapers: p95 against one scrape's target (one scraper) or
+    the concurrent scrapers' (more)."""
+    rows: list[Row] = []
+    for s in doc.get("sizes", []):
+        for r in s.get("results", []):
+            if r["kind"] != "metrics":
+                continue
+            alone = r["concurrency"] == 1
+            limit = SCRAPE_TARGET[1] if alone else SCRAPE_TARGET[2]
+            at_target = s["topics"] == SCRAPE_TARGET[0] and r["concurrency"] in (1, 4)
+            rows.append(
+                Row(
+                    "metrics",
+                    f"{s['topics']:,} topics, {r['concurrency']} scraper{'' if alone else 's'}",
+                    s["topics"],
+                    "scrape p95 ms",
+                    _none(r["p95_ms"]),
+                    "ms",
+                    target=f"<= {limit:,.0f} ms at 10k" if at_target else "",
+                    met=_nan_high(r["p95_ms"]) <= limit if at_target else None,
+                    measured=s.get("measured_at", ""),
+                    load=s.get("loadavg_before"),
+                    note=f"p50 {r['p50_ms']:.1f} ms, {r.get('bytes', 0) / 1_048_576:.1f} MB",
+                )
+            )
+    return rows
+
+
 def push_rows(doc: dict[str, Any]) -> list[Row]:
     """The slowest push cycle of the run, against the one cycle (15 s) it must fit in."""
     cycles = doc.get("cycles", [])
@@ -409,6 +441,7 @@ READERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "evaluate": evaluate_rows,
     "alerts": alerts_rows,
     "web": web_rows,
+    "metrics": metrics_rows,
     "push": push_rows,
     "detect": detect_rows,
 }
