@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import logging
 import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+
+from cachetools import LRUCache
 
 from monitor.core.derived import columns_of
 from monitor.evaluate import extract
@@ -35,8 +35,6 @@ from monitor.evaluate.transforms import derive
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Row, SparkSession
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -175,37 +173,44 @@ def fresh(frame: DataFrame) -> DataFrame:
     return frame.select("*")
 
 
+class _Dropping(LRUCache[PlanKey, Plan]):
+    """An LRU map that keeps what it drops, for its clocks to be removed."""
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__(maxsize)
+        self.dropped: list[Plan] = []
+
+    def popitem(self) -> tuple[PlanKey, Plan]:
+        key, plan = super().popitem()
+        self.dropped.append(plan)
+        return key, plan
+
+
 class Plans:
     """The plans of a long-lived evaluator (the daemon's evaluate stage), at most `limit`, the
     least recently used dropped first. One evaluation at a time uses a plan (the stage runs one
     at a time); the lock keeps the map itself consistent."""
 
     def __init__(self, limit: int = 4) -> None:
-        self._limit = limit
-        self._plans: OrderedDict[PlanKey, Plan] = OrderedDict()
+        self._plans = _Dropping(limit)
         self._lock = threading.Lock()
 
     def get(self, key: PlanKey) -> Plan | None:
         with self._lock:
-            plan = self._plans.get(key)
-            if plan is not None:
-                self._plans.move_to_end(key)
-            return plan
+            return self._plans.get(key)
 
     def put(self, key: PlanKey, plan: Plan) -> list[Plan]:
         """Keep `plan`; returns the plans dropped to make room (their clocks can go)."""
         with self._lock:
             self._plans[key] = plan
-            self._plans.move_to_end(key)
-            dropped = []
-            while len(self._plans) > self._limit:
-                dropped.append(self._plans.popitem(last=False)[1])
+            dropped, self._plans.dropped = self._plans.dropped, []
             return dropped
 
     def clear(self) -> list[Plan]:
         with self._lock:
             plans = list(self._plans.values())
             self._plans.clear()
+            self._plans.dropped = []
             return plans
 
     def __len__(self) -> int:
