@@ -22,7 +22,7 @@ from monitor.core.settings import ClusterConfig
 from monitor.kafka.consumer import ConsumerClient
 from monitor.kafka.offsets_topic import DecodeError, decode
 from monitor.kafka.properties import client_config, scrub
-from monitor.kafka.translate import is_unavailable, kafka_error
+from monitor.kafka.translate import is_end_offset_held_back, is_unavailable, kafka_error
 
 _LOG: Final = logging.getLogger(__name__)
 
@@ -174,6 +174,11 @@ class CommitStreamReader(ConsumerClient):
                 "creates it when a consumer group first looks up its coordinator); asking again"
             )
         text = scrub(error.str() if error is not None else str(exc), self._secrets)
+        if is_end_offset_held_back(exc):  # a leader just elected: its high watermark catches up
+            return KafkaUnavailableError(
+                f"{self._cluster.name}: cannot {action}: the end of a partition of {OFFSETS_TOPIC} is held "
+                f"back ({text}); asking again"
+            )
         if (
             error is None
             or is_unavailable(exc)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from monitor.core.errors import KafkaUnavailableError
 from monitor.core.settings import ClusterConfig
@@ -52,4 +53,26 @@ def test_a_cluster_without_the_offsets_topic_yet_is_unavailable_not_refused() ->
     reader._consumer = _NoOffsetsTopic()  # type: ignore[assignment]
 
     with pytest.raises(KafkaUnavailableError, match="__consumer_offsets does not exist yet"):
+        reader.seek_to_end()
+
+
+class _HeldBackEnd:
+    """A consumer just after a leader election: the new leader's high watermark is not caught up."""
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> SimpleNamespace:
+        return SimpleNamespace(topics={topic: SimpleNamespace(error=None, partitions={0: None, 1: None})})
+
+    def get_watermark_offsets(self, *args: object, **kwargs: object) -> tuple[int, int]:
+        raise KafkaException(
+            KafkaError(KafkaError.OFFSET_NOT_AVAILABLE, "leader high watermark is not caught up")
+        )
+
+    def close(self) -> None: ...
+
+
+def test_an_end_held_back_after_an_election_is_asked_again_not_a_stopped_stream() -> None:
+    reader = CommitStreamReader(CLUSTER)
+    reader._consumer = _HeldBackEnd()  # type: ignore[assignment]
+
+    with pytest.raises(KafkaUnavailableError, match=r"is held back .*; asking again"):
         reader.seek_to_end()
