@@ -150,6 +150,9 @@ def test_moving_leadership_off_an_overloaded_broker_through_the_forms_and_the_cl
 
     # 1. Broker 3 down: refused on the command line and through the form, recorded as refused.
     kafka.stop_broker(3)
+    kafka.wait_for(
+        lambda: repair_plan.refusals(repairs.snapshot(name)), 60, "broker 3 seen down", (Exception,)
+    )
     refused = kafka_health("repair", "request", str(finding.id), "--kind", "move_leadership",
                            "-m", "even out", "--as", "carol", "--team", "kafka-platform")  # fmt: skip
     assert refused.exit_code == 1, refused.output
@@ -162,8 +165,13 @@ def test_moving_leadership_off_an_overloaded_broker_through_the_forms_and_the_cl
     # 2. The cluster whole again, with broker 1 leading its 8.
     kafka.start_broker(3)
     kafka.wait_for(lambda: not repair_plan.refusals(repairs.snapshot(name)), 180, "every replica in sync")
-    kafka.elect_preferred_leaders(topic)
-    kafka.wait_for(lambda: _leaders(kafka, topic) == {1: 8, 2: 2, 3: 2}, 60, "broker 1 leading 8 again")
+
+    def elected() -> bool:  # asked again until every preferred leader has taken its partitions,
+        kafka.elect_preferred_leaders(topic)  # as the repairs' own client sees them too
+        expected = {1: 8, 2: 2, 3: 2}
+        return _leaders(kafka, topic) == expected and repairs.snapshot(name).leaders() == expected
+
+    kafka.wait_for(elected, 60, "broker 1 leading 8 again", (Exception,))
 
     # 3. Nobody signed in cannot ask; carol asks through the form of the alerts page.
     anonymous = web.as_user(None).post("/alerts/repairs", data=ask)
