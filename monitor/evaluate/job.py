@@ -55,7 +55,7 @@ from monitor.evaluate.plan import (
 )
 from monitor.evaluate.rules import Rule
 from monitor.evaluate.spark import JdbcTarget
-from monitor.store.evaluation import DERIVED_TABLES, drop_clock, set_clock
+from monitor.store.evaluation import DERIVED_TABLES, drop_clocks, set_clock
 from monitor.store.findings import Match, merge_findings
 from monitor.store.ingest import copy_rows
 from monitor.store.partitions import create_day_partitions, day_of
@@ -158,7 +158,7 @@ def run_evaluation(
             frame.unpersist()
         if plans is None:
             with engine.begin() as conn:
-                drop_clock(conn, plan.plan_id)
+                drop_clocks(conn, [plan.plan_id])
     return result
 
 
@@ -228,8 +228,7 @@ def _plan(
         dropped = plans.put(key, plan)
         if dropped:
             with engine.begin() as conn:
-                for old in dropped:
-                    drop_clock(conn, old.plan_id)
+                drop_clocks(conn, [old.plan_id for old in dropped])
     return plan
 
 

@@ -22,7 +22,7 @@ from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import load_rules, rule_files
 from monitor.evaluate.spark import build_session, jdbc_target
-from monitor.store.evaluation import drop_clock
+from monitor.store.evaluation import drop_clocks
 from monitor.store.findings import next_due
 from monitor.store.runs import Run, RunRecorder
 
@@ -130,8 +130,7 @@ class EvaluateStage:
         if plans:
             try:
                 with self._engine().begin() as conn:
-                    for plan in plans:
-                        drop_clock(conn, plan.plan_id)
+                    drop_clocks(conn, [plan.plan_id for plan in plans])
             except SQLAlchemyError as exc:  # left for the next evaluation's clean-up
                 log.warning("the evaluation plans' clocks were not removed: %s", exc)
         if self._session is not None:

@@ -9,6 +9,7 @@ created them is frozen text, and a test compares it with this metadata.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -135,6 +136,7 @@ def set_clock(conn: Connection, plan_id: str, evaluated_at: datetime) -> None:
     conn.execute(delete(EvaluationClock).where(stale))
 
 
-def drop_clock(conn: Connection, plan_id: str) -> None:
-    """Remove the clock of a plan that will not run again."""
-    conn.execute(delete(EvaluationClock).where(EvaluationClock.plan_id == plan_id))
+def drop_clocks(conn: Connection, plan_ids: Collection[str]) -> None:
+    """Remove the clocks of plans that will not run again."""
+    if plan_ids:
+        conn.execute(delete(EvaluationClock).where(EvaluationClock.plan_id.in_(list(plan_ids))))
