@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,11 +20,12 @@ from sqlalchemy import Connection, Engine
 from monitor.act import ledger
 from monitor.act.apply import Applier
 from monitor.act.gitrepo import ChangeRecord, ConfigRepo, ConfigRepoError
-from monitor.act.model import RetentionError, iso, show_value
+from monitor.act.model import REFUSALS, RetentionError, iso, show_value
 from monitor.act.policy import Policy
 from monitor.act.request import Request
 from monitor.core.clock import Clock
 from monitor.core.records import Identity
+from monitor.store import audit as audit_trail
 from monitor.store.audit import Audit
 
 log = logging.getLogger(__name__)
@@ -52,7 +54,7 @@ class Decisions:
         raise's review, or an extension."""
         policy = self._policy()
         now = self._clock.now()
-        with self._engine().begin() as conn:
+        with self._deciding(who, request_id, "approve") as conn:
             request = ledger.lock_existing(conn, request_id)
             self._reviewer(policy, who, request, "approve")
             if request.state == "awaiting_approval":
@@ -66,6 +68,18 @@ class Decisions:
             if request.review_pending or request.extension_pending:
                 return self._approve_in_force(conn, who, request, comment)
         raise RetentionError("conflict", f"request {request_id} is {request.state}: nothing awaits approval")
+
+    def _deciding(self, who: Identity, request_id: int, verb: str) -> AbstractContextManager[Connection]:
+        """The transaction of one decision; a refusal of it is on the audit trail."""
+
+        def record(conn: Connection, exc: RetentionError) -> None:
+            request = ledger.get(conn, request_id)
+            if request is not None and exc.code in REFUSALS:
+                refused = Audit.by(who, "refused", detail=f"{verb}: {exc.code}: {exc}")
+                now = self._clock.now()
+                ledger.write_audit(conn, request.id, request.cluster, request.topic, refused, now)
+
+        return audit_trail.refusals_recorded(self._engine(), RetentionError, record)
 
     def _approve_in_force(self, conn: Connection, who: Identity, request: Request, comment: str) -> Request:
         now = self._clock.now()
@@ -112,7 +126,7 @@ class Decisions:
             raise RetentionError("invalid", "say why (the requester reads it)")
         policy = self._policy()
         now = self._clock.now()
-        with self._engine().begin() as conn:
+        with self._deciding(who, request_id, "reject") as conn:
             request = ledger.lock_existing(conn, request_id)
             state = request.state
             if who.user == request.requested_by and request.withdrawable:
@@ -147,7 +161,7 @@ class Decisions:
         """End a raise now (the owning team, or a reviewer)."""
         policy = self._policy()
         now = self._clock.now()
-        with self._engine().begin() as conn:
+        with self._deciding(who, request_id, "revert") as conn:
             request = ledger.lock_existing(conn, request_id)
             if request.team not in who.teams and not policy.is_reviewer(who.teams):
                 raise RetentionError(
@@ -170,7 +184,7 @@ class Decisions:
         """Ask for `duration_ms` more; a reviewer approves it like a new raise."""
         policy = self._policy()
         now = self._clock.now()
-        with self._engine().begin() as conn:
+        with self._deciding(who, request_id, "extend") as conn:
             request = ledger.lock_existing(conn, request_id)
             if request.team not in who.teams:
                 raise RetentionError(

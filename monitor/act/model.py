@@ -11,6 +11,11 @@ from monitor.core.formatting import bytes_filter, duration_filter
 
 ErrorCode = Literal["refused", "forbidden", "not_found", "conflict", "unavailable", "invalid"]
 
+REFUSALS: frozenset[ErrorCode] = frozenset({"refused", "forbidden", "conflict", "invalid"})
+"""The codes that turn down what a person asked of an existing request; each is written to the
+audit trail (`not_found` has no request to write it against; `unavailable` is Kafka's answer, not
+a decision)."""
+
 
 class RetentionError(MonitorError):
     """A retention action that cannot be carried out as asked. `code` is stable (the HTTP API

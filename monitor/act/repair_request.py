@@ -91,7 +91,7 @@ if set(TRANSITIONS) != set(REPAIR_STATES):  # pragma: no cover
     raise ImportError("monitor.act.repair_request.TRANSITIONS must name every state of REPAIR_STATES")
 
 
-def _audit(conn: Connection, repair_id: int, cluster: str, audit: Audit, now: datetime) -> None:
+def write_audit(conn: Connection, repair_id: int, cluster: str, audit: Audit, now: datetime) -> None:
     audit_trail.write_entry(conn, audit, at=now, subject=SUBJECT, subject_id=repair_id, cluster=cluster)
 
 
@@ -118,7 +118,7 @@ def insert_repair(conn: Connection, values: Mapping[str, Any], audits: Sequence[
             ) from exc
         raise
     for audit in audits:
-        _audit(conn, repair_id, str(values["cluster"]), audit, now)
+        write_audit(conn, repair_id, str(values["cluster"]), audit, now)
     return repair_id
 
 
@@ -144,7 +144,7 @@ def transition(
             f"repair {repair.id} cannot move from {repair.state!r} to {wanted!r}; it may move to: {allowed}",
         )
     conn.execute(update(RepairRequest).where(RepairRequest.id == repair.id).values(**changes, updated_at=now))
-    _audit(conn, repair.id, repair.cluster, audit, now)
+    write_audit(conn, repair.id, repair.cluster, audit, now)
     return dataclasses.replace(repair, **changes, updated_at=now)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -30,6 +31,7 @@ from sqlalchemy import Connection, Engine, text
 from monitor.act import repair_plan
 from monitor.act import repair_request as store
 from monitor.act.ledger import SYSTEM_ACTOR
+from monitor.act.model import REFUSALS
 from monitor.act.policy import Policy
 from monitor.act.repair_plan import Plan, Snapshot
 from monitor.act.repair_request import Repair, RepairError
@@ -39,6 +41,7 @@ from monitor.core.records import Identity
 from monitor.core.settings import ClusterConfig
 from monitor.kafka.leaders import LeaderAdmin
 from monitor.kafka.protocol import LeaderApi
+from monitor.store import audit as audit_trail
 from monitor.store.audit import Audit
 
 log = logging.getLogger(__name__)
@@ -245,7 +248,7 @@ class RepairService:
     def approve(self, who: Identity, repair_id: int, comment: str = "") -> Repair:
         """Approve a waiting repair (a reviewer other than the requester); it is then applied."""
         now = self._clock.now()
-        with self._engine().begin() as conn:
+        with self._deciding(who, repair_id, "approve") as conn:
             repair = store.get(conn, repair_id, lock=True)
             self._reviewer(who, repair, "approve")
             store.transition(
@@ -262,7 +265,7 @@ class RepairService:
         if not reason.strip():
             raise RepairError("invalid", "say why (the requester reads it)")
         now = self._clock.now()
-        with self._engine().begin() as conn:
+        with self._deciding(who, repair_id, "reject") as conn:
             repair = store.get(conn, repair_id, lock=True)
             if who.user == repair.requested_by:
                 return store.transition(
@@ -272,6 +275,17 @@ class RepairService:
             return store.transition(
                 conn, repair, {"state": "rejected"}, Audit.by(who, "rejected", reason=reason), now
             )
+
+    def _deciding(self, who: Identity, repair_id: int, verb: str) -> AbstractContextManager[Connection]:
+        """The transaction of one decision; a refusal of it is on the audit trail."""
+
+        def record(conn: Connection, exc: RepairError) -> None:
+            if exc.code in REFUSALS:  # the repair exists: only `not_found` comes before it is read
+                repair = store.get(conn, repair_id)
+                refused = Audit.by(who, "refused", detail=f"{verb}: {exc.code}: {exc}")
+                store.write_audit(conn, repair.id, repair.cluster, refused, self._clock.now())
+
+        return audit_trail.refusals_recorded(self._engine(), RepairError, record)
 
     def _reviewer(self, who: Identity, repair: Repair, verb: str) -> None:
         policy = self._policy()

@@ -237,16 +237,15 @@ def audited(
 ) -> Iterator[Connection]:
     """A transaction for one action of `who`. A refusal (`ActionError`) rolls it back, is audited
     in a transaction of its own, and is raised again for the caller to answer."""
-    try:
-        with engine.begin() as conn:
-            yield conn
-    except ActionError as exc:
-        with engine.begin() as conn:
-            audit.write(
-                conn, at=now(), subject=subject, subject_id=subject_id, actor=actor(who), action="refused",
-                detail=f"{what}: {exc.code}: {exc}",
-            )  # fmt: skip
-        raise
+
+    def record(conn: Connection, exc: ActionError) -> None:
+        audit.write(
+            conn, at=now(), subject=subject, subject_id=subject_id, actor=actor(who), action="refused",
+            detail=f"{what}: {exc.code}: {exc}",
+        )  # fmt: skip
+
+    with audit.refusals_recorded(engine, ActionError, record) as conn:
+        yield conn
 
 
 def _slice(limit: int | None, offset: int) -> str:

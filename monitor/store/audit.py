@@ -12,12 +12,13 @@ round. Retention rows also name the request, cluster and topic (`request_id`, `c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import BigInteger, CheckConstraint, Connection, Index, insert, select, text
+from sqlalchemy import BigInteger, CheckConstraint, Connection, Engine, Index, insert, select, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -177,6 +178,26 @@ def write_entry(
             **columns,
         )
     )
+
+
+Refusal = TypeVar("Refusal", bound=Exception)
+
+
+@contextmanager
+def refusals_recorded(
+    engine: Engine, refusal: type[Refusal], record: Callable[[Connection, Refusal], None]
+) -> Iterator[Connection]:
+    """A transaction for one change a person asks for. A refusal (an exception of type `refusal`:
+    not allowed, not in a state that allows it) rolls the change back; `record` then writes its
+    audit entry in a transaction of its own, and the refusal is raised again for the caller to
+    answer. So a refused attempt is on the trail as surely as a change."""
+    try:
+        with engine.begin() as conn:
+            yield conn
+    except refusal as exc:
+        with engine.begin() as conn:
+            record(conn, exc)
+        raise
 
 
 def entries(

@@ -172,7 +172,7 @@ def test_preferred_election_after_a_broker_returns_resolves_the_finding(
     assert done.outcome == "resolved" and done.outcome_at is not None
     assert done.outcome_at <= datetime.now(UTC)
     assert actions == [
-        ("carol", "requested"), ("kafka-health", "awaiting_approval"), ("bob", "approved"),
+        ("carol", "requested"), ("kafka-health", "awaiting_approval"), ("carol", "refused"), ("bob", "approved"),
         ("kafka-health", "applied"), ("kafka-health", "resolved"),
     ]  # fmt: skip
     assert (

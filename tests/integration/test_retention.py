@@ -193,8 +193,16 @@ def test_large_raise_waits_for_a_reviewer_other_than_the_requester(rig: Rig) -> 
     rig.expect_retention_ms(topic, str(5 * DAY_MS))
     assert "Approved-by: bob" in _commit(rig, approved.commit_id).message
     assert rig.actions(request.id) == [
-        "requested", "awaiting_approval", "approved", "committed", "applied", "verified",
+        "requested", "awaiting_approval", "refused", "refused", "approved", "committed", "applied", "verified",
     ]  # fmt: skip
+    with rig.engine.connect() as conn:
+        refusals = [
+            (a["actor"], a["detail"]) for a in ledger.audit_of(conn, request.id) if a["action"] == "refused"
+        ]
+    assert refusals[0][0] == "carol" and refusals[0][1].startswith(
+        "approve: forbidden: carol asked for request"
+    )
+    assert refusals[1][0] == "alice" and "only members of kafka-platform may approve" in refusals[1][1]
     rig.service.revert(CAROL, request.id, "done")
 
 
