@@ -248,8 +248,11 @@ def test_repair_buttons_on_the_alerts_page_follow_the_review_rule(app: FastAPI, 
                                       data={"reason": "no", "csrf_token": dave.headers["X-CSRF-Token"]},
                                       follow_redirects=False))  # fmt: skip
     assert refused_reject["kind"] == "error" and "may reject" in refused_reject["text"]
-    assert _repair(engine, repair_id) == ("awaiting_approval", [("carol", "requested"),
-                                                                (SYSTEM_ACTOR, "awaiting_approval")])  # fmt: skip
+    # Nothing changed, and each refusal is on the audit trail.
+    assert _repair(engine, repair_id) == ("awaiting_approval", [
+        ("carol", "requested"), (SYSTEM_ACTOR, "awaiting_approval"),
+        ("carol", "refused"), ("dave", "refused"), ("dave", "refused"),
+    ])  # fmt: skip
 
     # A form from another site, or without the token, changes nothing even for a reviewer.
     bob = _person(app, "bob", "kafka-platform")
