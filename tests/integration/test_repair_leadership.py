@@ -225,7 +225,8 @@ def test_moving_leadership_off_an_overloaded_broker_through_the_forms_and_the_cl
     with engine.connect() as conn:
         actions = [(a["actor"], a["action"]) for a in store.audit_of(conn, repair.id)]
     assert actions == [
-        ("carol", "requested"), ("kafka-health", "awaiting_approval"), ("bob", "approved"),
-        ("kafka-health", "applied"),
+        ("carol", "requested"), ("kafka-health", "awaiting_approval"),
+        ("carol", "refused"), ("carol", "refused"), ("dave", "refused"),  # step 5, each refusal recorded
+        ("bob", "approved"), ("kafka-health", "applied"),
     ]  # fmt: skip
     assert f'data-repair="{repair.id}" data-state="applied"' in bob.get(f"/clusters/{name}").text
