@@ -278,9 +278,9 @@ def fill(engine: Engine, shape: Shape, evaluations: int, now: datetime) -> dict[
         for statement in _STATIC:
             conn.execute(text(statement), params)
         for e in range(evaluations):
-            at = now - timedelta(seconds=EVALUATION_SECONDS * (evaluations - 1 - e))
-            for statement in _EVALUATION:
-                conn.execute(text(statement), {**params, "at": at, "e": e})
+            write_evaluation(
+                conn, shape, now, e, now - timedelta(seconds=EVALUATION_SECONDS * (evaluations - 1 - e))
+            )
         for statement in _FINDINGS:
             conn.execute(text(statement), {**params, "at": now})
     with engine.begin() as conn:
@@ -288,6 +288,14 @@ def fill(engine: Engine, shape: Shape, evaluations: int, now: datetime) -> dict[
     with engine.begin() as conn:
         conn.execute(text("ANALYZE"))
         return _counts(conn)
+
+
+def write_evaluation(conn: Connection, shape: Shape, now: datetime, index: int, at: datetime) -> None:
+    """The derived rows of evaluation number `index` (0 the oldest; a lagging partition's lag grows
+    by 100 per evaluation) at `at`, of the cluster `fill` writes with `now`."""
+    params = _params(shape, now)
+    for statement in _EVALUATION:
+        conn.execute(text(statement), {**params, "at": at, "e": index})
 
 
 def _counts(conn: Connection) -> dict[str, int]:
