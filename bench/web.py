@@ -555,7 +555,7 @@ def run_size(admin_url: str, topics: int, args: argparse.Namespace) -> dict[str,
         server = ServerProcess(url)
         try:
             for kind, path in endpoints("topic-00000", "group-0000"):
-                if args.only and kind not in args.only:
+                if (args.only and kind not in args.only) or (args.paths and path not in args.paths):
                     continue
                 for concurrency in args.concurrency:
                     result = drive(server.base, kind, path, concurrency, args.requests, args.max_seconds)
@@ -641,6 +641,13 @@ def main() -> int:
         help=f"endpoint kinds measured, comma-separated ({', '.join(KINDS)}; default all)",
     )
     parser.add_argument(
+        "--paths",
+        type=lambda value: [p.strip() for p in value.split(",") if p.strip()],
+        default=[],
+        metavar="PATH,...",
+        help="only these endpoints, comma-separated, as the report writes them (default all)",
+    )
+    parser.add_argument(
         "--output",
         default="web",
         metavar="NAME",
@@ -654,6 +661,10 @@ def main() -> int:
         return 0
     if args.requests < 1 or args.evaluations < 1 or args.max_seconds <= 0:
         parser.error("--requests, --evaluations and --max-seconds must be positive")
+    known = [path for _, path in endpoints("topic-00000", "group-0000")]
+    unknown = [path for path in args.paths if path not in known]
+    if unknown:
+        parser.error(f"--paths: no endpoint {', '.join(unknown)}; the endpoints are {', '.join(known)}")
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGHUP, _stop)
     if args.url:
