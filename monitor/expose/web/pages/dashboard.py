@@ -9,9 +9,10 @@ that is, marked stale past the context's `stale_after`. An unknown cluster, topi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -310,8 +311,8 @@ def group_page(ctx: Context, cluster: str, group: str, window: str = DEFAULT_WIN
             cluster,
             group,
             view,
-            now - WINDOWS[window],
-            now,
+            chart_end(now) - WINDOWS[window],
+            chart_end(now),
             ctx.data_loss(),
             flags_of(ctx, reads, groups=[group]),
         )
@@ -343,6 +344,17 @@ def _group_view(conn: Connection, cluster: str, group: str) -> _GroupView | None
     if detail is None and not read_lag.group_known(conn, cluster, group):
         return None
     return _GroupView(detail, read_lag.group_partitions(conn, cluster, group, page=ALL).items)
+
+
+CHART_STEP: Final = timedelta(seconds=10)
+"""The lag charts' window ends at the first multiple of this from now on: the pages asked within
+one step draw the same chart (`charts` keeps each drawn chart by its inputs), not one each."""
+
+
+def chart_end(now: datetime) -> datetime:
+    """Where the lag charts' window ends: `now` rounded up to a `CHART_STEP`."""
+    step = CHART_STEP.total_seconds()
+    return datetime.fromtimestamp(math.ceil(now.timestamp() / step) * step, tz=UTC)
 
 
 _GROUP_COLUMNS: Final = tuple(f.name for f in fields(read_lag.GroupSummary))
