@@ -4,6 +4,7 @@ local load.
     .venv/bin/python bench/web.py                                  # 100, 1,000 and 10,000 topics
     .venv/bin/python bench/web.py --sizes 100,1000 --requests 100 --concurrency 4,16
     .venv/bin/python bench/web.py --sizes 10000 --only metrics --concurrency 1,4 --output metrics
+    .venv/bin/python bench/web.py --sizes 10000 --paths /clusters/bench,/api/v1/clusters/bench/topics
 
 Without --url, a project-local PostgreSQL is started on 127.0.0.1:55493 (data under
 var/bench/postgres-web, or $KAFKA_HEALTH_VAR/bench/postgres-web) and stopped at the end if this
@@ -480,6 +481,11 @@ def _ms(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
 
 
+WHERE_THE_TIME_GOES = Path(__file__).resolve().parent / "web-time.md"
+"""The report's last section: where a request's time went at 10,000 topics before the read model
+cache, and what is left (measured apart from the load above; kept in every published report)."""
+
+
 def report(info: dict[str, Any], sizes: list[dict[str, Any]], args: argparse.Namespace) -> str:
     m = info
     lines = [
@@ -515,7 +521,7 @@ def report(info: dict[str, Any], sizes: list[dict[str, Any]], args: argparse.Nam
                 f"| {r['rps']:,.1f} | {_ms(r['p50_ms'])} | {_ms(r['p95_ms'])} | {_ms(r['p99_ms'])} "
                 f"| {_ms(r['max_ms'])} | {r['bytes'] / 1024:,.1f} | {_ms(r['warmup_ms'])} |"
             )
-    return "\n".join(lines)
+    return "\n".join([*lines, "", WHERE_THE_TIME_GOES.read_text().rstrip("\n")])
 
 
 def save(info: dict[str, Any], sizes: list[dict[str, Any]], args: argparse.Namespace) -> str:
