@@ -14,7 +14,8 @@ statuses, the findings that colour a page's rows), never rendered HTML nor anyth
 What is not kept, because it changes between evaluations and must show at once: alerts
 (acknowledgements, silences), retention requests, repairs, audit, probe rounds, lag history over
 a window that moves with the clock; the routes read those live, and they are cheap (bounded by
-the rows a page shows).
+the rows a page shows). The topic page reads the topic's settings and configuration live too; a
+list's retention columns follow a configuration change at the next metadata collection.
 
 Bounded: an LRU of at most `maxsize` entries, each at most one page of a list (`queries.MAX_LIMIT`
 rows) or one topic's partitions. Thread-safe; concurrent misses of one entry run the read once,
