@@ -88,6 +88,19 @@ def test_a_collection_or_a_finding_reads_again(client: TestClient, engine: Engin
     assert _lag(client, "group-0001") == 8
 
 
+def test_the_cluster_page_and_the_api_share_the_worst_rows(client: TestClient) -> None:
+    app: Any = client.app
+    reads = app.state.web_context.reads
+    assert client.get(f"/clusters/{CLUSTER}").status_code == 200
+    misses = reads.misses
+    for kind in ("topics", "groups"):
+        listing = client.get(f"/api/v1/clusters/{CLUSTER}/{kind}", params={"sort": "worst", "limit": 100})
+        assert (
+            listing.status_code == 200 and len(listing.json()["items"]) == {"topics": 100, "groups": 10}[kind]
+        )
+    assert reads.misses == misses, "the page's worst 100 are the API's first page, read once"
+
+
 def _alert_rows(client: TestClient, path: str) -> int:
     """Rows of the page's table of alerts firing (none: no table)."""
     page = client.get(path)

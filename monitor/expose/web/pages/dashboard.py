@@ -31,7 +31,7 @@ from monitor.expose.read import probe as read_probe
 from monitor.expose.read import queries
 from monitor.expose.read import topics as read_topics
 from monitor.expose.read.cache import ClusterReads
-from monitor.expose.read.queries import ALL, Listing, Page
+from monitor.expose.read.queries import ALL, Page
 from monitor.expose.web import charts, health
 from monitor.expose.web.context import Context, WebContext
 
@@ -114,7 +114,13 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
         view = reads.get("cluster page", lambda c: _cluster_view(c, cluster)) if reads else None
         if reads is None or view is None:
             return unknown_cluster(ctx, cluster)
-        topics, groups = view.topics, view.groups
+        # the worst first, as the full lists' first pages and the API (`sort=worst`) read them
+        topics = reads.topics(sort="worst", page=Page(WORST_CANDIDATES))
+        groups = reads.groups(sort="worst", page=Page(WORST_CANDIDATES))
+        names = tuple(g.group_id for g in groups.items)
+        worst = reads.get(
+            ("worst statuses", names), lambda c: read_pages.worst_partition_status(c, cluster, groups=names)
+        )
         flags = flags_of(
             ctx, reads, topics=(t.topic for t in topics.items), groups=(g.group_id for g in groups.items)
         )
@@ -129,7 +135,7 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
     loss = ctx.data_loss()
     topic_rows = health.topics_worst_first(judged_topics(topics.items, loss, flags))
     group_rows = health.groups_worst_first(judge_groups(map(row, groups.items), loss, flags))
-    group_rows = with_worst_status(group_rows[:WORST_ROWS], view.worst_statuses, loss, flags)
+    group_rows = with_worst_status(group_rows[:WORST_ROWS], worst, loss, flags)
     return render(
         ctx,
         "web/cluster.html",
@@ -152,17 +158,13 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
 
 @dataclass(frozen=True, slots=True)
 class _ClusterView:
-    """What the cluster page shows that changes only with an evaluation or a collection: kept
-    (`read.cache`). Its alerts, findings (the rows' colours), probe rounds and repairs are read
+    """The cluster's numbers on its page, kept (`read.cache`) with its worst topics and groups
+    (entries of their own, shared with the lists); its alerts, probe rounds and repairs are read
     live."""
 
     state: read_clusters.ClusterState
     brokers: list[read_clusters.BrokerState]
     trouble: read_pages.ClusterTrouble
-    topics: Listing[read_topics.TopicSummary]
-    groups: Listing[read_lag.GroupSummary]
-    worst_statuses: dict[str, str]
-    """The worst partition status of each group of `groups` that has one other than OK."""
 
 
 def _cluster_view(conn: Connection, cluster: str) -> _ClusterView | None:
@@ -172,15 +174,7 @@ def _cluster_view(conn: Connection, cluster: str) -> _ClusterView | None:
     trouble = read_pages.cluster_trouble(conn, cluster).get(cluster) or read_pages.ClusterTrouble(
         cluster, 0, 0, 0, 0
     )
-    groups = read_lag.groups(conn, cluster, sort="worst", page=Page(WORST_CANDIDATES))
-    return _ClusterView(
-        state,
-        read_clusters.brokers(conn, cluster),
-        trouble,
-        read_topics.topics(conn, cluster, sort="worst", page=Page(WORST_CANDIDATES)),
-        groups,
-        read_pages.worst_partition_status(conn, cluster, groups=[g.group_id for g in groups.items]),
-    )
+    return _ClusterView(state, read_clusters.brokers(conn, cluster), trouble)
 
 
 CLUSTER_REPAIRS: Final = 10
