@@ -108,7 +108,7 @@ def _alert_rows(client: TestClient, path: str) -> int:
     if 'data-role="alerts"' not in page.text:
         return 0
     table = page.text[page.text.index('data-role="alerts"') :]
-    return table[: table.index("</table>")].count('<tr class="row-')
+    return int(table[: table.index("</table>")].count('<tr class="row-'))
 
 
 def test_a_silence_shows_on_the_kept_pages_at_once(client: TestClient, engine: Engine) -> None:
