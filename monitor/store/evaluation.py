@@ -84,6 +84,7 @@ class Finding(Base):
             postgresql_where=text("state <> 'resolved'"),
         ),
         Index("ix_findings_cluster_last_seen", "cluster", "last_seen"),
+        Index("ix_findings_cluster_evaluated_at", "cluster", "evaluated_at"),
         Index("ix_findings_state", "state"),
     )
 

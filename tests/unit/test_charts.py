@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from monitor.expose.web import charts
 from monitor.expose.web.charts import BrokerBar, LagPoint
 from monitor.expose.web.health import BAD, WARN
+from monitor.expose.web.pages.dashboard import CHART_STEP, chart_end
 
 NOW = datetime(2026, 6, 1, 12, 0, 20, tzinfo=UTC)
 BROKERS = [
@@ -112,3 +113,15 @@ def test_probe_charts_show_latency_per_broker_with_failed_rounds_as_gaps() -> No
     assert latency.alt == "broker 1: peak 20 ms, 0 failed rounds; broker 3: peak 15 ms, 1 failed rounds"
     assert outcomes.alt == "broker 1: 2 succeeded, 0 failed; broker 3: 1 succeeded, 1 failed"
     assert charts.probe_latency("prod", [(3, NOW, None)], start, NOW) is None, "no round to draw"
+
+
+def test_the_group_page_draws_one_chart_per_step_of_the_clock() -> None:
+    at = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    assert chart_end(at) == at, "a time on a step is its own end"
+    ends = {chart_end(at + timedelta(milliseconds=ms)) for ms in (1, 2_500, 9_999)}
+    assert ends == {at + CHART_STEP}, "the pages asked within one step share their window"
+    points = tuple(LagPoint(at - timedelta(minutes=m), 10 * m, float(m)) for m in range(5))
+    end = chart_end(at + timedelta(seconds=3))
+    first = charts.lag_history("g", points, end - timedelta(hours=1), end)
+    again = charts.lag_history("g", points, end - timedelta(hours=1), chart_end(at + timedelta(seconds=7)))
+    assert again is first, "drawn once, kept by charts"

@@ -2,9 +2,9 @@
 so a scrape costs the same at 10 topics and at 10,000 and never queries PostgreSQL per series.
 
 How it stays current: `refresh()` runs a cheap query, the newest evaluation of each cluster
-(`latest_evaluations`); when that changed since the snapshot was built (or the last build
-failed), it reads the state once (`prometheus.StateCollector`), encodes the text format and its
-gzip form, and swaps the new snapshot in. The daemon runs `refresh()` every
+(`monitor.store.versions.newest_evaluations`); when that changed since the snapshot was built
+(or the last build failed), it reads the state once (`prometheus.StateCollector`), encodes the
+text format and its gzip form, and swaps the new snapshot in. The daemon runs `refresh()` every
 `metrics.snapshot_check_seconds` (`monitor/app.py`); a scrape that finds no check within that
 time starts one in the background and is served what is there (only the very first scrape waits
 for a build). The push component reads the same snapshot's families.
@@ -32,7 +32,6 @@ import time
 import zlib
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
@@ -44,13 +43,13 @@ from monitor.core.settings import MetricsConfig
 from monitor.expose.metrics.catalogue import BY_NAME
 from monitor.expose.metrics.prometheus import StateCollector, StateRead
 from monitor.expose.metrics.state_queries import queries
+from monitor.store.versions import Evaluations, newest_evaluations
 
 log = logging.getLogger(__name__)
 
-Marker = tuple[tuple[str, datetime], ...]
-"""The newest evaluation of each cluster: a new one means a new snapshot."""
+Marker = Evaluations
+"""The newest evaluation of each cluster (`monitor.store.versions`): a new one means a new snapshot."""
 
-_MARKER_SQL = "SELECT cluster, evaluated_at FROM latest_evaluations ORDER BY cluster"
 _GZIP_LEVEL = 6
 
 
@@ -186,7 +185,7 @@ class MetricsSnapshot:
         with self._engine().begin() as conn:
             timeout_ms = int(self._settings.scrape_timeout_seconds * 1000)
             conn.execute(text(f"SET LOCAL statement_timeout = {timeout_ms}"))
-            return tuple((row.cluster, row.evaluated_at) for row in conn.execute(text(_MARKER_SQL)))
+            return newest_evaluations(conn)
 
     def _build(self, marker: Marker) -> None:
         if self._collector is None:

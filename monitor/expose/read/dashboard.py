@@ -22,6 +22,11 @@ PAGING_SEVERITY: Severity = "critical"
 """The severity that pages: an overview card counts its alerts apart."""
 _FIRING = "state = 'firing' AND silenced_by IS NULL AND inhibited_by IS NULL"
 """Alerts someone is being told about: firing, neither silenced nor inhibited."""
+_ALERTING = (
+    "SELECT cluster, count(*) AS firing, count(*) FILTER (WHERE severity = :pages) AS critical"
+    f" FROM alerts WHERE {_FIRING} {{only}} GROUP BY cluster"
+)
+"""Alerts firing and critical per cluster (`only`: a condition narrowing the clusters)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +64,7 @@ def cluster_trouble(conn: Connection, cluster: str | None = None) -> dict[str, C
             WHERE status = ANY(:stopped) {only} GROUP BY cluster
         ), lost AS (
             SELECT cluster, count(*) AS n FROM group_lag WHERE data_loss_occurred {only} GROUP BY cluster
-        ), alerting AS (
-            SELECT cluster, count(*) AS firing, count(*) FILTER (WHERE severity = :pages) AS critical
-            FROM alerts WHERE {_FIRING} {only} GROUP BY cluster
-        )
+        ), alerting AS ({_ALERTING.format(only=only)})
         SELECT c.name AS cluster, coalesce(s.n, 0)::int AS groups_stopped,
                coalesce(l.n, 0)::int AS groups_lost_data, coalesce(a.firing, 0)::int AS alerts_firing,
                coalesce(a.critical, 0)::int AS alerts_critical
@@ -75,6 +77,15 @@ def cluster_trouble(conn: Connection, cluster: str | None = None) -> dict[str, C
         {"stopped": list(STOPPED_STATUSES), "pages": PAGING_SEVERITY, "c": cluster},
     )
     return {t.cluster: t for t in found}
+
+
+def alert_counts(conn: Connection, cluster: str) -> tuple[int, int]:
+    """(alerts firing, of which critical) on `cluster`: `ClusterTrouble`'s alert counts alone,
+    for a page that keeps the rest of the trouble until the next evaluation."""
+    row = conn.execute(
+        text(_ALERTING.format(only="AND cluster = :c")), {"c": cluster, "pages": PAGING_SEVERITY}
+    ).first()
+    return (int(row.firing), int(row.critical)) if row is not None else (0, 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -293,10 +293,27 @@ def topics(
 def topic(conn: Connection, cluster: str, name: str, *, page: Page = FIRST_PAGE) -> TopicDetail | None:
     """One topic with one page of its partitions (by number) and the groups reading it; None
     when the cluster has no such topic (or it was deleted)."""
-    found = records(conn, TopicSummary, _topics_sql("= :t"), {"c": cluster, "t": name})
-    if not found:
+    found = summary(conn, cluster, name)
+    if found is None:
         return None
-    configs = {
+    return TopicDetail(
+        found,
+        configs(conn, cluster, name),
+        topic_partitions(conn, cluster, name, page),
+        consumers(conn, cluster, name),
+    )
+
+
+def summary(conn: Connection, cluster: str, name: str) -> TopicSummary | None:
+    """One topic's settings and evaluated numbers; None when the cluster has no such topic (or
+    it was deleted)."""
+    found = records(conn, TopicSummary, _topics_sql("= :t"), {"c": cluster, "t": name})
+    return found[0] if found else None
+
+
+def configs(conn: Connection, cluster: str, name: str) -> dict[str, str | None]:
+    """One topic's configuration as collected now, by name (sensitive values null)."""
+    return {
         str(row.name): None if row.sensitive else row.value
         for row in conn.execute(
             text(
@@ -306,9 +323,6 @@ def topic(conn: Connection, cluster: str, name: str, *, page: Page = FIRST_PAGE)
             {"c": cluster, "t": name},
         )
     }
-    return TopicDetail(
-        found[0], configs, topic_partitions(conn, cluster, name, page), consumers(conn, cluster, name)
-    )
 
 
 def topic_partitions(

@@ -33,6 +33,7 @@ from monitor import __version__
 from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
 from monitor.core.clock import Clock, SystemClock
+from monitor.core.errors import StoreUnavailableError
 from monitor.core.settings import IdentityConfig, MetricsConfig
 from monitor.expose.metrics.snapshot import MetricsSnapshot
 from monitor.expose.read import queries
@@ -245,6 +246,12 @@ def _error_handlers(app: FastAPI) -> None:
     async def database_error(request: Request, exc: SQLAlchemyError) -> JSONResponse:
         return database_answer(exc)
 
+    @app.exception_handler(StoreUnavailableError)
+    async def database_away(request: Request, exc: StoreUnavailableError) -> JSONResponse:
+        """No connection to PostgreSQL (`store.engine` names the server in the log, not here)."""
+        log.warning("answering 503: %s", exc)
+        return _unavailable()
+
 
 def database_answer(exc: SQLAlchemyError) -> JSONResponse:
     """A database error as the client should hear it: a value the database refused is the
@@ -257,9 +264,13 @@ def database_answer(exc: SQLAlchemyError) -> JSONResponse:
     if isinstance(exc, IntegrityError):
         return _error(409, "conflict", f"the change conflicts with what is stored: {_primary(exc)}")
     if isinstance(exc, OperationalError | InterfaceError | DisconnectionError | PoolTimeout):
-        return _error(503, "database_unavailable", "PostgreSQL did not answer; try again shortly")
+        return _unavailable()
     log.error("database error answering a request", exc_info=exc)
     return _error(500, "internal_error", "an internal error; it is logged")
+
+
+def _unavailable() -> JSONResponse:
+    return _error(503, "database_unavailable", "PostgreSQL did not answer; try again shortly")
 
 
 def _primary(exc: SQLAlchemyError) -> str:

@@ -30,6 +30,7 @@ from monitor.core.clock import Clock
 from monitor.core.formatting import NUMBER_FILTERS
 from monitor.core.resources import templates_dir
 from monitor.expose.metrics.snapshot import MetricsSnapshot
+from monitor.expose.read.cache import ReadCache
 from monitor.expose.web.health import RuleScale
 
 
@@ -82,6 +83,9 @@ class WebContext:
     """What the dashboard's colours take from the rule files the evaluation reads
     (`health.RuleScale`): called, the data-loss margin's scale (TimeUntilDataLoss's tiers);
     `reads()`, the columns each rule reads."""
+    reads: ReadCache = field(default_factory=ReadCache)
+    """The read models kept until their cluster's next evaluation or collection (`read.cache`),
+    shared by the pages and the JSON API."""
 
     def render(self, name: str, **context: Any) -> HTMLResponse:
         context.setdefault("inbox_nav", self.inbox_nav)

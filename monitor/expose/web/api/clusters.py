@@ -23,6 +23,7 @@ from monitor.expose.read import clusters as read_clusters
 from monitor.expose.read import history as read_history
 from monitor.expose.read import lag as read_lag
 from monitor.expose.read import topics as read_topics
+from monitor.expose.read.cache import ClusterReads
 from monitor.expose.read.clusters import BrokerState, ClusterState, Finding
 from monitor.expose.read.history import GroupLagPoint, LagHistory, PartitionLagPoint
 from monitor.expose.read.lag import GroupDetail, GroupPartitionLag, GroupSummary
@@ -145,7 +146,19 @@ def install(app: FastAPI) -> None:
 
 def known_cluster(conn: Connection, cluster: str) -> None:
     if not cluster_exists(conn, cluster):
-        raise not_found("cluster", cluster, "GET /api/v1/clusters lists the clusters")
+        raise _no_cluster(cluster)
+
+
+def _reads(ctx: WebContext, conn: Connection, cluster: str) -> ClusterReads:
+    """The kept read models of a known cluster (else a 404 `cluster_not_found`)."""
+    reads = ctx.reads.of(conn, cluster)
+    if reads is None:
+        raise _no_cluster(cluster)
+    return reads
+
+
+def _no_cluster(cluster: str) -> ApiError:
+    return not_found("cluster", cluster, "GET /api/v1/clusters lists the clusters")
 
 
 @router.get("/clusters", tags=["clusters"], response_model=list[ClusterState])
@@ -161,7 +174,7 @@ def cluster(ctx: Context, cluster: ClusterName) -> ClusterState:
     with ctx.engine.connect() as conn:
         found = read_clusters.cluster(conn, cluster)
     if found is None:
-        raise not_found("cluster", cluster, "GET /api/v1/clusters lists the clusters")
+        raise _no_cluster(cluster)
     return found
 
 
@@ -191,8 +204,7 @@ def topics(
 ) -> Listing[TopicSummary]:
     """The topics of a cluster with settings, size, coverage and replication numbers."""  # fmt: skip
     with ctx.engine.connect() as conn:
-        known_cluster(conn, cluster)
-        return read_topics.topics(conn, cluster, search=search, problems=problems, sort=sort, page=page)
+        return _reads(ctx, conn, cluster).topics(search=search, problems=problems, sort=sort, page=page)
 
 
 @router.get("/clusters/{cluster}/topics/{topic}", tags=["topics"], response_model=TopicDetail)
@@ -221,11 +233,9 @@ def groups(
 ) -> Listing[GroupSummary]:
     """The consumer groups of a cluster with their lag, worst status first by default."""
     with ctx.engine.connect() as conn:
-        known_cluster(conn, cluster)
-        return read_lag.groups(
-            conn, cluster, search=search, status=status or (), lagging=lagging, sort=sort,
-            page=page,
-        )  # fmt: skip
+        return _reads(ctx, conn, cluster).groups(
+            search=search, status=status or (), lagging=lagging, sort=sort, page=page
+        )
 
 
 @router.get("/clusters/{cluster}/groups/{group}", tags=["consumer groups"], response_model=GroupDetail)

@@ -9,9 +9,10 @@ that is, marked stale past the context's `stale_after`. An unknown cluster, topi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, fields
-from datetime import datetime, timedelta
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -29,6 +30,7 @@ from monitor.expose.read import lag as read_lag
 from monitor.expose.read import probe as read_probe
 from monitor.expose.read import queries
 from monitor.expose.read import topics as read_topics
+from monitor.expose.read.cache import ClusterReads
 from monitor.expose.read.queries import ALL, Page
 from monitor.expose.web import charts, health
 from monitor.expose.web.context import Context, WebContext
@@ -84,7 +86,7 @@ def overview(ctx: Context) -> HTMLResponse:
         states = read_clusters.clusters(conn)
         trouble = read_pages.cluster_trouble(conn)
         brokers = {s.cluster: read_clusters.brokers(conn, s.cluster) for s in states}
-        flags = {s.cluster: flags_of(ctx, conn, s.cluster) for s in states}  # a card colours its brokers
+        flags = {s.cluster: _broker_flags(ctx, conn, s.cluster) for s in states}  # a card colours its brokers
         runs = queries.last_runs(conn)
     cards = sorted(
         (_card(s, trouble.get(s.cluster), brokers[s.cluster], flags[s.cluster], now, ctx) for s in states),
@@ -108,28 +110,32 @@ def overview(ctx: Context) -> HTMLResponse:
 def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
     now = ctx.clock.now()
     with ctx.engine.connect() as conn:
-        state = read_clusters.cluster(conn, cluster)
-        if state is None:
+        reads = ctx.reads.of(conn, cluster)
+        view = reads.get("cluster page", lambda c: _cluster_view(c, cluster)) if reads else None
+        if reads is None or view is None:
             return unknown_cluster(ctx, cluster)
-        brokers = read_clusters.brokers(conn, cluster)
-        topics = read_topics.topics(conn, cluster, sort="worst", page=Page(WORST_CANDIDATES))
-        groups = read_lag.groups(conn, cluster, sort="worst", page=Page(WORST_CANDIDATES))
-        flags = flags_of(
-            ctx,
-            conn,
-            cluster,
-            topics=(t.topic for t in topics.items),
-            groups=(g.group_id for g in groups.items),
+        # the worst first, as the full lists' first pages and the API (`sort=worst`) read them
+        topics = reads.topics(sort="worst", page=Page(WORST_CANDIDATES))
+        groups = reads.groups(sort="worst", page=Page(WORST_CANDIDATES))
+        names = tuple(g.group_id for g in groups.items)
+        worst = reads.get(
+            ("worst statuses", names), lambda c: read_pages.worst_partition_status(c, cluster, groups=names)
         )
-        card = _card(state, read_pages.cluster_trouble(conn, cluster).get(cluster), brokers, flags, now, ctx)
-        topic_rows = health.topics_worst_first(judged_topics(topics.items, ctx.data_loss(), flags))
-        group_rows = health.groups_worst_first(judge_groups(map(row, groups.items), ctx.data_loss(), flags))
-        group_rows = with_worst_status(conn, cluster, group_rows[:WORST_ROWS], ctx.data_loss(), flags)
+        flags = flags_of(
+            ctx, reads, topics=(t.topic for t in topics.items), groups=(g.group_id for g in groups.items)
+        )
+        firing, critical = read_pages.alert_counts(conn, cluster)
+        trouble = replace(view.trouble, alerts_firing=firing, alerts_critical=critical)
         alerts = read_pages.firing_alerts(conn, cluster)
         probe_since = now - PROBE_WINDOW
         probe = read_probe.partitions(conn, cluster, probe_since)
         probe_points = read_probe.history(conn, cluster, probe_since) if probe else []
         repairs = repair_request.list_repairs(conn, cluster=cluster, limit=CLUSTER_REPAIRS)
+    card = _card(view.state, trouble, view.brokers, flags, now, ctx)
+    loss = ctx.data_loss()
+    topic_rows = health.topics_worst_first(judged_topics(topics.items, loss, flags))
+    group_rows = health.groups_worst_first(judge_groups(map(row, groups.items), loss, flags))
+    group_rows = with_worst_status(group_rows[:WORST_ROWS], worst, loss, flags)
     return render(
         ctx,
         "web/cluster.html",
@@ -137,7 +143,7 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
         cluster=cluster,
         card=card,
         freshness=card["freshness"],
-        brokers=[_judge_broker(row(b), flags) for b in brokers],
+        brokers=[_judge_broker(row(b), flags) for b in view.brokers],
         leader_chart=card["leader_chart"],
         disk_chart=card["disk_chart"],
         topics=topic_rows[:WORST_ROWS],
@@ -148,6 +154,27 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
         repairs=repairs,
         **_probe_section(cluster, probe, probe_points, probe_since, now),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _ClusterView:
+    """The cluster's numbers on its page, kept (`read.cache`) with its worst topics and groups
+    (entries of their own, shared with the lists); its alerts, probe rounds and repairs are read
+    live."""
+
+    state: read_clusters.ClusterState
+    brokers: list[read_clusters.BrokerState]
+    trouble: read_pages.ClusterTrouble
+
+
+def _cluster_view(conn: Connection, cluster: str) -> _ClusterView | None:
+    state = read_clusters.cluster(conn, cluster)
+    if state is None:
+        return None
+    trouble = read_pages.cluster_trouble(conn, cluster).get(cluster) or read_pages.ClusterTrouble(
+        cluster, 0, 0, 0, 0
+    )
+    return _ClusterView(state, read_clusters.brokers(conn, cluster), trouble)
 
 
 CLUSTER_REPAIRS: Final = 10
@@ -188,28 +215,28 @@ def _probe_section(
 def topic_page(ctx: Context, request: Request, cluster: str, topic: str) -> HTMLResponse:
     now = ctx.clock.now()
     with ctx.engine.connect() as conn:
-        if not queries.cluster_exists(conn, cluster):
+        reads = ctx.reads.of(conn, cluster)
+        if reads is None:
             return unknown_cluster(ctx, cluster)
-        detail = read_topics.topic(conn, cluster, topic, page=ALL)
-        if detail is None:
+        found = read_topics.summary(conn, cluster, topic)  # its settings, as collected now
+        if found is None:
             return _not_found(ctx, f"No topic {topic!r} on cluster {cluster!r}", cluster)
-        worst = read_pages.worst_partition_status(conn, cluster, topic)
-        limits = read_pages.data_loss_limits(conn, cluster, topic)
+        configs = read_topics.configs(conn, cluster, topic)
+        view = reads.get(("topic page", topic), lambda c: _topic_view(c, cluster, topic))
         alerts = read_pages.firing_alerts(conn, cluster, topic=topic)
-        evaluated = queries.latest_evaluation(conn, cluster)
-        flags = flags_of(ctx, conn, cluster, topics=[topic])
+        flags = flags_of(ctx, reads, topics=[topic])
         panel = ctx.topic_panel(request, conn, cluster, topic) if ctx.topic_panel else {"retention": None}
     loss = ctx.data_loss()
     partitions = health.annotate(
-        (row(p) for p in detail.partitions.items),
+        (row(p) for p in view.partitions),
         lambda p: health.partition(p, loss, flags.health(topic=topic, partition=p["partition"])),
     )
     consumers = (
-        {**row(c), "worst_status": worst.get(c.group_id), "data_loss_limit": limits.get(c.group_id)}
-        for c in detail.consumers
+        {**row(c), "worst_status": view.worst.get(c.group_id), "data_loss_limit": view.limits.get(c.group_id)}
+        for c in view.consumers
     )
     groups = judge_groups(consumers, loss, flags, topic=topic)
-    summary = row(detail.topic)
+    summary = row(found)
     summary["health"] = health.worst(health.topic(summary, loss, flags), *(p["health"] for p in partitions))
     return render(
         ctx,
@@ -217,13 +244,36 @@ def topic_page(ctx: Context, request: Request, cluster: str, topic: str) -> HTML
         title=f"{topic} · {cluster}",
         cluster=cluster,
         topic=summary,
-        configs=detail.configs,
-        limits=_limits(detail.configs),
+        configs=configs,
+        limits=_limits(configs),
         partitions=sorted(partitions, key=lambda p: (health.RANK[p["health"]], p["partition"])),
         groups=health.groups_worst_first(groups),
         alerts=alerts,
-        freshness=freshness(evaluated, now, ctx.stale_after),
+        freshness=freshness(reads.evaluated_at, now, ctx.stale_after),
         **panel,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicView:
+    """What the topic page shows that changes only with an evaluation or a collection: kept
+    (`read.cache`). Its settings, configuration, alerts, findings and retention panel are read
+    live."""
+
+    partitions: list[read_topics.PartitionState]
+    consumers: list[read_topics.TopicConsumer]
+    worst: dict[str, str]
+    """group id -> the worst status of its partitions of the topic"""
+    limits: dict[str, str]
+    """group id -> the retention limit that deletes its oldest unread message first"""
+
+
+def _topic_view(conn: Connection, cluster: str, topic: str) -> _TopicView:
+    return _TopicView(
+        read_topics.topic_partitions(conn, cluster, topic, ALL).items,
+        read_topics.consumers(conn, cluster, topic),
+        read_pages.worst_partition_status(conn, cluster, topic),
+        read_pages.data_loss_limits(conn, cluster, topic),
     )
 
 
@@ -239,10 +289,11 @@ def group_page(ctx: Context, cluster: str, group: str, window: str = DEFAULT_WIN
             [(f"{_group_href(cluster, group)}?window={w}", f"{group} over the last {w}") for w in WINDOWS],
         )
     with ctx.engine.connect() as conn:
-        if not queries.cluster_exists(conn, cluster):
+        reads = ctx.reads.of(conn, cluster)
+        if reads is None:
             return unknown_cluster(ctx, cluster)
-        detail = read_lag.group(conn, cluster, group)
-        if detail is None and not read_lag.group_known(conn, cluster, group):
+        view = reads.get(("group page", group), lambda c: _group_view(c, cluster, group))
+        if view is None:
             return _not_found(
                 ctx,
                 f"No consumer group {group!r} on cluster {cluster!r} (a new group appears after"
@@ -253,13 +304,12 @@ def group_page(ctx: Context, cluster: str, group: str, window: str = DEFAULT_WIN
             conn,
             cluster,
             group,
-            detail,
-            now - WINDOWS[window],
-            now,
+            view,
+            chart_end(now) - WINDOWS[window],
+            chart_end(now),
             ctx.data_loss(),
-            flags_of(ctx, conn, cluster, groups=[group]),
+            flags_of(ctx, reads, groups=[group]),
         )
-        evaluated = queries.latest_evaluation(conn, cluster)
     return render(
         ctx,
         "web/group.html",
@@ -267,9 +317,38 @@ def group_page(ctx: Context, cluster: str, group: str, window: str = DEFAULT_WIN
         cluster=cluster,
         window=window,
         windows=list(WINDOWS),
-        freshness=freshness(evaluated, now, ctx.stale_after),
+        freshness=freshness(reads.evaluated_at, now, ctx.stale_after),
         **context,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _GroupView:
+    """What the group page shows that changes only with an evaluation or a collection: kept
+    (`read.cache`). Its lag history, alerts and findings are read live."""
+
+    detail: read_lag.GroupDetail | None
+    """None: the newest evaluation does not have the group (its history remains)."""
+    partitions: list[read_lag.GroupPartitionLag]
+
+
+def _group_view(conn: Connection, cluster: str, group: str) -> _GroupView | None:
+    """None when no stored evaluation has the group."""
+    detail = read_lag.group(conn, cluster, group)
+    if detail is None and not read_lag.group_known(conn, cluster, group):
+        return None
+    return _GroupView(detail, read_lag.group_partitions(conn, cluster, group, page=ALL).items)
+
+
+CHART_STEP: Final = timedelta(seconds=10)
+"""The lag charts' window ends at the first multiple of this from now on: the pages asked within
+one step draw the same chart (`charts` keeps each drawn chart by its inputs), not one each."""
+
+
+def chart_end(now: datetime) -> datetime:
+    """Where the lag charts' window ends: `now` rounded up to a `CHART_STEP`."""
+    step = CHART_STEP.total_seconds()
+    return datetime.fromtimestamp(math.ceil(now.timestamp() / step) * step, tz=UTC)
 
 
 _GROUP_COLUMNS: Final = tuple(f.name for f in fields(read_lag.GroupSummary))
@@ -280,16 +359,16 @@ def _group_context(
     conn: Connection,
     cluster: str,
     group: str,
-    detail: read_lag.GroupDetail | None,
+    view: _GroupView,
     since: datetime,
     until: datetime,
     loss: health.LossScale,
     flags: health.Flags,
 ) -> dict[str, Any]:
     """Everything the group page shows besides the freshness and the window."""
+    detail = view.detail
     partitions = [
-        {**row(p), "consumer": f"{p.client_id} on {p.owner}" if p.owner else None}
-        for p in read_lag.group_partitions(conn, cluster, group, page=ALL).items
+        {**row(p), "consumer": f"{p.client_id} on {p.owner}" if p.owner else None} for p in view.partitions
     ]
     statuses = [p["status"] for p in partitions if p["status"]]
     worst_status = max(statuses, key=lambda s: STATUS_RANK.get(s, 0), default=None)
@@ -330,11 +409,10 @@ def judged_topics(
 
 
 def with_worst_status(
-    conn: Connection, cluster: str, groups: list[dict[str, Any]], loss: health.LossScale, flags: health.Flags
+    groups: list[dict[str, Any]], worst: Mapping[str, str], loss: health.LossScale, flags: health.Flags
 ) -> list[dict[str, Any]]:
     """Group rows with their worst partition status (STOP, STALL, REWIND where the group says
-    ERR), coloured again; one query for the rows given."""
-    worst = read_pages.worst_partition_status(conn, cluster, groups=[g["group_id"] for g in groups])
+    ERR; `worst`: `read_pages.worst_partition_status` of the rows' groups), coloured again."""
     return judge_groups(({**g, "worst_status": worst.get(g["group_id"])} for g in groups), loss, flags)
 
 
@@ -450,18 +528,27 @@ def _judge_broker(broker: dict[str, Any], flags: health.Flags) -> dict[str, Any]
 
 
 def flags_of(
-    ctx: WebContext,
-    conn: Connection,
-    cluster: str,
-    *,
-    topics: Iterable[str] = (),
-    groups: Iterable[str] = (),
+    ctx: WebContext, reads: ClusterReads, *, topics: Iterable[str] = (), groups: Iterable[str] = ()
 ) -> health.Flags:
-    """The colours the open findings of `cluster` give the rows a page shows: the brokers, the
+    """The colours the open findings of the cluster give the rows a page shows: the brokers, the
     topics named in `topics` (their partitions and the groups' lag on them) and the groups named
-    in `groups`. Only the findings on those are read: a cluster may have thousands open."""
-    found = read_pages.open_findings(conn, cluster, topics=list(topics), groups=list(groups))
-    return health.Flags(found, ctx.data_loss.reads())
+    in `groups`. Only the findings on those are read (a cluster may have thousands open), and
+    kept with the cluster's version; built again when the rule files changed."""
+    rules = ctx.data_loss.reads()
+    names, ids = tuple(topics), tuple(groups)
+
+    def read(conn: Connection) -> tuple[Mapping[str, frozenset[str]], health.Flags]:
+        found = read_pages.open_findings(conn, reads.cluster, topics=names, groups=ids)
+        return rules, health.Flags(found, rules)
+
+    kept_rules, flags = reads.get(("flags", names, ids), read)
+    return flags if kept_rules is rules else read(reads.conn)[1]
+
+
+def _broker_flags(ctx: WebContext, conn: Connection, cluster: str) -> health.Flags:
+    """`flags_of` the brokers of `cluster` (no flags for a cluster gone since it was listed)."""
+    reads = ctx.reads.of(conn, cluster)
+    return flags_of(ctx, reads) if reads is not None else health.NO_FLAGS
 
 
 def _limits(configs: dict[str, str | None]) -> dict[str, str]:

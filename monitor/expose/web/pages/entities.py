@@ -14,9 +14,7 @@ from urllib.parse import quote
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from monitor.expose.read import lag as read_lag
-from monitor.expose.read import queries
-from monitor.expose.read import topics as read_topics
+from monitor.expose.read import dashboard as read_pages
 from monitor.expose.read.queries import Page
 from monitor.expose.web.context import Context, WebContext
 from monitor.expose.web.inputs import MAX_SEARCH, list_offset, search_text
@@ -58,18 +56,24 @@ def _list_page(ctx: WebContext, cluster: str, kind: str, q: str, offset: str) ->
         return error_page(ctx, 422, "Bad request", f"{exc}.", [(action, f"All {kind} of {cluster}")])
     page = Page(LIST_ROWS, skip)
     with ctx.engine.connect() as conn:
-        if not queries.cluster_exists(conn, cluster):
+        reads = ctx.reads.of(conn, cluster)
+        if reads is None:
             return unknown_cluster(ctx, cluster)
         if kind == "topics":
-            topics = read_topics.topics(conn, cluster, search=search or None, sort="worst", page=page)
-            flags = flags_of(ctx, conn, cluster, topics=(t.topic for t in topics.items))
+            topics = reads.topics(search=search or None, sort="worst", page=page)
+            flags = flags_of(ctx, reads, topics=(t.topic for t in topics.items))
             rows = judged_topics(topics.items, ctx.data_loss(), flags)
             total, evaluated = topics.total, topics.evaluated_at
         else:
-            groups = read_lag.groups(conn, cluster, search=search or None, sort="worst", page=page)
-            flags = flags_of(ctx, conn, cluster, groups=(g.group_id for g in groups.items))
+            groups = reads.groups(search=search or None, sort="worst", page=page)
+            names = tuple(g.group_id for g in groups.items)
+            worst = reads.get(
+                ("worst statuses", names),
+                lambda c: read_pages.worst_partition_status(c, cluster, groups=names),
+            )
+            flags = flags_of(ctx, reads, groups=names)
             judged = judge_groups(map(row, groups.items), ctx.data_loss(), flags)
-            rows = with_worst_status(conn, cluster, judged, ctx.data_loss(), flags)
+            rows = with_worst_status(judged, worst, ctx.data_loss(), flags)
             total, evaluated = groups.total, groups.evaluated_at
     return render(
         ctx,
