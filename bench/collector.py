@@ -95,8 +95,9 @@ from monitor.store.buffer import BufferedWriter
 from monitor.store.engine import make_engine
 from monitor.store.runs import RunRecorder
 
-BENCH_KAFKA_PORT = 59092
-BENCH_PG_PORT = 55473
+BENCH_KAFKA_PORT = int(os.environ.get("KAFKA_HEALTH_BENCH_KAFKA_PORT", "59092"))
+"""First broker port (controllers 100 higher; sizes take slots of ten up to 199 above it)."""
+BENCH_PG_PORT = int(os.environ.get("KAFKA_HEALTH_BENCH_PG_PORT", "55473"))
 PARTITIONS_PER_TOPIC = 100
 SMALL_CLUSTER_MAX_PARTITIONS = 10_000
 RECORDS_PER_PARTITION = (5, 20)
@@ -1547,6 +1548,19 @@ def main() -> int:
     )
     parser.add_argument("--threads", type=int, default=8, help="setup: groups committing at once (default 8)")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--kafka-port",
+        type=int,
+        default=BENCH_KAFKA_PORT,
+        help="first broker port; the sizes use slots of ten up to 199 above it, controllers 100 "
+        "higher still (default: $KAFKA_HEALTH_BENCH_KAFKA_PORT or 59092)",
+    )
+    parser.add_argument(
+        "--pg-port",
+        type=int,
+        default=BENCH_PG_PORT,
+        help="the private PostgreSQL's port (default: $KAFKA_HEALTH_BENCH_PG_PORT or 55473)",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile each cycle into bench/results/")
     parser.add_argument(
         "--merge",
@@ -1554,6 +1568,8 @@ def main() -> int:
         help="keep the other sizes of the last bench/results/collector.json in the report",
     )
     args = parser.parse_args()
+    global BENCH_KAFKA_PORT, BENCH_PG_PORT  # one run, one pair of ports
+    BENCH_KAFKA_PORT, BENCH_PG_PORT = args.kafka_port, args.pg_port
     if min(*args.groups, args.cycles, args.threads, args.repeat) < 1:
         parser.error("--groups, --cycles, --threads and --repeat must be at least 1")
     if len(args.groups) not in (1, len(args.sizes)):
