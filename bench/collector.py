@@ -1500,6 +1500,7 @@ def _sizes(value: str) -> list[int]:
 
 
 def main() -> int:
+    global BENCH_KAFKA_PORT, BENCH_PG_PORT  # one run, one pair of ports
     if "--worker" in sys.argv[1:]:
         return worker()
     parser = argparse.ArgumentParser(
@@ -1568,7 +1569,6 @@ def main() -> int:
         help="keep the other sizes of the last bench/results/collector.json in the report",
     )
     args = parser.parse_args()
-    global BENCH_KAFKA_PORT, BENCH_PG_PORT  # one run, one pair of ports
     BENCH_KAFKA_PORT, BENCH_PG_PORT = args.kafka_port, args.pg_port
     if min(*args.groups, args.cycles, args.threads, args.repeat) < 1:
         parser.error("--groups, --cycles, --threads and --repeat must be at least 1")
