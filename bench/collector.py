@@ -90,10 +90,11 @@ from monitor.devtools import postgres
 from monitor.devtools.kafka_cluster import DevKafkaCluster
 from monitor.devtools.paths import cache_dir, var_dir
 from monitor.store import migrate
-from monitor.store import samples as samples_module
 from monitor.store.buffer import BufferedWriter
 from monitor.store.engine import make_engine
 from monitor.store.runs import RunRecorder
+from monitor.store.samples import offsets as samples_offsets
+from monitor.store.samples import staging as samples_staging
 
 BENCH_KAFKA_PORT = int(os.environ.get("KAFKA_HEALTH_BENCH_KAFKA_PORT", "59092"))
 """First broker port (controllers 100 higher; sizes take slots of ten up to 199 above it)."""
@@ -465,12 +466,12 @@ def instrument(collector: ClusterCollector, recorder: RunRecorder, writer: Buffe
         setattr(lag, name, timer.wrap("samples", getattr(lag, name)))
     # Inside write_offsets_batch: each COPY into a staging table and each set-based statement.
     statements = {
-        getattr(samples_module, name): name.strip("_").lower()
-        for name in dir(samples_module)
+        getattr(samples_offsets, name): name.strip("_").lower()
+        for name in dir(samples_offsets)
         if name.startswith(("_INSERT", "_UPSERT", "_DELETE", "_CARRY", "_TOUCH"))
-        and isinstance(getattr(samples_module, name), str)
+        and isinstance(getattr(samples_offsets, name), str)
     }
-    execute, copy_rows = samples_module._execute, samples_module.copy_rows
+    execute, copy_rows = samples_staging.rowcount, samples_staging.copy_rows
 
     def timed_execute(conn: Any, statement: str, params: dict[str, Any]) -> int:
         name = next((n for text_, n in statements.items() if statement.startswith(text_)), "other")
@@ -479,8 +480,9 @@ def instrument(collector: ClusterCollector, recorder: RunRecorder, writer: Buffe
     def timed_copy(conn: Any, table: str, columns: Any, rows: Any) -> int:
         return timer.wrap(f"sql copy {table}", copy_rows)(conn, table, columns, rows)
 
-    samples_module._execute = timed_execute
-    samples_module.copy_rows = timed_copy
+    for module in (samples_offsets, samples_staging):
+        module.rowcount = timed_execute  # type: ignore[attr-defined]
+        module.copy_rows = timed_copy  # type: ignore[attr-defined]
     start_run = recorder._try_start
     recorder._try_start = timer.wrap("db_run", start_run)  # type: ignore[method-assign]
     submit = writer.submit
