@@ -356,8 +356,11 @@ class KafkaAdmin:
         self,
         partitions: Sequence[TopicPartitionKey],
         leaders: Mapping[TopicPartitionKey, int] | None = None,
+        known: Mapping[TopicPartitionKey, PartitionOffsets] | None = None,
     ) -> ListedOffsets:
-        """Earliest, latest and max-timestamp offsets of every partition.
+        """Earliest, latest and max-timestamp offsets of every partition; the max timestamp only
+        of the partitions whose start or end offset moved since `known` (the previous listing),
+        the others keep its (`monitor.kafka.listoffsets` says why).
 
         In chunks of about 1,000 partitions of one leader (`leaders`, a hint: partition -> broker
         id), a few chunks in flight at once, each with the full request timeout
@@ -378,12 +381,16 @@ class KafkaAdmin:
             return ListedOffsets(value, outcome.errors)
         with self._call("list offsets"):
             started = time.monotonic()
-            answers = ChunkedListOffsets(self._admin, self.timeout).run(plan_chunks(wanted, leaders))
+            answers = ChunkedListOffsets(self._admin, self.timeout, known=known).run(
+                plan_chunks(wanted, leaders)
+            )
             moved = [key for key, answer in answers.items() if _code(answer) in _LEADER_MOVED]
             if moved and time.monotonic() - started < self.timeout:
                 # librdkafka refreshes its metadata after NOT_LEADER but does not retry ListOffsets.
                 time.sleep(_LEADER_MOVE_PAUSE_SECONDS)
-                again = ChunkedListOffsets(self._admin, self.timeout).run(plan_chunks(moved, None))
+                again = ChunkedListOffsets(self._admin, self.timeout, known=known).run(
+                    plan_chunks(moved, None)
+                )
                 answers.update(again)
             for key in wanted:
                 answer = answers[key]

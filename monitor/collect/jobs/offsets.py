@@ -10,7 +10,8 @@ look ahead of the end it is compared with, DOMAIN.md section 1):
    streams them (`monitor.collect.jobs.commits`) they are taken from its state instead, and
    OffsetFetch runs only every `collect.commit_reconcile_seconds` to check it (and once after the
    stream is positioned, as the snapshot of what was committed before);
-3. list start/end/max-timestamp offsets of every allowed partition, batched;
+3. list start/end offsets of every allowed partition, batched, and the max timestamp of those
+   whose offsets moved since the previous listing (the others keep the one listed then);
    What did not move since the previous cycle (committed offset, the partition's start and end
    offsets, append times read exactly) keeps its sample (`lag.unmoved_groups`,
    `lag.unmoved_partitions`); steps 4-6 work on the rest only;
@@ -270,7 +271,9 @@ class OffsetsCollector:
             describing = pool.submit(admin.describe_groups, group_ids)
             committed_result, streamed = self._committed(run, group_ids)
             topology = self._topology()
-            listed = admin.list_offsets(topology.partitions, topology.leaders)
+            # The max timestamps are asked only of the partitions that moved since the previous
+            # listing: the others keep theirs (`monitor.kafka.listoffsets`).
+            listed = admin.list_offsets(topology.partitions, topology.leaders, self._previous_listing[0])
             # A broker that just died can leave every group request of this cycle unanswered (its
             # coordinators have not moved yet); the partitions on the other brokers are still
             # sampled, and the run is partial rather than failed.
