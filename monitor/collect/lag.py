@@ -118,7 +118,7 @@ def unmoved_groups(
         if (
             before is not None
             and po is not None
-            and before.committed == c
+            and (before.committed is c or before.committed == c)  # the same record, from the stream
             and before.end_offset == po.end
             and before.start_offset == po.start
             and before.timestamp_method == METHOD_EXACT

@@ -108,6 +108,7 @@ class OffsetsCollector:
         self._ctx = context
         self.cache = TimestampCache(context.config.timestamp_cache_entries)
         self._previous: dict[lag.GroupKey, int] | None = None
+        self._previous_list: list[CommittedOffset] | None = None  # made `_previous` when needed
         self._known_groups: set[str] | None = None  # None: never listed successfully
         self._ends: dict[TopicPartition, lag.KnownEnd] = {}  # of the partitions held back now
         self._previous_listing: tuple[dict[TopicPartition, PartitionOffsets], int] = ({}, 0)
@@ -163,7 +164,7 @@ class OffsetsCollector:
             targets |= lag.partition_targets(recalled_ends.values())
         self.cache.put_many(recalled.timestamps.values())
         if recalled.previous_commits is not None:
-            self._previous = recalled.previous_commits
+            self._previous, self._previous_list = recalled.previous_commits, None
 
         timestamps, fresh, unread = self._timestamps(targets, cold)  # step 5
 
@@ -175,10 +176,10 @@ class OffsetsCollector:
         partition_samples = kept_partitions + lag.partition_samples(moved_partitions, timestamps, last_known)
         # While the stream observes commits, sampling observes none; before its snapshot, only
         # the changes it did not see itself (commits made before it was positioned).
-        sampled = [] if listing.streamed else lag.observe_commits(self._previous or {}, committed, now_ms)
+        sampled = [] if listing.streamed else lag.observe_commits(self._previous_commits(), committed, now_ms)
         observations = ctx.commits.unobserved(sampled)
         if listing.committed_answered:  # a cycle without committed offsets says nothing new
-            self._previous = {(c.group_id, c.topic, c.partition): c.offset for c in committed}
+            self._previous, self._previous_list = None, committed
         batch = OffsetsBatch(
             cluster=ctx.cluster.name,
             sampled_at=now,
@@ -217,6 +218,14 @@ class OffsetsCollector:
         run.count("buffer_dropped_rows_total", ctx.writer.dropped_rows)
         run.count("store_reads_skipped", skipped)
         run.count("filling", filling)
+
+    def _previous_commits(self) -> dict[lag.GroupKey, int]:
+        """The committed offsets of the previous cycle that answered them, by key: made only for
+        a cycle that samples commits (the stream not live), not for every cycle."""
+        if self._previous_list is not None:
+            self._previous = {(c.group_id, c.topic, c.partition): c.offset for c in self._previous_list}
+            self._previous_list = None
+        return self._previous or {}
 
     def _fill(self, run: Run, unread: Collection[lag.Target]) -> int:
         """After a start, the append times left unread (all of them in the first cycle, then
@@ -366,7 +375,7 @@ class OffsetsCollector:
             timestamps=[] if cold else [t for t in targets if t not in self.cache],
             ends=[key for key in listing.listed.held_back if key not in self._ends],
             history=set() if cold else self._history_targets(moved, offsets),
-            previous_commits=self._previous is None,
+            previous_commits=self._previous is None and self._previous_list is None,
         )
         if not request:
             return StoreAnswer(), 0
