@@ -126,8 +126,13 @@ class ChunkedListOffsets:
         timeout: float,
         in_flight: int | None = None,
         known: Mapping[TopicPartitionKey, PartitionOffsets] | None = None,
+        pool: concurrent.futures.Executor | None = None,
     ) -> None:
         self._client = client
+        self._pool = pool
+        """The caller's threads for the chunks (its size bounds the chunks in flight), kept from
+        one round to the next: starting threads every cycle costs wall time on a busy machine.
+        None: threads of this round's own, `in_flight` of them."""
         self._timeout = timeout
         self._in_flight = max(1, in_flight or CHUNKS_IN_FLIGHT)
         self._known: Mapping[TopicPartitionKey, PartitionOffsets] = known or {}
@@ -142,6 +147,10 @@ class ChunkedListOffsets:
         self._send_until = time.monotonic() + SEND_WINDOW * self._timeout
         if len(chunks) == 1:
             return self._chunk(chunks[0])
+        if self._pool is not None:
+            for result in self._pool.map(self._chunk, chunks):
+                answers.update(result)
+            return answers
         workers = min(self._in_flight, len(chunks))
         with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="list-offsets") as pool:
             for result in pool.map(self._chunk, chunks):

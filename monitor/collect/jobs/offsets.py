@@ -121,6 +121,9 @@ class OffsetsCollector:
         self._written_at: datetime | None = None  # when the previous batch was written, if it was
         self._cold = True  # the first cycle after a start leaves the append times for the next
         self._filling = True  # until a cycle leaves no append time to read
+        # Describing the groups runs beside steps 2 and 3 on a thread kept from cycle to cycle.
+        self._describer = ThreadPoolExecutor(1, thread_name_prefix=f"describe-{context.cluster.name}")
+        context.closers.append(lambda: self._describer.shutdown(wait=False))
         self.critical_changed = False
         """The last cycle saw a group newly fallen off the log, or the set of partitions under
         min ISR change: inputs of critical rules."""
@@ -275,22 +278,22 @@ class OffsetsCollector:
         admin = ctx.admin
         group_ids = self._group_ids(run)
         # Describing the groups needs nothing else of the cycle: it runs beside steps 2 and 3 (on
-        # its own client), which saves its time (0.6 s for 500 groups) from every cycle.
-        with ThreadPoolExecutor(1, thread_name_prefix=f"describe-{ctx.cluster.name}") as pool:
-            describing = pool.submit(admin.describe_groups, group_ids)
-            committed_result, streamed = self._committed(run, group_ids)
-            topology = self._topology()
-            # The max timestamps are asked only of the partitions that moved since the previous
-            # listing: the others keep theirs (`monitor.kafka.listoffsets`).
-            listed = admin.list_offsets(topology.partitions, topology.leaders, self._previous_listing[0])
-            # A broker that just died can leave every group request of this cycle unanswered (its
-            # coordinators have not moved yet); the partitions on the other brokers are still
-            # sampled, and the run is partial rather than failed.
-            try:
-                described = describing.result()
-            except KafkaUnavailableError as exc:
-                run.problem(f"no group description this cycle: {exc}")
-                described = Partial([], {})
+        # its own client), which saves its time (0.6 s for 500 groups) from every cycle. Should
+        # step 2 or 3 fail the cycle, the description ends on its own, before the next one.
+        describing = self._describer.submit(admin.describe_groups, group_ids)
+        committed_result, streamed = self._committed(run, group_ids)
+        topology = self._topology()
+        # The max timestamps are asked only of the partitions that moved since the previous
+        # listing: the others keep theirs (`monitor.kafka.listoffsets`).
+        listed = admin.list_offsets(topology.partitions, topology.leaders, self._previous_listing[0])
+        # A broker that just died can leave every group request of this cycle unanswered (its
+        # coordinators have not moved yet); the partitions on the other brokers are still
+        # sampled, and the run is partial rather than failed.
+        try:
+            described = describing.result()
+        except KafkaUnavailableError as exc:
+            run.problem(f"no group description this cycle: {exc}")
+            described = Partial([], {})
         run.problems_from("describe group", described.errors)
         if committed_result is not None:
             run.problems_from("committed offsets of group", committed_result.errors)
