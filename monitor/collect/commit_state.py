@@ -70,13 +70,13 @@ class CommitState:
         held = self._groups.get(group_id, {}).get((topic, partition))
         return held.offset if held is not None else None
 
-    def _set(self, group_id: str, topic: str, partition: int, offset: int | None) -> None:
-        """Hold `offset` (None: none) for the key; the group's sorted list is made again."""
+    def _set(self, group_id: str, topic: str, partition: int, record: CommittedOffset | None) -> None:
+        """Hold `record` (None: no committed offset) for the key; the group's sorted list is
+        made again. A snapshot holds OffsetFetch's records: the ones the cycle that asked for it
+        sampled, so the next cycle finds them unmoved."""
         self._sorted.pop(group_id, None)
-        if offset is not None:
-            self._groups.setdefault(group_id, {})[(topic, partition)] = CommittedOffset(
-                group_id, topic, partition, offset
-            )
+        if record is not None:
+            self._groups.setdefault(group_id, {})[(topic, partition)] = record
             return
         offsets = self._groups.get(group_id)
         if offsets is not None:
@@ -105,7 +105,8 @@ class CommitState:
                     continue
                 previous = self._offset(c.group_id, c.topic, c.partition)
                 if previous != c.offset:
-                    self._set(c.group_id, c.topic, c.partition, c.offset)
+                    record = CommittedOffset(c.group_id, c.topic, c.partition, c.offset)
+                    self._set(c.group_id, c.topic, c.partition, record)
                 at = c.commit_timestamp_ms if c.commit_timestamp_ms is not None else now_ms
                 last = self._observed_at.get(key)
                 if previous == c.offset and last is not None and at - last < repeat_after_ms:
@@ -145,15 +146,16 @@ class CommitState:
         with self._lock:
             first = not self._seeded
             for group_id, offsets in answered.items():
-                fetched = {(c.topic, c.partition): c.offset for c in offsets}
+                fetched = {(c.topic, c.partition): c for c in offsets}
                 known = set(self._groups.get(group_id, ()))
                 for topic, partition in known | set(fetched):
                     if self._touched.get((group_id, topic, partition), float("-inf")) >= asked_at:
                         continue
-                    value = fetched.get((topic, partition))
+                    record = fetched.get((topic, partition))
+                    value = record.offset if record is not None else None
                     if value == self._offset(group_id, topic, partition):
                         continue
-                    self._set(group_id, topic, partition, value)
+                    self._set(group_id, topic, partition, record)
                     corrected += 0 if first and (topic, partition) not in known else 1
             self._seeded = self._positioned
         return corrected
