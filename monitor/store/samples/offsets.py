@@ -231,14 +231,15 @@ def _carry_group_offsets(
     # Hash anti-joins, never nested loops: the planner can take the staged or gone keys for a
     # handful and scan them once per latest row (10^5 x 10^4 comparisons, minutes).
     conn.execute(text("SET LOCAL enable_nestloop = off"))
+    # One statement moves the unmoved latest rows to this sample time and copies them into the
+    # history: one scan and one anti-join of the latest rows, not two.
     copied = rowcount(conn, _CARRY_GROUP_OFFSETS, carry)
     if copied != expected:
         raise _CarryMismatch(f"{copied} rows to carry, {expected} expected")
-    touched = rowcount(conn, _TOUCH_LATEST_GROUP_OFFSETS, carry)
     conn.execute(text("SET LOCAL enable_nestloop TO DEFAULT"))
     counts = {
         "group_offsets": copied + rowcount(conn, _INSERT_GROUP_OFFSETS, params),
-        "latest_group_offsets": touched + rowcount(conn, _UPSERT_LATEST_GROUP_OFFSETS, params),
+        "latest_group_offsets": copied + rowcount(conn, _UPSERT_LATEST_GROUP_OFFSETS, params),
         "group_offsets_carried": copied,
     }
     conn.execute(text(f"DROP TABLE pg_temp.{_GROUP_OFFSETS.name}"))
@@ -413,14 +414,14 @@ WHERE l.cluster = :cluster AND l.sampled_at = :since
     WHERE g.group_id = l.group_id AND g.topic = l.topic AND g.partition = l.partition)"""
 
 _CARRY_GROUP_OFFSETS = f"""
+WITH carried AS (
+    UPDATE latest_group_offsets AS l SET sampled_at = :at{_UNMOVED}
+    RETURNING l.*)
 INSERT INTO group_offsets (cluster, group_id, topic, partition, sampled_at, {_GROUP_VALUES}, run_id)
-SELECT l.cluster, l.group_id, l.topic, l.partition, :at, l.committed_offset, l.leader_epoch,
-       l.end_offset, l.start_offset, l.lag, l.lag_clamped, l.committed_timestamp, l.consumed_timestamp,
-       l.timestamp_method, l.timestamp_error_ms, :run_id
-FROM latest_group_offsets AS l{_UNMOVED}"""
-
-_TOUCH_LATEST_GROUP_OFFSETS = f"""
-UPDATE latest_group_offsets AS l SET sampled_at = :at{_UNMOVED}"""
+SELECT c.cluster, c.group_id, c.topic, c.partition, :at, c.committed_offset, c.leader_epoch,
+       c.end_offset, c.start_offset, c.lag, c.lag_clamped, c.committed_timestamp, c.consumed_timestamp,
+       c.timestamp_method, c.timestamp_error_ms, :run_id
+FROM carried AS c"""
 
 _INSERT_COMMITS = f"""
 INSERT INTO commit_observations (
