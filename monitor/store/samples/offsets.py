@@ -8,7 +8,7 @@ goes over the wire once, through its staging table (`monitor.store.samples.stagi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, text
@@ -248,8 +248,9 @@ def _carry_group_offsets(
 
 def _group_rows(
     samples: Sequence[GroupOffsetSample], observed: dict[tuple[str, str, int], int]
-) -> list[tuple[Any, ...]]:
-    return [
+) -> Iterator[tuple[Any, ...]]:
+    """The staging rows of `samples`, made as the COPY sends them (`copy_rows`)."""
+    return (
         (
             s.committed.group_id,
             s.committed.topic,
@@ -267,7 +268,7 @@ def _group_rows(
             observed.get((s.committed.group_id, s.committed.topic, s.committed.partition)),
         )
         for s in samples
-    ]
+    )
 
 
 def _newest_commits(observations: Sequence[CommitObservation]) -> dict[tuple[str, str, int], int]:
@@ -283,14 +284,15 @@ def _sample_and_latest(
     conn: Connection,
     table: str,
     stage: Stage,
-    rows: Sequence[Sequence[Any]],
+    rows: Iterable[Sequence[Any]],
     statements: tuple[str, str],
     params: dict[str, Any],
     idempotent: bool,
 ) -> dict[str, int]:
     """`rows` staged once, appended to the sample table `table` and upserted into `latest_<table>`
-    (`statements`: the append, then the upsert); rows written per table."""
-    if not rows:
+    (`statements`: the append, then the upsert); rows written per table. The caller of an
+    iterator of rows has checked that there are some."""
+    if isinstance(rows, Sequence) and not rows:
         return {table: 0, f"latest_{table}": 0}
     append, upsert = statements
     with staged(conn, stage, rows):
