@@ -90,13 +90,15 @@ from monitor.devtools import postgres
 from monitor.devtools.kafka_cluster import DevKafkaCluster
 from monitor.devtools.paths import cache_dir, var_dir
 from monitor.store import migrate
-from monitor.store import samples as samples_module
 from monitor.store.buffer import BufferedWriter
 from monitor.store.engine import make_engine
 from monitor.store.runs import RunRecorder
+from monitor.store.samples import offsets as samples_offsets
+from monitor.store.samples import staging as samples_staging
 
-BENCH_KAFKA_PORT = 59092
-BENCH_PG_PORT = 55473
+BENCH_KAFKA_PORT = int(os.environ.get("KAFKA_HEALTH_BENCH_KAFKA_PORT", "59092"))
+"""First broker port (controllers 100 higher; sizes take slots of ten up to 199 above it)."""
+BENCH_PG_PORT = int(os.environ.get("KAFKA_HEALTH_BENCH_PG_PORT", "55473"))
 PARTITIONS_PER_TOPIC = 100
 SMALL_CLUSTER_MAX_PARTITIONS = 10_000
 RECORDS_PER_PARTITION = (5, 20)
@@ -464,12 +466,12 @@ def instrument(collector: ClusterCollector, recorder: RunRecorder, writer: Buffe
         setattr(lag, name, timer.wrap("samples", getattr(lag, name)))
     # Inside write_offsets_batch: each COPY into a staging table and each set-based statement.
     statements = {
-        getattr(samples_module, name): name.strip("_").lower()
-        for name in dir(samples_module)
+        getattr(samples_offsets, name): name.strip("_").lower()
+        for name in dir(samples_offsets)
         if name.startswith(("_INSERT", "_UPSERT", "_DELETE", "_CARRY", "_TOUCH"))
-        and isinstance(getattr(samples_module, name), str)
+        and isinstance(getattr(samples_offsets, name), str)
     }
-    execute, copy_rows = samples_module._execute, samples_module.copy_rows
+    execute, copy_rows = samples_staging.rowcount, samples_staging.copy_rows
 
     def timed_execute(conn: Any, statement: str, params: dict[str, Any]) -> int:
         name = next((n for text_, n in statements.items() if statement.startswith(text_)), "other")
@@ -478,8 +480,9 @@ def instrument(collector: ClusterCollector, recorder: RunRecorder, writer: Buffe
     def timed_copy(conn: Any, table: str, columns: Any, rows: Any) -> int:
         return timer.wrap(f"sql copy {table}", copy_rows)(conn, table, columns, rows)
 
-    samples_module._execute = timed_execute
-    samples_module.copy_rows = timed_copy
+    for module in (samples_offsets, samples_staging):
+        module.rowcount = timed_execute  # type: ignore[attr-defined]
+        module.copy_rows = timed_copy  # type: ignore[attr-defined]
     start_run = recorder._try_start
     recorder._try_start = timer.wrap("db_run", start_run)  # type: ignore[method-assign]
     submit = writer.submit
@@ -1499,6 +1502,7 @@ def _sizes(value: str) -> list[int]:
 
 
 def main() -> int:
+    global BENCH_KAFKA_PORT, BENCH_PG_PORT  # one run, one pair of ports
     if "--worker" in sys.argv[1:]:
         return worker()
     parser = argparse.ArgumentParser(
@@ -1547,6 +1551,19 @@ def main() -> int:
     )
     parser.add_argument("--threads", type=int, default=8, help="setup: groups committing at once (default 8)")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--kafka-port",
+        type=int,
+        default=BENCH_KAFKA_PORT,
+        help="first broker port; the sizes use slots of ten up to 199 above it, controllers 100 "
+        "higher still (default: $KAFKA_HEALTH_BENCH_KAFKA_PORT or 59092)",
+    )
+    parser.add_argument(
+        "--pg-port",
+        type=int,
+        default=BENCH_PG_PORT,
+        help="the private PostgreSQL's port (default: $KAFKA_HEALTH_BENCH_PG_PORT or 55473)",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile each cycle into bench/results/")
     parser.add_argument(
         "--merge",
@@ -1554,6 +1571,7 @@ def main() -> int:
         help="keep the other sizes of the last bench/results/collector.json in the report",
     )
     args = parser.parse_args()
+    BENCH_KAFKA_PORT, BENCH_PG_PORT = args.kafka_port, args.pg_port
     if min(*args.groups, args.cycles, args.threads, args.repeat) < 1:
         parser.error("--groups, --cycles, --threads and --repeat must be at least 1")
     if len(args.groups) not in (1, len(args.sizes)):

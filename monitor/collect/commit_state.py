@@ -7,18 +7,25 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from monitor.core.records import CommitObservation, CommittedOffset, OffsetCommitRecord
+from monitor.core.records import CommitObservation, CommittedOffset, OffsetCommitRecord, TopicPartition
 
 GroupKey = tuple[str, str, int]
 
 
 class CommitState:
     """The committed offset of every group-partition as the stream has seen it, shared by the
-    stream's thread (writes) and the offsets job (reads). Thread-safe."""
+    stream's thread (writes) and the offsets job (reads). Thread-safe.
+
+    Held per group, as the records the offsets job reads, and each group's sorted list kept until
+    the group changes: a cycle at 100,000 group-partitions then builds and sorts the offsets of
+    the groups that committed since the previous one, not all of them, and a reconciliation
+    looks at each group's own offsets, not at every key once per group."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._offsets: dict[GroupKey, int] = {}
+        self._groups: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        self._sorted: dict[str, list[CommittedOffset]] = {}
+        """Each group's offsets as `committed` answers them, for the groups unchanged since."""
         self._touched: dict[GroupKey, float] = {}
         self._observed_at: dict[GroupKey, int] = {}
         """The commit time of the last observation of each key the stream made."""
@@ -54,9 +61,28 @@ class CommitState:
     def stopped(self) -> None:
         with self._lock:
             self._positioned, self._seeded = False, False
-            self._offsets.clear()
+            self._groups.clear()
+            self._sorted.clear()
             self._touched.clear()
             self._observed_at.clear()
+
+    def _offset(self, group_id: str, topic: str, partition: int) -> int | None:
+        held = self._groups.get(group_id, {}).get((topic, partition))
+        return held.offset if held is not None else None
+
+    def _set(self, group_id: str, topic: str, partition: int, record: CommittedOffset | None) -> None:
+        """Hold `record` (None: no committed offset) for the key; the group's sorted list is
+        made again. A snapshot holds OffsetFetch's records: the ones the cycle that asked for it
+        sampled, so the next cycle finds them unmoved."""
+        self._sorted.pop(group_id, None)
+        if record is not None:
+            self._groups.setdefault(group_id, {})[(topic, partition)] = record
+            return
+        offsets = self._groups.get(group_id)
+        if offsets is not None:
+            offsets.pop((topic, partition), None)
+            if not offsets:
+                del self._groups[group_id]
 
     def apply(
         self, commits: Iterable[OffsetCommitRecord], now_ms: int, repeat_after_ms: int = 0
@@ -74,11 +100,13 @@ class CommitState:
                 key = (c.group_id, c.topic, c.partition)
                 self._touched[key] = touched_at
                 if c.offset is None:
-                    self._offsets.pop(key, None)
+                    self._set(c.group_id, c.topic, c.partition, None)
                     self._observed_at.pop(key, None)
                     continue
-                previous = self._offsets.get(key)
-                self._offsets[key] = c.offset
+                previous = self._offset(c.group_id, c.topic, c.partition)
+                if previous != c.offset:
+                    record = CommittedOffset(c.group_id, c.topic, c.partition, c.offset)
+                    self._set(c.group_id, c.topic, c.partition, record)
                 at = c.commit_timestamp_ms if c.commit_timestamp_ms is not None else now_ms
                 last = self._observed_at.get(key)
                 if previous == c.offset and last is not None and at - last < repeat_after_ms:
@@ -97,13 +125,17 @@ class CommitState:
         if not gone:
             return 0
         touched_at = time.monotonic()
+        forgotten = 0
         with self._lock:
-            keys = [key for key in self._offsets if key[0] in gone]
-            for key in keys:
-                del self._offsets[key]
-                self._observed_at.pop(key, None)
-                self._touched[key] = touched_at
-        return len(keys)
+            for group_id in gone:
+                offsets = self._groups.pop(group_id, None)
+                self._sorted.pop(group_id, None)
+                for topic, partition in offsets or ():
+                    key = (group_id, topic, partition)
+                    self._observed_at.pop(key, None)
+                    self._touched[key] = touched_at
+                    forgotten += 1
+        return forgotten
 
     def reconcile(self, answered: Mapping[str, Sequence[CommittedOffset]], asked_at: float) -> int:
         """Take an OffsetFetch answer (asked at monotonic `asked_at`) for the keys of the groups
@@ -114,31 +146,31 @@ class CommitState:
         with self._lock:
             first = not self._seeded
             for group_id, offsets in answered.items():
-                fetched = {(c.group_id, c.topic, c.partition): c.offset for c in offsets}
-                known = {key for key in self._offsets if key[0] == group_id}
-                for key in known | set(fetched):
-                    if self._touched.get(key, float("-inf")) >= asked_at:
+                fetched = {(c.topic, c.partition): c for c in offsets}
+                known = set(self._groups.get(group_id, ()))
+                for topic, partition in known | set(fetched):
+                    if self._touched.get((group_id, topic, partition), float("-inf")) >= asked_at:
                         continue
-                    value = fetched.get(key)
-                    if value == self._offsets.get(key):
+                    record = fetched.get((topic, partition))
+                    value = record.offset if record is not None else None
+                    if value == self._offset(group_id, topic, partition):
                         continue
-                    if value is None:
-                        del self._offsets[key]
-                    else:
-                        self._offsets[key] = value
-                    corrected += 0 if first and key not in known else 1
+                    self._set(group_id, topic, partition, record)
+                    corrected += 0 if first and (topic, partition) not in known else 1
             self._seeded = self._positioned
         return corrected
 
     def committed(self, group_ids: Iterable[str]) -> dict[str, list[CommittedOffset]]:
         """The committed offsets of `group_ids`, as OffsetFetch answers them (sorted by topic and
-        partition; every group named, with an empty list when it has none)."""
-        wanted = set(group_ids)
-        answer: dict[str, list[CommittedOffset]] = {g: [] for g in wanted}
+        partition; every group named, with an empty list when it has none). The records of an
+        unchanged key are the same objects from one call to the next."""
+        answer: dict[str, list[CommittedOffset]] = {}
         with self._lock:
-            for (group_id, topic, partition), offset in self._offsets.items():
-                if group_id in wanted:
-                    answer[group_id].append(CommittedOffset(group_id, topic, partition, offset))
-        for offsets in answer.values():
-            offsets.sort(key=lambda c: (c.topic, c.partition))
+            for group_id in group_ids:
+                ordered = self._sorted.get(group_id)
+                if ordered is None:
+                    held = self._groups.get(group_id, {})
+                    ordered = [held[tp] for tp in sorted(held)]
+                    self._sorted[group_id] = ordered
+                answer[group_id] = list(ordered)
         return answer

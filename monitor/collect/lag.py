@@ -118,7 +118,7 @@ def unmoved_groups(
         if (
             before is not None
             and po is not None
-            and before.committed == c
+            and (before.committed is c or before.committed == c)  # the same record, from the stream
             and before.end_offset == po.end
             and before.start_offset == po.start
             and before.timestamp_method == METHOD_EXACT
@@ -268,13 +268,15 @@ def group_samples(
         )
         method, error = METHOD_EXACT, None
         if committed_ts is None:
-            estimate = estimate_append_time(histories.get((c.topic, c.partition), ()), oldest)
+            # No history (a cold cycle has none for any partition): nothing to interpolate.
+            history = histories.get((c.topic, c.partition))
+            estimate = estimate_append_time(history, oldest) if history else None
             if estimate is not None:
                 committed_ts, method, error = estimate.timestamp_ms, METHOD_INTERPOLATED, estimate.error_ms
             else:
                 method = METHOD_NONE
-            if consumed_ts is None and c.offset > po.start:
-                previous = estimate_append_time(histories.get((c.topic, c.partition), ()), c.offset - 1)
+            if history and consumed_ts is None and c.offset > po.start:
+                previous = estimate_append_time(history, c.offset - 1)
                 consumed_ts = previous.timestamp_ms if previous is not None else None
         samples.append(
             GroupOffsetSample(c, po.end, po.start, lag, clamped, committed_ts, consumed_ts, method, error)

@@ -44,7 +44,7 @@ from monitor.core.records import (
 )
 from monitor.core.records import TopicPartition as TopicPartitionKey
 from monitor.core.settings import ClusterConfig
-from monitor.kafka import records
+from monitor.kafka import listoffsets, records
 from monitor.kafka.describe import GroupDescribeClient
 from monitor.kafka.groups import GROUPS_PER_REQUEST, GroupOffsetsClient
 from monitor.kafka.listoffsets import ChunkedListOffsets, NotAsked, plan_chunks
@@ -119,6 +119,8 @@ class KafkaAdmin:
         self._generation = 0
         self._lock = threading.Lock()
         self._security_failure: tuple[float, str] | None = None
+        self._list_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        """The threads of the ListOffsets chunks, started once (`list_offsets`)."""
 
     def __repr__(self) -> str:
         state = "started" if self._client is not None else "not started"
@@ -216,6 +218,9 @@ class KafkaAdmin:
             for _, client in self._retired:
                 _destroy(client)
             self._retired = []
+            pool, self._list_pool = self._list_pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
         self._groups.close()
         self._describe.close()
 
@@ -356,8 +361,11 @@ class KafkaAdmin:
         self,
         partitions: Sequence[TopicPartitionKey],
         leaders: Mapping[TopicPartitionKey, int] | None = None,
+        known: Mapping[TopicPartitionKey, PartitionOffsets] | None = None,
     ) -> ListedOffsets:
-        """Earliest, latest and max-timestamp offsets of every partition.
+        """Earliest, latest and max-timestamp offsets of every partition; the max timestamp only
+        of the partitions whose start or end offset moved since `known` (the previous listing),
+        the others keep its (`monitor.kafka.listoffsets` says why).
 
         In chunks of about 1,000 partitions of one leader (`leaders`, a hint: partition -> broker
         id), a few chunks in flight at once, each with the full request timeout
@@ -378,12 +386,17 @@ class KafkaAdmin:
             return ListedOffsets(value, outcome.errors)
         with self._call("list offsets"):
             started = time.monotonic()
-            answers = ChunkedListOffsets(self._admin, self.timeout).run(plan_chunks(wanted, leaders))
+            pool = self._chunk_pool()
+            answers = ChunkedListOffsets(self._admin, self.timeout, known=known, pool=pool).run(
+                plan_chunks(wanted, leaders)
+            )
             moved = [key for key, answer in answers.items() if _code(answer) in _LEADER_MOVED]
             if moved and time.monotonic() - started < self.timeout:
                 # librdkafka refreshes its metadata after NOT_LEADER but does not retry ListOffsets.
                 time.sleep(_LEADER_MOVE_PAUSE_SECONDS)
-                again = ChunkedListOffsets(self._admin, self.timeout).run(plan_chunks(moved, None))
+                again = ChunkedListOffsets(self._admin, self.timeout, known=known, pool=pool).run(
+                    plan_chunks(moved, None)
+                )
                 answers.update(again)
             for key in wanted:
                 answer = answers[key]
@@ -403,6 +416,15 @@ class KafkaAdmin:
                     outcome.success()
             _raise_if_unreachable(outcome)
         return ListedOffsets(value, outcome.errors, held_back)
+
+    def _chunk_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The ListOffsets chunks' threads (CHUNKS_IN_FLIGHT of them), made at the first use."""
+        with self._lock:
+            if self._list_pool is None:
+                self._list_pool = concurrent.futures.ThreadPoolExecutor(
+                    listoffsets.CHUNKS_IN_FLIGHT, thread_name_prefix=f"list-offsets-{self._cluster.name}"
+                )
+            return self._list_pool
 
     # -- consumer groups --------------------------------------------------------------------
 

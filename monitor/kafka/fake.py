@@ -561,7 +561,10 @@ class FakeKafkaAdmin(_FakeClient):
         return Partial(value, tally.errors)
 
     def list_offsets(
-        self, partitions: Sequence[TopicPartition], leaders: Mapping[TopicPartition, int] | None = None
+        self,
+        partitions: Sequence[TopicPartition],
+        leaders: Mapping[TopicPartition, int] | None = None,
+        known: Mapping[TopicPartition, PartitionOffsets] | None = None,
     ) -> ListedOffsets:
         value: dict[TopicPartition, PartitionOffsets] = {}
         held_back: dict[TopicPartition, EndOffsetHeldBack] = {}

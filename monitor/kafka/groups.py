@@ -25,21 +25,32 @@ a dead cluster costs a few failures, not one per group."""
 
 def committed_of(group_id: str, offsets: Mapping[Any, Any]) -> list[CommittedOffset]:
     """One group's answer (TopicPartition -> OffsetAndMetadata) as records, sorted; partitions
-    without a committed offset (-1) are left out."""
-    committed = [
-        CommittedOffset(
-            group_id=group_id,
-            topic=str(tp.topic),
-            partition=int(tp.partition),
-            offset=int(meta.offset),
-            leader_epoch=int(meta.leader_epoch)
-            if getattr(meta, "leader_epoch", -1) not in (None, -1)
-            else None,
+    without a committed offset (-1) are left out. One plain loop: a cold start turns 100,000 of
+    these into records while nothing else can answer."""
+    committed: list[CommittedOffset] = []
+    append = committed.append
+    for tp, meta in offsets.items():
+        if meta is None or meta.offset is None:
+            continue
+        offset = int(meta.offset)
+        if offset < 0:
+            continue
+        epoch = getattr(meta, "leader_epoch", None)
+        append(
+            CommittedOffset(
+                group_id,
+                str(tp.topic),
+                int(tp.partition),
+                offset,
+                int(epoch) if epoch is not None and epoch != -1 else None,
+            )
         )
-        for tp, meta in offsets.items()
-        if meta is not None and meta.offset is not None and int(meta.offset) >= 0
-    ]
-    return sorted(committed, key=lambda c: (c.topic, c.partition))
+    committed.sort(key=_topic_partition)
+    return committed
+
+
+def _topic_partition(c: CommittedOffset) -> tuple[str, int]:
+    return (c.topic, c.partition)
 
 
 def _epoch(meta: Any) -> int | None:

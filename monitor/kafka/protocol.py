@@ -23,6 +23,7 @@ from monitor.core.records import (
     LogDirReplica,
     LogDirUsage,
     Partial,
+    PartitionOffsets,
     ProbePartition,
     ProbeResult,
     RecordTimestamp,
@@ -97,8 +98,11 @@ class AdminApi(Client, Protocol):
         self,
         partitions: Sequence[TopicPartition],
         leaders: Mapping[TopicPartition, int] | None = None,
+        known: Mapping[TopicPartition, PartitionOffsets] | None = None,
     ) -> ListedOffsets:
-        """Start, end and max-timestamp offsets of every partition. A partition that failed is in
+        """Start, end and max-timestamp offsets of every partition; a partition whose start and
+        end offsets are still those of `known` (the previous listing) may keep its max-timestamp
+        pair rather than have it asked again. A partition that failed is in
         `errors` as "topic:partition"; one whose leader holds its end offset back (under min
         ISR) is in `held_back`, neither failed nor in `value`."""
         ...

@@ -30,13 +30,16 @@ def _driver(conn: Connection) -> psycopg.Connection[Any]:
     return driver
 
 
-def _copy(conn: Connection, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def _copy(conn: Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
     statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
         sql.Identifier(table), sql.SQL(", ").join(sql.Identifier(c) for c in columns)
     )
+    written = 0
     with _driver(conn).cursor() as cursor, cursor.copy(statement) as copy:
         for row in rows:
             copy.write_row(row)
+            written += 1
+    return written
 
 
 def _days(table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> set[date]:
@@ -60,13 +63,19 @@ def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterab
     For a table partitioned by day, a row on a day without a partition makes PostgreSQL refuse the
     batch; the missing days are then created and the batch is sent once more. Any other database
     error propagates (as psycopg's exception) after the savepoint is rolled back. Does not commit.
+
+    Into a table that is not partitioned (a staging table), rows given as an iterator go out as
+    they are made: a batch of 100,000 rows is never held whole (tens of MB) beside its samples.
     """
-    batch = rows if isinstance(rows, Sequence) else list(rows)
-    if not batch:
-        return 0
     if not columns:
         raise ValueError("copy_rows needs at least one column")
     partitioned = table in PARTITIONED_TABLES
+    if not partitioned and not isinstance(rows, Sequence):
+        with conn.begin_nested():
+            return _copy(conn, table, columns, rows)
+    batch = rows if isinstance(rows, Sequence) else list(rows)
+    if not batch:
+        return 0
     if partitioned and PARTITIONED_TABLES[table] not in columns:
         raise ValueError(f"rows for {table} must include its time column {PARTITIONED_TABLES[table]!r}")
     try:

@@ -50,6 +50,7 @@ from monitor.store.samples import (
     prune_record_timestamps,
     record_topic_configs,
     to_datetime,
+    write_commit_observations,
     write_log_dirs,
     write_offsets_batch,
 )
@@ -327,6 +328,33 @@ def test_a_newer_observation_replaces_the_kept_one(engine: Engine) -> None:
             conn, OffsetsBatch("obs", later, group_offsets=[moved], commit_observations=[seen])
         )
         assert latest_committed(conn, "obs") == {("g", "t", 0): (12, later)}
+
+
+def test_streamed_observations_are_stored_as_sent_and_stamp_the_latest_rows(engine: Engine) -> None:
+    at = T0 + timedelta(days=4)
+    sample = GroupOffsetSample(CommittedOffset("g", "t", 0, 10), 20, 0, 10)
+    first_seen = CommitObservation("g", "t", 0, 10, None, to_millis(at))  # no previous offset
+    other = CommitObservation("h", "t", 1, 7, None, to_millis(at))  # no latest row: only appended
+    newer = CommitObservation("g", "t", 0, 11, 10, to_millis(at + timedelta(seconds=1)))
+    with engine.begin() as conn:
+        write_offsets_batch(conn, OffsetsBatch("streamed", at, group_offsets=[sample]))
+        assert write_commit_observations(conn, "streamed", [first_seen, other, newer]) == 3
+        assert write_commit_observations(conn, "streamed", [first_seen]) == 0, "a repeat is one row"
+        stored = conn.execute(
+            text(
+                "SELECT group_id, topic, partition, committed_offset, previous_offset, observed_at "
+                "FROM commit_observations WHERE cluster = 'streamed' ORDER BY group_id, observed_at"
+            )
+        ).all()
+        stamped = conn.execute(
+            text("SELECT last_commit_observed_at FROM latest_group_offsets WHERE cluster = 'streamed'")
+        ).scalar_one()
+    assert [tuple(r) for r in stored] == [
+        ("g", "t", 0, 10, None, at),
+        ("g", "t", 0, 11, 10, at + timedelta(seconds=1)),
+        ("h", "t", 1, 7, None, at),
+    ]
+    assert stamped == at + timedelta(seconds=1), "the newest observation of the key"
 
 
 def test_replaying_a_batch_neither_fails_nor_duplicates(

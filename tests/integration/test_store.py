@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -89,6 +90,25 @@ def test_copy_rows_reports_other_errors_and_keeps_the_transaction_usable(engine:
             conn.execute(text("SELECT count(*) FROM partition_offsets WHERE cluster = 'dup'")).scalar() == 1
         )
     assert _rows_per_partition(engine, "dup") == {partition_name("partition_offsets", at.date()): 1}
+
+
+def test_copy_rows_streams_an_iterator_into_a_table_that_is_not_partitioned(engine: Engine) -> None:
+    made: list[int] = []
+
+    def rows() -> Iterator[tuple[int, str]]:
+        for n in range(1_000):
+            made.append(n)
+            yield (n, f"row {n}")
+
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TEMPORARY TABLE streamed (n integer, label text) ON COMMIT DROP"))
+        produced = rows()
+        assert made == [], "nothing is made before the COPY asks"
+        assert copy_rows(conn, "streamed", ["n", "label"], produced) == 1_000
+        assert copy_rows(conn, "streamed", ["n", "label"], iter([])) == 0
+        stored = conn.execute(text("SELECT count(*), max(label) FROM streamed")).one()
+    assert tuple(stored) == (1_000, "row 999")
+    assert len(made) == 1_000
 
 
 def test_ensure_partitions_is_idempotent(engine: Engine) -> None:

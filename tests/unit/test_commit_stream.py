@@ -287,6 +287,30 @@ def test_reconciling_keeps_what_the_stream_saw_after_the_fetch_was_asked() -> No
     assert [(c.partition, c.offset) for c in state.committed(["g"])["g"]] == [(0, 9), (2, 3)]
 
 
+def test_the_offsets_of_groups_that_did_not_commit_are_the_same_records_from_cycle_to_cycle() -> None:
+    state = CommitState()
+    state.positioned_at_end()
+    fetched = CommittedOffset("g", "t", 0, 4, leader_epoch=2)
+    state.reconcile(
+        {"g": [CommittedOffset("g", "t", 1, 5), fetched], "h": [CommittedOffset("h", "t", 0, 2)]},
+        asked_at=0.0,
+    )
+    first = state.committed(["g", "h", "none"])
+    assert [(c.partition, c.offset) for c in first["g"]] == [(0, 4), (1, 5)], "sorted by partition"
+    assert first["g"][0] is fetched, "the snapshot's own records, as the cycle that asked sampled them"
+    assert first["none"] == []
+
+    state.apply([OffsetCommitRecord("h", "t", 0, 3, commit_timestamp_ms=1)], now_ms=2)
+    second = state.committed(["g", "h"])
+
+    assert all(a is b for a, b in zip(first["g"], second["g"], strict=True)), "g did not commit"
+    assert second["h"] == [CommittedOffset("h", "t", 0, 3)]
+    second["g"].clear()  # an answer is the caller's own list
+    assert len(state.committed(["g"])["g"]) == 2
+    state.apply([OffsetCommitRecord("g", "t", 1, None)], now_ms=3)  # a tombstone
+    assert state.committed(["g"])["g"] == [fetched]
+
+
 def test_a_stream_whose_runs_stop_coming_stops_itself(rig: StreamRig) -> None:
     rig.context.config = rig.context.config.model_copy(update={"lease_ttl_seconds": 3})
     rig.supervise()

@@ -49,7 +49,7 @@ from monitor.kafka import (
     records,
 )
 from monitor.kafka.cursor import SEQUENTIAL_GAP, PartitionCursor, Step, plan
-from monitor.kafka.groups import GroupOffsetsClient
+from monitor.kafka.groups import GroupOffsetsClient, committed_of
 from monitor.kafka.logdirs import log_dirs_of
 from monitor.kafka.timestamps import reader_config
 from monitor.kafka.translate import Outcome
@@ -746,6 +746,22 @@ def test_committed_offsets_ask_many_groups_per_call_and_leave_out_missing_offset
     assert [len(c) for c in fake.calls] == [100, 100, 50]
     assert result.errors == {}
     assert result.value == {g: [CommittedOffset(g, "t", 0, int(g[1:]), leader_epoch=3)] for g in groups}
+
+
+def test_a_group_answer_becomes_records_sorted_without_unknown_epochs_or_missing_offsets() -> None:
+    meta = kafka.structs.OffsetAndMetadata
+    tp = kafka.structs.TopicPartition
+    answer = {
+        tp("b", 1): meta(7, "", -1),
+        tp("a", 2): meta(5, "", 4),
+        tp("a", 0): meta(-1, "", 1),
+        tp("a", 1): None,
+    }
+
+    assert committed_of("g", answer) == [
+        CommittedOffset("g", "a", 2, 5, leader_epoch=4),
+        CommittedOffset("g", "b", 1, 7, leader_epoch=None),
+    ]
 
 
 def test_a_dead_coordinator_fails_only_its_own_groups() -> None:

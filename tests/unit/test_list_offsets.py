@@ -208,3 +208,56 @@ def test_a_held_back_partition_without_a_start_offset_says_so() -> None:
     assert result.value == {}
     assert result.errors == {}
     assert {k: h.start for k, h in result.held_back.items()} == {("t", 0): None, ("t", 1): None}
+
+
+def test_a_partition_whose_offsets_did_not_move_is_not_asked_its_max_timestamp() -> None:
+    leaders = {("t", p): 1 for p in range(4)}
+    brokers = Brokers(leaders)
+    asked: dict[str, list[int]] = {}
+
+    def list_offsets(request: dict[TopicPartition, Any], request_timeout: float) -> dict[Any, Any]:
+        kind = KINDS[next(iter(request.values()))._value]
+        asked.setdefault(kind, []).extend(tp.partition for tp in request)
+        return Brokers.list_offsets(brokers, request, request_timeout)
+
+    brokers.list_offsets = list_offsets  # type: ignore[method-assign]
+    known = {
+        ("t", 0): PartitionOffsets("t", 0, 1, 5, 4, 1_000),  # unmoved: start 1, end 5 + 0
+        ("t", 1): PartitionOffsets("t", 1, 1, 5, 4, 1_000),  # its end moved to 6
+        ("t", 2): PartitionOffsets("t", 2, 0, 7, 6, 2_000),  # its start moved to 1
+        # ("t", 3): never listed
+    }
+
+    result = admin_with(brokers).list_offsets(list(leaders), leaders, known=known)
+
+    assert sorted(asked["max_timestamp"]) == [1, 2, 3]
+    assert sorted(asked["latest"]) == sorted(asked["earliest"]) == [0, 1, 2, 3]
+    assert result.value[("t", 0)] == PartitionOffsets("t", 0, 1, 5, 4, 1_000), "the pair listed before"
+    # The broker answers -1 (no record) for the ones asked: the known pair is not kept for them.
+    assert result.value[("t", 1)] == PartitionOffsets("t", 1, 1, 6)
+    assert result.value[("t", 2)] == PartitionOffsets("t", 2, 1, 7)
+    assert result.value[("t", 3)] == PartitionOffsets("t", 3, 1, 8)
+
+
+def test_a_known_partition_without_a_max_timestamp_is_asked_again() -> None:
+    leaders = {("t", 0): 1}
+    brokers = Brokers(leaders)
+
+    admin_with(brokers).list_offsets(list(leaders), leaders, known={("t", 0): PartitionOffsets("t", 0, 1, 5)})
+
+    assert [kind for _, kind in brokers.requests] == ["earliest", "latest", "max_timestamp"]
+
+
+def test_a_silent_leader_of_known_partitions_still_costs_one_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("monitor.kafka.listoffsets.FUTURE_GRACE_SECONDS", 0.0)
+    leaders = {("t", 0): 1, ("t", 1): 2}
+    brokers = Brokers(leaders, silent={2})
+    known = {key: PartitionOffsets("t", p, 1, 5 + p, 4, 1_000) for key in leaders for p in [key[1]]}
+
+    started = time.monotonic()
+    result = admin_with(brokers).list_offsets(list(leaders), leaders, known=known)
+
+    assert time.monotonic() - started < 0.3 + 0.5
+    assert set(result.value) == {("t", 0)}
+    assert set(result.errors) == {"t:1"}
+    assert (2, "max_timestamp") not in brokers.requests, "nothing asked after a silent first request"

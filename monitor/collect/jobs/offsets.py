@@ -10,7 +10,8 @@ look ahead of the end it is compared with, DOMAIN.md section 1):
    streams them (`monitor.collect.jobs.commits`) they are taken from its state instead, and
    OffsetFetch runs only every `collect.commit_reconcile_seconds` to check it (and once after the
    stream is positioned, as the snapshot of what was committed before);
-3. list start/end/max-timestamp offsets of every allowed partition, batched;
+3. list start/end offsets of every allowed partition, batched, and the max timestamp of those
+   whose offsets moved since the previous listing (the others keep the one listed then);
    What did not move since the previous cycle (committed offset, the partition's start and end
    offsets, append times read exactly) keeps its sample (`lag.unmoved_groups`,
    `lag.unmoved_partitions`); steps 4-6 work on the rest only;
@@ -107,6 +108,7 @@ class OffsetsCollector:
         self._ctx = context
         self.cache = TimestampCache(context.config.timestamp_cache_entries)
         self._previous: dict[lag.GroupKey, int] | None = None
+        self._previous_list: list[CommittedOffset] | None = None  # made `_previous` when needed
         self._known_groups: set[str] | None = None  # None: never listed successfully
         self._ends: dict[TopicPartition, lag.KnownEnd] = {}  # of the partitions held back now
         self._previous_listing: tuple[dict[TopicPartition, PartitionOffsets], int] = ({}, 0)
@@ -119,6 +121,9 @@ class OffsetsCollector:
         self._written_at: datetime | None = None  # when the previous batch was written, if it was
         self._cold = True  # the first cycle after a start leaves the append times for the next
         self._filling = True  # until a cycle leaves no append time to read
+        # Describing the groups runs beside steps 2 and 3 on a thread kept from cycle to cycle.
+        self._describer = ThreadPoolExecutor(1, thread_name_prefix=f"describe-{context.cluster.name}")
+        context.closers.append(lambda: self._describer.shutdown(wait=False))
         self.critical_changed = False
         """The last cycle saw a group newly fallen off the log, or the set of partitions under
         min ISR change: inputs of critical rules."""
@@ -162,7 +167,7 @@ class OffsetsCollector:
             targets |= lag.partition_targets(recalled_ends.values())
         self.cache.put_many(recalled.timestamps.values())
         if recalled.previous_commits is not None:
-            self._previous = recalled.previous_commits
+            self._previous, self._previous_list = recalled.previous_commits, None
 
         timestamps, fresh, unread = self._timestamps(targets, cold)  # step 5
 
@@ -174,10 +179,10 @@ class OffsetsCollector:
         partition_samples = kept_partitions + lag.partition_samples(moved_partitions, timestamps, last_known)
         # While the stream observes commits, sampling observes none; before its snapshot, only
         # the changes it did not see itself (commits made before it was positioned).
-        sampled = [] if listing.streamed else lag.observe_commits(self._previous or {}, committed, now_ms)
+        sampled = [] if listing.streamed else lag.observe_commits(self._previous_commits(), committed, now_ms)
         observations = ctx.commits.unobserved(sampled)
         if listing.committed_answered:  # a cycle without committed offsets says nothing new
-            self._previous = {(c.group_id, c.topic, c.partition): c.offset for c in committed}
+            self._previous, self._previous_list = None, committed
         batch = OffsetsBatch(
             cluster=ctx.cluster.name,
             sampled_at=now,
@@ -216,6 +221,14 @@ class OffsetsCollector:
         run.count("buffer_dropped_rows_total", ctx.writer.dropped_rows)
         run.count("store_reads_skipped", skipped)
         run.count("filling", filling)
+
+    def _previous_commits(self) -> dict[lag.GroupKey, int]:
+        """The committed offsets of the previous cycle that answered them, by key: made only for
+        a cycle that samples commits (the stream not live), not for every cycle."""
+        if self._previous_list is not None:
+            self._previous = {(c.group_id, c.topic, c.partition): c.offset for c in self._previous_list}
+            self._previous_list = None
+        return self._previous or {}
 
     def _fill(self, run: Run, unread: Collection[lag.Target]) -> int:
         """After a start, the append times left unread (all of them in the first cycle, then
@@ -265,20 +278,22 @@ class OffsetsCollector:
         admin = ctx.admin
         group_ids = self._group_ids(run)
         # Describing the groups needs nothing else of the cycle: it runs beside steps 2 and 3 (on
-        # its own client), which saves its time (0.6 s for 500 groups) from every cycle.
-        with ThreadPoolExecutor(1, thread_name_prefix=f"describe-{ctx.cluster.name}") as pool:
-            describing = pool.submit(admin.describe_groups, group_ids)
-            committed_result, streamed = self._committed(run, group_ids)
-            topology = self._topology()
-            listed = admin.list_offsets(topology.partitions, topology.leaders)
-            # A broker that just died can leave every group request of this cycle unanswered (its
-            # coordinators have not moved yet); the partitions on the other brokers are still
-            # sampled, and the run is partial rather than failed.
-            try:
-                described = describing.result()
-            except KafkaUnavailableError as exc:
-                run.problem(f"no group description this cycle: {exc}")
-                described = Partial([], {})
+        # its own client), which saves its time (0.6 s for 500 groups) from every cycle. Should
+        # step 2 or 3 fail the cycle, the description ends on its own, before the next one.
+        describing = self._describer.submit(admin.describe_groups, group_ids)
+        committed_result, streamed = self._committed(run, group_ids)
+        topology = self._topology()
+        # The max timestamps are asked only of the partitions that moved since the previous
+        # listing: the others keep theirs (`monitor.kafka.listoffsets`).
+        listed = admin.list_offsets(topology.partitions, topology.leaders, self._previous_listing[0])
+        # A broker that just died can leave every group request of this cycle unanswered (its
+        # coordinators have not moved yet); the partitions on the other brokers are still
+        # sampled, and the run is partial rather than failed.
+        try:
+            described = describing.result()
+        except KafkaUnavailableError as exc:
+            run.problem(f"no group description this cycle: {exc}")
+            described = Partial([], {})
         run.problems_from("describe group", described.errors)
         if committed_result is not None:
             run.problems_from("committed offsets of group", committed_result.errors)
@@ -363,7 +378,7 @@ class OffsetsCollector:
             timestamps=[] if cold else [t for t in targets if t not in self.cache],
             ends=[key for key in listing.listed.held_back if key not in self._ends],
             history=set() if cold else self._history_targets(moved, offsets),
-            previous_commits=self._previous is None,
+            previous_commits=self._previous is None and self._previous_list is None,
         )
         if not request:
             return StoreAnswer(), 0

@@ -8,7 +8,7 @@ goes over the wire once, through its staging table (`monitor.store.samples.stagi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, text
@@ -46,11 +46,6 @@ _GROUP_OFFSETS = Stage(
     "group_id text, topic text, partition integer, committed_offset bigint, leader_epoch integer, "
     "end_offset bigint, start_offset bigint, lag bigint, lag_clamped boolean, committed_ms bigint, "
     "consumed_ms bigint, timestamp_method text, timestamp_error_ms bigint, observed_ms bigint",
-)
-_COMMITS = Stage(
-    "stage_commit_observations",
-    "group_id text, topic text, partition integer, committed_offset bigint, previous_offset bigint, "
-    "observed_ms bigint",
 )
 _GROUPS = Stage(
     "stage_group_states",
@@ -101,13 +96,7 @@ def write_offsets_batch(conn: Connection, batch: OffsetsBatch, *, idempotent: bo
         ensure_days(conn, wanted)
         counts.update(_write_partitions(conn, batch, params, idempotent))
         counts.update(_write_group_offsets(conn, batch, params, idempotent))
-        counts["commit_observations"] = insert_staged(
-            conn,
-            _COMMITS,
-            [_commit_row(o) for o in batch.commit_observations],
-            _INSERT_COMMITS + on_conflict(idempotent),
-            params,
-        )
+        counts["commit_observations"] = _insert_commits(conn, batch.commit_observations, params, idempotent)
         counts.update(_write_groups(conn, batch, params, idempotent))
         counts["record_timestamps"] = insert_staged(
             conn, _RECORDS, [_record_row(r) for r in batch.record_timestamps], _INSERT_RECORDS, params
@@ -132,16 +121,37 @@ def write_commit_observations(
     params = {"cluster": cluster}
     with conn.begin_nested():
         ensure_days(conn, {"commit_observations": days})
-        written = insert_staged(
-            conn,
-            _COMMITS,
-            [_commit_row(o) for o in observations],
-            _INSERT_COMMITS + on_conflict(True),
-            params,
+        written = _insert_commits(conn, observations, params, True)
+        keys = list(newest)
+        conn.execute(
+            text(_UPDATE_LAST_COMMIT),
+            {
+                **params,
+                "groups": [g for g, _, _ in keys],
+                "topics": [t for _, t, _ in keys],
+                "partitions": [p for _, _, p in keys],
+                "observed": list(newest.values()),
+            },
         )
-        rows = [(group, topic, partition, 0, None, at) for (group, topic, partition), at in newest.items()]
-        insert_staged(conn, _COMMITS, rows, _UPDATE_LAST_COMMIT, params)
     return written
+
+
+def _insert_commits(
+    conn: Connection, observations: Sequence[CommitObservation], params: dict[str, Any], idempotent: bool
+) -> int:
+    """Append commit observations, sent as arrays in one statement: the commit stream writes a few
+    at a time, many times a minute, where a staging table would cost four statements a write."""
+    if not observations:
+        return 0
+    arrays = {
+        "groups": [o.group_id for o in observations],
+        "topics": [o.topic for o in observations],
+        "partitions": [o.partition for o in observations],
+        "committed": [o.committed_offset for o in observations],
+        "previous": [o.previous_offset for o in observations],
+        "observed": [o.observed_at_ms for o in observations],
+    }
+    return rowcount(conn, _INSERT_COMMITS + on_conflict(idempotent), {**params, **arrays})
 
 
 def _write_partitions(
@@ -231,14 +241,15 @@ def _carry_group_offsets(
     # Hash anti-joins, never nested loops: the planner can take the staged or gone keys for a
     # handful and scan them once per latest row (10^5 x 10^4 comparisons, minutes).
     conn.execute(text("SET LOCAL enable_nestloop = off"))
+    # One statement moves the unmoved latest rows to this sample time and copies them into the
+    # history: one scan and one anti-join of the latest rows, not two.
     copied = rowcount(conn, _CARRY_GROUP_OFFSETS, carry)
     if copied != expected:
         raise _CarryMismatch(f"{copied} rows to carry, {expected} expected")
-    touched = rowcount(conn, _TOUCH_LATEST_GROUP_OFFSETS, carry)
     conn.execute(text("SET LOCAL enable_nestloop TO DEFAULT"))
     counts = {
         "group_offsets": copied + rowcount(conn, _INSERT_GROUP_OFFSETS, params),
-        "latest_group_offsets": touched + rowcount(conn, _UPSERT_LATEST_GROUP_OFFSETS, params),
+        "latest_group_offsets": copied + rowcount(conn, _UPSERT_LATEST_GROUP_OFFSETS, params),
         "group_offsets_carried": copied,
     }
     conn.execute(text(f"DROP TABLE pg_temp.{_GROUP_OFFSETS.name}"))
@@ -247,8 +258,9 @@ def _carry_group_offsets(
 
 def _group_rows(
     samples: Sequence[GroupOffsetSample], observed: dict[tuple[str, str, int], int]
-) -> list[tuple[Any, ...]]:
-    return [
+) -> Iterator[tuple[Any, ...]]:
+    """The staging rows of `samples`, made as the COPY sends them (`copy_rows`)."""
+    return (
         (
             s.committed.group_id,
             s.committed.topic,
@@ -266,7 +278,7 @@ def _group_rows(
             observed.get((s.committed.group_id, s.committed.topic, s.committed.partition)),
         )
         for s in samples
-    ]
+    )
 
 
 def _newest_commits(observations: Sequence[CommitObservation]) -> dict[tuple[str, str, int], int]:
@@ -282,14 +294,15 @@ def _sample_and_latest(
     conn: Connection,
     table: str,
     stage: Stage,
-    rows: Sequence[Sequence[Any]],
+    rows: Iterable[Sequence[Any]],
     statements: tuple[str, str],
     params: dict[str, Any],
     idempotent: bool,
 ) -> dict[str, int]:
     """`rows` staged once, appended to the sample table `table` and upserted into `latest_<table>`
-    (`statements`: the append, then the upsert); rows written per table."""
-    if not rows:
+    (`statements`: the append, then the upsert); rows written per table. The caller of an
+    iterator of rows has checked that there are some."""
+    if isinstance(rows, Sequence) and not rows:
         return {table: 0, f"latest_{table}": 0}
     append, upsert = statements
     with staged(conn, stage, rows):
@@ -329,10 +342,6 @@ def _write_groups(
     conn.execute(text(_DELETE_MEMBERS), {**params, "groups": [g.group_id for g in batch.groups]})
     counts["group_members"] = insert_staged(conn, _MEMBERS, members, _INSERT_MEMBERS, params)
     return counts
-
-
-def _commit_row(o: CommitObservation) -> tuple[Any, ...]:
-    return (o.group_id, o.topic, o.partition, o.committed_offset, o.previous_offset, o.observed_at_ms)
 
 
 def _record_row(r: RecordTimestamp) -> tuple[Any, ...]:
@@ -413,25 +422,29 @@ WHERE l.cluster = :cluster AND l.sampled_at = :since
     WHERE g.group_id = l.group_id AND g.topic = l.topic AND g.partition = l.partition)"""
 
 _CARRY_GROUP_OFFSETS = f"""
+WITH carried AS (
+    UPDATE latest_group_offsets AS l SET sampled_at = :at{_UNMOVED}
+    RETURNING l.*)
 INSERT INTO group_offsets (cluster, group_id, topic, partition, sampled_at, {_GROUP_VALUES}, run_id)
-SELECT l.cluster, l.group_id, l.topic, l.partition, :at, l.committed_offset, l.leader_epoch,
-       l.end_offset, l.start_offset, l.lag, l.lag_clamped, l.committed_timestamp, l.consumed_timestamp,
-       l.timestamp_method, l.timestamp_error_ms, :run_id
-FROM latest_group_offsets AS l{_UNMOVED}"""
-
-_TOUCH_LATEST_GROUP_OFFSETS = f"""
-UPDATE latest_group_offsets AS l SET sampled_at = :at{_UNMOVED}"""
+SELECT c.cluster, c.group_id, c.topic, c.partition, :at, c.committed_offset, c.leader_epoch,
+       c.end_offset, c.start_offset, c.lag, c.lag_clamped, c.committed_timestamp, c.consumed_timestamp,
+       c.timestamp_method, c.timestamp_error_ms, :run_id
+FROM carried AS c"""
 
 _INSERT_COMMITS = f"""
 INSERT INTO commit_observations (
     cluster, group_id, topic, partition, observed_at, committed_offset, previous_offset)
-SELECT :cluster, group_id, topic, partition, {tstz("observed_ms")}, committed_offset, previous_offset
-FROM stage_commit_observations"""
+SELECT :cluster, s.group_id, s.topic, s.partition, {tstz("s.observed_ms")}, s.committed_offset,
+       s.previous_offset
+FROM unnest(CAST(:groups AS text[]), CAST(:topics AS text[]), CAST(:partitions AS integer[]),
+            CAST(:committed AS bigint[]), CAST(:previous AS bigint[]), CAST(:observed AS bigint[]))
+     AS s(group_id, topic, partition, committed_offset, previous_offset, observed_ms)"""
 
 _UPDATE_LAST_COMMIT = f"""
 UPDATE latest_group_offsets AS l
 SET last_commit_observed_at = {tstz("s.observed_ms")}
-FROM stage_commit_observations AS s
+FROM unnest(CAST(:groups AS text[]), CAST(:topics AS text[]), CAST(:partitions AS integer[]),
+            CAST(:observed AS bigint[])) AS s(group_id, topic, partition, observed_ms)
 WHERE l.cluster = :cluster AND l.group_id = s.group_id AND l.topic = s.topic AND l.partition = s.partition
   AND (l.last_commit_observed_at IS NULL OR l.last_commit_observed_at < {tstz("s.observed_ms")})"""
 

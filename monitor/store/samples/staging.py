@@ -8,7 +8,7 @@ and become ``timestamptz`` in PostgreSQL (`tstz`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -55,7 +55,7 @@ class Stage:
 
 
 @contextmanager
-def staged(conn: Connection, stage: Stage, rows: Sequence[Sequence[Any]]) -> Iterator[None]:
+def staged(conn: Connection, stage: Stage, rows: Iterable[Sequence[Any]]) -> Iterator[None]:
     """`rows` in the temporary table `stage.name` for the duration of the block.
 
     ON COMMIT DROP is the safety net; the table is dropped at the end of the block so that two
