@@ -35,16 +35,7 @@ def committed_of(group_id: str, offsets: Mapping[Any, Any]) -> list[CommittedOff
         offset = int(meta.offset)
         if offset < 0:
             continue
-        epoch = getattr(meta, "leader_epoch", None)
-        append(
-            CommittedOffset(
-                group_id,
-                str(tp.topic),
-                int(tp.partition),
-                offset,
-                int(epoch) if epoch is not None and epoch != -1 else None,
-            )
-        )
+        append(CommittedOffset(group_id, str(tp.topic), int(tp.partition), offset, _epoch(meta)))
     committed.sort(key=_topic_partition)
     return committed
 
