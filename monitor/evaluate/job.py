@@ -245,9 +245,16 @@ SINGLE_PARTITION = {
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     "spark.sql.optimizer.disableHints": "true",
     "spark.sql.maxSinglePartitionBytes": str(2**63 - 1),
+    "spark.sql.defaultSizeInBytes": "1",
 }
 """The settings of an evaluation in one partition (see `_sized_to`). Hints are dropped when the
-plan is analysed, so a plan is built under the settings it runs with (plan.PlanKey.readers)."""
+plan is analysed, so a plan is built under the settings it runs with (plan.PlanKey.readers).
+
+`defaultSizeInBytes` is the size Spark assumes for a relation it has no statistics of, the JDBC
+reads: by default the largest long, which a projection that adds a column or a join (the
+product of its sides) pushes past `maxSinglePartitionBytes`, and Spark then shuffles a
+single-partition side into one partition again before each such join (15 of a small cluster's
+61 stages, docs/bench/evaluation-profile.md). Broadcasts are off, so nothing else reads it."""
 
 
 def _input_rows(engine: Engine, clusters: Sequence[str]) -> int:
