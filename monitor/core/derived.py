@@ -7,6 +7,7 @@ may use exactly the columns listed for its entity (plus those two).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -274,13 +275,56 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "group": ("offsets",),
     "partition": ("metadata", "offsets", "log_dirs"),
     "topic": ("metadata", "offsets", "log_dirs"),
-    "broker": ("metadata", "log_dirs"),
+    "broker": ("metadata", "log_dirs", "probe"),
     "cluster": (),
 }
 """Entity name -> the collection jobs (`collection_runs.job`) whose samples its rows are derived
 from. A rule's match is as new as the newest of those samples: a finding's `for` is measured from
 there (store.findings). The cluster's own columns say how long collection has been failing or
-stale, which only the evaluation time tells: none."""
+stale, which only the evaluation time tells: none. Topic settings (the configs job) change
+rarely and are not counted."""
+
+_METADATA = ("metadata",)
+_LOG_DIRS = ("log_dirs",)
+_REPLICATION = dict.fromkeys(
+    ("leader", "replication_factor", "isr", "min_insync_replicas", "replicas_lost", "under_replicated",
+     "under_min_isr", "offline", "non_preferred_leader", "replicas_sharing_rack"),
+    _METADATA,
+)  # fmt: skip
+COLUMN_SOURCES: dict[str, dict[str, tuple[str, ...]]] = {
+    "partition": {**_REPLICATION, "size_bytes": _LOG_DIRS, "size_ratio": _LOG_DIRS},
+    "topic": dict.fromkeys(
+        ("max_replicas_lost", "under_replicated_partitions", "under_min_isr_partitions", "offline_partitions"),
+        _METADATA,
+    ),
+    "broker": {
+        **dict.fromkeys(
+            ("rack", "up", "down", "leaders", "fair_share_leaders", "leader_imbalance", "non_preferred_leaders",
+             "replicas"),
+            _METADATA,
+        ),
+        **dict.fromkeys(("disk_total_bytes", "disk_usable_bytes", "disk_used_ratio"), _LOG_DIRS),
+        **{c.name: ("probe",) for c in BROKER if c.name.startswith("probe_")},
+    },
+}  # fmt: skip
+"""Entity name -> its columns that come from fewer of its SOURCES jobs (a subset): a broker's
+`down` is known from the metadata runs alone, so a rule reading only it counts its `for` from the
+metadata run that showed the broker gone, not from a log-dirs run that ended later (`sources_of`).
+A column not listed here comes from all its entity's SOURCES."""
+
+
+def sources_of(entity: str, columns: Iterable[str]) -> tuple[str, ...]:
+    """The collection jobs whose samples `columns` of `entity` come from (COLUMN_SOURCES, else
+    SOURCES), in SOURCES' order. The key and common columns name the entity, not its state: they
+    add nothing; with no other column, all the entity's SOURCES."""
+    naming = {c.name for c in COMMON} | set(KEYS[entity])
+    narrowed = COLUMN_SOURCES.get(entity, {})
+    state = [c for c in columns if c not in naming]
+    if not state:
+        return SOURCES[entity]
+    jobs = {job for column in state for job in narrowed.get(column, SOURCES[entity])}
+    return tuple(job for job in SOURCES[entity] if job in jobs)
+
 
 COMMON = _cols(
     ("evaluated_at", "timestamp", "the evaluation time"),

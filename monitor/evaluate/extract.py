@@ -119,10 +119,12 @@ def read_inputs(
 ) -> Inputs:
     """The inputs as DataFrames, read when a job needs them, of the window ending at the plan's
     clock (`clock`, also the inputs' `now`); the large ones in `readers` slices at most (default:
-    one per executor core). A small cluster's are read whole, in one query each, into one
-    partition (an exchange, which Spark reuses wherever the plan reads the input again, so that
-    one action reads each input once: monitor.evaluate.plan). `built_at` is only the inputs'
-    `evaluated_at` (their `now` is the clock)."""
+    one per executor core). A small cluster's are read whole, in one query each, and known to
+    Spark as one partition without a shuffle (`coalesce(1)`): with an exchange instead, each read
+    was a stage of its own in every cached frame's plan that reads it (25 of a small cluster's 42
+    stages), where reading a small input again is a query of milliseconds
+    (docs/bench/evaluation-profile.md). `built_at` is only the inputs' `evaluated_at` (their
+    `now` is the clock)."""
     parallelism = max(
         1, min(spark.sparkContext.defaultParallelism, readers or spark.sparkContext.defaultParallelism)
     )
@@ -131,6 +133,6 @@ def read_inputs(
         sql = query(name, clusters, window, plan_id)
         predicates = slices(parallelism) if name in PARALLEL and parallelism > 1 else None
         frame = read_table(spark, target, sql, predicates=predicates)
-        frames[name] = frame.repartition(1) if parallelism == 1 else frame
+        frames[name] = frame.coalesce(1) if parallelism == 1 else frame
     now = read_table(spark, target, f"{clock(plan_id)} AS clock").scalar()
     return Inputs(evaluated_at=built_at, clock=now, **frames)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, delete, text
 
-from monitor.core.derived import ENTITIES, SOURCES, table_of
+from monitor.core.derived import ENTITIES, SOURCES, sources_of, table_of
 from monitor.evaluate.engine import render
 from monitor.evaluate.io import write_table
 from monitor.evaluate.metrics import JdbcReads, jdbc_reads
@@ -53,7 +53,7 @@ from monitor.evaluate.plan import (
     plan_key,
     row_column,
 )
-from monitor.evaluate.rules import Rule
+from monitor.evaluate.rules import Rule, match_columns
 from monitor.evaluate.spark import JdbcTarget
 from monitor.store.evaluation import DERIVED_TABLES, drop_clocks, set_clock
 from monitor.store.findings import Match, merge_findings
@@ -145,7 +145,7 @@ def run_evaluation(
             with engine.begin() as conn:
                 result.findings = merge_findings(
                     conn,
-                    _observed(conn, matches, clusters, evaluated_at, settings.window),
+                    _observed(conn, matches, rules, clusters, evaluated_at, settings.window),
                     evaluated_at,
                     clusters=clusters,
                     rules=[rule.name for rule in rules],
@@ -245,9 +245,16 @@ SINGLE_PARTITION = {
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     "spark.sql.optimizer.disableHints": "true",
     "spark.sql.maxSinglePartitionBytes": str(2**63 - 1),
+    "spark.sql.defaultSizeInBytes": "1",
 }
 """The settings of an evaluation in one partition (see `_sized_to`). Hints are dropped when the
-plan is analysed, so a plan is built under the settings it runs with (plan.PlanKey.readers)."""
+plan is analysed, so a plan is built under the settings it runs with (plan.PlanKey.readers).
+
+`defaultSizeInBytes` is the size Spark assumes for a relation it has no statistics of, the JDBC
+reads: by default the largest long, which a projection that adds a column or a join (the
+product of its sides) pushes past `maxSinglePartitionBytes`, and Spark then shuffles a
+single-partition side into one partition again before each such join (15 of a small cluster's
+61 stages, docs/bench/evaluation-profile.md). Broadcasts are off, so nothing else reads it."""
 
 
 def _input_rows(engine: Engine, clusters: Sequence[str]) -> int:
@@ -314,20 +321,33 @@ def _split_reads(result: EvaluationResult, reads: JdbcReads | None, cores: int) 
 def _observed(
     conn: Connection,
     matches: Sequence[Match],
+    rules: Sequence[Rule],
     clusters: Sequence[str],
     evaluated_at: datetime,
     window: timedelta,
 ) -> list[Match]:
-    """`matches` with the time of the newest sample each was derived from (the newest run of the
-    jobs its entity is derived from, core.derived.SOURCES), from which the rule's `for` counts."""
+    """`matches` with the time of the newest sample each was derived from, from which the rule's
+    `for` counts: the newest run of the jobs the columns deciding its rule come from
+    (`observed_at`)."""
     jobs = sorted({job for entity_jobs in SOURCES.values() for job in entity_jobs})
     newest = newest_reached(conn, clusters, jobs, evaluated_at, evaluated_at - window)
+    return observed_at(matches, rules, newest)
 
-    def observed_at(match: Match) -> datetime | None:
-        keys = [(match.cluster, job) for job in SOURCES[match.entity]]
-        return max((newest[key] for key in keys if key in newest), default=None)
 
-    return [replace(match, observed_at=observed_at(match)) for match in matches]
+def observed_at(
+    matches: Sequence[Match], rules: Sequence[Rule], newest: Mapping[tuple[str, str], datetime]
+) -> list[Match]:
+    """`matches` with `observed_at` the newest of `newest` ((cluster, job) -> when its newest run
+    finished) over the jobs its rule's deciding columns come from (core.derived.sources_of of
+    rules.match_columns): a broker gone from a metadata run is dated by that run, however late a
+    log-dirs run against it ends. None when none of those jobs ran (the evaluation time then)."""
+    sources = {rule.name: sources_of(rule.entity, match_columns(rule)) for rule in rules}
+
+    def newest_of(match: Match) -> datetime | None:
+        jobs = sources.get(match.rule, SOURCES[match.entity])
+        return max((newest[key] for job in jobs if (key := (match.cluster, job)) in newest), default=None)
+
+    return [replace(match, observed_at=newest_of(match)) for match in matches]
 
 
 def _write_derived(

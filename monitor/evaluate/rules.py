@@ -259,6 +259,29 @@ def expression_problems(text: str, entity: str, *, boolean: bool) -> list[str]:
     return _type_problems(tree, entity, boolean=boolean, text=text)
 
 
+def match_columns(rule: Rule) -> frozenset[str]:
+    """The columns whose values decide whether `rule` matches a row: those its condition and its
+    tiers' `when` read (not its value, which only reports). A rule's expressions were checked
+    when it was loaded; one that does not parse reads every column of its entity."""
+    texts = [rule.condition, *(tier.when for tier in rule.severities)]
+    columns: set[str] = set()
+    for text in texts:
+        if text is not None:
+            columns |= _columns_in(text) or set(columns_of(rule.entity))
+    return frozenset(columns)
+
+
+@lru_cache(maxsize=512)
+def _columns_in(text: str) -> frozenset[str]:
+    """The columns `text` reads (lambda parameters are not columns); empty when it does not parse."""
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except sqlglot.errors.SqlglotError:
+        return frozenset()
+    params = {ident.name for lam in tree.find_all(exp.Lambda) for ident in lam.expressions if ident.name}
+    return frozenset(c.name for c in tree.find_all(exp.Column) if c.name not in params)
+
+
 def _type_problems(tree: exp.Expression, entity: str, *, boolean: bool, text: str) -> list[str]:
     schema = MappingSchema({"t": {c.name: c.type for c in columns_of(entity).values()}}, dialect="spark")
     try:

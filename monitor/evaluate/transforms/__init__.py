@@ -41,9 +41,11 @@ def derive(
     `keep` is applied to every frame that is costly and used more than once (it returns the frame
     to use): the partitions' replication (feeding the partitions and the brokers), the partitions,
     the group-partitions and the group-topics (feeding the coarser roll-ups), and the roll-ups
-    themselves (a caller counts, evaluates and writes each entity). The group-partition,
-    group-topic and partition entities are projections of kept frames. A caller using the
-    entities more than once passes a `keep` that caches.
+    themselves (a caller counts, evaluates and writes each entity). Every entity is a projection
+    of a kept frame (`conform`), which adds "now" after it: with `Inputs.clock`, a frame whose own
+    computation needs no "now" is cached without the clock's subquery, which Spark runs as a job
+    of its own for each cached frame that holds it. A caller using the entities more than once
+    passes a `keep` that caches.
     """
     if window_commits < 1:
         raise ValueError(f"window_commits must be at least 1, not {window_commits}")
@@ -60,23 +62,23 @@ def derive(
     )
     # 3. Group-partitions (with the lag at the window's start, for group.lag_growing), then their
     #    roll-ups.
-    group_partition = keep(
-        conform(group_partition_frame(inputs, partition, window_commits), "group_partition", at, _GP_EXTRA)
+    group_partition = conform(
+        keep(group_partition_frame(inputs, partition, window_commits)), "group_partition", at, _GP_EXTRA
     )
     # 4. Brokers (with the end-to-end probe's verdict), then the cluster.
     brokers = broker_frame(inputs.brokers, replication, inputs.broker_disks).join(
         broker_probe(inputs.probe_samples), ["cluster", "broker_id"], "left"
     )
-    broker = keep(conform(brokers, "broker", at))
-    group_topic = keep(conform(group_topics(group_partition), "group_topic", at, ROLLUP_PARTS))
+    broker = conform(keep(brokers), "broker", at)
+    group_topic = conform(keep(group_topics(group_partition)), "group_topic", at, ROLLUP_PARTS)
     frames = {
         "group_partition": group_partition.drop(*_GP_EXTRA),
         "group_topic": group_topic.drop(*ROLLUP_PARTS),
-        "group": keep(conform(groups(group_topic), "group", at)),
+        "group": conform(keep(groups(group_topic)), "group", at),
         "partition": conform(partition, "partition", at),
-        "topic": keep(conform(topics(partition, group_topic), "topic", at)),
+        "topic": conform(keep(topics(partition, group_topic)), "topic", at),
         "broker": broker,
-        "cluster": keep(conform(clusters(partition, broker, inputs.collection_runs, at), "cluster", at)),
+        "cluster": conform(keep(clusters(partition, broker, inputs.collection_runs, at)), "cluster", at),
     }
     return {entity: frames[entity] for entity in ENTITIES}
 
