@@ -366,7 +366,14 @@ def test_a_benchmark_without_results_is_read_from_its_published_json(results: Pa
 
 def test_every_bench_script_is_run_and_summarised() -> None:
     scripts = {path.name for path in (Path(run.__file__).parent).glob("*.py")}
-    not_benchmarks = {"run.py", "summary.py", "plots.py", "__init__.py", "evaluate_profile.py"}
+    not_benchmarks = {
+        "run.py",
+        "summary.py",
+        "plots.py",
+        "__init__.py",
+        "evaluate_profile.py",
+        "demo_timeline.py",
+    }
     assert {script for script, _, _ in run.BENCHMARKS.values()} == scripts - not_benchmarks
     assert set(summary.READERS) == set(run.BENCHMARKS)
 
