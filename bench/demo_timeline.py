@@ -11,7 +11,10 @@ first pending, firing and resolved times, and each notice's send time (notificat
 After `--minutes` it stops the demo as Ctrl-C does (SIGINT) and prints Markdown on stdout
 (progress on stderr); it also writes bench/results/demo-timeline.md and .json.
 
-The workload's start (0:00) is the first line the workload prints about its producers.
+The workload's start (0:00) is its line "workload started on ...", the moment the demo's own
+timeline (a broker stopped at +2:00, another at +4:00) counts from. An alert's row keeps its
+first pending time of this run and its firing time of this run (rows of an earlier demo run on
+the same database are left out, or shown from the episode that began after this start).
 """
 
 from __future__ import annotations
@@ -38,8 +41,8 @@ from monitor.devtools.postgres import LocalPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-START_MARK = "producer"
-"""A word of the workload's first line about its producers: the demo's 0:00."""
+START_MARK = "workload started on"
+"""The workload's first line about itself: the demo's 0:00."""
 
 
 def _say(message: str) -> None:
@@ -63,7 +66,7 @@ class Lines:
         return next((at for at, line in list(self.lines) if START_MARK in line.lower()), None)
 
 
-def _poll(engine: Any, seen: dict[str, Any]) -> None:
+def _poll(engine: Any, seen: dict[str, Any], began: float) -> None:
     with engine.connect() as conn:
         for row in conn.execute(
             text("SELECT started_at, finished_at FROM collection_runs WHERE job = 'evaluate'")
@@ -72,14 +75,16 @@ def _poll(engine: Any, seen: dict[str, Any]) -> None:
         for row in conn.execute(
             text("SELECT rule, entity_key, severity, pending_since, starts_at, resolved_at FROM alerts")
         ):
+            pending = row.pending_since.timestamp()
+            if pending < began and (row.resolved_at is None or row.resolved_at.timestamp() < began):
+                continue  # an episode of an earlier run, over before this one began
             key = f"{row.rule} {row.entity_key}"
             entry = seen["alerts"].setdefault(key, {"rule": row.rule, "entity": row.entity_key})
             entry["severity"] = row.severity
-            entry["pending"] = row.pending_since.timestamp()
-            if row.starts_at is not None:
-                entry.setdefault("firing", row.starts_at.timestamp())
-            if row.resolved_at is not None:
-                entry.setdefault("resolved", row.resolved_at.timestamp())
+            entry.setdefault("pending", max(pending, began))
+            for name, at in (("firing", row.starts_at), ("resolved", row.resolved_at)):
+                if at is not None and at.timestamp() >= began:
+                    entry.setdefault(name, at.timestamp())
         for row in conn.execute(
             text("SELECT receiver, kind, sent_at FROM notification_outbox WHERE sent_at IS NOT NULL")
         ):
@@ -123,7 +128,7 @@ def main() -> int:
                 _say("the workload never started:\n" + "\n".join(line for _, line in lines.lines[-30:]))
                 return 1
             try:
-                _poll(engine, seen)
+                _poll(engine, seen, began)
             except SQLAlchemyError as exc:
                 if start is not None:
                     _say(f"database not answering yet: {type(exc).__name__}")
@@ -166,7 +171,9 @@ def _report(
         out.append(
             f"| {alert['rule']} | `{alert['entity']}` | {alert['severity']} | " + " | ".join(cells) + " |"
         )
-    notices = sorted(seen["notices"].items(), key=lambda kv: kv[1])
+    notices = sorted(
+        ((k, at) for k, at in seen["notices"].items() if at >= start - 120), key=lambda kv: kv[1]
+    )
     told = ", ".join(f"{' '.join(key.split(' ')[:2])} {_clock(at - start)}" for key, at in notices)
     out += ["", f"Notices sent: {told}", "", "The demo's terminal (from the workload's start):", "", "```"]
     out += [f"{_clock(at - start):>6} {line}" for at, line in lines if at >= start - 5]
