@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -340,14 +340,22 @@ def observed_at(
     """`matches` with `observed_at` the newest of `newest` ((cluster, job) -> when its newest run
     finished) over the jobs its rule's deciding columns come from (core.derived.sources_of of
     rules.match_columns): a broker gone from a metadata run is dated by that run, however late a
-    log-dirs run against it ends. None when none of those jobs ran (the evaluation time then)."""
+    log-dirs run against it ends. None when none of those jobs ran (the evaluation time then).
+    `held_at` is the newest over all the entity's jobs (core.derived.SOURCES): the condition, as
+    the newest deciding sample shows it, still holds then, and its `for` counts to there."""
     sources = {rule.name: sources_of(rule.entity, match_columns(rule)) for rule in rules}
 
-    def newest_of(match: Match) -> datetime | None:
-        jobs = sources.get(match.rule, SOURCES[match.entity])
-        return max((newest[key] for job in jobs if (key := (match.cluster, job)) in newest), default=None)
+    def newest_of(cluster: str, jobs: Collection[str]) -> datetime | None:
+        return max((newest[key] for job in jobs if (key := (cluster, job)) in newest), default=None)
 
-    return [replace(match, observed_at=newest_of(match)) for match in matches]
+    return [
+        replace(
+            match,
+            observed_at=newest_of(match.cluster, sources.get(match.rule, SOURCES[match.entity])),
+            held_at=newest_of(match.cluster, SOURCES[match.entity]),
+        )
+        for match in matches
+    ]
 
 
 def _write_derived(

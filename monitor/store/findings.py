@@ -49,16 +49,21 @@ class Match:
     labels: dict[str, str] = field(default_factory=dict)
     runbook: str | None = None
     observed_at: datetime | None = None
-    """When the newest sample the match was computed from was taken (None, or later than the
-    evaluation: the evaluation time). Never earlier than the sample that first showed the
-    condition, so a `for` never elapses early."""
+    """When the newest sample of the columns deciding the match was taken (None, or later than
+    the evaluation: the evaluation time): a new finding's `first_seen`, the sample that first
+    showed the condition. Never earlier than it, so a `for` never elapses early."""
+    held_at: datetime | None = None
+    """Until when the condition is known to hold: the newest sample of any of the entity's jobs,
+    the match being derived from the newest of the deciding ones (None: `observed_at`; never later
+    than the evaluation). The `for` counts from `first_seen` to here, so a rule whose deciding job
+    runs once a minute does not wait for that job's next run to fire."""
 
 
 _STAGE = """
 CREATE TEMP TABLE IF NOT EXISTS _matches (
     rule text, entity text, entity_key text, cluster text, labels jsonb, severity text,
     value double precision, summary text, description text, runbook text, for_seconds int,
-    observed_at timestamptz
+    observed_at timestamptz, held_at timestamptz
 ) ON COMMIT DROP
 """
 
@@ -67,7 +72,7 @@ UPDATE findings f SET
     last_seen = :t, evaluated_at = :t, severity = m.severity, value = m.value, labels = m.labels,
     summary = m.summary, description = m.description, runbook = m.runbook, for_seconds = m.for_seconds,
     state = CASE WHEN f.state = 'firing'
-                      OR m.observed_at - f.first_seen >= make_interval(secs => m.for_seconds)
+                      OR m.held_at - f.first_seen >= make_interval(secs => m.for_seconds)
                  THEN 'firing' ELSE 'pending' END
 FROM _matches m
 WHERE f.rule = m.rule AND f.entity_key = m.entity_key AND f.state <> 'resolved' AND f.last_seen <= :t
@@ -104,6 +109,13 @@ WHERE f.state <> 'resolved' AND f.last_seen < :t AND f.cluster = ANY(:clusters) 
 """
 
 
+def _times(match: Match, evaluated_at: datetime) -> tuple[datetime, datetime]:
+    """(observed_at, held_at) of `match` as merged: neither later than the evaluation, held never
+    before observed."""
+    observed = min(match.observed_at or evaluated_at, evaluated_at)
+    return observed, min(max(match.held_at or observed, observed), evaluated_at)
+
+
 def merge_findings(
     conn: Connection,
     matches: Sequence[Match],
@@ -130,10 +142,10 @@ def merge_findings(
         conn,
         "_matches",
         ("rule", "entity", "entity_key", "cluster", "labels", "severity", "value", "summary", "description",
-         "runbook", "for_seconds", "observed_at"),
+         "runbook", "for_seconds", "observed_at", "held_at"),
         [
             (m.rule, m.entity, m.entity_key, m.cluster, json.dumps(m.labels), m.severity, m.value, m.summary,
-             m.description, m.runbook, m.for_seconds, min(m.observed_at or evaluated_at, evaluated_at))
+             m.description, m.runbook, m.for_seconds, *_times(m, evaluated_at))
             for m in matches
         ],
     )  # fmt: skip

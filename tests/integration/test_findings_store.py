@@ -20,6 +20,7 @@ def match(
     cluster: str = "c1",
     rule: str = "R",
     observed_at: datetime | None = None,
+    held_at: datetime | None = None,
 ) -> Match:
     return Match(
         rule,
@@ -33,6 +34,7 @@ def match(
         for_seconds,
         {"topic": key},
         observed_at=observed_at,
+        held_at=held_at,
     )
 
 
@@ -163,6 +165,29 @@ def test_for_counts_from_the_sample_that_showed_the_condition(engine: Engine) ->
     # an evaluation whose newest sample is older does not move it back
     merge(engine, [match("a", observed_at=sampled)], T + timedelta(seconds=40))
     assert findings(engine)["a"]["state"] == "firing"
+
+
+def test_for_counts_to_when_the_condition_is_known_to_hold(engine: Engine) -> None:
+    """first_seen is the deciding sample; the `for` runs to the newest sample of the entity's jobs
+    (held_at), never past the evaluation."""
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM findings"))
+    shown = T - timedelta(seconds=70)
+    merge(engine, [match("a", observed_at=shown, held_at=shown)], T - timedelta(seconds=65))
+    # the deciding job has not run again, another job of the entity 55 s later: not yet
+    merge(
+        engine,
+        [match("a", observed_at=shown, held_at=shown + timedelta(seconds=55))],
+        T - timedelta(seconds=10),
+    )
+    assert findings(engine)["a"]["state"] == "pending"
+    # 60 s after the sample that showed it, by another job's sample: firing, first_seen unchanged
+    merge(engine, [match("a", observed_at=shown, held_at=shown + timedelta(seconds=61))], T)
+    f = findings(engine)
+    assert (f["a"]["state"], f["a"]["first_seen"]) == ("firing", shown)
+    # held_at past the evaluation counts as the evaluation: not firing early
+    merge(engine, [match("b", observed_at=T, held_at=T + timedelta(hours=1), for_seconds=60)], T)
+    assert findings(engine)["b"]["state"] == "pending"
 
 
 def test_a_sample_time_after_the_evaluation_counts_as_the_evaluation_time(engine: Engine) -> None:

@@ -28,6 +28,21 @@ def test_a_broker_gone_is_dated_by_the_metadata_run_that_showed_it_not_a_later_l
     assert down.observed_at == T
 
 
+def test_a_broker_gone_holds_until_the_newest_sample_of_any_of_its_jobs() -> None:
+    """The `for` counts to the newest sample of the broker's jobs: a metadata run a minute apart
+    does not hold BrokerDown back while probe and log-dirs runs go on seeing the cluster."""
+    newest = {
+        ("prod", "metadata"): T,
+        ("prod", "log_dirs"): T + timedelta(seconds=20),
+        ("prod", "probe"): T + timedelta(seconds=25),
+        ("prod", "offsets"): T + timedelta(seconds=40),  # not a broker's job
+    }
+
+    [down] = observed_at([_match(SHIPPED["BrokerDown"])], list(SHIPPED.values()), newest)
+
+    assert (down.observed_at, down.held_at) == (T, T + timedelta(seconds=25))
+
+
 def test_a_rule_reading_columns_of_several_jobs_is_dated_by_the_newest_of_them() -> None:
     newest = {("prod", "metadata"): T, ("prod", "log_dirs"): T + timedelta(seconds=20)}
     headroom = SHIPPED["BrokerDiskHeadroom"]  # `up` (metadata) and `disk_used_ratio` (log dirs)
