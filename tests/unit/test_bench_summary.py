@@ -457,3 +457,26 @@ def test_metrics_rows_hold_one_scrape_and_four_scrapers_to_their_targets() -> No
     assert (alone.value, alone.target, alone.met) == (310.0, "<= 300 ms at 10k", False)
     four = rows[("10,000 topics, 4 scrapers", "scrape p95 ms")]
     assert (four.target, four.met) == ("<= 1,000 ms at 10k", True)
+
+
+def test_collector_rows_of_the_100k_case_are_held_to_its_targets() -> None:
+    size = {
+        "partitions": 10_000, "groups": 500, "group_partitions_committed": 100_000,
+        "measured_at": "2026-11-26 09:21 UTC", "cycles": [{"seconds": 4.6, "loadavg": 3.8}, {"seconds": 2.6}],
+        "memory": {"peak_mb": 297.0},
+        "cold": {"first_complete_seconds": 5.2, "filled_seconds": 12.9},
+        "steady": {"cpu_per_minute": 2.5, "cycles": [2.7, 1.9],
+                   "commit_visible": {"median_seconds": 0.26, "p95_seconds": 0.69, "unseen": 0}},
+    }  # fmt: skip
+    rows = {row.cost: row for row in summary.collector_rows({"sizes": [size]})}
+    assert (rows["first complete answer s"].value, rows["first complete answer s"].met) == (5.2, False)
+    assert (rows["commit visible s (median)"].met, rows["steady CPU-s per minute"].met) == (True, True)
+    assert (rows["steady offsets cycle s (slowest)"].value, rows["steady offsets cycle s (slowest)"].met) == (
+        2.7,
+        False,
+    )
+    assert (rows["collector peak RSS MB"].target, rows["collector peak RSS MB"].met) == (
+        "<= 300 MB at 100k group-partitions", True,
+    )  # fmt: skip
+    smaller = {**size, "group_partitions_committed": 10_000}
+    assert {row.met for row in summary.collector_rows({"sizes": [smaller]}) if "first" in row.cost} == {None}
