@@ -14,7 +14,8 @@ After `--minutes` it stops the demo as Ctrl-C does (SIGINT) and prints Markdown 
 The workload's start (0:00) is its line "workload started on ...", the moment the demo's own
 timeline (a broker stopped at +2:00, another at +4:00) counts from. An alert's row keeps its
 first pending time of this run and its firing time of this run (rows of an earlier demo run on
-the same database are left out, or shown from the episode that began after this start).
+the same database that ended before it are left out; one still open shows its earlier times: run
+it on a fresh `KAFKA_HEALTH_VAR` for the story of a first run).
 """
 
 from __future__ import annotations
@@ -76,12 +77,12 @@ def _poll(engine: Any, seen: dict[str, Any], began: float) -> None:
             text("SELECT rule, entity_key, severity, pending_since, starts_at, resolved_at FROM alerts")
         ):
             pending = row.pending_since.timestamp()
-            if pending < began and (row.resolved_at is None or row.resolved_at.timestamp() < began):
+            if row.resolved_at is not None and row.resolved_at.timestamp() < began:
                 continue  # an episode of an earlier run, over before this one began
             key = f"{row.rule} {row.entity_key}"
             entry = seen["alerts"].setdefault(key, {"rule": row.rule, "entity": row.entity_key})
             entry["severity"] = row.severity
-            entry.setdefault("pending", max(pending, began))
+            entry.setdefault("pending", pending)  # before 0:00: open since an earlier run
             for name, at in (("firing", row.starts_at), ("resolved", row.resolved_at)):
                 if at is not None and at.timestamp() >= began:
                     entry.setdefault(name, at.timestamp())
