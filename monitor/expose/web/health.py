@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -181,6 +181,13 @@ class RuleScale:
         with self._lock:
             self._refresh()
             return self._reads
+
+    def stamped_reads(self) -> tuple[Hashable, Mapping[str, frozenset[str]]]:
+        """`reads` with a stamp of the rule files it came from (their paths, times and sizes),
+        which changes when they do: a key for what is computed from them."""
+        with self._lock:
+            self._refresh()
+            return self._stamp, self._reads
 
     def _refresh(self) -> None:
         """Read the rule files again if one changed (the lock held)."""

@@ -533,16 +533,14 @@ def flags_of(
     """The colours the open findings of the cluster give the rows a page shows: the brokers, the
     topics named in `topics` (their partitions and the groups' lag on them) and the groups named
     in `groups`. Only the findings on those are read (a cluster may have thousands open), and
-    kept with the cluster's version; built again when the rule files changed."""
-    rules = ctx.data_loss.reads()
+    kept with the cluster's version and the rule files' stamp (built again when they change)."""
+    stamp, rules = ctx.data_loss.stamped_reads()
     names, ids = tuple(topics), tuple(groups)
 
-    def read(conn: Connection) -> tuple[Mapping[str, frozenset[str]], health.Flags]:
-        found = read_pages.open_findings(conn, reads.cluster, topics=names, groups=ids)
-        return rules, health.Flags(found, rules)
+    def read(conn: Connection) -> health.Flags:
+        return health.Flags(read_pages.open_findings(conn, reads.cluster, topics=names, groups=ids), rules)
 
-    kept_rules, flags = reads.get(("flags", names, ids), read)
-    return flags if kept_rules is rules else read(reads.conn)[1]
+    return reads.get(("flags", names, ids, stamp), read)
 
 
 def _broker_flags(ctx: WebContext, conn: Connection, cluster: str) -> health.Flags:
