@@ -246,9 +246,17 @@ SINGLE_PARTITION = {
     "spark.sql.optimizer.disableHints": "true",
     "spark.sql.maxSinglePartitionBytes": str(2**63 - 1),
     "spark.sql.defaultSizeInBytes": "1",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
 """The settings of an evaluation in one partition (see `_sized_to`). Hints are dropped when the
 plan is analysed, so a plan is built under the settings it runs with (plan.PlanKey.readers).
+
+No generated code: Spark writes the clock's value (a scalar subquery, `extract.clock`) into the
+Java source it generates as a literal, so every evaluation generated and compiled its classes
+anew (about 50), and the JVM's JIT compilers then compiled those: half of the CPU of a warm
+small evaluation, and never warm. Interpreted, the same classes serve every run (the setting is
+Spark's own switch between its generated and interpreted paths, both kept by Spark).
 
 `defaultSizeInBytes` is the size Spark assumes for a relation it has no statistics of, the JDBC
 reads: by default the largest long, which a projection that adds a column or a join (the
