@@ -3,6 +3,7 @@ accepts, beyond what the rule's `for:` asks for; and what the daemon costs while
 
     .venv/bin/python bench/detect.py                 # about 10 minutes
     .venv/bin/python bench/detect.py --idle 120      # seconds of idle measurement (default 180)
+    .venv/bin/python bench/detect.py --settle 240    # seconds of running before it (default 180)
 
 What it runs, all real and local:
 - a 3-node Kafka 4 cluster (KRaft, the project's dev cluster on ports 48092-48094, data under
@@ -17,9 +18,11 @@ What it runs, all real and local:
   committed offset 0 and never reads again, and `detect-ok`, a healthy topic with 3 replicas.
 
 The run:
-1. start everything; wait for the daemon's first evaluation; then measure the idle phase for
-   `--idle` seconds: the CPU seconds per minute of the daemon and its children (the Spark JVM),
-   and the duration of each evaluation run (collection_runs, job 'evaluate');
+1. start everything; wait for the daemon's first evaluation and then `--settle` seconds (a
+   daemon runs for days: its JVM compiles the code an evaluation runs in its first minutes, and
+   that is not what it costs at idle); then measure the idle phase for `--idle` seconds: the CPU
+   seconds per minute of the daemon's Python process and of its children (the Spark JVM), and
+   the duration of each evaluation run (collection_runs, job 'evaluate');
 2. faults: broker 3 stops (BrokerDown; `detect-offline` goes offline: PartitionOffline;
    `detect-minisr` goes under min ISR: PartitionUnderMinIsr), and retention deletes what
    `detect-lagger` had not read (DataLossOccurred; its fault time is when this process first sees
@@ -82,8 +85,8 @@ def rule_for_seconds(rule: str) -> int:
     raise SystemExit(f"rule {rule} is not in alert_rules/")
 
 
-def cpu_seconds(root: int) -> float:
-    """User + system CPU seconds of `root` and every live descendant."""
+def cpu_seconds(root: int) -> tuple[float, float]:
+    """User + system CPU seconds of `root`, and of its live descendants."""
     tick = os.sysconf("SC_CLK_TCK")
     parents: dict[int, int] = {}
     times: dict[int, float] = {}
@@ -97,12 +100,12 @@ def cpu_seconds(root: int) -> float:
         fields = stat.rsplit(")", 1)[1].split()
         parents[int(entry.name)] = int(fields[1])
         times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
-    total, todo = 0.0, [root]
+    children, todo = 0.0, [child for child, parent in parents.items() if parent == root]
     while todo:
         pid = todo.pop()
-        total += times.get(pid, 0.0)
+        children += times.get(pid, 0.0)
         todo += [child for child, parent in parents.items() if parent == pid]
-    return total
+    return times.get(root, 0.0), children
 
 
 def create_topics(bootstrap: str) -> None:
@@ -253,11 +256,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if daemon.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the daemon did not evaluate; see {work / 'daemon.log'}")
             time.sleep(1)
-        _log(f"first evaluation done; idle phase for {args.idle} s")
+        _log(f"first evaluation done; settling for {args.settle} s, then idle for {args.idle} s")
+        time.sleep(args.settle)
         idle_from = datetime.now(UTC)
-        cpu0, t0 = cpu_seconds(daemon.pid), time.monotonic()
+        (own0, jvm0), t0 = cpu_seconds(daemon.pid), time.monotonic()
         time.sleep(args.idle)
-        cpu1, t1 = cpu_seconds(daemon.pid), time.monotonic()
+        (own1, jvm1), t1 = cpu_seconds(daemon.pid), time.monotonic()
+        per_minute = 60 / (t1 - t0)
         evaluations = evaluation_seconds(engine, idle_from)
         noticed_before = {n["alerts"][0]["rule"] for _, n in notices if n.get("alerts")}
 
@@ -308,8 +313,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "date": f"{datetime.now(UTC):%Y-%m-%d}",
             "machine": f"{platform.node()} ({os.cpu_count()} cores)",
             "load_average": [round(x, 2) for x in os.getloadavg()],
+            "settle_seconds": args.settle,
             "idle_seconds": args.idle,
-            "idle_cpu_seconds_per_minute": round((cpu1 - cpu0) / (t1 - t0) * 60, 2),
+            "idle_cpu_seconds_per_minute": round((own1 - own0 + jvm1 - jvm0) * per_minute, 2),
+            "idle_cpu_python_per_minute": round((own1 - own0) * per_minute, 2),
+            "idle_cpu_jvm_per_minute": round((jvm1 - jvm0) * per_minute, 2),
             "evaluations": len(evaluations),
             "evaluation_median_seconds": round(statistics.median(evaluations), 2) if evaluations else None,
             "evaluation_p95_seconds": (
@@ -344,8 +352,11 @@ def markdown(result: dict[str, Any]) -> str:
         f"Detection benchmark, {result['date']}, {result['machine']}, load average at the end "
         f"{result['load_average']}.",
         "",
-        f"Idle ({result['idle_seconds']} s, 4 topics, 3 brokers): daemon and its Spark JVM "
-        f"{result['idle_cpu_seconds_per_minute']} CPU-s per minute; {result['evaluations']} evaluations, "
+        f"Idle ({result['idle_seconds']} s after {result.get('settle_seconds', 0)} s of running, 4 topics, "
+        f"3 brokers): daemon and its Spark JVM {result['idle_cpu_seconds_per_minute']} CPU-s per minute "
+        f"(Python {result.get('idle_cpu_python_per_minute', '-')}, "
+        f"JVM {result.get('idle_cpu_jvm_per_minute', '-')}); "
+        f"{result['evaluations']} evaluations, "
         f"median {result['evaluation_median_seconds']} s, p95 {result['evaluation_p95_seconds']} s.",
         "",
         "| rule | for: | fault -> firing | beyond for: | fault -> notice accepted | beyond for: |",
@@ -365,6 +376,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--idle", type=int, default=180, help="seconds of idle measurement")
+    parser.add_argument(
+        "--settle", type=int, default=180, help="seconds of running after the first evaluation, before idle"
+    )
     parser.add_argument("--timeout", type=int, default=900, help="seconds to wait for every rule")
     parser.add_argument("--web-port", type=int, default=18085)
     parser.add_argument("--keep-database", action="store_true", help="leave PostgreSQL running")
