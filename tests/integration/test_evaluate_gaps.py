@@ -28,6 +28,7 @@ from monitor.core.records import (
     PartitionSample,
 )
 from monitor.evaluate.job import JobSettings, run_evaluation
+from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import Rule
 from monitor.evaluate.spark import jdbc_target
 from monitor.store.samples import write_offsets_batch
@@ -53,6 +54,7 @@ def run(
     end: int,
     committed: dict[str, int],
     blind: tuple[str, ...] = (),
+    cluster: str = CLUSTER,
 ) -> None:
     """One offsets run started 2 s before `at`, its batch sampled 1 s before it; the oldest unread
     message of a lagging group is a minute old; the groups in `blind` have no partition offsets."""
@@ -61,11 +63,11 @@ def run(
         conn.execute(
             text("INSERT INTO collection_runs (cluster, job, instance, started_at, finished_at, status)"
                  " VALUES (:c, 'offsets', 'test', :s, :f, :status)"),
-            {"c": CLUSTER, "s": at - timedelta(seconds=2), "f": sampled, "status": status},
+            {"c": cluster, "s": at - timedelta(seconds=2), "f": sampled, "status": status},
         )  # fmt: skip
         ms = to_millis(sampled)
         write_offsets_batch(conn, OffsetsBatch(
-            CLUSTER, sampled,
+            cluster, sampled,
             partitions=[PartitionSample(PartitionOffsets("orders", 0, 0, end), ms - 600_000, ms, "CreateTime")],
             group_offsets=[
                 GroupOffsetSample(CommittedOffset(group, "orders", 0, offset), None, None, None)
@@ -141,3 +143,27 @@ def test_a_group_missing_from_a_partial_run_keeps_its_alert(
     assert third["missing"] == first["missing"], "sampled again: still the first alert, never re-opened"
     assert third["blind"] == first["blind"]
     assert len(third["healed"]) == 1
+
+
+def _compilations(spark: SparkSession) -> int:
+    """How many classes Spark's code generator has compiled in this JVM."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return int(jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
+
+
+def test_a_warm_evaluation_of_a_small_cluster_compiles_no_code(
+    spark: SparkSession, db_url: str, engine: Engine
+) -> None:
+    """The daemon's evaluations run one kept plan every 30 s at a new time: none may generate and
+    compile classes again (the JIT compilers then spent half of a small evaluation's CPU)."""
+    plans, target = Plans(), jdbc_target(db_url)
+    for step in range(3):
+        at = T + timedelta(seconds=30 * step)
+        run(engine, at, "ok", 1000 + 100 * step, {"warm-a": 900, "warm-b": 1000 + 100 * step}, cluster="warm")
+        before = _compilations(spark)
+        result = run_evaluation(spark, target, engine, [RULE], ["warm"], at, JobSettings(), plans)
+        compiled = _compilations(spark) - before
+        assert result.findings["new"] + result.findings["updated"] >= 1, "the lagging group is found"
+        if step:
+            assert compiled == 0, f"evaluation {step + 1} compiled {compiled} generated classes"
