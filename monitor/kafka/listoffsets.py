@@ -58,6 +58,7 @@ PARTITIONS_PER_REQUEST: Final = 5000
 """Partitions per ListOffsets request: one request stays about 100 KB and one answer about 200 KB."""
 _IN_FLIGHT: Final = 4
 """Requests sent to one broker and not answered yet; kafka-python allows 5 per connection."""
+_SETTLE: Final = 0.5
 
 EARLIEST: Final = -2
 LATEST: Final = -1
@@ -199,9 +200,11 @@ class _Round:
             for _ in range(min(_IN_FLIGHT, len(queue)))
         ]
         for worker in workers:
-            # A worker cut short leaves its partitions without replies: they are answered as such.
+            # The workers' own waits end at the deadline; this one only a moment later, so that a
+            # worker records its failures before its partitions are answered. One cut short
+            # leaves its partitions without replies: they are answered as unanswered.
             with contextlib.suppress(Exception):
-                await self.manager.wait_for(worker, max(0.0, deadline - time.monotonic()) * 1000)
+                await self.manager.wait_for(worker, (max(0.0, deadline - time.monotonic()) + _SETTLE) * 1000)
 
     def _worker(
         self, leader: int, queue: list[tuple[int, list[TopicPartition]]], deadline: float
