@@ -328,19 +328,17 @@ class LeaderOffsetsClient(KafkaPythonClient):
         known: Mapping[TopicPartition, PartitionOffsets] | None = None,
     ) -> dict[TopicPartition, Answer]:
         """An answer for every one of `keys` (see the module's failure policy). Blocks for at
-        most about two request timeouts. Raises nothing for a cluster that does not answer (every
-        partition is then a `NoAnswer`) but `ConfigError` for options kafka-python rejects."""
+        most about two request timeouts. Raises only when the client cannot be made:
+        `KafkaUnavailableError` when no broker answers its bootstrap, `ConfigError` for options
+        kafka-python rejects; a cluster that stops answering later makes every partition a
+        `NoAnswer`."""
         wanted = list(dict.fromkeys(keys))
         if not wanted:
             return {}
         call_failure: BaseException | None = None
         with self._lock:
             self._require_started()
-            try:
-                manager = self._connect()._manager
-            except Exception as exc:
-                cause = exc.__cause__ if isinstance(exc.__cause__, BaseException) else exc
-                return dict.fromkeys(wanted, _no_answer(cause, None, self.timeout))
+            manager = self._connect()._manager
             call = _Round(manager, self.timeout, known or {})
             try:
                 manager.run(call.run, wanted, leaders or {})

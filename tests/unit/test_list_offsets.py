@@ -309,3 +309,15 @@ def test_many_requests_to_one_broker_go_a_few_at_a_time(monkeypatch: pytest.Monk
     assert len(result.value) == 20 and result.errors == {}
     assert len(brokers.sent) == 30, "ten requests of two partitions per kind"
     assert in_flight[1] <= 4, "kafka-python refuses a fifth request in flight on one connection"
+
+
+def test_a_cluster_that_cannot_be_reached_at_all_raises_unavailable() -> None:
+    admin = KafkaAdmin(
+        ClusterConfig(name="fake", bootstrap_servers=["127.0.0.1:9"], request_timeout_seconds=0.3)
+    )
+    admin._offsets.start()
+
+    started = time.monotonic()
+    with pytest.raises(KafkaUnavailableError, match=r"cluster 'fake'.*127\.0\.0\.1:9"):
+        admin.list_offsets([("t", 0)], {("t", 0): 1})
+    assert time.monotonic() - started < 5
