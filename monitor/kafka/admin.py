@@ -44,10 +44,10 @@ from monitor.core.records import (
 )
 from monitor.core.records import TopicPartition as TopicPartitionKey
 from monitor.core.settings import ClusterConfig
-from monitor.kafka import listoffsets, records
+from monitor.kafka import records
 from monitor.kafka.describe import GroupDescribeClient
 from monitor.kafka.groups import GROUPS_PER_REQUEST, GroupOffsetsClient
-from monitor.kafka.listoffsets import ChunkedListOffsets, NotAsked, plan_chunks
+from monitor.kafka.listoffsets import LeaderOffsetsClient, NoAnswer
 from monitor.kafka.properties import ClientConfig, ClientLog, client_config, rejected_configuration
 from monitor.kafka.records import CONFIG_KEYS, partition_key
 from monitor.kafka.translate import (
@@ -64,16 +64,6 @@ log = logging.getLogger(__name__)
 _TOPICS_PER_REQUEST: Final = 100
 _CONSUMER_GROUP_TYPES: Final = {ConsumerGroupType.CLASSIC, ConsumerGroupType.CONSUMER}
 _UNSUPPORTED: Final = frozenset({KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE})
-# A partition's leader moved (broker restart, election, a topic just created): ask once more.
-_LEADER_MOVED: Final = frozenset(
-    {
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.FENCED_LEADER_EPOCH,
-        KafkaError.UNKNOWN_LEADER_EPOCH,
-    }
-)
-_LEADER_MOVE_PAUSE_SECONDS: Final = 0.5
 
 
 def _is_internal_name(name: str) -> bool:
@@ -113,14 +103,13 @@ class KafkaAdmin:
         self._client: AdminClient | None = None
         self._groups = GroupOffsetsClient(cluster)
         self._describe = GroupDescribeClient(cluster)
+        self._offsets = LeaderOffsetsClient(cluster)
         self._retired: list[tuple[float, AdminClient]] = []
         self.retire_delay = cluster.request_timeout_seconds + FUTURE_GRACE_SECONDS
         """Seconds a replaced client is kept before it is destroyed (see `_destroy_unused_retired`)."""
         self._generation = 0
         self._lock = threading.Lock()
         self._security_failure: tuple[float, str] | None = None
-        self._list_pool: concurrent.futures.ThreadPoolExecutor | None = None
-        """The threads of the ListOffsets chunks, started once (`list_offsets`)."""
 
     def __repr__(self) -> str:
         state = "started" if self._client is not None else "not started"
@@ -147,6 +136,7 @@ class KafkaAdmin:
                 self._client = self._new_client()
         self._groups.start()
         self._describe.start()
+        self._offsets.start()
 
     def _new_client(self) -> AdminClient:
         try:
@@ -218,11 +208,9 @@ class KafkaAdmin:
             for _, client in self._retired:
                 _destroy(client)
             self._retired = []
-            pool, self._list_pool = self._list_pool, None
-        if pool is not None:
-            pool.shutdown(wait=False)
         self._groups.close()
         self._describe.close()
+        self._offsets.close()
 
     def __enter__(self) -> KafkaAdmin:
         self.start()
@@ -367,12 +355,11 @@ class KafkaAdmin:
         of the partitions whose start or end offset moved since `known` (the previous listing),
         the others keep its (`monitor.kafka.listoffsets` says why).
 
-        In chunks of about 1,000 partitions of one leader (`leaders`, a hint: partition -> broker
-        id), a few chunks in flight at once, each with the full request timeout
-        (`monitor.kafka.listoffsets` says why); partitions whose leader had just moved are asked
-        once more. Blocks for at most about two request timeouts. A partition whose earliest or
-        latest offset failed, or whose chunk was not asked because its leader had not answered
-        another chunk, is in `errors` as "topic:partition"; one whose max timestamp alone failed
+        One request per leader and kind through kafka-python (`leaders`, a hint: partition ->
+        broker id; `monitor.kafka.listoffsets` says why not librdkafka); partitions whose leader
+        had moved or could not be reached are asked once more of the current one. Blocks for at
+        most about two request timeouts. A partition whose earliest or latest offset failed, or
+        whose leader did not answer, is in `errors` as "topic:partition"; one whose max timestamp alone failed
         is returned without it. A partition whose leader cannot give its end offset now
         (OFFSET_NOT_AVAILABLE: high watermark held back, under min ISR) is in `held_back`, neither
         failed nor in `value`. Raises KafkaUnavailableError when no partition answered because
@@ -385,46 +372,21 @@ class KafkaAdmin:
         if not wanted:
             return ListedOffsets(value, outcome.errors)
         with self._call("list offsets"):
-            started = time.monotonic()
-            pool = self._chunk_pool()
-            answers = ChunkedListOffsets(self._admin, self.timeout, known=known, pool=pool).run(
-                plan_chunks(wanted, leaders)
-            )
-            moved = [key for key, answer in answers.items() if _code(answer) in _LEADER_MOVED]
-            if moved and time.monotonic() - started < self.timeout:
-                # librdkafka refreshes its metadata after NOT_LEADER but does not retry ListOffsets.
-                time.sleep(_LEADER_MOVE_PAUSE_SECONDS)
-                again = ChunkedListOffsets(self._admin, self.timeout, known=known, pool=pool).run(
-                    plan_chunks(moved, None)
-                )
-                answers.update(again)
+            answers = self._offsets.list_offsets(wanted, leaders, known)
             for key in wanted:
                 answer = answers[key]
                 if isinstance(answer, EndOffsetHeldBack):
                     held_back[key] = answer
                     outcome.success()
-                elif isinstance(answer, NotAsked):
+                elif isinstance(answer, NoAnswer):
                     outcome.unanswered(partition_key(*key), str(answer))
                 elif isinstance(answer, BaseException):
                     outcome.failure(partition_key(*key), answer)
-                elif answer is None:
-                    outcome.unanswered(
-                        partition_key(*key), f"the leader did not answer within {self.timeout:g}s"
-                    )
                 else:
                     value[key] = answer
                     outcome.success()
             _raise_if_unreachable(outcome)
         return ListedOffsets(value, outcome.errors, held_back)
-
-    def _chunk_pool(self) -> concurrent.futures.ThreadPoolExecutor:
-        """The ListOffsets chunks' threads (CHUNKS_IN_FLIGHT of them), made at the first use."""
-        with self._lock:
-            if self._list_pool is None:
-                self._list_pool = concurrent.futures.ThreadPoolExecutor(
-                    listoffsets.CHUNKS_IN_FLIGHT, thread_name_prefix=f"list-offsets-{self._cluster.name}"
-                )
-            return self._list_pool
 
     # -- consumer groups --------------------------------------------------------------------
 

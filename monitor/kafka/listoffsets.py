@@ -1,245 +1,352 @@
-"""ListOffsets over many partitions: chunks per leader, a few in flight, each with its own timeout.
+"""ListOffsets over many partitions: one request per leader and kind, sent straight to the leaders
+through kafka-python's protocol messages.
 
-Why chunks: librdkafka sends one ListOffsets request per leader and call, and a broker answers a
-request of thousands of partitions slowly. On the local benchmark one call of 10,000 partitions
-took three to four times as long as ten calls of 1,000 in flight together, and at 30,000
-partitions on three brokers one call per kind overran the 10 s request timeout.
+Why not librdkafka's admin `list_offsets`: it answers every partition with a Python future of its
+own, and at 10,000 partitions the futures, their `TopicPartition`s and result objects cost about
+0.6 CPU-seconds a cycle, two thirds of the step's wall time (measured on the local benchmark:
+0.65 s and 0.68 CPU-s against 0.1 s and 0.06-0.1 CPU-s for the same offsets asked here). A
+ListOffsets request names many partitions of one leader and gets one answer with an error code
+per partition, which is all the collector needs.
 
-Why a bound on the chunks in flight: a broker works through its request queue a few requests at
-a time (`num.io.threads`); a hundred requests sent at once only make the last ones wait out their
-timeout in the queue. Each chunk gets the full request timeout from the moment it is sent.
+The requests of one call, all sent at once:
 
-Why per leader: a chunk then goes to one broker, so a broker that does not answer fails its own
-chunks only. Once a chunk of a leader got no answer at all, that leader's chunks not sent yet are
-not asked (they fail as unanswered), so a dead broker costs one timeout, not one per chunk; the
-same holds for chunks without a known leader, so a dead cluster costs one timeout. Chunks not sent
-within one request timeout of the start are not asked either: the whole request is bounded by
-about two request timeouts. The leaders are a hint from the last metadata sample: librdkafka finds
-each partition's current leader itself, a stale hint only makes a chunk span two brokers.
+1. earliest and latest (one request each, per leader, at most `PARTITIONS_PER_REQUEST`
+   partitions a request: a partition may appear once per request, so each kind is a request of
+   its own), and the max timestamp beside them for the partitions with nothing `known`;
+2. the max timestamp of the known partitions whose start or end offset moved (or that lacked one):
+   the record with the highest timestamp cannot change while neither offset moves (no record was
+   written, none deleted), so an unmoved partition keeps the pair of the previous listing. In
+   steady state most partitions do not move: a third of the broker's work per cycle saved;
+3. the partitions whose leader is not known (no hint in `leaders`) or had moved (NOT_LEADER ...,
+   FENCED/UNKNOWN_LEADER_EPOCH) are looked up in a Metadata request and asked once more of their
+   leader, when the first round left time for it.
 
-Why the max timestamp is asked only of some partitions: the record with the highest timestamp
-cannot change while neither the end nor the start offset moves (no record was written, none was
-deleted), so a partition whose offsets of the previous listing (`known`) are still its earliest
-and latest keeps that max-timestamp pair. A chunk asks earliest and latest first, the max
-timestamp beside them for the partitions with nothing known, and after them for those whose
-offsets moved. In steady state most partitions do not move: a third of the requests, and of the
-broker's work per cycle, saved.
+The leaders are a hint from the last metadata sample. At most `_IN_FLIGHT` requests go to one
+broker at a time (kafka-python refuses more on one connection). Every request is bounded by the
+request timeout from the moment it is sent and the whole call by about two request timeouts: a
+leader that does not answer fails its own partitions only, and costs one timeout however many
+requests it was sent.
 
-Failure policy: every partition of a failed or unasked chunk is reported failed under its key,
-the others are returned; the caller (`KafkaAdmin.list_offsets`) turns that into a `Partial`. A
-partition whose leader answered the earliest offset but not the latest one with
-OFFSET_NOT_AVAILABLE (high watermark held back under min ISR) is answered with an
-`EndOffsetHeldBack`, not a failure.
+Failure policy: an answer per partition, one of `Answer`: its offsets; an `EndOffsetHeldBack`
+when the leader answered its earliest offset (or nothing) but the latest with OFFSET_NOT_AVAILABLE
+(high watermark held back under min ISR), which is not a failure; `NoAnswer` when its leader did
+not answer; the failure otherwise. A partition's error code becomes librdkafka's `KafkaError` of
+the same code (the protocol's codes are librdkafka's), so that `monitor.kafka.translate` words and
+classifies it as it does every other answer of the admin client. A max timestamp that failed
+alone leaves the partition without one.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import threading
+import contextlib
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # public, but not in `__all__`
+import kafka.errors
+from confluent_kafka import KafkaError, KafkaException
+from kafka.protocol.consumer.offsets import ListOffsetsRequest
+from kafka.protocol.metadata import MetadataRequest
 
-from monitor.core.records import EndOffsetHeldBack, PartitionOffsets
-from monitor.core.records import TopicPartition as TopicPartitionKey
-from monitor.kafka import records
-from monitor.kafka.translate import (
-    FUTURE_GRACE_SECONDS,
-    is_end_offset_held_back,
-    is_unavailable,
-    reason,
+from monitor.core.records import EndOffsetHeldBack, PartitionOffsets, TopicPartition
+from monitor.kafka.pyclient import KafkaPythonClient, unavailable
+from monitor.kafka.translate import FUTURE_GRACE_SECONDS, is_end_offset_held_back, reason
+
+PARTITIONS_PER_REQUEST: Final = 5000
+"""Partitions per ListOffsets request: one request stays about 100 KB and one answer about 200 KB."""
+_IN_FLIGHT: Final = 4
+"""Requests sent to one broker and not answered yet; kafka-python allows 5 per connection."""
+_SETTLE: Final = 0.5
+
+EARLIEST: Final = -2
+LATEST: Final = -1
+MAX_TIMESTAMP: Final = -3
+_MIN_VERSION: Final = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7}  # max timestamp: KIP-734, Kafka 3.0
+
+_LEADER_MOVED: Final = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+    }
 )
 
-PARTITIONS_PER_CHUNK: Final = 1000
-"""Partitions per ListOffsets call (one call per kind)."""
-CHUNKS_IN_FLIGHT: Final = 6
-"""Chunks sent and not yet answered at any time: two per broker of a three-broker cluster."""
-
-SEND_WINDOW: Final = 1.0
-"""Chunks are sent for this many request timeouts from the start; the ones left then are not
-asked, so the whole request takes at most about SEND_WINDOW + 1 request timeouts."""
-
-OFFSET_SPECS: Final = {
-    "earliest": OffsetSpec.earliest(),  # type: ignore[no-untyped-call]
-    "latest": OffsetSpec.latest(),  # type: ignore[no-untyped-call]
-    "max_timestamp": OffsetSpec.max_timestamp(),  # type: ignore[no-untyped-call]
-}
-
-Answer = PartitionOffsets | EndOffsetHeldBack | BaseException | None
-"""Offsets, a held-back end offset, the failure, or None for "the leader did not answer in time"."""
+_Topic = ListOffsetsRequest.ListOffsetsTopic
+_Partition = _Topic.ListOffsetsPartition
 
 
-_Futures = Mapping[str, Mapping[TopicPartitionKey, concurrent.futures.Future[Any]]]
-"""kind -> partition -> its answer to come."""
+class NoAnswer(TimeoutError):
+    """The partition's leader did not answer (or could not be reached) in time."""
 
 
-class NotAsked(TimeoutError):
-    """A chunk that was not sent: its leader, or the cluster, had already failed to answer."""
+Answer = PartitionOffsets | EndOffsetHeldBack | BaseException
+"""Offsets, a held-back end offset, or why there are none (`NoAnswer`: unanswered)."""
+
+_Reply = tuple[int, int, int] | BaseException
+"""One partition's answer to one kind: (error code, offset, timestamp), or the request's failure."""
 
 
-@dataclass(frozen=True)
-class Chunk:
-    leader: int | None
-    keys: list[TopicPartitionKey]
+def _partition_error(code: int) -> KafkaException:
+    return KafkaException(KafkaError(code))
 
 
-def plan_chunks(
-    keys: Sequence[TopicPartitionKey],
-    leaders: Mapping[TopicPartitionKey, int] | None,
-    size: int | None = None,
-) -> list[Chunk]:
-    """`keys` in chunks of at most `size`, each of one leader (None: unknown or no leader), the
-    leaders' chunks interleaved so that the chunks in flight spread over the brokers. A leader's
-    partitions are split into equal chunks (3,400 -> 4 of 850, not 3 of 1,000 and one of 400).
-    `size` defaults to `PARTITIONS_PER_CHUNK`."""
-    size = size or PARTITIONS_PER_CHUNK
-    by_leader: dict[int | None, list[TopicPartitionKey]] = defaultdict(list)
+def plan_requests(
+    keys: Sequence[TopicPartition], leaders: Mapping[TopicPartition, int], size: int | None = None
+) -> list[tuple[int, list[TopicPartition]]]:
+    """`keys` (each with a leader in `leaders`) as (leader, its partitions) in requests of at most
+    `size` partitions (`PARTITIONS_PER_REQUEST` by default), a leader's partitions split into
+    equal requests (3,400 at 1,000 a request: 4 of 850, not 3 of 1,000 and one of 400)."""
+    size = size or PARTITIONS_PER_REQUEST
+    by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
     for key in keys:
-        leader = leaders.get(key) if leaders is not None else None
-        by_leader[leader if leader is not None and leader >= 0 else None].append(key)
-    queues: list[list[Chunk]] = []
-    for leader, owned in by_leader.items():
+        by_leader[leaders[key]].append(key)
+    planned: list[tuple[int, list[TopicPartition]]] = []
+    for leader, owned in sorted(by_leader.items()):
         count = -(-len(owned) // size)
         step = -(-len(owned) // count)
-        queues.append([Chunk(leader, owned[i : i + step]) for i in range(0, len(owned), step)])
-    chunks: list[Chunk] = []
-    for turn in range(max((len(q) for q in queues), default=0)):
-        chunks.extend(q[turn] for q in queues if turn < len(q))
-    return chunks
+        planned.extend((leader, owned[i : i + step]) for i in range(0, len(owned), step))
+    return planned
 
 
-class ChunkedListOffsets:
-    """One `list_offsets` round over many partitions; `run()` returns an answer per partition.
+def _request(keys: Sequence[TopicPartition], spec: int) -> Any:
+    topics: dict[str, list[Any]] = defaultdict(list)
+    for topic, partition in keys:
+        topics[topic].append(_Partition(partition_index=partition, timestamp=spec, current_leader_epoch=-1))
+    return ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=[_Topic(name=name, partitions=parts) for name, parts in topics.items()],
+        min_version=_MIN_VERSION[spec],
+    )
 
-    `client` returns the current AdminClient (it may be replaced between chunks). Blocks for at
-    most about two request timeouts plus a few seconds of grace.
-    """
 
-    def __init__(
-        self,
-        client: Callable[[], Any],
-        timeout: float,
-        in_flight: int | None = None,
-        known: Mapping[TopicPartitionKey, PartitionOffsets] | None = None,
-        pool: concurrent.futures.Executor | None = None,
+@dataclass
+class _Round:
+    """The requests of one call on kafka-python's IO loop (see `monitor.kafka.describe._Call` for
+    the connection manager's three methods used here: `send`, `call_soon`, `wait_for`)."""
+
+    manager: Any
+    timeout: float
+    known: Mapping[TopicPartition, PartitionOffsets]
+    replies: dict[int, dict[TopicPartition, _Reply]] = field(
+        default_factory=lambda: {EARLIEST: {}, LATEST: {}, MAX_TIMESTAMP: {}}
+    )
+    until: float = 0.0
+    """No request is awaited past this time: two request timeouts (and the grace) from the start."""
+
+    async def run(self, keys: list[TopicPartition], hints: Mapping[TopicPartition, int]) -> None:
+        started = time.monotonic()
+        self.until = started + 2 * self.timeout + FUTURE_GRACE_SECONDS
+        leaders = {key: hints[key] for key in keys if hints.get(key, -1) >= 0}
+        unled = [key for key in keys if key not in leaders]
+        if unled:
+            leaders.update(await self._leaders(unled))
+        await self._ask(keys, leaders)
+        moved = [key for key in keys if key not in leaders or self._leader_moved(key)]
+        if moved and time.monotonic() - started < self.timeout:
+            for replies in self.replies.values():
+                for key in moved:
+                    replies.pop(key, None)
+            await self._ask(moved, await self._leaders(moved), again=True)
+
+    def _leader_moved(self, key: TopicPartition) -> bool:
+        """Whether the leader asked is not (or no longer) the partition's: it said so, or could
+        not be reached at all (a broker that stopped; its partitions may have a new leader)."""
+        replies = (self.replies[EARLIEST].get(key), self.replies[LATEST].get(key))
+        return any(_code(r) in _LEADER_MOVED or isinstance(r, NoAnswer) for r in replies)
+
+    async def _ask(
+        self, keys: list[TopicPartition], leaders: Mapping[TopicPartition, int], again: bool = False
     ) -> None:
-        self._client = client
-        self._pool = pool
-        """The caller's threads for the chunks (its size bounds the chunks in flight), kept from
-        one round to the next: starting threads every cycle costs wall time on a busy machine.
-        None: threads of this round's own, `in_flight` of them."""
-        self._timeout = timeout
-        self._in_flight = max(1, in_flight or CHUNKS_IN_FLIGHT)
-        self._known: Mapping[TopicPartitionKey, PartitionOffsets] = known or {}
-        self._lock = threading.Lock()
-        self._silent: set[int | None] = set()  # leaders (None: unknown) that answered nothing
-        self._send_until = 0.0
+        """Earliest, latest and the max timestamps of `keys`; those without a leader (unknown,
+        or no leader now) are answered from `leaders`' absence."""
+        led = [key for key in keys if key in leaders]
+        unknown = [key for key in led if again or key not in self.known]
+        await self._send([(spec, led) for spec in (EARLIEST, LATEST)] + [(MAX_TIMESTAMP, unknown)], leaders)
+        moved = [key for key in led if not again and key in self.known and self._moved(key)]
+        await self._send([(MAX_TIMESTAMP, moved)], leaders)
 
-    def run(self, chunks: Sequence[Chunk]) -> dict[TopicPartitionKey, Answer]:
-        answers: dict[TopicPartitionKey, Answer] = {}
-        if not chunks:
-            return answers
-        self._send_until = time.monotonic() + SEND_WINDOW * self._timeout
-        if len(chunks) == 1:
-            return self._chunk(chunks[0])
-        if self._pool is not None:
-            for result in self._pool.map(self._chunk, chunks):
-                answers.update(result)
-            return answers
-        workers = min(self._in_flight, len(chunks))
-        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="list-offsets") as pool:
-            for result in pool.map(self._chunk, chunks):
-                answers.update(result)
-        return answers
-
-    def _chunk(self, chunk: Chunk) -> dict[TopicPartitionKey, Answer]:
-        """Send one chunk (one call per kind) and wait for it, unless it is not to be asked."""
-        with self._lock:
-            skip = chunk.leader in self._silent
-        if skip or time.monotonic() > self._send_until:
-            why = (
-                "not asked: its leader did not answer another request"
-                if skip
-                else f"not asked: the other partitions took the whole {SEND_WINDOW * self._timeout:g}s"
-            )
-            return dict.fromkeys(chunk.keys, NotAsked(why))
-        client = self._client()
-        known = self._known
-        unknown = [key for key in chunk.keys if key not in known]
-        futures = {kind: self._ask(client, kind, chunk.keys) for kind in ("earliest", "latest")}
-        futures["max_timestamp"] = self._ask(client, "max_timestamp", unknown)
-        self._wait(futures)
-        moved = [key for key in chunk.keys if key in known and _moved(known[key], key, futures)]
-        if moved:
-            futures["max_timestamp"].update(self._ask(client, "max_timestamp", moved))
-            self._wait(futures)
-        answers = {key: _answer(key, futures, known.get(key)) for key in chunk.keys}
-        if all(a is None or (isinstance(a, BaseException) and is_unavailable(a)) for a in answers.values()):
-            with self._lock:
-                self._silent.add(chunk.leader)
-        return answers
-
-    def _ask(
-        self, client: Any, kind: str, keys: Sequence[TopicPartitionKey]
-    ) -> dict[TopicPartitionKey, concurrent.futures.Future[Any]]:
-        """Send one request of `kind` for `keys` (nothing when there are none)."""
-        if not keys:
-            return {}
-        spec = OFFSET_SPECS[kind]
-        request = {TopicPartition(t, p): spec for t, p in keys}
-        answer = client.list_offsets(request, request_timeout=self._timeout)
-        return {(str(tp.topic), int(tp.partition)): f for tp, f in answer.items()}
-
-    def _wait(self, futures: _Futures) -> None:
-        concurrent.futures.wait(
-            [f for by_partition in futures.values() for f in by_partition.values()],
-            timeout=self._timeout + FUTURE_GRACE_SECONDS,
+    def _moved(self, key: TopicPartition) -> bool:
+        """Whether the max timestamp of a partition listed before must be asked again: its start
+        or end offset moved, or the previous listing lacked a max timestamp of a non-empty log. A
+        partition whose offsets did not come back is not asked: it fails anyway."""
+        earliest, latest = self.replies[EARLIEST].get(key), self.replies[LATEST].get(key)
+        if not isinstance(earliest, tuple) or not isinstance(latest, tuple) or earliest[0] or latest[0]:
+            return False
+        known = self.known[key]
+        start, end = earliest[1], latest[1]
+        return (start, end) != (known.start, known.end) or (
+            known.max_timestamp_offset is None and end > start
         )
 
+    async def _send(
+        self, asked: list[tuple[int, list[TopicPartition]]], leaders: Mapping[TopicPartition, int]
+    ) -> None:
+        """Every request of `asked` (spec, partitions), per leader at most `_IN_FLIGHT` at once;
+        returns when all are answered or failed, or the call's time is up."""
+        queues: dict[int, list[tuple[int, list[TopicPartition]]]] = defaultdict(list)
+        for spec, keys in asked:
+            for leader, chunk in plan_requests(keys, leaders):
+                queues[leader].append((spec, chunk))
+        if not queues:
+            return
+        deadline = min(time.monotonic() + self.timeout + FUTURE_GRACE_SECONDS, self.until)
+        workers = [
+            self.manager.call_soon(self._worker(leader, queue, deadline))
+            for leader, queue in queues.items()
+            for _ in range(min(_IN_FLIGHT, len(queue)))
+        ]
+        for worker in workers:
+            # The workers' own waits end at the deadline; this one only a moment later, so that a
+            # worker records its failures before its partitions are answered. One cut short
+            # leaves its partitions without replies: they are answered as unanswered.
+            with contextlib.suppress(Exception):
+                await self.manager.wait_for(worker, (max(0.0, deadline - time.monotonic()) + _SETTLE) * 1000)
 
-def _moved(known: PartitionOffsets, key: TopicPartitionKey, futures: _Futures) -> bool:
-    """Whether the max timestamp of a partition listed before must be asked again: its start or
-    end offset moved (or was not answered now: the answer is then a failure anyway, and asking
-    costs nothing more), or the previous listing lacked a max timestamp of a non-empty log."""
-    earliest = _result_or_none(futures["earliest"][key])
-    latest = _result_or_none(futures["latest"][key])
-    if earliest is None or latest is None:
-        return False
-    start, end = int(earliest.offset), int(latest.offset)
-    if start < 0 or end < 0:
-        return False
-    return (start, end) != (known.start, known.end) or (known.max_timestamp_offset is None and end > start)
+    def _worker(
+        self, leader: int, queue: list[tuple[int, list[TopicPartition]]], deadline: float
+    ) -> Callable[[], Any]:
+        """A coroutine function sending `leader`'s requests from `queue` one after the other."""
+
+        async def work() -> None:
+            while queue:
+                spec, keys = queue.pop(0)
+                replies = self.replies[spec]
+                try:
+                    future = self.manager.send(_request(keys, spec), node_id=leader)
+                    response = await self.manager.wait_for(
+                        future, max(0.0, deadline - time.monotonic()) * 1000
+                    )
+                except Exception as exc:
+                    failure = _no_answer(exc, leader, self.timeout)
+                    for key in keys:
+                        replies[key] = failure
+                    while isinstance(failure, NoAnswer) and queue:
+                        # The leader's other requests would only wait out the timeout.
+                        spec, keys = queue.pop(0)
+                        for key in keys:
+                            self.replies[spec][key] = failure
+                    continue
+                for topic in response.topics:
+                    name = str(topic.name)
+                    for p in topic.partitions:
+                        replies[(name, int(p.partition_index))] = (
+                            int(p.error_code),
+                            int(p.offset),
+                            int(p.timestamp),
+                        )
+                for key in keys:
+                    replies.setdefault(key, NoAnswer(f"broker {leader} left it out of its answer"))
+
+        return work
+
+    async def _leaders(self, keys: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """The current leaders of `keys` from a Metadata request (partitions without one, of
+        unknown topics or not answered left out: they are answered as such by `answer`)."""
+        topics = sorted({topic for topic, _ in keys})
+        request = MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False,
+        )
+        try:
+            response = await self.manager.wait_for(self.manager.send(request), self.timeout * 1000)
+        except Exception as exc:
+            failure = _no_answer(exc, None, self.timeout)
+            for key in keys:
+                self.replies[LATEST][key] = failure
+            return {}
+        wanted = set(keys)
+        found: dict[TopicPartition, int] = {}
+        for topic in response.topics:
+            name = str(topic.name)
+            for p in topic.partitions:
+                key = (name, int(p.partition_index))
+                if key not in wanted:
+                    continue
+                if topic.error_code or p.error_code or int(p.leader_id) < 0:
+                    code = topic.error_code or p.error_code or KafkaError.LEADER_NOT_AVAILABLE
+                    self.replies[LATEST][key] = (int(code), -1, -1)
+                else:
+                    found[key] = int(p.leader_id)
+        for key in wanted - found.keys():
+            self.replies[LATEST].setdefault(key, (KafkaError.UNKNOWN_TOPIC_OR_PART, -1, -1))
+        return found
+
+    def answer(self, key: TopicPartition) -> Answer:
+        """One partition's answer from its replies (see the module's failure policy). As
+        librdkafka's did: the first of earliest and latest that failed decides, and a held-back
+        one makes an `EndOffsetHeldBack`, with the start offset when that was answered."""
+        earliest = self.replies[EARLIEST].get(key)
+        latest = self.replies[LATEST].get(key)
+        for reply in (earliest, latest) if earliest is not None else (latest,):
+            if reply is None:
+                return NoAnswer("its leader was not asked: the other partitions took the whole call")
+            if isinstance(reply, BaseException):
+                return reply
+            if reply[0]:
+                failure = _partition_error(reply[0])
+                if not is_end_offset_held_back(failure):
+                    return failure
+                start = earliest[1] if isinstance(earliest, tuple) and not earliest[0] else -1
+                return EndOffsetHeldBack(key[0], key[1], start if start >= 0 else None, reason(failure, ()))
+        if not isinstance(earliest, tuple) or not isinstance(latest, tuple):
+            return NoAnswer("its leader did not answer the earliest offset")
+        if earliest[1] < 0 or latest[1] < 0:
+            return NoAnswer("its leader answered no offset")
+        asked = self.replies[MAX_TIMESTAMP].get(key)
+        known = self.known.get(key)
+        if asked is None and known is not None:  # not moved: what was listed before holds
+            return known
+        max_offset = max_ms = None
+        if isinstance(asked, tuple) and not asked[0] and asked[1] >= 0:
+            max_offset, max_ms = asked[1], (asked[2] if asked[2] >= 0 else None)
+        return PartitionOffsets(key[0], key[1], earliest[1], latest[1], max_offset, max_ms)
 
 
-def _answer(key: TopicPartitionKey, futures: _Futures, known: PartitionOffsets | None) -> Answer:
-    try:
-        earliest = futures["earliest"][key].result(timeout=0)
-        latest = futures["latest"][key].result(timeout=0)
-    except Exception as exc:
-        if not is_end_offset_held_back(exc):
-            return exc
-        # The leader is there and answered: only the latest offset (or both) is held back.
-        start = _result_or_none(futures["earliest"][key])
-        offset = int(start.offset) if start is not None else -1
-        return EndOffsetHeldBack(key[0], key[1], offset if offset >= 0 else None, reason(exc, ()))
-    if int(earliest.offset) < 0 or int(latest.offset) < 0:
-        # librdkafka reports a leader that did not answer in time as a "successful" answer with
-        # offset -1001 (OFFSET_INVALID) instead of an error.
-        return None
-    asked = futures["max_timestamp"].get(key)
-    if asked is None and known is not None:  # not moved: what was listed before holds
-        return known
-    max_timestamp = _result_or_none(asked) if asked is not None else None
-    return records.partition_offsets(key[0], key[1], earliest, latest, max_timestamp)
+def _code(reply: _Reply | None) -> int | None:
+    return reply[0] if isinstance(reply, tuple) else None
 
 
-def _result_or_none(future: concurrent.futures.Future[Any]) -> Any | None:
-    try:
-        return future.result(timeout=0)
-    except Exception:
-        return None
+def _no_answer(exc: BaseException, leader: int | None, timeout: float) -> BaseException:
+    """A request's failure as every partition's answer: `NoAnswer` when the broker did not answer."""
+    if isinstance(exc, kafka.errors.KafkaTimeoutError | TimeoutError) or unavailable(exc):
+        who = f"broker {leader}" if leader is not None else "the cluster"
+        return NoAnswer(f"{who} did not answer within {timeout:g}s ({exc or type(exc).__name__})")
+    return exc
+
+
+class LeaderOffsetsClient(KafkaPythonClient):
+    """ListOffsets of one cluster's partitions, asked of their leaders (see the module)."""
+
+    def list_offsets(
+        self,
+        keys: Sequence[TopicPartition],
+        leaders: Mapping[TopicPartition, int] | None = None,
+        known: Mapping[TopicPartition, PartitionOffsets] | None = None,
+    ) -> dict[TopicPartition, Answer]:
+        """An answer for every one of `keys` (see the module's failure policy). Blocks for at
+        most about two request timeouts. Raises only when the client cannot be made:
+        `KafkaUnavailableError` when no broker answers its bootstrap, `ConfigError` for options
+        kafka-python rejects; a cluster that stops answering later makes every partition a
+        `NoAnswer`."""
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        call_failure: BaseException | None = None
+        with self._lock:
+            self._require_started()
+            manager = self._connect()._manager
+            call = _Round(manager, self.timeout, known or {})
+            try:
+                manager.run(call.run, wanted, leaders or {})
+            except Exception as exc:
+                call_failure = _no_answer(exc, None, self.timeout)
+            answers = {key: call.answer(key) for key in wanted}
+            if call_failure is not None:
+                answers = {key: call_failure if isinstance(a, NoAnswer) else a for key, a in answers.items()}
+            if all(isinstance(a, NoAnswer) for a in answers.values()):
+                self._discard()  # connect afresh next time: the brokers may have moved
+        return answers

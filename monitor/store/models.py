@@ -31,6 +31,7 @@ from sqlalchemy import (
     Double,
     Index,
     Integer,
+    PrimaryKeyConstraint,
     Text,
     UniqueConstraint,
     false,
@@ -185,7 +186,9 @@ class _GroupOffsetValues:
 class GroupOffset(_GroupOffsetValues, Base):
     __tablename__ = "group_offsets"
     __table_args__ = (
-        Index("ix_group_offsets_cluster_sampled_at", "cluster", "sampled_at"),
+        # Time first: a cycle's rows go to the index's right-hand edge, and its prefix is the
+        # (cluster, time window) every reader asks for (migration 0016).
+        PrimaryKeyConstraint("cluster", "sampled_at", "group_id", "topic", "partition"),
         Index(
             "ix_group_offsets_cluster_topic_partition_sampled_at",
             "cluster",

@@ -94,6 +94,28 @@ def test_migrated_schema_has_partitioned_parents(engine: Engine) -> None:
     }
 
 
+def test_the_keys_of_the_sample_tables_every_cycle_fills_lead_with_time(engine: Engine) -> None:
+    # group_offsets gets a row per group-partition per cycle: keyed time first, a cycle's rows go
+    # to the index's right-hand edge, not to 100,000 places in it (migration 0016).
+    with engine.begin() as conn:
+        ensure_partitions(conn, NOW, 1)
+        keys = dict(
+            conn.execute(
+                text(
+                    "SELECT c.relname, pg_get_constraintdef(k.oid) FROM pg_constraint k "
+                    "JOIN pg_class c ON c.oid = k.conrelid WHERE k.contype = 'p' "
+                    "AND c.relname LIKE 'group_offsets%'"
+                )
+            ).all()
+        )
+        indexes = conn.execute(
+            text("SELECT indexname FROM pg_indexes WHERE tablename = 'group_offsets' ORDER BY 1")
+        ).scalars()
+        assert list(indexes) == ["ix_group_offsets_cluster_topic_partition_sampled_at", "pk_group_offsets"]
+    assert len(keys) >= 2, "the parent and its day partitions"
+    assert set(keys.values()) == {"PRIMARY KEY (cluster, sampled_at, group_id, topic, partition)"}
+
+
 def test_current_is_head(db_url: str) -> None:
     assert migrate.current(db_url) == migrate.heads()[0]
 

@@ -546,7 +546,7 @@ def test_the_reader_never_commits_and_keeps_fetches_small() -> None:
 
 
 class FakeAdminClient:
-    """Answers list_offsets from a table: partition -> {kind: result or exception}."""
+    """An admin client that only counts as replaced or destroyed."""
 
     def __init__(
         self, answers: dict[tuple[str, int], dict[str, Any]], on_destroy: list[str] | None = None
@@ -563,14 +563,6 @@ class FakeAdminClient:
         if self._on_destroy is not None:
             self._on_destroy.append("fake")
 
-    def list_offsets(self, request: dict[TopicPartition, Any], request_timeout: float) -> dict[Any, Any]:
-        kind = {-2: "earliest", -1: "latest", -3: "max_timestamp"}[next(iter(request.values()))._value]
-        futures = {}
-        for tp in request:
-            answer = self.answers[(tp.topic, tp.partition)][kind]
-            futures[tp] = done(error=answer) if isinstance(answer, BaseException) else done(answer)
-        return futures
-
 
 def admin_with(client: object) -> KafkaAdmin:
     admin = KafkaAdmin(
@@ -578,56 +570,6 @@ def admin_with(client: object) -> KafkaAdmin:
     )
     admin._client = client  # type: ignore[assignment]
     return admin
-
-
-def offsets(start: int, end: int, max_offset: int = -1, max_ms: int = -1) -> dict[str, Any]:
-    answer = SimpleNamespace
-    return {
-        "earliest": answer(offset=start, timestamp=-1),
-        "latest": answer(offset=end, timestamp=-1),
-        "max_timestamp": answer(offset=max_offset, timestamp=max_ms),
-    }
-
-
-def test_list_offsets_reports_failed_partitions_and_returns_the_others() -> None:
-    unknown = failed(KafkaError.UNKNOWN_TOPIC_OR_PART)
-    no_max = offsets(0, 4) | {"max_timestamp": failed(KafkaError.UNSUPPORTED_VERSION)}
-    timed_out = {
-        kind: SimpleNamespace(offset=-1001, timestamp=-1) for kind in ("earliest", "latest", "max_timestamp")
-    }
-    admin = admin_with(
-        FakeAdminClient(
-            {
-                ("t", 0): offsets(2, 9, 8, 1234),
-                ("t", 1): dict.fromkeys(("earliest", "latest", "max_timestamp"), unknown),
-                ("t", 2): no_max,
-                ("t", 3): timed_out,
-            }
-        )
-    )
-
-    result = admin.list_offsets([("t", 0), ("t", 1), ("t", 2), ("t", 3), ("t", 0)])
-
-    assert result.value == {
-        ("t", 0): PartitionOffsets("t", 0, 2, 9, 8, 1234),
-        ("t", 2): PartitionOffsets("t", 2, 0, 4),
-    }
-    assert result.errors == {
-        "t:1": "Broker: Unknown topic or partition (UNKNOWN_TOPIC_OR_PART)",
-        "t:3": "the leader did not answer within 2s",
-    }
-
-
-def test_list_offsets_raises_when_nothing_answered_because_the_cluster_did_not() -> None:
-    down = failed(KafkaError._TRANSPORT)
-    admin = admin_with(
-        FakeAdminClient({("t", 0): dict.fromkeys(("earliest", "latest", "max_timestamp"), down)})
-    )
-    generation = admin._generation
-
-    with pytest.raises(KafkaUnavailableError, match="cannot list offsets on cluster 'fake'"):
-        admin.list_offsets([("t", 0)])
-    assert admin._generation == generation + 1, "the client is replaced after the cluster did not answer"
 
 
 def test_the_client_is_replaced_once_when_several_threads_fail_together() -> None:

@@ -1,192 +1,235 @@
-"""ListOffsets in chunks per leader: the plan, and the failure policy of one chunk against a fake
-admin client whose brokers answer, fail or say nothing."""
+"""ListOffsets asked of the leaders (`monitor.kafka.listoffsets`): the plan of the requests, and
+the failure policy against a fake of kafka-python's connection manager on asyncio whose brokers
+answer from a table, refuse partitions, do not lead them any more, or say nothing.
+
+Nothing here connects to a broker.
+"""
 
 from __future__ import annotations
 
-import concurrent.futures
-import threading
+import asyncio
 import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+import kafka.errors
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError
 
 from monitor.core.errors import KafkaUnavailableError
-from monitor.core.records import PartitionOffsets
+from monitor.core.records import PartitionOffsets, TopicPartition
 from monitor.core.settings import ClusterConfig
 from monitor.kafka import KafkaAdmin
-from monitor.kafka.listoffsets import plan_chunks
+from monitor.kafka.listoffsets import EARLIEST, LATEST, MAX_TIMESTAMP, plan_requests
 
-KINDS = {-2: "earliest", -1: "latest", -3: "max_timestamp"}
+KINDS = {EARLIEST: "earliest", LATEST: "latest", MAX_TIMESTAMP: "max_timestamp"}
+HELD_BACK = KafkaError.OFFSET_NOT_AVAILABLE
 
 
-def test_chunks_are_of_one_leader_equal_in_size_and_interleaved() -> None:
+def test_requests_are_of_one_leader_and_equal_in_size() -> None:
     keys = [("t", p) for p in range(10)]
-    leaders = {("t", p): p % 2 + 1 for p in range(9)}  # ("t", 9) has no known leader
+    leaders = {("t", p): p % 2 + 1 for p in range(10)}
 
-    chunks = plan_chunks(keys, leaders, size=3)
+    planned = plan_requests(keys, leaders, size=4)
 
-    assert [(c.leader, c.keys) for c in chunks] == [
+    assert planned == [
         (1, [("t", 0), ("t", 2), ("t", 4)]),
-        (2, [("t", 1), ("t", 3)]),
-        (None, [("t", 9)]),
         (1, [("t", 6), ("t", 8)]),
-        (2, [("t", 5), ("t", 7)]),
+        (2, [("t", 1), ("t", 3), ("t", 5)]),
+        (2, [("t", 7), ("t", 9)]),
     ]
-    assert sorted(k for c in chunks for k in c.keys) == sorted(keys)
+    assert plan_requests([], leaders) == []
 
 
-def test_without_leaders_the_partitions_are_split_in_order() -> None:
-    keys = [("t", p) for p in range(2500)]
-
-    chunks = plan_chunks(keys, None)
-
-    assert [len(c.keys) for c in chunks] == [834, 834, 832]
-    assert {c.leader for c in chunks} == {None}
-    assert plan_chunks([], None) == []
-
-
+@dataclass
 class Brokers:
-    """A fake AdminClient: each partition's leader answers, refuses or never answers."""
+    """kafka-python's connection manager on asyncio, with brokers that answer ListOffsets and
+    Metadata from tables.
 
-    def __init__(self, leaders: dict[tuple[str, int], int], silent: set[int] | None = None) -> None:
-        self.leaders = leaders
-        self.silent = silent or set()
-        self.requests: list[tuple[int, str]] = []  # (leader, kind)
-        self._lock = threading.Lock()
+    `leaders`: each partition's current leader (a broker asked for a partition it does not lead
+    answers NOT_LEADER_OR_FOLLOWER); a partition answers start 1, end 5 + its number and the max
+    timestamp pair (end - 1, 1000 * end), unless `codes` has an error for it and a kind;
+    `silent`: brokers that never answer; `down`: brokers that refuse the connection at once.
+    """
 
-    def poll(self, timeout: float) -> int:
-        return 0
+    leaders: dict[TopicPartition, int]
+    codes: dict[tuple[TopicPartition, str], int] = field(default_factory=dict)
+    silent: set[int] = field(default_factory=set)
+    down: set[int] = field(default_factory=set)
+    sent: list[tuple[int | None, str, list[TopicPartition]]] = field(default_factory=list)
 
-    def __exit__(self, *exc_info: object) -> None:
-        pass
+    def run(self, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, function(*args)).result()
 
-    def list_offsets(self, request: dict[TopicPartition, Any], request_timeout: float) -> dict[Any, Any]:
-        kind = KINDS[next(iter(request.values()))._value]
-        futures: dict[Any, concurrent.futures.Future[Any]] = {}
-        for tp in request:
-            leader = self.leaders[(tp.topic, tp.partition)]
-            with self._lock:
-                self.requests.append((leader, kind))
-            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-            if leader not in self.silent:
-                answer = {"earliest": 1, "latest": 5 + tp.partition, "max_timestamp": -1}[kind]
-                future.set_result(SimpleNamespace(offset=answer, timestamp=-1))
-            futures[tp] = future
-        return futures
+    def call_soon(self, function: Callable[[], Awaitable[Any]]) -> asyncio.Future[Any]:
+        return asyncio.ensure_future(function())
+
+    async def wait_for(self, future: Awaitable[Any], timeout_ms: float) -> Any:
+        return await asyncio.wait_for(future, timeout_ms / 1000)
+
+    def send(self, request: Any, node_id: int | None = None) -> asyncio.Future[Any]:
+        return asyncio.ensure_future(self._answer(request, node_id))
+
+    def asked(self, kind: str) -> list[int]:
+        return sorted(p for _, k, keys in self.sent for _, p in keys if k == kind)
+
+    async def _answer(self, request: Any, node: int | None) -> Any:
+        if type(request).__name__ == "MetadataRequest":
+            self.sent.append((node, "metadata", []))
+            return self._metadata([str(t.name) for t in request.topics])
+        kind = KINDS[request.topics[0].partitions[0].timestamp]
+        keys = [(str(t.name), int(p.partition_index)) for t in request.topics for p in t.partitions]
+        self.sent.append((node, kind, keys))
+        if node in self.silent:
+            await asyncio.sleep(3600)
+        if node in self.down:
+            raise kafka.errors.KafkaConnectionError("Node not connected")
+        topics: dict[str, list[SimpleNamespace]] = {}
+        for topic, partition in keys:
+            topics.setdefault(topic, []).append(self._partition(topic, partition, kind, node))
+        return SimpleNamespace(topics=[SimpleNamespace(name=t, partitions=ps) for t, ps in topics.items()])
+
+    def _partition(self, topic: str, partition: int, kind: str, node: int | None) -> SimpleNamespace:
+        key = (topic, partition)
+        code = self.codes.get((key, kind), 0)
+        if self.leaders.get(key) != node:
+            code = KafkaError.NOT_LEADER_FOR_PARTITION
+        end = 5 + partition
+        offset, timestamp = {
+            "earliest": (1, -1),
+            "latest": (end, -1),
+            "max_timestamp": (end - 1, 1000 * end),
+        }[kind]
+        if code:
+            offset, timestamp = -1, -1
+        return SimpleNamespace(partition_index=partition, error_code=code, offset=offset, timestamp=timestamp)
+
+    def _metadata(self, topics: list[str]) -> SimpleNamespace:
+        answer = []
+        for name in topics:
+            partitions = [
+                SimpleNamespace(partition_index=p, error_code=0, leader_id=leader)
+                for (t, p), leader in sorted(self.leaders.items())
+                if t == name
+            ]
+            code = 0 if partitions else KafkaError.UNKNOWN_TOPIC_OR_PART
+            answer.append(SimpleNamespace(name=name, error_code=code, partitions=partitions))
+        return SimpleNamespace(topics=answer)
 
 
-def admin_with(client: object, timeout: float = 0.3) -> KafkaAdmin:
+def admin_with(brokers: Brokers, timeout: float = 0.3) -> KafkaAdmin:
     admin = KafkaAdmin(
         ClusterConfig(name="fake", bootstrap_servers=["127.0.0.1:9"], request_timeout_seconds=timeout)
     )
-    admin._client = client  # type: ignore[assignment]
+    admin._offsets._client = SimpleNamespace(_manager=brokers, close=lambda: None)  # type: ignore[assignment]
+    admin._offsets.start()
     return admin
 
 
-def test_a_silent_leader_fails_its_own_partitions_and_its_other_chunks_are_not_asked(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture(autouse=True)
+def _no_grace(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("monitor.kafka.listoffsets.FUTURE_GRACE_SECONDS", 0.0)
-    monkeypatch.setattr("monitor.kafka.listoffsets.PARTITIONS_PER_CHUNK", 2)
-    monkeypatch.setattr("monitor.kafka.listoffsets.CHUNKS_IN_FLIGHT", 1)  # broker 2's first chunk ends first
-    monkeypatch.setattr("monitor.kafka.listoffsets.SEND_WINDOW", 10.0)
-    leaders = {("t", p): p % 3 + 1 for p in range(12)}  # four partitions per broker
-    brokers = Brokers(leaders, silent={2})
-    admin = admin_with(brokers)
-
-    started = time.monotonic()
-    result = admin.list_offsets(list(leaders), leaders)
-    elapsed = time.monotonic() - started
-
-    assert set(result.value) == {k for k, leader in leaders.items() if leader != 2}
-    assert result.value[("t", 0)] == PartitionOffsets("t", 0, 1, 5)
-    lost = sorted(p for (_, p), leader in leaders.items() if leader == 2)
-    assert set(result.errors) == {f"t:{p}" for p in lost}, "the run is partial, not failed"
-    not_asked = [e for e in result.errors.values() if e.startswith("not asked")]
-    assert len(not_asked) == 2, "broker 2's second chunk waits for nothing"
-    assert sum(1 for leader, kind in brokers.requests if leader == 2 and kind == "latest") == 2
-    assert elapsed < 0.3 + 0.5, "one timeout for the silent broker, not one per chunk"
 
 
-def test_chunks_not_sent_within_the_send_window_are_not_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("monitor.kafka.listoffsets.FUTURE_GRACE_SECONDS", 0.0)
-    monkeypatch.setattr("monitor.kafka.listoffsets.PARTITIONS_PER_CHUNK", 1)
-    monkeypatch.setattr("monitor.kafka.listoffsets.CHUNKS_IN_FLIGHT", 1)
-    leaders = {("t", 0): 1, ("t", 1): 2, ("t", 2): 1}  # sent in this order, one at a time
+def test_every_leader_is_asked_once_per_kind_for_all_its_partitions() -> None:
+    leaders = {("t", p): p % 3 + 1 for p in range(12)}
+    brokers = Brokers(leaders)
+
+    result = admin_with(brokers).list_offsets(list(leaders), leaders)
+
+    assert result.errors == {}
+    assert result.value[("t", 4)] == PartitionOffsets("t", 4, 1, 9, 8, 9_000)
+    assert len(result.value) == 12
+    requests = sorted((node, kind) for node, kind, _ in brokers.sent)
+    assert requests == [(n, k) for n in (1, 2, 3) for k in ("earliest", "latest", "max_timestamp")]
+
+
+def test_a_silent_leader_fails_its_own_partitions_within_one_timeout() -> None:
+    leaders = {("t", p): p % 3 + 1 for p in range(12)}
     brokers = Brokers(leaders, silent={2})
 
     started = time.monotonic()
     result = admin_with(brokers).list_offsets(list(leaders), leaders)
+    elapsed = time.monotonic() - started
 
-    assert time.monotonic() - started < 0.3 + 0.5
-    assert set(result.value) == {("t", 0)}
-    assert result.errors["t:1"] == "no answer within 0.3s"
-    assert result.errors["t:2"] == "not asked: the other partitions took the whole 0.3s"
+    assert set(result.value) == {k for k, leader in leaders.items() if leader != 2}
+    lost = sorted(p for (_, p), leader in leaders.items() if leader == 2)
+    assert set(result.errors) == {f"t:{p}" for p in lost}, "the run is partial, not failed"
+    assert all("broker 2 did not answer within 0.3s" in e for e in result.errors.values())
+    assert elapsed < 0.3 + 0.5, "one timeout for the silent broker, not one per request"
 
 
-def test_chunks_of_a_refused_partition_and_answered_ones_are_partial() -> None:
-    leaders = {("t", 0): 1, ("t", 1): 2}
-    brokers = Brokers(leaders)
-    refused = KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+def test_a_refused_partition_fails_alone_with_the_brokers_reason() -> None:
+    leaders = {("t", 0): 1, ("t", 1): 1, ("t", 2): 2}
+    brokers = Brokers(
+        leaders,
+        codes={
+            (("t", 1), "earliest"): KafkaError.UNKNOWN_TOPIC_OR_PART,
+            (("t", 1), "latest"): KafkaError.UNKNOWN_TOPIC_OR_PART,
+            (("t", 2), "max_timestamp"): KafkaError.UNSUPPORTED_VERSION,
+        },
+    )
 
-    def list_offsets(request: dict[TopicPartition, Any], request_timeout: float) -> dict[Any, Any]:
-        futures = Brokers.list_offsets(brokers, request, request_timeout)
-        for tp, future in list(futures.items()):
-            if tp.partition == 1:
-                futures[tp] = concurrent.futures.Future()
-                futures[tp].set_exception(refused)
-            else:
-                futures[tp] = future
-        return futures
+    result = admin_with(brokers).list_offsets(list(leaders), leaders)
 
-    brokers.list_offsets = list_offsets  # type: ignore[method-assign]
-    result = admin_with(brokers).list_offsets([("t", 0), ("t", 1)], leaders)
-
-    assert set(result.value) == {("t", 0)}
+    assert result.value == {
+        ("t", 0): PartitionOffsets("t", 0, 1, 5, 4, 5_000),
+        ("t", 2): PartitionOffsets("t", 2, 1, 7),  # its max timestamp alone failed
+    }
     assert result.errors == {"t:1": "Broker: Unknown topic or partition (UNKNOWN_TOPIC_OR_PART)"}
 
 
-def test_a_silent_cluster_raises_within_about_one_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("monitor.kafka.listoffsets.FUTURE_GRACE_SECONDS", 0.0)
-    monkeypatch.setattr("monitor.kafka.listoffsets.PARTITIONS_PER_CHUNK", 1)
+def test_a_silent_cluster_raises_within_about_one_timeout() -> None:
     leaders = {("t", p): 1 for p in range(20)}
-    brokers = Brokers(leaders, silent={1})
-    admin = admin_with(brokers)
+    admin = admin_with(Brokers(leaders, silent={1}))
 
     started = time.monotonic()
     with pytest.raises(KafkaUnavailableError, match="cannot list offsets on cluster 'fake'"):
-        admin.list_offsets(list(leaders))
-    assert time.monotonic() - started < 0.3 * 2 + 0.5
-    assert len({r for r in brokers.requests if r[1] == "latest"}) <= 1
-    assert sum(1 for r in brokers.requests if r[1] == "latest") < 20, "not every chunk was sent"
+        admin.list_offsets(list(leaders), leaders)
+    assert time.monotonic() - started < 0.3 + 0.5
+    assert admin._offsets._client is None, "the next call connects afresh"
 
 
-def _held_back_latest(brokers: Brokers, held: set[int], earliest_too: bool = False) -> None:
-    """Make `brokers` answer OFFSET_NOT_AVAILABLE for the latest offset of the partitions `held`
-    (and for their earliest one too when `earliest_too`), as a Kafka 4 leader under min ISR does."""
-    not_caught_up = KafkaException(
-        KafkaError(KafkaError.OFFSET_NOT_AVAILABLE, "leader high watermark is not caught up")
-    )
+def test_a_moved_leader_is_found_and_asked_once_more() -> None:
+    leaders = {("t", 0): 1, ("t", 1): 2, ("t", 2): 3}
+    stale = {**leaders, ("t", 1): 3}  # the hint: ("t", 1) moved from broker 3 to broker 2
+    brokers = Brokers(leaders)
 
-    def list_offsets(request: dict[TopicPartition, Any], request_timeout: float) -> dict[Any, Any]:
-        kind = KINDS[next(iter(request.values()))._value]
-        futures = Brokers.list_offsets(brokers, request, request_timeout)
-        if kind == "latest" or (earliest_too and kind == "earliest"):
-            for tp in list(futures):
-                if tp.partition in held:
-                    futures[tp] = concurrent.futures.Future()
-                    futures[tp].set_exception(not_caught_up)
-        return futures
+    result = admin_with(brokers).list_offsets(list(leaders), stale)
 
-    brokers.list_offsets = list_offsets  # type: ignore[method-assign]
+    assert result.errors == {}
+    assert result.value[("t", 1)] == PartitionOffsets("t", 1, 1, 6, 5, 6_000)
+    assert [kind for _, kind, _ in brokers.sent].count("metadata") == 1
+    assert (2, "latest", [("t", 1)]) in brokers.sent
+
+
+def test_partitions_of_a_broker_that_refuses_connections_are_asked_of_their_new_leader() -> None:
+    leaders = {("t", 0): 1, ("t", 1): 1}
+    brokers = Brokers(leaders, down={2})
+
+    result = admin_with(brokers).list_offsets(list(leaders), {("t", 0): 1, ("t", 1): 2})
+
+    assert result.errors == {}
+    assert set(result.value) == {("t", 0), ("t", 1)}
+
+
+def test_partitions_without_a_leader_hint_are_looked_up() -> None:
+    leaders = {("t", 0): 1, ("u", 0): 2}
+    brokers = Brokers(leaders)
+
+    result = admin_with(brokers).list_offsets([("t", 0), ("u", 0), ("gone", 0)])
+
+    assert set(result.value) == {("t", 0), ("u", 0)}
+    assert result.errors == {"gone:0": "Broker: Unknown topic or partition (UNKNOWN_TOPIC_OR_PART)"}
 
 
 def test_a_held_back_end_offset_is_its_own_outcome_not_a_failure() -> None:
     leaders = {("t", 0): 1, ("t", 1): 2, ("t", 2): 2}
-    brokers = Brokers(leaders)
-    _held_back_latest(brokers, {1})
+    brokers = Brokers(leaders, codes={(("t", 1), "latest"): HELD_BACK})
 
     result = admin_with(brokers).list_offsets(list(leaders), leaders)
 
@@ -200,10 +243,9 @@ def test_a_held_back_end_offset_is_its_own_outcome_not_a_failure() -> None:
 
 def test_a_held_back_partition_without_a_start_offset_says_so() -> None:
     leaders = {("t", 0): 1, ("t", 1): 1}
-    brokers = Brokers(leaders)
-    _held_back_latest(brokers, {0, 1}, earliest_too=True)
+    codes = {(key, kind): HELD_BACK for key in leaders for kind in ("earliest", "latest")}
 
-    result = admin_with(brokers).list_offsets(list(leaders), leaders)
+    result = admin_with(Brokers(leaders, codes=codes)).list_offsets(list(leaders), leaders)
 
     assert result.value == {}
     assert result.errors == {}
@@ -211,48 +253,30 @@ def test_a_held_back_partition_without_a_start_offset_says_so() -> None:
 
 
 def test_a_partition_whose_offsets_did_not_move_is_not_asked_its_max_timestamp() -> None:
-    leaders = {("t", p): 1 for p in range(4)}
+    leaders = {("t", p): 1 for p in range(5)}
     brokers = Brokers(leaders)
-    asked: dict[str, list[int]] = {}
-
-    def list_offsets(request: dict[TopicPartition, Any], request_timeout: float) -> dict[Any, Any]:
-        kind = KINDS[next(iter(request.values()))._value]
-        asked.setdefault(kind, []).extend(tp.partition for tp in request)
-        return Brokers.list_offsets(brokers, request, request_timeout)
-
-    brokers.list_offsets = list_offsets  # type: ignore[method-assign]
     known = {
         ("t", 0): PartitionOffsets("t", 0, 1, 5, 4, 1_000),  # unmoved: start 1, end 5 + 0
         ("t", 1): PartitionOffsets("t", 1, 1, 5, 4, 1_000),  # its end moved to 6
         ("t", 2): PartitionOffsets("t", 2, 0, 7, 6, 2_000),  # its start moved to 1
-        # ("t", 3): never listed
+        ("t", 3): PartitionOffsets("t", 3, 1, 8),  # unmoved, but no max timestamp listed
+        # ("t", 4): never listed
     }
 
     result = admin_with(brokers).list_offsets(list(leaders), leaders, known=known)
 
-    assert sorted(asked["max_timestamp"]) == [1, 2, 3]
-    assert sorted(asked["latest"]) == sorted(asked["earliest"]) == [0, 1, 2, 3]
-    assert result.value[("t", 0)] == PartitionOffsets("t", 0, 1, 5, 4, 1_000), "the pair listed before"
-    # The broker answers -1 (no record) for the ones asked: the known pair is not kept for them.
-    assert result.value[("t", 1)] == PartitionOffsets("t", 1, 1, 6)
-    assert result.value[("t", 2)] == PartitionOffsets("t", 2, 1, 7)
-    assert result.value[("t", 3)] == PartitionOffsets("t", 3, 1, 8)
+    assert brokers.asked("max_timestamp") == [1, 2, 3, 4]
+    assert brokers.asked("latest") == brokers.asked("earliest") == [0, 1, 2, 3, 4]
+    assert result.value[("t", 0)] == known[("t", 0)], "the pair listed before"
+    assert result.value[("t", 1)] == PartitionOffsets("t", 1, 1, 6, 5, 6_000)
+    assert result.value[("t", 2)] == PartitionOffsets("t", 2, 1, 7, 6, 7_000)
+    assert result.value[("t", 3)] == PartitionOffsets("t", 3, 1, 8, 7, 8_000)
 
 
-def test_a_known_partition_without_a_max_timestamp_is_asked_again() -> None:
-    leaders = {("t", 0): 1}
-    brokers = Brokers(leaders)
-
-    admin_with(brokers).list_offsets(list(leaders), leaders, known={("t", 0): PartitionOffsets("t", 0, 1, 5)})
-
-    assert [kind for _, kind in brokers.requests] == ["earliest", "latest", "max_timestamp"]
-
-
-def test_a_silent_leader_of_known_partitions_still_costs_one_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("monitor.kafka.listoffsets.FUTURE_GRACE_SECONDS", 0.0)
+def test_a_silent_leader_of_known_partitions_still_costs_one_timeout() -> None:
     leaders = {("t", 0): 1, ("t", 1): 2}
     brokers = Brokers(leaders, silent={2})
-    known = {key: PartitionOffsets("t", p, 1, 5 + p, 4, 1_000) for key in leaders for p in [key[1]]}
+    known = {("t", p): PartitionOffsets("t", p, 1, 6 + p, 4, 1_000) for p in (0, 1)}  # both moved
 
     started = time.monotonic()
     result = admin_with(brokers).list_offsets(list(leaders), leaders, known=known)
@@ -260,4 +284,40 @@ def test_a_silent_leader_of_known_partitions_still_costs_one_timeout(monkeypatch
     assert time.monotonic() - started < 0.3 + 0.5
     assert set(result.value) == {("t", 0)}
     assert set(result.errors) == {"t:1"}
-    assert (2, "max_timestamp") not in brokers.requests, "nothing asked after a silent first request"
+    assert (2, "max_timestamp") not in [(n, k) for n, k, _ in brokers.sent], "nothing asked after silence"
+
+
+def test_many_requests_to_one_broker_go_a_few_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("monitor.kafka.listoffsets.PARTITIONS_PER_REQUEST", 2)
+    leaders = {("t", p): 1 for p in range(20)}
+    brokers = Brokers(leaders)
+    in_flight = [0, 0]  # now, most
+    answer = brokers._answer
+
+    async def counted(request: Any, node: int | None) -> Any:
+        in_flight[0] += 1
+        in_flight[1] = max(in_flight)
+        await asyncio.sleep(0.01)
+        try:
+            return await answer(request, node)
+        finally:
+            in_flight[0] -= 1
+
+    brokers._answer = counted  # type: ignore[method-assign]
+    result = admin_with(brokers, timeout=5).list_offsets(list(leaders), leaders)
+
+    assert len(result.value) == 20 and result.errors == {}
+    assert len(brokers.sent) == 30, "ten requests of two partitions per kind"
+    assert in_flight[1] <= 4, "kafka-python refuses a fifth request in flight on one connection"
+
+
+def test_a_cluster_that_cannot_be_reached_at_all_raises_unavailable() -> None:
+    admin = KafkaAdmin(
+        ClusterConfig(name="fake", bootstrap_servers=["127.0.0.1:9"], request_timeout_seconds=0.3)
+    )
+    admin._offsets.start()
+
+    started = time.monotonic()
+    with pytest.raises(KafkaUnavailableError, match=r"cluster 'fake'.*127\.0\.0\.1:9"):
+        admin.list_offsets([("t", 0)], {("t", 0): 1})
+    assert time.monotonic() - started < 5
