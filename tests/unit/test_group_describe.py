@@ -12,7 +12,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -27,6 +26,7 @@ from monitor.core.settings import ClusterConfig
 from monitor.kafka import describe
 from monitor.kafka.describe import GroupDescribeClient, classic_assignment
 from monitor.kafka.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+from tests.fixtures.kafka_python import FakeConnectionManager
 
 NOT_FOUND = kafka.errors.GroupIdNotFoundError.errno
 
@@ -111,7 +111,7 @@ Failure = Callable[[], Awaitable[Any]]
 
 
 @dataclass
-class FakeManager:
+class FakeManager(FakeConnectionManager):
     """kafka-python's connection manager on asyncio, with brokers that answer from tables.
 
     `coordinators`: group -> broker; `classic`/`consumer`: what DescribeGroups and
@@ -128,21 +128,6 @@ class FakeManager:
     no_batched_find: bool = False
     no_consumer_describe: bool = False
     sent: list[tuple[str, int | None, list[str]]] = field(default_factory=list)
-
-    def run(self, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        # On a thread of its own, like kafka-python's IO thread: the calling thread may already run
-        # an event loop (the browser tests keep Playwright's in the main thread for the session).
-        with ThreadPoolExecutor(1) as pool:
-            return pool.submit(asyncio.run, function(*args)).result()
-
-    def call_soon(self, function: Callable[[], Awaitable[Any]]) -> asyncio.Future[Any]:
-        return asyncio.ensure_future(function())
-
-    async def wait_for(self, future: Awaitable[Any], timeout_ms: float) -> Any:
-        return await asyncio.wait_for(future, timeout_ms / 1000)
-
-    def send(self, request: Any, node_id: int | None = None) -> asyncio.Future[Any]:
-        return asyncio.ensure_future(self._answer(request, node_id))
 
     def requests(self, name: str) -> list[tuple[int | None, list[str]]]:
         return [(node, groups) for kind, node, groups in self.sent if kind == name]

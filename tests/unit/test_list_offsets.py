@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -24,6 +22,7 @@ from monitor.core.records import PartitionOffsets, TopicPartition
 from monitor.core.settings import ClusterConfig
 from monitor.kafka import KafkaAdmin
 from monitor.kafka.listoffsets import EARLIEST, LATEST, MAX_TIMESTAMP, plan_requests
+from tests.fixtures.kafka_python import FakeConnectionManager
 
 KINDS = {EARLIEST: "earliest", LATEST: "latest", MAX_TIMESTAMP: "max_timestamp"}
 HELD_BACK = KafkaError.OFFSET_NOT_AVAILABLE
@@ -45,7 +44,7 @@ def test_requests_are_of_one_leader_and_equal_in_size() -> None:
 
 
 @dataclass
-class Brokers:
+class Brokers(FakeConnectionManager):
     """kafka-python's connection manager on asyncio, with brokers that answer ListOffsets and
     Metadata from tables.
 
@@ -60,19 +59,6 @@ class Brokers:
     silent: set[int] = field(default_factory=set)
     down: set[int] = field(default_factory=set)
     sent: list[tuple[int | None, str, list[TopicPartition]]] = field(default_factory=list)
-
-    def run(self, function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        with ThreadPoolExecutor(1) as pool:
-            return pool.submit(asyncio.run, function(*args)).result()
-
-    def call_soon(self, function: Callable[[], Awaitable[Any]]) -> asyncio.Future[Any]:
-        return asyncio.ensure_future(function())
-
-    async def wait_for(self, future: Awaitable[Any], timeout_ms: float) -> Any:
-        return await asyncio.wait_for(future, timeout_ms / 1000)
-
-    def send(self, request: Any, node_id: int | None = None) -> asyncio.Future[Any]:
-        return asyncio.ensure_future(self._answer(request, node_id))
 
     def asked(self, kind: str) -> list[int]:
         return sorted(p for _, k, keys in self.sent for _, p in keys if k == kind)
