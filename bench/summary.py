@@ -424,7 +424,8 @@ def detect_rows(doc: dict[str, Any]) -> list[Row]:
                 shown="" if notice is not None else "not seen",
             )
         )
-    idle = f"idle {doc.get('idle_seconds', 0)} s, small cluster"
+    settle = f" after {doc['settle_seconds']} s" if doc.get("settle_seconds") else ""
+    idle = f"idle {doc.get('idle_seconds', 0)} s{settle}, small cluster"
     cpu = doc.get("idle_cpu_seconds_per_minute")
     if cpu is not None:
         rows.append(Row("detect", idle, 0, "daemon CPU-s per minute", cpu, "s/min",
