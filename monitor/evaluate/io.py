@@ -34,14 +34,18 @@ def read_table(
     num_partitions: int = 1,
     predicates: Sequence[str] | None = None,
     fetch_size: int = FETCH_SIZE,
+    session_statement: str | None = None,
 ) -> DataFrame:
     """Read a table (or a `(SELECT ...) AS q` subquery) over JDBC.
 
+    `session_statement` runs on each read's connection before the read (a planner setting).
     With `predicates` (SQL conditions that split the rows between them, each row in exactly
     one), Spark issues one read per predicate, in parallel. With `partition_column` and bounds,
     Spark issues `num_partitions` parallel range reads instead.
     """
     options = {**target.options(), "fetchsize": str(fetch_size), **BINARY_TRANSFER}
+    if session_statement is not None:
+        options["sessionInitStatement"] = session_statement
     if predicates:
         return spark.read.jdbc(target.url, table_or_query, predicates=list(predicates), properties=options)
     reader = spark.read.format("jdbc").options(**options).option("dbtable", table_or_query)

@@ -1,0 +1,125 @@
+"""The evaluation's windowed reads, as PostgreSQL plans them: the window's bounds come from the
+clock (a subquery the planner cannot see into), so without the reads' session settings
+(`extract.WINDOW_SCAN`) it walks the time-first key row by row and joins each commit observation
+to its latest row by a key lookup; with them the window is read as a bitmap and hash-joined, and
+the rows are the same."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import Connection, Engine, text
+
+from monitor.evaluate import extract
+from monitor.store.evaluation import set_clock
+from monitor.store.partitions import create_day_partitions, day_of
+
+NOW = datetime(2031, 3, 1, 12, 0, tzinfo=UTC)
+PLAN = "a" * 32
+GROUPS, PARTITIONS, SAMPLES = 60, 250, 4
+WINDOW = timedelta(minutes=15)
+
+
+@pytest.fixture(scope="module")
+def window(engine: Engine) -> Engine:
+    """SAMPLES offsets cycles of GROUPS x PARTITIONS group-partitions in the window, written in
+    another order than the key's (as cycles interleave with other writes), an observed commit per
+    group-partition and cycle, and the latest rows stamped with the newest observation."""
+    with engine.begin() as conn:
+        for table in ("group_offsets", "commit_observations"):
+            create_day_partitions(conn, table, [day_of(NOW)])
+        keys = (
+            "FROM generate_series(0, :p - 1) AS p, generate_series(0, :g - 1) AS g,"
+            " generate_series(0, :s - 1) AS s"
+        )
+        at = ":now - make_interval(secs => 180 * s)"
+        conn.execute(
+            text(
+                "INSERT INTO group_offsets (cluster, group_id, topic, partition, sampled_at,"
+                f" committed_offset, lag) SELECT 'c', 'group-' || g, 'topic', p, {at}, 1000 - s, s {keys}"
+                " ORDER BY p, g, s"
+            ),
+            {"p": PARTITIONS, "g": GROUPS, "s": SAMPLES, "now": NOW},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO commit_observations (cluster, group_id, topic, partition, observed_at,"
+                f" committed_offset) SELECT 'c', 'group-' || g, 'topic', p, {at}, 1000 - s {keys}"
+                " ORDER BY p, g, s"
+            ),
+            {"p": PARTITIONS, "g": GROUPS, "s": SAMPLES, "now": NOW},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO latest_group_offsets (cluster, group_id, topic, partition, sampled_at,"
+                " committed_offset, lag, last_commit_observed_at)"
+                " SELECT cluster, group_id, topic, partition, sampled_at, committed_offset, lag,"
+                " sampled_at FROM group_offsets WHERE cluster = 'c' AND sampled_at = :now"
+            ),
+            {"now": NOW},
+        )
+        # One key committed again after its latest row was stamped: the one row the read finds.
+        conn.execute(
+            text(
+                "UPDATE latest_group_offsets SET last_commit_observed_at = :before"
+                " WHERE cluster = 'c' AND group_id = 'group-7' AND partition = 7"
+            ),
+            {"before": NOW - timedelta(minutes=1)},
+        )
+        set_clock(conn, PLAN, NOW)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("ANALYZE group_offsets, commit_observations, latest_group_offsets"))
+    return engine
+
+
+@pytest.fixture
+def conn(window: Engine) -> Iterator[Connection]:
+    with window.connect() as connection:
+        yield connection
+        connection.rollback()
+        connection.execute(text("RESET ALL"))  # the settings are the session's: not for the pool
+        connection.commit()
+
+
+def _read(conn: Connection, table: str) -> tuple[str, list[tuple[object, ...]]]:
+    """The plan and the rows of the input `table`'s read, in the first slice of two."""
+    sql = f"SELECT * FROM {extract.query(table, ['c'], WINDOW, PLAN)} WHERE {extract.slices(2)[0]}"
+    plan = "\n".join(str(row[0]) for row in conn.execute(text("EXPLAIN " + sql)))
+    return plan, sorted(tuple(row) for row in conn.execute(text(sql)))
+
+
+@pytest.mark.parametrize(
+    ("table", "without", "rows"),
+    [
+        ("group_offsets", "Index Scan using", GROUPS * PARTITIONS * SAMPLES),
+        ("commit_observations", "Nested Loop", 1),
+    ],
+)
+def test_a_windowed_read_reads_the_window_in_page_order_and_the_same_rows(
+    conn: Connection, table: str, without: str, rows: int
+) -> None:
+    plain_plan, plain_rows = _read(conn, table)
+    assert without in plain_plan, f"the planner's guess this read works around:\n{plain_plan}"
+
+    statement = extract.session_statement(table)
+    assert statement is not None
+    conn.execute(text(statement))
+    plan, read = _read(conn, table)
+
+    assert "Index Scan using" not in plan and "Nested Loop" not in plan, plan
+    assert "Bitmap Index Scan" in plan, plan
+    assert read == plain_rows
+    assert len(read) + len(_read_other_slice(conn, table)) == rows  # the two slices hold every row
+
+
+def _read_other_slice(conn: Connection, table: str) -> list[tuple[object, ...]]:
+    sql = f"SELECT * FROM {extract.query(table, ['c'], WINDOW, PLAN)} WHERE {extract.slices(2)[1]}"
+    return list(conn.execute(text(sql)))
+
+
+def test_an_input_read_whole_runs_without_a_session_statement() -> None:
+    assert extract.session_statement("latest_group_offsets") is None
+    assert extract.session_statement("partitions") is None
+    assert extract.session_statement("partition_offsets") == extract.WINDOW_SCAN
