@@ -4,9 +4,9 @@
     .venv/bin/python bench/evaluate.py --sizes 1000000 --runs 3
     .venv/bin/python bench/evaluate.py --url postgresql+psycopg://user@host/postgres --sizes 100000
 
-Target (the issue): on a 2-core machine, `local[2]` with a warm session, one evaluation of
+Target (issue 16): on a 2-core machine, `local[2]` with a warm session, one evaluation of
 1,000,000 group-partitions and 100,000 partitions with the full default rule pack
-(alert_rules/*.yaml), from PostgreSQL and back, in under 60 s.
+(alert_rules/*.yaml), from PostgreSQL and back, in at most 30 s (the earlier target was 60 s).
 
 For each size (a number of group-partitions, a multiple of 2,000):
 
@@ -78,7 +78,7 @@ GP_PER_PARTITION = 10
 PARTITIONS_PER_TOPIC = 100
 REPLICAS_PER_BROKER = 4_000
 SIZE_STEP = GP_PER_PARTITION * PARTITIONS_PER_TOPIC * 2
-TARGET_SIZE, TARGET_SECONDS = 1_000_000, 60.0
+TARGET_SIZE, TARGET_SECONDS = 1_000_000, 30.0
 
 
 def _log(message: str) -> None:
@@ -451,8 +451,8 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
     target = [s for s in sizes if s["rows"] == TARGET_SIZE and s.get("runs")]
     if target:
         total = statistics.median(r["wall_s"] for r in target[0]["runs"])
-        verdict = "met" if total < TARGET_SECONDS else "NOT met"
-        lines += ["", f"Target (1M group-partitions, 100k partitions, < {TARGET_SECONDS:g} s): {verdict}, "
+        verdict = "met" if total <= TARGET_SECONDS else "NOT met"
+        lines += ["", f"Target (1M group-partitions, 100k partitions, <= {TARGET_SECONDS:g} s): {verdict}, "
                   f"{total:.1f} s."]  # fmt: skip
     lines += ["", "Fill (not timed above): " + "; ".join(
         f"{s['rows']:,}: {s['fill_s']:.0f} s, {s.get('brokers', 0)} brokers, {s.get('groups', 0):,} groups"

@@ -17,8 +17,8 @@ from typing import Any
 
 INGEST_TARGET = 50_000.0
 """Sample ingest: at least 50,000 rows/s through write_offsets_batch."""
-EVALUATE_TARGET = (1_000_000, 60.0)
-"""bench/evaluate.py's target: 1M group-partitions evaluated in under 60 s."""
+EVALUATE_TARGET = (1_000_000, 30.0)
+"""bench/evaluate.py's target (issue 16): 1M group-partitions evaluated in at most 30 s."""
 ALERT_CYCLE_TARGET = (10_000, 5.0)
 """bench/alerts.py's: 10k firing findings grouped and routed in one cycle in under 5 s."""
 SENDER_TARGET = 200.0
@@ -207,7 +207,7 @@ def evaluate_rows(doc: dict[str, Any]) -> list[Row]:
         run = evaluate_run(s)
         split = ", ".join(f"{k} {v:.1f}" for k, v in run["seconds"].items())
         at_target = s["rows"] == EVALUATE_TARGET[0]
-        target = f"< {EVALUATE_TARGET[1]:g} s at 1M" if at_target else ""
+        target = f"<= {EVALUATE_TARGET[1]:g} s at 1M" if at_target else ""
         rows.append(
             Row(
                 "evaluate",
@@ -217,7 +217,7 @@ def evaluate_rows(doc: dict[str, Any]) -> list[Row]:
                 run["wall_s"],
                 "s",
                 target,
-                run["wall_s"] < EVALUATE_TARGET[1] if at_target else None,
+                run["wall_s"] <= EVALUATE_TARGET[1] if at_target else None,
                 when,
                 run.get("loadavg_before"),
                 split,
