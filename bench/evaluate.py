@@ -29,7 +29,9 @@ For each size (a number of group-partitions, a multiple of 2,000):
 3. The evaluation the daemon runs (`monitor.evaluate.job.run_evaluation`, default rule pack,
    default window), on one warm SparkSession (master local[2], the daemon's other defaults unless
    --driver-memory or --conf): once to warm up, then --runs timed runs, each 30 s later than the
-   one before (new derived rows, findings updated), as the daemon's cycles are.
+   one before (new derived rows, findings updated), as the daemon's cycles are. The warm-up builds
+   the evaluation plan and the timed runs reuse it, as the daemon's evaluate stage keeps its plans
+   (monitor.evaluate.plan; spark-submit builds one per run, a few seconds more).
 
 Per timed run it reports the job's own phase durations (JDBC read of the inputs, compute, write of
 the derived tables and findings), the derived rows and findings written, the peak resident memory
@@ -62,6 +64,7 @@ from monitor.devtools.jdbc import ensure_jdbc_driver
 from monitor.devtools.paths import var_dir
 from monitor.evaluate.extract import SLOW_WINDOW, WINDOWED
 from monitor.evaluate.job import JobSettings, run_evaluation
+from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import default_rule_paths, load_rules
 from monitor.evaluate.spark import build_session, jdbc_target
 from monitor.store import migrate
@@ -332,7 +335,7 @@ def peak_mb(pids: list[int | str]) -> float | None:
 
 
 def measure(
-    spark: Any, engine: Engine, url: str, evaluated_at: datetime, pids: list[int | str]
+    spark: Any, engine: Engine, url: str, evaluated_at: datetime, pids: list[int | str], plans: Plans
 ) -> dict[str, Any]:
     ruleset = load_rules(default_rule_paths())
     for problem in ruleset.problems:  # as the daemon does: report a bad file, run the other rules
@@ -341,7 +344,7 @@ def measure(
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     result = run_evaluation(
-        spark, jdbc_target(url), engine, ruleset.rules, [CLUSTER], evaluated_at, JobSettings()
+        spark, jdbc_target(url), engine, ruleset.rules, [CLUSTER], evaluated_at, JobSettings(), plans
     )
     wall = time.perf_counter() - started
     findings = result.findings
@@ -362,6 +365,7 @@ def run_size(
     postgres.create_database(admin_url, name)
     url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     result: dict[str, Any] = {"rows": rows}
+    plans = Plans()  # as the daemon's evaluate stage keeps them: the warm-up builds, the runs reuse
     try:
         migrate.upgrade(url)
         engine = make_engine(url)
@@ -371,17 +375,18 @@ def run_size(
             result["input_rows"] = input_rows(engine, T0 + RUN_SPACING, JobSettings().window)
             _log(f"[{rows:,}] {result['partitions']:,} partitions, {result['input_rows']:,} input rows, "
                  f"filled in {result['fill_s']:.0f} s; warm-up evaluation")  # fmt: skip
-            result["warmup"] = measure(spark, engine, url, T0, pids)
+            result["warmup"] = measure(spark, engine, url, T0, pids, plans)
             _log(f"[{rows:,}] warm-up {result['warmup']['wall_s']:.1f} s {_split(result['warmup'])}")
             result["runs"] = []
             for n in range(1, args.runs + 1):
-                run = measure(spark, engine, url, T0 + n * RUN_SPACING, pids)
+                run = measure(spark, engine, url, T0 + n * RUN_SPACING, pids, plans)
                 result["runs"].append(run)
                 _log(f"[{rows:,}] run {n}: {run['wall_s']:.1f} s {_split(run)}, "
                      f"peak {run['peak_mb'] or 0:.0f} MB, load {run['loadavg_after']:.1f}")  # fmt: skip
         finally:
             engine.dispose()
     finally:
+        plans.clear()
         if not args.keep:
             postgres.drop_database(admin_url, name)
     return result
