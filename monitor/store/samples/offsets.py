@@ -118,7 +118,7 @@ def write_offsets_history(conn: Connection, history: OffsetsHistory, *, idempote
     params = {"cluster": history.cluster, "at": history.sampled_at, "run_id": history.run_id}
     with conn.begin_nested():
         ensure_days(conn, {"group_offsets": {day_of(history.sampled_at)}})
-        return rowcount(conn, _HISTORY_FROM_LATEST + on_conflict(idempotent), params)
+        return rowcount(conn, _INSERT_HISTORY_FROM_LATEST + on_conflict(idempotent), params)
 
 
 def write_commit_observations(
@@ -449,7 +449,7 @@ SELECT c.cluster, c.group_id, c.topic, c.partition, :at, c.committed_offset, c.l
        c.timestamp_method, c.timestamp_error_ms, :run_id
 FROM carried AS c"""
 
-_HISTORY_FROM_LATEST = f"""
+_INSERT_HISTORY_FROM_LATEST = f"""
 INSERT INTO group_offsets (cluster, group_id, topic, partition, sampled_at, {_GROUP_VALUES}, run_id)
 SELECT l.cluster, l.group_id, l.topic, l.partition, l.sampled_at, l.committed_offset, l.leader_epoch,
        l.end_offset, l.start_offset, l.lag, l.lag_clamped, l.committed_timestamp, l.consumed_timestamp,
