@@ -60,8 +60,9 @@ def build(ctx: ClusterContext) -> JobRun:
 
     def run(record: Run) -> None:
         nonlocal seen
-        topics = collect_metadata(record, ctx)
-        ctx.topology = Topology.of(topics, ctx.clock.now())
+        with ctx.describing_topology():
+            topics = collect_metadata(record, ctx)
+            ctx.topology = Topology.of(topics, ctx.clock.now())
         now_seen = frozenset(
             (t.name, p.partition, len(p.isr), p.offline)
             for t in topics
