@@ -24,22 +24,21 @@ For each size (a number of partitions, a multiple of 100):
    [start, end) (lagging).
 
 The collector then runs in a separate Python process that does nothing else, as the daemon would
-(so its RSS is the collector's alone, not the setup's producer and 500 consumers): the commits job
-(the commit stream's thread, unless --no-commit-stream), then `ClusterCollector.run("offsets")`
---cycles times, the first one beside one `ClusterCollector.run("metadata")` on a thread of its own
-(as the daemon starts both jobs at once: the offsets cycle waits for its topology). Cycle 1 is
-cold (empty timestamp cache in memory and in PostgreSQL): it answers the lag first and asks for
-the next cycle at once, as it does in the daemon; such cycles run straight after it, without
-churn, and are marked "asked". Before each other cycle a handful of groups commit new offsets and
-a few partitions get new records, as in steady state. The time from the process's start to the
-first complete answer (a lag in the store for every committed group-partition) and to the append
-times filled (`filling` 0) is reported. Then --steady-seconds of steady state: the jobs at the
-daemon's offsets interval while this process commits one offset a second and times how long each
-takes to show in the store (commit observations), and the measuring process's CPU seconds per
-minute. Each cycle reports its wall time, the counts of its `collection_runs` row and where its
-time went (the collector's calls into Kafka and PostgreSQL, timed by wrapping them in the
-measuring process); --profile also writes a cProfile of every cycle to bench/results/. Every exact
-timestamp written for a lagging group is checked against the known record times.
+(so its RSS is the collector's alone, not the setup's producer and 500 consumers): the commits
+job (the commit stream's thread, unless --no-commit-stream), one `ClusterCollector.run("metadata")`,
+then `ClusterCollector.run("offsets")` --cycles times. Cycle 1 is cold (empty timestamp cache in
+memory and in PostgreSQL): it answers the lag first and asks for the next cycle at once, as it
+does in the daemon; such cycles run straight after it, without churn, and are marked "asked".
+Before each other cycle a handful of groups commit new offsets and a few partitions get new
+records, as in steady state. The time from the process's start to the first complete answer (a
+lag in the store for every committed group-partition) and to the append times filled (`filling`
+0) is reported. Then --steady-seconds of steady state: the jobs at the daemon's offsets interval
+while this process commits one offset a second and times how long each takes to show in the
+store (commit observations), and the measuring process's CPU seconds per minute. Each cycle reports
+its wall time, the counts of its `collection_runs` row and where its time went (the collector's
+calls into Kafka and PostgreSQL, timed by wrapping them in the measuring process); --profile also
+writes a cProfile of every cycle to bench/results/. Every exact timestamp written for a lagging
+group is checked against the known record times.
 
 Prints Markdown tables on stdout (progress on stderr) and writes bench/results/collector.json
 and collector.md. Kafka and PostgreSQL run in their own processes and are not in the RSS.
@@ -158,9 +157,8 @@ STEPS: list[tuple[str, str]] = [
     ("db_batch_sql", "   of which write_offsets_batch"),
     ("db_run", "run row (start insert, finish update)"),
     ("db_history", "cold cycle's history rows (own thread, after its run, beside the next cycle)"),
-    ("db_metadata", "metadata job's write (beside cycle 1)"),
 ]
-NESTED = {"db_batch_sql", "describe_groups", "db_history", "db_metadata"}
+NESTED = {"db_batch_sql", "describe_groups", "db_history"}
 
 
 def _log(message: str) -> None:
@@ -491,8 +489,9 @@ def instrument(collector: ClusterCollector, recorder: RunRecorder, writer: Buffe
     submit = writer.submit
 
     def timed_submit(label: str, rows: int, write: BufferedWriter.Write) -> bool:
-        ends = {":run": "db_run", " history": "db_history", ":metadata": "db_metadata"}
-        key = next((k for end, k in ends.items() if label.endswith(end)), "db_batch")
+        key = (
+            "db_run" if label.endswith(":run") else "db_history" if label.endswith(" history") else "db_batch"
+        )
         return timer.wrap(key, submit)(label, rows, write)
 
     writer.submit = timed_submit  # type: ignore[method-assign]
@@ -574,19 +573,15 @@ def worker() -> int:
     timer = instrument(collector, recorder, writer)
     baseline = memory_mb()
 
+    started = time.perf_counter()
     if spec["commit_stream"]:
         collector.run("commits")  # starts the stream's thread, as the daemon's first run does
-    # The metadata job's first run beside the first offsets cycle, as the daemon starts them (the
-    # offsets cycle waits for its topology when it needs it).
-    metadata: dict[str, Any] = {}
-
-    def run_metadata() -> None:
-        started = time.perf_counter()
-        collector.run("metadata")
-        metadata["seconds"] = time.perf_counter() - started
-
-    beside = threading.Thread(target=run_metadata, name="metadata")
-    beside.start()
+    collector.run("metadata")
+    metadata = {
+        "seconds": time.perf_counter() - started,
+        "run": last_run(engine, cluster.name, "metadata"),
+        "steps": timer.take(),
+    }
     cycles: list[dict[str, Any]] = []
     cold: dict[str, float | None] = {"first_complete_seconds": None, "filled_seconds": None}
     planned = filled_in = 0
@@ -612,9 +607,6 @@ def worker() -> int:
             collector.run("offsets")
         seconds = time.perf_counter() - started
         since_start = time.perf_counter() - origin
-        if beside.is_alive() or "run" not in metadata:
-            beside.join()
-            metadata["run"] = last_run(engine, cluster.name, "metadata")
         steps = timer.take()
         if profile is not None:
             stem = Path(spec["profile"]) / f"collector-{spec['size']}-cycle{number}"
@@ -1318,9 +1310,8 @@ def stream_table(sizes: list[dict[str, Any]]) -> list[str]:
     lines += [
         "",
         "First complete answer: from the measuring process's start (clients built, the commit stream "
-        "started, the first offsets cycle with the metadata job's first run beside it, as in the daemon) "
-        "until the store holds a lag sampled since then for every committed group-partition. Append "
-        "times filled: "
+        "started, the metadata job) until the store holds a lag sampled since then for every committed "
+        "group-partition; the daemon adds the offsets job's first_run_in (1 s). Append times filled: "
         "until a run's `filling` count is 0 (the cycles the job asks for at once). Commit visible: from "
         "a commit request (one a second, by a consumer of the group) to its commit observation found "
         "in the store (polled every 10 ms). Steady CPU: user + system seconds of the measuring process "
@@ -1460,7 +1451,7 @@ def report(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, 
                         value = steps.get(key, {}).get("seconds", 0.0)
                     cells.append(f"{value:.3f}")
             lines.append("| " + " | ".join(cells) + " |")
-        lines += ["", "Metadata job (once per size, beside cycle 1): "]
+        lines += ["", "Metadata job (once per size, before cycle 1): "]
         lines[-1] += (
             ", ".join(f"{s['partitions']:,}: {s['metadata']['seconds']:.2f} s" for s in measured) + "."
         )

@@ -8,9 +8,7 @@ inside a recorded run. The jobs are registered in `monitor.collect.jobs`.
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -79,28 +77,6 @@ class ClusterContext:
     later (None: runs come at their interval only)."""
     closers: list[Callable[[], None]] = field(default_factory=list)
     """What the jobs started beside their runs (threads), stopped before the clients close."""
-    _describing: int = 0
-    _described: threading.Condition = field(default_factory=threading.Condition)
-
-    @contextmanager
-    def describing_topology(self) -> Iterator[None]:
-        """Around a metadata run, which sets `topology`: the offsets job waits for it
-        (`await_topology`) rather than describing the cluster a second time at once."""
-        with self._described:
-            self._describing += 1
-        try:
-            yield
-        finally:
-            with self._described:
-                self._describing -= 1
-                self._described.notify_all()
-
-    def await_topology(self, timeout: float) -> Topology | None:
-        """`topology` once no metadata run is under way, waiting for one for at most `timeout`
-        seconds (the first cycles of the metadata and offsets jobs start together)."""
-        with self._described:
-            self._described.wait_for(lambda: not self._describing, timeout)
-            return self.topology
 
     def allowed_topics(self) -> list[str]:
         """The cluster's topics its topic filter accepts (internal ones only when configured)."""

@@ -5,10 +5,6 @@ cluster, with the recording writer of the failure-policy tests."""
 
 from __future__ import annotations
 
-import threading
-import time
-from typing import Any
-
 from monitor.core.clock import to_millis
 from monitor.core.records import METHOD_EXACT, METHOD_NONE, OffsetsHistory
 from tests.unit.test_collect_failure_policy import T0, Rig
@@ -193,37 +189,3 @@ def test_a_later_cycle_or_one_that_cannot_ask_for_the_next_writes_its_history_wi
 
     assert not rig.batch().history_after and first.counts["history_after"] == 0
     assert [label for label, _ in rig.writer.writes if "offsets" in label] == ["prod:offsets"]
-
-
-def test_the_first_offsets_cycle_waits_for_the_metadata_run_beside_it_rather_than_describing() -> None:
-    rig = _rig()
-    describe = rig.context.admin.describe_topics
-    callers: list[str] = []
-    entered = threading.Event()
-
-    def slow_describe(*args: Any, **kwargs: Any) -> Any:
-        callers.append(threading.current_thread().name)
-        entered.set()
-        time.sleep(0.3)  # the offsets cycle reaches its listing meanwhile
-        return describe(*args, **kwargs)
-
-    rig.context.admin.describe_topics = slow_describe  # type: ignore[method-assign]
-    metadata = threading.Thread(target=rig.cycle, args=(rig.metadata, "metadata"), name="metadata")
-    metadata.start()
-    assert entered.wait(5)
-
-    run = rig.cycle()
-    metadata.join()
-
-    assert callers == ["metadata"], "described once, by the metadata run"
-    assert run.counts["partitions"] == 3 and run.counts["group_partitions"] == 4
-
-
-def test_with_no_metadata_run_under_way_the_offsets_cycle_describes_at_once() -> None:
-    rig = _rig()
-
-    started = time.monotonic()
-    run = rig.cycle()
-
-    assert time.monotonic() - started < 1, "no wait for a metadata run that is not there"
-    assert run.counts["partitions"] == 3

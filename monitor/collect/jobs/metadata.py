@@ -60,9 +60,8 @@ def build(ctx: ClusterContext) -> JobRun:
 
     def run(record: Run) -> None:
         nonlocal seen
-        with ctx.describing_topology():
-            topics = collect_metadata(record, ctx)
-            ctx.topology = Topology.of(topics, ctx.clock.now())
+        topics = collect_metadata(record, ctx)
+        ctx.topology = Topology.of(topics, ctx.clock.now())
         now_seen = frozenset(
             (t.name, p.partition, len(p.isr), p.offline)
             for t in topics

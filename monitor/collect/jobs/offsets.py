@@ -374,13 +374,9 @@ class OffsetsCollector:
         return groups
 
     def _topology(self) -> Topology:
-        """The allowed partitions: from the last metadata sample when recent (waiting for the
-        metadata run under way, if one is: the first runs of both jobs start together), else
-        described now."""
+        """The allowed partitions: from the last metadata sample when recent, else described now."""
         ctx = self._ctx
         topology = ctx.topology
-        if topology is None or ctx.clock.now() - topology.observed_at >= TOPOLOGY_STALE:
-            topology = ctx.await_topology(ctx.cluster.request_timeout_seconds)
         if topology is not None and ctx.clock.now() - topology.observed_at < TOPOLOGY_STALE:
             return topology
         ctx.topology = Topology.of(ctx.admin.describe_topics(ctx.allowed_topics()), ctx.clock.now())
@@ -546,5 +542,5 @@ JOB = CollectorJob(
         "record_timestamps",
         "data_loss_events",
     ),
-    first_run_in=0.0,  # beside the metadata job's first run: it waits for its topology
+    first_run_in=1.0,
 )
