@@ -79,8 +79,8 @@ async def _fetch_v8(client: Any, group_ids: list[str]) -> dict[str, list[Committ
     coordinators work on theirs while an answer is decoded."""
     coordinators: Mapping[str, int] = await client._find_coordinator_ids(group_ids)
     by_coordinator: dict[int, list[str]] = defaultdict(list)
-    for group_id in group_ids:
-        by_coordinator[coordinators[group_id]].append(group_id)
+    for group_id, node in coordinators.items():  # a group without a coordinator is not answered
+        by_coordinator[node].append(group_id)
     sent = [
         client._manager.send(offset_fetch_request(asked), node_id=node)
         for node, asked in by_coordinator.items()
