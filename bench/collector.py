@@ -156,8 +156,9 @@ STEPS: list[tuple[str, str]] = [
     ("db_batch", "6. write the batch (submit: transaction + commit)"),
     ("db_batch_sql", "   of which write_offsets_batch"),
     ("db_run", "run row (start insert, finish update)"),
+    ("db_history", "cold cycle's history rows (own thread, after its run, beside the next cycle)"),
 ]
-NESTED = {"db_batch_sql", "describe_groups"}
+NESTED = {"db_batch_sql", "describe_groups", "db_history"}
 
 
 def _log(message: str) -> None:
@@ -488,7 +489,9 @@ def instrument(collector: ClusterCollector, recorder: RunRecorder, writer: Buffe
     submit = writer.submit
 
     def timed_submit(label: str, rows: int, write: BufferedWriter.Write) -> bool:
-        key = "db_run" if label.endswith(":run") else "db_batch"
+        key = (
+            "db_run" if label.endswith(":run") else "db_history" if label.endswith(" history") else "db_batch"
+        )
         return timer.wrap(key, submit)(label, rows, write)
 
     writer.submit = timed_submit  # type: ignore[method-assign]

@@ -145,9 +145,20 @@ class CommitState:
         corrected = 0
         with self._lock:
             first = not self._seeded
+            touched = self._touched
             for group_id, offsets in answered.items():
                 fetched = {(c.topic, c.partition): c for c in offsets}
                 known = set(self._groups.get(group_id, ()))
+                if not known and not any(
+                    touched.get((group_id, t, p), float("-inf")) >= asked_at for t, p in fetched
+                ):
+                    # A group held for the first time (every group of the first snapshot): the
+                    # answer as it is, not one key at a time.
+                    if fetched:
+                        self._groups[group_id] = fetched
+                        self._sorted.pop(group_id, None)
+                    corrected += 0 if first else len(fetched)
+                    continue
                 for topic, partition in known | set(fetched):
                     if self._touched.get((group_id, topic, partition), float("-inf")) >= asked_at:
                         continue

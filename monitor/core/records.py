@@ -415,12 +415,18 @@ class OffsetsBatch:
     carried: CarriedGroupOffsets | None = None
     """Set when the group offsets that did not move are copied from the previous batch's rows
     rather than sent (None: every group offset is sent)."""
+    history_after: bool = False
+    """The group offsets go into the latest rows only; their history rows are written right
+    after, in a transaction of their own, from those latest rows (`OffsetsHistory`): the cold
+    cycle's lag is answered without waiting for its history."""
 
     def __post_init__(self) -> None:
         if self.sampled_at.tzinfo is None:
             raise ValueError("OffsetsBatch.sampled_at must be timezone-aware")
         if self.carried is not None and self.carried.since >= self.sampled_at:
             raise ValueError("OffsetsBatch.carried.since must be before the batch's sampled_at")
+        if self.carried is not None and self.history_after:
+            raise ValueError("OffsetsBatch.history_after cannot carry rows: they are all sent")
 
     @property
     def row_count(self) -> int:
@@ -433,6 +439,18 @@ class OffsetsBatch:
             + len(self.record_timestamps)
             + len(self.data_loss)
         )
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsHistory:
+    """The history rows (group_offsets) of an offsets batch written with `history_after`: copied
+    in the store from the latest group offset rows still sampled at `sampled_at`."""
+
+    cluster: str
+    sampled_at: datetime
+    run_id: int | None
+    rows: int
+    """How many rows the batch had (what the buffered writer bounds)."""
 
 
 IdentitySource = Literal["proxy", "token", "development", "cli"]

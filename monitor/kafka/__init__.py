@@ -25,7 +25,9 @@ DescribeLogDirs, which librdkafka lacks), and the group requests librdkafka's ad
 survive while a coordinator dies: `groups` (`GroupOffsetsClient`, OffsetFetch) and `describe`
 (`GroupDescribeClient`, DescribeGroups and ConsumerGroupDescribe, whose messages are in
 `messages`), behind `KafkaAdmin.committed_offsets` and `KafkaAdmin.describe_groups`; `probe`
-(`ProbeClient`: the end-to-end probe's topic, producer and consumer group).
+(`ProbeClient`: the end-to-end probe's topic, producer and consumer group). `wire` decodes the
+two big answers of a cycle (OffsetFetch v8 for `groups`, ListOffsets for `listoffsets`) straight
+from their bytes.
 
 `commit_stream` (`CommitStreamReader`) reads `__consumer_offsets` as it is written, decoded by
 `offsets_topic` (pure). Both it and `RecordTimestampReader` are a `consumer.ConsumerClient`: one

@@ -6,16 +6,28 @@ abort or crash the whole process (librdkafka issues 4605, 3663 and 5040; the fix
 released). Both were seen here when a broker was killed during a collection cycle, which is exactly
 when the monitor must keep running. kafka-python fails such a request with an exception instead,
 and it fetches the offsets of many groups in one OffsetFetch per coordinator (v8, Kafka 3.0+).
+
+The OffsetFetch v8 requests are sent here (`fetch_committed`) rather than by kafka-python's
+`list_group_offsets`: one request per coordinator, all sent at once rather than one after the
+other, and their answers decoded by `monitor.kafka.wire` straight into `CommittedOffset` records
+(kafka-python's objects, its `OffsetAndMetadata` dicts and the records made from them cost about
+0.09 CPU-s per 100 groups of 200 partitions). Brokers before Kafka 3.0 are asked through
+`list_group_offsets` (one group per request).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
+
+import kafka.errors
+from kafka.protocol.consumer.group import OffsetFetchRequest
 
 from monitor.core.records import CommittedOffset, Partial
 from monitor.kafka.pyclient import KafkaPythonClient, unavailable
 from monitor.kafka.translate import Outcome
+from monitor.kafka.wire import OFFSET_FETCH_VERSION, OffsetFetchAnswer, offset_fetch_request
 
 GROUPS_PER_REQUEST: Final = 100
 _UNAVAILABLE_IN_A_ROW: Final = 20
@@ -47,6 +59,42 @@ def _topic_partition(c: CommittedOffset) -> tuple[str, int]:
 def _epoch(meta: Any) -> int | None:
     epoch = getattr(meta, "leader_epoch", None)
     return int(epoch) if epoch is not None and int(epoch) >= 0 else None
+
+
+def fetch_committed(client: Any, group_ids: list[str]) -> dict[str, list[CommittedOffset]]:
+    """The committed offsets of `group_ids` through kafka-python's admin `client`, as its
+    `list_group_offsets` answers them: every group answered, or an exception (a coordinator that
+    did not answer, a group or one of its partitions that failed: kafka-python's error for its
+    code) for the whole call."""
+    manager = client._manager
+    if manager.broker_version_data.api_version(OffsetFetchRequest) < OFFSET_FETCH_VERSION:
+        answers: Mapping[str, Mapping[Any, Any]] = client.list_group_offsets(group_ids)
+        return {str(g): committed_of(str(g), offsets) for g, offsets in answers.items()}
+    found: dict[str, list[CommittedOffset]] = manager.run(_fetch_v8, client, group_ids)
+    return found
+
+
+async def _fetch_v8(client: Any, group_ids: list[str]) -> dict[str, list[CommittedOffset]]:
+    """One OffsetFetch v8 per coordinator, all sent before the first answer is awaited: the
+    coordinators work on theirs while an answer is decoded."""
+    coordinators: Mapping[str, int] = await client._find_coordinator_ids(group_ids)
+    by_coordinator: dict[int, list[str]] = defaultdict(list)
+    for group_id, node in coordinators.items():  # a group without a coordinator is not answered
+        by_coordinator[node].append(group_id)
+    sent = [
+        client._manager.send(offset_fetch_request(asked), node_id=node)
+        for node, asked in by_coordinator.items()
+    ]
+    found: dict[str, list[CommittedOffset]] = {}
+    for future in sent:
+        answer: OffsetFetchAnswer = await future
+        for group in answer.groups:
+            code = group.error_code or group.partition_error_code
+            if code:
+                where = "" if group.error_code else " on one of its partitions"
+                raise kafka.errors.for_code(code)(f"OffsetFetch failed for group {group.group_id!r}{where}")
+            found[group.group_id] = group.committed
+    return found
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
@@ -87,7 +135,7 @@ class GroupOffsetsClient(KafkaPythonClient):
                         outcome.unanswered(group_id, "not asked: the cluster had stopped answering")
                     continue
                 try:
-                    answers: Mapping[str, Mapping[Any, Any]] = client.list_group_offsets(chunk)
+                    answers = fetch_committed(client, chunk)
                 except Exception:
                     answers = {}
                     for group_id in chunk:
@@ -95,13 +143,13 @@ class GroupOffsetsClient(KafkaPythonClient):
                             outcome.unanswered(group_id, "not asked: the cluster had stopped answering")
                             continue
                         try:
-                            answers = {**answers, **client.list_group_offsets([group_id])}
+                            answers.update(fetch_committed(client, [group_id]))
                         except Exception as exc:
                             outcome.failure(group_id, exc)
                             in_a_row = in_a_row + 1 if unavailable(exc) else 0
                             stale = stale or unavailable(exc)
-                for group_id, offsets in answers.items():
-                    value[str(group_id)] = committed_of(str(group_id), offsets)
+                for group_id, committed in answers.items():
+                    value[group_id] = committed
                     outcome.success()
                     in_a_row = 0
             failure = outcome.unreachable()

@@ -6,7 +6,8 @@ own, and at 10,000 partitions the futures, their `TopicPartition`s and result ob
 0.6 CPU-seconds a cycle, two thirds of the step's wall time (measured on the local benchmark:
 0.65 s and 0.68 CPU-s against 0.1 s and 0.06-0.1 CPU-s for the same offsets asked here). A
 ListOffsets request names many partitions of one leader and gets one answer with an error code
-per partition, which is all the collector needs.
+per partition, which is all the collector needs; its answer is decoded by `monitor.kafka.wire`
+straight into (error code, offset, timestamp) per partition.
 
 The requests of one call, all sent at once:
 
@@ -53,6 +54,7 @@ from kafka.protocol.metadata import MetadataRequest
 from monitor.core.records import EndOffsetHeldBack, PartitionOffsets, TopicPartition
 from monitor.kafka.pyclient import KafkaPythonClient, unavailable
 from monitor.kafka.translate import FUTURE_GRACE_SECONDS, is_end_offset_held_back, reason
+from monitor.kafka.wire import LIST_OFFSETS_MAX_VERSION, ListOffsets, ListOffsetsAnswer
 
 PARTITIONS_PER_REQUEST: Final = 5000
 """Partitions per ListOffsets request: one request stays about 100 KB and one answer about 200 KB."""
@@ -115,11 +117,12 @@ def _request(keys: Sequence[TopicPartition], spec: int) -> Any:
     topics: dict[str, list[Any]] = defaultdict(list)
     for topic, partition in keys:
         topics[topic].append(_Partition(partition_index=partition, timestamp=spec, current_leader_epoch=-1))
-    return ListOffsetsRequest(
+    return ListOffsets(
         replica_id=-1,
         isolation_level=0,
         topics=[_Topic(name=name, partitions=parts) for name, parts in topics.items()],
         min_version=_MIN_VERSION[spec],
+        max_version=LIST_OFFSETS_MAX_VERSION,
     )
 
 
@@ -230,14 +233,8 @@ class _Round:
                         for key in keys:
                             self.replies[spec][key] = failure
                     continue
-                for topic in response.topics:
-                    name = str(topic.name)
-                    for p in topic.partitions:
-                        replies[(name, int(p.partition_index))] = (
-                            int(p.error_code),
-                            int(p.offset),
-                            int(p.timestamp),
-                        )
+                answer: ListOffsetsAnswer = response
+                replies.update(answer.replies)
                 for key in keys:
                     replies.setdefault(key, NoAnswer(f"broker {leader} left it out of its answer"))
 

@@ -4,6 +4,7 @@ server stop and start."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -33,6 +34,7 @@ from monitor.core.records import (
     LogDirReplica,
     LogDirUsage,
     OffsetsBatch,
+    OffsetsHistory,
     PartitionOffsets,
     PartitionSample,
     RecordTimestamp,
@@ -53,6 +55,7 @@ from monitor.store.samples import (
     write_commit_observations,
     write_log_dirs,
     write_offsets_batch,
+    write_offsets_history,
 )
 from tests.fixtures.postgres import DEFAULT_TEST_PORT, PgServer
 
@@ -502,6 +505,44 @@ def test_a_carried_batch_replayed_sends_every_sample(engine: Engine) -> None:
         write_offsets_batch(conn, second, idempotent=True)
     with engine.connect() as conn:
         assert _history_groups(conn, "carry-replay", second.sampled_at) == _expected_groups(second)
+
+
+def test_a_cold_batch_answers_from_the_latest_rows_and_its_history_follows(engine: Engine) -> None:
+    cluster = "history-after"
+    first = dataclasses.replace(_offsets_batch(cluster, 0), history_after=True)
+    history = OffsetsHistory(cluster, first.sampled_at, None, len(first.group_offsets))
+    with engine.begin() as conn:
+        counts = write_offsets_batch(conn, first)
+    assert counts["group_offsets"] == 0 and counts["latest_group_offsets"] == len(first.group_offsets)
+    with engine.connect() as conn:
+        # Between the two transactions a reader finds every lag, and no history row yet.
+        assert {key: values[:-1] for key, values in _latest_groups(conn, cluster).items()} == (
+            _expected_groups(first)
+        )
+        assert _count(conn, "group_offsets", cluster) == 0
+
+    with engine.begin() as conn:
+        assert write_offsets_history(conn, history) == len(first.group_offsets)
+        # A replay of it is a no-op.
+        assert write_offsets_history(conn, history, idempotent=True) == 0
+    with engine.connect() as conn:
+        assert _history_groups(conn, cluster, first.sampled_at) == _expected_groups(first)
+
+    # The next batch carries from those latest rows as from any written batch's.
+    second = _carried_cycle(cluster, first, first.sampled_at)
+    with engine.begin() as conn:
+        counts = write_offsets_batch(conn, second)
+    assert counts["group_offsets_carried"] == (GROUPS - 1) * TOPICS * PARTITIONS - PARTITIONS
+    with engine.connect() as conn:
+        assert _history_groups(conn, cluster, second.sampled_at) == _expected_groups(second)
+        assert _history_groups(conn, cluster, first.sampled_at) == _expected_groups(first)
+
+
+def test_a_batch_cannot_both_carry_and_leave_its_history_for_after() -> None:
+    first = _offsets_batch("history-after-carried", 0)
+    second = _carried_cycle("history-after-carried", first, first.sampled_at)
+    with pytest.raises(ValueError, match="history_after cannot carry rows"):
+        dataclasses.replace(second, history_after=True)
 
 
 def test_collector_reads_round_trip(

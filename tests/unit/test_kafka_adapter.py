@@ -650,13 +650,17 @@ def test_a_request_fails_only_when_nothing_answered_and_the_cluster_did_not(
 
 
 class FakeOffsetFetch:
-    """kafka-python's `list_group_offsets`: groups whose coordinator is "down" fail every call
-    that includes them (as kafka-python does: one coordinator failing fails the call)."""
+    """kafka-python's `list_group_offsets` against a broker before Kafka 3.0 (no OffsetFetch v8:
+    the monitor's own v8 requests are tested in test_offset_fetch.py): groups whose coordinator
+    is "down" fail every call that includes them (as kafka-python does: one coordinator failing
+    fails the call)."""
 
     def __init__(self, down: set[str] | None = None, refused: set[str] | None = None) -> None:
         self.down = down or set()
         self.refused = refused or set()
         self.calls: list[list[str]] = []
+        versions = SimpleNamespace(api_version=lambda request: 7)
+        self._manager = SimpleNamespace(broker_version_data=versions)
 
     def list_group_offsets(self, groups: list[str]) -> dict[str, dict[Any, Any]]:
         self.calls.append(list(groups))

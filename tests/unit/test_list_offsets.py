@@ -22,6 +22,7 @@ from monitor.core.records import PartitionOffsets, TopicPartition
 from monitor.core.settings import ClusterConfig
 from monitor.kafka import KafkaAdmin
 from monitor.kafka.listoffsets import EARLIEST, LATEST, MAX_TIMESTAMP, plan_requests
+from monitor.kafka.wire import ListOffsetsAnswer
 from tests.fixtures.kafka_python import FakeConnectionManager
 
 KINDS = {EARLIEST: "earliest", LATEST: "latest", MAX_TIMESTAMP: "max_timestamp"}
@@ -74,12 +75,9 @@ class Brokers(FakeConnectionManager):
             await asyncio.sleep(3600)
         if node in self.down:
             raise kafka.errors.KafkaConnectionError("Node not connected")
-        topics: dict[str, list[SimpleNamespace]] = {}
-        for topic, partition in keys:
-            topics.setdefault(topic, []).append(self._partition(topic, partition, kind, node))
-        return SimpleNamespace(topics=[SimpleNamespace(name=t, partitions=ps) for t, ps in topics.items()])
+        return ListOffsetsAnswer(0, {key: self._partition(*key, kind, node) for key in keys})
 
-    def _partition(self, topic: str, partition: int, kind: str, node: int | None) -> SimpleNamespace:
+    def _partition(self, topic: str, partition: int, kind: str, node: int | None) -> tuple[int, int, int]:
         key = (topic, partition)
         code = self.codes.get((key, kind), 0)
         if self.leaders.get(key) != node:
@@ -92,7 +90,7 @@ class Brokers(FakeConnectionManager):
         }[kind]
         if code:
             offset, timestamp = -1, -1
-        return SimpleNamespace(partition_index=partition, error_code=code, offset=offset, timestamp=timestamp)
+        return (code, offset, timestamp)
 
     def _metadata(self, topics: list[str]) -> SimpleNamespace:
         answer = []

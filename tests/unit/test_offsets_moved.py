@@ -6,7 +6,7 @@ cluster, with the recording writer of the failure-policy tests."""
 from __future__ import annotations
 
 from monitor.core.clock import to_millis
-from monitor.core.records import METHOD_EXACT, METHOD_NONE
+from monitor.core.records import METHOD_EXACT, METHOD_NONE, OffsetsHistory
 from tests.unit.test_collect_failure_policy import T0, Rig
 
 
@@ -156,3 +156,36 @@ def test_the_run_counts_the_group_offsets_sent() -> None:
     assert rig.cycle().counts["group_offsets_sent"] == 4
     rig.kafka.commit("billing", {("orders", 1): 6})
     assert rig.cycle().counts["group_offsets_sent"] == 1
+
+
+def test_the_first_cycle_writes_its_history_rows_after_the_answer_and_before_the_next_batch() -> None:
+    rig = _rig()
+    rig.context.run_soon = lambda job: True
+
+    first = rig.cycle()
+    cold = rig.batch()
+    second = rig.cycle()
+
+    assert cold.history_after and cold.carried is None
+    assert first.counts["history_after"] == 4 and second.counts["history_after"] == 0
+    labels = [label for label, _ in rig.writer.writes if "offsets" in label]
+    assert labels == ["prod:offsets", "prod:offsets history", "prod:offsets"], "in this order"
+    history = next(
+        cell.cell_contents
+        for _, write in rig.writer.writes
+        for cell in write.__closure__ or ()
+        if isinstance(cell.cell_contents, OffsetsHistory)
+    )
+    assert (history.cluster, history.sampled_at, history.rows) == ("prod", cold.sampled_at, 4)
+    batch = rig.batch()
+    assert not batch.history_after
+    assert batch.carried is not None and batch.carried.since == cold.sampled_at
+
+
+def test_a_later_cycle_or_one_that_cannot_ask_for_the_next_writes_its_history_with_it() -> None:
+    rig = _rig()  # no run_soon: the first cycle is not a cold one
+
+    first = rig.cycle()
+
+    assert not rig.batch().history_after and first.counts["history_after"] == 0
+    assert [label for label, _ in rig.writer.writes if "offsets" in label] == ["prod:offsets"]

@@ -28,7 +28,10 @@ look ahead of the end it is compared with, DOMAIN.md section 1):
 
 Cold start: the first cycle after a start answers the lag of every group-partition before
 anything else: when the next cycle can be asked for at once (`ClusterContext.run_soon`, the
-daemon), it reads no append time and no history, writes, and asks for it. Until a cycle leaves
+daemon), it reads no append time and no history, writes the latest rows (the answer), and asks
+for it; the history rows of its group offsets follow in a transaction of their own, copied from
+those latest rows on a thread of the job, while the run has ended (counted in `history_after`;
+the next batch waits for them). Until a cycle leaves
 no append time unread, the run counts those still to read in `filling` (shown on /collection)
 and asks for the next cycle at once.
 
@@ -50,7 +53,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -72,6 +75,7 @@ from monitor.core.records import (
     GroupOffsetSample,
     ListedOffsets,
     OffsetsBatch,
+    OffsetsHistory,
     Partial,
     PartitionOffsets,
     PartitionSample,
@@ -80,7 +84,7 @@ from monitor.core.records import (
 )
 from monitor.store.buffer import BufferedWriter, is_unavailable
 from monitor.store.runs import Run
-from monitor.store.samples import write_offsets_batch
+from monitor.store.samples import write_offsets_batch, write_offsets_history
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +128,10 @@ class OffsetsCollector:
         # Describing the groups runs beside steps 2 and 3 on a thread kept from cycle to cycle.
         self._describer = ThreadPoolExecutor(1, thread_name_prefix=f"describe-{context.cluster.name}")
         context.closers.append(lambda: self._describer.shutdown(wait=False))
+        # The cold cycle's history rows are written on a thread of their own (`history_after`).
+        self._historian = ThreadPoolExecutor(1, thread_name_prefix=f"history-{context.cluster.name}")
+        self._history: Future[bool] | None = None
+        context.closers.append(lambda: self._historian.shutdown(wait=False))
         self.critical_changed = False
         """The last cycle saw a group newly fallen off the log, or the set of partitions under
         min ISR change: inputs of critical rules."""
@@ -192,9 +200,13 @@ class OffsetsCollector:
             group_offsets=group_samples,
             record_timestamps=fresh,
             data_loss=losses,
-            carried=self._carried(sampled_now, gone, now),
+            carried=None if cold else self._carried(sampled_now, gone, now),
+            history_after=cold,
         )
+        self._await_history()
         written = ctx.writer.submit(f"{ctx.cluster.name}:offsets", batch.row_count, _writer_for(batch))
+        if cold:
+            self._write_history_after(batch)
         self._remember_samples(sampled_now, gone, partition_samples, now if written else None)
         # After the batch: the observation times go into the latest group offset rows it wrote.
         record_observations(ctx, observations)
@@ -221,6 +233,24 @@ class OffsetsCollector:
         run.count("buffer_dropped_rows_total", ctx.writer.dropped_rows)
         run.count("store_reads_skipped", skipped)
         run.count("filling", filling)
+        run.count("history_after", len(group_samples) if cold else 0)
+
+    def _write_history_after(self, batch: OffsetsBatch) -> None:
+        """The cold batch's history rows, from its latest rows, in a transaction of their own on
+        the history thread: the run ends (its lag answered) without waiting for them. Through the
+        buffered writer, after the batch, so an outage queues them behind it."""
+        history = OffsetsHistory(batch.cluster, batch.sampled_at, batch.run_id, len(batch.group_offsets))
+        label = f"{self._ctx.cluster.name}:offsets history"
+        self._history = self._historian.submit(
+            self._ctx.writer.submit, label, history.rows, _history_writer_for(history)
+        )
+
+    def _await_history(self) -> None:
+        """The previous cold batch's history rows are written (or queued) before the next batch,
+        which moves the latest rows they are copied from."""
+        pending, self._history = self._history, None
+        if pending is not None:
+            pending.result()
 
     def _previous_commits(self) -> dict[lag.GroupKey, int]:
         """The committed offsets of the previous cycle that answered them, by key: made only for
@@ -487,6 +517,13 @@ def _count_samples(run: Run, samples: Iterable[GroupOffsetSample]) -> None:
 def _writer_for(batch: OffsetsBatch) -> BufferedWriter.Write:
     def write(conn: Connection, replay: bool) -> object:
         return write_offsets_batch(conn, batch, idempotent=replay)
+
+    return write
+
+
+def _history_writer_for(history: OffsetsHistory) -> BufferedWriter.Write:
+    def write(conn: Connection, replay: bool) -> object:
+        return write_offsets_history(conn, history, idempotent=replay)
 
     return write
 

@@ -3,7 +3,8 @@
 
 - `offsets`: partition_offsets, group_offsets, group_states, commit_observations, group_members,
   record_timestamps and data_loss_events, and the latest_partition_offsets and
-  latest_group_offsets they keep current (`write_offsets_batch`, `write_commit_observations`);
+  latest_group_offsets they keep current (`write_offsets_batch`, `write_offsets_history`,
+  `write_commit_observations`);
 - `disks`: log_dir_sizes and broker_disks (`write_log_dirs`);
 - `probes`: probe_samples (`write_probe`);
 - `configs`: the topic_configs history (`record_topic_configs`);
@@ -25,7 +26,11 @@ from __future__ import annotations
 
 from monitor.store.samples.configs import record_topic_configs
 from monitor.store.samples.disks import write_log_dirs
-from monitor.store.samples.offsets import write_commit_observations, write_offsets_batch
+from monitor.store.samples.offsets import (
+    write_commit_observations,
+    write_offsets_batch,
+    write_offsets_history,
+)
 from monitor.store.samples.probes import write_probe
 from monitor.store.samples.recall import (
     RecordKey,
@@ -48,5 +53,6 @@ __all__ = [
     "write_commit_observations",
     "write_log_dirs",
     "write_offsets_batch",
+    "write_offsets_history",
     "write_probe",
 ]

@@ -19,6 +19,7 @@ from monitor.core.records import (
     DataLossEvent,
     GroupOffsetSample,
     OffsetsBatch,
+    OffsetsHistory,
     RecordTimestamp,
 )
 from monitor.store.ingest import copy_rows
@@ -72,7 +73,8 @@ def write_offsets_batch(conn: Connection, batch: OffsetsBatch, *, idempotent: bo
     """Write one offsets cycle; return the number of rows written (inserted or updated) per table.
 
     - appends to partition_offsets, group_offsets, group_states and commit_observations;
-    - upserts latest_partition_offsets and latest_group_offsets: a latest group row takes
+    - upserts latest_partition_offsets and latest_group_offsets (a batch with `history_after`
+      leaves its group_offsets rows to `write_offsets_history`): a latest group row takes
       last_commit_observed_at from this batch's commit observation of its key and keeps the one
       it had otherwise (an observation of a key without a group offset here is only appended);
     - replaces the members of the batch's groups;
@@ -105,6 +107,18 @@ def write_offsets_batch(conn: Connection, batch: OffsetsBatch, *, idempotent: bo
             conn, _LOSSES, [_loss_row(e) for e in batch.data_loss], _INSERT_LOSSES, params
         )
     return counts
+
+
+def write_offsets_history(conn: Connection, history: OffsetsHistory, *, idempotent: bool = False) -> int:
+    """The history rows (group_offsets) of a batch written with `history_after`, copied from the
+    latest group offset rows still sampled at its time; returns how many. A latest row a later
+    batch has already moved on is not copied (the writer keeps batches in order, and the
+    offsets job writes this before its next batch, so that only happens when another writer
+    replaced the row). `idempotent` makes a replay a no-op. Does not commit."""
+    params = {"cluster": history.cluster, "at": history.sampled_at, "run_id": history.run_id}
+    with conn.begin_nested():
+        ensure_days(conn, {"group_offsets": {day_of(history.sampled_at)}})
+        return rowcount(conn, _INSERT_HISTORY_FROM_LATEST + on_conflict(idempotent), params)
 
 
 def write_commit_observations(
@@ -196,6 +210,10 @@ def _write_group_offsets(
     if not batch.group_offsets:
         return {"group_offsets": 0, "latest_group_offsets": 0, "group_offsets_carried": 0}
     observed = _newest_commits(batch.commit_observations)
+    if batch.history_after:
+        with staged(conn, _GROUP_OFFSETS, _group_rows(batch.group_offsets, observed)):
+            latest = rowcount(conn, _UPSERT_LATEST_GROUP_OFFSETS, params)
+        return {"group_offsets": 0, "latest_group_offsets": latest, "group_offsets_carried": 0}
     carried = None if idempotent else batch.carried
     if carried is not None:
         try:
@@ -430,6 +448,14 @@ SELECT c.cluster, c.group_id, c.topic, c.partition, :at, c.committed_offset, c.l
        c.end_offset, c.start_offset, c.lag, c.lag_clamped, c.committed_timestamp, c.consumed_timestamp,
        c.timestamp_method, c.timestamp_error_ms, :run_id
 FROM carried AS c"""
+
+_INSERT_HISTORY_FROM_LATEST = f"""
+INSERT INTO group_offsets (cluster, group_id, topic, partition, sampled_at, {_GROUP_VALUES}, run_id)
+SELECT l.cluster, l.group_id, l.topic, l.partition, l.sampled_at, l.committed_offset, l.leader_epoch,
+       l.end_offset, l.start_offset, l.lag, l.lag_clamped, l.committed_timestamp, l.consumed_timestamp,
+       l.timestamp_method, l.timestamp_error_ms, :run_id
+FROM latest_group_offsets AS l
+WHERE l.cluster = :cluster AND l.sampled_at = :at"""
 
 _INSERT_COMMITS = f"""
 INSERT INTO commit_observations (

@@ -1,0 +1,126 @@
+"""Committed offsets over OffsetFetch v8 (`monitor.kafka.groups`): one request per coordinator, all
+sent at once, answered with kafka-python's encoding of the answer and decoded by
+`monitor.kafka.wire`, and the failure policy of `GroupOffsetsClient` over them.
+
+Nothing here connects to a broker (kafka-python's connection manager is faked on asyncio).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import kafka.errors
+from kafka.protocol.consumer.group import OffsetFetchResponse
+
+from monitor.core.records import CommittedOffset
+from monitor.core.settings import ClusterConfig
+from monitor.kafka.groups import GroupOffsetsClient, fetch_committed
+from monitor.kafka.wire import decode_offset_fetch
+from tests.fixtures.kafka_python import FakeConnectionManager
+
+_Group = OffsetFetchResponse.OffsetFetchResponseGroup
+_Topic = _Group.OffsetFetchResponseTopics
+_Partition = _Topic.OffsetFetchResponsePartitions
+
+
+@dataclass
+class Coordinators(FakeConnectionManager):
+    """Brokers coordinating groups `g<n>` (broker n % 3): each group committed offset n on
+    partition 0 of topic "t" and none on partition 1. Groups in `refused` answer
+    GROUP_AUTHORIZATION_FAILED; brokers in `down` refuse the connection."""
+
+    refused: set[str] = field(default_factory=set)
+    down: set[int] = field(default_factory=set)
+    sent: list[tuple[int | None, int, list[str]]] = field(default_factory=list)
+    in_flight: int = 0
+    most_in_flight: int = 0
+    broker_version_data: Any = field(default_factory=lambda: SimpleNamespace(api_version=lambda request: 10))
+
+    async def _answer(self, request: Any, node: int | None) -> Any:
+        groups = [str(g.group_id) for g in request.groups]
+        self.sent.append((node, int(request.API_VERSION or request._max_version), groups))
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await asyncio.sleep(0.02)
+        self.in_flight -= 1
+        if node in self.down:
+            raise kafka.errors.KafkaConnectionError("Node not connected")
+        answer = OffsetFetchResponse(throttle_time_ms=0, groups=[self._group(g) for g in groups])
+        return decode_offset_fetch(answer.encode(version=8), 8)
+
+    def _group(self, group_id: str) -> Any:
+        if group_id in self.refused:
+            return _Group(
+                group_id=group_id, error_code=kafka.errors.GroupAuthorizationFailedError.errno, topics=[]
+            )
+        n = int(group_id[1:])
+        partitions = [
+            _Partition(
+                partition_index=p, committed_offset=o, committed_leader_epoch=-1, metadata="", error_code=0
+            )
+            for p, o in ((0, n), (1, -1))
+        ]
+        return _Group(group_id=group_id, error_code=0, topics=[_Topic(name="t", partitions=partitions)])
+
+
+def client_of(brokers: Coordinators) -> Any:
+    async def find_coordinator_ids(group_ids: list[str]) -> dict[str, int]:
+        return {g: int(g[1:]) % 3 for g in group_ids}
+
+    return SimpleNamespace(_manager=brokers, _find_coordinator_ids=find_coordinator_ids, close=lambda: None)
+
+
+def offsets_client(brokers: Coordinators) -> GroupOffsetsClient:
+    client = GroupOffsetsClient(ClusterConfig(name="fake", bootstrap_servers=["127.0.0.1:9"]))
+    client._client = client_of(brokers)
+    client.start()
+    return client
+
+
+def test_one_request_per_coordinator_all_in_flight_at_once() -> None:
+    brokers = Coordinators()
+    groups = [f"g{i}" for i in range(9)]
+
+    found = fetch_committed(client_of(brokers), groups)
+
+    assert sorted((node, asked) for node, _, asked in brokers.sent) == [
+        (0, ["g0", "g3", "g6"]),
+        (1, ["g1", "g4", "g7"]),
+        (2, ["g2", "g5", "g8"]),
+    ]
+    assert brokers.most_in_flight == 3
+    assert found == {g: [CommittedOffset(g, "t", 0, int(g[1:]), leader_epoch=None)] for g in groups}
+
+
+def test_the_requests_are_offset_fetch_v8() -> None:
+    brokers = Coordinators()
+
+    fetch_committed(client_of(brokers), ["g1"])
+
+    assert [version for _, version, _ in brokers.sent] == [8]
+
+
+def test_a_refused_group_fails_alone_and_keeps_the_client() -> None:
+    client = offsets_client(Coordinators(refused={"g4"}))
+
+    result = client.committed_offsets([f"g{i}" for i in range(6)])
+
+    assert set(result.value) == {"g0", "g1", "g2", "g3", "g5"}
+    assert result.value["g5"] == [CommittedOffset("g5", "t", 0, 5)]
+    assert set(result.errors) == {"g4"}
+    assert "GroupAuthorizationFailedError" in result.errors["g4"]
+    assert client._client is not None
+
+
+def test_a_dead_coordinator_fails_its_own_groups_and_the_next_call_connects_afresh() -> None:
+    client = offsets_client(Coordinators(down={2}))
+
+    result = client.committed_offsets([f"g{i}" for i in range(6)])
+
+    assert set(result.value) == {"g0", "g1", "g3", "g4"}
+    assert set(result.errors) == {"g2", "g5"}
+    assert "KafkaConnectionError" in result.errors["g2"]
+    assert client._client is None, "kafka-python keeps a group's coordinator for its client's lifetime"
