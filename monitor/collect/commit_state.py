@@ -160,7 +160,7 @@ class CommitState:
                     corrected += 0 if first else len(fetched)
                     continue
                 for topic, partition in known | set(fetched):
-                    if self._touched.get((group_id, topic, partition), float("-inf")) >= asked_at:
+                    if touched.get((group_id, topic, partition), float("-inf")) >= asked_at:
                         continue
                     record = fetched.get((topic, partition))
                     value = record.offset if record is not None else None

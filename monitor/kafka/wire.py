@@ -197,7 +197,8 @@ def _offset_fetch_v8(data: bytes) -> tuple[OffsetFetchAnswer, int]:
 
 
 def decode_offset_fetch(data: bytes, version: int) -> OffsetFetchAnswer:
-    """its answer an `OffsetFetchAnswer` (raises MalformedAnswer)."""
+    """An OffsetFetch answer of `version` (its body, after the header) as an `OffsetFetchAnswer`;
+    MalformedAnswer for bytes that are not one."""
     if version not in (8, 9):  # v9 answers as v8; v10 names topics by id
         raise MalformedAnswer(f"OffsetFetch v{version} is not decoded here (only v8 and v9)")
     answer: OffsetFetchAnswer = _whole(f"OffsetFetch v{version}", data, _offset_fetch_v8)
@@ -245,7 +246,8 @@ _LIST_OFFSETS: Final = {v: _list_offsets(v) for v in range(1, LIST_OFFSETS_MAX_V
 
 
 def decode_list_offsets(data: bytes, version: int) -> ListOffsetsAnswer:
-    """its answer a `ListOffsetsAnswer` (raises MalformedAnswer)."""
+    """A ListOffsets answer of `version` (its body, after the header) as a `ListOffsetsAnswer`;
+    MalformedAnswer for bytes that are not one."""
     decode = _LIST_OFFSETS.get(version)
     if decode is None:
         raise MalformedAnswer(
@@ -311,7 +313,9 @@ def _decoded_here(request: Any, response: Any, decode: Callable[[bytes, int], An
 
     def body(namespace: dict[str, Any]) -> None:
         namespace.update(
-            __slots__=(), with_header=with_header, __doc__=f"{request.__name__}, {decode.__doc__}"
+            __slots__=(),
+            with_header=with_header,
+            __doc__=f"{request.__name__}, its answer decoded by {__name__}.{decode.__name__}",
         )
 
     return types.new_class(request.__name__, (request,), {"init": False}, body)
