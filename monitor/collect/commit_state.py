@@ -27,6 +27,9 @@ class CommitState:
         self._sorted: dict[str, list[CommittedOffset]] = {}
         """Each group's offsets as `committed` answers them, for the groups unchanged since."""
         self._touched: dict[GroupKey, float] = {}
+        self._group_touched: dict[str, float] = {}
+        """The newest of each group's `_touched` times: most groups of a reconciliation were not
+        touched since it asked, which this answers without looking at each of their keys."""
         self._observed_at: dict[GroupKey, int] = {}
         """The commit time of the last observation of each key the stream made."""
         self._positioned = False
@@ -64,6 +67,7 @@ class CommitState:
             self._groups.clear()
             self._sorted.clear()
             self._touched.clear()
+            self._group_touched.clear()
             self._observed_at.clear()
 
     def _offset(self, group_id: str, topic: str, partition: int) -> int | None:
@@ -99,6 +103,7 @@ class CommitState:
             for c in commits:
                 key = (c.group_id, c.topic, c.partition)
                 self._touched[key] = touched_at
+                self._group_touched[c.group_id] = touched_at
                 if c.offset is None:
                     self._set(c.group_id, c.topic, c.partition, None)
                     self._observed_at.pop(key, None)
@@ -130,6 +135,8 @@ class CommitState:
             for group_id in gone:
                 offsets = self._groups.pop(group_id, None)
                 self._sorted.pop(group_id, None)
+                if offsets:
+                    self._group_touched[group_id] = touched_at
                 for topic, partition in offsets or ():
                     key = (group_id, topic, partition)
                     self._observed_at.pop(key, None)
@@ -149,9 +156,7 @@ class CommitState:
             for group_id, offsets in answered.items():
                 fetched = {(c.topic, c.partition): c for c in offsets}
                 known = set(self._groups.get(group_id, ()))
-                if not known and not any(
-                    touched.get((group_id, t, p), float("-inf")) >= asked_at for t, p in fetched
-                ):
+                if not known and self._group_touched.get(group_id, float("-inf")) < asked_at:
                     # A group held for the first time (every group of the first snapshot): the
                     # answer as it is, not one key at a time.
                     if fetched:

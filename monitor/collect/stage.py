@@ -29,6 +29,7 @@ from monitor.collect.context import ClusterContext, JobRun
 from monitor.collect.jobs import JOBS
 from monitor.core.clock import Clock
 from monitor.core.errors import MonitorError, StoreUnavailableError
+from monitor.core.gc_pause import gc_paused
 from monitor.core.scheduler import Scheduler
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
 from monitor.kafka import CommitStreamReader, KafkaAdmin, LogDirClient, ProbeClient, RecordTimestampReader
@@ -128,7 +129,7 @@ class ClusterCollector:
         runner = self.runners.get(job)
         if runner is None:
             raise ValueError(f"no collector job {job!r}; the jobs are {', '.join(sorted(self.runners))}")
-        with self._recorder.run(self.cluster.name, job) as record:
+        with self._recorder.run(self.cluster.name, job) as record, gc_paused():
             runner(record)
         if self.context.on_sample is not None:  # the run and its samples are in the store now
             self.context.on_sample(self.cluster.name)

@@ -287,6 +287,18 @@ def test_reconciling_keeps_what_the_stream_saw_after_the_fetch_was_asked() -> No
     assert [(c.partition, c.offset) for c in state.committed(["g"])["g"]] == [(0, 9), (2, 3)]
 
 
+def test_reconciling_keeps_a_deletion_the_stream_saw_after_the_fetch_was_asked() -> None:
+    state = CommitState()
+    state.positioned_at_end()
+    state.reconcile({"other": [CommittedOffset("other", "t", 0, 1)]}, asked_at=0.0)
+    asked_at = time.monotonic()
+    state.apply([OffsetCommitRecord("g", "t", 0, None)], now_ms=2)  # g's offset deleted meanwhile
+
+    state.reconcile({"g": [CommittedOffset("g", "t", 0, 5), CommittedOffset("g", "t", 1, 7)]}, asked_at)
+
+    assert [(c.partition, c.offset) for c in state.committed(["g"])["g"]] == [(1, 7)]
+
+
 def test_the_offsets_of_groups_that_did_not_commit_are_the_same_records_from_cycle_to_cycle() -> None:
     state = CommitState()
     state.positioned_at_end()

@@ -125,9 +125,10 @@ class OffsetsCollector:
         self._written_at: datetime | None = None  # when the previous batch was written, if it was
         self._cold = True  # the first cycle after a start leaves the append times for the next
         self._filling = True  # until a cycle leaves no append time to read
-        # Describing the groups runs beside steps 2 and 3 on a thread kept from cycle to cycle.
-        self._describer = ThreadPoolExecutor(1, thread_name_prefix=f"describe-{context.cluster.name}")
-        context.closers.append(lambda: self._describer.shutdown(wait=False))
+        # Describing the groups and listing the partitions' offsets run beside the committed
+        # offsets (steps 1-3), on threads kept from cycle to cycle.
+        self._beside = ThreadPoolExecutor(2, thread_name_prefix=f"offsets-{context.cluster.name}")
+        context.closers.append(lambda: self._beside.shutdown(wait=False))
         # The cold cycle's history rows are written on a thread of their own (`history_after`).
         self._historian = ThreadPoolExecutor(1, thread_name_prefix=f"history-{context.cluster.name}")
         self._history: Future[bool] | None = None
@@ -310,12 +311,18 @@ class OffsetsCollector:
         # Describing the groups needs nothing else of the cycle: it runs beside steps 2 and 3 (on
         # its own client), which saves its time (0.6 s for 500 groups) from every cycle. Should
         # step 2 or 3 fail the cycle, the description ends on its own, before the next one.
-        describing = self._describer.submit(admin.describe_groups, group_ids)
-        committed_result, streamed = self._committed(run, group_ids)
+        describing = self._beside.submit(admin.describe_groups, group_ids)
         topology = self._topology()
-        # The max timestamps are asked only of the partitions that moved since the previous
+        # Step 3 needs nothing of step 2 either (its own client again): the partitions' offsets
+        # are listed while the coordinators answer OffsetFetch, which saves the shorter of the
+        # two (0.5 s at 100,000 group-partitions) from a cycle that asks them, the first above
+        # all. The max timestamps are asked only of the partitions that moved since the previous
         # listing: the others keep theirs (`monitor.kafka.listoffsets`).
-        listed = admin.list_offsets(topology.partitions, topology.leaders, self._previous_listing[0])
+        listing = self._beside.submit(
+            admin.list_offsets, topology.partitions, topology.leaders, self._previous_listing[0]
+        )
+        committed_result, streamed = self._committed(run, group_ids)
+        listed = listing.result()
         # A broker that just died can leave every group request of this cycle unanswered (its
         # coordinators have not moved yet); the partitions on the other brokers are still
         # sampled, and the run is partial rather than failed.
