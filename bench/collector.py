@@ -37,8 +37,8 @@ while this process commits one offset a second and times how long each takes to 
 store (commit observations), and the measuring process's CPU seconds per minute. Each cycle reports
 its wall time, the counts of its `collection_runs` row and where its time went (the collector's
 calls into Kafka and PostgreSQL, timed by wrapping them in the measuring process); --profile also
-writes a cProfile of every cycle to bench/results/. Every exact timestamp written for a lagging
-group is checked against the known record times.
+writes a cProfile of the metadata job and of every cycle to bench/results/. Every exact timestamp
+written for a lagging group is checked against the known record times.
 
 Prints Markdown tables on stdout (progress on stderr) and writes bench/results/collector.json
 and collector.md. Kafka and PostgreSQL run in their own processes and are not in the RSS.
@@ -576,7 +576,10 @@ def worker() -> int:
     started = time.perf_counter()
     if spec["commit_stream"]:
         collector.run("commits")  # starts the stream's thread, as the daemon's first run does
-    collector.run("metadata")
+    if spec["profile"]:
+        profile_call(Path(spec["profile"]) / f"collector-{spec['size']}-metadata", collector.run, "metadata")
+    else:
+        collector.run("metadata")
     metadata = {
         "seconds": time.perf_counter() - started,
         "run": last_run(engine, cluster.name, "metadata"),
@@ -597,23 +600,17 @@ def worker() -> int:
                 send("churn", before_cycle=len(cycles) + 1)
                 wait_go()
         number = len(cycles) + 1
-        profile = cProfile.Profile() if spec["profile"] else None
         started = time.perf_counter()
         if spec["commit_stream"]:
             collector.run("commits")
-        if profile is not None:
-            profile.runcall(collector.run, "offsets")
+        if spec["profile"]:
+            stem = Path(spec["profile"]) / f"collector-{spec['size']}-cycle{number}"
+            profile_call(stem, collector.run, "offsets")
         else:
             collector.run("offsets")
         seconds = time.perf_counter() - started
         since_start = time.perf_counter() - origin
         steps = timer.take()
-        if profile is not None:
-            stem = Path(spec["profile"]) / f"collector-{spec['size']}-cycle{number}"
-            profile.dump_stats(f"{stem}.prof")
-            out = io.StringIO()
-            pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(45)
-            stem.with_suffix(".txt").write_text(out.getvalue())
         run = last_run(engine, cluster.name, "offsets")
         if cold["first_complete_seconds"] is None and complete_answer(
             engine, cluster.name, started_at, spec["group_partitions"]
@@ -912,6 +909,17 @@ class CommitProber:
                 conn.rollback()
                 time.sleep(0.01)
         return None
+
+
+def profile_call(stem: Path, function: Callable[..., object], *args: object) -> None:
+    """Run `function(*args)` under cProfile; its statistics go to `stem`.prof and, the 45 costliest
+    by cumulative time, to `stem`.txt."""
+    profile = cProfile.Profile()
+    profile.runcall(function, *args)
+    profile.dump_stats(f"{stem}.prof")
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(45)
+    stem.with_suffix(".txt").write_text(out.getvalue())
 
 
 def _percentile(values: list[float], fraction: float) -> float | None:

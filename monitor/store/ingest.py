@@ -21,6 +21,13 @@ from monitor.store.partitions import PARTITIONED_TABLES, create_day_partitions, 
 _NO_PARTITION = "no partition of relation"
 
 
+def int_array(values: Iterable[int]) -> str:
+    """An integer array as COPY's text format reads it (`{1,2,3}`). psycopg can send a list, but
+    it looks at each element's type first: for the replicas and ISR of 10,000 partitions that was
+    0.3 s of a metadata sample's 0.5 s."""
+    return "{" + ",".join(str(int(v)) for v in values) + "}"
+
+
 def _driver(conn: Connection) -> psycopg.Connection[Any]:
     driver = conn.connection.driver_connection
     if not isinstance(driver, psycopg.Connection):

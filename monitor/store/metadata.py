@@ -14,7 +14,7 @@ from sqlalchemy import Connection, delete, update
 from sqlalchemy.dialects.postgresql import insert
 
 from monitor.core.records import ClusterInfo, TopicInfo
-from monitor.store.ingest import copy_rows
+from monitor.store.ingest import copy_rows, int_array
 from monitor.store.models import Broker, Cluster, CollectionRun, Partition, ReplicaState, Topic
 
 
@@ -125,7 +125,7 @@ def upsert_topics(conn: Connection, cluster: str, topics: Sequence[TopicInfo], n
     )
     conn.execute(delete(Partition).where(Partition.cluster == cluster))
     rows = [
-        (cluster, t.name, p.partition, p.leader, list(p.replicas), list(p.isr), now)
+        (cluster, t.name, p.partition, p.leader, int_array(p.replicas), int_array(p.isr), now)
         for t in topics
         for p in t.partitions
     ]
@@ -153,7 +153,7 @@ def append_replica_states(
             delete(ReplicaState).where(ReplicaState.cluster == cluster, ReplicaState.sampled_at == sampled_at)
         )
     rows = [
-        (cluster, t.name, p.partition, sampled_at, p.leader, list(p.replicas), list(p.isr), run_id)
+        (cluster, t.name, p.partition, sampled_at, p.leader, int_array(p.replicas), int_array(p.isr), run_id)
         for t in topics
         for p in t.partitions
     ]
