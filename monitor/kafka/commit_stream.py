@@ -115,17 +115,23 @@ class CommitStreamReader(ConsumerClient):
             consumer = self._started()
             batch = CommitStreamBatch()
             deadline = time.monotonic() + max(0.0, max_seconds)
-            wait = max(0.0, max_seconds)
-            while True:
+            try:
+                # `consume(n, timeout)` waits until it has n messages or the timeout passed: a
+                # lone commit would wait out the whole poll. `poll` returns the first at once.
+                first = consumer.poll(max(0.0, max_seconds))
+            except KafkaException as exc:
+                raise self._translate(exc, "read the commit stream") from exc
+            if first is not None:
+                self._take(first, batch)
+            while first is not None:
                 try:
-                    messages = consumer.consume(_CONSUME_BATCH, timeout=wait)
+                    messages = consumer.consume(_CONSUME_BATCH, timeout=0)
                 except KafkaException as exc:
                     raise self._translate(exc, "read the commit stream") from exc
                 for message in messages:
                     self._take(message, batch)
                 if len(messages) < _CONSUME_BATCH or time.monotonic() >= deadline:
                     break
-                wait = 0.0
             caught_up = bool(self._partitions) and self._at_end >= self._partitions
             return CommitStreamBatch(batch.commits, batch.groups, batch.skipped, caught_up)
 

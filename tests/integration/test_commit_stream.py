@@ -22,7 +22,7 @@ from monitor.collect.stage import ClusterCollector
 from monitor.core.clock import SystemClock
 from monitor.core.records import CommittedOffset, OffsetCommitRecord
 from monitor.core.settings import CollectConfig, NameFilter
-from monitor.kafka.commit_stream import OFFSETS_TOPIC
+from monitor.kafka.commit_stream import OFFSETS_TOPIC, CommitStreamReader
 from monitor.kafka.offsets_topic import decode
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import RunRecorder
@@ -107,6 +107,35 @@ def test_a_commit_is_in_the_store_within_a_second_and_every_commit_counts(
     report = last_run(engine, "stream", "commits")["counts"]
     assert report["stream_live"] == 1 and report["commits_observed"] == 3
     assert report["commits"] == 4 and report["unchanged_commits_skipped"] == 1
+
+
+def test_a_poll_returns_with_the_first_commit_rather_than_waiting_out_its_time(
+    kafka: KafkaTestHelper,
+) -> None:
+    topic = kafka.create_topic(partitions=1)
+    kafka.produce(topic, [b"m"] * 5)
+    group = f"prompt-{topic}"
+    kafka.commit(group, topic, 0, 1)  # the group's partition of __consumer_offsets exists
+    reader = CommitStreamReader(kafka.cluster_config("prompt"))
+    reader.start()
+    try:
+        reader.seek_to_end()
+        while reader.poll(1.0).commits:
+            pass  # past whatever was committed meanwhile
+        kafka.commit(group, topic, 0, 4)
+        waited: list[float] = []
+
+        def seen() -> bool:
+            started = time.monotonic()
+            batch = reader.poll(60)
+            waited.append(time.monotonic() - started)
+            return any(c.group_id == group and c.offset == 4 for c in batch.commits)
+
+        wait_for(seen, 120, "the commit in a poll")
+    finally:
+        reader.close()
+    # A poll that waited for a full batch would have taken its 60 s whatever came in.
+    assert waited[-1] < 30, waited
 
 
 def test_the_stream_follows_a_coordinator_that_moves(
