@@ -1338,7 +1338,8 @@ def report(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, 
         f"Kafka {info['kafka']} (local KRaft, RF 1); PostgreSQL {info['postgresql']}; "
         f"Python {info['python']}; confluent-kafka {info['confluent_kafka']} "
         f"(librdkafka {info['librdkafka']}); {info['date']}; load average (1 min) at start "
-        f"{info['loadavg_start']:.2f} (other work was running on the machine).",
+        f"{info['loadavg_start']:.2f} (a decaying average: it still counts what ran in the minutes "
+        "before, an earlier benchmark's setup too).",
         "",
         "Collect settings: " + ", ".join(f"{k} = {v}" for k, v in collect.items()) + ".",
         "",
