@@ -23,7 +23,7 @@ from monitor.evaluate.transforms import Inputs
 from monitor.evaluate.transforms.inputs import READ_COLUMNS, table_names
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 # Input -> (time column restricting it to the window, or None for a whole "latest" table).
 WINDOWED: dict[str, str | None] = {
@@ -153,5 +153,22 @@ def read_inputs(
         statement = session_statement(name)
         frame = read_table(spark, target, sql, predicates=predicates, session_statement=statement)
         frames[name] = frame.coalesce(1) if parallelism == 1 else frame
-    now = read_table(spark, target, f"{clock(plan_id)} AS clock").scalar()
-    return Inputs(evaluated_at=built_at, clock=now, **frames)
+    return Inputs(evaluated_at=built_at, clock=clock_column(spark, target, plan_id), **frames)
+
+
+def clock_column(spark: SparkSession, target: JdbcTarget, plan_id: str) -> Column:
+    """The plan's clock as a timestamp column, read when the plan runs.
+
+    Spark writes the value of a scalar subquery into the Java source it generates as a literal
+    when it is a timestamp or a number Java has a literal for, so each evaluation's source would
+    differ from the last one's and its classes be compiled anew (seconds of CPU for a large
+    cluster, and code the JIT compilers start over on). A decimal is passed to the generated code
+    as a reference instead: the clock is read as microseconds in a decimal, then made a timestamp.
+    """
+    from pyspark.sql import functions as F
+
+    micros = (
+        f"(SELECT (extract(epoch FROM evaluated_at) * 1000000)::numeric(20, 0) AS micros "
+        f"FROM evaluation_clocks WHERE plan_id = {_quote(plan_id)}) AS clock"
+    )
+    return F.timestamp_micros(read_table(spark, target, micros).scalar().cast("long"))

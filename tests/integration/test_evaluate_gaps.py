@@ -27,6 +27,7 @@ from monitor.core.records import (
     PartitionOffsets,
     PartitionSample,
 )
+from monitor.evaluate import job as evaluation_job
 from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import Rule
@@ -167,3 +168,36 @@ def test_a_warm_evaluation_of_a_small_cluster_compiles_no_code(
         assert result.findings["new"] + result.findings["updated"] >= 1, "the lagging group is found"
         if step:
             assert compiled == 0, f"evaluation {step + 1} compiled {compiled} generated classes"
+
+
+def test_a_warm_evaluation_of_a_large_cluster_compiles_no_code_again(
+    spark: SparkSession, db_url: str, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large cluster's evaluation runs generated code (in several partitions): its classes are
+    compiled by the first run of a plan, not by every run at a new clock, whose value must not be
+    written into the generated source."""
+    monkeypatch.setattr(evaluation_job, "ROWS_PER_SHUFFLE_PARTITION", 1)  # two rows: two partitions
+    # Adaptive execution re-plans stages from the rows each run finds (an empty side, a smaller
+    # join) and may compile a few classes for a plan it had not made before: off here, so that
+    # only what the clock does is counted.
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        compiled = _compilations_per_run(spark, db_url, engine)
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+    assert compiled[0] > 0, "the first run generates code: the premise of this test"
+    assert compiled[1:] == [0, 0, 0], f"classes compiled per evaluation: {compiled}"
+
+
+def _compilations_per_run(spark: SparkSession, db_url: str, engine: Engine) -> list[int]:
+    plans, target = Plans(), jdbc_target(db_url)
+    compiled = []
+    for step in range(4):
+        at = T + timedelta(seconds=30 * step)
+        run(engine, at, "ok", 1000 + 100 * step, {"big-a": 900, "big-b": 1000 + 100 * step}, cluster="big")
+        before = _compilations(spark)
+        result = run_evaluation(spark, target, engine, [RULE], ["big"], at, JobSettings(), plans)
+        compiled.append(_compilations(spark) - before)
+        assert result.findings["new"] + result.findings["updated"] >= 1, "the lagging group is found"
+    return compiled
