@@ -4,8 +4,8 @@ A run at 100,000 group-partitions makes a few million objects that live on (the 
 cycle compares with). Each time enough of them pile up, the collector walks every tracked object
 of the process: on a cold start eight such full collections cost about 0.9 s of a 3.3 s first
 answer, and they find next to nothing to free (the samples hold no reference cycles: reference
-counting frees the previous cycle's). Held off for the run, the collector catches up afterwards, in one
-pass, off the path to the answer.
+counting frees the previous cycle's). Held off for the run, the collector catches up afterwards,
+in one pass, off the path to the answer.
 
 Threads may hold it at once (several clusters' runs): it runs again when the last one is done, and
 a pause that has lasted `LONGEST_PAUSE_SECONDS` (runs overlapping without end) makes the next one

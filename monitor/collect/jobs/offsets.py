@@ -314,10 +314,10 @@ class OffsetsCollector:
         describing = self._beside.submit(admin.describe_groups, group_ids)
         topology = self._topology()
         # Step 3 needs nothing of step 2 either (its own client again): the partitions' offsets
-        # are listed while the coordinators answer OffsetFetch, which saves the shorter of the
-        # two (0.5 s at 100,000 group-partitions) from a cycle that asks them, the first above
-        # all. The max timestamps are asked only of the partitions that moved since the previous
-        # listing: the others keep theirs (`monitor.kafka.listoffsets`).
+        # are listed while the coordinators answer OffsetFetch (a cold cycle at 100,000
+        # group-partitions: 1.1 s one after the other, 0.9 s side by side, both decoding in
+        # Python). The max timestamps are asked only of the partitions that moved since the
+        # previous listing: the others keep theirs (`monitor.kafka.listoffsets`).
         listing = self._beside.submit(
             admin.list_offsets, topology.partitions, topology.leaders, self._previous_listing[0]
         )
