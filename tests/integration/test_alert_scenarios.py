@@ -29,6 +29,7 @@ from monitor.devtools.workload.plan import Behaviour, GroupPlan, Plan, TopicPlan
 from monitor.devtools.workload.runner import Workload
 from tests.fixtures.kafka import KafkaTestHelper
 from tests.fixtures.populated import MINUTE, now_ms
+from tests.integration.test_collectors import rows
 
 if TYPE_CHECKING:
     pass
@@ -165,25 +166,24 @@ def _coordinator(kafka: KafkaTestHelper, group: str) -> int:
 
 def _sampled(engine: Engine, cluster: str, group: str, after: datetime) -> list[bool]:
     """Per evaluation after `after`, oldest first: whether it sampled the group's partitions."""
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT evaluated_at, bool_and(coalesce(sampled, false)) AS sampled FROM derived_group_partition"
-                 " WHERE cluster = :c AND group_id = :g AND evaluated_at > :t GROUP BY evaluated_at"
-                 " ORDER BY evaluated_at"),
-            {"c": cluster, "g": group, "t": after},
-        )  # fmt: skip
-        return [bool(r.sampled) for r in rows]
+    found = rows(
+        engine,
+        "SELECT evaluated_at, bool_and(coalesce(sampled, false)) AS sampled FROM derived_group_partition"
+        " WHERE cluster = :c AND group_id = :g AND evaluated_at > :t GROUP BY evaluated_at ORDER BY evaluated_at",
+        c=cluster, g=group, t=after,
+    )  # fmt: skip
+    return [bool(r["sampled"]) for r in found]
 
 
 def _runs(engine: Engine, cluster: str, after: datetime) -> list[tuple[str, str | None]]:
     """(status, error) of the cluster's offsets runs started after `after`, oldest first."""
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT status, error FROM collection_runs WHERE cluster = :c AND job = 'offsets'"
-                 " AND started_at >= :t ORDER BY started_at"),
-            {"c": cluster, "t": after},
-        )  # fmt: skip
-        return [(str(r.status), r.error) for r in rows]
+    found = rows(
+        engine,
+        "SELECT status, error FROM collection_runs WHERE cluster = :c AND job = 'offsets' AND started_at >= :t"
+        " ORDER BY started_at",
+        c=cluster, t=after,
+    )  # fmt: skip
+    return [(str(r["status"]), r["error"]) for r in found]
 
 
 def test_a_broker_stop_neither_resolves_nor_resets_the_alerts_of_a_group(
