@@ -119,19 +119,16 @@ class CommitStreamReader(ConsumerClient):
                 # `consume(n, timeout)` waits until it has n messages or the timeout passed: a
                 # lone commit would wait out the whole poll. `poll` returns the first at once.
                 first = consumer.poll(max(0.0, max_seconds))
+                if first is not None:
+                    self._take(first, batch)
+                while first is not None:
+                    messages = consumer.consume(_CONSUME_BATCH, timeout=0)
+                    for message in messages:
+                        self._take(message, batch)
+                    if len(messages) < _CONSUME_BATCH or time.monotonic() >= deadline:
+                        break
             except KafkaException as exc:
                 raise self._translate(exc, "read the commit stream") from exc
-            if first is not None:
-                self._take(first, batch)
-            while first is not None:
-                try:
-                    messages = consumer.consume(_CONSUME_BATCH, timeout=0)
-                except KafkaException as exc:
-                    raise self._translate(exc, "read the commit stream") from exc
-                for message in messages:
-                    self._take(message, batch)
-                if len(messages) < _CONSUME_BATCH or time.monotonic() >= deadline:
-                    break
             caught_up = bool(self._partitions) and self._at_end >= self._partitions
             return CommitStreamBatch(batch.commits, batch.groups, batch.skipped, caught_up)
 
