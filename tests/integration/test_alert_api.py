@@ -477,3 +477,31 @@ def test_a_proxy_on_the_same_host_keeps_its_identity(app: FastAPI, engine: Engin
             text("SELECT address FROM audit_log WHERE action = 'silence_created'")
         ).scalar()
     assert address == "198.51.100.7"
+
+
+@pytest.mark.parametrize(
+    ("forwarded", "recorded"),
+    [
+        ("198.51.100.7", "198.51.100.7"),
+        ("6.6.6.6, 198.51.100.7", "198.51.100.7"),
+        ("198.51.100.7, <img src=x onerror=alert(1)>", None),
+        ("198.51.100.7, \x1b[2J\x1b]8;;http://evil\x07", None),
+        ("6.6.6.6, 2001:db8::7", "2001:db8::7"),
+        (", ".join(["6.6.6.6"] * 2000 + ["203.0.113.5"]), "203.0.113.5"),
+        ("", "127.0.0.1"),
+    ],
+    ids=["plain", "spoofed-first", "markup", "escapes", "ipv6", "many", "empty"],
+)
+def test_the_audit_records_the_right_most_untrusted_forwarded_address_or_none(
+    app: FastAPI, engine: Engine, forwarded: str, recorded: str | None
+) -> None:
+    carol = Person(app, "carol", "payments")
+    answer = carol.http.post(
+        "/api/v1/silences", json=_silence(ORDERS), headers={"X-Forwarded-For": forwarded}
+    )
+    assert answer.status_code == 201, answer.text
+    with engine.connect() as conn:
+        address = conn.execute(
+            text("SELECT address FROM audit_log WHERE action = 'silence_created' ORDER BY id DESC LIMIT 1")
+        ).scalar()
+    assert address == recorded

@@ -25,7 +25,9 @@ for HTML forms); the stage's own authorization rule decides what the identity ma
 the audit entry.
 
 The client address the proxy check uses is the TCP peer's: the web server is run without its own
-X-Forwarded-For handling (`server.WebServer`), so a proxy on the same host is seen as itself.
+X-Forwarded-For handling (`server.WebServer`), so a proxy on the same host is seen as itself. The
+address the audit records is the right-most X-Forwarded-For entry that is not a trusted proxy, or
+none (`forwarded.client_address`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from monitor.core.clock import Clock
 from monitor.core.records import Identity
 from monitor.core.settings import IdentityConfig
 from monitor.expose.web.context import CHANGE_ERRORS, ApiError
+from monitor.expose.web.forwarded import client_address, peer_address, trusted
 
 CSRF_HEADER = "X-CSRF-Token"
 CSRF_FIELD = "csrf_token"
@@ -84,20 +87,19 @@ class Authenticator:
                     "the API token is unknown, revoked or expired; create one with "
                     "`kafka-health retention token create`",
                 )
-            return Identity(owner.user, owner.teams, "token", _address(request))
+            return Identity(owner.user, owner.teams, "token", self.address(request))
         if self.development:
             return Identity(
                 self.config.development_user,
                 frozenset(self.config.development_teams),
                 "development",
-                _address(request),
+                self.address(request),
             )
         user = request.headers.get(self.config.user_header, "").strip()
         if user and self._from_trusted_proxy(request):
             raw = request.headers.get(self.config.groups_header, "")
             teams = frozenset(t.strip() for t in raw.split(self.config.groups_separator) if t.strip())
-            forwarded = request.headers.get("x-forwarded-for", "").split(",")[0].strip()
-            return Identity(user, teams, "proxy", forwarded or _address(request))
+            return Identity(user, teams, "proxy", self.address(request))
         return None
 
     def require(self, request: Request) -> Identity:
@@ -112,13 +114,13 @@ class Authenticator:
             )
         return who
 
+    def address(self, request: Request) -> str:
+        """Where `request` comes from, for the audit: the client's IP address or "" (see
+        `forwarded.client_address`)."""
+        return client_address(request, self._networks)
+
     def _from_trusted_proxy(self, request: Request) -> bool:
-        host = request.client.host if request.client else None
-        try:
-            address = ipaddress.ip_address(host) if host else None
-        except ValueError:
-            return False
-        return address is not None and any(address in network for network in self._networks)
+        return trusted(peer_address(request), self._networks)
 
     # -- CSRF -----------------------------------------------------------------------------------
 
@@ -203,10 +205,6 @@ class FormRefused(Exception):
     def __init__(self, status: int, title: str, message: str) -> None:
         super().__init__(message)
         self.status, self.title = status, title
-
-
-def _address(request: Request) -> str:
-    return request.client.host if request.client else ""
 
 
 def _netloc(origin: str) -> str:
