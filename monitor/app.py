@@ -13,6 +13,7 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol
@@ -120,15 +121,15 @@ def check_operator_files(settings: Settings) -> Routing | None:
         errors += problems
     if settings.retention.enabled:
         from monitor.act.policy import default_policy_path, load_policy
-        from monitor.act.stage import owners_path
-        from monitor.core.owners import load_owners
+        from monitor.core.owners import load_owners_file, owners_file
 
-        for load, path in (
-            (load_policy, settings.retention.policy_file or default_policy_path()),
-            (load_owners, owners_path(settings)),
-        ):
+        checks: list[Callable[[], object]] = [
+            partial(load_policy, settings.retention.policy_file or default_policy_path()),
+            partial(load_owners_file, owners_file(settings.alert)),
+        ]
+        for check in checks:
             try:
-                load(path)
+                check()
             except ConfigError as exc:
                 errors.append(exc)
     if settings.push.targets():

@@ -159,7 +159,8 @@ def check_owner(facts: TopicFacts, ask: RaiseAsk) -> Check:
         return Check(
             "owner_team",
             False,
-            f"no team owns topic {facts.topic!r} in owners.yaml; add its pattern to the owning team there",
+            f"no team owns topic {facts.topic!r}: add its pattern to the owning team in the ownership "
+            "file (alert.owners_file, or the owners.yaml beside alert.routing_file)",
         )
     if facts.owner not in ask.teams:
         teams = ", ".join(sorted(ask.teams)) or "none"

@@ -37,7 +37,7 @@ from monitor.act.policy import Policy, load_policy
 from monitor.act.request import Draft, Request
 from monitor.core.clock import Clock
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
-from monitor.core.owners import Owners, load_owners
+from monitor.core.owners import Owners, load_owners_file
 from monitor.core.records import Identity
 from monitor.core.settings import ClusterConfig, RetentionConfig
 from monitor.kafka.alter import TopicConfigWriter
@@ -51,7 +51,8 @@ class RetentionService:
     """The retention flow over one database, one config repository and the configured clusters.
 
     Constructing connects nothing; `start()` opens the repository and builds the Kafka clients.
-    Policy and ownership files are read on every request, so an edit applies at once.
+    Policy and ownership files are read on every request, so an edit applies at once. Without an
+    ownership file (`owners_path` None) no team owns a topic: only reviewers may act.
     """
 
     name = "act"
@@ -64,7 +65,7 @@ class RetentionService:
         clock: Clock,
         repo: ConfigRepo,
         policy_path: Path,
-        owners_path: Path,
+        owners_path: Path | None,
     ) -> None:
         self.config = config
         self._clusters = {c.name: c for c in clusters}
@@ -102,7 +103,7 @@ class RetentionService:
         return load_policy(self._policy_path)
 
     def owners(self) -> Owners:
-        return load_owners(self._owners_path)
+        return load_owners_file(self._owners_path)
 
     # -- asking -------------------------------------------------------------------------------
 

@@ -21,24 +21,12 @@ from monitor.act.policy import default_policy_path, load_policy
 from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
 from monitor.core.clock import Clock
-from monitor.core.owners import default_owners_path
+from monitor.core.owners import owners_file
 from monitor.core.scheduler import Scheduler
 from monitor.core.settings import Settings
 from monitor.store.runs import RunRecorder
 
 log = logging.getLogger(__name__)
-
-
-def owners_path(settings: Settings) -> Path:
-    """One ownership file for alerting and the retention button: `alert.owners_file`, else the one
-    beside a configured routing file, else the shipped one."""
-    if settings.alert.owners_file is not None:
-        return settings.alert.owners_file
-    if settings.alert.routing_file is not None:
-        beside = settings.alert.routing_file.parent / "owners.yaml"
-        if beside.exists():
-            return beside
-    return default_owners_path()
 
 
 def build_service(
@@ -59,7 +47,7 @@ def build_service(
         clock,
         repo,
         config.policy_file or default_policy_path(),
-        owners_path(settings),
+        owners_file(settings.alert),
     )
 
 

@@ -2,8 +2,8 @@
 like Alertmanager's `amtool config routes test` and `amtool check-config`.
 
 Without options the commands read the shipped `alert_rules/routing.yaml` and
-`alert_rules/owners.yaml`; `--routing FILE` alone reads the `owners.yaml` beside FILE, if there is
-one.
+`alert_rules/owners.yaml` (the example); `--routing FILE` alone reads the `owners.yaml` beside FILE,
+if there is one, as the daemon does with `alert.routing_file`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from monitor.alert.dispatch.route import Route, RouteMatch
 from monitor.cli.common import err, out
 from monitor.core.errors import ConfigError
 from monitor.core.formatting import printable, printable_markup
+from monitor.core.owners import owners_file
+from monitor.core.settings import AlertConfig
 from monitor.core.vocabulary import format_duration
 
 app = typer.Typer(
@@ -49,12 +51,12 @@ OwnersOption = Annotated[
 
 
 def _paths(routing: Path | None, owners: Path | None) -> tuple[Path, Path | None]:
-    default_routing, default_owners = default_routing_paths()
-    routing_path = routing or default_routing
-    if owners is not None:
-        return routing_path, owners
-    beside = default_owners if routing is None else routing_path.with_name("owners.yaml")
-    return routing_path, beside if beside.exists() else None
+    """The files named, else the shipped pair (checking the example), with the daemon's rule for
+    the ownership file of a routing file given alone (`core.owners.owners_file`)."""
+    if routing is None:
+        default_routing, default_owners = default_routing_paths()
+        return default_routing, owners or default_owners
+    return routing, owners_file(AlertConfig(routing_file=routing, owners_file=owners))
 
 
 def _shown(path: Path) -> str:

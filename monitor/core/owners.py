@@ -1,9 +1,11 @@
 """Ownership: which team owns which topics and consumer groups (`alert_rules/owners.yaml`).
 
 Two stages need it: the alert stage labels and routes alerts by owner, and the act stage lets a
-team raise the retention of the topics it owns. So the file's model and its strict validation
-live here, beside the settings, and each stage adds its own checks (the alert stage checks that
-each team's receivers are defined in routing.yaml).
+team raise the retention of the topics it owns. So which file it is (`owners_file`, one answer
+for both), its model and its strict validation live here, beside the settings, and each stage
+adds its own checks (the alert stage checks that each team's receivers are defined in
+routing.yaml). The shipped `alert_rules/owners.yaml` is an example: it grants nothing unless a
+configuration names it.
 
 Patterns are Python regular expressions matched against the whole name; the first team whose
 topic pattern matches a topic owns it.
@@ -21,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from monitor.core.errors import ConfigError
 from monitor.core.patterns import UserPattern
-from monitor.core.settings import compile_name_pattern, compile_patterns
+from monitor.core.settings import AlertConfig, compile_name_pattern, compile_patterns
 from monitor.core.yaml_files import format_validation_error, line_of, read_yaml
 
 TEAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -146,7 +148,31 @@ def load_owners(path: Path) -> Owners:
 
 
 def default_owners_path() -> Path:
-    """The shipped `alert_rules/owners.yaml`."""
+    """The shipped `alert_rules/owners.yaml`: an example to copy, read only where it is named
+    (the demo, `kafka-health routes` without options); it grants nothing in a deployment."""
     from monitor.core.resources import rules_dir
 
     return rules_dir() / "owners.yaml"
+
+
+def owners_file(config: AlertConfig) -> Path | None:
+    """THE ownership file of a deployment, for alerting (team labels, the team's receivers) and
+    for the retention button (who may raise, revert, extend) alike: `alert.owners_file`, else the
+    `owners.yaml` beside a configured `alert.routing_file`, else none. With none, no team owns
+    anything: only the platform role (the policy's reviewers) may act."""
+    if config.owners_file is not None:
+        return config.owners_file
+    return owners_beside(config.routing_file) if config.routing_file is not None else None
+
+
+def owners_beside(routing_file: Path) -> Path | None:
+    """The `owners.yaml` beside `routing_file`, if there is one and it is not the shipped example."""
+    beside = routing_file.parent / "owners.yaml"
+    if not beside.exists() or beside.resolve() == default_owners_path().resolve():
+        return None
+    return beside
+
+
+def load_owners_file(path: Path | None) -> Owners:
+    """The owners of `path` (see `load_owners`); no team at all without a file."""
+    return load_owners(path) if path is not None else Owners()

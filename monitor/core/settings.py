@@ -307,7 +307,9 @@ class AlertConfig(_Strict):
         default=None, description="Default: the shipped alert_rules/routing.yaml."
     )
     owners_file: Path | None = Field(
-        default=None, description="Default: the shipped alert_rules/owners.yaml."
+        default=None,
+        description="Who owns which topics and groups. Default: the owners.yaml beside routing_file, "
+        "if any; else none (the shipped alert_rules/owners.yaml is an example, never read by itself).",
     )
     interval_seconds: float = Field(default=10, gt=0, description="Seconds between alert cycles.")
     sender_interval_seconds: float = Field(default=1, gt=0, description="Seconds between outbox polls.")

@@ -1,6 +1,8 @@
 """What `kafka-health demo` sets up beyond the stack, so every page has something to show.
 
-- Alerts go to inbox files (`deploy/demo-routing.yaml`) unless `alert.routing_file` is set.
+- Alerts go to inbox files (`deploy/demo-routing.yaml`) unless `alert.routing_file` is set; then
+  the shipped example `alert_rules/owners.yaml` is the demo's ownership file, unless
+  `alert.owners_file` is set (a deployment that names no ownership file has none).
 - The retention button works without a sign-in proxy: unless the configuration sets
   `web.identity`, the demo runs in the identity's development mode as `DEMO_USER` of team
   `payments`, which owns the `payments...` topics in `alert_rules/owners.yaml`. Every page and API
@@ -19,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
+from monitor.core.owners import default_owners_path
 from monitor.core.settings import IdentityConfig, Intervals, ProbeConfig, RemoteWriteTarget, Settings
 from monitor.devtools.kafka_cluster import HOST, DevKafkaCluster
 from monitor.devtools.paths import project_root
@@ -41,9 +44,12 @@ def demo_settings(settings: Settings) -> Settings:
     identity, where not configured."""
     updates: dict[str, object] = {}
     if settings.alert.routing_file is None:
-        updates["alert"] = settings.alert.model_copy(
-            update={"routing_file": project_root() / "deploy" / "demo-routing.yaml"}
-        )
+        # The demo names the shipped example owners (team payments) itself: a deployment that
+        # names none has no owners at all (`core.owners.owners_file`).
+        routing = {"routing_file": project_root() / "deploy" / "demo-routing.yaml"}
+        if settings.alert.owners_file is None:
+            routing["owners_file"] = default_owners_path()
+        updates["alert"] = settings.alert.model_copy(update=routing)
     if settings.intervals == Intervals():
         updates["intervals"] = DEMO_INTERVALS
     if settings.collect.probe == ProbeConfig():

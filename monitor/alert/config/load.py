@@ -23,7 +23,7 @@ from monitor.alert.receivers.alertmanager import AlertmanagerReceiverConfig
 from monitor.alert.receivers.console import ConsoleReceiverConfig
 from monitor.alert.receivers.registry import parse_receiver
 from monitor.core.errors import ConfigError
-from monitor.core.owners import Team, check_owners_data
+from monitor.core.owners import Team, check_owners_data, owners_file
 from monitor.core.resources import rules_dir
 from monitor.core.settings import AlertConfig
 from monitor.core.vocabulary import format_duration
@@ -35,15 +35,11 @@ _T = TypeVar("_T")
 
 
 def routing_paths(config: AlertConfig) -> tuple[Path, Path | None]:
-    """The routing file and the ownership file: the configured ones, else the shipped ones. Without a
-    configured owners_file, a configured routing file takes the owners.yaml beside it, if any (the
-    project's names receivers that another routing file need not define)."""
+    """The routing file (the configured one, else the shipped one) and THE ownership file
+    (`core.owners.owners_file`: configured, or beside a configured routing file; never the shipped
+    example by itself)."""
     default_routing, _ = default_routing_paths()
-    routing = config.routing_file or default_routing
-    if config.owners_file is not None:
-        return routing, config.owners_file
-    owners = routing.parent / "owners.yaml"
-    return routing, owners if owners.exists() else None
+    return config.routing_file or default_routing, owners_file(config)
 
 
 def console_inboxes(routing: Routing) -> dict[str, Path]:
