@@ -73,11 +73,11 @@ class Decisions:
         """The transaction of one decision; a refusal of it is on the audit trail."""
 
         def record(conn: Connection, exc: RetentionError) -> None:
-            request = ledger.get(conn, request_id)
-            if request is not None and exc.code in REFUSALS:
+            if exc.code in REFUSALS:
+                request = ledger.get(conn, request_id)
+                cluster, topic = (request.cluster, request.topic) if request else (None, None)
                 refused = Audit.by(who, "refused", detail=f"{verb}: {exc.code}: {exc}")
-                now = self._clock.now()
-                ledger.write_audit(conn, request.id, request.cluster, request.topic, refused, now)
+                ledger.write_audit(conn, request_id, cluster, topic, refused, self._clock.now())
 
         return audit_trail.refusals_recorded(self._engine(), RetentionError, record)
 
@@ -122,11 +122,11 @@ class Decisions:
         return ledger.transition(conn, request, changes, audit, now)
 
     def reject(self, who: Identity, request_id: int, reason: str) -> Request:
-        if not reason.strip():
-            raise RetentionError("invalid", "say why (the requester reads it)")
         policy = self._policy()
         now = self._clock.now()
         with self._deciding(who, request_id, "reject") as conn:
+            if not reason.strip():
+                raise RetentionError("invalid", "say why (the requester reads it)")
             request = ledger.lock_existing(conn, request_id)
             state = request.state
             if who.user == request.requested_by and request.withdrawable:

@@ -55,7 +55,12 @@ def insert_request(conn: Connection, draft: Draft, audits: Sequence[Audit], now:
 
 
 def write_audit(
-    conn: Connection, request_id: int | None, cluster: str, topic: str, audit: Audit, now: datetime
+    conn: Connection,
+    request_id: int | None,
+    cluster: str | None,
+    topic: str | None,
+    audit: Audit,
+    now: datetime,
 ) -> None:
     audit_trail.write_entry(
         conn,

@@ -11,10 +11,10 @@ from monitor.core.formatting import bytes_filter, duration_filter
 
 ErrorCode = Literal["refused", "forbidden", "not_found", "conflict", "unavailable", "invalid"]
 
-REFUSALS: frozenset[ErrorCode] = frozenset({"refused", "forbidden", "conflict", "invalid"})
-"""The codes that turn down what a person asked of an existing request; each is written to the
-audit trail (`not_found` has no request to write it against; `unavailable` is Kafka's answer, not
-a decision)."""
+REFUSALS: frozenset[ErrorCode] = frozenset({"refused", "forbidden", "conflict", "invalid", "not_found"})
+"""The codes that turn down what a person asked of a request; each is written to the audit trail,
+against the id asked for (`not_found`: an id that names no request, as a refused alert action on
+an unknown incident is). `unavailable` is Kafka's answer, not a decision."""
 
 
 class RetentionError(MonitorError):

@@ -91,7 +91,7 @@ if set(TRANSITIONS) != set(REPAIR_STATES):  # pragma: no cover
     raise ImportError("monitor.act.repair_request.TRANSITIONS must name every state of REPAIR_STATES")
 
 
-def write_audit(conn: Connection, repair_id: int, cluster: str, audit: Audit, now: datetime) -> None:
+def write_audit(conn: Connection, repair_id: int, cluster: str | None, audit: Audit, now: datetime) -> None:
     audit_trail.write_entry(conn, audit, at=now, subject=SUBJECT, subject_id=repair_id, cluster=cluster)
 
 

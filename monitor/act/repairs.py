@@ -262,10 +262,10 @@ class RepairService:
 
     def reject(self, who: Identity, repair_id: int, reason: str) -> Repair:
         """Reject a waiting repair (a reviewer), or withdraw one's own."""
-        if not reason.strip():
-            raise RepairError("invalid", "say why (the requester reads it)")
         now = self._clock.now()
         with self._deciding(who, repair_id, "reject") as conn:
+            if not reason.strip():
+                raise RepairError("invalid", "say why (the requester reads it)")
             repair = store.get(conn, repair_id, lock=True)
             if who.user == repair.requested_by:
                 return store.transition(
@@ -280,10 +280,13 @@ class RepairService:
         """The transaction of one decision; a refusal of it is on the audit trail."""
 
         def record(conn: Connection, exc: RepairError) -> None:
-            if exc.code in REFUSALS:  # the repair exists: only `not_found` comes before it is read
-                repair = store.get(conn, repair_id)
+            if exc.code in REFUSALS:
+                try:
+                    cluster: str | None = store.get(conn, repair_id).cluster
+                except RepairError:  # no such repair: the refusal is written against the id asked
+                    cluster = None
                 refused = Audit.by(who, "refused", detail=f"{verb}: {exc.code}: {exc}")
-                store.write_audit(conn, repair.id, repair.cluster, refused, self._clock.now())
+                store.write_audit(conn, repair_id, cluster, refused, self._clock.now())
 
         return audit_trail.refusals_recorded(self._engine(), RepairError, record)
 

@@ -35,6 +35,7 @@ from monitor.act.service import RetentionService
 from monitor.core.clock import SystemClock
 from monitor.core.settings import ClusterConfig, IdentityConfig, RetentionConfig
 from monitor.expose.web.app import create_app
+from monitor.expose.web.pages import retention_views as views
 from monitor.expose.web.pages.alerts import FLASH_COOKIE
 from monitor.store.audit import Audit
 
@@ -326,3 +327,116 @@ def test_the_repair_command_line_needs_someone_and_another_reviewer(
                  " AND subject_id = :i ORDER BY id DESC LIMIT 1"), {"i": repair_id},
         ).one()  # fmt: skip
     assert tuple(last[:3]) == ("carol", "cancelled", "cli") and str(last.address).startswith("cli@")
+
+
+# -- refused decisions are on the audit trail, through the API and the forms -----------------------
+
+
+def _retention_request(engine: Engine, topic: str, state: str) -> int:
+    """A raise on `topic` of team payments asked by alice, stored in `state` (no Kafka needed)."""
+    from monitor.act import ledger
+    from monitor.act.request import Draft
+
+    draft = Draft(
+        cluster=CLUSTER, topic=topic, state="awaiting_approval", tier="reviewed", team="payments", requested_by="alice",
+        reason="ledger behind", old_configs={"retention.ms": {"value": "86400000", "source": "DEFAULT"}},
+        new_configs={"retention.ms": "172800000"}, duration_ms=86_400_000, disk={},
+    )  # fmt: skip
+    now = datetime.now(UTC)
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM retention_requests WHERE topic = :t"), {"t": topic})
+        request_id = ledger.insert_request(conn, draft, [Audit("alice", "requested")], now)
+        conn.execute(
+            text("UPDATE retention_requests SET state = :s, expires_at = :e WHERE id = :i"),
+            {"s": state, "e": now + timedelta(days=1), "i": request_id},
+        )
+    return request_id
+
+
+API = "/api/v1/retention-requests/{id}/"
+REPAIR_API = "/api/v1/repairs/{id}/"
+REFUSED_DECISIONS = [
+    # (what, person and teams, route, body, the refusal's code)
+    ("waiting", ("dave", "payments"), API + "approve", {}, "forbidden"),
+    ("waiting", ("alice", "kafka-platform"), API + "approve", {}, "forbidden"),  # her own request
+    ("waiting", ("bob", "kafka-platform"), API + "reject", {"reason": " "}, "invalid"),
+    ("waiting", ("dave", "payments"), API + "revert", {"reason": "done"}, "conflict"),  # not in force
+    ("in_force", ("erin", "search"), API + "revert", {"reason": "done"}, "forbidden"),
+    (
+        "in_force",
+        ("bob", "kafka-platform"),
+        API + "extend",
+        {"duration": "1d", "reason": "more"},
+        "forbidden",
+    ),
+    ("missing", ("bob", "kafka-platform"), API + "approve", {}, "not_found"),
+    ("waiting", ("dave", "payments"), "/retention/{id}/approve", {}, "forbidden"),
+    ("waiting", ("bob", "kafka-platform"), "/retention/{id}/reject", {"reason": ""}, "invalid"),
+    ("in_force", ("erin", "search"), "/retention/{id}/revert", {"reason": "x"}, "forbidden"),
+    (
+        "in_force",
+        ("bob", "kafka-platform"),
+        "/retention/{id}/extend",
+        {"duration_value": "1", "duration_unit": "days", "reason": "more"},
+        "forbidden",
+    ),
+    ("missing", ("bob", "kafka-platform"), "/retention/{id}/revert", {"reason": "x"}, "not_found"),
+    ("repair", ("carol", "kafka-platform"), REPAIR_API + "approve", {}, "forbidden"),  # her own
+    ("repair", ("dave", "payments"), REPAIR_API + "approve", {}, "forbidden"),
+    ("repair", ("bob", "kafka-platform"), REPAIR_API + "reject", {"reason": ""}, "invalid"),
+    ("missing_repair", ("bob", "kafka-platform"), REPAIR_API + "reject", {"reason": "no"}, "not_found"),
+    ("repair", ("bob", "kafka-platform"), "/alerts/repairs/{id}/reject", {"reason": ""}, "invalid"),
+    ("repair", ("dave", "payments"), "/alerts/repairs/{id}/approve", {}, "forbidden"),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "person", "route", "body", "code"),
+    REFUSED_DECISIONS,
+    ids=[f"{r[2].split('/')[-1]}-{r[0]}-{r[1][0]}-{'api' if r[2].startswith('/api') else 'form'}"
+         for r in REFUSED_DECISIONS],
+)  # fmt: skip
+def test_a_refused_decision_is_on_the_audit_trail_and_changes_nothing(
+    app: FastAPI,
+    engine: Engine,
+    what: str,
+    person: tuple[str, ...],
+    route: str,
+    body: dict[str, str],
+    code: str,
+) -> None:
+    subject_id = {
+        "waiting": lambda: _retention_request(engine, "payments-waiting", "awaiting_approval"),
+        "in_force": lambda: _retention_request(engine, "payments-raised", "verified"),
+        "repair": lambda: _waiting_repair(engine, "carol"),
+        "missing": lambda: 2**63 - 1,
+        "missing_repair": lambda: 2**63 - 1,
+    }[what]()
+    subject = "repair_request" if "repair" in what else "retention_request"
+    http = _person(app, *person)
+    http.headers["X-Forwarded-For"] = "203.0.113.9"
+    before = _counts(engine)
+    url = route.format(id=subject_id)
+    if route.startswith("/api"):
+        answer = http.post(url, json=body)
+        assert answer.status_code in (403, 404, 409, 422), answer.text
+        assert answer.json()["error"]["code"] == code
+    else:
+        answer = http.post(
+            url, data={**body, "csrf_token": http.headers["X-CSRF-Token"]}, follow_redirects=False
+        )
+        assert answer.status_code == 303, answer.text
+        flash = answer.cookies[FLASH_COOKIE]
+        shown = views.read_flash(flash) if url.startswith("/retention") else json.loads(unquote(flash))
+        assert shown is not None and shown["kind"] == "error", shown
+
+    after = _counts(engine)
+    assert after == {**before, "audit_log": before["audit_log"] + 1}, "one audit row, nothing else"
+    with engine.connect() as conn:
+        row = conn.execute(
+            text("SELECT subject, subject_id, actor, via, address, action, detail FROM audit_log"
+                 " ORDER BY id DESC LIMIT 1"),
+        ).one()  # fmt: skip
+    verb = route.rsplit("/", 1)[-1]
+    assert tuple(row[:6]) == (subject, subject_id, person[0], "proxy", "203.0.113.9", "refused")
+    assert row.detail.startswith(f"{verb}: {code}: ")
