@@ -13,7 +13,8 @@ planner); adding one is a planner in `monitor.act.repair_plan` and a line here.
    leaders elected. Kafka refusing or not answering: `failed`, with the error;
 4. `check_outcomes`: once an evaluation after the apply has run, whether the finding resolved.
 
-Who may do what: anyone identified asks; reviewers approve or reject; the requester withdraws.
+Who may do what: anyone identified asks (at most `web.identity.change_requests_per_minute` changes
+a minute through the web guard); reviewers approve or reject; the requester withdraws.
 """
 
 from __future__ import annotations

@@ -52,16 +52,19 @@ def acknowledge(
     fingerprint: str | None = None,
     comment: str = "",
     link_ttl: timedelta = timedelta(days=7),
+    platform_teams: Collection[str] = (),
 ) -> list[int]:
     """Acknowledge the open incident(s) named by id, link token or alert fingerprint.
 
     Returns the acknowledged group ids. An acknowledged incident gets no repeats and is not
     escalated; the next alert cycle passes the acknowledgement on to its receivers once.
 
+    Who may: see `permissions.acknowledge_refusal` (the team of the incident's alerts, or the
+    platform role); every incident named must be theirs, or none is acknowledged.
+
     A link token names exactly one incident, works once (an acknowledged incident refuses it) and
     expires `link_ttl` after the incident's latest notification.
     """
-    _allowed(permissions.acknowledge_refusal(who))
     if len(comment) > MAX_COMMENT:
         raise ActionError(f"the comment is {len(comment)} characters; at most {MAX_COMMENT}")
     params: dict[str, Any]
@@ -87,6 +90,8 @@ def acknowledge(
         )
     if token is not None:
         _check_link(rows[0], now, link_ttl)
+    for row in rows:
+        _allowed(permissions.acknowledge_refusal(who, row.id, _teams_of(conn, row.id), platform_teams))
     via = "link" if token is not None else _via(who)
     ids = []
     for row in rows:
@@ -108,6 +113,21 @@ def acknowledge(
         )  # fmt: skip
         ids.append(int(row.id))
     return ids
+
+
+def _teams_of(conn: Connection, group_id: int) -> set[str | None]:
+    """The teams of an incident's alerts (None for an alert without one): those it notified, else
+    the team it is grouped by."""
+    rows = conn.execute(
+        text(
+            "SELECT DISTINCT a.labels->>'team' FROM alert_groups g"
+            " JOIN alerts a ON g.notified ? a.fingerprint WHERE g.id = :g"
+            " UNION SELECT group_labels->>'team' FROM alert_groups"
+            " WHERE id = :g AND (group_labels ? 'team' OR notified = '{}'::jsonb)"
+        ),
+        {"g": group_id},
+    ).scalars()
+    return set(rows)
 
 
 def _allowed(refusal: str | None) -> None:

@@ -1,8 +1,8 @@
 """Who may do what to alerts: the one authorization rule of each alert action, used by the CLI,
 the HTTP API, the web forms and the acknowledgement link alike.
 
-- acknowledge an incident: anyone identified (the pager rings for the on-call engineer, whoever
-  that is);
+- acknowledge an incident: a member of the team of its alerts (every team, for an incident of
+  several), or the platform role; an incident of alerts without a team needs the platform role;
 - create a silence: a member of the team the silence names with an equality matcher
   `team=<team>`, so it can only mute that team's alerts; anything wider (other teams, alerts
   without a team, several teams' critical alerts, every alert) needs the platform role;
@@ -28,9 +28,23 @@ def has_platform_role(who: Identity, platform_teams: Collection[str]) -> bool:
     return any(team in who.teams for team in platform_teams)
 
 
-def acknowledge_refusal(who: Identity | None) -> str | None:
-    """Anyone identified may acknowledge."""
-    return None if who is not None and who.user.strip() else "acknowledging needs an identity"
+def acknowledge_refusal(
+    who: Identity, incident: int, teams: Collection[str | None], platform_teams: Collection[str]
+) -> str | None:
+    """Why `who` may not acknowledge `incident`, whose alerts belong to `teams` (None: an alert
+    without a team), None when they may. The rule of silences: a member of the alerts' team (of
+    every team, for an incident of several), or the platform role."""
+    if has_platform_role(who, platform_teams):
+        return None
+    if teams and all(team is not None and team in who.teams for team in teams):
+        return None
+    owners = ", ".join(sorted(t for t in teams if t is not None)) or "none"
+    yours = ", ".join(sorted(who.teams)) or "none"
+    return (
+        f"{who.user} may acknowledge only their own teams' incidents (yours: {yours}); incident "
+        f"{incident} is of team(s): {owners}{' and alerts without a team' if None in teams else ''}. "
+        f"Acknowledging another team's incident needs the platform role (a member of {_list(platform_teams)})"
+    )
 
 
 def named_teams(matchers: Sequence[Matcher]) -> set[str]:

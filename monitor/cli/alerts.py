@@ -134,13 +134,12 @@ def ack(
     """Acknowledge an incident: no more repeats, no escalation; the pager is told."""
     who = _who(user, team)
     group_id = int(incident) if incident.isdigit() and int(incident) < 2**63 else None
-    with _action(config, who, "incident", group_id, "acknowledge") as (conn, _):
-        if group_id is not None:
-            ids = actions.acknowledge(conn, who, now=SystemClock().now(), group_id=group_id, comment=comment)
-        else:
-            ids = actions.acknowledge(
-                conn, who, now=SystemClock().now(), fingerprint=incident, comment=comment
-            )
+    with _action(config, who, "incident", group_id, "acknowledge") as (conn, settings):
+        named = {"group_id": group_id} if group_id is not None else {"fingerprint": incident}
+        ids = actions.acknowledge(
+            conn, who, now=SystemClock().now(), comment=comment,
+            platform_teams=settings.web.identity.platform_teams, **named,
+        )  # fmt: skip
     out.print(
         f"acknowledged incident(s) {', '.join(map(str, ids))} as {printable(who.user)}",
         highlight=False,

@@ -508,6 +508,13 @@ class IdentityConfig(_Strict):
         description="Origins (https://monitor.example.com) whose pages may post forms here besides the "
         "request's own host; set the public address when the proxy rewrites the Host header.",
     )
+    change_requests_per_minute: int = Field(
+        default=30,
+        ge=1,
+        le=100_000,
+        description="How many changes (and previews) one identity may ask for in any minute, over every "
+        "change route of the API and the forms together; past it the answer is 429 with Retry-After.",
+    )
     csrf_secret: SecretStr | None = Field(
         default=None,
         description="Signs the forms' CSRF tokens. Unset: a random secret per process (set one "

@@ -99,7 +99,7 @@ def test_the_acknowledgement_link_asks_then_acknowledges_as_the_signed_in_person
     app: FastAPI, engine: Engine
 ) -> None:
     _, token = _token(engine)
-    alice = Person(app, "alice", "payments")
+    alice = Person(app, "alice", "kafka-platform")  # the incident's alert has no team
     page = alice.http.get(f"/ack/{token}")
     assert page.status_code == 200 and "Acknowledge as <strong>alice</strong>" in page.text
     assert 'name="by"' not in page.text, "nobody types a name: the identity is who acknowledges"
@@ -150,7 +150,7 @@ def test_the_api_acknowledges_as_the_identity_never_as_the_body_says(
 ) -> None:
     incident, _ = _token(engine)
     assert client.post(f"/api/v1/incidents/{incident}/ack", json={}).status_code == 401
-    bob = Person(app, "bob", "search")
+    bob = Person(app, "bob", "kafka-platform")
     forged = bob.http.post(f"/api/v1/incidents/{incident}/ack", json={"by": "mallory"})
     assert forged.status_code == 422 and "your identity" in forged.json()["error"]["message"]
     assert _count(engine, "acks") == 0
@@ -343,7 +343,13 @@ def test_the_alerts_cli_lists_acknowledges_and_silences(
     listed = runner.invoke(app, ["alerts", "list"])
     assert listed.exit_code == 0 and "PartitionReplicaLost" in listed.output
     incident, _ = _token(engine)
-    acked = runner.invoke(app, ["alerts", "ack", str(incident), "--as", "dave", "-m", "looking"])
+    not_theirs = runner.invoke(app, ["alerts", "ack", str(incident), "--as", "dave", "--team", "payments"])
+    assert (
+        not_theirs.exit_code == 1 and "may acknowledge only their own teams' incidents" in not_theirs.output
+    )
+    acked = runner.invoke(
+        app, ["alerts", "ack", str(incident), "--as", "dave", "--team", "kafka-platform", "-m", "looking"]
+    )
     assert acked.exit_code == 0, acked.output
     assert f"acknowledged incident(s) {incident} as dave" in acked.output
     missing = runner.invoke(app, ["alerts", "ack", "999999", "--as", "dave"])
@@ -379,8 +385,8 @@ def test_the_alerts_cli_lists_acknowledges_and_silences(
     with engine.connect() as conn:
         audited = conn.execute(text("SELECT actor, action, via, address FROM audit_log ORDER BY id")).all()
     assert [tuple(a[:3]) for a in audited] == [
-        ("dave", "acknowledged", "cli"), ("dave", "refused", "cli"), ("dave", "refused", "cli"),
-        ("dave", "refused", "cli"), ("dave", "silence_created", "cli"),
+        ("dave", "refused", "cli"), ("dave", "acknowledged", "cli"), ("dave", "refused", "cli"),
+        ("dave", "refused", "cli"), ("dave", "refused", "cli"), ("dave", "silence_created", "cli"),
     ]  # fmt: skip
     assert all(str(a.address).startswith("cli@") for a in audited)
     outbox = runner.invoke(app, ["alerts", "outbox", "--state", "pending"])
@@ -505,3 +511,96 @@ def test_the_audit_records_the_right_most_untrusted_forwarded_address_or_none(
             text("SELECT address FROM audit_log WHERE action = 'silence_created' ORDER BY id DESC LIMIT 1")
         ).scalar()
     assert address == recorded
+
+
+def _team_incident(engine: Engine, team: str) -> int:
+    """An incident of a consumer group's lag alert labelled `team` (its own notification group)."""
+    group = f"{team}-ledger"
+    labels = {"cluster": "prod", "topic": f"{team}.orders", "group_id": group, "team": team}
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
+                " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
+                " VALUES ('ConsumerAppendLag', 'group_topic', :key, 'prod', CAST(:labels AS jsonb),"
+                " 'warning', 600, 'behind', '', NULL, 0, 'firing', :t, :t, :t)"
+            ),
+            {"key": f"prod/{group}/{team}.orders", "labels": json.dumps(labels), "t": T0},
+        )
+        routing = load_routing(*default_routing_paths())
+        for seconds in (40, 80):
+            run_cycle(conn, routing, T0 + timedelta(seconds=seconds), "http://monitor.test")
+        return int(
+            conn.execute(
+                text("SELECT min(id) FROM alert_groups WHERE group_labels->>'group_id' = :g"), {"g": group}
+            ).scalar_one()
+        )
+
+
+ACKS = [
+    # (the incident's alerts' team, who acknowledges, allowed)
+    ("payments", ("ann", "payments"), True),
+    ("payments", ("ann", "search", "payments"), True),
+    ("payments", ("bob", "search"), False),
+    ("payments", ("bob",), False),
+    ("payments", ("pat", "kafka-platform"), True),
+    (None, ("ann", "payments"), False),  # alerts without a team: the platform role only
+    (None, ("pat", "kafka-platform"), True),
+]
+
+
+@pytest.mark.parametrize("via", ["api", "form"])
+@pytest.mark.parametrize(("team", "person", "allowed"), ACKS)
+def test_who_may_acknowledge_is_the_alerts_team_or_the_platform_role(
+    app: FastAPI, engine: Engine, via: str, team: str | None, person: tuple[str, ...], allowed: bool
+) -> None:
+    incident = _team_incident(engine, team) if team else _token(engine)[0]
+    who = Person(app, *person)
+    if via == "api":
+        answer = who.http.post(f"/api/v1/incidents/{incident}/ack", json={"comment": "mine"})
+        assert answer.status_code == (200 if allowed else 403), answer.text
+        if not allowed:
+            assert "platform role" in answer.json()["error"]["message"]
+    else:
+        answer = who.http.post(
+            "/alerts/ack", data={"incident": str(incident), "csrf_token": who.csrf}, follow_redirects=False
+        )
+        assert answer.status_code == 303
+        flash = json.loads(unquote(answer.cookies["kh_flash"]))
+        assert flash["kind"] == ("ok" if allowed else "error"), flash
+    with engine.connect() as conn:
+        acked_by = conn.execute(
+            text("SELECT acknowledged_by FROM alert_groups WHERE id = :i"), {"i": incident}
+        ).scalar()
+        last = conn.execute(text("SELECT actor, action FROM audit_log ORDER BY id DESC LIMIT 1")).one()
+    assert acked_by == (person[0] if allowed else None)
+    assert tuple(last) == (person[0], "acknowledged" if allowed else "refused")
+
+
+def test_change_requests_are_limited_per_identity_with_retry_after(engine: Engine) -> None:
+    """One limiter for every change route, API and forms together: past the limit a 429 that says
+    when to come back, and nothing changed; another person is not held back."""
+    identity = IDENTITY.model_copy(update={"change_requests_per_minute": 3})
+    app = create_app(engine, stale_after=timedelta(minutes=5), silence_max_seconds=86400, identity=identity)
+    carol, dave = Person(app, "carol", "payments"), Person(app, "dave", "payments")
+    before = _count(engine, "silences")
+    answers = [carol.http.post("/api/v1/silences", json=_silence(ORDERS)).status_code for _ in range(3)]
+    assert answers == [201, 201, 201]
+
+    limited = carol.http.post("/api/v1/silences", json=_silence(ORDERS))
+    assert limited.status_code == 429 and limited.json()["error"]["code"] == "rate_limited"
+    assert 1 <= int(limited.headers["Retry-After"]) <= 60
+    assert "change_requests_per_minute" in limited.json()["error"]["message"]
+    form = carol.http.post(
+        "/alerts/silences",
+        data={"matchers": "team=payments", "comment": "x", "duration": "1h", "csrf_token": carol.csrf},
+        follow_redirects=False,
+    )
+    assert form.status_code == 429 and 1 <= int(form.headers["Retry-After"]) <= 60
+    assert "Too many changes" in form.text
+    ack = carol.http.post("/api/v1/incidents/1/ack", json={})
+    assert ack.status_code == 429, "every change route counts against the same limit"
+    assert _count(engine, "silences") == before + 3
+
+    assert dave.http.post("/api/v1/silences", json=_silence(ORDERS)).status_code == 201
+    assert carol.http.get("/api/v1/silences").status_code == 200, "reads are not limited"

@@ -227,7 +227,9 @@ def _error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return _error(exc.status_code, exc.code, str(exc.detail), getattr(exc, "details", None))
+        answer = _error(exc.status_code, exc.code, str(exc.detail), getattr(exc, "details", None))
+        answer.headers.update(exc.headers or {})
+        return answer
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

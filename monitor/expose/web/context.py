@@ -153,6 +153,12 @@ CHANGE_ERRORS: dict[int | str, dict[str, Any]] = {
         "model": ErrorBody,
         "description": "The request is invalid or a rule refuses it; the message says why",
     },
+    429: {
+        "model": ErrorBody,
+        "description": "Too many changes asked for by one identity in a minute (`rate_limited`); "
+        "`Retry-After` says when to ask again",
+        "headers": {"Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}},
+    },
     503: {"model": ErrorBody, "description": "PostgreSQL or Kafka did not answer (`unavailable`)"},
 }
 """The answers of the routes that change something, for the OpenAPI document."""
@@ -162,8 +168,10 @@ class ApiError(HTTPException):
     """An error answered as `{"error": {"code": ..., "message": ...}}`. `code` is stable (scripts
     may branch on it); `message` says what is wrong and how to fix it."""
 
-    def __init__(self, status_code: int, code: str, message: str) -> None:
-        super().__init__(status_code=status_code, detail=message)
+    def __init__(
+        self, status_code: int, code: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(status_code=status_code, detail=message, headers=headers)
         self.code = code
 
 

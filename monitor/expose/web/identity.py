@@ -37,10 +37,12 @@ import hmac
 import ipaddress
 import secrets
 import time
-from typing import Annotated, cast
+from collections.abc import Mapping
+from typing import Annotated, TypeVar, cast
 from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import Response
 from sqlalchemy import Engine
 
 from monitor.act.tokens import find_token
@@ -49,6 +51,7 @@ from monitor.core.records import Identity
 from monitor.core.settings import IdentityConfig
 from monitor.expose.web.context import CHANGE_ERRORS, ApiError
 from monitor.expose.web.forwarded import client_address, peer_address, trusted
+from monitor.expose.web.throttle import ChangeLimiter
 
 CSRF_HEADER = "X-CSRF-Token"
 CSRF_FIELD = "csrf_token"
@@ -64,6 +67,7 @@ class Authenticator:
         self._networks = [ipaddress.ip_network(n, strict=False) for n in config.trusted_proxies]
         self._origins = {_netloc(origin) for origin in config.allowed_origins}
         self.platform_teams = frozenset(config.platform_teams)
+        self._changes = ChangeLimiter(config.change_requests_per_minute)
         secret = config.csrf_secret.get_secret_value() if config.csrf_secret else secrets.token_hex(32)
         self._secret = secret.encode("utf-8")
 
@@ -118,6 +122,18 @@ class Authenticator:
         """Where `request` comes from, for the audit: the client's IP address or "" (see
         `forwarded.client_address`)."""
         return client_address(request, self._networks)
+
+    def admit(self, who: Identity) -> None:
+        """Count a change `who` asks for; ApiError 429 with Retry-After past the limit (`throttle`)."""
+        wait = self._changes.retry_after(who)
+        if wait is not None:
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"{who.user} asked for more than {self._changes.per_minute} changes in a minute "
+                f"(web.identity.change_requests_per_minute); ask again in {wait} s",
+                headers={"Retry-After": str(wait)},
+            )
 
     def _from_trusted_proxy(self, request: Request) -> bool:
         return trusted(peer_address(request), self._networks)
@@ -187,6 +203,12 @@ class Authenticator:
                 "Form expired or forged",
                 f"Refused: {reason}, so nothing was changed. Reload the page and submit the form again.",
             ) from exc
+        try:
+            self.admit(who)
+        except ApiError as exc:
+            raise FormRefused(
+                429, "Too many changes", f"Nothing was changed: {exc.detail}.", exc.headers
+            ) from exc
         return who
 
     def _sign(self, user: str, stamp: str) -> str:
@@ -199,12 +221,25 @@ SIGN_IN = (
 )
 
 
-class FormRefused(Exception):
-    """A form post refused before anything changed: the status and the words for the error page."""
+_Page = TypeVar("_Page", bound=Response)
 
-    def __init__(self, status: int, title: str, message: str) -> None:
+
+class FormRefused(Exception):
+    """A form post refused before anything changed: the status, the words for the error page and
+    the headers to send with it (`Retry-After`)."""
+
+    def __init__(
+        self, status: int, title: str, message: str, headers: Mapping[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.title = status, title
+        self.headers = dict(headers or {})
+
+    def page(self, page: _Page) -> _Page:
+        """`page` (the error page that says so) answered with this refusal's status and headers."""
+        page.status_code = self.status
+        page.headers.update(self.headers)
+        return page
 
 
 def _netloc(origin: str) -> str:
@@ -232,6 +267,7 @@ def changer(request: Request, auth: Auth) -> Identity:
     """The identity of a request that changes something (CSRF checked); a FastAPI dependency."""
     who = auth.require(request)
     auth.check_csrf(request, who)
+    auth.admit(who)
     return who
 
 

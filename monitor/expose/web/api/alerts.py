@@ -134,10 +134,12 @@ def incidents(
 
 
 @router.post("/api/v1/incidents/{incident_id}/ack", tags=["alerts"])
-def ack_incident(ctx: Context, incident_id: Id, body: AckRequest, who: Changer) -> dict[str, Any]:
-    """Acknowledge an incident as yourself: no repeats, no escalation; its receivers are told once."""
+def ack_incident(ctx: Context, auth: Auth, incident_id: Id, body: AckRequest, who: Changer) -> dict[str, Any]:
+    """Acknowledge an incident as yourself (a member of its alerts' team, or the platform role): no
+    repeats, no escalation; its receivers are told once."""
     ids = _act(ctx, who, "incident", incident_id, "acknowledge", lambda conn: actions.acknowledge(
-        conn, who, now=ctx.clock.now(), group_id=incident_id, comment=body.comment))  # fmt: skip
+        conn, who, now=ctx.clock.now(), group_id=incident_id, comment=body.comment,
+        platform_teams=auth.platform_teams))  # fmt: skip
     return {"acknowledged": ids, "by": who.user}
 
 
@@ -170,14 +172,13 @@ async def ack_link(
     try:
         who = auth.form_changer(request, form)
     except FormRefused as exc:
-        page = ctx.render("web/ack.html", title=exc.title, done=None, error=str(exc), **common)
-        page.status_code = exc.status
-        return page
+        return exc.page(ctx.render("web/ack.html", title=exc.title, done=None, error=str(exc), **common))
     common.update(who=who, csrf_token=auth.csrf_token(who))
     try:
         ids = _act(ctx, who, "incident", None, "acknowledge by link", lambda conn: actions.acknowledge(
             conn, who, now=ctx.clock.now(), token=token, comment=comment,
-            link_ttl=timedelta(seconds=ctx.ack_link_seconds)))  # fmt: skip
+            link_ttl=timedelta(seconds=ctx.ack_link_seconds),
+            platform_teams=auth.platform_teams))  # fmt: skip
     except ApiError as exc:
         page = ctx.render("web/ack.html", title="Not acknowledged", done=None, error=exc.detail, **common)
         page.status_code = exc.status_code

@@ -147,7 +147,10 @@ async def acknowledge(ctx: Context, auth: Auth, request: Request) -> Response:
         for group_id in ids:
 
             def one(conn: Connection, group_id: int = group_id) -> list[int]:
-                return actions.acknowledge(conn, who, now=ctx.clock.now(), group_id=group_id, comment=comment)
+                return actions.acknowledge(
+                    conn, who, now=ctx.clock.now(), group_id=group_id, comment=comment,
+                    platform_teams=auth.platform_teams,
+                )  # fmt: skip
 
             done += run_action(ctx, who, "incident", group_id, "acknowledge", one)
         plural = "s" if len(done) > 1 else ""
@@ -221,11 +224,11 @@ def _guarded(
     try:
         who = auth.form_changer(request, form)
     except FormRefused as exc:
-        page = ctx.render(
-            "web/error.html", title=exc.title, message=str(exc), links=[("/alerts", "Back to the alerts")]
+        return exc.page(
+            ctx.render(
+                "web/error.html", title=exc.title, message=str(exc), links=[("/alerts", "Back to the alerts")]
+            )
         )
-        page.status_code = exc.status
-        return page
     try:
         flash = {"kind": "ok", "text": action(who)}
     except actions.ActionError as exc:

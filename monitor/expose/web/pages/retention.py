@@ -242,11 +242,11 @@ async def _changer(auth: Authenticator, request: Request) -> tuple[Identity, dic
 
 
 def _refused(ctx: WebContext, exc: FormRefused, back: str) -> HTMLResponse:
-    response = ctx.render(
-        "web/error.html", title=exc.title, message=str(exc), links=[(back, "Back"), ("/", "All clusters")]
+    return exc.page(
+        ctx.render(
+            "web/error.html", title=exc.title, message=str(exc), links=[(back, "Back"), ("/", "All clusters")]
+        )
     )
-    response.status_code = exc.status
-    return response
 
 
 def _local(path: str) -> str | None:
