@@ -30,7 +30,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from monitor.alert.model import Notification
 from monitor.core.errors import ConfigError
-from monitor.core.formatting import NUMBER_FILTERS
+from monitor.core.formatting import NUMBER_FILTERS, printable, visible_output
 from monitor.core.resources import templates_dir
 
 TEMPLATE_NAMES: Final = (
@@ -107,7 +107,7 @@ def title(notification: Notification) -> str:
     if not labels and len(clusters) == 1:
         labels = {"cluster": clusters.pop()}
     where = f" ({', '.join(f'{k}={v}' for k, v in sorted(labels.items()))})" if labels else ""
-    return f"[{tag}] {count}: {named}{where}"
+    return printable(f"[{tag}] {count}: {named}{where}")
 
 
 def template_context(notification: Notification, external_url: str) -> dict[str, Any]:
@@ -135,7 +135,8 @@ def one_line(text: str) -> str:
 
 def notification_environment(directory: Path) -> jinja2.Environment:
     """Sandboxed (a template reaches no Python internals and changes nothing), strict undefined,
-    our filters, HTML escaping for `.html` templates only."""
+    our filters, HTML escaping for `.html` templates only, and every printed string shown through
+    `printable` (`visible_output`), so a name cannot steer or pass for another in any message."""
     env = ImmutableSandboxedEnvironment(
         loader=jinja2.FileSystemLoader(directory),
         undefined=jinja2.StrictUndefined,
@@ -143,6 +144,7 @@ def notification_environment(directory: Path) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=False,
+        finalize=visible_output,
     )
     env.filters.update(FILTERS)
     return env

@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable
 from typing import Final
 
+from markupsafe import Markup
+
 
 def duration_filter(seconds: float | None) -> str:
     """42 min, 2 h 5 min, 3 d 4 h, 45 s; `unknown` for null."""
@@ -82,8 +84,11 @@ NUMBER_FILTERS: Final[dict[str, Callable[..., str]]] = {
 def _control_escapes() -> dict[int, str]:
     table = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
     table |= {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
-    # Line and paragraph separators end a line too; bidirectional overrides reorder what follows.
-    for code in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)):
+    # Line and paragraph separators end a line too; the bidirectional controls (Unicode's
+    # Bidi_Control: marks, embeddings, overrides, isolates) reorder what is shown; zero-width and
+    # invisible characters make two names look alike (`pay\u200bments` is not `payments`).
+    invisible = (0x061C, *range(0x200B, 0x2010), 0x2028, 0x2029, *range(0x202A, 0x202F))
+    for code in (*invisible, *range(0x2060, 0x2065), *range(0x2066, 0x206A), 0xFEFF):
         table[code] = f"\\u{code:04x}"
     return table
 
@@ -92,12 +97,25 @@ _CONTROL_ESCAPES: Final = _control_escapes()
 
 
 def printable(value: object) -> str:
-    """`value` as text that cannot steer a terminal or forge a log line: every control character
-    (C0 and C1, so ESC, BEL and the start of OSC-8 links; newline, tab, DEL) and every Unicode
-    line separator or bidirectional override becomes a visible escape (`\\n`, `\\x1b`, `\\u202e`).
+    """`value` as text that cannot steer a terminal, forge a log line or pass for another name:
+    every control character (C0 and C1, so ESC, BEL and the start of OSC-8 links; newline, tab,
+    DEL), every Unicode line separator, bidirectional control and zero-width character becomes a
+    visible escape (`\\n`, `\\x1b`, `\\u202e`).
 
-    For names that come from Kafka or from users: group ids, topics, members, comments."""
+    THE way a name that comes from Kafka or from a user (a group id, topic, cluster, broker host,
+    member, comment) is shown, wherever it is shown: the terminal, the log, the web pages and
+    the notifications (`visible_output`, their templates' `finalize`)."""
     return str(value).translate(_CONTROL_ESCAPES)
+
+
+def visible_output(value: object) -> object:
+    """jinja2's `finalize` for the pages and the notifications: every string a template prints is
+    shown through `printable`, so no template has to remember it for a name. Markup (HTML a
+    template or macro built, already escaped) is left as it is; a link addresses the real name
+    with `urlencode`, whose output holds no character `printable` changes."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return printable(value)
+    return value
 
 
 def printable_markup(value: object) -> str:

@@ -31,6 +31,7 @@ from monitor.alert.model import AlertView, DeliveryResult, Notification
 from monitor.alert.receivers.base import http_outcome, transport_outcome
 from monitor.alert.receivers.config import HttpUrlText, ReceiverConfigBase, Seconds, StrictSettings
 from monitor.alert.render import Templates
+from monitor.core.formatting import printable
 from monitor.core.vocabulary import parse_duration
 
 log = logging.getLogger(__name__)
@@ -111,9 +112,9 @@ class AlertmanagerReceiver:
         """One alert as Alertmanager's `postableAlert`."""
         labels = {**self.settings.extra_labels, **alert.labels}
         labels.update(alertname=alert.rule, severity=alert.severity, cluster=alert.cluster)
-        annotations = {
-            "summary": alert.summary,
-            "description": alert.description,
+        annotations = {  # text for people: names in it shown visibly (labels stay the data)
+            "summary": printable(alert.summary),
+            "description": printable(alert.description),
             "entity": alert.entity,
         }
         if alert.runbook:

@@ -44,6 +44,7 @@ from monitor.alert.receivers.config import (
     settings_secret,
 )
 from monitor.alert.render import Templates, one_line
+from monitor.core.formatting import printable
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +178,7 @@ def pagerduty_event(
     clusters = {a.cluster for a in alerts}
     rules = {a.rule for a in alerts}
     if len(clusters) == 1:
-        payload["component"] = clusters.pop()
+        payload["component"] = printable(clusters.pop())
     if len(rules) == 1:
         payload["class"] = rules.pop()
     event["payload"] = payload
@@ -192,6 +193,12 @@ def pagerduty_event(
     return event
 
 
+def _detail_line(alert: AlertView) -> str:
+    """One alert as a line for people; names in it shown visibly (`printable`)."""
+    value = "unknown" if alert.value is None else f"{alert.value:g}"
+    return printable(f"{alert.rule} {alert.entity_key}: {alert.summary} (value {value})")
+
+
 def _details(notification: Notification, alerts: list[AlertView]) -> dict[str, Any]:
     details: dict[str, Any] = {
         "kind": notification.kind,
@@ -199,10 +206,7 @@ def _details(notification: Notification, alerts: list[AlertView]) -> dict[str, A
         "group": dict(notification.group_labels),
         "firing": len(notification.firing),
         "resolved": len(notification.resolved),
-        "alerts": [
-            f"{a.rule} {a.entity_key}: {a.summary} (value {'unknown' if a.value is None else f'{a.value:g}'})"
-            for a in alerts[:_DETAIL_ALERTS]
-        ],
+        "alerts": [_detail_line(a) for a in alerts[:_DETAIL_ALERTS]],
     }
     if len(alerts) > _DETAIL_ALERTS:
         details["more_alerts"] = len(alerts) - _DETAIL_ALERTS

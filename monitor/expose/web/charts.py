@@ -30,7 +30,7 @@ import pygal
 from markupsafe import Markup, escape
 from pygal.style import Style
 
-from monitor.core.formatting import duration_filter, latency_filter, number_filter, percent_filter
+from monitor.core.formatting import duration_filter, latency_filter, number_filter, percent_filter, printable
 from monitor.expose.web.health import BAD, OK, WARN
 
 RED: Final = "#c5221f"
@@ -340,7 +340,8 @@ def _finish(chart: Any, key: tuple[Any, ...], title: str, alt: str) -> Chart:
         1,
     )
     head_end = svg.index(">") + 1
-    labels = f'<title id="{title_id}">{escape(title)}</title><desc>{escape(alt)}</desc>'
+    # Names in the title and the text are shown visibly, as everywhere else (`printable`).
+    labels = f'<title id="{title_id}">{escape(printable(title))}</title><desc>{escape(printable(alt))}</desc>'
     return Chart(Markup(svg[:head_end] + labels + svg[head_end:]), alt)  # noqa: S704 - pygal escapes its text
 
 

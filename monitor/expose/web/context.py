@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Engine
 from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
 from monitor.core.clock import Clock
-from monitor.core.formatting import NUMBER_FILTERS
+from monitor.core.formatting import NUMBER_FILTERS, visible_output
 from monitor.core.resources import templates_dir
 from monitor.expose.metrics.snapshot import MetricsSnapshot
 from monitor.expose.read.cache import ReadCache
@@ -35,11 +35,14 @@ from monitor.expose.web.health import RuleScale
 
 
 def template_environment() -> jinja2.Environment:
-    """Templates with strict undefined: a missing variable is an error, never an empty string."""
+    """Templates with strict undefined: a missing variable is an error, never an empty string.
+    Every printed string is shown through `printable` (`visible_output`): a name with a control,
+    bidirectional or zero-width character is shown with it escaped, never passes for another."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(templates_dir()),
         autoescape=jinja2.select_autoescape(["html"]),
         undefined=jinja2.StrictUndefined,
+        finalize=visible_output,
     )
     env.filters.update(NUMBER_FILTERS)
     env.filters["utc"] = utc_text

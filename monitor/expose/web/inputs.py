@@ -19,6 +19,7 @@ from urllib.parse import unquote
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import AfterValidator
+from starlette.convertors import Convertor, register_url_convertor
 
 from monitor.expose.read.queries import DEFAULT_LIMIT, MAX_LIMIT, Page
 
@@ -71,6 +72,25 @@ def guard_input(app: FastAPI) -> None:
                 status_code=422,
             )
         return await call_next(request)
+
+
+class AnyNameConvertor(Convertor[str]):
+    """A path parameter that is the rest of the path, whatever it holds: a consumer group id may
+    hold `/` and control characters, a newline too, which Starlette's own `path` (`.*`) does not
+    match. Routes name it `{group:name}` (`ANY_NAME`)."""
+
+    regex = "(?s:.*)"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+ANY_NAME = "name"
+"""The convertor's name, registered when this module is imported (before a route names it)."""
+register_url_convertor(ANY_NAME, AnyNameConvertor())
 
 
 MAX_SEARCH = 255

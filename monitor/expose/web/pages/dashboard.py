@@ -34,6 +34,7 @@ from monitor.expose.read.cache import ClusterReads
 from monitor.expose.read.queries import ALL, Page
 from monitor.expose.web import charts, health
 from monitor.expose.web.context import Context, WebContext
+from monitor.expose.web.inputs import ANY_NAME
 
 LABELS: Final = {health.BAD: "critical", health.WARN: "warning", health.OK: "healthy"}
 WINDOWS: Final = {
@@ -277,7 +278,7 @@ def _topic_view(conn: Connection, cluster: str, topic: str) -> _TopicView:
     )
 
 
-@router.get("/clusters/{cluster}/groups/{group:path}", response_class=HTMLResponse)
+@router.get("/clusters/{cluster}/groups/{group:" + ANY_NAME + "}", response_class=HTMLResponse)
 def group_page(ctx: Context, cluster: str, group: str, window: str = DEFAULT_WINDOW) -> HTMLResponse:
     now = ctx.clock.now()
     if window not in WINDOWS:
