@@ -5,6 +5,7 @@ name. The notifications' side is in tests/unit/test_names_visible_in_notificatio
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import timedelta
@@ -51,6 +52,13 @@ def client(engine: Engine) -> Iterator[TestClient]:
                  "offset_lag": 5, "max_offset_lag": 5, "lag_seconds": 60.0, "max_lag_seconds": 60.0,
                  "data_loss_occurred": False, "status": "WARN", "group_state": "Stable", "members": 1},
             ])  # fmt: skip
+        insert(conn, "alerts", [
+            {"fingerprint": f"fp-{i}", "rule": "ConsumerAppendLag", "cluster": "prod", "entity": "group",
+             "entity_key": f"prod/{name}", "labels": json.dumps({"cluster": "prod", "group_id": name}),
+             "severity": "warning", "state": "firing", "summary": f"{name} is behind", "description": "",
+             "pending_since": T1, "starts_at": T1, "updated_at": T1}
+            for i, name in enumerate(HOSTILE)
+        ], jsonb=["labels"])  # fmt: skip
     app = create_app(engine, stale_after=timedelta(days=3650), clock=FakeClock(T1 + timedelta(seconds=5)))
     with TestClient(app) as http:
         yield http
@@ -85,3 +93,8 @@ def test_a_hostile_group_name_is_shown_visibly_and_linked_by_its_real_name(
     cluster = client.get("/clusters/prod")
     assert cluster.status_code == 200
     _raw_free(cluster.text, name)
+
+    alerts = client.get("/alerts")
+    assert alerts.status_code == 200
+    _raw_free(alerts.text, name)
+    assert f"{shown} is behind" in alerts.text
