@@ -6,6 +6,7 @@ The machine-readable labels keep the real name: a receiver can still match on it
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 
@@ -13,12 +14,12 @@ import pytest
 
 from monitor.alert.model import Notification
 from monitor.alert.receivers.alertmanager import AlertmanagerReceiver, AlertmanagerReceiverConfig
-from monitor.alert.receivers.pagerduty import pagerduty_event
 from monitor.alert.receivers.slack import slack_blocks
 from monitor.alert.receivers.webhook import webhook_body
-from monitor.alert.render import TEMPLATE_NAMES, Templates, one_line, title
+from monitor.alert.render import TEMPLATE_NAMES, Templates, title
 from monitor.core.formatting import printable
-from tests.fixtures.receivers import EXTERNAL_URL, ROUTING_KEY, sample_notification
+from tests.fixtures.receivers import EXTERNAL_URL, sample_notification
+from tests.unit.test_notification_templates import PAYLOADS
 
 pytestmark = pytest.mark.unit
 
@@ -100,14 +101,7 @@ def test_payload_text_for_people_shows_a_hostile_name_visibly(
     _clean(webhook["title"], name)
     assert webhook["group_labels"]["group_id"] == name, "data keeps the real name"
 
-    summary = one_line(templates.render("pagerduty.summary.txt", notification))
-    event = pagerduty_event(
-        notification,
-        routing_key=ROUTING_KEY,
-        summary=summary,
-        source="kafka-health",
-        external_url=EXTERNAL_URL,
-    )
+    event = json.loads(PAYLOADS["pagerduty.event.json"](templates, notification))
     if "payload" in event:  # a trigger; acknowledge and resolve carry no text
         payload = event["payload"]
         _clean(payload["summary"], name)
