@@ -38,6 +38,15 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def shown_path(path: Path) -> str:
+    """`path` relative to the working directory when it is below it, else as given (also when it
+    cannot be resolved: a loop of symbolic links is reported by the loader, not here)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except (ValueError, OSError, RuntimeError):
+        return str(path)
+
+
 def settings_from(config: Path | None) -> Settings:
     """The settings of `config` and the environment; an invalid file exits with its problems."""
     try:

@@ -46,6 +46,8 @@ def config_check(
     except ConfigError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True, highlight=False)
         raise typer.Exit(2) from exc
+    for warning in settings.warnings():
+        err.print(f"warning: {file}: {warning}", markup=False, highlight=False)
     names = ", ".join(c.name for c in settings.clusters)
     out.print(f"{file}: OK ({len(settings.clusters)} cluster(s): {names})", highlight=False)
 
