@@ -99,7 +99,11 @@ def _check_percent_string(text: str) -> None:
 def _check_binop(operator: str, left: Any, right: Any) -> None:
     sequence = (str, list, tuple)
     if operator == "**" and _is_int(left) and _is_int(right) and right > 0 and abs(left) > 1:
-        if right > MAX_TEMPLATE_NUMBER_BITS or abs(left).bit_length() * right > MAX_TEMPLATE_NUMBER_BITS:
+        # (bits of |left| - 1) * right is at most the result's bits: 2**200 passes, 3**200 does not
+        if (
+            right > MAX_TEMPLATE_NUMBER_BITS
+            or (abs(left).bit_length() - 1) * right >= MAX_TEMPLATE_NUMBER_BITS
+        ):
             power = f"{str(left)[:20]} ** {str(right)[:20]}"
             raise TemplateLimitError(
                 f"{power} is beyond 2**{MAX_TEMPLATE_NUMBER_BITS}; numbers in a template stay smaller"
@@ -211,8 +215,9 @@ class _GuardedFilters(dict[str, Callable[..., Any]]):
 
 
 @contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    """Stop the Python code run inside (the template's and what it calls) after `seconds`."""
+def _deadline(seconds: float, code_file: str) -> Iterator[None]:
+    """Stop the template's own code (the frames compiled from `code_file`) after `seconds`; what
+    it calls (filters, methods) is bounded by the checks above, so only its lines are watched."""
     at = time.monotonic() + seconds
 
     def each_line(frame: FrameType, event: str, arg: Any) -> Any:
@@ -223,7 +228,7 @@ def _deadline(seconds: float) -> Iterator[None]:
         return each_line
 
     def each_call(frame: FrameType, event: str, arg: Any) -> Any:
-        return each_line
+        return each_line if frame.f_code.co_filename == code_file else None
 
     previous = sys.gettrace()
     sys.settrace(each_call)
@@ -249,7 +254,7 @@ def render_bounded(
     """
     parts: list[str] = []
     size = 0
-    with _deadline(seconds):
+    with _deadline(seconds, template.filename or "<template>"):
         for chunk in template.generate(context):
             size += len(chunk)
             if size > limit:
