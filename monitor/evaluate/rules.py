@@ -439,8 +439,12 @@ def rule_files_in(directory: Path) -> list[Path]:
 
 
 def rule_files(directory: Path | None) -> list[Path]:
-    """The rule files: those of `evaluate.rules_dir`, else the shipped alert_rules/."""
-    return rule_files_in(directory) if directory is not None else default_rule_paths()
+    """The rule files: those of `evaluate.rules_dir`, else the shipped alert_rules/. A
+    `rules_dir` that is not a directory (a FIFO, a loop of links, a missing path) is given as it
+    is, so that the loader says what it is rather than finding no rules in it."""
+    if directory is None:
+        return default_rule_paths()
+    return rule_files_in(directory) if directory.is_dir() else [directory]
 
 
 def load_rules(paths: Iterable[Path]) -> RuleSet:

@@ -328,3 +328,15 @@ def test_run_refuses_a_configuration_that_is_not_a_file(
     tmp_path: Path, make: Callable[[Path], Path], expected: str
 ) -> None:
     run_exits_2(make(tmp_path), expected)
+
+
+@pytest.mark.usefixtures("nothing_starts")
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [(m, e) for i, m, e in NOT_A_FILE if i != "directory"] + [(lambda p: p / "missing", "No such file")],
+    ids=[i for i, *_ in NOT_A_FILE if i != "directory"] + ["missing"],
+)
+def test_run_refuses_a_rules_dir_that_is_not_a_directory(
+    tmp_path: Path, make: Callable[[Path], Path], expected: str
+) -> None:
+    run_exits_2(config_using(tmp_path, "evaluate", "rules_dir", make(tmp_path)), expected)
