@@ -43,6 +43,7 @@ _KINDS: Final = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
+"""What a path that is not a regular file names, as the error says it."""
 
 
 def _kind(mode: int) -> str:
@@ -50,9 +51,7 @@ def _kind(mode: int) -> str:
 
 
 def _not_regular(path: Path, mode: int) -> ConfigError:
-    return ConfigError(
-        [f"{path} is {_kind(mode)}, not a regular file; point the setting at a YAML file"], str(path)
-    )
+    return ConfigError([f"{_kind(mode)}, not a regular file; point the setting at a YAML file"], str(path))
 
 
 def _open_regular(path: Path) -> int:
@@ -64,7 +63,7 @@ def _open_regular(path: Path) -> int:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            problem = f"{path} is a loop of symbolic links; point it at a file"
+            problem = "a loop of symbolic links, not a file; point the setting at a YAML file"
         else:
             problem = f"cannot read {path}: {exc.strerror}; check the path"
         raise ConfigError([problem], str(path)) from None

@@ -105,10 +105,10 @@ def device(tmp_path: Path) -> Path:
 
 # (id, how to make the path, what the one problem says)
 NOT_A_FILE: list[tuple[str, Callable[[Path], Path], str]] = [
-    ("fifo", fifo, "is a named pipe (FIFO), not a regular file; point the setting at a YAML file"),
-    ("symlink loop", symlink_loop, "is a loop of symbolic links; point it at a file"),
-    ("directory", directory, "is a directory, not a regular file"),
-    ("character device", device, "is a character device, not a regular file"),
+    ("fifo", fifo, "a named pipe (FIFO), not a regular file; point the setting at a YAML file"),
+    ("symlink loop", symlink_loop, "a loop of symbolic links, not a file; point the setting at a YAML file"),
+    ("directory", directory, "a directory, not a regular file; point the setting at a YAML file"),
+    ("character device", device, "a character device, not a regular file; point the setting at a YAML file"),
 ]
 
 
@@ -138,9 +138,7 @@ def test_the_loader_refuses_hostile_text_with_line_and_column(
 def test_the_loader_reads_only_regular_files(
     tmp_path: Path, make: Callable[[Path], Path], expected: str
 ) -> None:
-    path = make(tmp_path)
-    [problem] = problems_of(path)
-    assert problem.startswith(f"{path} {expected}")
+    assert problems_of(make(tmp_path)) == [expected]
 
 
 def test_what_is_allowed_still_loads(tmp_path: Path) -> None:
@@ -301,7 +299,7 @@ def run_exits_2(config: Path, expected: str) -> None:
 @pytest.mark.parametrize(
     ("kind", "expected"),
     [
-        ("fifo", "is a named pipe (FIFO), not a regular file"),
+        ("fifo", "a named pipe (FIFO), not a regular file"),
         ("nul", "control character U+0000 (NUL)"),
         ("big integer", "(5000 characters) is beyond"),
     ],
