@@ -194,7 +194,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         owner = getattr(target, "__self__", None)
         if isinstance(owner, str) and getattr(target, "__name__", "") in ("format", "format_map"):
             _check_format_string(owner)
-        else:
+        elif isinstance(owner, str | list | tuple):  # ljust, center, zfill, expandtabs ...: sizes
             _check_sizes(args, kwargs)
         return super().call(context, obj, *args, **kwargs)
 

@@ -66,6 +66,7 @@ FINE: list[tuple[str, str]] = [
     ("{{ 2 ** 10 }} {{ 'ab' * 3 }} {{ '%5.1f' % 2.25 }}", "1024 ababab   2.2"),
     ("{{ 'x' | center(5) }}|{{ 2**200 > 0 }}", "  x  |True"),
     ("{% for i in range(3) %}{{ i }}{% endfor %}", "012"),
+    ("{% macro m(n) %}{{ n }}{% endmacro %}{{ m(offset_lag * 1000000) }}", "1200000000"),
 ]
 
 
