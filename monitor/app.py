@@ -162,6 +162,8 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     from datetime import timedelta
 
     routing = check_operator_files(settings)
+    for warning in settings.warnings():
+        log.warning("configuration: %s", warning)
 
     from monitor.collect.jobs import job_intervals
     from monitor.collect.stage import CollectStage

@@ -70,7 +70,7 @@ def parse_size(value: Any) -> int:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class TierLimits(_Strict):

@@ -6,7 +6,8 @@ anything else fails when it is rendered, not with an empty gap in a page. `Templ
 compiles every template when it is built, so a template that does not parse stops the start.
 
 Templates render in jinja2's immutable sandbox: an edited template cannot reach Python internals
-(`cycler.__init__.__globals__`) or change what it is given. Autoescape is on for the `.html`
+(`cycler.__init__.__globals__`) or change what it is given, and what it may cost is bounded
+(`monitor.core.templating`: a few seconds, 1 MiB of text). Autoescape is on for the `.html`
 templates only; the others are plain text (Slack mrkdwn, the
 email's text part and subject, the PagerDuty summary). Filters: `duration`, `percent`, `bytes`,
 `number`, `timestamp`, and for Slack text `mrkdwn` (escapes `&`, `<` and `>`, so a group or topic
@@ -26,12 +27,12 @@ from pathlib import Path
 from typing import Any, Final
 
 import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from monitor.alert.model import Notification
 from monitor.core.errors import ConfigError
 from monitor.core.formatting import NUMBER_FILTERS, printable, visible_output
 from monitor.core.resources import templates_dir
+from monitor.core.templating import BoundedSandbox, render_bounded
 
 TEMPLATE_NAMES: Final = (
     "slack.txt",
@@ -41,6 +42,13 @@ TEMPLATE_NAMES: Final = (
     "pagerduty.summary.txt",
 )
 """The templates receivers use; each must exist and parse in a template directory."""
+
+MAX_NOTIFICATION_TEXT: Final = 1024 * 1024
+"""Characters one notification template may render to (an email about hundreds of alerts is far
+less); more is a template error, and the receiver gives up on the notification."""
+
+NOTIFICATION_RENDER_SECONDS: Final = 5.0
+"""Time one notification template may take to render."""
 
 _TITLE_RULES: Final = 3
 _WHITESPACE = re.compile(r"\s+")
@@ -134,10 +142,11 @@ def one_line(text: str) -> str:
 
 
 def notification_environment(directory: Path) -> jinja2.Environment:
-    """Sandboxed (a template reaches no Python internals and changes nothing), strict undefined,
-    our filters, HTML escaping for `.html` templates only, and every printed string shown through
-    `printable` (`visible_output`), so a name cannot steer or pass for another in any message."""
-    env = ImmutableSandboxedEnvironment(
+    """Sandboxed and bounded (a template reaches no Python internals, changes nothing and costs
+    little: `monitor.core.templating`), strict undefined, our filters, HTML escaping for `.html`
+    templates only, and every printed string shown through `printable` (`visible_output`), so a
+    name cannot steer or pass for another in any message."""
+    env = BoundedSandbox(
         loader=jinja2.FileSystemLoader(directory),
         undefined=jinja2.StrictUndefined,
         autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default_for_string=False),
@@ -176,7 +185,10 @@ class Templates:
         """The template's text. Raises `jinja2.TemplateError` (e.g. `UndefinedError`) on a bad
         template; receivers turn that into a delivery that gives up."""
         template = self._env.get_template(template_name)
-        return template.render(template_context(notification, self.external_url))
+        context = template_context(notification, self.external_url)
+        return render_bounded(
+            template, context, limit=MAX_NOTIFICATION_TEXT, seconds=NOTIFICATION_RENDER_SECONDS
+        )
 
     def __repr__(self) -> str:
         return f"Templates({str(self.directory)!r}, external_url={self.external_url!r})"

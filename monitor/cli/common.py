@@ -38,12 +38,29 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def fail_config(exc: ConfigError) -> typer.Exit:
+    """Say each problem of an invalid operator file as `error: FILE: line N: ...`, one line each;
+    the exit (status 2) to raise."""
+    for line in exc.lines():
+        err.print(f"error: {line}", markup=False, highlight=False)
+    return typer.Exit(2)
+
+
+def shown_path(path: Path) -> str:
+    """`path` relative to the working directory when it is below it, else as given (also when it
+    cannot be resolved: a loop of symbolic links is reported by the loader, not here)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except (ValueError, OSError, RuntimeError):
+        return str(path)
+
+
 def settings_from(config: Path | None) -> Settings:
     """The settings of `config` and the environment; an invalid file exits with its problems."""
     try:
         return load_settings(config)
     except ConfigError as exc:
-        raise fail(str(exc)) from exc
+        raise fail_config(exc) from exc
 
 
 def database_url(settings: Settings) -> str:
@@ -73,6 +90,8 @@ def run_or_exit(action: Callable[[], T]) -> T:
     except RetentionError as exc:
         err.print(printable(f"{exc.code}: {exc}"), markup=False, highlight=False)
         raise typer.Exit(1) from exc
+    except ConfigError as exc:
+        raise fail_config(exc) from exc
     except (MonitorError, ValueError) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         raise typer.Exit(2) from exc

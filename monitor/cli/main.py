@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 
 from monitor.cli import alerts, db, dev_cluster, dev_spark, repair, reports, retention, routes, rules
-from monitor.cli.common import ConfigOption, err, fail, out, settings_from
+from monitor.cli.common import ConfigOption, err, fail, fail_config, out, settings_from
 from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import PrintableLogFormatter
 from monitor.core.settings import Settings, load_settings
@@ -44,8 +44,9 @@ def config_check(
     try:
         settings = load_settings(file)
     except ConfigError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True, highlight=False)
-        raise typer.Exit(2) from exc
+        raise fail_config(exc) from exc
+    for warning in settings.warnings():
+        err.print(f"warning: {file}: {warning}", markup=False, highlight=False)
     names = ", ".join(c.name for c in settings.clusters)
     out.print(f"{file}: OK ({len(settings.clusters)} cluster(s): {names})", highlight=False)
 
@@ -58,7 +59,7 @@ def _checked(settings: Settings) -> Settings:
     try:
         check_operator_files(settings)
     except ConfigError as exc:
-        raise fail(str(exc)) from exc
+        raise fail_config(exc) from exc
     return settings
 
 
@@ -173,6 +174,9 @@ def demo(
 def main() -> None:
     try:
         app()
+    except ConfigError as exc:
+        fail_config(exc)
+        sys.exit(2)
     except MonitorError as exc:
         fail(str(exc))
         sys.exit(2)

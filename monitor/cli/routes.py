@@ -19,7 +19,7 @@ from rich.tree import Tree
 
 from monitor.alert.config import Routing, check_routing, default_routing_paths
 from monitor.alert.dispatch.route import Route, RouteMatch
-from monitor.cli.common import err, out
+from monitor.cli.common import err, out, shown_path
 from monitor.core.errors import ConfigError
 from monitor.core.formatting import printable, printable_markup
 from monitor.core.owners import owners_file
@@ -59,16 +59,9 @@ def _paths(routing: Path | None, owners: Path | None) -> tuple[Path, Path | None
     return routing, owners_file(AlertConfig(routing_file=routing, owners_file=owners))
 
 
-def _shown(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
 def _say_problems(errors: list[ConfigError]) -> None:
     for error in errors:
-        source = _shown(Path(error.source))
+        source = shown_path(Path(error.source))
         err.print(f"{source}: {len(error.problems)} problem(s)", markup=False, highlight=False)
         for problem in error.problems:
             err.print(f"  {source}: {problem}", markup=False, highlight=False)
@@ -80,7 +73,7 @@ def _load(routing: Path | None, owners: Path | None) -> Routing:
     if errors or loaded is None:
         _say_problems(errors)
         err.print("the routing has problems (run `kafka-health routes check`)", markup=False)
-        raise typer.Exit(1)
+        raise typer.Exit(2)
     return loaded
 
 
@@ -139,21 +132,21 @@ def test(
 
 @app.command("check")
 def check(routing: RoutingOption = None, owners: OwnersOption = None) -> None:
-    """Validate the routing and ownership files; exits 1 with every problem and its line."""
+    """Validate the routing and ownership files; exits 2 with every problem and its line."""
     routing_path, owners_path = _paths(routing, owners)
     loaded, errors = check_routing(routing_path, owners_path)
     if errors or loaded is None:
         _say_problems(errors)
-        raise typer.Exit(1)
+        raise typer.Exit(2)
     receivers = len(loaded.receiver_configs)
     routes = sum(1 for _ in loaded.root.walk())
     out.print(
-        f"{_shown(routing_path)}: OK ({receivers} receiver(s), {routes} route(s), "
+        f"{shown_path(routing_path)}: OK ({receivers} receiver(s), {routes} route(s), "
         f"{len(loaded.inhibit_rules)} inhibit rule(s))",
         highlight=False,
     )
     if owners_path is not None:
-        out.print(f"{_shown(owners_path)}: OK ({len(loaded.teams)} team(s))", highlight=False)
+        out.print(f"{shown_path(owners_path)}: OK ({len(loaded.teams)} team(s))", highlight=False)
 
 
 @app.command("show")

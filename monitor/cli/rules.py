@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from monitor.cli.common import err, out
+from monitor.cli.common import err, out, shown_path
 from monitor.core.derived import ENTITIES, KEYS, columns_of
 from monitor.core.formatting import printable_markup
 
@@ -42,32 +42,25 @@ def _load(paths: list[Path] | None) -> RuleSet:
     return load_rules(chosen)
 
 
-def _shown(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
 @app.command("check")
 def check(paths: PathsArgument = None) -> None:
     """Validate rule files: each is OK or gets its problems with line numbers.
 
-    Exits 1 when any file has a problem.
+    Exits 2 when any file has a problem.
     """
     ruleset = _load(paths)
     for report in ruleset.files:
         if report.error is None:
-            out.print(f"{_shown(report.path)}: OK ({len(report.rules)} rule(s))", highlight=False)
+            out.print(f"{shown_path(report.path)}: OK ({len(report.rules)} rule(s))", highlight=False)
             continue
         problems = report.error.problems
-        err.print(f"{_shown(report.path)}: {len(problems)} problem(s)", markup=False, highlight=False)
+        err.print(f"{shown_path(report.path)}: {len(problems)} problem(s)", markup=False, highlight=False)
         for problem in problems:
-            err.print(f"  {_shown(report.path)}: {problem}", markup=False, highlight=False)
+            err.print(f"  {shown_path(report.path)}: {problem}", markup=False, highlight=False)
     if not ruleset.ok:
         bad = len(ruleset.errors)
         err.print(f"{bad} of {len(ruleset.files)} file(s) have problems", markup=False, highlight=False)
-        raise typer.Exit(1)
+        raise typer.Exit(2)
 
 
 @app.command("list")

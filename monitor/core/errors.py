@@ -19,6 +19,13 @@ class ConfigError(MonitorError):
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"{source} is invalid ({len(problems)} problem(s)):\n{lines}")
 
+    def lines(self) -> list[str]:
+        """One line per problem, naming the file it is in (problems gathered from several files
+        under the source "configuration" name theirs already)."""
+        if self.source == "configuration":
+            return list(self.problems)
+        return [f"{self.source}: {problem}" for problem in self.problems]
+
 
 class KafkaUnavailableError(MonitorError):
     """A Kafka cluster or broker did not answer within the timeout."""

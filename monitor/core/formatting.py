@@ -95,6 +95,10 @@ def _control_escapes() -> dict[int, str]:
 
 _CONTROL_ESCAPES: Final = _control_escapes()
 
+CONTROL_CODES: Final = frozenset(_CONTROL_ESCAPES)
+"""The code points `printable` escapes: C0 and C1 controls, DEL, Unicode line separators and
+bidirectional overrides; text a person edits holds none of them but tab, newline and CR."""
+
 
 def printable(value: object) -> str:
     """`value` as text that cannot steer a terminal, forge a log line or pass for another name:

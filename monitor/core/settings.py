@@ -25,6 +25,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -32,6 +33,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from monitor.core.errors import ConfigError
 from monitor.core.patterns import PatternError, UserPattern, compile_pattern
+from monitor.core.vocabulary import check_seconds
 from monitor.core.yaml_files import format_validation_error, read_yaml
 
 ENV_PREFIX = "KAFKA_HEALTH_"
@@ -40,7 +42,17 @@ DEFAULT_DEV_POSTGRES_PORT = 55432
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """A section: unknown keys refused, numbers finite, every `*_seconds` a time a setting can
+    mean (`check_seconds`: not 1e-300, not centuries)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _sane_seconds(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name and info.field_name.endswith("_seconds") and isinstance(value, float | int):
+            return check_seconds(value)
+        return value
 
 
 class SecurityProtocol(StrEnum):
@@ -533,6 +545,16 @@ class IdentityConfig(_Strict):
                 ) from exc
         return value
 
+    def warnings(self) -> list[str]:
+        """A trusted network that holds every address: anyone who reaches the port can then say
+        who they are and which teams they belong to."""
+        return [
+            f"{network!r} trusts every address: anyone who reaches the port can act as any user and "
+            "team by sending the identity headers; list only your reverse proxies' addresses"
+            for network in self.trusted_proxies
+            if ipaddress.ip_network(network, strict=False).prefixlen == 0
+        ]
+
 
 class WebConfig(_Strict):
     host: str = "127.0.0.1"
@@ -627,6 +649,11 @@ class Settings(BaseSettings):
         # The environment is merged into the file's data by `load_settings` (so that list items
         # such as clusters.0 can be overridden one key at a time); both arrive as init kwargs.
         return (init_settings,)
+
+    def warnings(self) -> list[str]:
+        """What is valid but most likely a mistake, each with its key path and the fix; said by
+        `config check` and logged when the daemon starts."""
+        return [f"web.identity.trusted_proxies: {warning}" for warning in self.web.identity.warnings()]
 
     def cluster(self, name: str) -> ClusterConfig:
         for cluster in self.clusters:

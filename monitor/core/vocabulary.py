@@ -72,6 +72,8 @@ DURATION_UNITS: Final = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 MAX_DURATION_SECONDS: Final = 3650 * 86400
 """Ten years: longer than any wait, interval or retention an operator means to write."""
 _MAX_DURATION_TEXT = 40
+MIN_INTERVAL_SECONDS: Final = 0.001
+"""The shortest time a setting in seconds may give (one millisecond); shorter is a slip."""
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _EXAMPLES = "30s, 5m, 2h or 1h30m"
 
@@ -100,6 +102,22 @@ def parse_duration(value: Any, *, allow_zero: bool = True, examples: str = _EXAM
         if seconds > 0 or allow_zero:
             return seconds
     raise ValueError(f"bad duration {value!r}: write a number and a unit, e.g. {examples}")
+
+
+def check_seconds(seconds: float) -> float:
+    """`seconds` when it is a time a setting can mean: finite, zero or at least a millisecond, at
+    most MAX_DURATION_SECONDS. Raises ValueError saying what to write instead."""
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        raise ValueError(f"{seconds} is not a number of seconds; write a finite number, e.g. 30")
+    if 0 < abs(seconds) < MIN_INTERVAL_SECONDS:
+        raise ValueError(
+            f"{seconds:g} s is shorter than a millisecond; write at least {MIN_INTERVAL_SECONDS}"
+        )
+    if abs(seconds) > MAX_DURATION_SECONDS:
+        raise ValueError(
+            f"{seconds:g} s is longer than {format_duration(MAX_DURATION_SECONDS)} (ten years); write less"
+        )
+    return seconds
 
 
 def format_duration(seconds: int | None) -> str:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from monitor.core.derived import KEYS, columns_of
+from monitor.core.templating import render_bounded
 from monitor.evaluate.rules import Rule, compile_template
 
 if TYPE_CHECKING:
@@ -236,7 +237,7 @@ def render(finding_row: Mapping[str, Any], rule: Rule) -> tuple[str, str]:
 
 def _render(source: str, context: Mapping[str, Any], rule: Rule, row: Mapping[str, Any]) -> str:
     try:
-        return compile_template(source).render(context).strip()
-    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
+        return render_bounded(compile_template(source), context, truncate=True).strip()
+    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, RecursionError) as exc:
         log.warning("rule %s: template failed on %s: %s", rule.name, row.get("entity_key"), exc)
         return f"{rule.name} on {row.get('entity_key', '?')}: value {row.get('value')} ({rule.description})"

@@ -29,7 +29,6 @@ import jinja2
 import jinja2.meta
 import sqlglot
 from jinja2.exceptions import SecurityError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
@@ -40,6 +39,7 @@ from monitor.core.derived import ENTITIES, KEYS, columns_of
 from monitor.core.errors import ConfigError
 from monitor.core.formatting import NUMBER_FILTERS
 from monitor.core.resources import rules_dir
+from monitor.core.templating import BoundedSandbox, TemplateLimitError, render_bounded
 from monitor.core.vocabulary import SEVERITY_RANK, Severity, parse_duration
 from monitor.core.yaml_files import format_validation_error, line_of, read_yaml
 
@@ -64,10 +64,10 @@ TEMPLATE_FILTERS = dict(NUMBER_FILTERS)
 
 
 def template_environment() -> jinja2.Environment:
-    """The environment summaries and descriptions are compiled in: sandboxed (a rule file is
-    whatever an operator typed; its templates reach no Python internals and change nothing),
-    strict undefined, our filters."""
-    env = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
+    """The environment summaries and descriptions are compiled in: sandboxed and bounded (a rule
+    file is whatever an operator typed; its templates reach no Python internals, change nothing
+    and cost little: `monitor.core.templating`), strict undefined, our filters."""
+    env = BoundedSandbox(undefined=jinja2.StrictUndefined, autoescape=False)
     env.filters.update(TEMPLATE_FILTERS)
     return env
 
@@ -85,7 +85,7 @@ _ENV = template_environment()
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class SeverityTier(_Strict):
@@ -329,6 +329,8 @@ def template_problems(source: str, entity: str, rule: str = "") -> list[str]:
         _ENV.compile(ast)
     except jinja2.TemplateSyntaxError as exc:
         return [f"template does not parse (template line {exc.lineno}): {exc.message}"]
+    except (ValueError, ArithmeticError, RecursionError) as exc:  # a number of 5,000 digits, say
+        return [f"template does not parse: {type(exc).__name__}: {str(exc)[:200]}"]
     allowed = set(columns_of(entity)) | set(TEMPLATE_EXTRAS)
     unknown = sorted(jinja2.meta.find_undeclared_variables(ast) - allowed)
     if unknown:
@@ -339,7 +341,9 @@ def template_problems(source: str, entity: str, rule: str = "") -> list[str]:
         ]
     of_rule = f" of rule {rule!r}" if rule else ""
     try:
-        compile_template(source).render(sample_context(entity))
+        render_bounded(compile_template(source), sample_context(entity))
+    except TemplateLimitError as exc:
+        return [f"the template{of_rule} is refused on a sample finding: {exc}"]
     except SecurityError as exc:
         reason = str(exc).rstrip(".")
         return [
@@ -435,8 +439,12 @@ def rule_files_in(directory: Path) -> list[Path]:
 
 
 def rule_files(directory: Path | None) -> list[Path]:
-    """The rule files: those of `evaluate.rules_dir`, else the shipped alert_rules/."""
-    return rule_files_in(directory) if directory is not None else default_rule_paths()
+    """The rule files: those of `evaluate.rules_dir`, else the shipped alert_rules/. A
+    `rules_dir` that is not a directory (a FIFO, a loop of links, a missing path) is given as it
+    is, so that the loader says what it is rather than finding no rules in it."""
+    if directory is None:
+        return default_rule_paths()
+    return rule_files_in(directory) if directory.is_dir() else [directory]
 
 
 def load_rules(paths: Iterable[Path]) -> RuleSet:

@@ -50,8 +50,8 @@ def test_a_file_that_is_not_utf8_names_the_byte_and_the_fix(tmp_path: Path) -> N
     ("command", "code"),
     [
         (["config", "check"], 2),
-        (["rules", "check"], 1),
-        (["routes", "check", "--routing"], 1),
+        (["rules", "check"], 2),
+        (["routes", "check", "--routing"], 2),
     ],
 )
 def test_the_check_commands_refuse_a_file_that_is_not_utf8(

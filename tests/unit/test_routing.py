@@ -694,7 +694,7 @@ def test_cli_check_reports_file_and_line_and_fails(tmp_path: Path) -> None:
     result = runner.invoke(
         cli_routes.app, ["check", "--routing", str(routing_path), "--owners", str(owners_path)]
     )
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert (
         f"{routing_path}: line {line_of(edited('receiver: mail', 'receiver: mial'), 'mial')}: "
         in result.output
@@ -705,7 +705,7 @@ def test_cli_check_reports_file_and_line_and_fails(tmp_path: Path) -> None:
 def test_cli_test_with_a_bad_routing_file_fails(tmp_path: Path) -> None:
     routing_path = write(tmp_path, "routing.yaml", edited("receiver: mail\n", "receiver: mial\n"))
     result = runner.invoke(cli_routes.app, ["test", "severity=info", "--routing", str(routing_path)])
-    assert result.exit_code == 1 and "mial" in result.output
+    assert result.exit_code == 2 and "mial" in result.output
 
 
 def test_cli_show(wide: None) -> None:

@@ -278,7 +278,7 @@ def test_cli_check_names_file_and_line_and_fails(tmp_path: Path) -> None:
     )
     good = rule_file(tmp_path, "good.yaml", name="  - name: Third")
     result = runner.invoke(app, ["rules", "check", str(unknown), str(invalid), str(good)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"{unknown}: line 5: rules.0.condition: unknown column 'ofset_lag'" in result.stderr
     assert "did you mean offset_lag?" in result.stderr
     assert f"{invalid}: line 5: rules.0.condition: not valid Spark SQL" in result.stderr

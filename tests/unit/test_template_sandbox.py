@@ -57,7 +57,7 @@ def test_rules_check_refuses_a_template_that_escapes_the_sandbox_and_never_runs_
     marker = tmp_path / "ran"
     path = rule_file(tmp_path, escape_to_shell(marker))
     result = runner.invoke(app, ["rules", "check", str(path)])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert (
         "line 15: rules.1.summary: the template of rule 'Escape' is refused: access to attribute "
         "'__init__' of 'type' object is unsafe; use only the columns, value, severity and filters"

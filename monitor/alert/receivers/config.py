@@ -52,19 +52,20 @@ from typing import Annotated, ClassVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from monitor.core.errors import ConfigError
+from monitor.core.vocabulary import check_seconds
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
 
-Seconds = Annotated[float, Field(gt=0, le=300)]
+Seconds = Annotated[float, Field(gt=0, le=300), AfterValidator(check_seconds)]
 
 
 class StrictSettings(BaseModel):
     """The base of every receiver's settings: unknown keys are errors, values are frozen."""
 
     # hide_input_in_errors: a secret pasted into the wrong key must not come back in an error.
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True, allow_inf_nan=False)
 
 
 def env_name(value: str | None) -> str | None:
