@@ -208,7 +208,7 @@ def create_silence(ctx: Context, auth: Auth, body: SilenceRequest, who: Changer)
         conn, who, matchers=body.matchers, comment=body.comment, now=ctx.clock.now(),
         duration=timedelta(seconds=body.duration_seconds),
         max_duration=timedelta(seconds=ctx.silence_max_seconds), platform_teams=auth.platform_teams,
-        starts_at=body.starts_at))  # fmt: skip
+        starts_at=body.starts_at, max_per_team=ctx.max_silences_per_team))  # fmt: skip
     return {"id": silence_id, "created_by": who.user}
 
 
