@@ -15,6 +15,7 @@ all of whose matchers hold.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ def apply_silences(alerts: Iterable[AlertRow], silences: Sequence[SilenceRow]) -
     parsed = []
     for silence in sorted(silences, key=lambda s: s.id):
         try:
-            parsed.append((silence.id, parse_matchers(silence.matchers)))
+            parsed.append((silence.id, _parsed(tuple(silence.matchers))))
         except MatcherError as exc:  # stored before a rule it breaks: it mutes nothing, the cycle goes on
             log.warning("silence %s is ignored: %s; expire it and create it again", silence.id, exc)
     index = SilenceIndex(parsed)
@@ -46,6 +47,13 @@ def apply_silences(alerts: Iterable[AlertRow], silences: Sequence[SilenceRow]) -
         before = alert.silenced_by
         alert.silenced_by = index.first_match(alert.labels) if alert.state == "firing" else None
         alert.changed = alert.changed or before != alert.silenced_by
+
+
+@functools.lru_cache(maxsize=8192)
+def _parsed(texts: tuple[str, ...]) -> tuple[Matcher, ...]:
+    """A silence's matchers, parsed and compiled once for all the cycles it is active in (a
+    matcher is an immutable value; one that does not parse raises each time, and is not kept)."""
+    return parse_matchers(texts)
 
 
 class SilenceIndex:
