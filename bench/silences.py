@@ -10,14 +10,16 @@ var/bench/postgres-silences) and stopped at the end if this script started it; a
 is created, migrated and dropped afterwards.
 
 1. Many silences: N firing findings of consumer groups over 20 teams (labels cluster, topic,
-   group_id, team), and S silences made through `monitor.alert.actions.create_silence` (the API's,
-   the form's and the CLI's one way in), S / 20 per team, of five kinds: a group by name, a group
-   by pattern, a pattern with a topic that is not, a negative pattern with a cluster, and a rule
-   pattern with a group pattern and a cluster that is not. Three alert cycles (`run_cycle` with the
-   shipped routing, each one transaction, commit included): the first creates the alerts and
-   incidents, the second (30 s later) decides the first notices, the third is steady. The time of
-   the silence step alone (`apply_silences`) is taken inside each cycle. The same three cycles
-   without any silence give the baseline.
+   group_id, team: `team-07.consumer-group-3`, `team-07.events-123`; a costly pattern's cost
+   grows with the label's length), and S silences made through
+   `monitor.alert.actions.create_silence` (the API's, the form's and the CLI's one way in), S /
+   20 per team, of five kinds: a group by name, a group by pattern, a pattern with a topic that
+   is not, a negative pattern with a cluster, and a rule pattern with a group pattern and a
+   cluster that is not. Three alert cycles (`run_cycle` with the shipped routing, each one
+   transaction, commit included): the first creates the alerts and incidents, the second (30 s
+   later) decides the first notices, the third is steady. The time of the silence step alone
+   (`apply_silences`) is taken inside each cycle. The same three cycles without any silence give
+   the baseline.
 2. Costly silences: 20 silences of one team with `group_id=~(?:.?){999}.*(?:.?){999}` (which the
    API now refuses: they are written into the table as if stored before the limit) and 30
    ordinary ones, over the same alerts. Matching alone, on the alerts of the cycle: each silence's
@@ -75,8 +77,8 @@ def _labels(n: int) -> dict[str, str]:
     """The n-th alert's labels: a partition of one of a team's groups."""
     group = n % GROUPS
     team = group % TEAMS
-    return {"cluster": f"c-{group % 4}", "group_id": f"g-{team:02d}-{group // TEAMS}",
-            "team": f"team-{team:02d}", "topic": f"t-{team:02d}-{n % TOPICS:03d}",
+    return {"cluster": f"c-{group % 4}", "group_id": f"team-{team:02d}.consumer-group-{group // TEAMS}",
+            "team": f"team-{team:02d}", "topic": f"team-{team:02d}.events-{n % TOPICS:03d}",
             "partition": str(n // TOPICS)}  # fmt: skip
 
 
@@ -103,11 +105,11 @@ def silence_matchers(n: int) -> list[str]:
     """The n-th silence: its team's, one of five kinds (a share of the team's alerts match)."""
     team, k = n % TEAMS, n // TEAMS
     kinds = [
-        [f"group_id=g-{team:02d}-x{k}"],
-        [f"topic=~t-{team:02d}-{k % 50:02d}[0-9]"],
-        [f"topic!=t-{team:02d}-000", f"group_id=~g-{team:02d}-[0-{k % 2}]"],
-        [f"group_id!~g-{team:02d}-.*", f"cluster=c-{k % 4}"],
-        ["rule=~Consumer.*", f"topic=~t-{team:02d}-{k % 5}[0-9]+", "cluster!=c-3"],
+        [f"group_id=team-{team:02d}.consumer-group-x{k}"],
+        [f"topic=~team-{team:02d}.events-{k % 50:02d}[0-9]"],
+        [f"topic!=team-{team:02d}.events-000", f"group_id=~team-{team:02d}.consumer-group-[0-{k % 2}]"],
+        [f"group_id!~team-{team:02d}.consumer-group-.*", f"cluster=c-{k % 4}"],
+        ["rule=~Consumer.*", f"topic=~team-{team:02d}.events-{k % 5}[0-9]+", "cluster!=c-3"],
     ]
     return [f"team=team-{team:02d}", *kinds[k % len(kinds)]]
 
@@ -166,15 +168,17 @@ def _timed_silences(spent: list[float]) -> Iterator[None]:
 def _cycles(engine: Engine) -> dict[str, Any]:
     """The three cycles (first, notifying, steady): seconds, silence step seconds, muted alerts."""
     routing = load_routing(*default_routing_paths())
-    seconds, matching = [], []
+    seconds, cpu, matching = [], [], []
     with _timed_silences(matching):
         for step in range(3):
-            started = time.perf_counter()
+            started, used = time.perf_counter(), time.process_time()
             with engine.begin() as conn:
                 result = cycle.run_cycle(conn, routing, T0 + timedelta(seconds=30 * step), "http://x")
             seconds.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - used)
     counts = result.alerts
     return {"first": seconds[0], "notify": seconds[1], "steady": seconds[2], "matching": max(matching),
+            "cpu": {"first": cpu[0], "notify": cpu[1], "steady": cpu[2]},
             "silenced": counts.get("silenced", 0), "firing": counts.get("firing", 0)}  # fmt: skip
 
 
@@ -249,6 +253,11 @@ def _machine(loadavg_start: float) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _cpu(cpu: dict[str, float] | None) -> str:
+    """First, notifying, steady cycle: CPU seconds of this process (PostgreSQL's not counted)."""
+    return ", ".join(f"{cpu[k]:.2f}" for k in ("first", "notify", "steady")) if cpu else "-"
+
+
 def report(doc: dict[str, Any]) -> str:
     m = doc["machine"]
     lines = [
@@ -258,15 +267,16 @@ def report(doc: dict[str, Any]) -> str:
         f"1-minute load average {m['loadavg_start']:.1f} at the start, {m['loadavg_end']:.1f} at the end.",
         "",
         "| silences | firing alerts | first cycle s | notifying cycle s | steady cycle s | silence step s "
-        "| silenced | without silences: first / notifying / steady s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| silenced | without silences: first / notifying / steady s | process CPU s: with / without |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for c in doc["many"]:
         b = c["baseline"]
         without = f"{b['first']:.2f} / {b['notify']:.2f} / {b['steady']:.2f}"
+        cpu = " / ".join(_cpu(x.get("cpu")) for x in (c, b))
         lines.append(
             f"| {c['silences']:,} | {c['alerts']:,} | {c['first']:.2f} | {c['notify']:.2f} "
-            f"| {c['steady']:.2f} | {c['matching']:.3f} | {c['silenced']:,} | {without} |"
+            f"| {c['steady']:.2f} | {c['matching']:.3f} | {c['silenced']:,} | {without} | {cpu} |"
         )
     k = doc.get("costly")
     if k:
