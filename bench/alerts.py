@@ -34,10 +34,12 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
@@ -57,6 +59,7 @@ from monitor.devtools.paths import var_dir
 from monitor.store import migrate
 from monitor.store.engine import make_engine, normalize_url
 
+T = TypeVar("T")
 BENCH_PORT = 55463
 RESULTS = Path(__file__).resolve().parent / "results"
 ROUTING_KEY = "B3NCHR0UT1NGKEY0123456789abcdefX"
@@ -280,7 +283,7 @@ def bench_latency(engine: Engine, routing_path: Path, rounds: int, server: Recei
             "max_ms": 1000 * max(latencies)}  # fmt: skip
 
 
-def _memory() -> str:
+def memory_text() -> str:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal:"):
@@ -291,7 +294,7 @@ def _memory() -> str:
 
 
 def _machine() -> str:
-    memory = _memory()
+    memory = memory_text()
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"{cpus} CPU, {memory} RAM, {platform.system()} {platform.machine()}, Python "
@@ -302,7 +305,7 @@ def _machine() -> str:
 def _save_json(
     cycles: list[dict[str, Any]], sending: dict[str, Any], latency: dict[str, Any], loadavg_start: float
 ) -> None:
-    memory = _memory()
+    memory = memory_text()
     machine = {
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "memory": memory, "system": f"{platform.system()} {platform.machine()}",
@@ -314,19 +317,55 @@ def _save_json(
     (RESULTS / "alerts.json").write_text(json.dumps(document, indent=2) + "\n")
 
 
-def bench(admin_url: str, findings: list[int], notifications: int, rounds: int) -> str:
-    loadavg_start = os.getloadavg()[0]
+@contextmanager
+def scratch_database(admin_url: str) -> Iterator[Engine]:
+    """A new database on the server of `admin_url`, migrated; dropped afterwards."""
     name = f"kh_bench_{uuid.uuid4().hex[:8]}"
     postgres.create_database(admin_url, name)
     url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        migrate.upgrade(url)
+        engine = make_engine(url)
+        try:
+            yield engine
+        finally:
+            engine.dispose()
+    finally:
+        postgres.drop_database(admin_url, name)
+
+
+def server_parser(doc: str | None, port: int) -> argparse.ArgumentParser:
+    """A benchmark's arguments, starting with --url (an existing server) and --port (the local
+    one's), as `on_server` takes them."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", help="an existing server (its admin database); default: a local one")
+    parser.add_argument("--port", type=int, default=port, help=f"the local server's port ({port})")
+    return parser
+
+
+def on_server(url: str | None, port: int, data: str, work: Callable[[str], T]) -> T:
+    """`work(admin_url)` on the server at `url`, else on a project-local one (data under
+    var/bench/`data`, on `port`), started for it and stopped afterwards if it was not running."""
+    if url:
+        return work(normalize_url(url))
+    server = postgres.LocalPostgres(var_dir() / "bench" / data, port, log=_log)
+    was_running = server.status()
+    server.up()
+    try:
+        return work(server.url("postgres"))
+    finally:
+        if not was_running:
+            server.down()
+
+
+def bench(admin_url: str, findings: list[int], notifications: int, rounds: int) -> str:
+    loadavg_start = os.getloadavg()[0]
     os.environ["KH_BENCH_PD_KEY"] = ROUTING_KEY
     server = ReceiverProcess()
     scratch = var_dir() / "bench"
     scratch.mkdir(parents=True, exist_ok=True)
     try:
-        migrate.upgrade(url)
-        engine = make_engine(url)
-        try:
+        with scratch_database(admin_url) as engine:
             cycles = []
             for count in findings:
                 _log(f"alert cycle over {count:,} firing findings")
@@ -336,11 +375,8 @@ def bench(admin_url: str, findings: list[int], notifications: int, rounds: int) 
             sending = bench_sender(engine, routing_path, notifications)
             _log(f"latency: {rounds} rounds")
             latency = bench_latency(engine, routing_path, rounds, server)
-        finally:
-            engine.dispose()
     finally:
         server.stop()
-        postgres.drop_database(admin_url, name)
     _save_json(cycles, sending, latency, loadavg_start)
     lines = [
         "## Alert stage",
@@ -375,31 +411,16 @@ def _publish(report: str) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--url", help="an existing server (its admin database); default: a local one")
+    parser = server_parser(__doc__, BENCH_PORT)
     parser.add_argument("--findings", type=int, nargs="+", default=[1_000, 10_000],
                         help="firing findings per cycle run (default 1000 10000)")  # fmt: skip
     parser.add_argument("--notifications", type=int, default=1_000, help="per receiver (default 1000)")
     parser.add_argument("--rounds", type=int, default=20, help="latency rounds (default 20)")
-    parser.add_argument(
-        "--port", type=int, default=BENCH_PORT, help=f"the local server's port ({BENCH_PORT})"
-    )
     args = parser.parse_args()
     if min(args.findings) < 1 or args.notifications < 1 or args.rounds < 1:
         parser.error("--findings, --notifications and --rounds must be at least 1")
-    if args.url:
-        _publish(bench(normalize_url(args.url), args.findings, args.notifications, args.rounds))
-        return 0
-    server = postgres.LocalPostgres(var_dir() / "bench" / "postgres", args.port, log=_log)
-    was_running = server.status()
-    server.up()
-    try:
-        _publish(bench(server.url("postgres"), args.findings, args.notifications, args.rounds))
-    finally:
-        if not was_running:
-            server.down()
+    _publish(on_server(args.url, args.port, "postgres",
+                       lambda url: bench(url, args.findings, args.notifications, args.rounds)))  # fmt: skip
     return 0
 
 

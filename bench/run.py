@@ -6,13 +6,13 @@
     .venv/bin/python bench/run.py --no-run         # only summarise the JSON already in bench/results/
     .venv/bin/python bench/run.py --no-run --publish   # and copy the table and plots to docs/bench/
 
-Runs bench/ingest.py, alerts.py, web.py, collector.py, evaluate.py, push.py and detect.py one after
-the other (each starts and stops its own servers; their output goes to this terminal). A script
-that fails is reported as failed and the others still run. Then it reads each script's JSON from
-bench/results/ and writes bench/results/summary.md and summary.json (benchmark, input size, cost,
-target, met, when measured) and one PNG per benchmark into bench/results/plots/. A benchmark that
-did not run this time keeps the rows of its last run, with their date (from its JSON in
-bench/results/, else its JSON published in docs/bench/, else the published
+Runs bench/ingest.py, alerts.py, silences.py, web.py, collector.py, evaluate.py, push.py and
+detect.py one after the other (each starts and stops its own servers; their output goes to this
+terminal). A script that fails is reported as failed and the others still run. Then it reads each
+script's JSON from bench/results/ and writes bench/results/summary.md and summary.json (benchmark,
+input size, cost, target, met, when measured) and one PNG per benchmark into bench/results/plots/. A
+benchmark that did not run this time keeps the rows of its last run, with their date (from its JSON
+in bench/results/, else its JSON published in docs/bench/, else the published
 docs/bench/summary.json). `--publish` copies the table, the plots and each script's own report
 (Markdown and JSON) into docs/bench/ and rewrites the table between the markers in README.md.
 
@@ -48,6 +48,7 @@ MARKERS = ("<!-- bench-results:start -->", "<!-- bench-results:end -->")
 BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "ingest": ("ingest.py", ["--cycles", "3"], []),
     "alerts": ("alerts.py", ["--findings", "1000", "10000", "--notifications", "500", "--rounds", "10"], []),
+    "silences": ("silences.py", ["--silences", "100", "1000", "--alerts", "2000", "--costly", "5"], []),
     "web": ("web.py", ["--sizes", "100,1000", "--requests", "50", "--max-seconds", "5"], []),
     "metrics": (
         "web.py",
@@ -59,7 +60,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "push": ("push.py", ["--series", "20000", "--cycles", "2"], []),
     "detect": ("detect.py", ["--idle", "60"], []),
 }
-PORT_OPTION = {"ingest": 0, "alerts": 1, "web": 2, "metrics": 3}
+PORT_OPTION = {"ingest": 0, "alerts": 1, "web": 2, "metrics": 3, "silences": 4}
 """Scripts that take --port for their PostgreSQL: its offset from --port-base."""
 
 
@@ -186,7 +187,9 @@ def main() -> int:
     parser.add_argument("--skip", type=_names, default=[], help="do not run these, comma-separated")
     parser.add_argument("--no-run", action="store_true", help="run nothing; summarise the JSON already there")
     parser.add_argument(
-        "--port-base", type=int, help="PostgreSQL ports for ingest, alerts and web: this one and the next two"
+        "--port-base",
+        type=int,
+        help="PostgreSQL ports for ingest, alerts, web, metrics and silences: this one and the next four",
     )
     parser.add_argument("--publish", action="store_true", help="copy the table and plots to docs/bench/")
     args = parser.parse_args()

@@ -23,6 +23,9 @@ ALERT_CYCLE_TARGET = (10_000, 5.0)
 """bench/alerts.py's: 10k firing findings grouped and routed in one cycle in under 5 s."""
 SENDER_TARGET = 200.0
 """bench/alerts.py's: at least 200 notifications/s."""
+SILENCES_TARGET = (1_000, 10_000, 1.0)
+"""bench/silences.py's (issue 26): with 1,000 active silences over 10,000 firing alerts, an alert
+cycle that matches every alert (the first and the steady one) within 1 s."""
 WEB_TARGET = (10_000, 500.0, 1_048_576)
 """bench/web.py's (issue 17): at 10,000 topics, the pages and the API answer within 500 ms at the
 95th percentile with 16 clients, and no page or list is over 1 MB."""
@@ -283,6 +286,37 @@ def alerts_rows(doc: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def silences_rows(doc: dict[str, Any]) -> list[Row]:
+    """Per size, the slower of the cycles that match every alert against the silences, and the
+    silence step alone; then the costly silences' matching before and after."""
+    machine = doc.get("machine", {})
+    when, load = machine.get("date", ""), machine.get("loadavg_start")
+    rows: list[Row] = []
+    for c in doc.get("many", []):
+        label = f"{c['silences']:,} silences, {c['alerts']:,} firing alerts"
+        slowest = max(c["first"], c["steady"])
+        at_target = (c["silences"], c["alerts"]) == SILENCES_TARGET[:2]
+        b = c["baseline"]
+        rows += [
+            Row("silences", label, c["silences"], "alert cycle s (first, steady)", slowest, "s",
+                f"<= {SILENCES_TARGET[2]:g} s at 1,000 x 10k" if at_target else "",
+                slowest <= SILENCES_TARGET[2] if at_target else None, when, load,
+                f"first {c['first']:.2f}, steady {c['steady']:.2f}, notifying {c['notify']:.2f}; without "
+                f"silences {b['first']:.2f}, {b['steady']:.2f}, {b['notify']:.2f}"),
+            Row("silences", label, c["silences"], "silence step s", c["matching"], "s", measured=when,
+                load=load, note=f"{c['silenced']:,} of {c['firing']:,} firing alerts silenced"),
+        ]  # fmt: skip
+    k = doc.get("costly")
+    if k:
+        rows.append(
+            Row("silences", f"{k['costly']} costly + {k['others']} silences, {k['alerts']:,} alerts",
+                k["costly"], "silence matching s (now)", k["after"], "s", measured=when, load=load,
+                note=f"before {k['before']:.2f} s (one silence after the other); one set per label without "
+                f"the size limit {k['at_once_unbounded']:.2f} s; whole cycle {k['cycle_after']:.2f} s")
+        )  # fmt: skip
+    return rows
+
+
 def web_rows(doc: dict[str, Any]) -> list[Row]:
     """Per size, at the highest concurrency, the slowest endpoint of each kind by p95."""
     rows: list[Row] = []
@@ -464,6 +498,7 @@ READERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "ingest": ingest_rows,
     "evaluate": evaluate_rows,
     "alerts": alerts_rows,
+    "silences": silences_rows,
     "web": web_rows,
     "metrics": metrics_rows,
     "push": push_rows,

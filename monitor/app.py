@@ -245,6 +245,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
                                                 identity=settings.web.identity,
                                                 snapshot=snapshot, job_intervals=intervals,
                                                 inboxes=inboxes, silence_max_seconds=silence_max_seconds,
+                                                max_silences_per_team=settings.alert.max_silences_per_team,
                                                 ack_link_seconds=settings.alert.ack_link_seconds,
                                                 rules_dir=settings.evaluate.rules_dir),
                                      settings.web.host, settings.web.port))  # fmt: skip

@@ -19,9 +19,10 @@ from typing import Any, Literal
 from sqlalchemy import Connection, Engine, text
 
 from monitor.alert import permissions
-from monitor.alert.matchers import MatcherError, parse_matchers
+from monitor.alert.matchers import Matcher, MatcherError, parse_matchers
 from monitor.core.errors import MonitorError
 from monitor.core.records import Identity
+from monitor.core.settings import MAX_SILENCES_PER_TEAM
 from monitor.core.vocabulary import most_severe_first_sql
 from monitor.store import audit
 
@@ -166,10 +167,12 @@ def create_silence(
     max_duration: timedelta,
     platform_teams: Collection[str],
     starts_at: datetime | None = None,
+    max_per_team: int = MAX_SILENCES_PER_TEAM,
 ) -> int:
     """Store a silence over `matchers` (at least one) from `starts_at` (default now) for `duration`.
 
-    Who may: see `permissions.check_silence` (their own teams' alerts, or the platform role)."""
+    Who may: see `permissions.check_silence` (their own teams' alerts, or the platform role). A
+    team has at most `max_per_team` active or scheduled silences (`alert.max_silences_per_team`)."""
     if not matchers:
         raise ActionError("a silence needs at least one matcher, e.g. cluster=prod rule=ConsumerLag")
     if len(matchers) > permissions.MAX_MATCHERS:
@@ -177,7 +180,7 @@ def create_silence(
     try:
         parsed = parse_matchers(matchers)
     except MatcherError as exc:
-        raise ActionError(f"bad matcher: {exc}") from None
+        raise ActionError(str(exc)) from None
     if not comment.strip():
         raise ActionError("say why (--comment TEXT): the next on-call engineer reads it")
     if len(comment) > MAX_COMMENT:
@@ -196,6 +199,7 @@ def create_silence(
     if now - start > max_duration:
         raise ActionError(f"a silence may start at most {max_duration} ago; give a later start")
     _allowed(permissions.silence_refusal(who, parsed, platform_teams))
+    _within_team_cap(conn, parsed, now, max_per_team)
     texts = [str(m) for m in parsed]
     silence_id = int(
         conn.execute(
@@ -219,6 +223,37 @@ def create_silence(
         reason=comment,
     )  # fmt: skip
     return silence_id
+
+
+_SILENCE_CAP_LOCK = 0x6B68_7363  # pg_advisory_xact_lock(key, hashtext(team)) of the team cap ("khsc")
+_NAMES_NO_TEAM = "NOT jsonb_path_exists(matchers, '$[*] ? (@ like_regex \"^team=[^~]\")')"
+"""A silence that names no team: none of its matchers, stored as `str(Matcher)`, is `team=<team>`
+(a bare value never starts with `~`: it would be quoted)."""
+
+
+def _within_team_cap(conn: Connection, matchers: tuple[Matcher, ...], now: datetime, cap: int) -> None:
+    """Refuse (409) a silence beyond the cap of a team it names, or of the silences that name no
+    team. Each team's count is taken under a lock of its own, so two requests at once cannot both
+    take the last place."""
+    for team in sorted(permissions.named_teams(matchers)) or [""]:
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(CAST(:k AS integer), hashtext(:t))"),
+            {"k": _SILENCE_CAP_LOCK, "t": team},
+        )
+        which = "matchers ? :m" if team else _NAMES_NO_TEAM
+        count = conn.execute(
+            text(f"SELECT count(*) FROM silences WHERE expired_at IS NULL AND ends_at > :now AND {which}"),
+            {"now": now, "m": str(Matcher(permissions.TEAM_LABEL, "=", team)) if team else ""},
+        ).scalar_one()
+        if count >= cap:
+            whose = f"team {team} has" if team else "the silences that name no team have"
+            raise ActionError(
+                f"{whose} {count} active or scheduled silences, the most allowed "
+                f"(alert.max_silences_per_team = {cap}): expire one that is no longer needed "
+                "(`kafka-health alerts silences`, then `kafka-health alerts expire ID`), or widen one "
+                "to cover more alerts",
+                "conflict",
+            )
 
 
 def expire_silence(

@@ -8,7 +8,8 @@ The syntax and semantics are Alertmanager's, so an operator who knows one knows 
     team!~"ops|infra"          not matching the regular expression
 
 Regular expressions compile with RE2 (`monitor.core.patterns`): matching is linear in the label's
-length whatever the pattern, so what a person types into a silence cannot stall the alert cycle.
+length whatever the pattern, and a pattern's compiled program is bounded, so what a person types
+into a silence cannot stall the alert cycle.
 
 A label the alert does not carry matches as the empty string, so `team=""` selects the alerts
 without a team and `team!=""` those with one. A value may be written bare or in double quotes; in
@@ -22,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, cast
 
-from monitor.core.patterns import PatternError, UserPattern, compile_pattern
+from monitor.core.patterns import PatternError, UserPattern, compile_pattern, matchable
 
 MatchOp = Literal["=", "!=", "=~", "!~"]
 
@@ -98,11 +99,13 @@ class Matcher:
         if self.op == "!=":
             return actual != self.value
         assert self._regex is not None
-        try:
-            found = self._regex.fullmatch(actual) is not None
-        except UnicodeEncodeError:  # a lone surrogate in a label: match what it prints as
-            found = self._regex.fullmatch(actual.encode("utf-8", "replace").decode("utf-8")) is not None
+        found = self._regex.fullmatch(matchable(actual)) is not None
         return found if self.op == "=~" else not found
+
+    @property
+    def regex(self) -> UserPattern | None:
+        """The compiled pattern of `=~` and `!~` (None for `=` and `!=`)."""
+        return self._regex
 
     def __str__(self) -> str:
         value = self.value if _BARE.match(self.value) and "\n" not in self.value else _quote(self.value)

@@ -191,6 +191,7 @@ def silence(
             max_duration=max_duration,
             platform_teams=settings.web.identity.platform_teams,
             starts_at=starts_at,
+            max_per_team=settings.alert.max_silences_per_team,
         )
     out.print(f"silence {silence_id} created for {duration}", highlight=False)
 

@@ -311,6 +311,10 @@ class EvaluateConfig(_Strict):
     rules_dir: Path | None = Field(default=None, description="Rule files; default: the shipped alert_rules/.")
 
 
+MAX_SILENCES_PER_TEAM = 100
+"""The default of `alert.max_silences_per_team`."""
+
+
 class AlertConfig(_Strict):
     """The alert stage: alert lifecycle, routing and the notification sender."""
 
@@ -344,6 +348,13 @@ class AlertConfig(_Strict):
         le=366 * 86_400,
         description="How long the acknowledgement link of a notification works after the incident's "
         "latest notification (it also works only once).",
+    )
+    max_silences_per_team: int = Field(
+        default=MAX_SILENCES_PER_TEAM,
+        ge=1,
+        le=10_000,
+        description="Most active or scheduled silences naming one team (team=<team>); the silences "
+        "that name no team count together as one more. A new one beyond it is refused (409).",
     )
 
 
@@ -719,6 +730,7 @@ _NOT_SETTINGS = frozenset(
         "KAFKA_HEALTH_TEST_KAFKA_PORT",
         "KAFKA_HEALTH_TEST_PG_PORT",
         "KAFKA_HEALTH_TEST_SPARK_PORT",
+        "KAFKA_HEALTH_TEST_SOAK_PG_PORT",
     }
 )
 

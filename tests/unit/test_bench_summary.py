@@ -97,6 +97,42 @@ DOCUMENTS: dict[str, dict[str, Any]] = {
         "sender": {"notifications": 2000, "sent": 2000, "seconds": 6.5, "rate": 307.0},
         "latency": {"rounds": 20, "median_ms": 11.0, "max_ms": 15.0},
     },
+    "silences": {
+        "machine": MACHINE,
+        "many": [
+            {
+                "silences": 100,
+                "alerts": 10000,
+                "first": 0.5,
+                "notify": 1.2,
+                "steady": 0.4,
+                "matching": 0.05,
+                "silenced": 900,
+                "firing": 10000,
+                "baseline": {"first": 0.45, "notify": 1.1, "steady": 0.35},
+            },
+            {
+                "silences": 1000,
+                "alerts": 10000,
+                "first": 0.7,
+                "notify": 1.5,
+                "steady": 1.1,
+                "matching": 0.2,
+                "silenced": 5700,
+                "firing": 10000,
+                "baseline": {"first": 0.45, "notify": 1.1, "steady": 0.35},
+            },
+        ],
+        "costly": {
+            "alerts": 10000,
+            "costly": 20,
+            "others": 30,
+            "before": 40.0,
+            "at_once_unbounded": 2.5,
+            "after": 0.08,
+            "cycle_after": 0.6,
+        },
+    },
     "collector": {
         "machine": {**MACHINE, "date": "2026-11-22 03:31 UTC"},
         "sizes": [
@@ -200,6 +236,10 @@ DOCUMENTS: dict[str, dict[str, Any]] = {
 }
 
 
+ORDER = ["collector", "ingest", "evaluate", "alerts", "silences", "web", "push", "detect"]
+"""The benchmarks in the table's order (the issues')."""
+
+
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
     for name, doc in DOCUMENTS.items():
@@ -215,7 +255,7 @@ def _row(table: list[summary.Row], benchmark: str, size: float, cost: str) -> su
 
 def test_every_benchmark_document_is_read_in_the_issue_order(results: Path) -> None:
     documents = summary.load(results)
-    assert list(documents) == ["collector", "ingest", "evaluate", "alerts", "web", "push", "detect"]
+    assert list(documents) == ORDER
     table = summary.rows(documents)
     assert list(dict.fromkeys(r.benchmark for r in table)) == list(documents)
 
@@ -269,6 +309,29 @@ def test_alert_rows_take_the_slowest_cycle_and_the_sender_rate(results: Path) ->
     assert _row(table, "alerts", 1, "finding -> receiver ms").value == 11.0
 
 
+def test_silence_rows_hold_the_cycles_matching_every_alert_to_1_s_at_1000_by_10k(results: Path) -> None:
+    table = summary.rows(summary.load(results))
+    cycle = _row(table, "silences", 1000, "alert cycle s")
+    assert (cycle.value, cycle.met, cycle.target) == (1.1, False, "<= 1 s at 1,000 x 10k")
+    assert cycle.note == "first 0.70, steady 1.10, notifying 1.50; without silences 0.45, 0.35, 1.10"
+    assert (
+        _row(table, "silences", 100, "alert cycle s").met,
+        _row(table, "silences", 100, "alert cycle s").target,
+    ) == (
+        None,
+        "",
+    ), "the target is for 1,000 silences"
+    step = _row(table, "silences", 1000, "silence step s")
+    assert (step.value, step.note) == (0.2, "5,700 of 10,000 firing alerts silenced")
+    costly = _row(table, "silences", 20, "silence matching s (now)")
+    assert (costly.value, costly.input) == (0.08, "20 costly + 30 silences, 10,000 alerts")
+    assert costly.note.startswith("before 40.00 s (one silence after the other)")
+    fast = summary.silences_rows(
+        {**DOCUMENTS["silences"], "many": [{**DOCUMENTS["silences"]["many"][1], "steady": 0.9}]}
+    )
+    assert fast[0].met is True and summary.silences_rows({}) == []
+
+
 def test_web_rows_give_the_slowest_endpoint_of_each_kind_at_the_highest_concurrency(results: Path) -> None:
     table = summary.rows(summary.load(results))
     web = [r for r in table if r.benchmark == "web"]
@@ -310,15 +373,7 @@ def test_a_benchmark_not_run_again_keeps_its_published_rows(results: Path, tmp_p
     fresh = summary.load(results)
     fresh["ingest"]["sizes"][0]["median_rate"] = 1.0  # re-measured: its new figures win
     table = summary.rows(fresh, published)
-    assert list(dict.fromkeys(r.benchmark for r in table)) == [
-        "collector",
-        "ingest",
-        "evaluate",
-        "alerts",
-        "web",
-        "push",
-        "detect",
-    ]
+    assert list(dict.fromkeys(r.benchmark for r in table)) == ORDER
     assert [r for r in table if r.benchmark in ("web", "evaluate")] == [
         r for r in everything if r.benchmark in ("web", "evaluate")
     ]

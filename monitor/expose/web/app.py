@@ -34,7 +34,7 @@ from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
 from monitor.core.clock import Clock, SystemClock
 from monitor.core.errors import StoreUnavailableError
-from monitor.core.settings import IdentityConfig, MetricsConfig
+from monitor.core.settings import MAX_SILENCES_PER_TEAM, IdentityConfig, MetricsConfig
 from monitor.expose.metrics.snapshot import MetricsSnapshot
 from monitor.expose.read import queries
 from monitor.expose.web import inbox
@@ -73,6 +73,7 @@ def create_app(
     stale_after: timedelta,
     clock: Clock | None = None,
     silence_max_seconds: int = 7 * 86400,
+    max_silences_per_team: int = MAX_SILENCES_PER_TEAM,
     metrics: MetricsConfig | None = None,
     snapshot: MetricsSnapshot | None = None,
     retention: RetentionService | None = None,
@@ -97,6 +98,7 @@ def create_app(
         clock,
         stale_after,
         silence_max_seconds,
+        max_silences_per_team,
         inbox_nav=bool(inboxes),
         ack_link_seconds=ack_link_seconds,
         retention=retention,

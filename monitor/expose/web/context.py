@@ -29,6 +29,7 @@ from monitor.act.service import RetentionService
 from monitor.core.clock import Clock
 from monitor.core.formatting import NUMBER_FILTERS, visible_output
 from monitor.core.resources import templates_dir
+from monitor.core.settings import MAX_SILENCES_PER_TEAM
 from monitor.expose.metrics.snapshot import MetricsSnapshot
 from monitor.expose.read.cache import ReadCache
 from monitor.expose.web.health import RuleScale
@@ -64,6 +65,8 @@ class WebContext:
     clock: Clock
     stale_after: timedelta
     silence_max_seconds: int = 7 * 86400
+    max_silences_per_team: int = MAX_SILENCES_PER_TEAM
+    """`alert.max_silences_per_team`: the active or scheduled silences one team may have."""
     inbox_nav: bool = False
     """Whether the navigation links the inbox (some receiver writes to an inbox file)."""
     ack_link_seconds: float = 7 * 86400

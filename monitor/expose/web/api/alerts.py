@@ -204,12 +204,14 @@ def silences(
 
 @router.post("/api/v1/silences", tags=["alerts"], status_code=201)
 def create_silence(ctx: Context, auth: Auth, body: SilenceRequest, who: Changer) -> dict[str, Any]:
-    """Mute the alerts matching every matcher for `duration_seconds`, as yourself."""
+    """Mute the alerts matching every matcher for `duration_seconds`, as yourself. A regular
+    expression may compile to at most 1,000 RE2 instructions (422), and a team may have at most
+    `alert.max_silences_per_team` active or scheduled silences (409)."""
     silence_id = _act(ctx, who, "silence", None, "create silence", lambda conn: actions.create_silence(
         conn, who, matchers=body.matchers, comment=body.comment, now=ctx.clock.now(),
         duration=timedelta(seconds=body.duration_seconds),
         max_duration=timedelta(seconds=ctx.silence_max_seconds), platform_teams=auth.platform_teams,
-        starts_at=body.starts_at))  # fmt: skip
+        starts_at=body.starts_at, max_per_team=ctx.max_silences_per_team))  # fmt: skip
     return {"id": silence_id, "created_by": who.user}
 
 

@@ -179,7 +179,7 @@ async def silence(ctx: Context, auth: Auth, request: Request) -> Response:
                 conn, who, matchers=lines, comment=form.get("comment", ""), now=ctx.clock.now(),
                 duration=timedelta(seconds=seconds),
                 max_duration=timedelta(seconds=ctx.silence_max_seconds),
-                platform_teams=auth.platform_teams)))  # fmt: skip
+                platform_teams=auth.platform_teams, max_per_team=ctx.max_silences_per_team)))  # fmt: skip
         return f"Silence {silence_id} created for {duration.strip()}: {', '.join(lines)}."
 
     return _guarded(ctx, auth, request, form, act)
