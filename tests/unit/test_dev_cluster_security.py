@@ -21,6 +21,7 @@ from monitor.core.errors import DevEnvironmentError, KafkaAuthenticationError, K
 from monitor.core.settings import ClusterConfig, DevKafkaConfig, SaslMechanism, Security, SecurityProtocol
 from monitor.devtools.kafka_cluster import DevKafkaCluster, new_cluster_id
 from monitor.devtools.kafka_security import SCRAM_USER, DevSecurity, OidcIssuer
+from monitor.devtools.oidc_provider import DevOidcProvider
 from monitor.kafka import KafkaAdmin
 from monitor.kafka.translate import is_security_failure
 
@@ -238,3 +239,35 @@ def test_a_rejection_before_the_request_started_does_not_explain_it() -> None:
 )
 def test_which_client_errors_are_rejections(code: int, text: str, rejected: bool) -> None:
     assert is_security_failure(KafkaError(code, text)) is rejected
+
+
+# -- the local OpenID provider ------------------------------------------------------------------
+
+PROVIDER_LOG = """\
+2026-11-28 18:04:28 [nioEventLoopGroup-3-1] DEBUG no.nav...OAuth2HttpRequestHandler - handle token request OAuth2HttpRequest(headers=Host: 127.0.0.1:46090
+Accept: application/json
+Authorization: ██
+, method=POST, originalUrl=http://127.0.0.1:46090/kafka/token, body=grant_type=client_credentials)
+2026-11-28 18:04:30 [nioEventLoopGroup-3-4] DEBUG no.nav...CorsInterceptor - intercept response
+2026-11-28 18:04:35 [nioEventLoopGroup-3-3] DEBUG no.nav...OAuth2HttpRequestHandler - handle token request OAuth2HttpRequest(headers=Host: 127.0.0.1:46090
+User-Agent: python-httpx/0.28.1
+Authorization: ██
+, method=POST, originalUrl=http://127.0.0.1:46090/kafka/token, body=grant_type=client_credentials)
+"""
+
+
+def test_the_openid_provider_issues_short_tokens_for_the_brokers_and_logs_each_request(
+    tmp_path: Path,
+) -> None:
+    provider = DevOidcProvider(tmp_path / "oidc", tmp_path / "cache", 46090, token_seconds=15)
+    assert provider.issuer == OidcIssuer("http://127.0.0.1:46090/kafka", "kafka-broker")
+    (callback,) = provider.config()["tokenCallbacks"]  # type: ignore[misc]
+    assert callback["tokenExpiry"] == 15
+    assert callback["requestMappings"][0]["claims"] == {"sub": "${clientId}", "aud": ["kafka-broker"]}
+    assert provider.token_requests() == [] and provider.running_pid() is None  # nothing started
+    provider.directory.mkdir()
+    provider.log_path.write_text(PROVIDER_LOG, encoding="utf-8")
+    requests = provider.token_requests()
+    assert [(r.at.second, r.user_agent) for r in requests] == [(28, ""), (35, "python-httpx/0.28.1")]
+    with pytest.raises(ValueError, match="token_seconds"):
+        DevOidcProvider(tmp_path, tmp_path, 46090, token_seconds=1)
