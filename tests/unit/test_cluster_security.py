@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import base64
 import re
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from pydantic import ValidationError
 
-from monitor.core.cluster_security import Security
-from monitor.core.settings import ClusterConfig
+from monitor.core.cluster_security import SaslMechanism, Security
+from monitor.core.settings import ClusterConfig, load_settings
 from monitor.kafka import client_config, kafka_python_options
 from monitor.kafka.oauth import CachedTokens, KafkaPythonTokens, MskIamTokens, Token
 
@@ -184,3 +185,21 @@ def test_a_token_is_kept_until_most_of_its_lifetime_is_gone_then_fetched_anew() 
     assert seen == ["t0", "t0", "t0", "t1", "t1", "t1", "t2"]
     assert tokens.fetches == 3
     assert "t2" not in repr(issued[-1]) and "t2" not in repr(tokens)
+
+
+def test_the_readme_examples_are_valid_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("Ready `clusters:` entries", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "monitor.yaml").write_text(block, encoding="utf-8")
+    for index, key in ((0, "SASL_PASSWORD"), (2, "SASL_PASSWORD"), (4, "SASL_OAUTHBEARER_CLIENT_SECRET")):
+        monkeypatch.setenv(f"KAFKA_HEALTH_CLUSTERS__{index}__SECURITY__{key}", f"secret-{index}")
+    monkeypatch.setenv(
+        "KAFKA_HEALTH_CLUSTERS__3__SECURITY__SASL_PASSWORD", "Endpoint=sb://ns/;SharedAccessKey=k"
+    )
+    clusters = {c.name: c.security for c in load_settings(tmp_path / "monitor.yaml").clusters}
+    assert {name: s.sasl_mechanism for name, s in clusters.items()} == {
+        "confluent-prod": SaslMechanism.PLAIN, "msk-iam": SaslMechanism.AWS_MSK_IAM,
+        "msk-scram": SaslMechanism.SCRAM_SHA_512, "eventhubs": SaslMechanism.PLAIN,
+        "oidc-prod": SaslMechanism.OAUTHBEARER,
+    }  # fmt: skip
+    assert clusters["eventhubs"].sasl_username == "$ConnectionString"
