@@ -518,8 +518,9 @@ class DevKafkaConfig(_Strict):
     heap_mb: int = Field(default=384, ge=128, le=8192)
     security: Literal["plaintext", "sasl_ssl"] = Field(
         default="plaintext",
-        description="sasl_ssl adds a SASL_SSL (SCRAM-SHA-512) listener at base_port + 200 and a "
-        "mutual-TLS listener at base_port + 300 to every node, beside the PLAINTEXT one.",
+        description="sasl_ssl adds a SASL_SSL listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; "
+        "OAUTHBEARER with `dev-cluster up --oidc`) at base_port + 200 and a mutual-TLS listener at "
+        "base_port + 300 to every node, beside the PLAINTEXT one.",
     )
 
 
