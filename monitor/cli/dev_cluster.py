@@ -16,6 +16,7 @@ from monitor.core.errors import ConfigError
 from monitor.core.settings import DevKafkaConfig, load_settings
 from monitor.core.yaml_files import format_validation_error
 from monitor.devtools.kafka_cluster import DevKafkaCluster, Report
+from monitor.devtools.oidc_provider import DevOidcProvider
 from monitor.devtools.paths import cache_dir, var_dir
 
 app = typer.Typer(help="Run a local Apache Kafka 4.x KRaft cluster on 127.0.0.1.", no_args_is_help=True)
@@ -54,6 +55,14 @@ def _progress(title: str) -> Iterator[Report]:
         yield report
 
 
+OIDC_PORT_OFFSET = 400
+"""The local OpenID provider listens at the cluster's base port + 400."""
+
+
+def _provider(cluster: DevKafkaCluster) -> DevOidcProvider:
+    return DevOidcProvider(cluster.home / "oidc", cache_dir(), cluster.config.base_port + OIDC_PORT_OFFSET)
+
+
 def _print_status(cluster: DevKafkaCluster) -> None:
     table = Table(title=f"Kafka dev cluster in {cluster.home}", title_justify="left")
     secured = cluster.secured
@@ -71,12 +80,18 @@ def _print_status(cluster: DevKafkaCluster) -> None:
     _out.print(f"bootstrap servers: {cluster.bootstrap_servers}", highlight=False)
     if secured:
         security = cluster.security
+        issuer = security.oidc()
+        mechanisms = "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512" + (", OAUTHBEARER" if issuer else "")
+        lines = [f"SASL_SSL ({mechanisms}; user monitor): {cluster.sasl_ssl_bootstrap_servers}"]
+        lines += [f"OpenID provider (issuer): {issuer.issuer}"] if issuer else []
+        lines += [
+            f"mutual TLS (client certificate required): {cluster.ssl_bootstrap_servers}",
+            f"CA certificate: {security.ca_file}",
+            f"client certificate and key: {security.client_certificate}, {security.client_key}",
+            f"every mechanism as monitor.yaml clusters, secrets included: {security.clusters_file}",
+        ]
         _out.print(
-            f"SASL_SSL (SCRAM-SHA-512, user monitor): {cluster.sasl_ssl_bootstrap_servers}\n"
-            f"mutual TLS (client certificate required): {cluster.ssl_bootstrap_servers}\n"
-            f"CA certificate: {security.ca_file}\n"
-            f"client certificate and key: {security.client_certificate}, {security.client_key}\n"
-            f"both as monitor.yaml clusters, passwords included: {security.clusters_file}",
+            "\n".join(lines),
             highlight=False,
         )
 
@@ -95,11 +110,19 @@ def up(
         str | None,
         typer.Option(
             "--security",
-            help="plaintext, or sasl_ssl: also a SASL_SSL (SCRAM-SHA-512) listener at base port + 200 "
-            "and a mutual-TLS listener at + 300, with a local CA under var/kafka/security "
-            "(default: dev_kafka.security).",
+            help="plaintext, or sasl_ssl: also a SASL_SSL listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) at "
+            "base port + 200 and a mutual-TLS listener at + 300, with a local CA under "
+            "var/kafka/security (default: dev_kafka.security).",
         ),
     ] = None,
+    oidc: Annotated[
+        bool,
+        typer.Option(
+            "--oidc",
+            help="With --security sasl_ssl: start the local OpenID provider at base port + 400 and "
+            "accept its OAUTHBEARER tokens on the SASL_SSL listener.",
+        ),
+    ] = False,
     config: ConfigOption = None,
 ) -> None:
     """Fetch the broker jars if needed, format a new cluster, start it and wait until it answers.
@@ -107,7 +130,15 @@ def up(
     Nodes already running are left alone, so running `up` twice is harmless.
     """
     cluster = _cluster(config, nodes=nodes, base_port=base_port, heap_mb=heap_mb, security=security)
+    if oidc and cluster.config.security != "sasl_ssl":
+        problem = "--oidc needs --security sasl_ssl (OAUTHBEARER is a SASL mechanism)"
+        raise ConfigError([problem], "dev-cluster options")
     with _progress("starting Kafka") as report:
+        if oidc:
+            report("starting the OpenID provider (its jars fetched with mvn on the first run)")
+            issuer = _provider(cluster).up()
+            cluster.security.use_oidc(issuer)
+            report(f"OpenID provider: {issuer.issuer}")
         cluster.up(nodes, report=report)
     _print_status(cluster)
 
@@ -123,6 +154,7 @@ def down(
     cluster = _cluster(config)
     with _progress("stopping Kafka"):
         cluster.down(purge=purge)
+        _provider(cluster).down()
     _out.print(f"stopped{' and purged' if purge else ''}: {cluster.home}", highlight=False)
 
 

@@ -15,7 +15,6 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,10 +26,13 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
-    model_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+# The cluster `security` model has its own module; its names are part of the settings.
+from monitor.core.cluster_security import SaslMechanism as SaslMechanism
+from monitor.core.cluster_security import Security as Security
+from monitor.core.cluster_security import SecurityProtocol as SecurityProtocol
 from monitor.core.errors import ConfigError
 from monitor.core.patterns import PatternError, UserPattern, compile_pattern
 from monitor.core.vocabulary import check_seconds
@@ -53,55 +55,6 @@ class _Strict(BaseModel):
         if info.field_name and info.field_name.endswith("_seconds") and isinstance(value, float | int):
             return check_seconds(value)
         return value
-
-
-class SecurityProtocol(StrEnum):
-    PLAINTEXT = "PLAINTEXT"
-    SSL = "SSL"
-    SASL_PLAINTEXT = "SASL_PLAINTEXT"
-    SASL_SSL = "SASL_SSL"
-
-
-class SaslMechanism(StrEnum):
-    PLAIN = "PLAIN"
-    SCRAM_SHA_256 = "SCRAM-SHA-256"
-    SCRAM_SHA_512 = "SCRAM-SHA-512"
-
-
-class Security(_Strict):
-    """How to reach a cluster: SASL PLAIN/SCRAM and/or TLS."""
-
-    protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
-    sasl_mechanism: SaslMechanism | None = None
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    ssl_ca_location: Path | None = None
-    ssl_certificate_location: Path | None = None
-    ssl_key_location: Path | None = None
-    ssl_key_password: SecretStr | None = None
-    ssl_endpoint_identification: bool = True
-
-    @model_validator(mode="after")
-    def _sasl_complete(self) -> Security:
-        uses_sasl = self.protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
-        if uses_sasl:
-            missing = [
-                name
-                for name in ("sasl_mechanism", "sasl_username", "sasl_password")
-                if getattr(self, name) is None
-            ]
-            if missing:
-                raise ValueError(
-                    f"protocol {self.protocol.value} needs {', '.join(missing)}; set them "
-                    "(the password preferably through the environment variable "
-                    "KAFKA_HEALTH_CLUSTERS__<n>__SECURITY__SASL_PASSWORD or a secret file)"
-                )
-        elif self.sasl_mechanism is not None:
-            raise ValueError(
-                f"sasl_mechanism is set but protocol is {self.protocol.value}; "
-                "use protocol SASL_PLAINTEXT or SASL_SSL, or remove sasl_mechanism"
-            )
-        return self
 
 
 def compile_name_pattern(pattern: str) -> UserPattern:
@@ -607,8 +560,9 @@ class DevKafkaConfig(_Strict):
     heap_mb: int = Field(default=384, ge=128, le=8192)
     security: Literal["plaintext", "sasl_ssl"] = Field(
         default="plaintext",
-        description="sasl_ssl adds a SASL_SSL (SCRAM-SHA-512) listener at base_port + 200 and a "
-        "mutual-TLS listener at base_port + 300 to every node, beside the PLAINTEXT one.",
+        description="sasl_ssl adds a SASL_SSL listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; "
+        "OAUTHBEARER with `dev-cluster up --oidc`) at base_port + 200 and a mutual-TLS listener at "
+        "base_port + 300 to every node, beside the PLAINTEXT one.",
     )
 
 

@@ -281,6 +281,7 @@ class DevKafkaCluster:
             f"-Xmx{heap}m",
             "-XX:+UseG1GC",
             "-Djava.awt.headless=true",
+            *(self.security.jvm_options() if self.secured else []),
             f"-Dlog4j2.configurationFile={node / 'log4j2.properties'}",
             "-cp",
             f"{self.libs_dir}/*",
@@ -567,7 +568,7 @@ class DevKafkaCluster:
                 "-t", cluster_id, "-c", str(node / "server.properties"),
             ]  # fmt: skip
             if self.secured:  # the SCRAM user, written into the metadata with the storage
-                command += ["--add-scram", self.security.scram_format_argument()]
+                command += self.security.format_arguments()
             return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
 
         with ThreadPoolExecutor(max_workers=len(node_ids)) as pool:

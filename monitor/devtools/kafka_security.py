@@ -3,8 +3,12 @@
 `kafka-health dev-cluster up --security sasl_ssl` gives every node, besides its PLAINTEXT
 listener (which the brokers talk to each other on), two more on 127.0.0.1:
 
-- SASL_SSL at `base_port + 200 + n - 1`: TLS, then SCRAM-SHA-512 as the user `monitor`, whose
-  credential is written into the metadata when the storage is formatted (`--add-scram`);
+- SASL_SSL at `base_port + 200 + n - 1`: TLS, then SASL as the user `monitor` with PLAIN (its
+  password in a JAAS file the broker reads), SCRAM-SHA-256 or SCRAM-SHA-512 (credentials written
+  into the metadata when the storage is formatted, `--add-scram`), the same password for all three;
+  and OAUTHBEARER when an OpenID provider is set (`use_oidc`, before `up`): the brokers validate
+  the provider's JWTs against its JWKS (issuer, audience, expiry), and end every session when its
+  token expires unless the client re-authenticates with a fresh one (KIP-368);
 - SSL at `base_port + 300 + n - 1`: TLS that requires a client certificate signed by the local CA.
 
 Everything lives under `home/security/`, made once and reused at every `up`:
@@ -14,8 +18,11 @@ Everything lives under `home/security/`, made once and reused at every `up`:
                       127.0.0.1 and localhost: Kafka reads it as a PEM key store
     client-cert.pem   the monitor's client certificate (CN=monitor), signed by the CA
     client-key.pem    its private key, encrypted with the key passphrase (PKCS#8)
-    secrets.json      the SCRAM password and the key passphrase (mode 0600)
-    clusters.yaml     the two secured listeners as monitor.yaml `clusters:` entries (mode 0600)
+    secrets.json      the SASL password and the key passphrase (mode 0600)
+    jaas.conf         the PLAIN user and password, for the brokers (mode 0600)
+    oidc.json         the OpenID provider's issuer and the monitor's client secret (mode 0600;
+                      only with `use_oidc`)
+    clusters.yaml     every mechanism and listener as monitor.yaml `clusters:` entries (mode 0600)
 
 Only the CA's certificate is kept: its key is dropped once the certificates are signed.
 """
@@ -45,9 +52,35 @@ SASL_SSL_PORT_OFFSET: Final = 200
 SSL_PORT_OFFSET: Final = 300
 SCRAM_USER: Final = "monitor"
 SCRAM_MECHANISM: Final = SaslMechanism.SCRAM_SHA_512
+SCRAM_MECHANISMS: Final = (SaslMechanism.SCRAM_SHA_256, SaslMechanism.SCRAM_SHA_512)
+PASSWORD_MECHANISMS: Final = (SaslMechanism.PLAIN, *SCRAM_MECHANISMS)
+OIDC_CLIENT_ID: Final = "kafka-health"
+_VALIDATOR: Final = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+_OAUTH_JAAS: Final = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+_REAUTH_MS: Final = 3_600_000  # positive: a session ends with its token unless re-authenticated
 _VALIDITY: Final = datetime.timedelta(days=825)
 _SCRAM_JAAS: Final = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 _FILES: Final = ("ca.pem", "broker.pem", "client-cert.pem", "client-key.pem", "secrets.json")
+
+
+@dataclass(frozen=True, slots=True)
+class OidcIssuer:
+    """An OpenID provider the brokers trust: its issuer URL and the audience tokens must name."""
+
+    issuer: str
+    audience: str
+
+    @property
+    def discovery_url(self) -> str:
+        return f"{self.issuer}/.well-known/openid-configuration"
+
+    @property
+    def token_endpoint(self) -> str:
+        return f"{self.issuer}/token"
+
+    @property
+    def jwks_url(self) -> str:
+        return f"{self.issuer}/jwks"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +122,14 @@ class DevSecurity:
         return self.directory / "secrets.json"
 
     @property
+    def jaas_file(self) -> Path:
+        return self.directory / "jaas.conf"
+
+    @property
+    def oidc_file(self) -> Path:
+        return self.directory / "oidc.json"
+
+    @property
     def clusters_file(self) -> Path:
         return self.directory / "clusters.yaml"
 
@@ -100,7 +141,9 @@ class DevSecurity:
         """Make the CA, certificates and secrets unless they all exist; return the secrets."""
         if not self.exists:
             self._create()
-        return self.secrets()
+        found = self.secrets()
+        self._write_jaas(found.scram_password)
+        return found
 
     def secrets(self) -> DevSecrets:
         try:
@@ -119,11 +162,29 @@ class DevSecurity:
         protocols, so `listener.name.ssl` is the mutual-TLS one).
 
         No secret is among them: the broker's key is unencrypted on disk (it is a throwaway
-        key for 127.0.0.1) and the SCRAM credentials are in the cluster metadata.
+        key for 127.0.0.1), the SCRAM credentials are in the cluster metadata and the PLAIN
+        password in the JAAS file (`jvm_options`).
         """
+        issuer = self.oidc()
+        mechanisms = [m.value for m in PASSWORD_MECHANISMS]
+        properties = {
+            f"listener.name.sasl_ssl.{m.value.lower()}.sasl.jaas.config": _SCRAM_JAAS
+            for m in SCRAM_MECHANISMS
+        }
+        if issuer is not None:
+            mechanisms.append(SaslMechanism.OAUTHBEARER.value)
+            properties |= {
+                "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": _OAUTH_JAAS,
+                "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": _VALIDATOR,
+                "listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms": str(_REAUTH_MS),
+                "sasl.oauthbearer.jwks.endpoint.url": issuer.jwks_url,
+                "sasl.oauthbearer.expected.issuer": issuer.issuer,
+                "sasl.oauthbearer.expected.audience": issuer.audience,
+                "sasl.oauthbearer.clock.skew.seconds": "1",
+            }
         return {
-            "sasl.enabled.mechanisms": SCRAM_MECHANISM.value,
-            f"listener.name.sasl_ssl.{SCRAM_MECHANISM.value.lower()}.sasl.jaas.config": _SCRAM_JAAS,
+            "sasl.enabled.mechanisms": ",".join(mechanisms),
+            **properties,
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(self.broker_key_store),
             "ssl.truststore.type": "PEM",
@@ -131,20 +192,81 @@ class DevSecurity:
             "listener.name.ssl.ssl.client.auth": "required",
         }
 
-    def scram_format_argument(self) -> str:
-        """The `kafka-storage format --add-scram` value that creates the SCRAM user."""
+    def _write_jaas(self, password: SecretStr) -> None:
+        """The JAAS file with the PLAIN user, for the brokers (mode 0600)."""
+        quoted = json.dumps(password.get_secret_value())
+        login = (
+            f"org.apache.kafka.common.security.plain.PlainLoginModule required user_{SCRAM_USER}={quoted};"
+        )
+        _write_private(self.jaas_file, f"sasl_ssl.KafkaServer {{\n  {login}\n}};\n".encode())
+
+    def jvm_options(self) -> list[str]:
+        """The brokers' JVM options: the JAAS file of the PLAIN user (made by `ensure`), and the
+        JWKS URL among the URLs Kafka (4.x) may fetch for OAUTHBEARER."""
+        options = [f"-Djava.security.auth.login.config={self.jaas_file}"]
+        issuer = self.oidc()
+        if issuer is not None:
+            options.append(f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={issuer.jwks_url}")
+        return options
+
+    def format_arguments(self) -> list[str]:
+        """The `kafka-storage format` arguments that create the SCRAM user, for both hashes."""
         password = self.secrets().scram_password.get_secret_value()
-        return f"{SCRAM_MECHANISM.value}=[name={SCRAM_USER},password={password}]"
+        arguments: list[str] = []
+        for mechanism in SCRAM_MECHANISMS:
+            arguments += ["--add-scram", f"{mechanism.value}=[name={SCRAM_USER},password={password}]"]
+        return arguments
+
+    # -- the OpenID provider ----------------------------------------------------------------
+
+    def use_oidc(self, issuer: OidcIssuer) -> None:
+        """Trust `issuer` for OAUTHBEARER from the next `up`; a client secret is made once."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        existing = self._oidc_values()
+        secret = existing.get("client_secret") or secrets.token_urlsafe(18)
+        values = {"issuer": issuer.issuer, "audience": issuer.audience, "client_secret": secret}
+        _write_private(self.oidc_file, json.dumps(values).encode("utf-8"))
+
+    def oidc(self) -> OidcIssuer | None:
+        values = self._oidc_values()
+        return OidcIssuer(values["issuer"], values["audience"]) if values else None
+
+    def _oidc_values(self) -> dict[str, str]:
+        try:
+            values = json.loads(self.oidc_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return values if isinstance(values, dict) else {}
 
     # -- client side ------------------------------------------------------------------------
 
-    def sasl_ssl(self, password: SecretStr | None = None) -> Security:
-        """How a client reaches the SASL_SSL listener (`password` replaces the real one)."""
+    def sasl_ssl(
+        self, password: SecretStr | None = None, mechanism: SaslMechanism = SCRAM_MECHANISM
+    ) -> Security:
+        """How a client reaches the SASL_SSL listener with a password mechanism (`password`
+        replaces the real one)."""
         return Security(
             protocol=SecurityProtocol.SASL_SSL,
-            sasl_mechanism=SCRAM_MECHANISM,
+            sasl_mechanism=mechanism,
             sasl_username=SCRAM_USER,
             sasl_password=password or self.secrets().scram_password,
+            ssl_ca_location=self.ca_file,
+        )
+
+    def oauthbearer(self, token_endpoint: str | None = None) -> Security:
+        """How a client reaches the SASL_SSL listener with OAUTHBEARER tokens from the provider
+        (`token_endpoint` replaces the provider's). Raises DevEnvironmentError without `use_oidc`."""
+        issuer, values = self.oidc(), self._oidc_values()
+        if issuer is None:
+            raise DevEnvironmentError(
+                f"{self.oidc_file} is missing: the cluster was made without an OpenID provider"
+            )
+        return Security(
+            protocol=SecurityProtocol.SASL_SSL,
+            sasl_mechanism=SaslMechanism.OAUTHBEARER,
+            sasl_oauthbearer_token_endpoint_url=token_endpoint or issuer.token_endpoint,
+            sasl_oauthbearer_client_id=OIDC_CLIENT_ID,
+            sasl_oauthbearer_client_secret=SecretStr(values["client_secret"]),
             ssl_ca_location=self.ca_file,
         )
 
@@ -159,23 +281,30 @@ class DevSecurity:
             ssl_key_password=key_passphrase or self.secrets().key_passphrase,
         )
 
+    def client_securities(self) -> dict[str, Security]:
+        """Every way a client can reach the secured listeners, by a short name: `sasl-ssl`
+        (SCRAM-SHA-512), `scram-sha-256`, `plain`, `oauthbearer` (with a provider) and `mtls`."""
+        found = {
+            "sasl-ssl": self.sasl_ssl(),
+            "scram-sha-256": self.sasl_ssl(mechanism=SaslMechanism.SCRAM_SHA_256),
+            "plain": self.sasl_ssl(mechanism=SaslMechanism.PLAIN),
+        }
+        if self.oidc() is not None:
+            found["oauthbearer"] = self.oauthbearer()
+        return {**found, "mtls": self.mutual_tls()}
+
     def write_clusters_file(self, name: str, sasl_ssl_servers: list[str], ssl_servers: list[str]) -> Path:
-        """A monitor.yaml `clusters:` list for both listeners, secrets included (mode 0600)."""
-        entries = [
-            ClusterConfig(
-                name=f"{name}-sasl-ssl", bootstrap_servers=sasl_ssl_servers, security=self.sasl_ssl()
-            ),
-            ClusterConfig(name=f"{name}-mtls", bootstrap_servers=ssl_servers, security=self.mutual_tls()),
-        ]
+        """A monitor.yaml `clusters:` list for every mechanism, secrets included (mode 0600)."""
         clusters = []
-        for entry in entries:
-            security = entry.security.model_dump(mode="json", exclude_none=True)
-            for key in ("sasl_password", "ssl_key_password"):
+        for kind, security in self.client_securities().items():
+            servers = ssl_servers if kind == "mtls" else sasl_ssl_servers
+            entry = ClusterConfig(name=f"{name}-{kind}", bootstrap_servers=servers, security=security)
+            dumped = entry.security.model_dump(mode="json", exclude_none=True)
+            for key in ("sasl_password", "sasl_oauthbearer_client_secret", "ssl_key_password"):
                 secret = getattr(entry.security, key)
                 if secret is not None:
-                    security[key] = secret.get_secret_value()
-            clusters.append({"name": entry.name, "bootstrap_servers": entry.bootstrap_servers,
-                             "security": security})  # fmt: skip
+                    dumped[key] = secret.get_secret_value()
+            clusters.append({"name": entry.name, "bootstrap_servers": servers, "security": dumped})
         text = "# Made by `kafka-health dev-cluster up --security sasl_ssl`; it holds secrets.\n"
         text += yaml.safe_dump({"clusters": clusters}, sort_keys=False)
         _write_private(self.clusters_file, text.encode("utf-8"))

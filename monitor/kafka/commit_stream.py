@@ -21,7 +21,7 @@ from monitor.core.records import CommitStreamBatch, GroupMetadataRecord, OffsetC
 from monitor.core.settings import ClusterConfig
 from monitor.kafka.consumer import ConsumerClient
 from monitor.kafka.offsets_topic import DecodeError, decode
-from monitor.kafka.properties import client_config, scrub
+from monitor.kafka.properties import ClientValue, client_config, scrub
 from monitor.kafka.translate import is_end_offset_held_back, is_unavailable, kafka_error
 
 _LOG: Final = logging.getLogger(__name__)
@@ -41,23 +41,23 @@ _MISSING: Final = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNO
 """The topic does not exist yet: Kafka creates it when a group first looks up its coordinator."""
 
 # Always set: never commit, see the end of every partition, and be told when a position is gone.
-_REQUIRED: Final[dict[str, str | int | bool]] = {
+_REQUIRED: Final[dict[str, ClientValue]] = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
     "enable.partition.eof": True,
     "auto.offset.reset": "earliest",
     "isolation.level": "read_committed",
 }
-_TUNING: Final[dict[str, str | int | bool]] = {
+_TUNING: Final[dict[str, ClientValue]] = {
     "fetch.wait.max.ms": 100,
     "fetch.error.backoff.ms": 100,
 }
 
 
-def stream_config(cluster: ClusterConfig) -> dict[str, str | int | bool]:
+def stream_config(cluster: ClusterConfig) -> dict[str, ClientValue]:
     """Consumer properties: the reader's tuning unless the operator set it, the cluster's, then
     what the reader depends on."""
-    values: dict[str, str | int | bool] = {k: v for k, v in _TUNING.items() if k not in cluster.client_config}
+    values: dict[str, ClientValue] = {k: v for k, v in _TUNING.items() if k not in cluster.client_config}
     values.update(client_config(cluster))
     values.update(_REQUIRED)
     values["group.id"] = f"kafka-health-{cluster.name}-commits"

@@ -14,13 +14,13 @@ from typing import Self
 from confluent_kafka import Consumer, KafkaException
 
 from monitor.core.settings import ClusterConfig
-from monitor.kafka.properties import ClientLog, client_config, rejected_configuration
+from monitor.kafka.properties import ClientLog, ClientValue, client_config, rejected_configuration
 
 
 class ConsumerClient:
     """One consumer of one cluster, created by `start()` and released by `close()`."""
 
-    def __init__(self, cluster: ClusterConfig, config: dict[str, str | int | bool]) -> None:
+    def __init__(self, cluster: ClusterConfig, config: dict[str, ClientValue]) -> None:
         self._cluster = cluster
         self._config = config
         self._secrets = client_config(cluster).secret_values()

@@ -36,7 +36,7 @@ from monitor.core.settings import ClusterConfig
 from monitor.kafka import records
 from monitor.kafka.alter import ConfigChange, TopicConfigWriter, differs
 from monitor.kafka.leaders import LeaderAdmin
-from monitor.kafka.properties import ClientLog, client_config, rejected_configuration, scrub
+from monitor.kafka.properties import ClientLog, ClientValue, client_config, rejected_configuration, scrub
 
 log = logging.getLogger(__name__)
 
@@ -193,13 +193,13 @@ class ProbeClient:
         self._group_id = group_id
         base = dict(client_config(cluster))
         self._secrets = client_config(cluster).secret_values()
-        self._producer_config: dict[str, str | int | bool] = {
+        self._producer_config: dict[str, ClientValue] = {
             **base,
             "acks": "all",
             "enable.idempotence": False,
             "linger.ms": 0,
         }
-        self._consumer_config: dict[str, str | int | bool] = {
+        self._consumer_config: dict[str, ClientValue] = {
             **base,
             "group.id": group_id,
             "enable.auto.commit": False,

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Final, TypeVar
 
+from pydantic import SecretStr
+
+from monitor.core.cluster_security import SASL_PROTOCOLS, TLS_PROTOCOLS, SaslMechanism, Security
 from monitor.core.errors import ConfigError
-from monitor.core.settings import ClusterConfig, SecurityProtocol
+from monitor.core.settings import ClusterConfig
+from monitor.kafka.masking import MASK as MASK
+from monitor.kafka.masking import scrub as scrub
+from monitor.kafka.oauth import librdkafka_token_callback, token_source
 
 CLIENT_LOG: Final = logging.getLogger("monitor.kafka.client")
 # librdkafka's own log lines go to `CLIENT_LOG` at INFO or below: whatever makes a request fail
@@ -15,8 +21,6 @@ CLIENT_LOG: Final = logging.getLogger("monitor.kafka.client")
 # same connection error several times a second at ERROR.
 _CLIENT_LOG_MAX_LEVEL: Final = logging.INFO
 V = TypeVar("V")
-
-MASK: Final = "***"
 
 
 class ClientLog:
@@ -28,13 +32,6 @@ class ClientLog:
 
 def is_secret_key(key: str) -> bool:
     return "password" in key or "secret" in key
-
-
-def scrub(text: str, secrets: Sequence[str]) -> str:
-    """`text` with every secret value replaced by the mask."""
-    for secret in secrets:
-        text = text.replace(secret, MASK)
-    return text
 
 
 def rejected_configuration(exc: Exception, cluster: str, secrets: Sequence[str], client: str) -> ConfigError:
@@ -73,8 +70,13 @@ class MaskedMapping(Mapping[str, V]):
         return [str(v) for k, v in self._values.items() if is_secret_key(k) and v]
 
 
-class ClientConfig(MaskedMapping[str]):
-    """librdkafka properties for one cluster."""
+TokenCallback = Callable[[str | None], tuple[str, float]]
+ClientValue = str | int | bool | TokenCallback
+"""A librdkafka property's value: text, a number, a flag, or the `oauth_cb` of MSK IAM tokens."""
+
+
+class ClientConfig(MaskedMapping[ClientValue]):
+    """librdkafka properties for one cluster (text, and `oauth_cb` for MSK IAM tokens)."""
 
     __slots__ = ()
 
@@ -86,20 +88,14 @@ def client_config(cluster: ClusterConfig) -> ClientConfig:
     be passed that way (the settings model rejects them), they come only from `cluster.security`.
     """
     security = cluster.security
-    values: dict[str, str] = {
+    values: dict[str, ClientValue] = {
         "bootstrap.servers": ",".join(cluster.bootstrap_servers),
         "client.id": f"kafka-health-{cluster.name}",
         "security.protocol": security.protocol.value,
     }
-    if security.protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL):
-        # The settings model guarantees all three are set for SASL protocols.
-        if security.sasl_mechanism is not None:
-            values["sasl.mechanism"] = security.sasl_mechanism.value
-        if security.sasl_username is not None:
-            values["sasl.username"] = security.sasl_username
-        if security.sasl_password is not None:
-            values["sasl.password"] = security.sasl_password.get_secret_value()
-    if security.protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL):
+    if security.protocol in SASL_PROTOCOLS:
+        values.update(_sasl_properties(cluster.name, security, cluster.request_timeout_seconds))
+    if security.protocol in TLS_PROTOCOLS:
         if security.ssl_ca_location is not None:
             values["ssl.ca.location"] = str(security.ssl_ca_location)
         if security.ssl_certificate_location is not None:
@@ -113,3 +109,30 @@ def client_config(cluster: ClusterConfig) -> ClientConfig:
         )
     values.update(cluster.client_config)
     return ClientConfig(values)
+
+
+def _sasl_properties(cluster: str, security: Security, timeout: float) -> dict[str, ClientValue]:
+    """The SASL properties of one mechanism (the settings model guarantees what each needs)."""
+    mechanism = security.sasl_mechanism
+    values: dict[str, ClientValue] = {}
+    if mechanism is SaslMechanism.AWS_MSK_IAM:
+        tokens = token_source(cluster, security, timeout)
+        if tokens is not None:
+            values = {"sasl.mechanism": "OAUTHBEARER", "oauth_cb": librdkafka_token_callback(tokens)}
+        return values
+    if mechanism is not None:
+        values["sasl.mechanism"] = mechanism.value
+    optional = {
+        "sasl.username": security.sasl_username,
+        "sasl.password": security.sasl_password,
+        "sasl.oauthbearer.token.endpoint.url": security.sasl_oauthbearer_token_endpoint_url,
+        "sasl.oauthbearer.client.id": security.sasl_oauthbearer_client_id,
+        "sasl.oauthbearer.client.secret": security.sasl_oauthbearer_client_secret,
+        "sasl.oauthbearer.scope": security.sasl_oauthbearer_scope,
+    }
+    for key, value in optional.items():
+        if value is not None:
+            values[key] = value.get_secret_value() if isinstance(value, SecretStr) else value
+    if mechanism is SaslMechanism.OAUTHBEARER:
+        values["sasl.oauthbearer.method"] = "oidc"
+    return values

@@ -13,8 +13,10 @@ from typing import Final, Self
 import kafka.errors
 from kafka.admin import KafkaAdminClient
 
+from monitor.core.cluster_security import SASL_PROTOCOLS, TLS_PROTOCOLS
 from monitor.core.errors import ConfigError, KafkaRequestError, KafkaUnavailableError
 from monitor.core.settings import ClusterConfig, SecurityProtocol
+from monitor.kafka.oauth import KafkaPythonTokens, token_source
 from monitor.kafka.properties import MASK, MaskedMapping
 from monitor.kafka.pylog import asking, route_kafka_python_log
 from monitor.kafka.translate import reason
@@ -66,16 +68,10 @@ def kafka_python_options(cluster: ClusterConfig) -> KafkaPythonOptions:
         "bootstrap_timeout_ms": timeout_ms,
         "security_protocol": security.protocol.value,
     }
-    secrets: list[str] = []
-    if security.protocol in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL):
-        if security.sasl_mechanism is not None:
-            values["sasl_mechanism"] = security.sasl_mechanism.value
-        if security.sasl_username is not None:
-            values["sasl_plain_username"] = security.sasl_username
-        if security.sasl_password is not None:
-            secrets.append(security.sasl_password.get_secret_value())
-            values["sasl_plain_password"] = _Secret(secrets[-1])
-    if security.protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL):
+    secrets = security.secret_values()
+    if security.protocol in SASL_PROTOCOLS:
+        values.update(_sasl_options(cluster))
+    if security.protocol in TLS_PROTOCOLS:
         if security.ssl_ca_location is not None:
             values["ssl_cafile"] = str(security.ssl_ca_location)
         if security.ssl_certificate_location is not None:
@@ -83,10 +79,25 @@ def kafka_python_options(cluster: ClusterConfig) -> KafkaPythonOptions:
         if security.ssl_key_location is not None:
             values["ssl_keyfile"] = str(security.ssl_key_location)
         if security.ssl_key_password is not None:
-            secrets.append(security.ssl_key_password.get_secret_value())
-            values["ssl_password"] = _Secret(secrets[-1])
+            values["ssl_password"] = _Secret(security.ssl_key_password.get_secret_value())
         values["ssl_check_hostname"] = security.ssl_endpoint_identification
     return KafkaPythonOptions(values, secrets)
+
+
+def _sasl_options(cluster: ClusterConfig) -> dict[str, object]:
+    """kafka-python's options for the cluster's SASL mechanism: a password, or a token provider."""
+    security = cluster.security
+    tokens = token_source(cluster.name, security, cluster.request_timeout_seconds)
+    if tokens is not None:  # OAUTHBEARER and MSK IAM: tokens the monitor fetches or signs
+        return {"sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_provider": KafkaPythonTokens(tokens)}
+    values: dict[str, object] = {}
+    if security.sasl_mechanism is not None:
+        values["sasl_mechanism"] = security.sasl_mechanism.value
+    if security.sasl_username is not None:
+        values["sasl_plain_username"] = security.sasl_username
+    if security.sasl_password is not None:
+        values["sasl_plain_password"] = _Secret(security.sasl_password.get_secret_value())
+    return values
 
 
 def unavailable(exc: BaseException) -> bool:

@@ -32,7 +32,7 @@ from monitor.core.records import RecordTimestamp
 from monitor.core.settings import ClusterConfig
 from monitor.kafka.consumer import ConsumerClient
 from monitor.kafka.cursor import PartitionCursor, Step, Target, plan
-from monitor.kafka.properties import client_config, scrub
+from monitor.kafka.properties import ClientValue, client_config, scrub
 from monitor.kafka.records import timestamp_type
 
 _LOG: Final = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ _POLL_SECONDS: Final = 0.1
 
 # Always set: the reader must never commit, never store offsets, must see the end of a partition
 # and must be told (not silently reset) when an offset is out of range.
-_REQUIRED: Final[dict[str, str | int | bool]] = {
+_REQUIRED: Final[dict[str, ClientValue]] = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
     "enable.partition.eof": True,
@@ -71,7 +71,7 @@ _REQUIRED: Final[dict[str, str | int | bool]] = {
 # 0.7 s for 200 partitions, 256 KB: 0.1 s). No prefetching beyond the first answer; short waits
 # at the end of a partition. `read_uncommitted` so an open transaction never holds the read back
 # (the records of aborted transactions were appended at their time too).
-_TUNING: Final[dict[str, str | int | bool]] = {
+_TUNING: Final[dict[str, ClientValue]] = {
     "isolation.level": "read_uncommitted",
     "max.partition.fetch.bytes": 256 * 1024,
     "fetch.max.bytes": 8 * 1024 * 1024,
@@ -103,17 +103,17 @@ _REFUSED: Final = frozenset(
 )
 
 
-def reader_config(cluster: ClusterConfig) -> dict[str, str | int | bool]:
+def reader_config(cluster: ClusterConfig) -> dict[str, ClientValue]:
     """Consumer properties: the cluster's, the reader's tuning unless the operator set it, then
     the properties the reader depends on. `fetch.max.bytes` is raised to `message.max.bytes`
     when needed (librdkafka refuses a smaller one)."""
     base = dict(client_config(cluster))
-    values: dict[str, str | int | bool] = {k: v for k, v in _TUNING.items() if k not in cluster.client_config}
+    values: dict[str, ClientValue] = {k: v for k, v in _TUNING.items() if k not in cluster.client_config}
     values.update(base)
     values.update(_REQUIRED)
     values["group.id"] = f"kafka-health-{cluster.name}-timestamps"
-    if int(values["fetch.max.bytes"]) < int(values["message.max.bytes"]):
-        values["fetch.max.bytes"] = int(values["message.max.bytes"])
+    if int(str(values["fetch.max.bytes"])) < int(str(values["message.max.bytes"])):
+        values["fetch.max.bytes"] = int(str(values["message.max.bytes"]))
     return values
 
 

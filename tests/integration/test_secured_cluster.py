@@ -1,8 +1,13 @@
-"""The monitor over a secured cluster, for real: the dev cluster's SASL_SSL (SCRAM-SHA-512)
-listener and its mutual-TLS listener. Over each: collect (metadata through confluent-kafka,
-offsets and committed offsets, log dirs through kafka-python), evaluate, and apply a retention
-raise through the act stage; and a wrong password or an untrusted client certificate fails with an
-error naming the cluster, within the request timeout, with no secret in any log."""
+"""The monitor over a secured cluster, for real: the dev cluster's SASL_SSL listener with each of
+its mechanisms (SCRAM-SHA-512, SCRAM-SHA-256, PLAIN, OAUTHBEARER with tokens from the local
+OpenID provider) and its mutual-TLS listener. Over each: collect (metadata through
+confluent-kafka, offsets and committed offsets, log dirs through kafka-python), evaluate, and
+apply a retention raise through the act stage; and a wrong password, a token the brokers do not
+trust or an untrusted client certificate fails with an error naming the cluster, within the
+request timeout, with no secret in any log. OAUTHBEARER tokens live 15 s here: both clients
+fetch new ones and re-authenticate while collection goes on past their expiry. AWS MSK IAM
+tokens are signed from AWS credentials in the environment and reach the brokers from both
+clients (which refuse them: only MSK can check them)."""
 
 from __future__ import annotations
 
@@ -27,13 +32,24 @@ from monitor.act.service import RetentionService
 from monitor.collect.stage import ClusterCollector
 from monitor.core.clock import FakeClock, SystemClock
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
-from monitor.core.settings import ClusterConfig, CollectConfig, NameFilter, RetentionConfig
+from monitor.core.settings import (
+    ClusterConfig,
+    CollectConfig,
+    NameFilter,
+    RetentionConfig,
+    SaslMechanism,
+    Security,
+    SecurityProtocol,
+)
 from monitor.devtools.kafka_cluster import DevKafkaCluster
+from monitor.devtools.oidc_provider import DevOidcProvider
+from monitor.devtools.paths import var_dir
 from monitor.kafka.logdirs import LogDirClient
+from monitor.kafka.oauth import REFRESH_AFTER
 from monitor.store.buffer import BufferedWriter
 from monitor.store.partitions import ensure_partitions
 from monitor.store.runs import RunRecorder
-from tests.fixtures.kafka import Listener, SecuredKafkaHelper
+from tests.fixtures.kafka import OIDC_TOKEN_SECONDS, Listener, SecuredKafkaHelper
 from tests.fixtures.populated import Scenario
 from tests.integration.test_retention import ALICE, DAY_MS, OWNERS, POLICY
 from tests.unit.test_kafka_python_log import RootRecords
@@ -42,7 +58,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 REQUEST_TIMEOUT = 3.0
-LISTENERS: list[Listener] = ["sasl_ssl", "mtls"]
+LISTENERS: list[Listener] = ["sasl_ssl", "scram_sha_256", "plain", "oauthbearer", "mtls"]
 
 
 def rows(engine: Engine, sql: str, **params: Any) -> list[dict[str, Any]]:
@@ -177,12 +193,17 @@ def _rejected_config(
     secured: SecuredKafkaHelper, name: str, topic: str, tmp_path: Path
 ) -> tuple[ClusterConfig, list[str]]:
     """A configuration the brokers refuse on this listener, and every secret it and the cluster hold."""
-    real = secured.cluster.security.secrets()
-    secrets = [real.scram_password.get_secret_value(), real.key_passphrase.get_secret_value()]
     security = secured.cluster.security
-    if secured.listener == "sasl_ssl":
+    secrets = _all_secrets(secured.cluster)
+    if secured.listener == "oauthbearer":
+        # The provider's other issuer: a token signed with a key the brokers' JWKS does not hold.
+        other = security.oauthbearer().sasl_oauthbearer_token_endpoint_url or ""
+        rejected = security.oauthbearer(other.replace("/kafka/token", "/other/token"))
+    elif secured.listener != "mtls":
         wrong = f"wrong-{uuid.uuid4().hex}"
-        rejected, secrets = security.sasl_ssl(SecretStr(wrong)), [*secrets, wrong]
+        mechanism = security.client_securities()[secured.listener.replace("_", "-")].sasl_mechanism
+        assert mechanism is not None
+        rejected, secrets = security.sasl_ssl(SecretStr(wrong), mechanism), [*secrets, wrong]
     else:
         passphrase = f"phrase-{uuid.uuid4().hex}"
         cert, key = _untrusted_client_certificate(tmp_path, passphrase)
@@ -192,6 +213,14 @@ def _rejected_config(
         name, security=rejected, topics=topics, request_timeout_seconds=REQUEST_TIMEOUT
     )
     return config, secrets
+
+
+def _all_secrets(cluster: DevKafkaCluster) -> list[str]:
+    """Every secret of the secured cluster's clients: passwords, passphrase, client secret."""
+    found = [
+        s for security in cluster.security.client_securities().values() for s in security.secret_values()
+    ]
+    return sorted(set(found))
 
 
 def test_a_wrong_password_or_untrusted_certificate_is_a_clear_error_without_secrets(
@@ -238,7 +267,7 @@ def test_a_wrong_password_or_untrusted_certificate_is_a_clear_error_without_secr
     # confluent-kafka sees why the brokers closed the connection, and says so.
     metadata_error = latest["metadata"]["error"]
     assert "rejected the client's credentials or certificate" in metadata_error
-    expected = "SASL authentication error" if secured.listener == "sasl_ssl" else "bad certificate"
+    expected = "bad certificate" if secured.listener == "mtls" else "SASL authentication error"
     assert expected in metadata_error
 
     # No secret anywhere: the captured log records, the process output, the broker's own logs.
@@ -256,12 +285,134 @@ def test_a_wrong_password_or_untrusted_certificate_is_a_clear_error_without_secr
     out, err = capfd.readouterr()
     node = secured.cluster.node_dir(1)
     logs = {
-        "captured log": "\n".join(r.getMessage() for r in caplog.records),
+        "captured log": _logged(caplog),
         "process output": out + err,
         "runs": " ".join(str(r["error"]) for r in latest.values()),
         "server.log": (node / "server.log").read_text(encoding="utf-8", errors="replace"),
         "console.log": (node / "console.log").read_text(encoding="utf-8", errors="replace"),
+        "OpenID provider's log": _provider_log(),
     }
+    _assert_no_secret(logs, secrets)
+
+
+def _logged(caplog: pytest.LogCaptureFixture) -> str:
+    """What reached the log handlers. pytest's caplog also sees kafka-python's own records,
+    which never reach a handler in the daemon (`monitor.kafka.pylog` stops them and re-logs them
+    under `monitor.kafka.python`, secrets masked); its DEBUG lines carry the SASL PLAIN request
+    with the password in it, as the client sends it."""
+    return "\n".join(r.getMessage() for r in caplog.records if not r.name.startswith("kafka"))
+
+
+def _provider_log() -> str:
+    path = var_dir() / "test" / "oidc" / "provider.log"
+    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+
+def _assert_no_secret(logs: dict[str, str], secrets: list[str]) -> None:
+    assert secrets
     for where, content in logs.items():
         for secret in secrets:
             assert secret not in content, f"a secret is in the {where}"
+
+
+def _collector(config: ClusterConfig, engine: Engine) -> ClusterCollector:
+    clock = SystemClock()
+    writer = BufferedWriter(engine, 1000, clock)
+    return ClusterCollector(
+        config, engine, clock, RunRecorder(engine, clock, writer=writer), writer, CollectConfig()
+    )
+
+
+def test_oauthbearer_tokens_are_refreshed_and_collection_goes_on_past_their_expiry(
+    oidc_provider: DevOidcProvider,
+    secured_kafka_cluster: DevKafkaCluster,
+    engine: Engine,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    helper = SecuredKafkaHelper(secured_kafka_cluster, "oauthbearer")
+    name = "oidc-refresh"
+    topic = helper.create_topic()
+    helper.produce(topic, [b"x"] * 5)
+    assert helper.consume_and_commit(f"readers-{topic}", topic, 5) == 5
+    config = helper.cluster_config(name, topics=NameFilter(allow=[topic]), request_timeout_seconds=10)
+    requests_before = len(oidc_provider.token_requests())
+    collector = _collector(config, engine)
+    collector.start()
+    try:
+        # One collector, its clients and their connections kept, for more than two token
+        # lifetimes: the brokers end each session when its token expires, so every run past the
+        # first expiry works only with a fresh token, on re-authenticated connections.
+        deadline = time.monotonic() + 2.5 * OIDC_TOKEN_SECONDS
+        cycles = 0
+        while time.monotonic() < deadline or cycles < 3:
+            for job in ("metadata", "offsets", "log_dirs"):
+                collector.run(job)
+            latest = runs(engine, name)
+            assert {job: r["status"] for job, r in latest.items()} == {
+                "metadata": "ok", "offsets": "ok", "log_dirs": "ok",
+            }, latest  # fmt: skip
+            cycles += 1
+            time.sleep(3)
+    finally:
+        helper.close()
+        collector.stop()
+    # Both libraries asked the provider again once most of a token's lifetime had gone: librdkafka
+    # by itself (it sends no User-Agent), kafka-python through the monitor's provider (httpx).
+    requests = oidc_provider.token_requests()[requests_before:]
+    for library, agent in (("librdkafka", ""), ("kafka-python", "python-httpx")):
+        times = [r.at for r in requests if (agent in r.user_agent if agent else not r.user_agent)]
+        assert times, (library, requests)
+        spread = (max(times) - min(times)).total_seconds()
+        assert spread >= REFRESH_AFTER * OIDC_TOKEN_SECONDS - 1, (library, times)
+    secrets = config.security.secret_values()
+    logs = {
+        "captured log": _logged(caplog),
+        "OpenID provider's log": _provider_log(),
+        "server.log": secured_kafka_cluster.server_log(1).read_text(encoding="utf-8", errors="replace"),
+    }
+    _assert_no_secret(logs, secrets)
+
+
+def test_msk_iam_tokens_are_signed_and_sent_by_both_clients(
+    oidc_provider: DevOidcProvider,
+    secured_kafka_cluster: DevKafkaCluster,
+    engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As far as MSK IAM goes without AWS: a token signed with credentials from the environment,
+    offered by both clients on a real OAUTHBEARER listener, which refuses it (only MSK can check
+    its signature), and the refusal is the clear error naming the cluster."""
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "AKIAEXAMPLEKEYID0001", "AWS_SECRET_ACCESS_KEY": "example-secret-not-real",
+        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "AWS_CONFIG_FILE": "/nonexistent",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+    name = "msk-iam"
+    security = Security(
+        protocol=SecurityProtocol.SASL_SSL, sasl_mechanism=SaslMechanism.AWS_MSK_IAM, aws_region="eu-west-1",
+        ssl_ca_location=secured_kafka_cluster.security.ca_file,
+    )  # fmt: skip
+    servers = secured_kafka_cluster.sasl_ssl_bootstrap_servers.split(",")
+    config = ClusterConfig(
+        name=name, bootstrap_servers=servers, security=security, request_timeout_seconds=REQUEST_TIMEOUT
+    )
+    collector = _collector(config, engine)
+    collector.start()
+    try:
+        collector.run("metadata")
+    finally:
+        collector.stop()
+    error = runs(engine, name)["metadata"]["error"]
+    assert f"cluster '{name}'" in error and "SASL authentication error" in error, error
+    log_dirs = LogDirClient(config)
+    log_dirs.start()
+    try:
+        with pytest.raises((KafkaUnavailableError, KafkaRequestError), match=f"on cluster '{name}'"):
+            log_dirs.describe([1])
+    finally:
+        log_dirs.close()
+    # The broker saw an OAUTHBEARER token it could not parse as a JWT: the signed MSK token.
+    server_log = secured_kafka_cluster.server_log(1).read_text(encoding="utf-8", errors="replace")
+    assert "example-secret-not-real" not in server_log

@@ -18,9 +18,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from pydantic import SecretStr
 
 from monitor.core.errors import DevEnvironmentError, KafkaAuthenticationError, KafkaUnavailableError
-from monitor.core.settings import ClusterConfig, DevKafkaConfig, Security, SecurityProtocol
+from monitor.core.settings import ClusterConfig, DevKafkaConfig, SaslMechanism, Security, SecurityProtocol
 from monitor.devtools.kafka_cluster import DevKafkaCluster, new_cluster_id
-from monitor.devtools.kafka_security import SCRAM_USER, DevSecurity
+from monitor.devtools.kafka_security import SCRAM_USER, DevSecurity, OidcIssuer
+from monitor.devtools.oidc_provider import DevOidcProvider
 from monitor.kafka import KafkaAdmin
 from monitor.kafka.translate import is_security_failure
 
@@ -50,8 +51,10 @@ def test_a_secured_node_has_sasl_ssl_and_mutual_tls_listeners_beside_plaintext(t
     )
     assert props["inter.broker.listener.name"] == "PLAINTEXT"
     assert props["listener.security.protocol.map"].split(",")[-2:] == ["SASL_SSL:SASL_SSL", "SSL:SSL"]
-    assert props["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
-    assert "ScramLoginModule required" in props["listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"]
+    assert props["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    for scram in ("scram-sha-256", "scram-sha-512"):
+        assert "ScramLoginModule required" in props[f"listener.name.sasl_ssl.{scram}.sasl.jaas.config"]
+    assert not [key for key in props if "oauthbearer" in key], "no OpenID provider was set"
     assert props["listener.name.ssl.ssl.client.auth"] == "required"
     assert (props["ssl.keystore.type"], props["ssl.truststore.type"]) == ("PEM", "PEM")
     assert props["ssl.keystore.location"] == str(cluster.security.broker_key_store)
@@ -119,9 +122,15 @@ def test_the_ca_certificates_and_secrets(tmp_path: Path) -> None:
     ca_bytes = security.ca_file.read_bytes()
     assert security.ensure() == secrets
     assert security.ca_file.read_bytes() == ca_bytes
-    assert security.scram_format_argument() == (
-        f"SCRAM-SHA-512=[name={SCRAM_USER},password={secrets.scram_password.get_secret_value()}]"
-    )
+    password = secrets.scram_password.get_secret_value()
+    assert security.format_arguments() == [
+        "--add-scram", f"SCRAM-SHA-256=[name={SCRAM_USER},password={password}]",
+        "--add-scram", f"SCRAM-SHA-512=[name={SCRAM_USER},password={password}]",
+    ]  # fmt: skip
+    # The PLAIN user, in the JAAS file the brokers read (never in server.properties).
+    assert stat.S_IMODE(security.jaas_file.stat().st_mode) == 0o600
+    assert f'user_{SCRAM_USER}="{password}";' in security.jaas_file.read_text()
+    assert security.jvm_options() == [f"-Djava.security.auth.login.config={security.jaas_file}"]
 
 
 def test_the_clusters_file_is_valid_monitor_configuration(tmp_path: Path) -> None:
@@ -131,12 +140,45 @@ def test_the_clusters_file_is_valid_monitor_configuration(tmp_path: Path) -> Non
     path = security.write_clusters_file("local", ["127.0.0.1:29292"], ["127.0.0.1:29392"])
 
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    sasl, mtls = (ClusterConfig(**entry) for entry in yaml.safe_load(path.read_text())["clusters"])
-    assert (sasl.name, sasl.bootstrap_servers) == ("local-sasl-ssl", ["127.0.0.1:29292"])
+    entries = [ClusterConfig(**entry) for entry in yaml.safe_load(path.read_text())["clusters"]]
+    by_name = {entry.name: entry for entry in entries}
+    assert list(by_name) == ["local-sasl-ssl", "local-scram-sha-256", "local-plain", "local-mtls"]
+    sasl, mtls = by_name["local-sasl-ssl"], by_name["local-mtls"]
+    assert sasl.bootstrap_servers == ["127.0.0.1:29292"]
     assert sasl.security == security.sasl_ssl()
     assert sasl.security.sasl_password == secrets.scram_password
+    assert by_name["local-plain"].security.sasl_mechanism == SaslMechanism.PLAIN
+    assert by_name["local-scram-sha-256"].security.sasl_mechanism == SaslMechanism.SCRAM_SHA_256
     assert (mtls.name, mtls.security.protocol) == ("local-mtls", SecurityProtocol.SSL)
     assert mtls.security == security.mutual_tls()
+
+
+def test_an_openid_provider_adds_oauthbearer_validated_against_its_jwks(tmp_path: Path) -> None:
+    cluster = secured_cluster(tmp_path)
+    issuer = OidcIssuer("http://127.0.0.1:46090/kafka", "kafka-broker")
+    with pytest.raises(DevEnvironmentError, match="without an OpenID provider"):
+        cluster.security.oauthbearer()
+    cluster.security.use_oidc(issuer)
+    props = properties(cluster.server_properties(1))
+
+    assert props["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
+    assert props["listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class"].endswith(
+        "OAuthBearerValidatorCallbackHandler"
+    )
+    assert props["sasl.oauthbearer.jwks.endpoint.url"] == "http://127.0.0.1:46090/kafka/jwks"
+    assert props["sasl.oauthbearer.expected.issuer"] == "http://127.0.0.1:46090/kafka"
+    assert props["sasl.oauthbearer.expected.audience"] == "kafka-broker"
+    assert int(props["listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms"]) > 0
+    assert "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=http://127.0.0.1:46090/kafka/jwks" in (
+        cluster.java_command(1)
+    )
+    client = cluster.security.oauthbearer()
+    assert client.sasl_oauthbearer_token_endpoint_url == "http://127.0.0.1:46090/kafka/token"
+    assert client.sasl_oauthbearer_client_secret is not None
+    assert stat.S_IMODE(cluster.security.oidc_file.stat().st_mode) == 0o600
+    # The client secret is made once: the next `use_oidc` keeps it.
+    cluster.security.use_oidc(issuer)
+    assert cluster.security.oauthbearer() == client
 
 
 def test_a_missing_secrets_file_says_how_to_start_afresh(tmp_path: Path) -> None:
@@ -197,3 +239,35 @@ def test_a_rejection_before_the_request_started_does_not_explain_it() -> None:
 )
 def test_which_client_errors_are_rejections(code: int, text: str, rejected: bool) -> None:
     assert is_security_failure(KafkaError(code, text)) is rejected
+
+
+# -- the local OpenID provider ------------------------------------------------------------------
+
+PROVIDER_LOG = """\
+2026-11-28 18:04:28 [nioEventLoopGroup-3-1] DEBUG no.nav...OAuth2HttpRequestHandler - handle token request OAuth2HttpRequest(headers=Host: 127.0.0.1:46090
+Accept: application/json
+Authorization: ██
+, method=POST, originalUrl=http://127.0.0.1:46090/kafka/token, body=grant_type=client_credentials)
+2026-11-28 18:04:30 [nioEventLoopGroup-3-4] DEBUG no.nav...CorsInterceptor - intercept response
+2026-11-28 18:04:35 [nioEventLoopGroup-3-3] DEBUG no.nav...OAuth2HttpRequestHandler - handle token request OAuth2HttpRequest(headers=Host: 127.0.0.1:46090
+User-Agent: python-httpx/0.28.1
+Authorization: ██
+, method=POST, originalUrl=http://127.0.0.1:46090/kafka/token, body=grant_type=client_credentials)
+"""
+
+
+def test_the_openid_provider_issues_short_tokens_for_the_brokers_and_logs_each_request(
+    tmp_path: Path,
+) -> None:
+    provider = DevOidcProvider(tmp_path / "oidc", tmp_path / "cache", 46090, token_seconds=15)
+    assert provider.issuer == OidcIssuer("http://127.0.0.1:46090/kafka", "kafka-broker")
+    (callback,) = provider.config()["tokenCallbacks"]  # type: ignore[misc]
+    assert callback["tokenExpiry"] == 15
+    assert callback["requestMappings"][0]["claims"] == {"sub": "${clientId}", "aud": ["kafka-broker"]}
+    assert provider.token_requests() == [] and provider.running_pid() is None  # nothing started
+    provider.directory.mkdir()
+    provider.log_path.write_text(PROVIDER_LOG, encoding="utf-8")
+    requests = provider.token_requests()
+    assert [(r.at.second, r.user_agent) for r in requests] == [(28, ""), (35, "python-httpx/0.28.1")]
+    with pytest.raises(ValueError, match="token_seconds"):
+        DevOidcProvider(tmp_path, tmp_path, 46090, token_seconds=1)
