@@ -14,7 +14,8 @@ protocol messages (and ours, `monitor.kafka.messages`) and sent on its IO loop:
 2. DescribeGroups to each coordinator, `groups_per_request` groups per request, all at once.
 3. The groups the classic answer calls unknown (GROUP_ID_NOT_FOUND, or "Dead" before v6):
    ConsumerGroupDescribe to the same coordinator. A KIP-848 group is one of them; a group unknown
-   there too (or to a broker without that API) does not exist and is described as "Dead".
+   there too (or to a broker without that API, before 3.7, or with it switched off, 3.7 to 3.9:
+   UNSUPPORTED_VERSION per group) does not exist and is described as "Dead".
 
 Each step waits at most the request timeout (plus a few seconds of grace) for all its requests;
 a FindCoordinator that got no answer is asked once more, of another broker. A coordinator that
@@ -45,6 +46,10 @@ _KEYS_PER_FIND: Final = 500
 _FIND_ATTEMPTS: Final = 2
 _GRACE_SECONDS = FUTURE_GRACE_SECONDS
 _GROUP_ID_NOT_FOUND: Final = kafka.errors.GroupIdNotFoundError.errno
+_UNSUPPORTED_VERSION: Final = kafka.errors.UnsupportedVersionError.errno
+_NO_KIP848_GROUP: Final = frozenset({_GROUP_ID_NOT_FOUND, _UNSUPPORTED_VERSION})
+"""ConsumerGroupDescribe's answers for a group that is no KIP-848 group: not found, or (3.7 to
+3.9, where the API is listed but the "consumer" protocol is off) the API refused per group."""
 _DEAD: Final = "Dead"
 
 
@@ -293,7 +298,7 @@ class _Call:
 
     def _consumer(self, group: Any, node: int) -> bool:
         group_id = str(group.group_id)
-        if group.error_code == _GROUP_ID_NOT_FOUND:
+        if group.error_code in _NO_KIP848_GROUP:
             self.described[group_id] = dead_description(group_id, node)
         elif group.error_code:
             self._outcome.failure(group_id, _error(group.error_code, group.error_message))

@@ -8,10 +8,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Final, Self
+from typing import Any, Final, Self
 
 import kafka.errors
 from kafka.admin import KafkaAdminClient
+from kafka.protocol.api_key import ApiKey
 
 from monitor.core.errors import ConfigError, KafkaRequestError, KafkaUnavailableError
 from monitor.core.settings import ClusterConfig, SecurityProtocol
@@ -87,6 +88,13 @@ def kafka_python_options(cluster: ClusterConfig) -> KafkaPythonOptions:
             values["ssl_password"] = _Secret(secrets[-1])
         values["ssl_check_hostname"] = security.ssl_endpoint_identification
     return KafkaPythonOptions(values, secrets)
+
+
+def newest_version(client: Any, request: Any) -> int:
+    """The newest version of `request`'s API the cluster answers (the ApiVersions kafka-python
+    negotiated, through its public `api_versions()`); -1 when the cluster does not have it."""
+    versions: Mapping[ApiKey, tuple[int, int]] = client.api_versions()
+    return int(versions.get(ApiKey(request.API_KEY), (-1, -1))[1])
 
 
 def unavailable(exc: BaseException) -> bool:

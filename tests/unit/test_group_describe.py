@@ -326,6 +326,24 @@ def test_a_broker_without_consumer_group_describe_has_no_kip848_groups() -> None
     assert [(d.group_id, d.state) for d in result.value] == [("a", "Stable"), ("gone", "Dead")]
 
 
+def test_a_broker_with_the_kip848_protocol_switched_off_has_no_kip848_groups() -> None:
+    # Kafka 3.7 to 3.9 list ConsumerGroupDescribe but refuse it per group, UNSUPPORTED_VERSION.
+    refused = kafka.errors.UnsupportedVersionError.errno
+    manager = FakeManager(
+        coordinators={"a": 1, "gone": 2},
+        classic={"a": classic("a")},
+        consumer={"gone": unknown("gone", refused)},
+    )
+
+    result = client_with(manager).describe_groups(["a", "gone"])
+
+    assert result.errors == {}
+    assert [(d.group_id, d.state, d.coordinator) for d in result.value] == [
+        ("a", "Stable", 1),
+        ("gone", "Dead", 2),
+    ]
+
+
 def test_brokers_before_kafka_3_are_asked_for_one_coordinator_at_a_time() -> None:
     manager = FakeManager(
         coordinators={"a": 1, "b": 2}, classic={"a": classic("a"), "b": classic("b")}, no_batched_find=True

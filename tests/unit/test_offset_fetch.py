@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import kafka.errors
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import OffsetFetchResponse
 
 from monitor.core.records import CommittedOffset
@@ -37,7 +38,6 @@ class Coordinators(FakeConnectionManager):
     sent: list[tuple[int | None, int, list[str]]] = field(default_factory=list)
     in_flight: int = 0
     most_in_flight: int = 0
-    broker_version_data: Any = field(default_factory=lambda: SimpleNamespace(api_version=lambda request: 10))
 
     async def _answer(self, request: Any, node: int | None) -> Any:
         groups = [str(g.group_id) for g in request.groups]
@@ -70,7 +70,12 @@ def client_of(brokers: Coordinators) -> Any:
     async def find_coordinator_ids(group_ids: list[str]) -> dict[str, int]:
         return {g: int(g[1:]) % 3 for g in group_ids}
 
-    return SimpleNamespace(_manager=brokers, _find_coordinator_ids=find_coordinator_ids, close=lambda: None)
+    return SimpleNamespace(
+        _manager=brokers,
+        _find_coordinator_ids=find_coordinator_ids,
+        api_versions=lambda: {ApiKey.OffsetFetch: (0, 10)},
+        close=lambda: None,
+    )
 
 
 def offsets_client(brokers: Coordinators) -> GroupOffsetsClient:
