@@ -309,8 +309,35 @@ class _Call:
         return False
 
 
+WATCHED_GROUP_TYPES: Final = frozenset({"classic", "consumer"})
+"""The group types (ListGroups v5, Kafka 3.8+) whose groups the monitor watches."""
+
+
+def unwatched_of(listed: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Of kafka-python's ListGroups answers (dicts), the groups of other types: id -> type. A
+    broker before 3.8 names no type: its groups are all consumer groups."""
+    found: dict[str, str] = {}
+    for group in listed:
+        kind = str(group.get("group_type") or "").lower()
+        if kind and kind not in WATCHED_GROUP_TYPES:
+            found[str(group.get("group_id"))] = kind
+    return dict(sorted(found.items()))
+
+
 class GroupDescribeClient(KafkaPythonClient):
     """Descriptions of consumer groups (classic and KIP-848) for one cluster."""
+
+    def unwatched_groups(self) -> dict[str, str]:
+        """The groups every broker lists whose type the monitor does not watch (share, streams
+        ...), id -> type. Never raises: when a broker did not answer the listing is {} this time
+        (it is shown, nothing depends on it), logged at debug level."""
+        with self._lock:
+            self._require_started()
+            try:
+                return unwatched_of(self._connect().list_groups())
+            except Exception as exc:
+                log.debug("cluster %s: listing the groups of every type failed: %s", self._cluster.name, exc)
+                return {}
 
     def describe_groups(
         self, group_ids: Sequence[str], groups_per_request: int = GROUPS_PER_REQUEST

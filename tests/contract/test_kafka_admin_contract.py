@@ -354,6 +354,7 @@ def test_a_group_that_only_committed_is_listed_empty_with_its_offsets(backend: B
     described = backend.admin.describe_groups([group, never])
 
     assert listed == sorted(listed)
+    assert backend.admin.list_unwatched_groups() == {}, "consumer groups alone: none of another type"
     assert committed.errors == {}
     assert [(c.group_id, c.topic, c.partition, c.offset) for c in committed.value[group]] == [
         (group, topic, 1, 3)
