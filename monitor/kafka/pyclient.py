@@ -92,8 +92,18 @@ def kafka_python_options(cluster: ClusterConfig) -> KafkaPythonOptions:
 
 def newest_version(client: Any, request: Any) -> int:
     """The newest version of `request`'s API the cluster answers (the ApiVersions kafka-python
-    negotiated, through its public `api_versions()`); -1 when the cluster does not have it."""
-    versions: Mapping[ApiKey, tuple[int, int]] = client.api_versions()
+    negotiated, through its public `api_versions()`); -1 when the cluster does not have it.
+
+    `api_versions()` fails on a broker that lists an API kafka-python does not know (Kafka 4.4
+    lists key 93): then the negotiated data it is built from is asked for the one API directly.
+    """
+    try:
+        versions: Mapping[ApiKey, tuple[int, int]] = client.api_versions()
+    except ValueError:
+        try:
+            return int(client._manager.broker_version_data.api_version(request))
+        except kafka.errors.IncompatibleBrokerVersion:
+            return -1
     return int(versions.get(ApiKey(request.API_KEY), (-1, -1))[1])
 
 

@@ -13,12 +13,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import kafka.errors
+import pytest
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer.group import OffsetFetchResponse
+from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 
 from monitor.core.records import CommittedOffset
 from monitor.core.settings import ClusterConfig
 from monitor.kafka.groups import GroupOffsetsClient, fetch_committed
+from monitor.kafka.pyclient import newest_version
 from monitor.kafka.wire import decode_offset_fetch
 from tests.fixtures.kafka_python import FakeConnectionManager
 
@@ -129,3 +131,24 @@ def test_a_dead_coordinator_fails_its_own_groups_and_the_next_call_connects_afre
     assert set(result.errors) == {"g2", "g5"}
     assert "KafkaConnectionError" in result.errors["g2"]
     assert client._client is None, "kafka-python keeps a group's coordinator for its client's lifetime"
+
+
+def _listing_unknown_api() -> dict[ApiKey, tuple[int, int]]:
+    raise ValueError("93 is not a valid ApiKey")  # kafka-python on a Kafka 4.4 broker
+
+
+@pytest.mark.parametrize(("negotiated", "expected"), [(10, 10), (7, 7), (None, -1)])
+def test_the_offset_fetch_version_is_known_when_the_broker_lists_an_api_unknown_to_the_client(
+    negotiated: int | None, expected: int
+) -> None:
+    def api_version(request: Any) -> int:
+        if negotiated is None:
+            raise kafka.errors.IncompatibleBrokerVersion("no OffsetFetch")
+        return negotiated
+
+    client = SimpleNamespace(
+        api_versions=_listing_unknown_api,
+        _manager=SimpleNamespace(broker_version_data=SimpleNamespace(api_version=api_version)),
+    )
+
+    assert newest_version(client, OffsetFetchRequest) == expected
