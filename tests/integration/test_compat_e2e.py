@@ -18,7 +18,6 @@ import pytest
 from sqlalchemy import Engine
 
 from monitor.act.model import RetentionError
-from monitor.core.kafka_features import parse_version
 from tests.fixtures.kafka import KafkaTestHelper, session_kafka_version
 from tests.fixtures.receivers import FakePagerDuty
 from tests.integration.test_alert_e2e import _evaluated, daemon, e2e_topic  # noqa: F401 (fixtures)
@@ -116,4 +115,3 @@ def test_a_retention_raise_is_applied_and_reverted(rig: Rig) -> None:  # noqa: F
     assert reverted.state == "reverted", reverted
     with pytest.raises(RetentionError):
         rig.service.revert(ALICE, request.id, "twice")
-    assert parse_version(session_kafka_version()) >= (2, 8)
