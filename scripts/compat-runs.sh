@@ -30,6 +30,10 @@ run_one() { # slot version
 
 versions=("$@")
 failed=0
+# The broker jars first, one version after the other: parallel mvn runs share ~/.m2.
+for version in "${versions[@]}"; do
+    "$(dirname "$pytest")/kafka-health" dev-cluster install --version "$version" >/dev/null || exit 1
+done
 for ((start = 0; start < ${#versions[@]}; start += jobs)); do
     pids=()
     batch=("${versions[@]:start:jobs}")
