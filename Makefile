@@ -7,13 +7,19 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+# The Kafka version matrix (scripts/compat-runs.sh): the contract suite and one end-to-end run per
+# broker version; `make test` adds the CI versions, two at a time, after the whole suite.
+COMPAT_KAFKA_VERSIONS ?= 2.8.2 3.6.2 3.9.1 4.1.2 4.4.0
+CI_KAFKA_VERSIONS     ?= 2.8.2 3.9.1
+COMPAT_JOBS           ?= 1
 BENCH_ARGS  ?=
 
-.PHONY: demo test test-unit soak lint format setup install bootstrap bench clean down help
+.PHONY: demo test test-compat test-unit soak lint format setup install bootstrap bench clean down help
 
 help:
 	@echo "make demo   - local 3-node Kafka + PostgreSQL + Spark, and the monitor daemon with its web UI"
 	@echo "make test   - the whole test suite (unit, integration on real Kafka/PostgreSQL/Spark) and lint"
+	@echo "make test-compat - the Kafka contract suite and an end-to-end run against every supported broker version"
 	@echo "make test-unit - the fast tier: tests that start no JVM and no server (under a minute)"
 	@echo "make lint   - ruff, mypy (strict on monitor/) and the import layering contracts"
 	@echo "make down   - stop the local Kafka cluster and PostgreSQL started by the demo"
@@ -40,8 +46,13 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The whole suite at the default Kafka version, then the matrix at the versions CI adds.
 test: bootstrap lint
 	$(BIN)/pytest $(PYTEST_ARGS)
+	@COMPAT_JOBS=2 PYTEST_ARGS="$(PYTEST_ARGS)" bash scripts/compat-runs.sh $(BIN)/pytest $(CI_KAFKA_VERSIONS)
+
+test-compat: bootstrap
+	@COMPAT_JOBS=$(COMPAT_JOBS) PYTEST_ARGS="$(PYTEST_ARGS)" bash scripts/compat-runs.sh $(BIN)/pytest $(COMPAT_KAFKA_VERSIONS)
 
 # The fast tier: no Kafka, PostgreSQL, Spark or browser is set up or started.
 test-unit: install

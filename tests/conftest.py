@@ -21,6 +21,7 @@ out exactly the tests that need a SparkSession. `e2e` and `soak` are set by the 
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -46,3 +47,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # The soak runs last, when the time budget left can be judged (tests/integration/test_soak.py).
     items.sort(key=lambda item: item.get_closest_marker("soak") is not None)
+    # The version matrix's end-to-end run belongs to the matrix runs (`make test-compat`, and the
+    # versions `make test` adds), which name their Kafka version; the whole suite at the default
+    # version has its own end-to-end tests.
+    if not os.environ.get("KAFKA_HEALTH_TEST_KAFKA_VERSION"):
+        matrix = [item for item in items if item.get_closest_marker("compat") is not None]
+        if matrix:
+            config.hook.pytest_deselected(items=matrix)
+            items[:] = [item for item in items if item.get_closest_marker("compat") is None]

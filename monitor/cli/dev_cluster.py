@@ -19,7 +19,10 @@ from monitor.devtools.kafka_cluster import DevKafkaCluster, Report
 from monitor.devtools.oidc_provider import DevOidcProvider
 from monitor.devtools.paths import cache_dir, var_dir
 
-app = typer.Typer(help="Run a local Apache Kafka 4.x KRaft cluster on 127.0.0.1.", no_args_is_help=True)
+app = typer.Typer(
+    help="Run a local Apache Kafka cluster on 127.0.0.1 (4.x or 3.3+ with KRaft, 2.8 with ZooKeeper).",
+    no_args_is_help=True,
+)
 
 _out = Console()
 _err = Console(stderr=True)
@@ -27,6 +30,14 @@ _err = Console(stderr=True)
 ConfigOption = Annotated[
     Path | None,
     typer.Option("--config", "-c", help="monitor.yaml whose dev_kafka section gives the defaults."),
+]
+VersionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--version",
+        help="Apache Kafka version: 2.8.x (with a ZooKeeper server at base port + 99), 3.3.x to 3.9.x "
+        "or 4.x (KRaft) (default: dev_kafka.version).",
+    ),
 ]
 NodeArgument = Annotated[int, typer.Argument(help="Node id: 1 for a single node, 1-3 for three.")]
 
@@ -66,6 +77,7 @@ def _provider(cluster: DevKafkaCluster) -> DevOidcProvider:
 def _print_status(cluster: DevKafkaCluster) -> None:
     table = Table(title=f"Kafka dev cluster in {cluster.home}", title_justify="left")
     secured = cluster.secured
+    zookeeper = cluster.zookeeper
     columns = ["node", "broker port", "controller port"]
     columns += ["SASL_SSL port", "mutual-TLS port"] if secured else []
     for column in [*columns, "pid", "state"]:
@@ -73,11 +85,14 @@ def _print_status(cluster: DevKafkaCluster) -> None:
     for node in cluster.status():
         state = "[green]running[/green]" if node.running else "[red]stopped[/red]"
         pid = str(node.pid) if node.pid is not None else "-"
-        ports = [node.broker_port, node.controller_port]
-        ports += [node.sasl_ssl_port or 0, node.ssl_port or 0] if secured else []
-        table.add_row(str(node.node_id), *map(str, ports), pid, state)
+        ports = [str(node.broker_port), "-" if zookeeper else str(node.controller_port)]
+        ports += [str(node.sasl_ssl_port or 0), str(node.ssl_port or 0)] if secured else []
+        table.add_row(str(node.node_id), *ports, pid, state)
     _out.print(table)
-    _out.print(f"bootstrap servers: {cluster.bootstrap_servers}", highlight=False)
+    _out.print(f"Apache Kafka {cluster.version}: {cluster.bootstrap_servers}", highlight=False)
+    if zookeeper is not None:
+        state = "running" if zookeeper.pid() is not None else "stopped"
+        _out.print(f"ZooKeeper ({state}): {zookeeper.host}:{zookeeper.port}", highlight=False)
     if secured:
         security = cluster.security
         issuer = security.oidc()
@@ -101,6 +116,7 @@ def up(
     nodes: Annotated[
         int | None, typer.Option("--nodes", "-n", help="1 or 3 nodes (default: dev_kafka.nodes).")
     ] = None,
+    version: VersionOption = None,
     base_port: Annotated[
         int | None,
         typer.Option("--base-port", help="Broker ports start here; controllers at +100 (default 19092)."),
@@ -129,7 +145,9 @@ def up(
 
     Nodes already running are left alone, so running `up` twice is harmless.
     """
-    cluster = _cluster(config, nodes=nodes, base_port=base_port, heap_mb=heap_mb, security=security)
+    cluster = _cluster(
+        config, version=version, nodes=nodes, base_port=base_port, heap_mb=heap_mb, security=security
+    )
     if oidc and cluster.config.security != "sasl_ssl":
         problem = "--oidc needs --security sasl_ssl (OAUTHBEARER is a SASL mechanism)"
         raise ConfigError([problem], "dev-cluster options")
@@ -197,9 +215,9 @@ def start_node(node_id: NodeArgument, config: ConfigOption = None) -> None:
 
 
 @app.command()
-def install(config: ConfigOption = None) -> None:
+def install(version: VersionOption = None, config: ConfigOption = None) -> None:
     """Only fetch the broker jars (with mvn, from Maven Central) into the download cache."""
-    cluster = _cluster(config)
+    cluster = _cluster(config, version=version)
     with _progress("fetching Kafka jars") as report:
         libs = cluster.ensure_jars(report)
     _out.print(f"Kafka {cluster.config.version} jars: {libs}", highlight=False)

@@ -554,7 +554,11 @@ class RetentionConfig(_Strict):
 class DevKafkaConfig(_Strict):
     """The local cluster run by `kafka-health dev-cluster`."""
 
-    version: str = Field(default="4.1.2", pattern=r"^4\.\d+\.\d+$")
+    version: str = Field(
+        default="4.1.2",
+        pattern=r"^(2\.8|3\.[3-9]|4\.\d+)\.\d+$",
+        description="The Apache Kafka version: 2.8.x (run with ZooKeeper), 3.3.x to 3.9.x or 4.x (KRaft).",
+    )
     nodes: Literal[1, 3] = 3
     base_port: int = Field(default=DEFAULT_DEV_KAFKA_PORT, gt=1024, lt=65000)
     heap_mb: int = Field(default=384, ge=128, le=8192)
@@ -670,23 +674,18 @@ def environment_overrides(data: dict[str, Any], environ: Mapping[str, str]) -> d
     for variable in sorted(environ):
         if not variable.startswith(ENV_PREFIX) or variable in _NOT_SETTINGS:
             continue
+        if variable.startswith(_TEST_PREFIX):
+            continue
         path = [part.lower() for part in variable.removeprefix(ENV_PREFIX).split("__") if part]
         if path:
             merged = _merge(merged, path, _parse_env_value(environ[variable]), variable)
     return merged
 
 
-# Variables with the prefix that steer the tooling rather than the service.
-_NOT_SETTINGS = frozenset(
-    {
-        "KAFKA_HEALTH_VAR",
-        "KAFKA_HEALTH_CACHE",
-        "KAFKA_HEALTH_TEST_KAFKA_PORT",
-        "KAFKA_HEALTH_TEST_PG_PORT",
-        "KAFKA_HEALTH_TEST_SPARK_PORT",
-        "KAFKA_HEALTH_TEST_SOAK_PG_PORT",
-    }
-)
+# Variables with the prefix that steer the tooling rather than the service: these, and every
+# KAFKA_HEALTH_TEST_* (the test suite's ports and Kafka version).
+_NOT_SETTINGS = frozenset({"KAFKA_HEALTH_VAR", "KAFKA_HEALTH_CACHE"})
+_TEST_PREFIX = "KAFKA_HEALTH_TEST_"
 
 
 def load_settings(path: Path | None = None) -> Settings:

@@ -1,9 +1,11 @@
-"""A local Apache Kafka 4.x KRaft cluster on 127.0.0.1, for the demo and the integration tests.
+"""A local Apache Kafka cluster on 127.0.0.1, for the demo and the integration tests.
 
 The broker jars come from Maven Central through `mvn` (once per version, into the cache); every
-node runs in combined mode (broker and controller) as a detached JVM, so the cluster outlives the
-command that started it. Node `n` listens on `base_port + n - 1` (clients) and
-`base_port + 100 + n - 1` (controller quorum); a cluster made with `security="sasl_ssl"` also on
+node runs as a detached JVM, so the cluster outlives the command that started it. What differs
+between versions is `monitor.devtools.kafka_modes`: from 3.3 on (KRaft) every node is broker and
+controller; 2.8 runs its brokers beside one ZooKeeper server (`monitor.devtools.zookeeper`,
+at `base_port + 99`). Node `n` listens on `base_port + n - 1` (clients) and
+`base_port + 100 + n - 1` (controller quorum, KRaft only); a cluster made with `security="sasl_ssl"` also on
 `base_port + 200 + n - 1` (SASL_SSL, SCRAM-SHA-512) and `base_port + 300 + n - 1` (TLS with client
 certificates), as `monitor.devtools.kafka_security` describes.
 
@@ -12,17 +14,17 @@ State under `home/`:
     cluster.json                 {"cluster_id", "version", "nodes", "base_port", "security"}
     security/                    the local CA, key stores and secrets (`security="sasl_ssl"` only)
     node-<id>/server.properties  rendered at every `up`
-    node-<id>/log4j2.properties
+    node-<id>/log4j2.properties  (and log4j.properties before Kafka 4)
     node-<id>/data/              log.dirs; `meta.properties` there means "formatted"
     node-<id>/server.log         the broker's own log
     node-<id>/console.log        the JVM's stdout and stderr
     node-<id>/pid
+    zookeeper/                   the ZooKeeper server's (ZooKeeper mode only)
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
 import re
@@ -39,16 +41,21 @@ from typing import Final
 
 from monitor.core.errors import DevEnvironmentError, MonitorError
 from monitor.core.settings import ClusterConfig, DevKafkaConfig
+from monitor.devtools.kafka_modes import ZOOKEEPER_PORT_OFFSET, KafkaMode, kafka_mode, log4j1_properties
 from monitor.devtools.kafka_security import SASL_SSL_PORT_OFFSET, SSL_PORT_OFFSET, DevSecurity
 from monitor.devtools.paths import maven_pom
 from monitor.devtools.processes import (
     TAIL_LINES,
     java_executable,
+    launch_detached,
     port_in_use,
     process_alive,
+    running_pid,
+    send_signal,
     tail,
     wait_gone,
 )
+from monitor.devtools.zookeeper import DevZooKeeper
 from monitor.kafka import KafkaAdmin
 from monitor.kafka.properties import scrub
 
@@ -125,6 +132,7 @@ class DevKafkaCluster:
             raise DevEnvironmentError(f"{cache} is a file; the download cache must be a directory")
         if start_timeout <= 0 or stop_timeout <= 0:
             raise ValueError("start_timeout and stop_timeout must be positive")
+        kafka_mode(config.version)  # one the dev cluster runs, or a clear error now
         self.config = config
         self.home = home
         self.cache = cache
@@ -137,8 +145,18 @@ class DevKafkaCluster:
     # -- layout -----------------------------------------------------------------------------
 
     @property
+    def version(self) -> str:
+        """The Kafka version: the recorded cluster's, else the configuration's."""
+        state = self._read_state()
+        return state.version if state is not None else self.config.version
+
+    @property
     def libs_dir(self) -> Path:
-        return self.cache / f"kafka-{self.config.version}" / "libs"
+        """The jars of `version`."""
+        return self._libs(self.version)
+
+    def _libs(self, version: str) -> Path:
+        return self.cache / f"kafka-{version}" / "libs"
 
     @property
     def secured(self) -> bool:
@@ -188,6 +206,19 @@ class DevKafkaCluster:
         return self._layout()[1] + SSL_PORT_OFFSET + node_id - 1
 
     @property
+    def mode(self) -> KafkaMode:
+        """What the cluster's version runs on (the recorded cluster's, else the configuration's)."""
+        return kafka_mode(self.version)
+
+    @property
+    def zookeeper(self) -> DevZooKeeper | None:
+        """The ZooKeeper server of a cluster in ZooKeeper mode; None in KRaft mode."""
+        if not self.mode.zookeeper:
+            return None
+        port = self._layout()[1] + ZOOKEEPER_PORT_OFFSET
+        return DevZooKeeper(self.home / "zookeeper", self.libs_dir, HOST, port, self._java())
+
+    @property
     def bootstrap_servers(self) -> str:
         return ",".join(f"{HOST}:{self.broker_port(n)}" for n in self.node_ids)
 
@@ -201,7 +232,9 @@ class DevKafkaCluster:
 
     def _ports(self, node_id: int) -> list[tuple[str, int]]:
         """(kind, port) of every listener of one node."""
-        ports = [("broker", self.broker_port(node_id)), ("controller", self.controller_port(node_id))]
+        ports = [("broker", self.broker_port(node_id))]
+        if not self.mode.zookeeper:
+            ports.append(("controller", self.controller_port(node_id)))
         if self.secured:
             ports += [("SASL_SSL", self.sasl_ssl_port(node_id)), ("mutual-TLS", self.ssl_port(node_id))]
         return ports
@@ -215,21 +248,22 @@ class DevKafkaCluster:
     def server_properties(self, node_id: int) -> str:
         """The broker configuration of one node (combined broker + controller)."""
         nodes = len(self.node_ids)
-        voters = ",".join(f"{n}@{HOST}:{self.controller_port(n)}" for n in self.node_ids)
         replication, min_isr = min(3, nodes), min(2, nodes)
         plaintext = f"PLAINTEXT://{HOST}:{self.broker_port(node_id)}"
         secured = f"SASL_SSL://{HOST}:{self.sasl_ssl_port(node_id)},SSL://{HOST}:{self.ssl_port(node_id)}"
         advertised = f"{plaintext},{secured}" if self.secured else plaintext
-        protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        listeners, protocols = advertised, "PLAINTEXT:PLAINTEXT"
+        controller = self.mode.controller_listener(HOST, self.controller_port(node_id))
+        if controller is not None:
+            listeners, protocols = f"{listeners},{controller[0]}", f"{protocols},{controller[1]}"
         if self.secured:
             protocols += ",SASL_SSL:SASL_SSL,SSL:SSL"
+        quorum = {n: self.controller_port(n) for n in self.node_ids}
+        zookeeper_port = self._layout()[1] + ZOOKEEPER_PORT_OFFSET
         settings = {
-            "process.roles": "broker,controller",
-            "node.id": str(node_id),
-            "controller.quorum.voters": voters,
-            "listeners": f"{advertised},CONTROLLER://{HOST}:{self.controller_port(node_id)}",
+            **self.mode.metadata_settings(node_id, quorum, HOST, zookeeper_port),
+            "listeners": listeners,
             "advertised.listeners": advertised,
-            "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": protocols,
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.node_dir(node_id) / "data"),
@@ -275,6 +309,7 @@ class DevKafkaCluster:
         """The command line that runs one node (heap from `config.heap_mb`)."""
         node = self.node_dir(node_id)
         heap = self.config.heap_mb
+        log4j1 = [f"-Dlog4j.configuration=file:{node / 'log4j.properties'}"] if self.mode.log4j1 else []
         return [
             self._java(),
             f"-Xms{heap}m",
@@ -283,6 +318,7 @@ class DevKafkaCluster:
             "-Djava.awt.headless=true",
             *(self.security.jvm_options() if self.secured else []),
             f"-Dlog4j2.configurationFile={node / 'log4j2.properties'}",
+            *log4j1,
             "-cp",
             f"{self.libs_dir}/*",
             "kafka.Kafka",
@@ -320,55 +356,29 @@ class DevKafkaCluster:
 
     def _running_pid(self, node_id: int) -> int | None:
         """The pid of the node's JVM if it is alive (and is really that node, not a reused pid)."""
-        try:
-            pid = int(self._pid_file(node_id).read_text(encoding="utf-8").strip())
-        except (OSError, ValueError):
-            return None
-        proc = Path("/proc") / str(pid)
-        if Path("/proc/self").exists():
-            try:
-                cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
-            except OSError:
-                return None
-            properties = str(self.node_dir(node_id) / "server.properties")
-            return pid if "kafka.Kafka" in cmdline and properties in cmdline else None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            return pid
-        return pid
+        properties = str(self.node_dir(node_id) / "server.properties")
+        return running_pid(self._pid_file(node_id), "kafka.Kafka", properties)
 
     def _java(self) -> str:
-        return java_executable("Kafka 4")
+        return java_executable(f"Kafka {self.version}")
 
     def _launch(self, node_id: int) -> int:
-        # `sh` backgrounds the JVM and exits, so the node is not our child: it outlives this
-        # process and is never left as our zombie. A new session keeps it away from our signals.
-        # A broker keeps a file open per partition: its soft open-file limit is raised to the hard
-        # one (shells often start with 1024 of a much higher hard limit).
         node = self.node_dir(node_id)
-        raise_limit = 'ulimit -n "$(ulimit -H -n)" 2>/dev/null'
-        script = raise_limit + '; log=$1; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!'
-        command = ["sh", "-c", script, "sh", str(node / "console.log"), *self.java_command(node_id)]
-        result = subprocess.run(
-            command, cwd=node, capture_output=True, text=True, timeout=30, start_new_session=True, check=False
-        )
-        if result.returncode != 0 or not result.stdout.strip().isdigit():
-            raise DevEnvironmentError(f"could not launch Kafka node {node_id}: {result.stderr.strip()}")
-        pid = int(result.stdout.strip())
+        try:
+            pid = launch_detached(self.java_command(node_id), node, node / "console.log")
+        except DevEnvironmentError as exc:
+            raise DevEnvironmentError(f"Kafka node {node_id}: {exc}") from exc
         self._pid_file(node_id).write_text(f"{pid}\n", encoding="utf-8")
         return pid
 
     def _signal_and_wait(self, pids: dict[int, int], timeout: float) -> None:
         """SIGTERM every node in `pids`, wait up to `timeout`, then SIGKILL the rest."""
         for pid in pids.values():
-            _send(pid, signal.SIGTERM)
+            send_signal(pid, signal.SIGTERM)
         if not wait_gone(pids.values(), timeout):
             for pid in pids.values():
                 if process_alive(pid):
-                    _send(pid, signal.SIGKILL)
+                    send_signal(pid, signal.SIGKILL)
             wait_gone(pids.values(), 10.0)
         for node_id in pids:
             self._pid_file(node_id).unlink(missing_ok=True)
@@ -441,7 +451,7 @@ class DevKafkaCluster:
 
     def ensure_jars(self, report: Report = _quiet) -> Path:
         """Fetch the broker jars for `config.version` once; later calls return at once."""
-        libs = self.libs_dir
+        libs = self._libs(self.config.version)
         if (libs / _JARS_MARKER).is_file():
             return libs
         mvn = shutil.which("mvn")
@@ -516,9 +526,17 @@ class DevKafkaCluster:
             (node / "data").mkdir(parents=True, exist_ok=True)
             (node / "server.properties").write_text(self.server_properties(node_id), encoding="utf-8")
             (node / "log4j2.properties").write_text(self.log4j2_properties(node_id), encoding="utf-8")
-        # 3. Ports, then storage, then processes; roll back what this call started on failure.
+            if self.mode.log4j1:
+                log4j1 = log4j1_properties(str(self.server_log(node_id)))
+                (node / "log4j.properties").write_text(log4j1, encoding="utf-8")
+        # 3. Ports, then storage (or ZooKeeper), then processes; roll back what this call started.
         self._check_ports_free(to_start)
-        self._format([n for n in to_start if not self._formatted(n)], cluster_id, report)
+        if self.mode.formats_storage:
+            self._format([n for n in to_start if not self._formatted(n)], cluster_id, report)
+        zookeeper = self.zookeeper
+        if zookeeper is not None:
+            report(f"starting ZooKeeper on {HOST}:{zookeeper.port}")
+            zookeeper.start(self.start_timeout)
         report(f"starting {len(to_start)} Kafka node(s) on {HOST}")
         started: dict[int, int] = {}
         try:
@@ -592,10 +610,14 @@ class DevKafkaCluster:
         """Stop every node (SIGTERM, then SIGKILL after the stop timeout); `purge` deletes the data."""
         pids = {n: pid for n in self._existing_node_ids() if (pid := self._running_pid(n)) is not None}
         self._signal_and_wait(pids, self.stop_timeout)
+        zookeeper = self.zookeeper
+        if zookeeper is not None:  # after the brokers: a broker's controlled shutdown needs it
+            zookeeper.stop(self.stop_timeout)
         if purge:
             for node_id in self._existing_node_ids():
                 shutil.rmtree(self.node_dir(node_id))
             shutil.rmtree(self.security.directory, ignore_errors=True)
+            shutil.rmtree(self.home / "zookeeper", ignore_errors=True)
             (self.home / "cluster.json").unlink(missing_ok=True)
             if self.home.is_dir() and not any(self.home.iterdir()):
                 self.home.rmdir()
@@ -622,7 +644,7 @@ class DevKafkaCluster:
         self._check_node(node_id)
         pid = self._running_pid(node_id)
         if pid is not None:
-            _send(pid, signal.SIGKILL)
+            send_signal(pid, signal.SIGKILL)
             wait_gone([pid], 10.0)
             self._pid_file(node_id).unlink(missing_ok=True)
 
@@ -641,8 +663,3 @@ class DevKafkaCluster:
         except BaseException:
             self._signal_and_wait({node_id: pid}, 10.0)
             raise
-
-
-def _send(pid: int, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signum)

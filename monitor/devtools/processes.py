@@ -4,9 +4,12 @@ tail of its log for an error message."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
+import subprocess
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -85,3 +88,50 @@ def wait_gone(pids: Iterable[int], timeout: float) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+def launch_detached(command: list[str], cwd: Path, log: Path) -> int:
+    """Start `command` in `cwd` as a process that outlives this one, its output appended to
+    `log`; returns its pid. Raises DevEnvironmentError when it could not be started.
+
+    `sh` backgrounds the command and exits, so the process is not our child: it outlives this
+    process and is never left as our zombie. A new session keeps it away from our signals. Its
+    soft open-file limit is raised to the hard one (a broker keeps a file open per partition,
+    and shells often start with 1024 of a much higher hard limit).
+    """
+    raise_limit = 'ulimit -n "$(ulimit -H -n)" 2>/dev/null'
+    script = raise_limit + '; log=$1; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!'
+    result = subprocess.run(
+        ["sh", "-c", script, "sh", str(log), *command],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        start_new_session=True,
+        check=False,
+    )
+    if result.returncode != 0 or not result.stdout.strip().isdigit():
+        raise DevEnvironmentError(f"could not launch {Path(command[0]).name}: {result.stderr.strip()}")
+    return int(result.stdout.strip())
+
+
+def running_pid(pid_file: Path, *markers: str) -> int | None:
+    """The pid in `pid_file` if that process is alive and its command line holds every one of
+    `markers` (so a reused pid is not taken for it)."""
+    try:
+        pid = int(pid_file.read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+    if Path("/proc/self").exists():
+        try:
+            cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            return None
+        return pid if all(marker in cmdline for marker in markers) else None
+    return pid if process_alive(pid) else None
+
+
+def send_signal(pid: int, signum: signal.Signals) -> None:
+    """Send `signum` to `pid`; a process already gone is not an error."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)

@@ -409,6 +409,11 @@ class KafkaAdmin:
                 raise error if isinstance(error, KafkaException) else KafkaException(error)
         return sorted({str(listing.group_id) for listing in result.valid or []})
 
+    def list_unwatched_groups(self) -> dict[str, str]:
+        """Groups of the types the monitor does not watch (share, streams ...), id -> type, through
+        kafka-python's ListGroups: see `monitor.kafka.describe.GroupDescribeClient.unwatched_groups`."""
+        return self._describe.unwatched_groups()
+
     def describe_groups(self, group_ids: Sequence[str]) -> Partial[list[GroupDescription]]:
         """State, members, assignments and coordinator of each group (classic and KIP-848), in
         the order given, through kafka-python: see `monitor.kafka.describe` for why not

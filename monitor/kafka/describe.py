@@ -14,7 +14,8 @@ protocol messages (and ours, `monitor.kafka.messages`) and sent on its IO loop:
 2. DescribeGroups to each coordinator, `groups_per_request` groups per request, all at once.
 3. The groups the classic answer calls unknown (GROUP_ID_NOT_FOUND, or "Dead" before v6):
    ConsumerGroupDescribe to the same coordinator. A KIP-848 group is one of them; a group unknown
-   there too (or to a broker without that API) does not exist and is described as "Dead".
+   there too (or to a broker without that API, before 3.7, or with it switched off, 3.7 to 3.9:
+   UNSUPPORTED_VERSION per group) does not exist and is described as "Dead".
 
 Each step waits at most the request timeout (plus a few seconds of grace) for all its requests;
 a FindCoordinator that got no answer is asked once more, of another broker. A coordinator that
@@ -45,6 +46,10 @@ _KEYS_PER_FIND: Final = 500
 _FIND_ATTEMPTS: Final = 2
 _GRACE_SECONDS = FUTURE_GRACE_SECONDS
 _GROUP_ID_NOT_FOUND: Final = kafka.errors.GroupIdNotFoundError.errno
+_UNSUPPORTED_VERSION: Final = kafka.errors.UnsupportedVersionError.errno
+_NO_KIP848_GROUP: Final = frozenset({_GROUP_ID_NOT_FOUND, _UNSUPPORTED_VERSION})
+"""ConsumerGroupDescribe's answers for a group that is no KIP-848 group: not found, or (3.7 to
+3.9, where the API is listed but the "consumer" protocol is off) the API refused per group."""
 _DEAD: Final = "Dead"
 
 
@@ -293,7 +298,7 @@ class _Call:
 
     def _consumer(self, group: Any, node: int) -> bool:
         group_id = str(group.group_id)
-        if group.error_code == _GROUP_ID_NOT_FOUND:
+        if group.error_code in _NO_KIP848_GROUP:
             self.described[group_id] = dead_description(group_id, node)
         elif group.error_code:
             self._outcome.failure(group_id, _error(group.error_code, group.error_message))
@@ -304,8 +309,35 @@ class _Call:
         return False
 
 
+WATCHED_GROUP_TYPES: Final = frozenset({"classic", "consumer"})
+"""The group types (ListGroups v5, Kafka 3.8+) whose groups the monitor watches."""
+
+
+def unwatched_of(listed: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Of kafka-python's ListGroups answers (dicts), the groups of other types: id -> type. A
+    broker before 3.8 names no type: its groups are all consumer groups."""
+    found: dict[str, str] = {}
+    for group in listed:
+        kind = str(group.get("group_type") or "").lower()
+        if kind and kind not in WATCHED_GROUP_TYPES:
+            found[str(group.get("group_id"))] = kind
+    return dict(sorted(found.items()))
+
+
 class GroupDescribeClient(KafkaPythonClient):
     """Descriptions of consumer groups (classic and KIP-848) for one cluster."""
+
+    def unwatched_groups(self) -> dict[str, str]:
+        """The groups every broker lists whose type the monitor does not watch (share, streams
+        ...), id -> type. Never raises: when a broker did not answer the listing is {} this time
+        (it is shown, nothing depends on it), logged at debug level."""
+        with self._lock:
+            self._require_started()
+            try:
+                return unwatched_of(self._connect().list_groups())
+            except Exception as exc:
+                log.debug("cluster %s: listing the groups of every type failed: %s", self._cluster.name, exc)
+                return {}
 
     def describe_groups(
         self, group_ids: Sequence[str], groups_per_request: int = GROUPS_PER_REQUEST

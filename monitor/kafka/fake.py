@@ -165,6 +165,8 @@ class FakeCluster:
         self.offsets_log: list[OffsetCommitRecord | GroupMetadataRecord] = []
         self._offsets_written = threading.Condition(self.lock)
         self.deny_commit_stream = False
+        self.unwatched_groups: dict[str, str] = {}
+        """Groups of other types (share, streams ...) the brokers list: id -> type."""
         self.create_topic("__consumer_offsets", 1, min(3, brokers))
 
     # -- the cluster's state -------------------------------------------------------------------
@@ -606,6 +608,10 @@ class FakeKafkaAdmin(_FakeClient):
         with self.fake.lock:
             self._begin("list_group_ids", "list consumer groups")
             return sorted(g.group_id for g in self.fake.groups.values() if g.committed or g.members)
+
+    def list_unwatched_groups(self) -> dict[str, str]:
+        with self.fake.lock:
+            return dict(self.fake.unwatched_groups)
 
     def _coordinator(self, group_id: str, tally: _Tally) -> tuple[bool, int | None]:
         """(whether the group's coordinator answers, which broker it is)."""

@@ -25,7 +25,7 @@ import kafka.errors
 from kafka.protocol.consumer.group import OffsetFetchRequest
 
 from monitor.core.records import CommittedOffset, Partial
-from monitor.kafka.pyclient import KafkaPythonClient, unavailable
+from monitor.kafka.pyclient import KafkaPythonClient, newest_version, unavailable
 from monitor.kafka.translate import Outcome
 from monitor.kafka.wire import OFFSET_FETCH_VERSION, OffsetFetchAnswer, offset_fetch_request
 
@@ -66,11 +66,10 @@ def fetch_committed(client: Any, group_ids: list[str]) -> dict[str, list[Committ
     `list_group_offsets` answers them: every group answered, or an exception (a coordinator that
     did not answer, a group or one of its partitions that failed: kafka-python's error for its
     code) for the whole call."""
-    manager = client._manager
-    if manager.broker_version_data.api_version(OffsetFetchRequest) < OFFSET_FETCH_VERSION:
+    if newest_version(client, OffsetFetchRequest) < OFFSET_FETCH_VERSION:
         answers: Mapping[str, Mapping[Any, Any]] = client.list_group_offsets(group_ids)
         return {str(g): committed_of(str(g), offsets) for g, offsets in answers.items()}
-    found: dict[str, list[CommittedOffset]] = manager.run(_fetch_v8, client, group_ids)
+    found: dict[str, list[CommittedOffset]] = client._manager.run(_fetch_v8, client, group_ids)
     return found
 
 

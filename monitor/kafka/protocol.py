@@ -112,6 +112,12 @@ class AdminApi(Client, Protocol):
         with some coordinators missing would make their groups look deleted."""
         ...
 
+    def list_unwatched_groups(self) -> dict[str, str]:
+        """The groups the brokers list that are not consumer groups (share, streams ...: Kafka
+        3.8+ names each group's type), id -> type as Kafka names it. Never raises: a listing
+        that failed is {} (these groups are shown, not watched)."""
+        ...
+
     def describe_groups(self, group_ids: Sequence[str]) -> Partial[list[GroupDescription]]:
         """State, members and coordinator of each group, in the order given; a group that does
         not exist is "Dead"; a group whose coordinator did not answer is in `errors`."""

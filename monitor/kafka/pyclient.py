@@ -8,10 +8,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Final, Self
+from typing import Any, Final, Self
 
 import kafka.errors
 from kafka.admin import KafkaAdminClient
+from kafka.protocol.api_key import ApiKey
 
 from monitor.core.cluster_security import SASL_PROTOCOLS, TLS_PROTOCOLS
 from monitor.core.errors import ConfigError, KafkaRequestError, KafkaUnavailableError
@@ -98,6 +99,23 @@ def _sasl_options(cluster: ClusterConfig) -> dict[str, object]:
     if security.sasl_password is not None:
         values["sasl_plain_password"] = _Secret(security.sasl_password.get_secret_value())
     return values
+
+
+def newest_version(client: Any, request: Any) -> int:
+    """The newest version of `request`'s API the cluster answers (the ApiVersions kafka-python
+    negotiated, through its public `api_versions()`); -1 when the cluster does not have it.
+
+    `api_versions()` fails on a broker that lists an API kafka-python does not know (Kafka 4.4
+    lists key 93): then the negotiated data it is built from is asked for the one API directly.
+    """
+    try:
+        versions: Mapping[ApiKey, tuple[int, int]] = client.api_versions()
+    except ValueError:
+        try:
+            return int(client._manager.broker_version_data.api_version(request))
+        except kafka.errors.IncompatibleBrokerVersion:
+            return -1
+    return int(versions.get(ApiKey(request.API_KEY), (-1, -1))[1])
 
 
 def unavailable(exc: BaseException) -> bool:

@@ -27,10 +27,18 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
+def e2e_topic(kafka: KafkaTestHelper) -> str:
+    """The one topic the daemon watches: 3 partitions on all three brokers."""
+    return kafka.create_topic(partitions=3, replication_factor=3)
+
+
+@pytest.fixture
 def daemon(
-    tmp_path: Path, kafka: KafkaTestHelper, db_url: str, fake_pagerduty: FakePagerDuty
-) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
-    topic = kafka.create_topic(partitions=3, replication_factor=3)
+    tmp_path: Path, kafka: KafkaTestHelper, e2e_topic: str, db_url: str, fake_pagerduty: FakePagerDuty
+) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Starts the daemon on `e2e_topic` (console receiver, and the local PagerDuty for critical
+    alerts); `rules_dir` replaces the shipped rules."""
+    topic = e2e_topic
     routing = tmp_path / "routing.yaml"
     routing.write_text(
         f"""
@@ -70,10 +78,12 @@ inhibit_rules:
         "log_level": "INFO",
     }
     path = tmp_path / "monitor.yaml"
-    path.write_text(yaml.safe_dump(config))
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start() -> subprocess.Popen[bytes]:
+    def start(rules_dir: Path | None = None) -> subprocess.Popen[bytes]:
+        if rules_dir is not None:
+            config["evaluate"] = {"rules_dir": str(rules_dir)}
+        path.write_text(yaml.safe_dump(config))
         env = {
             **os.environ,
             "DATABASE_URL": db_url,
@@ -113,7 +123,7 @@ def _evaluated(engine: Engine) -> bool:
 
 
 def test_a_stopped_broker_pages_the_local_pagerduty(
-    daemon: Callable[[], subprocess.Popen[bytes]],
+    daemon: Callable[..., subprocess.Popen[bytes]],
     kafka: KafkaTestHelper,
     engine: Engine,
     fake_pagerduty: FakePagerDuty,

@@ -317,6 +317,17 @@ def test_metadata_sees_a_broker_go_and_its_partition_offline(rig: Rig) -> None:
     assert rig.context.topology.leaders == {("orders", 0): 1, ("orders", 1): 2}
 
 
+def test_groups_of_other_types_are_counted_by_type_and_never_fail_a_cycle(rig: Rig) -> None:
+    rig.kafka.unwatched_groups = {"queue-a": "share", "queue-b": "share", "app-1": "streams"}
+
+    run = rig.cycle(rig.metadata, "metadata")
+    offsets = rig.cycle()
+
+    assert (run.counts["share_groups_not_watched"], run.counts["streams_groups_not_watched"]) == (2, 1)
+    assert run.problems == [] and offsets.problems == []
+    assert {s.committed.group_id for s in rig.batch().group_offsets} == {"billing"}
+
+
 def test_the_timestamp_cache_evicts_the_least_recently_used() -> None:
     cache = TimestampCache(max_entries=2)
     a, b, c = (RecordTimestamp("t", 0, o, o, 1000 + o) for o in range(3))

@@ -24,7 +24,7 @@ from monitor.core.errors import KafkaUnavailableError
 from monitor.core.records import GroupDescription, GroupMember
 from monitor.core.settings import ClusterConfig
 from monitor.kafka import describe
-from monitor.kafka.describe import GroupDescribeClient, classic_assignment
+from monitor.kafka.describe import GroupDescribeClient, classic_assignment, unwatched_of
 from monitor.kafka.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 from tests.fixtures.kafka_python import FakeConnectionManager
 
@@ -324,6 +324,55 @@ def test_a_broker_without_consumer_group_describe_has_no_kip848_groups() -> None
 
     assert result.errors == {}
     assert [(d.group_id, d.state) for d in result.value] == [("a", "Stable"), ("gone", "Dead")]
+
+
+@pytest.mark.parametrize(
+    ("listed", "unwatched"),
+    [
+        ([{"group_id": "a", "group_type": "classic"}, {"group_id": "b", "group_type": "consumer"}], {}),
+        ([{"group_id": "old", "protocol_type": "consumer"}], {}),  # before 3.8: no type, a consumer group
+        (
+            [{"group_id": "q", "group_type": "share"}, {"group_id": "s", "group_type": "Streams"}],
+            {"q": "share", "s": "streams"},
+        ),
+        ([{"group_id": "x", "group_type": None}, {"group_id": "y", "group_type": ""}], {}),
+        ([{"group_id": "z", "group_type": "some-future-type"}], {"z": "some-future-type"}),
+    ],
+)
+def test_groups_of_types_not_watched_are_told_apart(
+    listed: list[dict[str, object]], unwatched: dict[str, str]
+) -> None:
+    assert unwatched_of(listed) == unwatched
+
+
+def test_listing_groups_of_every_type_never_raises() -> None:
+    client = GroupDescribeClient(ClusterConfig(name="fake", bootstrap_servers=["127.0.0.1:9"]))
+
+    def refuse() -> None:
+        raise kafka.errors.KafkaConnectionError("no broker")
+
+    client._client = SimpleNamespace(list_groups=refuse, close=lambda: None)  # type: ignore[assignment]
+    client.start()
+
+    assert client.unwatched_groups() == {}
+
+
+def test_a_broker_with_the_kip848_protocol_switched_off_has_no_kip848_groups() -> None:
+    # Kafka 3.7 to 3.9 list ConsumerGroupDescribe but refuse it per group, UNSUPPORTED_VERSION.
+    refused = kafka.errors.UnsupportedVersionError.errno
+    manager = FakeManager(
+        coordinators={"a": 1, "gone": 2},
+        classic={"a": classic("a")},
+        consumer={"gone": unknown("gone", refused)},
+    )
+
+    result = client_with(manager).describe_groups(["a", "gone"])
+
+    assert result.errors == {}
+    assert [(d.group_id, d.state, d.coordinator) for d in result.value] == [
+        ("a", "Stable", 1),
+        ("gone", "Dead", 2),
+    ]
 
 
 def test_brokers_before_kafka_3_are_asked_for_one_coordinator_at_a_time() -> None:

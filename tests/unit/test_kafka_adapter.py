@@ -29,6 +29,7 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
+from kafka.protocol.api_key import ApiKey
 
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
 from monitor.core.records import (
@@ -659,8 +660,9 @@ class FakeOffsetFetch:
         self.down = down or set()
         self.refused = refused or set()
         self.calls: list[list[str]] = []
-        versions = SimpleNamespace(api_version=lambda request: 7)
-        self._manager = SimpleNamespace(broker_version_data=versions)
+
+    def api_versions(self) -> dict[ApiKey, tuple[int, int]]:
+        return {ApiKey.OffsetFetch: (0, 7)}
 
     def list_group_offsets(self, groups: list[str]) -> dict[str, dict[Any, Any]]:
         self.calls.append(list(groups))

@@ -13,11 +13,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import kafka.errors
-from kafka.protocol.consumer.group import OffsetFetchResponse
+import pytest
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 
 from monitor.core.records import CommittedOffset
 from monitor.core.settings import ClusterConfig
 from monitor.kafka.groups import GroupOffsetsClient, fetch_committed
+from monitor.kafka.pyclient import newest_version
 from monitor.kafka.wire import decode_offset_fetch
 from tests.fixtures.kafka_python import FakeConnectionManager
 
@@ -37,7 +40,6 @@ class Coordinators(FakeConnectionManager):
     sent: list[tuple[int | None, int, list[str]]] = field(default_factory=list)
     in_flight: int = 0
     most_in_flight: int = 0
-    broker_version_data: Any = field(default_factory=lambda: SimpleNamespace(api_version=lambda request: 10))
 
     async def _answer(self, request: Any, node: int | None) -> Any:
         groups = [str(g.group_id) for g in request.groups]
@@ -70,7 +72,12 @@ def client_of(brokers: Coordinators) -> Any:
     async def find_coordinator_ids(group_ids: list[str]) -> dict[str, int]:
         return {g: int(g[1:]) % 3 for g in group_ids}
 
-    return SimpleNamespace(_manager=brokers, _find_coordinator_ids=find_coordinator_ids, close=lambda: None)
+    return SimpleNamespace(
+        _manager=brokers,
+        _find_coordinator_ids=find_coordinator_ids,
+        api_versions=lambda: {ApiKey.OffsetFetch: (0, 10)},
+        close=lambda: None,
+    )
 
 
 def offsets_client(brokers: Coordinators) -> GroupOffsetsClient:
@@ -124,3 +131,24 @@ def test_a_dead_coordinator_fails_its_own_groups_and_the_next_call_connects_afre
     assert set(result.errors) == {"g2", "g5"}
     assert "KafkaConnectionError" in result.errors["g2"]
     assert client._client is None, "kafka-python keeps a group's coordinator for its client's lifetime"
+
+
+def _listing_unknown_api() -> dict[ApiKey, tuple[int, int]]:
+    raise ValueError("93 is not a valid ApiKey")  # kafka-python on a Kafka 4.4 broker
+
+
+@pytest.mark.parametrize(("negotiated", "expected"), [(10, 10), (7, 7), (None, -1)])
+def test_the_offset_fetch_version_is_known_when_the_broker_lists_an_api_unknown_to_the_client(
+    negotiated: int | None, expected: int
+) -> None:
+    def api_version(request: Any) -> int:
+        if negotiated is None:
+            raise kafka.errors.IncompatibleBrokerVersion("no OffsetFetch")
+        return negotiated
+
+    client = SimpleNamespace(
+        api_versions=_listing_unknown_api,
+        _manager=SimpleNamespace(broker_version_data=SimpleNamespace(api_version=api_version)),
+    )
+
+    assert newest_version(client, OffsetFetchRequest) == expected

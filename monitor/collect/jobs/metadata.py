@@ -1,8 +1,10 @@
-"""The metadata job: brokers, controller, topics and each partition's leader, replicas and ISR."""
+"""The metadata job: brokers, controller, topics and each partition's leader, replicas and ISR; and
+the groups of types the monitor does not watch (share, streams ...), counted by type."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from sqlalchemy import Connection
 
@@ -52,15 +54,29 @@ def collect_metadata(run: Run, ctx: ClusterContext) -> list[TopicInfo]:
     return topics
 
 
+def count_unwatched_groups(run: Run, ctx: ClusterContext, before: Mapping[str, str]) -> dict[str, str]:
+    """Count the groups of other types the brokers list (`<type>_groups_not_watched`, e.g.
+    share_groups_not_watched), logging once when they change; never fails the run."""
+    unwatched = ctx.admin.list_unwatched_groups()
+    for kind in sorted(set(unwatched.values())):
+        run.count(f"{kind}_groups_not_watched", sum(1 for k in unwatched.values() if k == kind))
+    if unwatched != before and unwatched:
+        listed = ", ".join(f"{group} ({kind})" for group, kind in unwatched.items())
+        log.info("cluster %s: groups this monitor does not watch: %s", ctx.cluster.name, listed)
+    return unwatched
+
+
 def build(ctx: ClusterContext) -> JobRun:
     """The metadata runner: it hands the offsets job the partitions to list (`ctx.topology`) and
     asks for an evaluation when a broker went, or a partition went offline or lost an in-sync
     replica (under min ISR is one of those)."""
     seen: frozenset[object] = frozenset()
+    unwatched: dict[str, str] = {}
 
     def run(record: Run) -> None:
-        nonlocal seen
+        nonlocal seen, unwatched
         topics = collect_metadata(record, ctx)
+        unwatched = count_unwatched_groups(record, ctx, unwatched)
         ctx.topology = Topology.of(topics, ctx.clock.now())
         now_seen = frozenset(
             (t.name, p.partition, len(p.isr), p.offline)
