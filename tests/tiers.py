@@ -32,6 +32,7 @@ TESTS = Path(__file__).parent
 SERVICE_FIXTURES = {
     "kafka_cluster": "kafka",
     "secured_kafka_cluster": "kafka",
+    "share_kafka_cluster": "kafka",
     "pg_server": "postgres",
     "spark": "spark",
     "chromium": "browser",

@@ -566,6 +566,7 @@ class DevKafkaCluster:
                 "-cp", f"{self.libs_dir}/*", "kafka.tools.StorageTool", "format",
                 "-t", cluster_id, "-c", str(node / "server.properties"),
             ]  # fmt: skip
+            command += format_features(self.config.version)
             if self.secured:  # the SCRAM user, written into the metadata with the storage
                 command += ["--add-scram", self.security.scram_format_argument()]
             return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
@@ -640,6 +641,14 @@ class DevKafkaCluster:
         except BaseException:
             self._signal_and_wait({node_id: pid}, 10.0)
             raise
+
+
+def format_features(version: str) -> list[str]:
+    """Feature versions the storage is formatted with, beyond the version's defaults: share
+    groups (KIP-932) are production-ready from Kafka 4.1, whose new clusters leave them off
+    (`share.version` 0); from 4.2 on a new cluster has them on by itself."""
+    major, minor = (int(part) for part in version.split(".")[:2])
+    return ["--feature", "share.version=1"] if (major, minor) == (4, 1) else []
 
 
 def _send(pid: int, signum: signal.Signals) -> None:
