@@ -4,17 +4,23 @@ share-groups job lists and describes them, reads their start offsets and the bro
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from rich.console import Console
 from sqlalchemy import Engine, text
+from typer.testing import CliRunner
 
+from monitor.cli import share_groups as cli_share_groups
+from monitor.cli.main import app as cli
 from monitor.collect.stage import ClusterCollector
 from monitor.core.clock import SystemClock
-from monitor.core.settings import CollectConfig, NameFilter
+from monitor.core.settings import CollectConfig, MetricsConfig, NameFilter
+from monitor.expose.metrics.prometheus import StateCollector
 from monitor.expose.web.app import create_app
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import RunRecorder
@@ -56,7 +62,12 @@ def collected(collector: ClusterCollector, engine: Engine, group: str) -> dict[i
 
 
 def test_share_groups_collected_stored_and_served(
-    share_kafka: KafkaTestHelper, share_consumers: ShareConsumers, collector: ClusterCollector, engine: Engine
+    monkeypatch: pytest.MonkeyPatch,
+    db_url: str,
+    share_kafka: KafkaTestHelper,
+    share_consumers: ShareConsumers,
+    collector: ClusterCollector,
+    engine: Engine,
 ) -> None:
     topic = share_kafka.create_topic(partitions=2)
     keeping, stopping, ignored = f"sg-keeps-{topic}", f"sg-stops-{topic}", f"other-{topic}"
@@ -123,3 +134,20 @@ def test_share_groups_collected_stored_and_served(
         assert kept["members"] == 1 and kept["member_list"][0]["assignment"] == [f"{topic}:0", f"{topic}:1"]
         missing = client.get(f"/api/v1/clusters/{CLUSTER}/share-groups/nope")
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "share_group_not_found"
+
+    families = {f.name: f for f in StateCollector(engine, MetricsConfig(), ()).read().families}
+    waiting = {s.labels["group"]: s.value for s in families["kafka_health_share_group_lag"].samples}
+    assert waiting == {stopping: 7, keeping: 0}
+    members = {s.labels["group"]: s.value for s in families["kafka_health_share_group_members"].samples}
+    assert members[keeping] == 1
+
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    for name in [n for n in os.environ if n.startswith("KAFKA_HEALTH_TEST_")]:
+        monkeypatch.delenv(name)  # the test rig's ports, not settings of the monitor
+    monkeypatch.setattr(cli_share_groups, "out", Console(width=250, soft_wrap=True, no_color=True))
+    shown = CliRunner().invoke(cli, ["share-groups", "--cluster", CLUSTER])
+    assert shown.exit_code == 0, shown.output
+    assert stopping in shown.output and keeping in shown.output
+    one = CliRunner().invoke(cli, ["share-groups", stopping, "--json"])
+    assert one.exit_code == 0, one.output
+    assert '"lag": 7' in one.output
