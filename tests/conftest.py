@@ -2,6 +2,8 @@
 
 - kafka:    `kafka_cluster` (session, 3 nodes on 127.0.0.1), `kafka` (helpers: create topics,
             produce with chosen timestamps, consume and commit as a group, stop/start a broker)
+- share:    `share_kafka_cluster` (session, 1 node of Kafka 4.4.0, only for the tests that ask),
+            `share_kafka` (its helper) and `share_consumers` (real Java share consumers)
 - postgres: `pg_server` (session), `db_url` (per test module: a fresh database migrated to head),
             `engine` (per module)
 - spark:    `spark` (session-scoped local SparkSession with the JDBC driver)
@@ -31,6 +33,7 @@ from tests.session import SESSION_STARTED
 pytest_plugins = [
     "tests.tiers",
     "tests.fixtures.kafka",
+    "tests.fixtures.share",
     "tests.fixtures.postgres",
     "tests.fixtures.spark",
     "tests.fixtures.receivers",

@@ -33,6 +33,7 @@ SERVICE_FIXTURES = {
     "kafka_cluster": "kafka",
     "secured_kafka_cluster": "kafka",
     "oidc_provider": "kafka",
+    "share_kafka_cluster": "kafka",
     "pg_server": "postgres",
     "spark": "spark",
     "chromium": "browser",

@@ -11,7 +11,18 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from monitor.cli import alerts, db, dev_cluster, dev_spark, repair, reports, retention, routes, rules
+from monitor.cli import (
+    alerts,
+    db,
+    dev_cluster,
+    dev_spark,
+    repair,
+    reports,
+    retention,
+    routes,
+    rules,
+    share_groups,
+)
 from monitor.cli.common import ConfigOption, err, fail, fail_config, out, settings_from
 from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import PrintableLogFormatter
@@ -34,6 +45,7 @@ app.add_typer(alerts.app, name="alerts")
 app.add_typer(retention.app, name="retention")
 app.add_typer(repair.app, name="repair")
 reports.register(app)
+share_groups.register(app)
 
 
 @config_app.command("check")

@@ -18,7 +18,14 @@ from monitor.collect.commit_state import CommitState
 from monitor.core.clock import Clock
 from monitor.core.records import TopicInfo, TopicPartition
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
-from monitor.kafka.protocol import AdminApi, CommitStream, LogDirReader, ProbeApi, TimestampReader
+from monitor.kafka.protocol import (
+    AdminApi,
+    CommitStream,
+    LogDirReader,
+    ProbeApi,
+    ShareGroupApi,
+    TimestampReader,
+)
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import Run
 
@@ -77,6 +84,8 @@ class ClusterContext:
     later (None: runs come at their interval only)."""
     closers: list[Callable[[], None]] = field(default_factory=list)
     """What the jobs started beside their runs (threads), stopped before the clients close."""
+    share_groups: ShareGroupApi | None = None
+    """The cluster's share-group requests (None: the cluster is told as having none)."""
 
     def allowed_topics(self) -> list[str]:
         """The cluster's topics its topic filter accepts (internal ones only when configured)."""

@@ -33,7 +33,15 @@ from monitor.core.gc_pause import gc_paused
 from monitor.core.scheduler import Scheduler
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
 from monitor.kafka import CommitStreamReader, KafkaAdmin, LogDirClient, ProbeClient, RecordTimestampReader
-from monitor.kafka.protocol import AdminApi, CommitStream, LogDirReader, ProbeApi, TimestampReader
+from monitor.kafka.protocol import (
+    AdminApi,
+    CommitStream,
+    LogDirReader,
+    ProbeApi,
+    ShareGroupApi,
+    TimestampReader,
+)
+from monitor.kafka.share_groups import ShareGroupClient
 from monitor.store import leases
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import RunRecorder, instance_name
@@ -51,6 +59,7 @@ class KafkaClients:
     log_dirs: LogDirReader
     probe: ProbeApi
     commits: CommitStream | None = None
+    share_groups: ShareGroupApi | None = None
 
     @classmethod
     def real(cls, cluster: ClusterConfig, config: CollectConfig) -> KafkaClients:
@@ -61,6 +70,7 @@ class KafkaClients:
             LogDirClient(cluster),
             ProbeClient(cluster, config.probe.group_id),
             stream,
+            ShareGroupClient(cluster),
         )
 
 
@@ -99,6 +109,7 @@ class ClusterCollector:
             intervals=intervals or Intervals(),
             run_soon=run_soon,
             on_sample=on_sample,
+            share_groups=kafka.share_groups,
         )
         self.runners: dict[str, JobRun] = {
             name: job.build(self.context) for name, job in JOBS.items() if job.enabled(config)
@@ -113,12 +124,16 @@ class ClusterCollector:
             self.context.probe.start()
         if self.context.commit_stream is not None:
             self.context.commit_stream.start()
+        if self.context.share_groups is not None:
+            self.context.share_groups.start()
 
     def stop(self) -> None:
         for close in reversed(self.context.closers):
             close()
         if self.context.commit_stream is not None:
             self.context.commit_stream.close()
+        if self.context.share_groups is not None:
+            self.context.share_groups.close()
         self.context.probe.close()
         self.context.log_dirs.close()
         self.context.reader.close()

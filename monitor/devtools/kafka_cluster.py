@@ -585,6 +585,7 @@ class DevKafkaCluster:
                 "-cp", f"{self.libs_dir}/*", "kafka.tools.StorageTool", "format",
                 "-t", cluster_id, "-c", str(node / "server.properties"),
             ]  # fmt: skip
+            command += self.mode.format_features()
             if self.secured:  # the SCRAM user, written into the metadata with the storage
                 command += self.security.format_arguments()
             return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
@@ -663,3 +664,4 @@ class DevKafkaCluster:
         except BaseException:
             self._signal_and_wait({node_id: pid}, 10.0)
             raise
+

@@ -63,6 +63,13 @@ class KafkaMode:
             "controller.listener.names": "CONTROLLER",
         }
 
+    def format_features(self) -> list[str]:
+        """Feature versions the storage is formatted with, beyond the version's defaults: share
+        groups (KIP-932) are production-ready from Kafka 4.1, whose new clusters leave them off
+        (`share.version` 0); from 4.2 on a new cluster has them on by itself."""
+        major, minor = (int(part) for part in self.version.split(".")[:2])
+        return ["--feature", "share.version=1"] if (major, minor) == (4, 1) else []
+
     def controller_listener(self, host: str, port: int) -> tuple[str, str] | None:
         """(listener, protocol map entry) of the node's controller listener; None without one."""
         if self.zookeeper:

@@ -115,21 +115,23 @@ def classic_description(group: Any, coordinator: int) -> GroupDescription:
     )
 
 
+def current_assignment(member: Any) -> tuple[TopicPartition, ...]:
+    """A member's current assignment (topic names and partitions), sorted, in the answers of the
+    KIP-848 and KIP-932 describes alike (ConsumerGroupDescribe, ShareGroupDescribe)."""
+    topics = member.assignment.topic_partitions if member.assignment is not None else []
+    owned = ((str(t.topic_name), int(p)) for t in topics if t.topic_name for p in t.partitions)
+    return tuple(sorted(owned))
+
+
 def consumer_description(group: Any, coordinator: int) -> GroupDescription:
     """A ConsumerGroupDescribe answer (a KIP-848 group) as a record: its server-side assignor is
     the protocol and each member's current assignment (not its target) is its assignment."""
-
-    def assignment(member: Any) -> tuple[TopicPartition, ...]:
-        topics = member.assignment.topic_partitions if member.assignment is not None else []
-        owned = ((str(t.topic_name), int(p)) for t in topics if t.topic_name for p in t.partitions)
-        return tuple(sorted(owned))
-
     members = (
         GroupMember(
             member_id=str(m.member_id),
             client_id=str(m.client_id),
             host=str(m.client_host),
-            assignment=assignment(m),
+            assignment=current_assignment(m),
             group_instance_id=m.instance_id or None,
         )
         for m in group.members

@@ -11,7 +11,7 @@ budget it is given) and raises only the named errors of `monitor.core.errors`:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol
 
 from monitor.core.records import (
@@ -31,6 +31,7 @@ from monitor.core.records import (
     TopicInfo,
     TopicPartition,
 )
+from monitor.core.share_groups import ShareGroups
 from monitor.kafka.cursor import Target
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "LogDirReader",
     "LogDirs",
     "ProbeApi",
+    "ShareGroupApi",
     "Target",
     "TimestampReader",
 ]
@@ -212,4 +214,14 @@ class ProbeApi(Client, Protocol):
         group and commit it. One result per partition in the order given; a step that fails or
         does not finish within `budget_seconds` is that partition's `error`. Raises only when the
         client itself is refused (configuration)."""
+        ...
+
+
+class ShareGroupApi(Client, Protocol):
+    """The share groups (KIP-932) of one cluster (`monitor.kafka.share_groups.ShareGroupClient`)."""
+
+    def share_groups(self, accepts: Callable[[str], bool] = ...) -> ShareGroups:
+        """Every share group `accepts` lets through, described, with the start offset (and, from
+        Kafka 4.2, the lag) of each partition it has state for. A cluster without share groups
+        answers `available=False` with the reason; a group that failed is in `errors`."""
         ...

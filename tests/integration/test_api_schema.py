@@ -48,7 +48,7 @@ CONFIG = schemathesis.config.SchemathesisConfig.from_dict(
     }
 )
 """Every check of schemathesis is on; a 5xx fails all of them (`not_a_server_error`)."""
-OPERATIONS = 45
+OPERATIONS = 47
 """Every operation of the document (a new one must be counted here, so it is tested)."""
 
 

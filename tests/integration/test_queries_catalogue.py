@@ -319,6 +319,27 @@ def _fill(conn: Connection) -> None:
          "host": "/10.9.0.1", "assignment": ["orders:0"], "updated_at": T0},
     )  # fmt: skip
 
+    # Share groups: a queue whose consumers are gone and one that keeps up (newest sample at T0);
+    # a cluster without share groups has a support row and nothing else.
+    _insert(conn, "share_group_support",
+        {"cluster": "prod", "available": True, "reason": None, "sampled_at": T0},
+        {"cluster": "stage", "available": False, "reason": "not available: the brokers lack "
+         "ShareGroupDescribe v1 (Kafka 4.1+)", "sampled_at": T0},
+    )  # fmt: skip
+    _insert(conn, "share_group_states",
+        *({"cluster": "prod", "group_id": g, "sampled_at": at, "state": state, "members": members,
+           "assignor": "simple", "coordinator": 1}
+          for at in (T0 - MINUTE, T0)
+          for g, state, members in (("jobs", "Empty", 0), ("mails", "Stable", 2))),
+    )  # fmt: skip
+    _insert(conn, "share_group_offsets",
+        *({"cluster": "prod", "group_id": g, "topic": "orders", "partition": p, "sampled_at": at,
+           "start_offset": 100, "end_offset": 100 + lag, "lag": lag, "lag_method": "broker"}
+          for at in (T0 - MINUTE, T0)
+          for g, lags in (("jobs", (400, 20)), ("mails", (0, 0)))
+          for p, lag in enumerate(lags)),
+    )  # fmt: skip
+
     # Alerting: alerts, a silence, incidents, acknowledgements and deliveries.
     _insert(conn, "silences",
         {"id": 1, "matchers": [{"name": "rule", "op": "=", "value": "PartitionOffline"}], "starts_at": T0 - 25 * MINUTE,
@@ -632,6 +653,10 @@ EXPECTED: dict[str, tuple[tuple[str, ...], list[tuple[Any, ...]]]] = {
     "silences_during_window.sql": (
         ("silence", "created_by", "comment", "ended_at", "alerts_muted"),
         [(1, "bob", "broker 3 replacement", T0 + 95 * MINUTE, 1)],
+    ),
+    "share_groups_waiting.sql": (
+        ("group_id", "state", "members", "partitions", "records_waiting", "lag_method", "sampled_at"),
+        [("jobs", "Empty", 0, 2, 420, "broker", T0), ("mails", "Stable", 2, 2, 0, "broker", T0)],
     ),
     "group_members_now.sql": (
         ("client_id", "host", "assignment", "group_state", "status", "group_offset_lag"),

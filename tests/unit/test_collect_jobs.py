@@ -52,7 +52,9 @@ def test_the_interval_map_takes_each_collect_job_from_its_setting() -> None:
     collect = job_intervals(intervals)
     every = run_intervals(intervals, collect=collect)
 
-    assert collect == {"metadata": 70, "configs": 70, "offsets": 7, "commits": 7, "log_dirs": 700, "probe": 3}
+    assert collect == {
+        "metadata": 70, "configs": 70, "offsets": 7, "commits": 7, "log_dirs": 700, "probe": 3, "share_groups": 7,
+    }  # fmt: skip
     assert {name: every[name] for name in JOBS} == collect
     assert set(every) - set(JOBS) == {"evaluate", "alert", "retention", "maintenance"}
 

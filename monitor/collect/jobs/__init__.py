@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 from monitor.collect.context import CollectorJob
-from monitor.collect.jobs import commits, configs, log_dirs, metadata, offsets, probe
+from monitor.collect.jobs import commits, configs, log_dirs, metadata, offsets, probe, share_groups
 from monitor.core.settings import Intervals
 
 JOBS: Final[dict[str, CollectorJob]] = {
@@ -24,6 +24,7 @@ JOBS: Final[dict[str, CollectorJob]] = {
         commits.JOB,
         log_dirs.JOB,
         probe.JOB,
+        share_groups.JOB,
     )
 }
 

@@ -206,6 +206,18 @@ PROBE: tuple[MetricSpec, ...] = (
           "1 when the newest end-to-end probe round failed on the broker."),
 )  # fmt: skip
 
+SHARE_GROUPS: tuple[MetricSpec, ...] = (
+    _ours("share_group_lag", GROUP, "share_group", "lag",
+          "Records of the share group (KIP-932) waiting: from each share partition's start offset to the "
+          "log end, not yet finished, summed. Reported by the broker from Kafka 4.2 (KIP-1226); end "
+          "offset - start offset, an upper bound, before. Newest share-groups sample."),
+    _ours("share_group_max_lag", GROUP, "share_group", "max_lag",
+          "Largest share-partition lag of the share group."),
+    _ours("share_group_members", GROUP, "share_group", "members", "Members of the share group."),
+    _ours("share_group_partitions", GROUP, "share_group", "partitions",
+          "Share partitions the share group has state for."),
+)  # fmt: skip
+
 CLUSTERS: tuple[MetricSpec, ...] = (
     _ours("cluster_brokers", CLUSTER, "cluster", "brokers", "Brokers known."),
     _ours("cluster_brokers_down", CLUSTER, "cluster", "brokers_down",
@@ -321,7 +333,9 @@ PROCESS: tuple[MetricSpec, ...] = (
                "prometheus_client"),
 )  # fmt: skip
 
-STATE: tuple[MetricSpec, ...] = (*COMPATIBLE, *GROUPS, *PARTITIONS, *TOPICS, *BROKERS, *PROBE, *CLUSTERS)
+STATE: tuple[MetricSpec, ...] = (
+    *COMPATIBLE, *GROUPS, *SHARE_GROUPS, *PARTITIONS, *TOPICS, *BROKERS, *PROBE, *CLUSTERS,
+)  # fmt: skip
 """The metrics read from the views once per evaluation (the snapshot)."""
 
 CATALOGUE: tuple[MetricSpec, ...] = (*STATE, *SCRAPE, *KMINION, *PROCESS)
@@ -347,6 +361,7 @@ VIEWS: dict[str, str] = {
     "topic": "topic_state",
     "broker": "broker_state",
     "cluster": "cluster_state",
+    "share_group": "share_group_state (migration 0017)",
 }
 """State query -> the views it reads (migration 0005), for people checking a value in SQL."""
 
@@ -360,6 +375,7 @@ NOT_SERVED = (
 _TITLES = (
     ("kafka-lag-go compatible", COMPATIBLE),
     ("Consumer groups", GROUPS),
+    ("Share groups (KIP-932, Kafka 4.1+)", SHARE_GROUPS),
     ("Partitions (partition-level: `metrics.partition_series`, `metrics.max_partition_series`)", PARTITIONS),
     ("Topics", TOPICS),
     ("Brokers", BROKERS),

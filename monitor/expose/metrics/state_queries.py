@@ -106,6 +106,10 @@ QUERIES: tuple[StateQuery, ...] = (
         """,
     ),
     StateQuery(
+        "share_group",
+        "SELECT cluster, group_id, lag, max_lag, members, partitions FROM share_group_state",
+    ),
+    StateQuery(
         "topic",
         """
         SELECT t.cluster, t.topic, t.partitions, t.size_bytes, h.min_headroom_bytes, t.max_size_ratio,

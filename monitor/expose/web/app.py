@@ -43,6 +43,7 @@ from monitor.expose.web.api import burrow
 from monitor.expose.web.api import clusters as api
 from monitor.expose.web.api import repairs as api_repairs
 from monitor.expose.web.api import retention as api_retention
+from monitor.expose.web.api import share_groups as api_share_groups
 from monitor.expose.web.context import ApiError, Context, WebContext, attach
 from monitor.expose.web.health import RuleScale
 from monitor.expose.web.identity import MODE_HEADER, Authenticator
@@ -118,6 +119,8 @@ def create_app(
     identity_attach(app, auth)
     app.include_router(router)
     api.install(app)
+    app.include_router(api_share_groups.router)
+    app.openapi_tags = [*(app.openapi_tags or []), api_share_groups.TAG]
     app.include_router(burrow.router)
     app.include_router(api_alerts.router)
     app.include_router(identity_router)

@@ -7,6 +7,7 @@
   `write_commit_observations`);
 - `disks`: log_dir_sizes and broker_disks (`write_log_dirs`);
 - `probes`: probe_samples (`write_probe`);
+- `share_groups`: the share-group tables (`write_share_groups`);
 - `configs`: the topic_configs history (`record_topic_configs`);
 - `recall`: the reads of the latest offsets and of the record timestamp cache, and its pruning
   (`cached_timestamps`, `latest_committed`, `latest_end_offsets`, `prune_record_timestamps`).
