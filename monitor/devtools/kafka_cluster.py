@@ -664,4 +664,3 @@ class DevKafkaCluster:
         except BaseException:
             self._signal_and_wait({node_id: pid}, 10.0)
             raise
-
