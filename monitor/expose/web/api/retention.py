@@ -50,6 +50,13 @@ class RaiseBody(BaseModel):
     )
     reason: Text = Field(default="", max_length=2000)
 
+    @field_validator("retention_ms", "retention_bytes", mode="before")
+    @classmethod
+    def _number_or_text(cls, value: object) -> object:
+        if isinstance(value, bool | float):  # pydantic would read `true` as 1 and 5.0 as 5
+            raise ValueError(f"give a whole number or text such as 2d or 50GiB, not {value!r}")
+        return value
+
     @field_validator("retention_ms", mode="after")
     @classmethod
     def _ms(cls, value: int | str | None) -> int | None:
