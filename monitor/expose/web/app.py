@@ -28,16 +28,18 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.staticfiles import StaticFiles
 
 from monitor import __version__
 from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
 from monitor.core.clock import Clock, SystemClock
 from monitor.core.errors import StoreUnavailableError
+from monitor.core.resources import templates_dir
 from monitor.core.settings import IdentityConfig, MetricsConfig
 from monitor.expose.metrics.snapshot import MetricsSnapshot
 from monitor.expose.read import queries
-from monitor.expose.web import inbox
+from monitor.expose.web import inbox, security
 from monitor.expose.web.api import alerts as api_alerts
 from monitor.expose.web.api import burrow
 from monitor.expose.web.api import clusters as api
@@ -82,6 +84,7 @@ def create_app(
     inboxes: Mapping[str, Path] | None = None,
     ack_link_seconds: float = 7 * 86400,
     rules_dir: Path | None = None,
+    hsts: bool = False,
 ) -> FastAPI:
     """Build the FastAPI app over `engine`. `/readyz` fails when no collection succeeded within
     `stale_after`; `/metrics` serves `snapshot` (the daemon's, shared with the push targets),
@@ -89,7 +92,8 @@ def create_app(
     `job_intervals` (`monitor.core.scheduler.run_intervals`) says when a job's last success is stale;
     `inboxes` (`inbox.inbox_paths`): the console receivers' files the inbox page reads;
     `rules_dir` (`evaluate.rules_dir`): the rule files whose TimeUntilDataLoss tiers colour the
-    data-loss margin (default: the shipped rules)."""
+    data-loss margin (default: the shipped rules); `hsts`: the monitor is reached over HTTPS
+    (`web.behind_tls`), so answers carry Strict-Transport-Security."""
     clock = clock or SystemClock()
     auth = Authenticator(identity or IdentityConfig(), engine, clock)
     ctx = WebContext(
@@ -106,7 +110,8 @@ def create_app(
         metrics=snapshot or MetricsSnapshot(lambda: engine, metrics or MetricsConfig()),
         data_loss=RuleScale(rules_dir),
     )
-    app = FastAPI(title="kafka-health", version=__version__)
+    app = FastAPI(title="kafka-health", version=__version__, docs_url=None, redoc_url=None)
+    app.mount("/static", StaticFiles(directory=templates_dir() / "static"), name="static")
     _error_handlers(app)
     guard_input(app)
     if auth.development:
@@ -131,6 +136,7 @@ def create_app(
     app.include_router(pages_collection.router)
     app.include_router(inbox.router)
     attach(app, ctx)
+    security.install(app, hsts=hsts)  # last, so outermost: its headers are on every answer
     return app
 
 
@@ -232,7 +238,9 @@ def _error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _CODES.get(exc.status_code, f"http_{exc.status_code}")
-        return _error(exc.status_code, code, str(exc.detail))
+        answer = _error(exc.status_code, code, str(exc.detail))
+        answer.headers.update(exc.headers or {})  # a 405's `Allow`
+        return answer
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
