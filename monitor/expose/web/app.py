@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import iter_route_contexts
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import Engine
 from sqlalchemy.exc import (
@@ -28,6 +29,7 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 from starlette.staticfiles import StaticFiles
 
 from monitor import __version__
@@ -239,7 +241,10 @@ def _error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _CODES.get(exc.status_code, f"http_{exc.status_code}")
         answer = _error(exc.status_code, code, str(exc.detail))
-        answer.headers.update(exc.headers or {})  # a 405's `Allow`
+        answer.headers.update(exc.headers or {})
+        allowed = _allowed(request) if exc.status_code == 405 else []
+        if allowed:  # every method of the path, not only its first route's
+            answer.headers["Allow"] = ", ".join(allowed)
         return answer
 
     @app.exception_handler(RequestValidationError)
@@ -259,6 +264,15 @@ def _error_handlers(app: FastAPI) -> None:
         """No connection to PostgreSQL (`store.engine` names the server in the log, not here)."""
         log.warning("answering 503: %s", exc)
         return _unavailable()
+
+
+def _allowed(request: Request) -> list[str]:
+    """The methods the routes of `request`'s path take (a path may have a route per method)."""
+    methods: set[str] = set()
+    for route in iter_route_contexts(request.app.routes):
+        if route.methods and route.path and compile_path(route.path)[0].match(request.url.path):
+            methods |= set(route.methods)
+    return sorted(methods)
 
 
 def database_answer(exc: SQLAlchemyError) -> JSONResponse:
