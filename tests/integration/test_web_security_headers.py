@@ -20,6 +20,7 @@ ANSWERS = [
     ("GET", "/api/v1/clusters/nowhere", 404),
     ("POST", "/api/v1/clusters", 405),
     ("PUT", "/api/v1/silences", 405),
+    ("PUT", "/api/v1/silences/1", 405),
     ("GET", "/api/v1/alerts?limit=%C2%B2", 422),
     ("POST", "/api/v1/silences", 401),
     ("GET", "/api/v1/alerts%00", 422),
@@ -46,4 +47,9 @@ def test_every_kind_of_answer_carries_the_security_headers(engine: Engine, hsts:
         assert headers["referrer-policy"] == "same-origin"
         assert headers.get("strict-transport-security") == (HSTS if hsts else None), (method, path)
         if status == 405:  # it says every method the path takes
-            assert headers["allow"] == {"/api/v1/clusters": "GET", "/api/v1/silences": "GET, POST"}[path]
+            allowed = {
+                "/api/v1/clusters": "GET",
+                "/api/v1/silences": "GET, POST",
+                "/api/v1/silences/1": "DELETE",
+            }
+            assert headers["allow"] == allowed[path]

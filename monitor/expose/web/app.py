@@ -267,12 +267,14 @@ def _error_handlers(app: FastAPI) -> None:
 
 
 def _allowed(request: Request) -> list[str]:
-    """The methods the routes of `request`'s path take (a path may have a route per method)."""
-    methods: set[str] = set()
+    """The methods the routes of `request`'s path take (a path may have a route per method); a
+    path written out (`/api/v1/repairs/preview`) is not also the id of `/api/v1/repairs/{id}`."""
+    literal: set[str] = set()
+    templated: set[str] = set()
     for route in iter_route_contexts(request.app.routes):
         if route.methods and route.path and compile_path(route.path)[0].match(request.url.path):
-            methods |= set(route.methods)
-    return sorted(methods)
+            (templated if "{" in route.path else literal).update(route.methods)
+    return sorted(literal or templated)
 
 
 def database_answer(exc: SQLAlchemyError) -> JSONResponse:
