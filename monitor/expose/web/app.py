@@ -47,7 +47,7 @@ from monitor.expose.web.api import burrow
 from monitor.expose.web.api import clusters as api
 from monitor.expose.web.api import repairs as api_repairs
 from monitor.expose.web.api import retention as api_retention
-from monitor.expose.web.context import ApiError, Context, WebContext, attach
+from monitor.expose.web.context import POST_ONLY, ApiError, Context, WebContext, attach
 from monitor.expose.web.health import RuleScale
 from monitor.expose.web.identity import MODE_HEADER, Authenticator
 from monitor.expose.web.identity import attach as identity_attach
@@ -272,7 +272,9 @@ def _allowed(request: Request) -> list[str]:
     literal: set[str] = set()
     templated: set[str] = set()
     for route in iter_route_contexts(request.app.routes):
-        if route.methods and route.path and compile_path(route.path)[0].match(request.url.path):
+        if route.name == POST_ONLY or not (route.methods and route.path):
+            continue
+        if compile_path(route.path)[0].match(request.url.path):
             (templated if "{" in route.path else literal).update(route.methods)
     return sorted(literal or templated)
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from monitor.act import repair_request as store
 from monitor.expose.web.api.retention import DecisionBody, act
-from monitor.expose.web.context import CHANGE_ERRORS, ApiError, Context, Repairs, jsonable
+from monitor.expose.web.context import CHANGE_ERRORS, ApiError, Context, Repairs, jsonable, post_only
 from monitor.expose.web.identity import Changer
 from monitor.expose.web.inputs import Id, JsonId, Limit, Text
 
@@ -49,6 +49,9 @@ def list_repairs(
     with ctx.engine.connect() as conn:
         rows = store.list_repairs(conn, cluster=cluster, states=[state] if state else None, limit=limit)
     return [r.as_json() for r in rows]
+
+
+post_only(router, "/api/v1/repairs/preview")
 
 
 @router.get("/api/v1/repairs/{repair_id}")

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from monitor.act import ledger
 from monitor.act.model import RetentionError, request_json
 from monitor.act.policy import bounded_long, parse_duration_ms, parse_size
-from monitor.expose.web.context import CHANGE_ERRORS, ApiError, Context, Service, jsonable
+from monitor.expose.web.context import CHANGE_ERRORS, ApiError, Context, Service, jsonable, post_only
 from monitor.expose.web.identity import Changer
 from monitor.expose.web.inputs import Id, Limit, Text
 
@@ -119,6 +119,9 @@ def list_requests(
             conn, cluster=cluster, topic=topic, states=[state] if state else None, limit=limit
         )
     return [request_json(r) for r in rows]
+
+
+post_only(router, "/api/v1/retention-requests/preview")
 
 
 @router.get("/api/v1/retention-requests/{request_id}")
