@@ -162,7 +162,7 @@ def test_schemathesis_run_with_every_check_and_phase_finds_nothing(
              f"{url}/openapi.json", "--checks", "all", "--phases", "examples,coverage,fuzzing",
              "--max-examples", str(RUN_EXAMPLES), "--seed", "26", "--workers", "1",
              "--header", f"Authorization: Bearer {token}", "--request-timeout", "30"],
-            capture_output=True, text=True, timeout=600, check=False,
+            capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
         )  # fmt: skip
     report = run.stdout[-6000:] + run.stderr[-2000:]
     assert run.returncode == 0, report
