@@ -247,7 +247,8 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
                                                 inboxes=inboxes, silence_max_seconds=silence_max_seconds,
                                                 max_silences_per_team=settings.alert.max_silences_per_team,
                                                 ack_link_seconds=settings.alert.ack_link_seconds,
-                                                rules_dir=settings.evaluate.rules_dir),
+                                                rules_dir=settings.evaluate.rules_dir,
+                                                hsts=settings.web.behind_tls),
                                      settings.web.host, settings.web.port))  # fmt: skip
     if settings.push.targets():
         from monitor.expose.metrics.push.stage import PushStage

@@ -22,10 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from monitor.core.errors import ConfigError
 from monitor.core.owners import TEAM_NAME
 from monitor.core.resources import rules_dir
+from monitor.core.user_input import shown
 from monitor.core.vocabulary import parse_duration
 from monitor.core.yaml_files import format_validation_error, read_yaml
 
-_SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$")
+_SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?) *(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$")
 _SIZE_UNITS = {
     None: 1,
     "B": 1,
@@ -55,7 +56,7 @@ def parse_duration_ms(value: Any) -> int:
     """Milliseconds in 30m, 12h, 7d, 1d12h (the duration grammar; zero refused). Raises ValueError
     saying how to write one."""
     seconds = parse_duration(value, allow_zero=False, examples="30m, 12h, 7d or 1d12h")
-    return bounded_long(seconds * 1000, f"duration {value!r} in milliseconds")
+    return bounded_long(seconds * 1000, f"duration {shown(value)} in milliseconds")
 
 
 def parse_size(value: Any) -> int:
@@ -66,7 +67,7 @@ def parse_size(value: Any) -> int:
         size = float(found.group(1)) * _SIZE_UNITS[found.group(2)]
         if 0 < size <= KAFKA_LONG_MAX:
             return int(size)
-    raise ValueError(f"bad size {value!r}: write bytes or a number and a unit, e.g. 500MiB, 50GiB, 2TB")
+    raise ValueError(f"bad size {shown(value)}: write bytes or a number and a unit, e.g. 500MiB, 50GiB, 2TB")
 
 
 class _Strict(BaseModel):

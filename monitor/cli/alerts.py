@@ -19,12 +19,21 @@ from sqlalchemy import Connection
 
 from monitor.alert import actions
 from monitor.alert.notify.outbox import outbox_counts, outbox_rows
-from monitor.cli.common import ConfigOption, fail, open_engine, out, settings_from
+from monitor.cli.common import (
+    ConfigOption,
+    fail,
+    id_argument,
+    number_parser,
+    open_engine,
+    out,
+    settings_from,
+)
 from monitor.core.clock import SystemClock
 from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import printable, printable_markup
 from monitor.core.records import Identity
 from monitor.core.settings import Settings, load_settings
+from monitor.core.user_input import is_digits, timestamp, whole_number
 from monitor.core.vocabulary import OUTBOX_STATES
 
 app = typer.Typer(help="Alerts: list (the default), acknowledge, silence, and the notification outbox.")
@@ -133,7 +142,12 @@ def ack(
 ) -> None:
     """Acknowledge an incident: no more repeats, no escalation; the pager is told."""
     who = _who(user, team)
-    group_id = int(incident) if incident.isdigit() and int(incident) < 2**63 else None
+    group_id = None
+    if is_digits(incident):  # an incident id; anything else is a fingerprint
+        try:
+            group_id = whole_number(incident, "the incident id", low=1)
+        except ValueError as exc:
+            raise fail(str(exc)) from exc
     with _action(config, who, "incident", group_id, "acknowledge") as (conn, settings):
         named = {"group_id": group_id} if group_id is not None else {"fingerprint": incident}
         ids = actions.acknowledge(
@@ -168,13 +182,13 @@ def silence(
     try:
         seconds = parse_duration(duration)
     except ValueError as exc:
-        raise fail(f"--for {duration!r}: {exc}") from exc
+        raise fail(f"--for: {exc}") from exc
     starts_at = None
     if start is not None:
         try:
-            starts_at = datetime.fromisoformat(start)
+            starts_at = timestamp(start, "--start")
         except ValueError as exc:
-            raise fail(f"--start {start!r}: write e.g. 2026-11-21T22:00:00+00:00") from exc
+            raise fail(str(exc)) from exc
     who = _who(user, team)
     with _action(config, who, "silence", None, "create silence") as (conn, settings):
         routing = load_routing(*routing_paths(settings.alert))
@@ -212,7 +226,7 @@ def list_silences(
 
 @app.command("expire")
 def expire(
-    silence_id: Annotated[int, typer.Argument(help="The silence to end now.", min=1, max=2**63 - 1)],
+    silence_id: Annotated[int, id_argument("silence id")],
     user: AsOption = None,
     team: TeamOption = None,
     config: ConfigOption = None,
@@ -231,7 +245,7 @@ def outbox(
         str | None,
         typer.Option("--state", help="pending, sending, sent, failed or dropped; default: all."),
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 50,
+    limit: Annotated[int, typer.Option("--limit", parser=number_parser("--limit", 1, 10_000))] = 50,
     config: ConfigOption = None,
 ) -> None:
     """The newest notifications and how their delivery went (failed ones say why)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -17,6 +17,7 @@ from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import printable
 from monitor.core.records import Identity
 from monitor.core.settings import Settings, load_settings
+from monitor.core.user_input import BIGINT_MAX, whole_number
 
 T = TypeVar("T")
 
@@ -29,6 +30,28 @@ ConfigOption = Annotated[
 ]
 
 AsOption = Annotated[str | None, typer.Option("--as", help="Who acts (default: the login name).")]
+
+
+def number_parser(what: str, low: int = 1, high: int = BIGINT_MAX) -> Callable[[str], int]:
+    """An argument's parser: ASCII digits within [low, high], read by `user_input.whole_number`;
+    anything else is a usage error naming `what` (exit status 2, one line: `main.main`)."""
+
+    def parse(value: str) -> int:
+        try:
+            return whole_number(value, what, low=low, high=high)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+
+    return parse
+
+
+def id_argument(what: str) -> Any:
+    """A positional id (a 64-bit database id), e.g. `Annotated[int, id_argument("repair id")]`."""
+    return typer.Argument(
+        parser=number_parser(what), metavar=what.upper().replace(" ", "_"), show_default=False
+    )
+
+
 TeamOption = Annotated[list[str] | None, typer.Option("--team", "-t", help="A team you belong to (repeat).")]
 
 

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from monitor.cli.common import number_parser
 from monitor.core.errors import ConfigError
 from monitor.core.settings import DevKafkaConfig, load_settings
 from monitor.core.yaml_files import format_validation_error
@@ -39,7 +40,12 @@ VersionOption = Annotated[
         "or 4.x (KRaft) (default: dev_kafka.version).",
     ),
 ]
-NodeArgument = Annotated[int, typer.Argument(help="Node id: 1 for a single node, 1-3 for three.")]
+NodeArgument = Annotated[
+    int,
+    typer.Argument(
+        help="Node id: 1 for a single node, 1-3 for three.", parser=number_parser("node id", 1, 3)
+    ),
+]
 
 
 def _cluster(config_file: Path | None, **overrides: Any) -> DevKafkaCluster:
@@ -111,17 +117,22 @@ def _print_status(cluster: DevKafkaCluster) -> None:
         )
 
 
+def _number(name: str, low: int, high: int, help: str, *short: str) -> Any:
+    """A whole-number option within [low, high] (`common.number_parser`)."""
+    return typer.Option(name, *short, help=help, parser=number_parser(name, low, high))
+
+
 @app.command()
 def up(
     nodes: Annotated[
-        int | None, typer.Option("--nodes", "-n", help="1 or 3 nodes (default: dev_kafka.nodes).")
+        int | None, _number("--nodes", 1, 3, "1 or 3 nodes (default: dev_kafka.nodes).", "-n")
     ] = None,
     version: VersionOption = None,
     base_port: Annotated[
         int | None,
-        typer.Option("--base-port", help="Broker ports start here; controllers at +100 (default 19092)."),
+        _number("--base-port", 1024, 65_000, "Broker ports start here; controllers at +100 (default 19092)."),
     ] = None,
-    heap_mb: Annotated[int | None, typer.Option("--heap-mb", help="JVM heap of each node in MiB.")] = None,
+    heap_mb: Annotated[int | None, _number("--heap-mb", 64, 1 << 20, "JVM heap of each node in MiB.")] = None,
     security: Annotated[
         str | None,
         typer.Option(

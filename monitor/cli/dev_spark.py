@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from monitor.cli.common import number_parser
 from monitor.core.errors import MonitorError
 from monitor.devtools.paths import var_dir
 from monitor.devtools.spark_cluster import DEFAULT_BASE_PORT, DRIVER_CONF, DevSparkCluster
@@ -26,6 +27,7 @@ BasePortOption = Annotated[
         "--base-port",
         help="Master port; its web UI at +1, the worker at +2 and its web UI at +3 "
         "(ignored while a cluster runs: it keeps its ports).",
+        parser=number_parser("--base-port", 1024, 65_000),
     ),
 ]
 

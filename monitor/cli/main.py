@@ -23,7 +23,7 @@ from monitor.cli import (
     rules,
     share_groups,
 )
-from monitor.cli.common import ConfigOption, err, fail, fail_config, out, settings_from
+from monitor.cli.common import ConfigOption, err, fail, fail_config, number_parser, out, settings_from
 from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import PrintableLogFormatter
 from monitor.core.settings import Settings, load_settings
@@ -132,7 +132,10 @@ def demo(
         ),
     ] = False,
     prometheus_port: Annotated[
-        int, typer.Option(min=1024, max=65535, help="Port of the demo's Prometheus.")
+        int,
+        typer.Option(
+            help="Port of the demo's Prometheus.", parser=number_parser("--prometheus-port", 1024, 65535)
+        ),
     ] = 9090,
 ) -> None:
     """The embedded defaults end to end: a local 3-node Kafka cluster, PostgreSQL under var/,
@@ -183,12 +186,32 @@ def demo(
             workload.stop()
 
 
-def main() -> None:
+def _usage_error(exc: typer.TyperException) -> str:
+    """A usage error in one line: what is wrong, and where the command's help is ("" when there
+    is nothing to say)."""
+    message = " ".join(str(getattr(exc, "format_message", lambda: str(exc))()).split())
+    context = getattr(exc, "ctx", None)
+    command = getattr(context, "command_path", "") or "kafka-health"
+    return f"{message} (see {command} --help)" if message else ""
+
+
+def main(args: list[str] | None = None) -> None:
+    """The entry point. Every error is one line on stderr, `error: ...`, with exit status 2 (a
+    refusal a command reports itself: 1): click's usage errors are said so too, not as a box."""
     try:
-        app()
+        code = app(args=args, prog_name="kafka-health", standalone_mode=False)
+    except typer.TyperException as exc:  # a usage error: a bad or missing argument or option
+        message = _usage_error(exc)
+        if message:  # none when the help was shown instead (a group run without a command)
+            fail(message)
+        sys.exit(2)
+    except typer.Abort:
+        fail("interrupted", 1)
+        sys.exit(1)
     except ConfigError as exc:
         fail_config(exc)
         sys.exit(2)
     except MonitorError as exc:
         fail(str(exc))
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -24,6 +24,7 @@ from monitor.cli.common import (
     ConfigOption,
     TeamOption,
     acting,
+    id_argument,
     open_engine,
     out,
     run_or_exit,
@@ -35,6 +36,8 @@ app = typer.Typer(
     help="Reviewed repair actions: preferred leader election, moving leadership off a broker.",
     no_args_is_help=True,
 )
+FindingId = Annotated[int, id_argument("finding id")]
+RepairId = Annotated[int, id_argument("repair id")]
 KindOption = Annotated[str, typer.Option("--kind", "-k", help=f"One of: {', '.join(KINDS)}.")]
 
 
@@ -86,7 +89,9 @@ def _print_plan(plan: Mapping[str, Any]) -> None:
 
 
 @app.command("preview")
-def preview(finding_id: int, kind: KindOption = "preferred_election", config: ConfigOption = None) -> None:
+def preview(
+    finding_id: FindingId, kind: KindOption = "preferred_election", config: ConfigOption = None
+) -> None:
     """What a repair of FINDING_ID would change and what would refuse it now. Changes nothing."""
     with _service(config) as (service, _):
         result = run_or_exit(lambda: service.preview(finding_id, kind))
@@ -97,7 +102,7 @@ def preview(finding_id: int, kind: KindOption = "preferred_election", config: Co
 
 @app.command("request")
 def request(
-    finding_id: int,
+    finding_id: FindingId,
     reason: Annotated[str, typer.Option("--reason", "-m", help="What the repair is for.")],
     kind: KindOption = "preferred_election",
     user: AsOption = None,
@@ -114,7 +119,7 @@ def request(
 
 @app.command("approve")
 def approve(
-    repair_id: int,
+    repair_id: RepairId,
     comment: Annotated[str, typer.Option("--comment", "-m")] = "",
     user: AsOption = None,
     team: TeamOption = None,
@@ -128,7 +133,7 @@ def approve(
 
 @app.command("reject")
 def reject(
-    repair_id: int,
+    repair_id: RepairId,
     reason: Annotated[str, typer.Option("--reason", "-m")],
     user: AsOption = None,
     team: TeamOption = None,
@@ -161,7 +166,7 @@ def list_(
 
 @app.command("show")
 def show(
-    repair_id: int, as_json: Annotated[bool, typer.Option("--json")] = False, config: ConfigOption = None
+    repair_id: RepairId, as_json: Annotated[bool, typer.Option("--json")] = False, config: ConfigOption = None
 ) -> None:
     """One repair: its plan, what applying did, its outcome and audit trail."""
     with _service(config) as (_, engine), engine.connect() as conn:

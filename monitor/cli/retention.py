@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import getpass
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
@@ -28,12 +28,14 @@ from monitor.cli.common import (
     TeamOption,
     acting,
     err,
+    id_argument,
     open_engine,
     out,
     run_or_exit,
     settings_from,
 )
 from monitor.core.formatting import printable, printable_markup
+from monitor.core.user_input import is_digits, whole_number
 
 app = typer.Typer(
     help="The retention button: raise, review, revert and extend retention.", no_args_is_help=True
@@ -91,6 +93,20 @@ def policy_check(
     )
 
 
+RequestId = Annotated[int, id_argument("request id")]
+
+
+def _number_or(value: str, option: str, parse: Callable[[str], int]) -> int:
+    """`value` as a number of milliseconds or bytes when it is ASCII digits, else as `parse`
+    reads it (2d, 50GiB); a bad value raises ValueError naming `option`."""
+    if is_digits(value):
+        return whole_number(value, option, low=1)
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise ValueError(f"{option}: {exc}") from exc
+
+
 @app.command("raise")
 def raise_(
     cluster: Annotated[str, typer.Argument()],
@@ -108,9 +124,9 @@ def raise_(
     """Ask for a raise of a topic's retention (applied at once within the instant tier)."""
     new: dict[str, int] = {}
     if ms is not None:
-        new["retention.ms"] = int(ms) if ms.isdigit() else run_or_exit(lambda: parse_duration_ms(ms))
+        new["retention.ms"] = run_or_exit(lambda: _number_or(ms, "--retention-ms", parse_duration_ms))
     if size is not None:
-        new["retention.bytes"] = run_or_exit(lambda: parse_size(int(size) if size.isdigit() else size))
+        new["retention.bytes"] = run_or_exit(lambda: _number_or(size, "--retention-bytes", parse_size))
     duration = run_or_exit(lambda: parse_duration_ms(for_))
     with _service(config) as service:
         _print(
@@ -122,7 +138,7 @@ def raise_(
 
 @app.command("approve")
 def approve(
-    request_id: int,
+    request_id: RequestId,
     comment: Annotated[str, typer.Option("--comment", "-m")] = "",
     user: AsOption = None,
     team: TeamOption = None,
@@ -135,7 +151,7 @@ def approve(
 
 @app.command("reject")
 def reject(
-    request_id: int,
+    request_id: RequestId,
     reason: Annotated[str, typer.Option("--reason", "-m")],
     user: AsOption = None,
     team: TeamOption = None,
@@ -148,7 +164,7 @@ def reject(
 
 @app.command("revert")
 def revert(
-    request_id: int,
+    request_id: RequestId,
     reason: Annotated[str, typer.Option("--reason", "-m")] = "reverted by hand",
     user: AsOption = None,
     team: TeamOption = None,
@@ -161,7 +177,7 @@ def revert(
 
 @app.command("extend")
 def extend(
-    request_id: int,
+    request_id: RequestId,
     for_: Annotated[str, typer.Option("--for", help="How much longer: 12h, 1d ...")],
     reason: Annotated[str, typer.Option("--reason", "-m")],
     user: AsOption = None,
@@ -198,7 +214,7 @@ def list_(
 
 @app.command("show")
 def show(
-    request_id: int,
+    request_id: RequestId,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     config: ConfigOption = None,
 ) -> None:

@@ -524,6 +524,11 @@ class WebConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, gt=0, lt=65536)
     identity: IdentityConfig = Field(default_factory=IdentityConfig)
+    behind_tls: bool = Field(
+        default=False,
+        description="People reach the monitor over HTTPS (a TLS-terminating proxy in front): every "
+        "answer then carries Strict-Transport-Security.",
+    )
 
 
 class RetentionConfig(_Strict):

@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
+from monitor.core.user_input import shown
+
 # ---------------------------------------------------------------------------------------------
 # Severity of a rule tier, a finding and an alert
 
@@ -74,7 +76,7 @@ MAX_DURATION_SECONDS: Final = 3650 * 86400
 _MAX_DURATION_TEXT = 40
 MIN_INTERVAL_SECONDS: Final = 0.001
 """The shortest time a setting in seconds may give (one millisecond); shorter is a slip."""
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_DURATION = re.compile(r"^(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
 _EXAMPLES = "30s, 5m, 2h or 1h30m"
 
 
@@ -86,7 +88,8 @@ def parse_duration(value: Any, *, allow_zero: bool = True, examples: str = _EXAM
     if isinstance(value, int) and not isinstance(value, bool):
         if value == 0 and allow_zero:
             return 0
-        raise ValueError(f"bad duration {value!r}: add a unit, e.g. {value}s or {value}m")
+        number = str(value) if value.bit_length() <= 64 else "5"
+        raise ValueError(f"bad duration {shown(value)}: add a unit, e.g. {number}s or {number}m")
     text = value.strip() if isinstance(value, str) else ""
     found = _DURATION.match(text) if text and len(text) <= _MAX_DURATION_TEXT else None
     if text == "0" and allow_zero:
@@ -97,11 +100,11 @@ def parse_duration(value: Any, *, allow_zero: bool = True, examples: str = _EXAM
         )
         if seconds > MAX_DURATION_SECONDS:
             raise ValueError(
-                f"bad duration {value!r}: at most {format_duration(MAX_DURATION_SECONDS)} (ten years)"
+                f"bad duration {shown(value)}: at most {format_duration(MAX_DURATION_SECONDS)} (ten years)"
             )
         if seconds > 0 or allow_zero:
             return seconds
-    raise ValueError(f"bad duration {value!r}: write a number and a unit, e.g. {examples}")
+    raise ValueError(f"bad duration {shown(value)}: write a number and a unit, e.g. {examples}")
 
 
 def check_seconds(seconds: float) -> float:

@@ -8,16 +8,22 @@ The app reads the synthetic rows of `tests.fixtures.read_model`; the documented 
 path parameters (cluster `prod`, topic `orders`, group `billing`) make some cases hit real rows.
 Changes are made with an API token of the platform team, so that generated bodies reach the
 actions' own checks rather than stopping at authentication. Examples per operation are bounded so
-the module runs in about a minute.
+the module runs in about a minute; then the `schemathesis run` command itself, over HTTP, with every
+check over its examples, coverage and fuzzing phases (about three minutes).
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import schemathesis
+from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
 from sqlalchemy import Engine, text
 
@@ -30,10 +36,12 @@ from monitor.core.clock import FakeClock, SystemClock
 from monitor.core.owners import default_owners_path
 from monitor.core.settings import ClusterConfig, IdentityConfig, RetentionConfig
 from monitor.expose.web.app import create_app
+from tests.fixtures.browser import serve_app
 from tests.fixtures.kafka import KafkaTestHelper
 from tests.fixtures.read_model import T1, fill
 
 EXAMPLES = 15
+ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "410", "422", "429"]
 CONFIG = schemathesis.config.SchemathesisConfig.from_dict(
     {
         "checks": {
@@ -41,9 +49,7 @@ CONFIG = schemathesis.config.SchemathesisConfig.from_dict(
             # the operation (a regular expression RE2 refuses, a silence longer than the configured
             # maximum, a retention raise the guardrails refuse: 422; an acknowledgement link that
             # expired: 410).
-            "positive_data_acceptance": {
-                "expected-statuses": ["2xx", "3xx", "401", "403", "404", "409", "410", "422", "429"]
-            }
+            "positive_data_acceptance": {"expected-statuses": ACCEPTED}
         }
     }
 )
@@ -82,9 +88,8 @@ def repairs(kafka: KafkaTestHelper, engine: Engine) -> Iterator[RepairService]:
 
 
 @pytest.fixture(scope="module")
-def api_schema(
-    engine: Engine, retention: RetentionService, repairs: RepairService
-) -> schemathesis.BaseSchema:
+def api_app(engine: Engine, retention: RetentionService, repairs: RepairService) -> FastAPI:
+    """The whole API (retention and repairs included) over the synthetic cluster."""
     with engine.begin() as conn:
         fill(conn)
         conn.execute(  # a recent collection, so that /readyz is ready
@@ -92,13 +97,17 @@ def api_schema(
                  " VALUES ('prod', 'offsets', 'test', :t, :t, 'ok')"),
             {"t": T1},
         )  # fmt: skip
-    app = create_app(engine, stale_after=timedelta(minutes=5), clock=FakeClock(T1), retention=retention,
-                     repairs=repairs,
-                     # every operation is tried many times: the rate limit (its own test in
-                     # test_alert_api.py) would answer most of them with 429
-                     identity=IdentityConfig(platform_teams=["kafka-platform"],
-                                             change_requests_per_minute=100_000))  # fmt: skip
-    return schemathesis.openapi.from_asgi("/openapi.json", app, config=CONFIG)
+    return create_app(engine, stale_after=timedelta(minutes=5), clock=FakeClock(T1), retention=retention,
+                      repairs=repairs,
+                      # every operation is tried many times: the rate limit (its own test in
+                      # test_alert_api.py) would answer most of them with 429
+                      identity=IdentityConfig(platform_teams=["kafka-platform"],
+                                              change_requests_per_minute=100_000))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def api_schema(api_app: FastAPI) -> schemathesis.BaseSchema:
+    return schemathesis.openapi.from_asgi("/openapi.json", api_app, config=CONFIG)
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +144,30 @@ def _conforms(operation: schemathesis.APIOperation, headers: dict[str, str]) -> 
         case.call_and_validate()
 
     generated()
+
+
+RUN_EXAMPLES = 4
+"""Generated cases per operation and phase in `schemathesis run`: the module stays within about
+three minutes on the 2-core machine."""
+
+
+def test_schemathesis_run_with_every_check_and_phase_finds_nothing(
+    api_app: FastAPI, token: str, tmp_path: Path
+) -> None:
+    """The schemathesis command itself against the app served over HTTP, as a user would run it:
+    every check (`--checks all`: no 5xx, every status and header documented, a 405 with its
+    `Allow`, required headers, authentication ignored nowhere ...) over the examples, coverage
+    (boundary values, every undocumented method) and fuzzing phases."""
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(f"[checks.positive_data_acceptance]\nexpected-statuses = {json.dumps(ACCEPTED)}\n")
+    with serve_app(api_app) as url:
+        run = subprocess.run(
+            [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "--no-color", "run",
+             f"{url}/openapi.json", "--checks", "all", "--phases", "examples,coverage,fuzzing",
+             "--max-examples", str(RUN_EXAMPLES), "--seed", "26", "--workers", "1",
+             "--header", f"Authorization: Bearer {token}", "--request-timeout", "30"],
+            capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
+        )  # fmt: skip
+    report = run.stdout[-6000:] + run.stderr[-2000:]
+    assert run.returncode == 0, report
+    assert f"{OPERATIONS} selected / {OPERATIONS} total" in run.stdout, report

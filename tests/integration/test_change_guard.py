@@ -37,6 +37,7 @@ from monitor.core.settings import ClusterConfig, IdentityConfig, RetentionConfig
 from monitor.expose.web.app import create_app
 from monitor.expose.web.pages import retention_views as views
 from monitor.expose.web.pages.alerts import FLASH_COOKIE
+from monitor.expose.web.pages.retention_views import read_flash
 from monitor.store.audit import Audit
 
 PROXY = ("10.1.2.3", 40000)
@@ -178,6 +179,107 @@ def test_a_change_without_identity_or_csrf_is_refused_and_changes_nothing(
     other_origin = _send(carol, method, path, kind, headers={"Origin": "http://evil.example"})
     assert other_origin.status_code == 403
 
+    assert _counts(engine) == before
+
+
+HOSTILE_STAMPS = ["²", "1" * 5_000, "٣" * 10, "9" * 30, "-1", "1e9", " 1"]
+"""CSRF token stamps (the time before the dot) that are no time: each used to answer 500 or read
+as a number."""
+
+
+@pytest.mark.parametrize(("method", "path"), list(CHANGES), ids=[f"{m} {p}" for m, p in CHANGES])
+def test_a_csrf_token_whose_stamp_is_no_time_is_refused(
+    app: FastAPI, engine: Engine, method: str, path: str
+) -> None:
+    before = _counts(engine)
+    carol = _person(app, "carol", "payments", "kafka-platform")
+    url = path.format(**PATH_VALUES)
+    for stamp in HOSTILE_STAMPS:
+        token = f"{stamp}.ab"
+        body: dict[str, Any] = (
+            {"json": {}}
+            if CHANGES[(method, path)] == "json"
+            else {"data": {"comment": "x", "csrf_token": token}}
+        )
+        answer = carol.request(method, url, headers={"X-CSRF-Token": token.encode()}, **body)
+        assert answer.status_code == 403, f"{stamp[:20]!r}: {answer.status_code} {answer.text[:200]}"
+    assert _counts(engine) == before
+
+
+NOT_NUMBERS = ["²", "٣", "1" * 5_000, "1_0", "+1", " 1", "1.0"]
+"""Path, query and form numbers that are not ASCII digits, or too long to convert."""
+JSON_NOT_NUMBERS: list[Any] = [True, "60", 60.0, "٣", 10**30]
+"""JSON body numbers that pydantic would read as numbers (`true` as 1)."""
+
+
+def _bad_requests() -> list[tuple[str, str, dict[str, Any]]]:
+    """(method, url, request arguments) for every way a bad number reaches the API."""
+    group = "/api/v1/clusters/guarded/groups/billing"
+    cases: list[tuple[str, str, dict[str, Any]]] = []
+    for bad in NOT_NUMBERS:
+        cases += [
+            ("GET", f"/api/v1/retention-requests/{bad}", {}),
+            ("DELETE", f"/api/v1/silences/{bad}", {}),
+            ("GET", "/api/v1/alerts", {"params": {"limit": bad}}),
+            ("GET", "/api/v1/silences", {"params": {"offset": bad}}),
+            ("GET", f"{group}/history", {"params": {"max_points": bad}}),
+            ("GET", f"{group}/lag/orders/{bad}/history", {}),
+        ]
+    for bad in JSON_NOT_NUMBERS:
+        cases += [
+            ("POST", "/api/v1/silences", {"json": {"matchers": ["team=payments"], "duration_seconds": bad,
+                                                   "comment": "x"}}),
+            ("POST", "/api/v1/retention-requests", {"json": {"cluster": CLUSTER, "topic": "payments-orders",
+                                                             "retention_ms": bad, "duration": "1d"}}),
+            ("POST", "/api/v1/repairs", {"json": {"finding_id": bad, "kind": "preferred_election"}}),
+        ]  # fmt: skip
+    for until in ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2026-11-21T22:00:00", "1700000000",
+                  "٢٠٢٦-11-21T22:00:00Z"]:  # fmt: skip
+        cases.append(("GET", f"{group}/history", {"params": {"until": until}}))
+    cases.append(("POST", "/api/v1/silences", {"json": {"matchers": ["team=payments"], "duration_seconds": 60,
+                                                        "comment": "x", "starts_at": "0001-01-01T00:00:00Z"}}))  # fmt: skip
+    return cases
+
+
+BAD_REQUESTS = _bad_requests()
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "args"), BAD_REQUESTS, ids=[f"{m} {u[:60]} {a}"[:120] for m, u, a in BAD_REQUESTS]
+)
+def test_a_number_or_time_that_is_not_one_is_a_422_naming_it(
+    app: FastAPI, engine: Engine, method: str, url: str, args: dict[str, Any]
+) -> None:
+    before = _counts(engine)
+    answer = _person(app, "carol", "payments", "kafka-platform").request(method, url, **args)
+    assert answer.status_code == 422, f"{answer.status_code} {answer.text[:300]}"
+    assert answer.json()["error"]["code"] == "invalid_parameter"
+    assert _counts(engine) == before
+
+
+FORM_NUMBERS = [("/alerts/ack", {"incident": bad}) for bad in NOT_NUMBERS] + [
+    ("/alerts/ack", {"incident": str(2**63)}),
+    ("/clusters/guarded/topics/payments-orders/retention/preview",
+     {"retention_ms_value": "٣", "retention_ms_unit": "days", "duration_value": "1", "duration_unit": "days",
+      "reason": "x"}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("url", "form"), FORM_NUMBERS, ids=[f"{u} {f}"[:80] for u, f in FORM_NUMBERS])
+def test_a_form_number_that_is_not_one_is_said_on_the_page(
+    app: FastAPI, engine: Engine, url: str, form: dict[str, str]
+) -> None:
+    before = _counts(engine)
+    carol = _person(app, "carol", "payments", "kafka-platform")
+    answer = carol.post(
+        url, data={**form, "csrf_token": carol.headers["X-CSRF-Token"]}, follow_redirects=False
+    )
+    assert answer.status_code < 500, answer.text[:300]
+    if url.startswith("/alerts"):
+        said = _flash(answer)["text"]
+    else:  # the retention pages' flash, back on the topic page
+        said = str((read_flash(answer.cookies.get(FLASH_COOKIE)) or {}).get("text"))
+    assert "is not a number" in said or "must be a whole number from 1" in said, said[:300]
     assert _counts(engine) == before
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import iter_route_contexts
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import Engine
 from sqlalchemy.exc import (
@@ -28,23 +29,26 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
+from starlette.staticfiles import StaticFiles
 
 from monitor import __version__
 from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
 from monitor.core.clock import Clock, SystemClock
 from monitor.core.errors import StoreUnavailableError
+from monitor.core.resources import templates_dir
 from monitor.core.settings import MAX_SILENCES_PER_TEAM, IdentityConfig, MetricsConfig
 from monitor.expose.metrics.snapshot import MetricsSnapshot
 from monitor.expose.read import queries
-from monitor.expose.web import inbox
+from monitor.expose.web import inbox, security
 from monitor.expose.web.api import alerts as api_alerts
 from monitor.expose.web.api import burrow
 from monitor.expose.web.api import clusters as api
 from monitor.expose.web.api import repairs as api_repairs
 from monitor.expose.web.api import retention as api_retention
 from monitor.expose.web.api import share_groups as api_share_groups
-from monitor.expose.web.context import ApiError, Context, WebContext, attach
+from monitor.expose.web.context import POST_ONLY, ApiError, Context, WebContext, attach
 from monitor.expose.web.health import RuleScale
 from monitor.expose.web.identity import MODE_HEADER, Authenticator
 from monitor.expose.web.identity import attach as identity_attach
@@ -84,6 +88,7 @@ def create_app(
     inboxes: Mapping[str, Path] | None = None,
     ack_link_seconds: float = 7 * 86400,
     rules_dir: Path | None = None,
+    hsts: bool = False,
 ) -> FastAPI:
     """Build the FastAPI app over `engine`. `/readyz` fails when no collection succeeded within
     `stale_after`; `/metrics` serves `snapshot` (the daemon's, shared with the push targets),
@@ -91,7 +96,8 @@ def create_app(
     `job_intervals` (`monitor.core.scheduler.run_intervals`) says when a job's last success is stale;
     `inboxes` (`inbox.inbox_paths`): the console receivers' files the inbox page reads;
     `rules_dir` (`evaluate.rules_dir`): the rule files whose TimeUntilDataLoss tiers colour the
-    data-loss margin (default: the shipped rules)."""
+    data-loss margin (default: the shipped rules); `hsts`: the monitor is reached over HTTPS
+    (`web.behind_tls`), so answers carry Strict-Transport-Security."""
     clock = clock or SystemClock()
     auth = Authenticator(identity or IdentityConfig(), engine, clock)
     ctx = WebContext(
@@ -109,7 +115,8 @@ def create_app(
         metrics=snapshot or MetricsSnapshot(lambda: engine, metrics or MetricsConfig()),
         data_loss=RuleScale(rules_dir),
     )
-    app = FastAPI(title="kafka-health", version=__version__)
+    app = FastAPI(title="kafka-health", version=__version__, docs_url=None, redoc_url=None)
+    app.mount("/static", StaticFiles(directory=templates_dir() / "static"), name="static")
     _error_handlers(app)
     guard_input(app)
     if auth.development:
@@ -136,6 +143,7 @@ def create_app(
     app.include_router(pages_collection.router)
     app.include_router(inbox.router)
     attach(app, ctx)
+    security.install(app, hsts=hsts)  # last, so outermost: its headers are on every answer
     return app
 
 
@@ -239,7 +247,12 @@ def _error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _CODES.get(exc.status_code, f"http_{exc.status_code}")
-        return _error(exc.status_code, code, str(exc.detail))
+        answer = _error(exc.status_code, code, str(exc.detail))
+        answer.headers.update(exc.headers or {})
+        allowed = _allowed(request) if exc.status_code == 405 else []
+        if allowed:  # every method of the path, not only its first route's
+            answer.headers["Allow"] = ", ".join(allowed)
+        return answer
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -258,6 +271,19 @@ def _error_handlers(app: FastAPI) -> None:
         """No connection to PostgreSQL (`store.engine` names the server in the log, not here)."""
         log.warning("answering 503: %s", exc)
         return _unavailable()
+
+
+def _allowed(request: Request) -> list[str]:
+    """The methods the routes of `request`'s path take (a path may have a route per method); a
+    path written out (`/api/v1/repairs/preview`) is not also the id of `/api/v1/repairs/{id}`."""
+    literal: set[str] = set()
+    templated: set[str] = set()
+    for route in iter_route_contexts(request.app.routes):
+        if route.name == POST_ONLY or not (route.methods and route.path):
+            continue
+        if compile_path(route.path)[0].match(request.url.path):
+            (templated if "{" in route.path else literal).update(route.methods)
+    return sorted(literal or templated)
 
 
 def database_answer(exc: SQLAlchemyError) -> JSONResponse:

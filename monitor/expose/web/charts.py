@@ -32,6 +32,7 @@ from pygal.style import Style
 
 from monitor.core.formatting import duration_filter, latency_filter, number_filter, percent_filter, printable
 from monitor.expose.web.health import BAD, OK, WARN
+from monitor.expose.web.security import nonce
 
 RED: Final = "#c5221f"
 AMBER: Final = "#e37400"
@@ -89,7 +90,8 @@ class Chart:
     alt: str
 
     def __html__(self) -> str:
-        return str(self.svg)
+        """The SVG, its scoped `<style>` carrying the answer's CSP nonce (`security.nonce`)."""
+        return str(self.svg).replace(_STYLE, f'{_STYLE[:-1]} nonce="{nonce()}">', 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,12 +327,24 @@ def thin(points: Sequence[LagPoint], limit: int) -> tuple[LagPoint, ...]:
 
 _SCRIPT: Final = re.compile(r"<script\b.*?</script>", re.DOTALL)
 """pygal always inlines its configuration for its tooltip script, which is not loaded: dropped."""
+_INLINE_STYLE: Final = re.compile(r'style="((?:\s*(?:fill|stroke|opacity): [#\w.]+;?)+)"')
+"""pygal's inline styles (a bar's colour, the hidden tooltip), which the CSP refuses: written as
+the SVG presentation attributes they are (`fill="#c5221f"`)."""
+
+
+def _as_attributes(found: re.Match[str]) -> str:
+    pairs = (part.split(":") for part in found.group(1).split(";") if part.strip())
+    return " ".join(f'{name.strip()}="{value.strip()}"' for name, value in pairs)
+
+
+_STYLE: Final = '<style type="text/css">'
+"""pygal's one `<style>` element, scoped to its chart."""
 
 
 def _finish(chart: Any, key: tuple[Any, ...], title: str, alt: str) -> Chart:
     """Render with a stable id and make the SVG an accessible image."""
     chart.uuid = "kh-" + hashlib.blake2s(repr(key).encode(), digest_size=8).hexdigest()
-    svg: str = _SCRIPT.sub("", chart.render(is_unicode=True))
+    svg: str = _INLINE_STYLE.sub(_as_attributes, _SCRIPT.sub("", chart.render(is_unicode=True)))
     if chart.config.title:  # pygal's own short title gives way to the full one below
         svg = svg.replace(f"<title>{escape(chart.config.title)}</title>", "", 1)
     title_id = f"{chart.uuid}-title"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any, cast
 
 import jinja2
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection, Engine
@@ -201,3 +201,17 @@ def _value(value: Any) -> Any:
 
 def iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat() if value else None
+
+
+POST_ONLY = "post_only"
+"""The name of `post_only`'s routes, which never count as a method the path takes."""
+
+
+def post_only(router: APIRouter, path: str) -> None:
+    """Answer a GET of `path`, a POST-only path written out beside a `GET .../{id}` route of the
+    same router (`/api/v1/repairs/preview`), with 405 and `Allow: POST`, rather than reading the
+    word as an id. Call it before the `{id}` route is declared: the first matching route wins."""
+
+    @router.get(path, include_in_schema=False, name=POST_ONLY)
+    def refused() -> None:
+        raise HTTPException(405, "Method Not Allowed", headers={"Allow": "POST"})

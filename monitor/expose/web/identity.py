@@ -49,6 +49,7 @@ from monitor.act.tokens import find_token
 from monitor.core.clock import Clock
 from monitor.core.records import Identity
 from monitor.core.settings import IdentityConfig
+from monitor.core.user_input import BIGINT_MAX, whole_number
 from monitor.expose.web.context import CHANGE_ERRORS, ApiError
 from monitor.expose.web.forwarded import client_address, peer_address, trusted
 from monitor.expose.web.throttle import ChangeLimiter
@@ -166,8 +167,7 @@ class Authenticator:
             )
         token = form_token or request.headers.get(CSRF_HEADER, "")
         stamp, _, signature = token.partition(".")
-        fresh = stamp.isdigit() and 0 <= time.time() - int(stamp) <= CSRF_MAX_AGE_SECONDS
-        if not (fresh and hmac.compare_digest(signature, self._sign(who.user, stamp))):
+        if not (_fresh(stamp) and hmac.compare_digest(signature, self._sign(who.user, stamp))):
             raise ApiError(
                 403,
                 "csrf_failed",
@@ -240,6 +240,15 @@ class FormRefused(Exception):
         page.status_code = self.status
         page.headers.update(self.headers)
         return page
+
+
+def _fresh(stamp: str) -> bool:
+    """Whether a CSRF token's stamp is a time (ASCII digits, bounded) within its maximum age."""
+    try:
+        issued = whole_number(stamp, "the CSRF token's time", high=BIGINT_MAX)
+    except ValueError:
+        return False
+    return 0 <= time.time() - issued <= CSRF_MAX_AGE_SECONDS
 
 
 def _netloc(origin: str) -> str:

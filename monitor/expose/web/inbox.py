@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from monitor.alert.config import console_inboxes
 from monitor.alert.config.routing import Routing
 from monitor.expose.web.context import Context
+from monitor.expose.web.inputs import digits
 
 TAIL_BYTES = 4 * 1024 * 1024
 """How much of the end of each file is read: a few thousand notifications."""
@@ -121,7 +122,9 @@ def inbox_page(ctx: Context) -> HTMLResponse:
 @router.get("/api/v1/inbox", tags=["alerts"], response_model=Inbox)
 def inbox_api(
     ctx: Context,
-    limit: Annotated[int, Query(ge=1, le=1000, description="Notifications at most.")] = DEFAULT_LIMIT,
+    limit: Annotated[
+        int, Query(ge=1, le=1000, description="Notifications at most."), digits("limit", 1, 1000)
+    ] = DEFAULT_LIMIT,
 ) -> Inbox:
     """The notifications the console receivers wrote to their inbox files (the demo's
     Slack, email and pager), newest first. Empty when no console receiver has a file."""

@@ -5,8 +5,10 @@ use, so that bad input is answered with a 4xx that says what is wrong, never a 5
   routing (PostgreSQL cannot store NUL, so nothing we serve is named so).
 - `Text`: strings without NUL bytes or lone surrogates (which JSON can carry as `\\ud800` but
   UTF-8, and so PostgreSQL, cannot).
-- `Id`, `Limit`: integers in the range of the columns and queries they reach; `Paging`: a
-  list's `limit` and `offset` as one `Page`.
+- `Id`, `Limit`, `Offset`: integers in the range of the columns and queries they reach, read
+  as `monitor.core.user_input` reads every number a person types (ASCII digits, bounded before
+  they are converted); `Paging`: a list's `limit` and `offset` as one `Page`. `JsonInt`: a
+  number in a JSON body, which must be a JSON integer (not `true`, not `"5"`, not `5.0`).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from urllib.parse import unquote
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BeforeValidator, Field
 from starlette.convertors import Convertor, register_url_convertor
 
+from monitor.core.user_input import BIGINT_MAX, whole_number
 from monitor.expose.read.queries import DEFAULT_LIMIT, MAX_LIMIT, Page
 
-MAX_ID = 2**63 - 1
+MAX_ID = BIGINT_MAX
 """Ids are PostgreSQL bigints."""
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
@@ -37,11 +40,41 @@ def _text(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_text)]
-Id = Annotated[int, Path(ge=1, le=MAX_ID, description="A positive id (a 64-bit integer).")]
-Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"entries per page (at most {MAX_LIMIT})")]
+
+
+def digits(what: str, low: int, high: int) -> BeforeValidator:
+    """A path or query parameter's check: ASCII digits within [low, high] (`user_input.whole_number`).
+    Put it after the `Path`/`Query` of an `Annotated`, whose bounds the document states."""
+    return BeforeValidator(lambda value: whole_number(value, what, low=low, high=high))
+
+
+def json_int(what: str, low: int, high: int) -> BeforeValidator:
+    """A JSON body field's check: a JSON integer within [low, high]; `true`, `"5"` and `5.0` are
+    refused (pydantic would read them as 1 and 5)."""
+
+    def check(value: object) -> int:
+        if isinstance(value, str):
+            raise ValueError(f"{what} must be a JSON number, not the text {value[:40]!r}")
+        return whole_number(value, what, low=low, high=high)
+
+    return BeforeValidator(check)
+
+
+Id = Annotated[
+    int, Path(ge=1, le=MAX_ID, description="A positive id (a 64-bit integer)."), digits("id", 1, MAX_ID)
+]
+Limit = Annotated[
+    int,
+    Query(ge=1, le=MAX_LIMIT, description=f"entries per page (at most {MAX_LIMIT})"),
+    digits("limit", 1, MAX_LIMIT),
+]
+JsonId = Annotated[int, Field(ge=1, le=MAX_ID), json_int("id", 1, MAX_ID)]
+"""An id in a JSON body."""
 MAX_OFFSET = 100_000_000
 """The largest `offset` of a list, API (`Offset`) or page (`list_offset`)."""
-Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="entries to skip")]
+Offset = Annotated[
+    int, Query(ge=0, le=MAX_OFFSET, description="entries to skip"), digits("offset", 0, MAX_OFFSET)
+]
 
 
 def page_asked(limit: Limit = DEFAULT_LIMIT, offset: Offset = 0) -> Page:
@@ -107,6 +140,4 @@ def search_text(value: str) -> str:
 
 def list_offset(value: str) -> int:
     """A list page's `offset`: a whole number from 0 to `MAX_OFFSET`."""
-    if not value.isdigit() or int(value) > MAX_OFFSET:
-        raise ValueError(f"offset must be a whole number from 0 to {MAX_OFFSET:,}, not {value[:40]!r}")
-    return int(value)
+    return whole_number(value, "offset", high=MAX_OFFSET)

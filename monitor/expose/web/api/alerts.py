@@ -23,10 +23,11 @@ from monitor.alert import actions
 from monitor.alert.matchers import MAX_MATCHER_LENGTH
 from monitor.alert.permissions import MAX_MATCHERS
 from monitor.core.records import Identity
+from monitor.core.user_input import timestamp
 from monitor.expose.read.queries import DEFAULT_LIMIT
 from monitor.expose.web.context import CHANGE_ERRORS, ApiError, Context, WebContext, jsonable
 from monitor.expose.web.identity import CSRF_FIELD, Auth, Changer, FormRefused
-from monitor.expose.web.inputs import Id, Limit, Offset, Text
+from monitor.expose.web.inputs import Id, Limit, Offset, Text, json_int
 
 T = TypeVar("T")
 STATUS = {"invalid": 422, "forbidden": 403, "not_found": 404, "conflict": 409, "expired": 410}
@@ -62,11 +63,20 @@ class SilenceRequest(_NoSelfNaming):
         description="label=value, label!=value, label=~re, label!~re (RE2, anchored). Without the "
         "platform role, one must be team=<one of your teams>.",
     )
-    duration_seconds: int = Field(gt=0, le=MAX_SILENCE_SECONDS, description="How long the silence lasts.")
+    duration_seconds: Annotated[
+        int,
+        Field(gt=0, le=MAX_SILENCE_SECONDS, description="How long the silence lasts."),
+        json_int("duration_seconds", 1, MAX_SILENCE_SECONDS),
+    ]
     starts_at: datetime | None = Field(
         default=None, description="When it starts (ISO 8601 with offset, within the maximum duration of now)."
     )
     comment: Text = Field(min_length=1, max_length=actions.MAX_COMMENT)
+
+    @field_validator("starts_at", mode="before")
+    @classmethod
+    def _time(cls, value: object) -> datetime | None:
+        return None if value is None else timestamp(value, "starts_at")
 
     @field_validator("starts_at")
     @classmethod

@@ -15,9 +15,10 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Path, Query
-from pydantic import StringConstraints
+from pydantic import BeforeValidator, StringConstraints
 from sqlalchemy import Connection
 
+from monitor.core.user_input import timestamp
 from monitor.core.vocabulary import DURATION_UNITS, ConsumerStatus, Severity, parse_duration
 from monitor.expose.read import clusters as read_clusters
 from monitor.expose.read import history as read_history
@@ -30,7 +31,7 @@ from monitor.expose.read.lag import GroupDetail, GroupPartitionLag, GroupSummary
 from monitor.expose.read.queries import Listing, cluster_exists, latest_evaluation
 from monitor.expose.read.topics import TopicDetail, TopicSummary
 from monitor.expose.web.context import ApiError, Context, ErrorBody, WebContext, not_found
-from monitor.expose.web.inputs import Paging
+from monitor.expose.web.inputs import Paging, digits
 
 Status = ConsumerStatus
 MAX_WINDOW = timedelta(days=90)
@@ -105,10 +106,15 @@ Window = Annotated[
 Until = Annotated[
     datetime | None,
     Query(description="end of the window (ISO 8601 with offset); default: the newest evaluation"),
+    BeforeValidator(lambda value: None if value is None else timestamp(value, "until")),
 ]
 MaxPoints = Annotated[
-    int, Query(ge=1, le=5000, description="at most this many points; longer windows are bucketed")
+    int,
+    Query(ge=1, le=5000, description="at most this many points; longer windows are bucketed"),
+    digits("max_points", 1, 5000),
 ]
+MAX_PARTITION = 2**31 - 1
+_PARTITION = digits("partition", 0, MAX_PARTITION)
 
 
 def parse_window(value: str) -> timedelta:
@@ -298,7 +304,7 @@ def partition_history(
     cluster: ClusterName,
     group: GroupId,
     topic: TopicName,
-    partition: Annotated[int, Path(ge=0, le=2**31 - 1, description="partition number")],
+    partition: Annotated[int, Path(ge=0, le=MAX_PARTITION, description="partition number"), _PARTITION],
     window: Window = "1h",
     until: Until = None,
     max_points: MaxPoints = 500,
@@ -336,8 +342,6 @@ def _window(
         length = parse_window(window)
     except ValueError as exc:
         raise ApiError(422, "invalid_parameter", str(exc)) from exc
-    if until is not None and until.tzinfo is None:
-        raise ApiError(422, "invalid_parameter", "until needs a UTC offset, like 2026-06-01T12:00:00Z")
     end = until or latest_evaluation(conn, cluster) or ctx.clock.now()
     return end - length, end
 

@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from monitor.act import repair_request as store
 from monitor.expose.web.api.retention import DecisionBody, act
-from monitor.expose.web.context import CHANGE_ERRORS, ApiError, Context, Repairs, jsonable
+from monitor.expose.web.context import CHANGE_ERRORS, ApiError, Context, Repairs, jsonable, post_only
 from monitor.expose.web.identity import Changer
-from monitor.expose.web.inputs import MAX_ID, Id, Limit, Text
+from monitor.expose.web.inputs import Id, JsonId, Limit, Text
 
 Kind = Literal["preferred_election", "move_leadership"]
 
@@ -26,7 +26,7 @@ Kind = Literal["preferred_election", "move_leadership"]
 class RepairBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    finding_id: int = Field(ge=1, le=MAX_ID, description="The finding to repair (findings.id).")
+    finding_id: JsonId = Field(description="The finding to repair (findings.id).")
     kind: Kind
     reason: Text = Field(default="", max_length=2000)
 
@@ -34,7 +34,7 @@ class RepairBody(BaseModel):
 class PreviewBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    finding_id: int = Field(ge=1, le=MAX_ID)
+    finding_id: JsonId
     kind: Kind
 
 
@@ -49,6 +49,9 @@ def list_repairs(
     with ctx.engine.connect() as conn:
         rows = store.list_repairs(conn, cluster=cluster, states=[state] if state else None, limit=limit)
     return [r.as_json() for r in rows]
+
+
+post_only(router, "/api/v1/repairs/preview")
 
 
 @router.get("/api/v1/repairs/{repair_id}")

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from monitor.act import ledger
 from monitor.act.model import RetentionError, request_json
 from monitor.act.policy import bounded_long, parse_duration_ms, parse_size
-from monitor.expose.web.context import CHANGE_ERRORS, ApiError, Context, Service, jsonable
+from monitor.expose.web.context import CHANGE_ERRORS, ApiError, Context, Service, jsonable, post_only
 from monitor.expose.web.identity import Changer
 from monitor.expose.web.inputs import Id, Limit, Text
 
@@ -49,6 +49,13 @@ class RaiseBody(BaseModel):
         max_length=40, description="How long the raise lasts before it reverts: 12h, 2d ..."
     )
     reason: Text = Field(default="", max_length=2000)
+
+    @field_validator("retention_ms", "retention_bytes", mode="before")
+    @classmethod
+    def _number_or_text(cls, value: object) -> object:
+        if isinstance(value, bool | float):  # pydantic would read `true` as 1 and 5.0 as 5
+            raise ValueError(f"give a whole number or text such as 2d or 50GiB, not {value!r}")
+        return value
 
     @field_validator("retention_ms", mode="after")
     @classmethod
@@ -112,6 +119,9 @@ def list_requests(
             conn, cluster=cluster, topic=topic, states=[state] if state else None, limit=limit
         )
     return [request_json(r) for r in rows]
+
+
+post_only(router, "/api/v1/retention-requests/preview")
 
 
 @router.get("/api/v1/retention-requests/{request_id}")

@@ -24,6 +24,7 @@ from monitor.act import repair_request
 from monitor.act.repairs import kinds_for
 from monitor.alert import actions
 from monitor.core.records import Identity
+from monitor.core.user_input import whole_number
 from monitor.core.vocabulary import parse_duration
 from monitor.expose.read.alerts import SECTIONS, read_alerts
 from monitor.expose.web.api.alerts import run_action
@@ -207,9 +208,10 @@ async def _form(request: Request, multi: str = "") -> tuple[dict[str, str], list
 
 
 def _id(value: str, what: str) -> int:
-    if not value.isdigit() or not 1 <= int(value) <= MAX_ID:
-        raise actions.ActionError(f"{what} must be a positive whole number, not {value[:40]!r}")
-    return int(value)
+    try:
+        return whole_number(value, what, low=1, high=MAX_ID)
+    except ValueError as exc:
+        raise actions.ActionError(str(exc)) from exc
 
 
 def _guarded(

@@ -19,7 +19,7 @@ import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -27,6 +27,7 @@ from monitor.act.model import describe_change, display_state, show_value
 from monitor.act.policy import KAFKA_LONG_MAX, Policy
 from monitor.act.request import Request
 from monitor.core.records import Identity
+from monitor.core.user_input import decimal
 
 FLASH_COOKIE: Final = "kh_flash"
 FLASH_MAX_AGE_SECONDS: Final = 120
@@ -65,11 +66,8 @@ def _amount(form: Mapping[str, str], field: str, units: Mapping[str, int], label
     unit = form.get(f"{field}_unit", "")
     if unit not in units:
         raise ValueError(f"{label}: choose a unit among {', '.join(units)}")
-    try:
-        number = Decimal(raw)
-    except InvalidOperation:
-        raise ValueError(f"{label}: {raw[:40]!r} is not a number; write e.g. 2 or 1.5") from None
-    if not number.is_finite() or number <= 0:
+    number = decimal(raw, label)
+    if number <= 0:
         raise ValueError(f"{label}: give a number above 0, not {raw[:40]!r}")
     if number > Decimal(KAFKA_LONG_MAX) / units[unit]:
         raise ValueError(f"{label}: {raw[:40]!r} {unit} is more than Kafka can hold; give a smaller number")
