@@ -108,6 +108,18 @@ GROUP_PARTITION = _cols(
     ),
     ("members", "int", "members of the group"),
     _SAMPLED,
+    (
+        "committed_beyond_end",
+        "boolean",
+        "committed offset above the log end offset (the newest known): offset_lag reads 0 but the group "
+        "is not caught up (vocabulary.COMMITTED_BEYOND_END)",
+    ),
+)
+
+_BEYOND_END = (
+    "partitions_beyond_end",
+    "int",
+    "partitions whose committed offset is above the log end offset (committed_beyond_end)",
 )
 
 GROUP_TOPIC = _cols(
@@ -121,6 +133,7 @@ GROUP_TOPIC = _cols(
     ("group_state", "string", "state of the group"),
     ("members", "int", "members of the group"),
     _SAMPLED,
+    _BEYOND_END,
 )
 
 GROUP = _cols(
@@ -135,6 +148,7 @@ GROUP = _cols(
     ("members", "int", "members of the group"),
     ("lag_growing", "boolean", "offset_lag is higher than at the start of the evaluation window"),
     _SAMPLED,
+    _BEYOND_END,
 )
 
 PARTITION = _cols(
