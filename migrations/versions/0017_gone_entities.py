@@ -6,7 +6,7 @@
   (decommissioned, told apart from a broker that is down and still registered);
 - `findings.resolved_reason` and `alerts.resolved_reason`: `gone` when a finding resolved because
   its entity is gone (vocabulary.RESOLVE_REASONS);
-- `derived_group_partition.committed_beyond_end` and `partitions_beyond_end` of `derived_group_topic` and `derived_group`.
+- `derived_broker.unregistered`, `derived_group_partition.committed_beyond_end` and `partitions_beyond_end` of `derived_group_topic` and `derived_group`.
 
 Revision ID: 0017
 Revises: 0016
@@ -38,9 +38,11 @@ def upgrade() -> None:
     op.add_column("derived_group_partition", sa.Column("committed_beyond_end", sa.Boolean(), nullable=True))
     for table in ("derived_group_topic", "derived_group"):
         op.add_column(table, sa.Column("partitions_beyond_end", sa.Integer(), nullable=True))
+    op.add_column("derived_broker", sa.Column("unregistered", sa.Boolean(), nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("derived_broker", "unregistered")
     for table in ("derived_group", "derived_group_topic"):
         op.drop_column(table, "partitions_beyond_end")
     op.drop_column("derived_group_partition", "committed_beyond_end")

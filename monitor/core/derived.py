@@ -219,7 +219,11 @@ BROKER = _cols(
     ("broker_id", "int", "broker"),
     ("rack", "string", "rack (null when unset)"),
     ("up", "boolean", "in the cluster metadata"),
-    ("down", "boolean", "was in the cluster and is gone from the metadata"),
+    (
+        "down",
+        "boolean",
+        "was in the cluster and is gone from the metadata, still registered with the controller",
+    ),
     ("leaders", "int", "partitions this broker leads"),
     ("fair_share_leaders", "double", "partitions / live brokers"),
     ("leader_imbalance", "double", "leaders / fair share (1.0 = balanced)"),
@@ -247,11 +251,16 @@ BROKER = _cols(
         "newest probe round: time from producing the message to consuming it back",
     ),
     ("probe_commit_latency_seconds", "double", "newest probe round: time the offset commit took"),
+    (
+        "unregistered",
+        "boolean",
+        "unregistered from the controller (decommissioned): gone from the cluster, neither up nor down",
+    ),
 )
 
 CLUSTER = _cols(
-    ("brokers", "int", "brokers known"),
-    ("brokers_down", "int", "brokers known but gone from the metadata"),
+    ("brokers", "int", "brokers known, not unregistered"),
+    ("brokers_down", "int", "brokers known but gone from the metadata, still registered"),
     ("partitions", "int", "partitions"),
     ("offline_partitions", "int", "partitions with no leader"),
     ("under_replicated_partitions", "int", "partitions with isr < replication factor"),
@@ -314,7 +323,7 @@ COLUMN_SOURCES: dict[str, dict[str, tuple[str, ...]]] = {
     "broker": {
         **dict.fromkeys(
             ("rack", "up", "down", "leaders", "fair_share_leaders", "leader_imbalance", "non_preferred_leaders",
-             "replicas"),
+             "replicas", "unregistered"),
             _METADATA,
         ),
         **dict.fromkeys(("disk_total_bytes", "disk_usable_bytes", "disk_used_ratio"), _LOG_DIRS),

@@ -145,7 +145,7 @@ def clusters(
     the cluster ended) and `unreachable` (the newest finished offsets run failed and none reached
     the cluster within UNREACHABLE_AFTER)."""
     per_broker = brokers.groupBy("cluster").agg(
-        F.count(F.lit(1)).alias("brokers"),
+        F.count_if(~F.col("unregistered")).alias("brokers"),
         F.count_if(F.col("down")).alias("brokers_down"),
         F.max("leader_imbalance").alias("max_leader_imbalance"),
     )

@@ -6,9 +6,12 @@ committed offset is beyond the log end in the newest evaluation
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection, text
+
+from monitor.core.vocabulary import RESOLVED_GONE
 
 
 def group_gone_since(conn: Connection, cluster: str, group_id: str) -> datetime | None:
@@ -57,3 +60,27 @@ def beyond_end(conn: Connection, cluster: str, group_id: str) -> set[tuple[str, 
         {"cluster": cluster, "group_id": group_id},
     )
     return {(str(r.topic), int(r.partition)) for r in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class GoneAlert:
+    """An alert that resolved because the cluster no longer has its entity."""
+
+    rule: str
+    cluster: str
+    entity_key: str
+    summary: str
+    resolved_at: datetime
+
+
+def alerts_resolved_gone(conn: Connection, since: datetime, limit: int) -> list[GoneAlert]:
+    """The alerts resolved as gone since `since`, newest first, at most `limit`."""
+    rows = conn.execute(
+        text(
+            "SELECT rule, cluster, entity_key, summary, resolved_at FROM alerts"
+            " WHERE state = 'resolved' AND resolved_reason = :gone AND resolved_at >= :since"
+            " ORDER BY resolved_at DESC, id DESC LIMIT :limit"
+        ),
+        {"gone": RESOLVED_GONE, "since": since, "limit": limit},
+    )
+    return [GoneAlert(r.rule, r.cluster, r.entity_key, r.summary, r.resolved_at) for r in rows]
