@@ -8,21 +8,33 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import timedelta
+from html import unescape
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
-from monitor.core.vocabulary import RESOLVED_GONE
+from monitor.core.vocabulary import COMMITTED_BEYOND_END, RESOLVED_GONE
+from monitor.expose.web.app import create_app
 from tests.fixtures.kafka import KafkaTestHelper
 from tests.integration.test_alert_scenarios import alert_cycle
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]  # the real `for:` waits, evaluation by evaluation
 
 
 def _rows(engine: Engine, sql: str, **params: Any) -> list[dict[str, Any]]:
     with engine.connect() as conn:
         return [dict(r._mapping) for r in conn.execute(text(sql), params)]
+
+
+def _page(engine: Engine, path: str) -> str:
+    """The web page at `path`, as the daemon's web app serves it over this database."""
+    with TestClient(create_app(engine, stale_after=timedelta(minutes=5))) as client:
+        answer = client.get(path)
+    assert answer.status_code == 200, (path, answer.status_code)
+    return unescape(answer.text)
 
 
 def _group_state(engine: Engine, cluster: str, group: str, table: str) -> list[tuple[str, str, Any]]:
@@ -71,6 +83,8 @@ def test_a_deleted_group_resolves_as_gone_and_one_beyond_the_end_is_not_caught_u
     assert (row["offset_lag"], row["committed_beyond_end"]) == (0, True)
     assert s.rules_for(beyond).get("ConsumerCommittedBeyondEnd") == "warning", s.findings()
     assert not [f for f in s.findings() if lagging in f["entity_key"] and "BeyondEnd" in f["rule"]]
+    page = _page(engine, f"/clusters/{cluster}/groups/{beyond}")
+    assert COMMITTED_BEYOND_END in page and 'data-role="gone"' not in page
 
     # The lagging group is deleted with the admin API while its alert is open.
     futures = kafka.admin.delete_consumer_groups([lagging], request_timeout=30)
@@ -93,6 +107,10 @@ def test_a_deleted_group_resolves_as_gone_and_one_beyond_the_end_is_not_caught_u
         g=lagging,
     )
     assert gone == [{"gone": True}]
+    page = _page(engine, f"/clusters/{cluster}/groups/{lagging}")
+    assert 'data-role="gone"' in page and "Gone: the cluster no longer has this consumer group" in page
+    listed = _page(engine, "/alerts")
+    assert 'data-section="gone"' in listed and f"{cluster}/{lagging}" in listed
     # The group that is still there keeps its finding.
     assert "ConsumerCommittedBeyondEnd" in s.rules_for(beyond)
 
@@ -104,6 +122,7 @@ def test_a_deleted_group_resolves_as_gone_and_one_beyond_the_end_is_not_caught_u
         engine, "SELECT deleted_at FROM topics WHERE cluster = :c AND topic = :t", c=cluster, t=topic
     )
     assert deleted and deleted[0]["deleted_at"] is not None
+    assert "Gone: this topic was deleted" in _page(engine, f"/clusters/{cluster}/topics/{topic}")
 
 
 def _notices(engine: Engine, cluster: str, rule: str, kind: str) -> list[dict[str, Any]]:
@@ -161,6 +180,7 @@ def test_an_unregistered_broker_is_gone_where_a_stopped_one_pages(
         )
         assert broker_alert() == {"state": "resolved", "resolved_reason": RESOLVED_GONE}
         assert broker_row()["unregistered_at"] is not None
+        assert "unregistered" in _page(engine, f"/clusters/{cluster}")
         resolved = kafka.wait_for(
             lambda: broker_alert() and _notices(engine, cluster, "BrokerDown", "resolved"), 60, "the resolve"
         )
