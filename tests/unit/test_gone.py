@@ -4,15 +4,18 @@ words for a committed offset beyond the log end."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from monitor.alert.alerts import merge_alerts
 from monitor.collect.lag import gone_for_good
+from monitor.core.clock import to_millis
 from monitor.core.vocabulary import COMMITTED_BEYOND_END, RESOLVE_REASONS, RESOLVED_GONE
 from monitor.kafka.fake import FakeCluster, FakeKafkaAdmin
+from tests.unit.test_collect_failure_policy import T0 as RIG_T0
+from tests.unit.test_collect_failure_policy import Rig
 
 pytestmark = pytest.mark.unit
 
@@ -98,3 +101,69 @@ def test_a_broker_down_stays_registered_and_an_unregistered_one_is_gone() -> Non
 def test_the_words_are_defined_once() -> None:
     assert RESOLVE_REASONS == ("gone",)
     assert COMMITTED_BEYOND_END == "committed beyond the end"
+
+
+# -- the offsets job: what it tells the store is gone -------------------------------------------
+
+
+def _rig() -> Rig:
+    """Topic `orders` (3 partitions), groups `billing` (all three) and `audit` (partition 0)."""
+    rig = Rig()
+    rig.kafka.create_topic("orders", 3, 1)
+    for p in range(3):
+        rig.kafka.produce(
+            "orders", p, timestamps_ms=[to_millis(RIG_T0) - 60_000 + 1000 * i for i in range(10)]
+        )
+    rig.kafka.commit("billing", {("orders", p): 4 for p in range(3)})
+    rig.kafka.commit("audit", {("orders", 0): 2})
+    return rig
+
+
+def _delete_billing(rig: Rig) -> None:
+    rig.kafka.delete_group("billing")
+
+
+def _delete_one_offset(rig: Rig) -> None:
+    rig.kafka.delete_offsets("billing", [("orders", 2)])
+
+
+def _silence_billing(rig: Rig) -> None:
+    coordinator = rig.kafka.coordinator("billing")
+    assert coordinator is not None
+    rig.kafka.silence_coordinator(coordinator)
+
+
+def _fail_the_listing_and_delete(rig: Rig) -> None:
+    rig.kafka.fail("list_group_ids")
+    rig.kafka.delete_group("billing")
+
+
+@pytest.mark.parametrize(
+    ("change", "gone"),
+    [
+        (_delete_billing, [("billing", "orders", 0), ("billing", "orders", 1), ("billing", "orders", 2)]),
+        (_delete_one_offset, [("billing", "orders", 2)]),
+        (_silence_billing, []),  # not answered is not gone
+        # The listing failed: the groups seen before stand in, and the deleted group's offsets
+        # answered empty still say they are gone.
+        (
+            _fail_the_listing_and_delete,
+            [("billing", "orders", 0), ("billing", "orders", 1), ("billing", "orders", 2)],
+        ),
+    ],
+)
+def test_the_offsets_job_tells_the_store_what_the_cluster_no_longer_has(
+    change: Callable[[Rig], None], gone: list[tuple[str, str, int]]
+) -> None:
+    rig = _rig()
+    rig.cycle()
+    first = rig.batch().gone
+    # The first complete listing after a start: every other group's rows are gone.
+    assert first is not None and (first.keys, first.listed_groups) == ([], ["audit", "billing"])
+    rig.cycle()
+    assert rig.batch().gone is None  # nothing went, and the listing is sent once
+    change(rig)
+    run = rig.cycle()
+    sent = rig.batch().gone
+    assert (sorted(sent.keys) if sent is not None else []) == gone
+    assert run.counts["group_partitions_gone"] == len(gone)
