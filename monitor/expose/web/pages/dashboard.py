@@ -400,6 +400,7 @@ def _group_context(
         "group": judged,
         "gone_since": read_gone.group_gone_since(conn, cluster, group),
         "beyond_end_words": COMMITTED_BEYOND_END,
+        "beyond_end": len(beyond),
         "data_loss_class": loss.health(judged["data_loss_margin_seconds"], judged["data_loss_occurred"]),
         "method": _method(partitions),
         "partitions": partitions,
