@@ -167,7 +167,7 @@ def test_an_unregistered_broker_is_gone_where_a_stopped_one_pages(
     kafka.stop_broker(3)
     try:
         # Stopped, still registered with the controller: down, and it pages.
-        kafka.wait_for(lambda: (broker_alert() or {}).get("state") == "firing", 180, "BrokerDown to fire")
+        kafka.wait_for(lambda: (broker_alert() or {}).get("state") == "firing", 900, "BrokerDown to fire")
         assert broker_row() == {"up": False, "unregistered_at": None}
         kafka.wait_for(
             lambda: broker_alert() and _notices(engine, cluster, "BrokerDown", "firing"), 60, "the page"
