@@ -2,7 +2,8 @@
 fingerprint (rule + entity key, which includes the cluster).
 
 `pending` until the rule's `for` holds (the finding says so), then `firing`; a severity change
-updates the same alert (and re-routes it); an alert whose finding is gone is `resolved`. A finding
+updates the same alert (and re-routes it); an alert whose finding is gone is `resolved`, with the
+finding's reason (`gone`: the cluster no longer has the entity) where it has one. A finding
 is gone only when its entity was evaluated and the rule no longer matched (or it went unsampled
 past the staleness bound): the finding of an entity a partial collection run could not sample
 stays open (store.findings), so its alert keeps its state and `pending_since`.
@@ -44,6 +45,8 @@ class AlertRow:
     resolved_at: datetime | None = None
     silenced_by: int | None = None
     inhibited_by: str | None = None
+    resolved_reason: str | None = None
+    """Why it resolved, from its finding (`gone`); None otherwise."""
     changed: bool = False
     impact: Impact | None = None
     """What this alert covers as an inhibition source, this cycle (not stored)."""
@@ -74,6 +77,7 @@ class AlertRow:
             partitions=partitions,
             partitions_total=partitions_total,
             impact=self.impact,
+            resolved_reason=self.resolved_reason if (state or self.state) == "resolved" else None,
         )
 
 
@@ -82,9 +86,11 @@ def merge_alerts(
     findings: Sequence[Mapping[str, Any]],
     team_for: Callable[[Mapping[str, str]], str | None],
     now: datetime,
+    resolved_reasons: Mapping[tuple[str, str], str] | None = None,
 ) -> tuple[dict[str, AlertRow], list[AlertRow]]:
     """The open alerts after this cycle's findings, and the alerts resolved now. `team_for` gives
-    the owning team of an alert's labels (`Routing.team_for`)."""
+    the owning team of an alert's labels (`Routing.team_for`); `resolved_reasons` the reason
+    ((rule, entity_key) -> `gone`) of findings that resolved with one, which their alerts take."""
     current: dict[str, AlertRow] = {}
     for finding in findings:
         fp = fingerprint(str(finding["rule"]), str(finding["entity_key"]))
@@ -130,8 +136,10 @@ def merge_alerts(
             row.state = state
         current[fp] = row
     resolved = []
+    reasons = resolved_reasons or {}
     for fp, row in open_alerts.items():
         if fp not in current:
             row.state, row.resolved_at, row.changed = "resolved", now, True
+            row.resolved_reason = reasons.get((row.rule, row.entity_key))
             resolved.append(row)
     return current, resolved

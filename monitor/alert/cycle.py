@@ -49,9 +49,13 @@ def run_cycle(conn: Connection, routing: Routing, now: datetime, external_url: s
     """One alert cycle inside the caller's transaction (which must commit for any of it to count)."""
     state.lock(conn)
     # 1. Alerts from findings.
-    current, resolved = merge_alerts(
-        state.open_alerts(conn), state.open_findings(conn), routing.team_for, now
+    open_alerts = state.open_alerts(conn)
+    findings = state.open_findings(conn)
+    open_keys = {(str(f["rule"]), str(f["entity_key"])) for f in findings}
+    reasons = state.resolved_reasons(
+        conn, (a for a in open_alerts.values() if (a.rule, a.entity_key) not in open_keys)
     )
+    current, resolved = merge_alerts(open_alerts, findings, routing.team_for, now, reasons)
     alerts = list(current.values())
     # 2. Muting.
     apply_silences(alerts, state.active_silences(conn, now))

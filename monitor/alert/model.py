@@ -28,6 +28,8 @@ Each AlertView also carries what the cycle knew when it decided the notification
     alert.impact      for an alert that inhibits others, what it mutes (Impact: counts by rule,
                       `total`, and the `worst` muted alerts as ImpactItem: rule, severity,
                       entity_key, summary); None when it mutes nothing
+    alert.resolved_reason  `gone` for a resolved alert whose entity the cluster no longer has
+                      (a group or topic deleted, a broker unregistered); None otherwise
 
 Filters besides jinja2's own: `duration` (seconds -> "1h 5m"), `percent`, `bytes`, `number`,
 `timestamp` (datetime -> "2026-11-21 14:03:09 UTC").
@@ -138,6 +140,9 @@ class AlertView:
     partitions: tuple[PartitionDetail, ...] = ()
     partitions_total: int = 0
     impact: Impact | None = None
+    resolved_reason: str | None = None
+    """Why a resolved alert resolved: `gone` when the cluster no longer has its entity
+    (vocabulary.RESOLVE_REASONS); None when its condition stopped holding, or while it fires."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -149,7 +154,8 @@ class AlertView:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AlertView:
-        """Also reads payloads stored before `owner`, `partitions` and `impact` existed."""
+        """Also reads payloads stored before `owner`, `partitions`, `impact` and `resolved_reason`
+        existed."""
         values = dict(data)
         values["starts_at"] = datetime.fromisoformat(values["starts_at"])
         values["ends_at"] = _moment(values.get("ends_at"))

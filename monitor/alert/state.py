@@ -32,6 +32,17 @@ def open_findings(conn: Connection) -> list[dict[str, Any]]:
     return [dict(r._mapping) for r in conn.execute(_OPEN_FINDINGS)]
 
 
+def resolved_reasons(conn: Connection, open_alerts: Iterable[AlertRow]) -> dict[tuple[str, str], str]:
+    """(rule, entity_key) -> the reason (`gone`) the newest finding of each of `open_alerts`
+    resolved with, for those whose finding resolved with one: what their alerts resolve with."""
+    keys = [(a.rule, a.entity_key) for a in open_alerts]
+    if not keys:
+        return {}
+    params = {"rules": [k[0] for k in keys], "keys": [k[1] for k in keys]}
+    rows = conn.execute(_RESOLVED_REASONS, params)
+    return {(r.rule, r.entity_key): r.resolved_reason for r in rows if r.resolved_reason is not None}
+
+
 def open_alerts(conn: Connection) -> dict[str, AlertRow]:
     """The alerts that are not resolved, by fingerprint."""
     return {r.fingerprint: _alert_from_row(r._mapping) for r in conn.execute(_OPEN_ALERTS)}
@@ -96,6 +107,15 @@ _OPEN_FINDINGS = text(
     " state FROM findings WHERE state <> 'resolved'"
 )
 _OPEN_ALERTS = text("SELECT * FROM alerts WHERE state <> 'resolved'")
+_RESOLVED_REASONS = text(
+    "SELECT DISTINCT ON (f.rule, f.entity_key) f.rule, f.entity_key, f.resolved_reason"
+    " FROM findings f JOIN unnest(CAST(:rules AS text[]), CAST(:keys AS text[])) AS k(rule, entity_key)"
+    " ON f.rule = k.rule AND f.entity_key = k.entity_key"
+    " WHERE f.state = 'resolved'"
+    " AND NOT EXISTS (SELECT 1 FROM findings o WHERE o.rule = f.rule AND o.entity_key = f.entity_key"
+    " AND o.state <> 'resolved')"
+    " ORDER BY f.rule, f.entity_key, f.resolved_at DESC"
+)
 _OPEN_GROUPS = text("SELECT * FROM alert_groups WHERE closed_at IS NULL")
 _ACTIVE_SILENCES = text(
     "SELECT id, matchers FROM silences WHERE starts_at <= :now AND ends_at > :now AND expired_at IS NULL"
@@ -123,6 +143,7 @@ def _alert_from_row(r: Any) -> AlertRow:
         resolved_at=r["resolved_at"],
         silenced_by=r["silenced_by"],
         inhibited_by=r["inhibited_by"],
+        resolved_reason=r["resolved_reason"],
     )
 
 
@@ -135,7 +156,7 @@ def _group_from_row(r: Any) -> GroupRow:
 
 _ALERT_COLUMNS = (
     "fingerprint, rule, cluster, entity, entity_key, labels, severity, state, summary, description, value,"
-    " runbook, pending_since, starts_at, resolved_at, updated_at, silenced_by, inhibited_by"
+    " runbook, pending_since, starts_at, resolved_at, updated_at, silenced_by, inhibited_by, resolved_reason"
 )
 
 
@@ -160,6 +181,7 @@ def _alert_params(a: AlertRow, now: datetime) -> dict[str, Any]:
         "updated_at": now,
         "silenced_by": a.silenced_by,
         "inhibited_by": a.inhibited_by,
+        "resolved_reason": a.resolved_reason,
     }
 
 
@@ -178,7 +200,8 @@ def write_alerts(conn: Connection, alerts: Iterable[AlertRow], now: datetime) ->
                 f"INSERT INTO alerts ({_ALERT_COLUMNS})"
                 " VALUES (:fingerprint, :rule, :cluster, :entity, :entity_key,"
                 " CAST(:labels AS jsonb), :severity, :state, :summary, :description, :value, :runbook,"
-                " :pending_since, :starts_at, :resolved_at, :updated_at, :silenced_by, :inhibited_by)"
+                " :pending_since, :starts_at, :resolved_at, :updated_at, :silenced_by, :inhibited_by,"
+                " :resolved_reason)"
             ),
             inserts,
         )
@@ -188,7 +211,8 @@ def write_alerts(conn: Connection, alerts: Iterable[AlertRow], now: datetime) ->
                 "UPDATE alerts SET labels = CAST(:labels AS jsonb), severity = :severity, state = :state,"
                 " summary = :summary, description = :description, value = :value, runbook = :runbook,"
                 " starts_at = :starts_at, resolved_at = :resolved_at, updated_at = :updated_at,"
-                " silenced_by = :silenced_by, inhibited_by = :inhibited_by WHERE id = :id"
+                " silenced_by = :silenced_by, inhibited_by = :inhibited_by,"
+                " resolved_reason = :resolved_reason WHERE id = :id"
             ),
             updates,
         )

@@ -182,6 +182,17 @@ def gone_keys(
     return [key for key in previous if key not in current]
 
 
+def gone_for_good(
+    gone: Iterable[GroupKey], listed: Collection[str] | None, answered: Collection[str]
+) -> list[GroupKey]:
+    """Of the keys a cycle no longer samples (`gone_keys`), those the cluster no longer has: their
+    group is missing from a complete listing of the groups (`listed`; None when the listing
+    failed), or its committed offsets came back without them (`answered`: the groups whose
+    committed offsets this cycle has). The others are only unsampled (a coordinator that did not
+    answer): what was found on them keeps its state."""
+    return [key for key in gone if (listed is not None and key[0] not in listed) or key[0] in answered]
+
+
 def moved_targets(
     moved: Iterable[CommittedOffset],
     moved_partitions: Iterable[PartitionOffsets],

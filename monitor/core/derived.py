@@ -108,6 +108,18 @@ GROUP_PARTITION = _cols(
     ),
     ("members", "int", "members of the group"),
     _SAMPLED,
+    (
+        "committed_beyond_end",
+        "boolean",
+        "committed offset above the log end offset (the newest known): offset_lag reads 0 but the group "
+        "is not caught up (vocabulary.COMMITTED_BEYOND_END)",
+    ),
+)
+
+_BEYOND_END = (
+    "partitions_beyond_end",
+    "int",
+    "partitions whose committed offset is above the log end offset (committed_beyond_end)",
 )
 
 GROUP_TOPIC = _cols(
@@ -121,6 +133,7 @@ GROUP_TOPIC = _cols(
     ("group_state", "string", "state of the group"),
     ("members", "int", "members of the group"),
     _SAMPLED,
+    _BEYOND_END,
 )
 
 GROUP = _cols(
@@ -135,6 +148,7 @@ GROUP = _cols(
     ("members", "int", "members of the group"),
     ("lag_growing", "boolean", "offset_lag is higher than at the start of the evaluation window"),
     _SAMPLED,
+    _BEYOND_END,
 )
 
 PARTITION = _cols(
@@ -205,7 +219,11 @@ BROKER = _cols(
     ("broker_id", "int", "broker"),
     ("rack", "string", "rack (null when unset)"),
     ("up", "boolean", "in the cluster metadata"),
-    ("down", "boolean", "was in the cluster and is gone from the metadata"),
+    (
+        "down",
+        "boolean",
+        "was in the cluster and is gone from the metadata, still registered with the controller",
+    ),
     ("leaders", "int", "partitions this broker leads"),
     ("fair_share_leaders", "double", "partitions / live brokers"),
     ("leader_imbalance", "double", "leaders / fair share (1.0 = balanced)"),
@@ -233,11 +251,16 @@ BROKER = _cols(
         "newest probe round: time from producing the message to consuming it back",
     ),
     ("probe_commit_latency_seconds", "double", "newest probe round: time the offset commit took"),
+    (
+        "unregistered",
+        "boolean",
+        "unregistered from the controller (decommissioned): gone from the cluster, neither up nor down",
+    ),
 )
 
 CLUSTER = _cols(
-    ("brokers", "int", "brokers known"),
-    ("brokers_down", "int", "brokers known but gone from the metadata"),
+    ("brokers", "int", "brokers known, not unregistered"),
+    ("brokers_down", "int", "brokers known but gone from the metadata, still registered"),
     ("partitions", "int", "partitions"),
     ("offline_partitions", "int", "partitions with no leader"),
     ("under_replicated_partitions", "int", "partitions with isr < replication factor"),
@@ -300,7 +323,7 @@ COLUMN_SOURCES: dict[str, dict[str, tuple[str, ...]]] = {
     "broker": {
         **dict.fromkeys(
             ("rack", "up", "down", "leaders", "fair_share_leaders", "leader_imbalance", "non_preferred_leaders",
-             "replicas"),
+             "replicas", "unregistered"),
             _METADATA,
         ),
         **dict.fromkeys(("disk_total_bytes", "disk_usable_bytes", "disk_used_ratio"), _LOG_DIRS),

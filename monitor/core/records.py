@@ -34,6 +34,10 @@ class ClusterInfo:
     cluster_id: str | None
     controller_id: int | None
     brokers: tuple[BrokerInfo, ...]
+    registered: tuple[int, ...] | None = None
+    """Ids of the brokers registered with the controller, alive or not (a broker that is down
+    stays registered; one decommissioned is unregistered); None when the cluster cannot say
+    (DescribeCluster before v2, Kafka 4.0)."""
 
     @property
     def broker_ids(self) -> list[int]:
@@ -399,6 +403,20 @@ class CarriedGroupOffsets:
 
 
 @dataclass(frozen=True, slots=True)
+class GoneOffsets:
+    """Committed offsets an offsets cycle found the cluster no longer has: the store marks their
+    latest rows gone (`latest_group_offsets.gone_at`), so that what was found on them resolves as
+    gone (vocabulary.RESOLVED_GONE) instead of waiting as unsampled."""
+
+    keys: list[tuple[str, str, int]] = field(default_factory=list)
+    """(group, topic, partition) sampled by the previous cycle and not by this one, whose group a
+    complete listing no longer has or whose committed offsets came back without them."""
+    listed_groups: list[str] | None = None
+    """Every group of a complete listing, sent by the first such cycle after a start: the latest
+    rows of every other group are gone (deleted while nothing collected). None otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetsBatch:
     """Everything one offsets cycle of one cluster hands the store, sampled at `sampled_at`."""
 
@@ -415,6 +433,8 @@ class OffsetsBatch:
     carried: CarriedGroupOffsets | None = None
     """Set when the group offsets that did not move are copied from the previous batch's rows
     rather than sent (None: every group offset is sent)."""
+    gone: GoneOffsets | None = None
+    """Committed offsets the cluster no longer has (None: nothing seen gone)."""
     history_after: bool = False
     """The group offsets go into the latest rows only; their history rows are written right
     after, in a transaction of their own, from those latest rows (`OffsetsHistory`): the cold

@@ -65,6 +65,24 @@ FAULTY_RUN_STATUSES: Final = ("failed", "partial")
 """Runs with errors to show."""
 OUTBOX_STATES: Final = ("pending", "sending", "sent", "failed", "dropped")
 """A notification in the outbox."""
+RESOLVED_GONE: Final = "gone"
+"""Why a finding (and its alert) resolved when the cluster no longer has its entity: the consumer
+group or its committed offsets deleted, the topic deleted, the broker unregistered from the
+controller (decommissioned, where a broker that is down is still registered)."""
+RESOLVE_REASONS: Final = (RESOLVED_GONE,)
+"""The reasons a finding or alert may give for resolving; none (NULL) when its condition stopped
+holding."""
+
+
+# ---------------------------------------------------------------------------------------------
+# What a group-partition's committed offset says beside its lag
+
+COMMITTED_BEYOND_END: Final = "committed beyond the end"
+"""A committed offset above the partition's log end offset (the topic deleted and made again, an
+offset restore gone wrong): its lag reads 0 but the group is not caught up, and its next restart
+resets to the earliest or latest offset, reading data again or skipping it. A commit can briefly
+be above a stale end (DOMAIN.md): the lag stays clamped at 0 and counted, and the rule that warns
+about it waits for its `for:`."""
 
 
 # ---------------------------------------------------------------------------------------------

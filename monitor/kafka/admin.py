@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from confluent_kafka import (
@@ -50,6 +51,7 @@ from monitor.kafka.groups import GROUPS_PER_REQUEST, GroupOffsetsClient
 from monitor.kafka.listoffsets import LeaderOffsetsClient, NoAnswer
 from monitor.kafka.properties import ClientConfig, ClientLog, client_config, rejected_configuration
 from monitor.kafka.records import CONFIG_KEYS, partition_key
+from monitor.kafka.registry import BrokerRegistryClient
 from monitor.kafka.translate import (
     FUTURE_GRACE_SECONDS,
     KafkaCall,
@@ -104,6 +106,7 @@ class KafkaAdmin:
         self._groups = GroupOffsetsClient(cluster)
         self._describe = GroupDescribeClient(cluster)
         self._offsets = LeaderOffsetsClient(cluster)
+        self._registry = BrokerRegistryClient(cluster)
         self._retired: list[tuple[float, AdminClient]] = []
         self.retire_delay = cluster.request_timeout_seconds + FUTURE_GRACE_SECONDS
         """Seconds a replaced client is kept before it is destroyed (see `_destroy_unused_retired`)."""
@@ -137,6 +140,7 @@ class KafkaAdmin:
         self._groups.start()
         self._describe.start()
         self._offsets.start()
+        self._registry.start()
 
     def _new_client(self) -> AdminClient:
         try:
@@ -211,6 +215,7 @@ class KafkaAdmin:
         self._groups.close()
         self._describe.close()
         self._offsets.close()
+        self._registry.close()
 
     def __enter__(self) -> KafkaAdmin:
         self.start()
@@ -243,17 +248,21 @@ class KafkaAdmin:
     # -- cluster and topics -----------------------------------------------------------------
 
     def describe_cluster(self) -> ClusterInfo:
-        """The cluster id, the active controller and the brokers currently registered.
+        """The cluster id, the active controller, the live brokers, and the ids of the brokers
+        registered with the controller (alive or fenced: `ClusterInfo.registered`, asked through
+        kafka-python, `monitor.kafka.registry`; None when unknown).
 
         DescribeCluster waits for an active controller; a cluster that has lost its controller
         quorum (or has not elected one yet) still serves metadata from its brokers, so then the
         brokers come from a Metadata request instead (without racks, which only DescribeCluster
-        returns). Raises KafkaUnavailableError when neither answers.
+        returns, and without the registered brokers). Raises KafkaUnavailableError when neither
+        answers.
         """
         try:
             with self._call("describe the cluster") as call:
                 future = self._admin().describe_cluster(request_timeout=self.timeout / 2)
-                return records.cluster_info(future.result(timeout=min(call.remaining(), self.timeout / 2)))
+                info = records.cluster_info(future.result(timeout=min(call.remaining(), self.timeout / 2)))
+            return replace(info, registered=self._registry.registered_brokers())
         except KafkaAuthenticationError:
             raise  # asking again another way cannot help
         except KafkaUnavailableError as exc:

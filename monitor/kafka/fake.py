@@ -156,6 +156,8 @@ class FakeCluster:
             i: BrokerInfo(i, "127.0.0.1", 9091 + i, f"rack-{i % 3}") for i in range(1, brokers + 1)
         }
         self.down: set[int] = set()
+        self.unregistered: set[int] = set()
+        """Brokers unregistered from the controller (`unregister_broker`): gone for good."""
         self.silent_coordinators: set[int] = set()
         self.failing: dict[str, int] = {}
         self.reader_capacity: int | None = None
@@ -353,9 +355,17 @@ class FakeCluster:
                     live_isr = [b for b in part.isr if b not in self.down]
                     part.leader = live_isr[0] if live_isr else None
 
+    def unregister_broker(self, broker_id: int) -> None:
+        """Decommission a broker that is down, as `kafka-cluster.sh unregister` does."""
+        with self.lock:
+            if broker_id not in self.down:
+                raise ValueError(f"broker {broker_id} is alive: stop it before unregistering it")
+            self.unregistered.add(broker_id)
+
     def start_broker(self, broker_id: int) -> None:
         with self.lock:
             self.down.discard(broker_id)
+            self.unregistered.discard(broker_id)
             for part in self._partitions():
                 if broker_id in part.replicas and broker_id not in part.isr:
                     part.isr = [b for b in part.replicas if b in part.isr or b == broker_id]
@@ -467,7 +477,9 @@ class FakeKafkaAdmin(_FakeClient):
         with self.fake.lock:
             self._begin("describe_cluster", "describe the cluster")
             live = self.fake.live
-            return ClusterInfo(self.fake.cluster_id, live[0], tuple(self.fake.brokers[b] for b in live))
+            registered = tuple(sorted(set(self.fake.brokers) - self.fake.unregistered))
+            brokers = tuple(self.fake.brokers[b] for b in live)
+            return ClusterInfo(self.fake.cluster_id, live[0], brokers, registered)
 
     def list_topic_names(self, include_internal: bool) -> list[str]:
         with self.fake.lock:

@@ -20,7 +20,7 @@ from sqlalchemy import BigInteger, CheckConstraint, Double, ForeignKey, Index, t
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from monitor.core.vocabulary import ALERT_STATES, OUTBOX_STATES
+from monitor.core.vocabulary import ALERT_STATES, OUTBOX_STATES, RESOLVE_REASONS
 from monitor.store.base import Base, one_of
 
 """dropped: not sent because what it announced was no longer true when it was due."""
@@ -32,6 +32,7 @@ class Alert(Base):
     __tablename__ = "alerts"
     __table_args__ = (
         CheckConstraint(one_of("state", ALERT_STATES), name="state"),
+        CheckConstraint(one_of("resolved_reason", RESOLVE_REASONS), name="resolved_reason"),
         Index("uq_alerts_open", "fingerprint", unique=True, postgresql_where=text("state <> 'resolved'")),
         Index("ix_alerts_state", "state"),
         Index("ix_alerts_cluster", "cluster"),
@@ -58,6 +59,8 @@ class Alert(Base):
     silenced_by: Mapped[int | None] = mapped_column(BigInteger)
     inhibited_by: Mapped[str | None]
     """The fingerprint of the firing alert that inhibits this one."""
+    resolved_reason: Mapped[str | None]
+    """Its finding's `resolved_reason` (`gone`: the cluster no longer has the entity)."""
 
 
 class AlertGroup(Base):

@@ -34,7 +34,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
 
 from monitor.core.derived import ENTITIES, KEYS, table_of
-from monitor.core.vocabulary import ALERT_STATES
+from monitor.core.vocabulary import ALERT_STATES, RESOLVE_REASONS
 from monitor.store.base import PARTITION_COLUMN_KEY, Base, one_of
 
 _TYPES: dict[str, TypeEngine[Any]] = {
@@ -76,6 +76,7 @@ class Finding(Base):
     __tablename__ = "findings"
     __table_args__ = (
         CheckConstraint(one_of("state", ALERT_STATES), name="state"),
+        CheckConstraint(one_of("resolved_reason", RESOLVE_REASONS), name="resolved_reason"),
         Index(
             "uq_findings_open",
             "rule",
@@ -105,6 +106,9 @@ class Finding(Base):
     last_seen: Mapped[datetime]
     resolved_at: Mapped[datetime | None]
     evaluated_at: Mapped[datetime]
+    resolved_reason: Mapped[str | None]
+    """`gone` (vocabulary.RESOLVE_REASONS) when it resolved because the cluster no longer has its
+    entity; None otherwise."""
 
 
 class EvaluationClock(Base):

@@ -15,7 +15,10 @@ Lifecycle of a finding, keyed by (rule, entity_key):
   not been seen for longer than the staleness bound the caller gives (`stale_before`: the
   evaluation window, past which nothing the evaluation reads says anything about it): then it is
   resolved. A whole collection that stops is told by the cluster's CollectionStale rule, which
-  fires before that bound with the default window.
+  fires before that bound with the default window;
+- its entity gone from the cluster (a consumer group or its offsets deleted, a topic deleted, a
+  broker unregistered: `GONE`): resolved at the next evaluation with `resolved_reason` `gone`,
+  however it was sampled, and the entity matches nothing any more.
 
 Idempotent per evaluation time: merging the same matches at the same `evaluated_at` twice changes
 nothing the second time; an evaluation older than a finding's `last_seen` does not move it back.
@@ -32,6 +35,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
+from monitor.core.vocabulary import RESOLVED_GONE
 from monitor.store.ingest import copy_rows
 
 
@@ -103,6 +107,36 @@ WHERE f.state <> 'resolved' AND f.last_seen < :t
       SELECT 1 FROM _unsampled u WHERE u.entity = f.entity AND u.entity_key = f.entity_key))
 """
 
+GONE = """(
+    (x.entity IN ('group_partition', 'group_topic', 'group') AND NOT EXISTS (
+        SELECT 1 FROM latest_group_offsets l
+        WHERE l.cluster = x.cluster AND l.group_id = x.labels->>'group_id' AND l.gone_at IS NULL
+          AND (x.labels->>'topic' IS NULL OR l.topic = x.labels->>'topic')
+          AND (x.labels->>'partition' IS NULL OR l.partition::text = x.labels->>'partition')))
+    OR (x.entity IN ('group_partition', 'group_topic', 'partition', 'topic') AND EXISTS (
+        SELECT 1 FROM topics t
+        WHERE t.cluster = x.cluster AND t.topic = x.labels->>'topic' AND t.deleted_at IS NOT NULL))
+    OR (x.entity = 'broker' AND EXISTS (
+        SELECT 1 FROM brokers b
+        WHERE b.cluster = x.cluster AND b.broker_id::text = x.labels->>'broker_id'
+          AND b.unregistered_at IS NOT NULL))
+)"""
+"""Whether the cluster no longer has the entity of a row `x` (a finding, or a match: its cluster,
+entity and labels, which hold the entity's key columns): a consumer group, group-topic or
+group-partition none of whose committed offsets it still has (`latest_group_offsets.gone_at`,
+set by the offsets job), a topic deleted (`topics.deleted_at`, by the metadata job; its
+partitions and the group offsets on it with it), a broker unregistered from the controller
+(`brokers.unregistered_at`, by the metadata job; a broker that is down is still registered)."""
+
+_DROP_GONE = f"DELETE FROM _matches x WHERE {GONE}"
+
+_RESOLVE_GONE = f"""
+UPDATE findings x
+SET state = 'resolved', resolved_at = :t, evaluated_at = :t, resolved_reason = '{RESOLVED_GONE}'
+WHERE x.state <> 'resolved' AND x.last_seen <= :t AND x.cluster = ANY(:clusters) AND x.rule = ANY(:rules)
+  AND {GONE}
+"""
+
 _KEPT = """
 SELECT count(*) FROM findings f JOIN _unsampled u ON u.entity = f.entity AND u.entity_key = f.entity_key
 WHERE f.state <> 'resolved' AND f.last_seen < :t AND f.cluster = ANY(:clusters) AND f.rule = ANY(:rules)
@@ -130,8 +164,10 @@ def merge_findings(
 
     `unsampled` holds the (entity, entity_key) pairs the evaluation did not sample: their open
     findings are neither resolved nor changed, unless last seen before `stale_before` (None: kept
-    however old). Returns counts: new, updated, resolved, kept (open findings of unsampled
-    entities left as they were), and the open findings by state afterwards.
+    however old). An entity the cluster no longer has (`GONE`) gives no match, and its open
+    findings resolve with the reason `gone`, sampled or not. Returns counts: new, updated,
+    resolved, gone (of those resolved), kept (open findings of unsampled entities left as they
+    were), and the open findings by state afterwards.
     """
     conn.execute(text(_STAGE))
     conn.execute(text("TRUNCATE _matches"))
@@ -150,10 +186,12 @@ def merge_findings(
         ],
     )  # fmt: skip
     params: dict[str, Any] = {"t": evaluated_at}
+    conn.execute(text(_DROP_GONE))
     updated = conn.execute(text(_UPDATE), params).rowcount
     new = conn.execute(text(_INSERT), params).rowcount
     scope = {**params, "clusters": list(clusters), "rules": list(rules), "stale_before": stale_before}
-    resolved = conn.execute(text(_RESOLVE), scope).rowcount
+    gone = conn.execute(text(_RESOLVE_GONE), scope).rowcount
+    resolved = gone + conn.execute(text(_RESOLVE), scope).rowcount
     kept = conn.execute(text(_KEPT), scope).scalar_one() if unsampled else 0
     counted = conn.execute(
         text("SELECT state, count(*) FROM findings WHERE state <> 'resolved' GROUP BY state")
@@ -163,6 +201,7 @@ def merge_findings(
         "new": int(new),
         "updated": int(updated),
         "resolved": int(resolved),
+        "gone": int(gone),
         "kept": int(kept),
         "pending": int(states.get("pending", 0)),
         "firing": int(states.get("firing", 0)),

@@ -41,7 +41,9 @@ def upsert_cluster(conn: Connection, name: str, bootstrap: str, info: ClusterInf
 
 
 def upsert_brokers(conn: Connection, cluster: str, info: ClusterInfo, now: datetime) -> list[int]:
-    """Record the live brokers; mark brokers known before but absent now as down.
+    """Record the live brokers; mark brokers known before but absent now as down, and those the
+    controller no longer has registered (`info.registered`, when known) as unregistered since
+    now (`unregistered_at`: decommissioned, gone for good); a broker registered again is not.
 
     Returns the ids of brokers that went down in this sample (were up, now missing).
     """
@@ -70,6 +72,7 @@ def upsert_brokers(conn: Connection, cluster: str, info: ClusterInfo, now: datet
                     "rack": stmt.excluded.rack,
                     "last_seen": stmt.excluded.last_seen,
                     "up": True,
+                    "unregistered_at": None,
                 },
             )
         )
@@ -80,14 +83,36 @@ def upsert_brokers(conn: Connection, cluster: str, info: ClusterInfo, now: datet
         .values(up=False)
         .returning(Broker.broker_id)
     )
-    return sorted(went_down.scalars())
+    down = sorted(went_down.scalars())
+    if info.registered is not None:
+        registered = sorted({*info.registered, *live})
+        conn.execute(
+            update(Broker)
+            .where(Broker.cluster == cluster, Broker.unregistered_at.is_(None))
+            .where(Broker.broker_id.not_in(registered))
+            .values(up=False, unregistered_at=now)
+        )
+        conn.execute(
+            update(Broker)
+            .where(Broker.cluster == cluster, Broker.unregistered_at.is_not(None))
+            .where(Broker.broker_id.in_(registered))
+            .values(unregistered_at=None)
+        )
+    return down
 
 
-def upsert_topics(conn: Connection, cluster: str, topics: Sequence[TopicInfo], now: datetime) -> int:
+def upsert_topics(
+    conn: Connection,
+    cluster: str,
+    topics: Sequence[TopicInfo],
+    now: datetime,
+    listed: Sequence[str] | None = None,
+) -> int:
     """Record the topics and replace their partitions' latest replication state.
 
-    Topics no longer listed get `deleted_at`; their partition rows are removed. Returns the number
-    of partition rows written.
+    Topics no longer listed (`listed`: the names the cluster listed, by default those of `topics`;
+    a topic listed but not described is not deleted) get `deleted_at`; their partition rows are
+    removed. Returns the number of partition rows written.
     """
     if topics:
         stmt = insert(Topic).values(
@@ -117,7 +142,7 @@ def upsert_topics(conn: Connection, cluster: str, topics: Sequence[TopicInfo], n
                 },
             )
         )
-    names = [t.name for t in topics]
+    names = list(listed) if listed is not None else [t.name for t in topics]
     conn.execute(
         update(Topic)
         .where(Topic.cluster == cluster, Topic.deleted_at.is_(None), Topic.topic.not_in(names))

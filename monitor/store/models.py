@@ -89,6 +89,10 @@ class Broker(Base):
     first_seen: Mapped[datetime]
     last_seen: Mapped[datetime]
     up: Mapped[bool]
+    unregistered_at: Mapped[datetime | None]
+    """When the controller was first seen not to have it registered any more (decommissioned:
+    gone for good, where a broker that is down is still registered); None while registered or
+    when the cluster cannot say (a broker older than Kafka 4.0)."""
 
 
 class Topic(Base):
@@ -361,6 +365,9 @@ class LatestGroupOffset(_GroupOffsetValues, Base):
     partition: Mapped[int] = mapped_column(primary_key=True)
     sampled_at: Mapped[datetime]
     last_commit_observed_at: Mapped[datetime | None] = mapped_column(sort_order=LAST)
+    gone_at: Mapped[datetime | None] = mapped_column(sort_order=LAST + 1)
+    """When the cluster was first seen not to have this committed offset any more (the group
+    deleted, its offsets deleted or expired); None while it does. A later sample clears it."""
 
 
 class GroupMember(Base):

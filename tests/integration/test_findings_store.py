@@ -72,7 +72,7 @@ def test_lifecycle(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.execute(text("DELETE FROM findings"))
     counts = merge(engine, [match("a"), match("b", for_seconds=0)], T)
-    assert counts == {"new": 2, "updated": 0, "resolved": 0, "kept": 0, "pending": 1, "firing": 1}
+    assert counts == {"new": 2, "updated": 0, "resolved": 0, "gone": 0, "kept": 0, "pending": 1, "firing": 1}
     f = findings(engine)
     assert f["a"]["state"] == "pending" and f["b"]["state"] == "firing"
 

@@ -22,7 +22,9 @@ def collect_metadata(run: Run, ctx: ClusterContext) -> list[TopicInfo]:
     Fails the run when the cluster cannot be described (nothing is written: an unreachable cluster
     says nothing about which brokers are down). Topics are filtered by the cluster's allow/deny
     regexes; internal topics only when configured. Brokers missing from the metadata that were
-    seen before are marked down.
+    seen before are marked down, and those the controller no longer has registered (where the
+    cluster says, Kafka 4.0+) unregistered: decommissioned, their alerts resolve as gone. Topics
+    no longer listed are marked deleted (one listed but not described is a problem, not gone).
     """
     cluster = ctx.cluster
     info = ctx.admin.describe_cluster()
@@ -38,7 +40,7 @@ def collect_metadata(run: Run, ctx: ClusterContext) -> list[TopicInfo]:
     def write(conn: Connection, replay: bool) -> object:
         upsert_cluster(conn, cluster.name, ",".join(cluster.bootstrap_servers), info, now)
         went_down[:] = upsert_brokers(conn, cluster.name, info, now)
-        upsert_topics(conn, cluster.name, topics, now)
+        upsert_topics(conn, cluster.name, topics, now, listed=names)
         return append_replica_states(conn, cluster.name, topics, now, run_id, idempotent=replay)
 
     partitions = sum(len(t.partitions) for t in topics)
@@ -47,6 +49,8 @@ def collect_metadata(run: Run, ctx: ClusterContext) -> list[TopicInfo]:
         log.warning("cluster %s: broker(s) %s left the cluster metadata", cluster.name, went_down)
     run.count("brokers", len(info.brokers))
     run.count("brokers_went_down", len(went_down))
+    if info.registered is not None:
+        run.count("brokers_registered", len(info.registered))
     run.count("topics", len(topics))
     run.count("partitions", partitions)
     run.count("under_replicated", sum(p.under_replicated for t in topics for p in t.partitions))

@@ -24,7 +24,10 @@ look ahead of the end it is compared with, DOMAIN.md section 1):
    sampled as changes between cycles, and hand one batch to the store (the observations go
    through the commits job, which owns that table). When the previous batch was written, the
    unmoved group offsets are not sent again: the store copies their rows (`CarriedGroupOffsets`),
-   so the history keeps one row per group-partition per cycle.
+   so the history keeps one row per group-partition per cycle. Committed offsets the cluster
+   no longer has (their group not listed any more, or its offsets answered without them:
+   `lag.gone_for_good`), and after a start every group missing from the first complete listing,
+   are marked gone in the store (`GoneOffsets`): their alerts resolve as gone.
 
 Cold start: the first cycle after a start answers the lag of every group-partition before
 anything else: when the next cycle can be asked for at once (`ClusterContext.run_soon`, the
@@ -71,6 +74,7 @@ from monitor.core.records import (
     CarriedGroupOffsets,
     CommittedOffset,
     EndOffsetHeldBack,
+    GoneOffsets,
     GroupDescription,
     GroupOffsetSample,
     ListedOffsets,
@@ -103,6 +107,10 @@ class Listing:
     streamed: bool
     """The committed offsets came from the commit stream, which observed every commit itself."""
     listed: ListedOffsets
+    listed_groups: frozenset[str] | None = None
+    """Every group of this cycle's complete listing (None: the listing failed)."""
+    answered: frozenset[str] = frozenset()
+    """The groups whose committed offsets this cycle has (all of them from the commit stream)."""
 
 
 class OffsetsCollector:
@@ -114,6 +122,8 @@ class OffsetsCollector:
         self._previous: dict[lag.GroupKey, int] | None = None
         self._previous_list: list[CommittedOffset] | None = None  # made `_previous` when needed
         self._known_groups: set[str] | None = None  # None: never listed successfully
+        self._listed = False  # this cycle listed the groups (else the known ones stand in)
+        self._swept = False  # a complete listing was sent to the store since the start (GoneOffsets)
         self._ends: dict[TopicPartition, lag.KnownEnd] = {}  # of the partitions held back now
         self._previous_listing: tuple[dict[TopicPartition, PartitionOffsets], int] = ({}, 0)
         self._held_back_logged: frozenset[TopicPartition] = frozenset()
@@ -185,6 +195,7 @@ class OffsetsCollector:
         sampled_now, losses = lag.group_samples(moved, offsets, timestamps, recalled.history, now_ms)
         group_samples = kept + sampled_now
         gone = lag.gone_keys(self._group_samples, kept, sampled_now)
+        gone_offsets = self._gone(gone, listing)
         partition_samples = kept_partitions + lag.partition_samples(moved_partitions, timestamps, last_known)
         # While the stream observes commits, sampling observes none; before its snapshot, only
         # the changes it did not see itself (commits made before it was positioned).
@@ -202,6 +213,7 @@ class OffsetsCollector:
             record_timestamps=fresh,
             data_loss=losses,
             carried=None if cold else self._carried(sampled_now, gone, now),
+            gone=gone_offsets,
             history_after=cold,
         )
         self._await_history()
@@ -223,6 +235,7 @@ class OffsetsCollector:
         run.count("timestamps_read", len(fresh))
         run.count("timestamps_unread", len(unread))
         run.count("data_loss", len(losses))
+        run.count("group_partitions_gone", len(gone_offsets.keys) if gone_offsets is not None else 0)
         lost = frozenset((e.group_id, e.topic, e.partition) for e in losses)
         self.critical_changed = bool(lost - self._losses) or frozenset(held_back) != self._held_back_seen
         self._losses, self._held_back_seen = lost, frozenset(held_back)
@@ -274,6 +287,16 @@ class OffsetsCollector:
         if self._ctx.run_soon is not None:
             self._ctx.run_soon(JOB.name)
         return len(unread)
+
+    def _gone(self, gone: list[lag.GroupKey], listing: Listing) -> GoneOffsets | None:
+        """What the cluster no longer has of the keys this cycle does not sample, and after a
+        start, the first complete listing of the groups (the rows of every other group are
+        gone); None when nothing is."""
+        keys = lag.gone_for_good(gone, listing.listed_groups, listing.answered)
+        listed = None
+        if not self._swept and listing.listed_groups is not None:
+            listed, self._swept = sorted(listing.listed_groups), True
+        return GoneOffsets(keys, listed) if keys or listed is not None else None
 
     def _carried(
         self, sampled_now: list[GroupOffsetSample], gone: list[lag.GroupKey], now: datetime
@@ -341,7 +364,12 @@ class OffsetsCollector:
         allowed = {c.topic for offsets in answered for c in offsets}
         allowed = {topic for topic in allowed if ctx.cluster.topics.accepts(topic)}
         committed = [c for offsets in answered for c in offsets if c.topic in allowed]
-        return Listing(described, committed, committed_result is not None, streamed, listed)
+        groups_answered = frozenset(
+            group_ids if streamed else committed_result.value if committed_result is not None else ()
+        )
+        listed_groups = frozenset(group_ids) if self._listed else None
+        answered_any = committed_result is not None
+        return Listing(described, committed, answered_any, streamed, listed, listed_groups, groups_answered)
 
     def _committed(
         self, run: Run, group_ids: list[str]
@@ -368,6 +396,7 @@ class OffsetsCollector:
     def _group_ids(self, run: Run) -> list[str]:
         """The allowed groups. ListGroups asks every broker; with one broker gone it fails as a
         whole, so the groups of the previous cycle stand in and the run is partial."""
+        self._listed = False
         try:
             groups = [g for g in self._ctx.admin.list_group_ids() if self._ctx.watches_group(g)]
         except KafkaUnavailableError as exc:
@@ -378,6 +407,7 @@ class OffsetsCollector:
             )
             return sorted(self._known_groups)
         self._known_groups = set(groups)
+        self._listed = True
         return groups
 
     def _topology(self) -> Topology:

@@ -57,7 +57,7 @@ SCHEMAS: dict[str, str] = {
     ),
     "brokers": (
         "cluster string, broker_id int, host string, port int, rack string, first_seen timestamp, "
-        "last_seen timestamp, up boolean"
+        "last_seen timestamp, up boolean, unregistered_at timestamp"
     ),
     "topic_configs": (
         "id bigint, cluster string, topic string, name string, value string, source string, "
@@ -102,7 +102,7 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "partition_offsets": (*_PARTITION_KEYS, "sampled_at", "end_offset"),
     "partitions": (*_PARTITION_KEYS, "leader", "replicas", "isr"),
-    "brokers": ("cluster", "broker_id", "rack", "up"),
+    "brokers": ("cluster", "broker_id", "rack", "up", "unregistered_at"),
     "topic_configs": ("cluster", "topic", "name", "value", "valid_to"),
     "log_dir_sizes": ("cluster", "broker_id", "topic", "partition", "sampled_at", "size_bytes", "is_future"),
     "broker_disks": ("cluster", "broker_id", "log_dir", "sampled_at", "total_bytes", "usable_bytes"),

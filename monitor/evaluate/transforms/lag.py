@@ -203,7 +203,16 @@ def _with_lag(frame: DataFrame, now: Column) -> DataFrame:
         (F.col("committed_offset") < F.col("start_offset")).alias("data_loss_occurred"),
         method.alias("lag_seconds_method"),
         error.alias("lag_seconds_error"),
+        beyond_end(F.col("committed_offset"), F.col("end_offset"), F.col("partition_end_offset")).alias(
+            "committed_beyond_end"
+        ),
     )
+
+
+def beyond_end(committed: Column, *ends: Column) -> Column:
+    """The committed offset is above the newest of the known log end offsets (vocabulary
+    COMMITTED_BEYOND_END); false when no end is known."""
+    return F.coalesce(committed > F.greatest(*ends), F.lit(False))
 
 
 def time_to_catch_up(offset_lag: Column, consume_rate: Column, produce_rate: Column) -> Column:

@@ -68,7 +68,8 @@ def replicas_sharing_rack(partitions: DataFrame, brokers: DataFrame) -> DataFram
 
 
 def broker_frame(brokers: DataFrame, replication: DataFrame, broker_disks: DataFrame) -> DataFrame:
-    """Per row of `brokers`: `rack`, `up`, `down`, `leaders`, `fair_share_leaders` (partitions of
+    """Per row of `brokers`: `rack`, `up`, `down` (not up, and still registered), `unregistered`
+    (decommissioned: gone, not down), `leaders`, `fair_share_leaders` (partitions of
     the cluster / live brokers), `leader_imbalance`, `non_preferred_leaders`, `replicas`, and disk
     totals over the newest sample of each of its log dirs.
 
@@ -98,7 +99,7 @@ def broker_frame(brokers: DataFrame, replication: DataFrame, broker_disks: DataF
         .agg(F.sum("total_bytes").alias("disk_total_bytes"), F.sum("usable_bytes").alias("disk_usable_bytes"))
     )
     frame = (
-        brokers.select("cluster", "broker_id", "rack", "up")
+        brokers.select("cluster", "broker_id", "rack", "up", "unregistered_at")
         .join(fair_share, "cluster", "left")
         .join(led, ["cluster", "broker_id"], "left")
         .join(hosted, ["cluster", "broker_id"], "left")
@@ -109,7 +110,8 @@ def broker_frame(brokers: DataFrame, replication: DataFrame, broker_disks: DataF
     )
     return frame.select(
         "*",
-        (~F.col("up")).alias("down"),
+        (~F.col("up") & F.col("unregistered_at").isNull()).alias("down"),
+        F.col("unregistered_at").isNotNull().alias("unregistered"),
         ratio(F.col("leaders"), F.col("fair_share_leaders")).alias("leader_imbalance"),
         (F.lit(1.0) - ratio(F.col("disk_usable_bytes"), F.col("disk_total_bytes"))).alias("disk_used_ratio"),
     )

@@ -9,7 +9,8 @@ How each lag column rolls up (`monitor.core.derived` names only the sum of offse
 - time_to_catch_up_seconds: the largest (caught up when the slowest partition is), null when any
   lagging partition does not gain on its producers;
 - time_until_data_loss_seconds, data_loss_margin_seconds: the smallest; data_loss_occurred: any;
-- sampled: all (a roll-up is sampled when every one of its group-partitions is).
+- sampled: all (a roll-up is sampled when every one of its group-partitions is);
+- partitions_beyond_end: the group-partitions whose committed offset is beyond the log end.
 """
 
 from __future__ import annotations
@@ -91,7 +92,9 @@ def group_topics(group_partitions: DataFrame) -> DataFrame:
     """Per (cluster, group, topic), from `lag.group_partition_frame`: the lag roll-ups, the worst
     partition status (STOP, STALL and REWIND kept apart) and ROLLUP_PARTS."""
     return group_partitions.groupBy("cluster", "group_id", "topic").agg(
-        *_lag_aggregates(), worst(F.col("status")).alias("status")
+        *_lag_aggregates(),
+        worst(F.col("status")).alias("status"),
+        F.count_if(F.col("committed_beyond_end")).cast("int").alias("partitions_beyond_end"),
     )
 
 
@@ -105,6 +108,7 @@ def groups(group_topics: DataFrame) -> DataFrame:
         F.count(F.lit(1)).alias("topics"),
         as_group_status(worst(F.col("status"))).alias("status"),
         (F.sum("offset_lag") > F.sum("window_start_lag")).alias("lag_growing"),
+        F.sum("partitions_beyond_end").cast("int").alias("partitions_beyond_end"),
     )
 
 
@@ -141,7 +145,7 @@ def clusters(
     the cluster ended) and `unreachable` (the newest finished offsets run failed and none reached
     the cluster within UNREACHABLE_AFTER)."""
     per_broker = brokers.groupBy("cluster").agg(
-        F.count(F.lit(1)).alias("brokers"),
+        F.count_if(~F.col("unregistered")).alias("brokers"),
         F.count_if(F.col("down")).alias("brokers_down"),
         F.max("leader_imbalance").alias("max_leader_imbalance"),
     )

@@ -219,9 +219,9 @@ SHARE_GROUPS: tuple[MetricSpec, ...] = (
 )  # fmt: skip
 
 CLUSTERS: tuple[MetricSpec, ...] = (
-    _ours("cluster_brokers", CLUSTER, "cluster", "brokers", "Brokers known."),
+    _ours("cluster_brokers", CLUSTER, "cluster", "brokers", "Brokers known, not unregistered."),
     _ours("cluster_brokers_down", CLUSTER, "cluster", "brokers_down",
-          "Brokers that were in the cluster and are gone from the metadata."),
+          "Brokers that were in the cluster and are gone from the metadata, still registered."),
     _ours("cluster_partitions", CLUSTER, "cluster", "partitions", "Partitions."),
     _ours("cluster_under_replicated_partitions", CLUSTER, "cluster", "under_replicated_partitions",
           "Partitions with ISR < replication factor."),

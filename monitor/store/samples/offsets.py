@@ -17,6 +17,7 @@ from monitor.core.records import (
     CarriedGroupOffsets,
     CommitObservation,
     DataLossEvent,
+    GoneOffsets,
     GroupOffsetSample,
     OffsetsBatch,
     OffsetsHistory,
@@ -77,6 +78,7 @@ def write_offsets_batch(conn: Connection, batch: OffsetsBatch, *, idempotent: bo
       leaves its group_offsets rows to `write_offsets_history`): a latest group row takes
       last_commit_observed_at from this batch's commit observation of its key and keeps the one
       it had otherwise (an observation of a key without a group offset here is only appended);
+    - marks the latest group offsets the cluster no longer has (`batch.gone`: `gone_at`);
     - replaces the members of the batch's groups;
     - adds the record timestamps and data loss events not recorded yet.
 
@@ -98,6 +100,7 @@ def write_offsets_batch(conn: Connection, batch: OffsetsBatch, *, idempotent: bo
         ensure_days(conn, wanted)
         counts.update(_write_partitions(conn, batch, params, idempotent))
         counts.update(_write_group_offsets(conn, batch, params, idempotent))
+        counts["group_offsets_gone"] = _mark_gone(conn, batch.gone, params)
         counts["commit_observations"] = _insert_commits(conn, batch.commit_observations, params, idempotent)
         counts.update(_write_groups(conn, batch, params, idempotent))
         counts["record_timestamps"] = insert_staged(
@@ -191,6 +194,26 @@ def _write_partitions(
         conn, "partition_offsets", _PARTITIONS, rows, (_INSERT_PARTITIONS, _UPSERT_LATEST_PARTITIONS),
         params, idempotent,
     )  # fmt: skip
+
+
+def _mark_gone(conn: Connection, gone: GoneOffsets | None, params: dict[str, Any]) -> int:
+    """Mark the latest rows of the committed offsets the cluster no longer has (`gone_at`), those
+    not sampled by this batch; returns how many. A row sampled again later is not gone any more
+    (the upsert clears it)."""
+    if gone is None:
+        return 0
+    marked = 0
+    if gone.keys:
+        keys = {
+            **params,
+            "groups": [g for g, _, _ in gone.keys],
+            "topics": [t for _, t, _ in gone.keys],
+            "partitions": [p for _, _, p in gone.keys],
+        }
+        marked += rowcount(conn, _MARK_GONE_KEYS, keys)
+    if gone.listed_groups is not None:
+        marked += rowcount(conn, _MARK_GONE_UNLISTED, {**params, "listed": gone.listed_groups})
+    return marked
 
 
 def _write_group_offsets(
@@ -425,8 +448,22 @@ ON CONFLICT (cluster, group_id, topic, partition) DO UPDATE SET
     committed_timestamp = excluded.committed_timestamp,
     consumed_timestamp = excluded.consumed_timestamp,
     timestamp_method = excluded.timestamp_method, timestamp_error_ms = excluded.timestamp_error_ms,
-    last_commit_observed_at = coalesce(excluded.last_commit_observed_at, l.last_commit_observed_at)
+    last_commit_observed_at = coalesce(excluded.last_commit_observed_at, l.last_commit_observed_at),
+    gone_at = NULL
 WHERE l.sampled_at <= excluded.sampled_at"""
+
+_MARK_GONE_KEYS = """
+UPDATE latest_group_offsets AS l SET gone_at = :at
+FROM unnest(CAST(:groups AS text[]), CAST(:topics AS text[]), CAST(:partitions AS integer[]))
+     AS g(group_id, topic, partition)
+WHERE l.cluster = :cluster AND l.group_id = g.group_id AND l.topic = g.topic
+  AND l.partition = g.partition AND l.gone_at IS NULL AND l.sampled_at < :at"""
+
+_MARK_GONE_UNLISTED = """
+UPDATE latest_group_offsets AS l SET gone_at = :at
+WHERE l.cluster = :cluster AND l.gone_at IS NULL AND l.sampled_at < :at
+  AND NOT EXISTS (
+    SELECT 1 FROM unnest(CAST(:listed AS text[])) AS g(group_id) WHERE g.group_id = l.group_id)"""
 
 # The rows of the previous batch (latest, sampled at :since) that neither moved (staged) nor went.
 _UNMOVED = """

@@ -26,6 +26,7 @@ from monitor.alert import actions
 from monitor.core.records import Identity
 from monitor.core.user_input import whole_number
 from monitor.core.vocabulary import parse_duration
+from monitor.expose.read import gone as read_gone
 from monitor.expose.read.alerts import SECTIONS, read_alerts
 from monitor.expose.web.api.alerts import run_action
 from monitor.expose.web.context import ApiError, Context, WebContext
@@ -55,6 +56,10 @@ router = APIRouter(include_in_schema=False)
 
 SECTION_ROWS: Final = 50
 """Alerts shown per section at once: 10,000 alerts on one page are neither light nor read."""
+GONE_SHOWN_FOR: Final = timedelta(hours=24)
+GONE_ROWS: Final = 50
+"""Alerts resolved as gone (their group, topic or broker no longer in the cluster) shown: the
+newest of the last `GONE_SHOWN_FOR`."""
 INCIDENT_ROWS: Final = 100
 """Incidents shown, unacknowledged first; `GET /api/v1/incidents` pages through all."""
 
@@ -96,6 +101,7 @@ def alerts_page(
             offset=skip,
         )
         silences = actions.silences(conn, now)
+        gone = read_gone.alerts_resolved_gone(conn, now - GONE_SHOWN_FOR, GONE_ROWS)
     page = ctx.render(
         "web/alerts.html",
         title="Alerts",
@@ -110,6 +116,7 @@ def alerts_page(
         section_titles=SECTION_TITLES,
         section_help=SECTION_HELP,
         silences=silences,
+        gone=gone,
         flash=_read_flash(kh_flash),
         who=identity_view(who),
         identity_problem=problem,

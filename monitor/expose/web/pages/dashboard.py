@@ -22,9 +22,10 @@ from sqlalchemy import Connection
 
 from monitor.act import repair_request
 from monitor.core.formatting import bytes_filter, duration_filter
-from monitor.core.vocabulary import STATUS_RANK
+from monitor.core.vocabulary import COMMITTED_BEYOND_END, STATUS_RANK
 from monitor.expose.read import clusters as read_clusters
 from monitor.expose.read import dashboard as read_pages
+from monitor.expose.read import gone as read_gone
 from monitor.expose.read import history as read_history
 from monitor.expose.read import lag as read_lag
 from monitor.expose.read import probe as read_probe
@@ -132,6 +133,7 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
         probe = read_probe.partitions(conn, cluster, probe_since)
         probe_points = read_probe.history(conn, cluster, probe_since) if probe else []
         repairs = repair_request.list_repairs(conn, cluster=cluster, limit=CLUSTER_REPAIRS)
+        unregistered = read_gone.unregistered_brokers(conn, cluster)
     card = _card(view.state, trouble, view.brokers, flags, now, ctx)
     loss = ctx.data_loss()
     topic_rows = health.topics_worst_first(judged_topics(topics.items, loss, flags))
@@ -144,7 +146,7 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
         cluster=cluster,
         card=card,
         freshness=card["freshness"],
-        brokers=[_judge_broker(row(b), flags) for b in view.brokers],
+        brokers=[_judge_broker(row(b), flags, unregistered.get(b.broker_id)) for b in view.brokers],
         leader_chart=card["leader_chart"],
         disk_chart=card["disk_chart"],
         topics=topic_rows[:WORST_ROWS],
@@ -225,6 +227,7 @@ def topic_page(ctx: Context, request: Request, cluster: str, topic: str) -> HTML
         configs = read_topics.configs(conn, cluster, topic)
         view = reads.get(("topic page", topic), lambda c: _topic_view(c, cluster, topic))
         alerts = read_pages.firing_alerts(conn, cluster, topic=topic)
+        deleted_at = read_gone.topic_deleted_at(conn, cluster, topic)
         flags = flags_of(ctx, reads, topics=[topic])
         panel = ctx.topic_panel(request, conn, cluster, topic) if ctx.topic_panel else {"retention": None}
     loss = ctx.data_loss()
@@ -250,6 +253,7 @@ def topic_page(ctx: Context, request: Request, cluster: str, topic: str) -> HTML
         partitions=sorted(partitions, key=lambda p: (health.RANK[p["health"]], p["partition"])),
         groups=health.groups_worst_first(groups),
         alerts=alerts,
+        deleted_at=deleted_at,
         freshness=freshness(reads.evaluated_at, now, ctx.stale_after),
         **panel,
     )
@@ -390,8 +394,14 @@ def _group_context(
         )
         for h in history.points
     ]
+    beyond = read_gone.beyond_end(conn, cluster, group)
+    for p in partitions:
+        p["beyond_end"] = (p["topic"], p["partition"]) in beyond
     return {
         "group": judged,
+        "gone_since": read_gone.group_gone_since(conn, cluster, group),
+        "beyond_end_words": COMMITTED_BEYOND_END,
+        "beyond_end": len(beyond),
         "data_loss_class": loss.health(judged["data_loss_margin_seconds"], judged["data_loss_occurred"]),
         "method": _method(partitions),
         "partitions": partitions,
@@ -518,11 +528,16 @@ def _unreached(runs: list[dict[str, Any]], known: set[str]) -> list[dict[str, An
     return [newest[name] for name in sorted(newest)]
 
 
-def _judge_broker(broker: dict[str, Any], flags: health.Flags) -> dict[str, Any]:
+def _judge_broker(
+    broker: dict[str, Any], flags: health.Flags, unregistered_at: datetime | None = None
+) -> dict[str, Any]:
+    """A broker row with its health; one unregistered from the controller (decommissioned) is
+    gone, not down: nothing to fix."""
     up, broker_id = broker["up"], broker["broker_id"]
     return {
         **broker,
-        "health": health.broker(broker, flags),
+        "unregistered_at": unregistered_at,
+        "health": "ok" if unregistered_at is not None else health.broker(broker, flags),
         "leader_health": health.broker_cell(up, broker_id, health.LEADER_COLUMNS, flags),
         "disk_health": health.broker_cell(up, broker_id, health.DISK_COLUMNS, flags),
     }

@@ -1,0 +1,56 @@
+"""The brokers registered with the controller, through kafka-python (librdkafka's DescribeCluster
+lists only the live ones).
+
+DescribeCluster v2 (KIP-1073, Kafka 4.0) with `IncludeFencedBrokers` also lists the brokers the
+controller still has registered but fenced: a broker that stopped stays registered until it is
+unregistered (`kafka-cluster.sh unregister`, the admin API's unregisterBroker), which is how a
+decommissioned broker is told apart from one that is down.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kafka.errors
+from kafka.protocol.admin import DescribeClusterRequest
+
+from monitor.kafka.pyclient import KafkaPythonClient
+
+log = logging.getLogger(__name__)
+
+_FENCED_BROKERS_VERSION = 2
+"""The first DescribeCluster version that can include fenced brokers."""
+
+
+class BrokerRegistryClient(KafkaPythonClient):
+    """Which brokers the controller has registered (see `KafkaPythonClient` for the lifecycle)."""
+
+    def registered_brokers(self) -> tuple[int, ...] | None:
+        """Ids of the registered brokers, alive or fenced, sorted; None when the cluster cannot
+        say (a broker older than Kafka 4.0) or did not answer: then a broker missing from the live
+        ones counts as down, never as gone. Blocks for at most one request timeout."""
+        with self._lock:
+            self._require_started()
+            try:
+                manager = self._connect()._manager
+                request = DescribeClusterRequest(
+                    include_cluster_authorized_operations=False,
+                    include_fenced_brokers=True,
+                    min_version=_FENCED_BROKERS_VERSION,
+                )
+                timeout_ms = int(self.timeout * 1000)
+
+                async def ask() -> Any:
+                    return await manager.send(request, request_timeout_ms=timeout_ms)
+
+                response = manager.run(ask)
+            except kafka.errors.IncompatibleBrokerVersion:
+                return None
+            except Exception as exc:  # any failure: unknown, so nothing is taken as gone
+                log.info("cluster %s: registered brokers unknown: %s", self._cluster.name, self._text(exc))
+                self._discard()
+                return None
+        if response.error_code:
+            return None
+        return tuple(sorted(int(b.broker_id) for b in response.brokers))
