@@ -361,7 +361,7 @@ VIEWS: dict[str, str] = {
     "topic": "topic_state",
     "broker": "broker_state",
     "cluster": "cluster_state",
-    "share_group": "share_group_state (migration 0017)",
+    "share_group": "share_group_state (migration 0018)",
 }
 """State query -> the views it reads (migration 0005), for people checking a value in SQL."""
 

@@ -3,8 +3,8 @@ by day like the others), `share_group_members` and `share_group_support` (latest
 `share_group_lag` (each share partition at its cluster's newest sample) and `share_group_state`
 (each group then, with its partitions' lag summed and how it was known).
 
-Revision ID: 0017
-Revises: 0016
+Revision ID: 0018
+Revises: 0017
 Create Date: 2026-11-28
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0017"
-down_revision: str | Sequence[str] | None = "0016"
+revision: str = "0018"
+down_revision: str | Sequence[str] | None = "0017"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
