@@ -93,11 +93,16 @@ def wait_until(predicate: object, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def test_one_instance_collects_and_the_other_takes_over(start_daemon: object, engine: Engine) -> None:
+def test_one_instance_collects_and_the_other_takes_over(
+    start_daemon: object, engine: Engine, tmp_path: Path
+) -> None:
     host = socket.gethostname()
     a = start_daemon("a")  # type: ignore[operator]
     wait_until(lambda: f"{host}:{a.pid}" in instances_collecting(engine, 0), 60, "daemon a to collect")
     b = start_daemon("b")  # type: ignore[operator]
+    # b is up (its Spark session started, its jobs scheduled) before a is killed: the takeover is
+    # timed from the kill, and a loaded machine takes its time to start a JVM.
+    wait_until(lambda: "starting scheduler" in (tmp_path / "b.log").read_text(), 180, "daemon b to start")
     time.sleep(3 * LEASE_TTL)
     window_start = time.time() - 2 * LEASE_TTL
     assert instances_collecting(engine, window_start) == {f"{host}:{a.pid}"}, (
