@@ -375,7 +375,7 @@ def test_interpolation_fallback_when_the_budget_reads_nothing(
 ) -> None:
     topic = kafka.create_topic()
     group = f"interp-{topic}"
-    c = make_collector("interp", [topic], timestamp_budget_seconds=0.000001)
+    c = make_collector("interp", [topic], timestamp_budget_seconds=0.001)  # the shortest allowed
     seen: list[datetime] = []
     for _ in range(3):
         kafka.produce(topic, [b"i"] * 10)
