@@ -223,7 +223,7 @@ def topic_page(ctx: Context, request: Request, cluster: str, topic: str) -> HTML
             return unknown_cluster(ctx, cluster)
         found = read_topics.summary(conn, cluster, topic)  # its settings, as collected now
         if found is None:
-            return _not_found(ctx, f"No topic {topic!r} on cluster {cluster!r}", cluster)
+            return _gone_or_not_found(ctx, read_gone.topic_deleted_at(conn, cluster, topic), cluster, topic)
         configs = read_topics.configs(conn, cluster, topic)
         view = reads.get(("topic page", topic), lambda c: _topic_view(c, cluster, topic))
         alerts = read_pages.firing_alerts(conn, cluster, topic=topic)
@@ -603,6 +603,20 @@ def unknown_cluster(ctx: WebContext, cluster: str) -> HTMLResponse:
         "Not found",
         f"No cluster {cluster!r}: the monitor has never collected a cluster of that name.",
         [("/", "All clusters")],
+    )
+
+
+def _gone_or_not_found(
+    ctx: WebContext, deleted_at: datetime | None, cluster: str, topic: str
+) -> HTMLResponse:
+    """A topic the cluster no longer has: said so (its alerts resolved as gone); one it never had: 404."""
+    if deleted_at is None:
+        return _not_found(ctx, f"No topic {topic!r} on cluster {cluster!r}", cluster)
+    seen = deleted_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    message = f"Gone: this topic was deleted, seen {seen}. Its alerts resolved as gone"
+    href = f"/clusters/{quote(cluster, safe='')}"
+    return error_page(
+        ctx, 200, f"Topic {topic} is gone", message + ".", [(href, f"Back to cluster {cluster}")]
     )
 
 
