@@ -137,6 +137,25 @@ def filled(engine: Engine) -> Engine:
             {"broker_id": 2, "up": True, "leaders": 1, "fair_share_leaders": 1.5, "leader_imbalance": 0.5,
              "non_preferred_leaders": 0, "probe_successes": 80, "probe_failures": 10, "probe_failing": True},
         ])  # fmt: skip
+        # A share group (Kafka 4.1+), as the share_groups job writes it: two partitions, one member.
+        conn.execute(
+            text(
+                "INSERT INTO share_group_support (cluster, available, sampled_at) VALUES ('prod', true, :t)"
+            ),
+            {"t": T1},
+        )
+        conn.execute(
+            text("INSERT INTO share_group_states (cluster, group_id, sampled_at, state, members)"
+                 " VALUES ('prod', 'workers', :t, 'Stable', 1)"),
+            {"t": T1},
+        )  # fmt: skip
+        conn.execute(
+            text("INSERT INTO share_group_offsets (cluster, sampled_at, group_id, topic, partition,"
+                 " start_offset, end_offset, lag, lag_method)"
+                 " VALUES ('prod', :t, 'workers', 'orders', 0, 10, 40, 30, 'broker'),"
+                 "        ('prod', :t, 'workers', 'orders', 1, 5, 9, 4, 'broker')"),
+            {"t": T1},
+        )  # fmt: skip
     return engine
 
 

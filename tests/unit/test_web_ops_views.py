@@ -34,7 +34,7 @@ def alert(rule: str = "TimeUntilDataLoss", **overrides: Any) -> AlertItem:
 
 def test_a_silence_from_an_alert_matches_it_whatever_its_severity() -> None:
     item = alert()
-    assert item.silence_matchers.splitlines() == [
+    assert item.silence_matchers == [
         "cluster=prod", "group_id=g", "page=true", "partition=0", "rule=TimeUntilDataLoss", "topic=t"
     ]  # fmt: skip
     assert item.entity_labels == [("group_id", "g"), ("partition", "0"), ("topic", "t")]

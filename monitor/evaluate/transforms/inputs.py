@@ -34,7 +34,7 @@ _PARTITION_OFFSET_VALUES = (
 SCHEMAS: dict[str, str] = {
     "latest_group_offsets": (
         "cluster string, group_id string, topic string, partition int, sampled_at timestamp, "
-        f"{_GROUP_OFFSET_VALUES}, last_commit_observed_at timestamp"
+        f"{_GROUP_OFFSET_VALUES}, last_commit_observed_at timestamp, gone_at timestamp"
     ),
     "group_offsets": (
         "cluster string, group_id string, topic string, partition int, sampled_at timestamp, "

@@ -173,12 +173,10 @@ class AlertItem:
         return [(k, v) for k, v in sorted(self.labels.items()) if k not in _NOT_ENTITY]
 
     @property
-    def silence_matchers(self) -> str:
-        """Matchers that silence exactly this alert, one per line. Severity is left out, so the
-        silence still holds when the alert is re-rated."""
-        return "\n".join(
-            str(Matcher(k, "=", str(v))) for k, v in sorted(self.labels.items()) if k != "severity"
-        )
+    def silence_matchers(self) -> list[str]:
+        """Matchers that silence exactly this alert (the silence form shows one per line). Severity
+        is left out, so the silence still holds when the alert is re-rated."""
+        return [str(Matcher(k, "=", str(v))) for k, v in sorted(self.labels.items()) if k != "severity"]
 
 
 @dataclass(frozen=True, slots=True)
