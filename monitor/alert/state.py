@@ -29,7 +29,7 @@ def lock(conn: Connection) -> None:
 
 def open_findings(conn: Connection) -> list[dict[str, Any]]:
     """The findings that are not resolved (pending or firing), as mappings."""
-    return [dict(r._mapping) for r in conn.execute(_OPEN_FINDINGS)]
+    return [dict(r) for r in conn.execute(_OPEN_FINDINGS).mappings().all()]
 
 
 def resolved_reasons(conn: Connection, open_alerts: Iterable[AlertRow]) -> dict[tuple[str, str], str]:
@@ -45,7 +45,8 @@ def resolved_reasons(conn: Connection, open_alerts: Iterable[AlertRow]) -> dict[
 
 def open_alerts(conn: Connection) -> dict[str, AlertRow]:
     """The alerts that are not resolved, by fingerprint."""
-    return {r.fingerprint: _alert_from_row(r._mapping) for r in conn.execute(_OPEN_ALERTS)}
+    rows = conn.execute(_OPEN_ALERTS).mappings().all()  # one fetch: thousands of rows in a big incident
+    return {r["fingerprint"]: _alert_from_row(r) for r in rows}
 
 
 def active_silences(conn: Connection, now: datetime) -> list[SilenceRow]:

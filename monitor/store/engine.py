@@ -5,6 +5,7 @@ The messages name the server with the password masked; a password never reaches 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -15,6 +16,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from monitor.core.errors import StoreUnavailableError
 
 DRIVER = "postgresql+psycopg"
+_JSON_DECODE = json.JSONDecoder().decode
+
+
+def json_loads(data: str | bytes | bytearray | memoryview) -> Any:
+    """How the engines read json and jsonb values: UTF-8 as PostgreSQL sends it, decoded without
+    `json.loads`' encoding detection (a fifth of its time on the short label objects that an alert
+    cycle reads by the ten thousand)."""
+    if isinstance(data, memoryview):
+        data = bytes(data)
+    return _JSON_DECODE(data if isinstance(data, str) else data.decode())
 
 
 def normalize_url(url: str) -> str:
@@ -71,6 +82,7 @@ def make_engine(url: str, *, check: bool = True, connect_timeout: int = 5, **kwa
     """
     parsed = _parse(normalize_url(url))
     connect_args = {"connect_timeout": connect_timeout, **kwargs.pop("connect_args", {})}
+    kwargs.setdefault("json_deserializer", json_loads)
     engine = create_engine(parsed, pool_pre_ping=True, connect_args=connect_args, **kwargs)
 
     @event.listens_for(engine, "handle_error")

@@ -5,7 +5,6 @@ the file and the line, before PostgreSQL, Kafka or Spark is touched."""
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -74,9 +73,7 @@ def test_run_with_a_routing_file_naming_a_missing_receiver_stops_at_once(
     monkeypatch.setattr(stack, "local_services", must_not_start)
     spark_loaded = "pyspark.sql" in sys.modules
     config = settings_file(tmp_path, routing=ROUTING_WITH_A_MISSING_RECEIVER)
-    started = time.monotonic()
     result = runner.invoke(app, ["run", "--config", str(config)])
-    assert time.monotonic() - started < 2
     assert result.exit_code == 2, result.output
     assert f"{tmp_path / 'routing.yaml'}: line 8: route.routes.0.receiver:" in result.output
     assert "pager-that-does-not-exist" in result.output

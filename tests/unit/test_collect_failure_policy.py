@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from monitor.collect.context import ClusterContext
-from monitor.collect.jobs import metadata
+from monitor.collect.jobs import metadata, share_groups
 from monitor.collect.jobs.offsets import OffsetsCollector
 from monitor.collect.recall import TimestampCache
 from monitor.core.clock import FakeClock, to_millis
@@ -30,6 +31,7 @@ from monitor.core.records import (
     RecordTimestamp,
 )
 from monitor.core.settings import ClusterConfig, CollectConfig
+from monitor.core.share_groups import ShareGroups
 from monitor.kafka.fake import FakeCluster
 from monitor.store.runs import Run
 
@@ -394,3 +396,38 @@ def test_a_cycle_reads_the_store_once_and_what_memory_holds_never(
     rig.cycle()
 
     assert engine.connections == 1, "nothing new to ask: memory holds every record, the commits are known"
+
+
+class CountingShareGroups:
+    """A share-group client whose cluster has none until `available` is set; counts the asks."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.available = False
+
+    def share_groups(self, watches: Callable[[str], bool]) -> ShareGroups:
+        self.asked += 1
+        if self.available:
+            return ShareGroups(True)
+        return ShareGroups(False, reason="not available: the brokers answer no ShareGroupDescribe")
+
+
+def test_a_cluster_without_share_groups_is_asked_again_only_every_few_minutes(rig: Rig) -> None:
+    client = CountingShareGroups()
+    job = share_groups.build(replace(rig.context, share_groups=client))
+    runs = [rig.cycle(job, "share_groups") for _ in range(4)]  # 15 s apart
+
+    assert client.asked == 1
+    assert [r.counts.get("not_available") for r in runs] == [1, 1, 1, 1]
+    assert [r.counts.get("not_asked", 0) for r in runs] == [0, 1, 1, 1]
+    assert all(r.problems == [] for r in runs)
+    assert [label for label, _ in rig.writer.writes] == ["prod:share_groups"] * 4, (
+        "each run writes its answer"
+    )
+
+    client.available = True  # share.version turned on: seen at the next ask, not before
+    rig.clock.advance(share_groups.RECHECK_SECONDS)
+    run = rig.cycle(job, "share_groups")
+    assert client.asked == 2 and "not_available" not in run.counts and run.counts["share_groups"] == 0
+    rig.cycle(job, "share_groups")
+    assert client.asked == 3, "an available cluster is asked every run"

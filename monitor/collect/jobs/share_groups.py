@@ -9,13 +9,16 @@ either way: records arriving while the SPSO stands still is what tells a stalled
 
 Failure policy: a cluster without share groups (older than 4.1, or the feature off) is an
 answer, not a failure: the run is `ok`, counts `not_available`, the support row says why and the
-log says it once (again only when it changes). A group, or a partition's end offset, that failed
+log says it once (again only when it changes). The broker is then asked again only every
+`RECHECK_SECONDS` (an upgrade or `share.version` turned on is seen within that); the runs in
+between write the same answer and count `not_asked`. A group, or a partition's end offset, that failed
 makes the run partial and the rest is written; no answer at all fails the run.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
@@ -28,19 +31,21 @@ from monitor.store.samples.share_groups import OffsetRow, write_share_groups
 log = logging.getLogger(__name__)
 
 _NO_CLIENT = ShareGroups(False, reason=f"{NOT_AVAILABLE}: no share-group client for this cluster")
+RECHECK_SECONDS = 300.0
+"""How long a cluster's "not available" answer stands before its brokers are asked again."""
 
 
 class ShareGroupsJob:
-    """One cluster's runner; remembers the last "not available" reason it logged."""
+    """One cluster's runner; remembers the last "not available" reason it logged, and the last
+    such answer until it is due to be asked again."""
 
     def __init__(self, ctx: ClusterContext) -> None:
         self._ctx = ctx
         self._told: str | None = None
+        self._unavailable: tuple[ShareGroups, datetime] | None = None
 
     def __call__(self, run: Run) -> None:
-        ctx = self._ctx
-        client = ctx.share_groups
-        found = client.share_groups(ctx.watches_group) if client is not None else _NO_CLIENT
+        found = self._ask(run)
         self._tell(found)
         if not found.available:
             run.count("not_available", 1)
@@ -52,6 +57,18 @@ class ShareGroupsJob:
         run.count("share_groups", len(found.descriptions))
         run.count("share_partitions", len(rows))
         run.count("broker_lag", sum(1 for r in rows if r[6] == "broker"))
+
+    def _ask(self, run: Run) -> ShareGroups:
+        """The cluster's share groups, or its standing "not available" answer (not asked again
+        until RECHECK_SECONDS after it was given)."""
+        ctx, now = self._ctx, self._ctx.clock.now()
+        if self._unavailable is not None and now < self._unavailable[1]:
+            run.count("not_asked", 1)
+            return self._unavailable[0]
+        client = ctx.share_groups
+        found = client.share_groups(ctx.watches_group) if client is not None else _NO_CLIENT
+        self._unavailable = None if found.available else (found, now + timedelta(seconds=RECHECK_SECONDS))
+        return found
 
     def _tell(self, found: ShareGroups) -> None:
         reason = None if found.available else found.reason
