@@ -689,8 +689,12 @@ def test_the_probe_topic_follows_a_removed_broker_and_its_return(backend: Backen
     partitions = backend.wait_for(fitted, f"the probe replicas off broker {removed}")
     assert len(partitions) == len(backend.broker_ids), "reassigned, not added"
     assert {p.broker_id for p in partitions} == set(live)
-    described = backend.admin.describe_topics([topic])[0]
-    assert all(removed not in p.replicas for p in described.partitions)
+    # The reassignment is done when every broker says so (a KRaft broker answers from the
+    # metadata it has replayed, which may be a moment behind the controller's).
+    backend.wait_for(
+        lambda: all(removed not in p.replicas for p in backend.admin.describe_topics([topic])[0].partitions),
+        f"no broker listing broker {removed} among the replicas",
+    )
 
     # 2. Back: it takes the spare partition and leads it once it caught up.
     def back() -> list[ProbePartition] | None:
@@ -708,8 +712,14 @@ def test_a_probe_topic_made_before_gets_the_probes_retention(backend: Backend) -
 
     backend.probe.prepare(topic, backend.broker_ids, replication_factor=1)
 
-    described = backend.admin.describe_topic_configs(
-        [topic], ["retention.ms", "segment.ms", "cleanup.policy"]
-    )
-    configs = {entry.name: entry.value for entry in described.value[topic]}
-    assert configs == {"retention.ms": "3600000", "segment.ms": "600000", "cleanup.policy": "delete"}
+    def configs() -> dict[str, str]:
+        """The topic's configs as a broker answers, which may be a moment behind the change on
+        KRaft (the broker replays the controller's metadata log)."""
+        described = backend.admin.describe_topic_configs(
+            [topic], ["retention.ms", "segment.ms", "cleanup.policy"]
+        )
+        return {entry.name: str(entry.value) for entry in described.value[topic]}
+
+    wanted = {"retention.ms": "3600000", "segment.ms": "600000", "cleanup.policy": "delete"}
+    backend.wait_for(lambda: configs() == wanted, "the probe's retention on the topic made before")
+    assert configs() == wanted
