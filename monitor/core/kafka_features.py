@@ -61,6 +61,11 @@ def parse_version(text: str) -> KafkaVersion:
     return int(match.group(1)), int(match.group(2))
 
 
+def version_text(version: KafkaVersion) -> str:
+    """(3, 9) as "3.9", the way a version is shown and stored."""
+    return f"{version[0]}.{version[1]}"
+
+
 def available(feature: Feature, version: KafkaVersion) -> bool:
     return version >= FIRST_RELEASE[feature]
 
@@ -68,8 +73,8 @@ def available(feature: Feature, version: KafkaVersion) -> bool:
 def unavailable_text(feature: Feature, version: KafkaVersion) -> str:
     """What is shown once for a feature the broker cannot give, e.g. "log directory volume size:
     not available on Kafka 2.8 (from 3.3)"."""
-    first = FIRST_RELEASE[feature]
-    return f"{LABELS[feature]}: not available on Kafka {version[0]}.{version[1]} (from {first[0]}.{first[1]})"
+    first = version_text(FIRST_RELEASE[feature])
+    return f"{LABELS[feature]}: not available on Kafka {version_text(version)} (from {first})"
 
 
 def unavailable_features(version: KafkaVersion) -> list[Feature]:

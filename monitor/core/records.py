@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, Literal, TypeVar
 
+from monitor.core.kafka_features import KafkaVersion
+
 T = TypeVar("T")
 
 
@@ -38,6 +40,9 @@ class ClusterInfo:
     """Ids of the brokers registered with the controller, alive or not (a broker that is down
     stays registered; one decommissioned is unregistered); None when the cluster cannot say
     (DescribeCluster before v2, Kafka 4.0)."""
+    kafka_version: KafkaVersion | None = None
+    """The Kafka release (major, minor) of the oldest live broker, from their ApiVersions; None
+    when no broker could be identified."""
 
     @property
     def broker_ids(self) -> list[int]:

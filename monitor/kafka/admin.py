@@ -249,20 +249,25 @@ class KafkaAdmin:
 
     def describe_cluster(self) -> ClusterInfo:
         """The cluster id, the active controller, the live brokers, and the ids of the brokers
-        registered with the controller (alive or fenced: `ClusterInfo.registered`, asked through
-        kafka-python, `monitor.kafka.registry`; None when unknown).
+        registered with the controller (alive or fenced: `ClusterInfo.registered`) and the Kafka
+        release of the oldest live broker (`ClusterInfo.kafka_version`), both asked through
+        kafka-python (`monitor.kafka.registry`; None when unknown).
 
         DescribeCluster waits for an active controller; a cluster that has lost its controller
         quorum (or has not elected one yet) still serves metadata from its brokers, so then the
         brokers come from a Metadata request instead (without racks, which only DescribeCluster
-        returns, and without the registered brokers). Raises KafkaUnavailableError when neither
-        answers.
+        returns, and without the registered brokers and the release). Raises
+        KafkaUnavailableError when neither answers.
         """
         try:
             with self._call("describe the cluster") as call:
                 future = self._admin().describe_cluster(request_timeout=self.timeout / 2)
                 info = records.cluster_info(future.result(timeout=min(call.remaining(), self.timeout / 2)))
-            return replace(info, registered=self._registry.registered_brokers())
+            return replace(
+                info,
+                registered=self._registry.registered_brokers(),
+                kafka_version=self._registry.kafka_version(info.broker_ids),
+            )
         except KafkaAuthenticationError:
             raise  # asking again another way cannot help
         except KafkaUnavailableError as exc:

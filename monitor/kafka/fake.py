@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from monitor.core.clock import Clock, SystemClock, to_millis
 from monitor.core.errors import KafkaAuthorizationError, KafkaRequestError, KafkaUnavailableError
+from monitor.core.kafka_features import FIRST_RELEASE, KafkaVersion
 from monitor.core.records import (
     TIMESTAMP_CREATE,
     TIMESTAMP_LOG_APPEND,
@@ -169,6 +170,9 @@ class FakeCluster:
         self.deny_commit_stream = False
         self.unwatched_groups: dict[str, str] = {}
         """Groups of other types (share, streams ...) the brokers list: id -> type."""
+        self.kafka_version: KafkaVersion | None = max(FIRST_RELEASE.values())
+        """The release the brokers run (None: not identified); the fake gives every feature
+        whatever it says."""
         self.create_topic("__consumer_offsets", 1, min(3, brokers))
 
     # -- the cluster's state -------------------------------------------------------------------
@@ -479,7 +483,7 @@ class FakeKafkaAdmin(_FakeClient):
             live = self.fake.live
             registered = tuple(sorted(set(self.fake.brokers) - self.fake.unregistered))
             brokers = tuple(self.fake.brokers[b] for b in live)
-            return ClusterInfo(self.fake.cluster_id, live[0], brokers, registered)
+            return ClusterInfo(self.fake.cluster_id, live[0], brokers, registered, self.fake.kafka_version)
 
     def list_topic_names(self, include_internal: bool) -> list[str]:
         with self.fake.lock:

@@ -13,9 +13,11 @@ from typing import Any, Final, Self
 import kafka.errors
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
 
 from monitor.core.cluster_security import SASL_PROTOCOLS, TLS_PROTOCOLS
 from monitor.core.errors import ConfigError, KafkaRequestError, KafkaUnavailableError
+from monitor.core.kafka_features import KafkaVersion
 from monitor.core.settings import ClusterConfig, SecurityProtocol
 from monitor.kafka.oauth import KafkaPythonTokens, token_source
 from monitor.kafka.properties import MASK, MaskedMapping
@@ -23,6 +25,10 @@ from monitor.kafka.pylog import asking, route_kafka_python_log
 from monitor.kafka.translate import reason
 
 _LOG: Final = logging.getLogger(__name__)
+
+_NEWER_RELEASES: Final[tuple[tuple[KafkaVersion, int], ...]] = (((4, 4), 93),)
+"""Releases newer than kafka-python's inference knows, each with the first API key it lists
+(93, StreamsGroupTopologyDescriptionUpdate, came with Kafka 4.4)."""
 
 
 class _Secret(str):
@@ -116,6 +122,23 @@ def newest_version(client: Any, request: Any) -> int:
         except kafka.errors.IncompatibleBrokerVersion:
             return -1
     return int(versions.get(ApiKey(request.API_KEY), (-1, -1))[1])
+
+
+def kafka_version_of(answered: Mapping[int, tuple[int, int]]) -> KafkaVersion | None:
+    """The Kafka release (major, minor) of a broker that answered ApiVersions with `answered`
+    (API key -> (oldest, newest) version), as kafka-python infers it; a broker newer than the
+    newest release known here is taken as that newest release. None when nothing was answered or
+    the answer matches no release from 0.10.1 on (such a broker cannot be identified)."""
+    if not answered:
+        return None
+    inferred = tuple(int(part) for part in infer_broker_version_from_api_versions(dict(answered)))
+    if inferred <= (0, 10, 0):  # kafka-python's answer when nothing it knows matched
+        return None
+    version = (inferred[0], inferred[1])
+    for release, api_key in _NEWER_RELEASES:
+        if api_key in answered and release > version:
+            version = release
+    return version
 
 
 def unavailable(exc: BaseException) -> bool:

@@ -1,21 +1,26 @@
-"""The brokers registered with the controller, through kafka-python (librdkafka's DescribeCluster
-lists only the live ones).
+"""The brokers registered with the controller, and the Kafka release the brokers run, through
+kafka-python (librdkafka's DescribeCluster lists only the live ones, and says no version).
 
 DescribeCluster v2 (KIP-1073, Kafka 4.0) with `IncludeFencedBrokers` also lists the brokers the
 controller still has registered but fenced: a broker that stopped stays registered until it is
 unregistered (`kafka-cluster.sh unregister`, the admin API's unregisterBroker), which is how a
 decommissioned broker is told apart from one that is down.
+
+The release comes from the ApiVersions answer kafka-python negotiates on each connection
+(`pyclient.kafka_version_of`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import kafka.errors
 from kafka.protocol.admin import DescribeClusterRequest
 
-from monitor.kafka.pyclient import KafkaPythonClient
+from monitor.core.kafka_features import KafkaVersion
+from monitor.kafka.pyclient import KafkaPythonClient, kafka_version_of
 
 log = logging.getLogger(__name__)
 
@@ -54,3 +59,27 @@ class BrokerRegistryClient(KafkaPythonClient):
         if response.error_code:
             return None
         return tuple(sorted(int(b.broker_id) for b in response.brokers))
+
+    def kafka_version(self, broker_ids: Sequence[int]) -> KafkaVersion | None:
+        """The oldest Kafka release among the brokers `broker_ids` (during a rolling upgrade the
+        oldest decides what the cluster gives), from the ApiVersions each answered; None when no
+        broker could be identified. Never raises: a broker that fails is left out. Blocks for at
+        most one connection per broker not connected yet."""
+        found: list[KafkaVersion] = []
+        with self._lock:
+            self._require_started()
+            for broker_id in broker_ids:
+                try:
+                    answered = self._connect().get_broker_version_data(broker_id).api_versions
+                except Exception as exc:  # unknown for now: the next run asks again
+                    log.info(
+                        "cluster %s: the Kafka version of broker %s is unknown: %s",
+                        self._cluster.name,
+                        broker_id,
+                        self._text(exc),
+                    )
+                    continue
+                version = kafka_version_of(answered or {})
+                if version is not None:
+                    found.append(version)
+        return min(found, default=None)

@@ -10,15 +10,19 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, update
+from sqlalchemy import Connection, delete, func, update
 from sqlalchemy.dialects.postgresql import insert
 
+from monitor.core.kafka_features import version_text
 from monitor.core.records import ClusterInfo, TopicInfo
 from monitor.store.ingest import copy_rows, int_array
 from monitor.store.models import Broker, Cluster, CollectionRun, Partition, ReplicaState, Topic
 
 
 def upsert_cluster(conn: Connection, name: str, bootstrap: str, info: ClusterInfo, now: datetime) -> None:
+    """Record the cluster as seen now; its Kafka release when this sample identified it (a sample
+    that could not keeps the one known before)."""
+    version = None if info.kafka_version is None else version_text(info.kafka_version)
     stmt = insert(Cluster).values(
         name=name,
         bootstrap=bootstrap,
@@ -26,6 +30,7 @@ def upsert_cluster(conn: Connection, name: str, bootstrap: str, info: ClusterInf
         controller_id=info.controller_id,
         first_seen=now,
         last_seen=now,
+        kafka_version=version,
     )
     conn.execute(
         stmt.on_conflict_do_update(
@@ -35,6 +40,7 @@ def upsert_cluster(conn: Connection, name: str, bootstrap: str, info: ClusterInf
                 "cluster_id": stmt.excluded.cluster_id,
                 "controller_id": stmt.excluded.controller_id,
                 "last_seen": stmt.excluded.last_seen,
+                "kafka_version": func.coalesce(stmt.excluded.kafka_version, Cluster.kafka_version),
             },
         )
     )

@@ -76,6 +76,8 @@ class Cluster(Base):
     controller_id: Mapped[int | None]
     first_seen: Mapped[datetime]
     last_seen: Mapped[datetime]
+    kafka_version: Mapped[str | None]
+    """The Kafka release ("3.9") of the oldest live broker; null until one was identified."""
 
 
 class Broker(Base):

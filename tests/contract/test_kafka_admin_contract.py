@@ -252,6 +252,7 @@ def test_the_cluster_names_its_live_brokers_and_controller(backend: Backend) -> 
     assert info.broker_ids == backend.broker_ids
     assert info.controller_id is None or info.controller_id in backend.broker_ids
     assert all(b.host and b.port > 0 for b in info.brokers)
+    assert info.kafka_version == backend.kafka_version
 
 
 def test_a_created_topic_is_listed_and_described_with_its_replicas(backend: Backend) -> None:

@@ -43,6 +43,20 @@ def test_clusters_and_one_cluster(client: TestClient) -> None:
     assert prod["groups_by_status"] == {"OK": 1, "WARN": 1}
     assert prod["findings_by_severity"] == {"critical": 1, "warning": 2}
     assert prod["evaluated_at"] == ISO_T1
+    assert prod["kafka_version"] == "3.9"
+    assert prod["unavailable"][0] == {
+        "feature": "kip848_groups",
+        "text": "KIP-848 consumer groups: not available on Kafka 3.9 (from 4.0)",
+        "from_version": "4.0",
+    }
+    assert [u["feature"] for u in prod["unavailable"]] == [
+        "kip848_groups",
+        "simple_group_tombstone",
+        "share_groups",
+    ]
+    listed = {c["cluster"]: c for c in get(client, "/api/v1/clusters")}
+    assert listed["prod"]["unavailable"] == prod["unavailable"]
+    assert (listed["idle"]["kafka_version"], listed["idle"]["unavailable"]) == (None, [])
     assert get(client, "/api/v1/clusters/idle")["evaluated_at"] is None
 
 

@@ -8,10 +8,11 @@ from sqlalchemy import Engine, text
 
 from monitor.collect.stage import ClusterCollector
 from monitor.core.clock import SystemClock
+from monitor.core.kafka_features import parse_version, version_text
 from monitor.core.settings import ClusterConfig, CollectConfig, NameFilter
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import RunRecorder
-from tests.fixtures.kafka import KafkaTestHelper
+from tests.fixtures.kafka import KafkaTestHelper, session_kafka_version
 
 
 def last_run(engine: Engine, cluster: str, job: str = "metadata") -> dict[str, Any]:
@@ -47,6 +48,8 @@ def test_metadata_sample_and_broker_loss(kafka: KafkaTestHelper, engine: Engine)
         assert run["counts"]["brokers"] == 3 and run["counts"]["topics"] == 1
         assert run["counts"]["partitions"] == 3 and run["counts"]["under_replicated"] == 0
         with engine.connect() as conn:
+            release = conn.execute(text("SELECT kafka_version FROM clusters WHERE name='meta'")).scalar()
+            assert release == version_text(parse_version(session_kafka_version()))  # "4.1" by default
             brokers = conn.execute(
                 text("SELECT broker_id, up FROM brokers WHERE cluster='meta' ORDER BY 1")
             ).all()

@@ -1,7 +1,8 @@
 """One end-to-end run at the session's Kafka version (KAFKA_HEALTH_TEST_KAFKA_VERSION; `make
 test-compat` runs it at every supported version, CI at 2.8.2 and 3.9.1 beside the default):
-the daemon collects and evaluates, a lagging group is notified, a stopped broker is paged, and
-a retention raise is applied and reverted.
+the daemon collects and evaluates, the cluster page, `/collection` and the API name the Kafka
+release with what it cannot give, a lagging group is notified, a stopped broker is paged, and a
+retention raise is applied and reverted.
 
 The rules are the shipped lag and broker rules with their hold time taken out (`for: 0s`), so
 that the run proves what each version gives, not how long a rule waits."""
@@ -11,13 +12,18 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from datetime import timedelta
+from html import unescape
 from pathlib import Path
 from subprocess import Popen
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from monitor.act.model import RetentionError
+from monitor.core.kafka_features import parse_version, unavailable_features, unavailable_text, version_text
+from monitor.expose.web.app import create_app
 from tests.fixtures.kafka import KafkaTestHelper, session_kafka_version
 from tests.fixtures.receivers import FakePagerDuty
 from tests.integration.test_alert_e2e import _evaluated, daemon, e2e_topic  # noqa: F401 (fixtures)
@@ -78,6 +84,7 @@ def test_a_lagging_group_is_notified_and_a_stopped_broker_paged(
         lambda: _evaluated(engine) or proc.poll() is not None, 480, "the daemon's first evaluation"
     )
     assert proc.poll() is None, log.read_text()[-3000:]
+    _says_its_release(engine, "e2e")
 
     def notified() -> list[dict[str, object]]:
         return [n for n in _console(tmp_path / "console.jsonl") if "compat-lagging" in json.dumps(n)]
@@ -99,6 +106,23 @@ def test_a_lagging_group_is_notified_and_a_stopped_broker_paged(
     assert "Broker 3" in triggers[0]["payload"]["summary"]
     errors = [line for line in log.read_text().splitlines() if " ERROR " in line or "Traceback" in line]
     assert errors == [], f"Kafka {session_kafka_version()}: the daemon logged errors: {errors[:5]}"
+
+
+def _says_its_release(engine: Engine, cluster: str) -> None:
+    """The cluster page, `/collection` and the API name the session's Kafka release, and each
+    feature it cannot give once, in the words of `monitor.core.kafka_features`."""
+    version = parse_version(session_kafka_version())
+    missing = [unavailable_text(feature, version) for feature in unavailable_features(version)]
+    with TestClient(create_app(engine, stale_after=timedelta(minutes=5))) as client:
+        api = client.get(f"/api/v1/clusters/{cluster}").json()
+        pages = [unescape(client.get(path).text) for path in (f"/clusters/{cluster}", "/collection")]
+    assert api["kafka_version"] == version_text(version), api
+    assert [u["text"] for u in api["unavailable"]] == missing
+    for html in pages:
+        assert f'data-role="kafka-version">Kafka {version_text(version)}<' in html
+        assert [html.count(text) for text in missing] == [1] * len(missing)
+    if version == (2, 8):
+        assert "log directory volume size: not available on Kafka 2.8 (from 3.3)" in pages[0]
 
 
 def test_a_retention_raise_is_applied_and_reverted(rig: Rig) -> None:  # noqa: F811

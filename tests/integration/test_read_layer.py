@@ -39,9 +39,16 @@ def test_clusters_carry_their_newest_evaluation_and_counts(conn: Connection) -> 
         offline_partitions=0, under_replicated_partitions=2, under_min_isr_partitions=0,
         max_leader_imbalance=1.5, collection_age_seconds=12.0, unreachable=False, consumer_groups=2,
         lagging_groups=1, groups_by_status={"OK": 1, "WARN": 1},
-        findings_by_severity={"critical": 1, "warning": 2}, evaluated_at=T1,
+        findings_by_severity={"critical": 1, "warning": 2}, evaluated_at=T1, kafka_version="3.9",
+        unavailable=read_clusters.unavailable("3.9"),
     )  # fmt: skip
+    assert [u.feature for u in prod.unavailable] == [
+        "kip848_groups",
+        "simple_group_tombstone",
+        "share_groups",
+    ]
     assert (idle.cluster, idle.evaluated_at, idle.brokers, idle.consumer_groups) == ("idle", None, None, 0)
+    assert (idle.kafka_version, idle.unavailable) == (None, [])
     assert idle.findings_by_severity == {"info": 1}
     assert read_clusters.cluster(conn, "prod") == prod
     assert read_clusters.cluster(conn, "nope") is None
@@ -260,7 +267,7 @@ def test_every_field_of_every_record_is_described() -> None:
     from monitor.expose.read.queries import Listing
 
     records: list[type[Described]] = [
-        c.ClusterState, c.BrokerState, c.Finding, t.TopicSummary, t.PartitionState, t.TopicConsumer,
+        c.ClusterState, c.Unavailable, c.BrokerState, c.Finding, t.TopicSummary, t.PartitionState, t.TopicConsumer,
         t.TopicDetail, g.GroupSummary, g.GroupMember, g.GroupTopicLag, g.GroupPartitionLag, g.GroupDetail,
         h.GroupLagPoint, h.PartitionLagPoint, h.LagHistory, Listing,
     ]  # fmt: skip

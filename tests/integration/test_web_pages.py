@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Connection, Engine, text
 
 from monitor.core.clock import FakeClock
+from monitor.core.kafka_features import Feature, unavailable_text
 from monitor.expose.web.app import create_app
 from monitor.store.partitions import ensure_partitions
 
@@ -38,7 +39,14 @@ def _metadata(conn: Connection) -> None:
         conn,
         "clusters",
         [
-            {"name": "prod", "bootstrap": "k:9092", "controller_id": 1, "first_seen": T, "last_seen": T},
+            {
+                "name": "prod",
+                "bootstrap": "k:9092",
+                "controller_id": 1,
+                "first_seen": T,
+                "last_seen": T,
+                "kafka_version": "2.8",
+            },
             {"name": "fresh", "bootstrap": "f:9092", "controller_id": 1, "first_seen": T, "last_seen": T},
         ],
     )
@@ -269,6 +277,20 @@ def test_cluster_page_lists_brokers_topics_and_groups_worst_first(client: TestCl
     assert groups.index("billing") < groups.index("audit")
     assert "4,321" in groups and "STOP" in groups and "15 min" in groups
     assert "billing loses data on orders-0 in 15 min" in html
+
+
+def test_the_cluster_page_says_its_kafka_release_once_with_what_it_cannot_give(client: TestClient) -> None:
+    prod = unescape(client.get("/clusters/prod").text)
+    assert prod.count('data-role="kafka-version">Kafka 2.8<') == 1
+    for feature in Feature:
+        assert prod.count(unavailable_text(feature, (2, 8))) == 1, feature
+    assert "log directory volume size: not available on Kafka 2.8 (from 3.3)" in prod
+    fresh = client.get("/clusters/fresh").text  # never identified: nothing extra
+    assert 'data-role="kafka-version"' not in fresh and 'data-role="unavailable"' not in fresh
+    collection = unescape(client.get("/collection").text)
+    heading = collection[collection.index('<section class="cluster-jobs" data-cluster="prod">') :]
+    assert heading[: heading.index("</h2>")].endswith('data-role="kafka-version">Kafka 2.8</span>')
+    assert collection.count(unavailable_text(Feature.LOG_DIR_VOLUME, (2, 8))) == 1
 
 
 def _row(html: str, table: str, name: str) -> str:

@@ -100,7 +100,7 @@ def test_the_collection_page_says_which_offsets_runs_are_still_filling(
     last = {"status": "ok", "started_at": T0, "duration_ms": 900, "counts": counts, "error": None}
     job = JobHealth("prod", "offsets", last, T0, 15.0, 1.0)
     html = template_environment().get_template("web/collection.html").render(
-        clusters={"prod": [job]}, stale=[], failures=[], as_of=T0, now=T0, stale_intervals=3,
+        clusters={"prod": [job]}, stale=[], failures=[], as_of=T0, now=T0, stale_intervals=3, kafka={},
         title="Collection health", inbox_nav=False, generated_at="",
     )  # fmt: skip
     filling = [line for line in html.splitlines() if 'data-role="filling"' in line]

@@ -2,7 +2,8 @@
 
 A cluster's numbers come from `cluster_state` (its newest evaluation, joined to the collected
 metadata), with counts the overview needs beside them: brokers up, topics, consumer groups by
-status, open findings by severity. See `monitor.expose.read.queries` for the conventions.
+status, open findings by severity; and the Kafka release its brokers run, with what that release
+cannot give (`monitor.core.kafka_features`). See `monitor.expose.read.queries` for the conventions.
 """
 
 from __future__ import annotations
@@ -12,11 +13,46 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 
+from monitor.core.kafka_features import (
+    FIRST_RELEASE,
+    parse_version,
+    unavailable_features,
+    unavailable_text,
+    version_text,
+)
 from monitor.core.vocabulary import most_severe_first_sql
 from monitor.expose.read.fields import Described
 from monitor.expose.read.queries import FIRST_PAGE, Listing, Page, fetch_page, latest_evaluation, records
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable(Described):
+    """A feature the cluster's Kafka release cannot give, said once for the cluster."""
+
+    feature: str
+    text: str
+    from_version: str
+
+
+def unavailable(kafka_version: str | None) -> list[Unavailable]:
+    """What a cluster of release `kafka_version` ("2.8") cannot give; nothing when the release is
+    unknown (null)."""
+    if kafka_version is None:
+        return []
+    version = parse_version(kafka_version)
+    return [
+        Unavailable(feature.value, unavailable_text(feature, version), version_text(FIRST_RELEASE[feature]))
+        for feature in unavailable_features(version)
+    ]
+
+
+def kafka_releases(conn: Connection) -> dict[str, tuple[str | None, list[Unavailable]]]:
+    """The Kafka release of every cluster the monitor has seen (None: not identified) and what it
+    cannot give, by name."""
+    rows = conn.execute(text("SELECT name, kafka_version FROM clusters ORDER BY name"))
+    return {str(name): (version, unavailable(version)) for name, version in rows}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +85,8 @@ class ClusterState(Described):
     groups_by_status: dict[str, int]
     findings_by_severity: dict[str, int]
     evaluated_at: datetime | None
+    kafka_version: str | None
+    unavailable: list[Unavailable]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +145,7 @@ _CLUSTER_STATE = """
            s.brokers, s.brokers_down, s.partitions, s.offline_partitions,
            s.under_replicated_partitions, s.under_min_isr_partitions, s.max_leader_imbalance,
            s.collection_age_seconds, s.unreachable, s.evaluated_at,
+           (SELECT c.kafka_version FROM clusters c WHERE c.name = s.cluster) AS kafka_version,
            (SELECT count(*) FROM brokers b WHERE b.cluster = s.cluster AND b.up) AS brokers_up,
            (SELECT count(*) FROM topics t WHERE t.cluster = s.cluster AND t.deleted_at IS NULL)
                AS topics,
@@ -130,14 +169,21 @@ _CLUSTER_STATE = """
 """
 
 
+def _cluster_states(conn: Connection, where: str, params: dict[str, Any]) -> list[ClusterState]:
+    rows = conn.execute(text(_CLUSTER_STATE + where), params)
+    return [
+        ClusterState(**row._mapping, unavailable=unavailable(row._mapping["kafka_version"])) for row in rows
+    ]
+
+
 def clusters(conn: Connection) -> list[ClusterState]:
     """Every cluster the monitor has seen, by name."""
-    return records(conn, ClusterState, _CLUSTER_STATE + " ORDER BY s.cluster", {})
+    return _cluster_states(conn, " ORDER BY s.cluster", {})
 
 
 def cluster(conn: Connection, name: str) -> ClusterState | None:
     """One cluster, or None when the monitor has never seen it."""
-    found = records(conn, ClusterState, _CLUSTER_STATE + " WHERE s.cluster = :c", {"c": name})
+    found = _cluster_states(conn, " WHERE s.cluster = :c", {"c": name})
     return found[0] if found else None
 
 

@@ -4,8 +4,9 @@ Per cluster and job: the last run (status, start, duration, what it counted, its
 old the newest successful run is compared with the job's interval. A job is stale when its newest
 successful (`ok` or `partial`) run is older than `STALE_INTERVALS` intervals: the numbers on every
 other page stop moving then, without anything looking wrong. Below, the recent failed and partial
-runs with their errors. Every job writes a `collection_runs` row (`monitor/store/runs.py`), so the
-page sees failures the log alone would hide.
+runs with their errors; beside each cluster, its Kafka release and what that release cannot give.
+Every job writes a `collection_runs` row (`monitor/store/runs.py`), so the page sees failures the
+log alone would hide.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sqlalchemy import Connection, text
 
 from monitor.core.vocabulary import FAULTY_RUN_STATUSES, REACHED_RUN_STATUSES
 from monitor.expose.read import queries
+from monitor.expose.read.clusters import kafka_releases
 
 STALE_INTERVALS = 3
 """Missed runs before a job counts as stale: one late run is normal under load, three are not
@@ -104,4 +106,5 @@ def read_collection(conn: Connection, intervals: Mapping[str, float], now: datet
             for r in conn.execute(_FAILURES, {"limit": RECENT_FAILURES, "faulty": list(FAULTY_RUN_STATUSES)})
         ],
         "as_of": as_of if isinstance(as_of, datetime) else None,
+        "kafka": kafka_releases(conn),
     }

@@ -32,6 +32,14 @@ FIELDS: dict[str, str] = {
     "lagging_groups": "consumer groups with offset lag > 0",
     "groups_by_status": "consumer groups per sliding-window status (OK, WARN, ERR)",
     "findings_by_severity": "open findings (pending or firing rule matches) per severity",
+    "kafka_version": "the Kafka release (major.minor) of the cluster's oldest live broker, from the "
+    "API versions its brokers answer; null until a broker was identified",
+    "unavailable": "what this Kafka release cannot give (empty when it gives everything the monitor "
+    "shows, or when the release is unknown)",
+    "feature": "the feature's name (monitor.core.kafka_features.Feature)",
+    "text": 'what the monitor shows for it, e.g. "log directory volume size: not available on Kafka '
+    '2.8 (from 3.3)"',
+    "from_version": "the first Kafka release (major.minor) that gives it",
     "broker_id": "broker id",
     "host": "host name",
     "port": "port",

@@ -169,14 +169,16 @@ def _no_cluster(cluster: str) -> ApiError:
 
 @router.get("/clusters", tags=["clusters"], response_model=list[ClusterState])
 def clusters(ctx: Context) -> list[ClusterState]:
-    """Every cluster the monitor has seen, with broker, partition, group and finding counts."""
+    """Every cluster the monitor has seen, with broker, partition, group and finding counts, and
+    its Kafka release with what that release cannot give."""
     with ctx.engine.connect() as conn:
         return read_clusters.clusters(conn)
 
 
 @router.get("/clusters/{cluster}", tags=["clusters"], response_model=ClusterState)
 def cluster(ctx: Context, cluster: ClusterName) -> ClusterState:
-    """One cluster: metadata, the health numbers of its newest evaluation, and counts."""
+    """One cluster: metadata, its Kafka release with what that release cannot give, the health
+    numbers of its newest evaluation, and counts."""
     with ctx.engine.connect() as conn:
         found = read_clusters.cluster(conn, cluster)
     if found is None:

@@ -145,6 +145,8 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
         title=cluster,
         cluster=cluster,
         card=card,
+        kafka_version=view.state.kafka_version,
+        unavailable=view.state.unavailable,
         freshness=card["freshness"],
         brokers=[_judge_broker(row(b), flags, unregistered.get(b.broker_id)) for b in view.brokers],
         leader_chart=card["leader_chart"],
