@@ -28,6 +28,7 @@ from monitor.core.records import (
     PartitionOffsets,
     ProbePartition,
     RecordTimestamp,
+    TopicInfo,
 )
 from monitor.kafka import (
     CONFIG_KEYS,
@@ -608,6 +609,15 @@ def test_a_reorder_that_changes_the_replica_set_is_refused(backend: Backend) -> 
 # -- the end-to-end probe ---------------------------------------------------------------------------
 
 
+def _known(backend: Backend, topic: str) -> TopicInfo | None:
+    """The topic as a broker describes it; None while that broker has not yet replayed its
+    creation (KRaft: each broker answers from the metadata log as far as it has read it)."""
+    try:
+        return backend.admin.describe_topics([topic])[0]
+    except KafkaRequestError:
+        return None
+
+
 def test_the_probe_topic_is_made_with_a_partition_led_by_every_broker(backend: Backend) -> None:
     topic = unique("probe")
 
@@ -616,7 +626,7 @@ def test_the_probe_topic_is_made_with_a_partition_led_by_every_broker(backend: B
     assert [(p.partition, p.broker_id, p.leader) for p in partitions] == [
         (i, broker, broker) for i, broker in enumerate(backend.broker_ids)
     ]
-    described = backend.admin.describe_topics([topic])[0]
+    described = backend.wait_for(lambda: _known(backend, topic), "every broker to know the new topic")
     assert all(len(p.replicas) == 2 for p in described.partitions)
     assert backend.probe.prepare(topic, backend.broker_ids, 2) == partitions, (
         "a fitting topic is left as it is"

@@ -357,3 +357,37 @@ def test_root_defaults() -> None:
     defaults = root_defaults()
     assert (defaults.group_wait, defaults.group_interval, defaults.repeat_interval) == (30, 120, 4 * 3600)
     assert defaults.send_resolved and defaults.escalate_to is None and defaults.route_path == "root"
+
+
+def test_routing_alerts_alike_once_groups_exactly_as_routing_each_alone() -> None:
+    """route_groups finds the receivers once per combination of the labels routing reads: the
+    groups are the ones routing every alert on its own gives, with the shipped routing and teams."""
+    from monitor.alert.config import default_routing_paths, load_routing
+
+    shipped = load_routing(*default_routing_paths())
+    alerts = [
+        alert(rule, f"k{n}", severity, **labels)
+        for n, (rule, severity, labels) in enumerate(
+            (rule, severity, labels)
+            for rule in ("ConsumerAppendLag", "BrokerDown", "PartitionOffline")
+            for severity in ("warning", "critical")
+            for labels in (
+                {"group_id": "payments-consumer", "topic": "payments.events", "partition": "0"},
+                {"group_id": "payments-consumer", "topic": "payments.events", "partition": "1"},
+                {"group_id": "orders", "topic": "orders", "page": "true"},
+                {"broker_id": "3"},
+                {"topic": "billing.ledger", "team": "billing", "partition": "2"},
+            )
+        )
+    ]
+    expected: dict[tuple[str, str], list[str]] = {}
+    for a in alerts:
+        for match in shipped.receivers_for(a.labels):
+            key, _ = group_key(match, a.labels)
+            expected.setdefault((match.receiver, key), []).append(a.fingerprint)
+
+    found = route_groups(alerts, shipped)
+
+    assert {k: [a.fingerprint for a in g.alerts] for k, g in found.items()} == expected
+    assert len(expected) > 3, "the shipped routing sends these to several groups"
+    assert all(g.labels == group_key(g.match, g.alerts[0].labels)[1] for g in found.values())

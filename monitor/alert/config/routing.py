@@ -86,6 +86,12 @@ class Routing:
                 )
         return list(chosen.values())
 
+    def routed_by(self) -> tuple[str, ...]:
+        """Every label name `receivers_for` reads (the tree's matchers and what ownership reads):
+        alerts equal on these are routed alike."""
+        names = {m.name for route in self.root.walk() for m in route.matchers}
+        return tuple(sorted(names | {"team", "topic", "group_id", "group"}))
+
     def inhibits(self, source_labels: Mapping[str, str], target_labels: Mapping[str, str]) -> bool:
         """Whether a firing alert with `source_labels` mutes one with `target_labels`."""
         return any(rule.inhibits(source_labels, target_labels) for rule in self.inhibit_rules)

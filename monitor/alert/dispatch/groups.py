@@ -63,11 +63,27 @@ def route_groups(alerts: Iterable[AlertRow], routing: Routing) -> dict[tuple[str
     """Every unmuted firing alert in the group of each receiver it is routed to, keyed by
     (receiver, group key)."""
     groups: dict[tuple[str, str], Group] = {}
+    keys: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+    """(route path, group labels) -> group key: thousands of alerts fall into a few groups, and
+    the key's JSON is written once per group, not once per alert."""
+    routed_by = routing.routed_by()
+    routes: dict[tuple[str | None, ...], list[RouteMatch]] = {}
+    """The receivers of alerts equal on the labels routing reads, found once."""
     for alert in alerts:
         if alert.state != "firing" or alert.silenced_by is not None or alert.inhibited_by is not None:
             continue
-        for match in routing.receivers_for(alert.labels):
-            key, labels = group_key(match, alert.labels)
-            group = groups.setdefault((match.receiver, key), Group(match, labels))
+        routed = tuple(alert.labels.get(name) for name in routed_by)
+        matches = routes.get(routed)
+        if matches is None:
+            matches = routes[routed] = routing.receivers_for(alert.labels)
+        for match in matches:
+            chosen = match.group_labels(alert.labels)
+            known = (match.route_path, tuple(sorted(chosen.items())))
+            key = keys.get(known)
+            if key is None:
+                key = keys[known] = group_key(match, chosen)[0]
+            group = groups.get((match.receiver, key))
+            if group is None:
+                group = groups[(match.receiver, key)] = Group(match, dict(known[1]))
             group.alerts.append(alert)
     return groups

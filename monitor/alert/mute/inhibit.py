@@ -59,10 +59,11 @@ def apply_inhibition(alerts: Sequence[AlertRow], rules: Sequence[InhibitRule]) -
     firing = [a for a in alerts if a.state == "firing"]
     verdict: dict[str, str | None] = {a.fingerprint: None for a in alerts}
     covered: dict[str, dict[str, AlertRow]] = defaultdict(dict)
+    earliest_first = sorted(firing, key=lambda a: a.pending_since)
     for rule in rules:
         # Per `equal` key, the source that went pending first: the earliest possible cause.
         sources: dict[tuple[str, ...], AlertRow] = {}
-        for alert in sorted(firing, key=lambda a: a.pending_since):
+        for alert in earliest_first:
             if matches_all(rule.source_matchers, alert.labels):
                 sources.setdefault(tuple(alert.labels.get(n, "") for n in rule.equal), alert)
         if not sources:
