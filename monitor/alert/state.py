@@ -45,8 +45,8 @@ def resolved_reasons(conn: Connection, open_alerts: Iterable[AlertRow]) -> dict[
 
 def open_alerts(conn: Connection) -> dict[str, AlertRow]:
     """The alerts that are not resolved, by fingerprint."""
-    rows = conn.execute(_OPEN_ALERTS).mappings().all()  # one fetch: thousands of rows in a big incident
-    return {r["fingerprint"]: _alert_from_row(r) for r in rows}
+    rows = conn.execute(_OPEN_ALERTS).all()  # one fetch: thousands of rows in a big incident
+    return {r.fingerprint: _alert_from_row(r) for r in rows}
 
 
 def active_silences(conn: Connection, now: datetime) -> list[SilenceRow]:
@@ -98,16 +98,22 @@ def partition_status_since(
 def last_alert(conn: Connection, fp: str) -> AlertRow | None:
     """The newest alert with fingerprint `fp`, resolved or not."""
     row = conn.execute(
-        text("SELECT * FROM alerts WHERE fingerprint = :fp ORDER BY id DESC LIMIT 1"), {"fp": fp}
+        text(f"SELECT {_ALERT_ROW_COLUMNS} FROM alerts WHERE fingerprint = :fp ORDER BY id DESC LIMIT 1"),
+        {"fp": fp},
     ).first()
-    return _alert_from_row(row._mapping) if row is not None else None
+    return _alert_from_row(row) if row is not None else None
 
 
 _OPEN_FINDINGS = text(
     "SELECT rule, entity, entity_key, cluster, labels, severity, value, summary, description, runbook,"
     " state FROM findings WHERE state <> 'resolved'"
 )
-_OPEN_ALERTS = text("SELECT * FROM alerts WHERE state <> 'resolved'")
+_ALERT_ROW_COLUMNS = (
+    "id, fingerprint, rule, cluster, entity, entity_key, labels, severity, state, summary, description,"
+    " value, runbook, pending_since, starts_at, resolved_at, silenced_by, inhibited_by, resolved_reason"
+)
+"""The columns of `alerts` an AlertRow holds, in its fields' order."""
+_OPEN_ALERTS = text(f"SELECT {_ALERT_ROW_COLUMNS} FROM alerts WHERE state <> 'resolved'")
 _RESOLVED_REASONS = text(
     "SELECT DISTINCT ON (f.rule, f.entity_key) f.rule, f.entity_key, f.resolved_reason"
     " FROM findings f JOIN unnest(CAST(:rules AS text[]), CAST(:keys AS text[])) AS k(rule, entity_key)"
@@ -125,27 +131,8 @@ _ACTIVE_SILENCES = text(
 
 
 def _alert_from_row(r: Any) -> AlertRow:
-    return AlertRow(
-        id=r["id"],
-        fingerprint=r["fingerprint"],
-        rule=r["rule"],
-        cluster=r["cluster"],
-        entity=r["entity"],
-        entity_key=r["entity_key"],
-        labels=dict(r["labels"]),
-        severity=r["severity"],
-        state=r["state"],
-        summary=r["summary"],
-        description=r["description"],
-        value=r["value"],
-        runbook=r["runbook"],
-        pending_since=r["pending_since"],
-        starts_at=r["starts_at"],
-        resolved_at=r["resolved_at"],
-        silenced_by=r["silenced_by"],
-        inhibited_by=r["inhibited_by"],
-        resolved_reason=r["resolved_reason"],
-    )
+    """An alert from a row of `_ALERT_ROW_COLUMNS`, in that order (AlertRow's own)."""
+    return AlertRow(*r)
 
 
 def _group_from_row(r: Any) -> GroupRow:
