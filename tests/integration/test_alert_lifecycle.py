@@ -572,3 +572,36 @@ def test_a_notice_still_true_when_due_is_sent_and_its_resolve_follows(world: Wor
     world.cycle(after=60)
     assert drain(world, receivers) == {"sent": 2}, "the resolve of an incident that was told is sent"
     assert [n.kind for n in receivers["ops-slack"].received] == ["firing", "resolved"]
+
+
+HOSTILE_TEXTS = [
+    "tab\there", "new\nline", "back\\slash", "\\N", "\\.", "carriage\rreturn", "quote's \"both\"",
+    "bidi \u202e evil", "zero\u200bwidth", "emoji 🔥", "comma, and; semicolon", "\x1b[31mred",
+]  # fmt: skip
+
+
+def test_alerts_opened_at_once_keep_every_character_of_their_labels_and_texts(
+    db: Engine, routing: Routing
+) -> None:
+    """New alerts are written with COPY: a label or summary with COPY's own separators, escapes and
+    markers, or with control characters, is read back exactly as the finding had it."""
+    world = World(db, routing)
+    for n, hostile in enumerate(HOSTILE_TEXTS):
+        world.finding("ConsumerAppendLag", "warning", topic=f"t{n}", group_id=hostile, note=hostile)
+    world.cycle()
+
+    with db.connect() as conn:
+        alerts = {
+            r.labels["topic"]: r
+            for r in conn.execute(text("SELECT labels, summary, entity_key, state FROM alerts"))
+        }
+        findings = {
+            r.labels["topic"]: r
+            for r in conn.execute(text("SELECT labels, summary, entity_key FROM findings"))
+        }
+    assert len(alerts) == len(HOSTILE_TEXTS)
+    for topic, finding in findings.items():
+        alert = alerts[topic]
+        assert {k: alert.labels.get(k) for k in finding.labels} == finding.labels
+        assert (alert.summary, alert.entity_key) == (finding.summary, finding.entity_key)
+    assert {a.labels["group_id"] for a in alerts.values()} == set(HOSTILE_TEXTS)
