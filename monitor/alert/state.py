@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -109,10 +110,7 @@ _OPEN_FINDINGS = text(
     "SELECT rule, entity, entity_key, cluster, labels, severity, value, summary, description, runbook,"
     " state FROM findings WHERE state <> 'resolved'"
 )
-_ALERT_ROW_COLUMNS = (
-    "id, fingerprint, rule, cluster, entity, entity_key, labels, severity, state, summary, description,"
-    " value, runbook, pending_since, starts_at, resolved_at, silenced_by, inhibited_by, resolved_reason"
-)
+_ALERT_ROW_COLUMNS = ", ".join(f.name for f in fields(AlertRow) if f.name not in ("changed", "impact"))
 """The columns of `alerts` an AlertRow holds, in its fields' order."""
 _OPEN_ALERTS = text(f"SELECT {_ALERT_ROW_COLUMNS} FROM alerts WHERE state <> 'resolved'")
 _RESOLVED_REASONS = text(
