@@ -40,6 +40,7 @@ pytest_plugins = [
     "tests.fixtures.populated",
     "tests.fixtures.browser",
     "tests.fixtures.servers",
+    "tests.fixtures.rules",
 ]
 
 

@@ -6,8 +6,9 @@ between versions is `monitor.devtools.kafka_modes`: from 3.3 on (KRaft) every no
 controller; 2.8 runs its brokers beside one ZooKeeper server (`monitor.devtools.zookeeper`,
 at `base_port + 99`). Node `n` listens on `base_port + n - 1` (clients) and
 `base_port + 100 + n - 1` (controller quorum, KRaft only); a cluster made with `security="sasl_ssl"` also on
-`base_port + 200 + n - 1` (SASL_SSL, SCRAM-SHA-512) and `base_port + 300 + n - 1` (TLS with client
-certificates), as `monitor.devtools.kafka_security` describes.
+`base_port + 200 + n - 1` (SASL_SSL: PLAIN, SCRAM-SHA-256 and -512, and OAUTHBEARER against a
+local OpenID provider) and `base_port + 300 + n - 1` (TLS with client certificates), as
+`monitor.devtools.kafka_security` describes.
 
 State under `home/`:
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import secrets
 import shutil
@@ -43,7 +43,7 @@ from monitor.core.errors import DevEnvironmentError, MonitorError
 from monitor.core.settings import ClusterConfig, DevKafkaConfig
 from monitor.devtools.kafka_modes import ZOOKEEPER_PORT_OFFSET, KafkaMode, kafka_mode, log4j1_properties
 from monitor.devtools.kafka_security import SASL_SSL_PORT_OFFSET, SSL_PORT_OFFSET, DevSecurity
-from monitor.devtools.paths import maven_pom
+from monitor.devtools.mvn import fetch_runtime
 from monitor.devtools.processes import (
     TAIL_LINES,
     java_executable,
@@ -451,46 +451,15 @@ class DevKafkaCluster:
 
     def ensure_jars(self, report: Report = _quiet) -> Path:
         """Fetch the broker jars for `config.version` once; later calls return at once."""
-        libs = self._libs(self.config.version)
+        version = self.config.version
+        libs = self._libs(version)
         if (libs / _JARS_MARKER).is_file():
             return libs
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise DevEnvironmentError(
-                "Apache Maven (`mvn`) is not on PATH; it fetches the Kafka broker jars from Maven "
-                "Central. Install it (e.g. `apt-get install maven`) and retry."
-            )
-        version = self.config.version
         report(f"fetching the Apache Kafka {version} broker jars with mvn into {libs} (first run only)")
-        staging = libs.parent / f"libs.partial-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        command = [
-            mvn, "-q", "-B", "-f", str(maven_pom("kafka")), "dependency:copy-dependencies",
-            f"-DoutputDirectory={staging}", "-DincludeScope=runtime", f"-Dkafka.version={version}",
-        ]  # fmt: skip
-        try:
-            result = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
-        except subprocess.TimeoutExpired as exc:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise DevEnvironmentError("mvn did not finish fetching the Kafka jars within 30 minutes") from exc
-        if result.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
-            shutil.rmtree(staging, ignore_errors=True)
-            output = (result.stdout + result.stderr).strip().splitlines()[-TAIL_LINES:]
-            raise DevEnvironmentError(
-                f"mvn failed (exit code {result.returncode}) to fetch Kafka {version}; check access to "
-                "Maven Central (or your ~/.m2/settings.xml mirror) and that the version exists. "
-                "Last lines of mvn's output:\n" + ("\n".join(output) or "(no output)")
-            )
-        (staging / _JARS_MARKER).write_text(f"kafka {version}\n", encoding="utf-8")
-        shutil.rmtree(libs, ignore_errors=True)
-        try:
-            staging.rename(libs)
-        except OSError:
-            # Another process finished first; its copy is as good as ours.
-            shutil.rmtree(staging, ignore_errors=True)
-            if not (libs / _JARS_MARKER).is_file():
-                raise
+        fetch_runtime(
+            "kafka", libs, "kafka_2.13-*.jar", f"the Apache Kafka {version} broker jars",
+            {"kafka.version": version},
+        )  # fmt: skip
         report(f"fetched {sum(1 for _ in libs.glob('*.jar'))} jars")
         return libs
 

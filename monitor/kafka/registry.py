@@ -20,6 +20,7 @@ import kafka.errors
 from kafka.protocol.admin import DescribeClusterRequest
 
 from monitor.core.kafka_features import KafkaVersion
+from monitor.core.settings import ClusterConfig
 from monitor.kafka.pyclient import KafkaPythonClient, kafka_version_of
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,11 @@ _FENCED_BROKERS_VERSION = 2
 
 class BrokerRegistryClient(KafkaPythonClient):
     """Which brokers the controller has registered (see `KafkaPythonClient` for the lifecycle)."""
+
+    def __init__(self, cluster: ClusterConfig) -> None:
+        super().__init__(cluster)
+        self._unidentified: set[int] = set()
+        """The brokers whose release could not be read, said once until one is read again."""
 
     def registered_brokers(self) -> tuple[int, ...] | None:
         """Ids of the registered brokers, alive or fenced, sorted; None when the cluster cannot
@@ -72,13 +78,17 @@ class BrokerRegistryClient(KafkaPythonClient):
                 try:
                     answered = self._connect().get_broker_version_data(broker_id).api_versions
                 except Exception as exc:  # unknown for now: the next run asks again
-                    log.info(
-                        "cluster %s: the Kafka version of broker %s is unknown: %s",
-                        self._cluster.name,
-                        broker_id,
-                        self._text(exc),
-                    )
+                    if broker_id not in self._unidentified:
+                        self._unidentified.add(broker_id)
+                        log.info(
+                            "cluster %s: the Kafka version of broker %s is unknown: %s"
+                            " (said once until it is known)",
+                            self._cluster.name,
+                            broker_id,
+                            self._text(exc),
+                        )
                     continue
+                self._unidentified.discard(broker_id)
                 version = kafka_version_of(answered or {})
                 if version is not None:
                     found.append(version)

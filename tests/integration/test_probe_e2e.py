@@ -48,7 +48,7 @@ class Daemon:
 
 
 @pytest.fixture
-def daemon(tmp_path: Path, kafka: KafkaTestHelper, db_url: str) -> Iterator[Daemon]:
+def daemon(tmp_path: Path, kafka: KafkaTestHelper, db_url: str, quick_rules: Path) -> Iterator[Daemon]:
     config = {
         "clusters": [
             {
@@ -70,6 +70,8 @@ def daemon(tmp_path: Path, kafka: KafkaTestHelper, db_url: str) -> Iterator[Daem
             "probe": {"enabled": True, "topic": TOPIC, "group_id": GROUP, "retire_after_seconds": 3600}
         },
         "alert": {"interval_seconds": 2},
+        # The shipped rules with ProbeFailing's `for` at 10 s, not 30 s.
+        "evaluate": {"rules_dir": str(quick_rules)},
         "log_level": "INFO",
     }
     path = tmp_path / "monitor.yaml"

@@ -23,7 +23,7 @@ import pytest
 
 from monitor.evaluate.engine import evaluate_rules
 from monitor.evaluate.rules import default_rule_paths, load_rules
-from monitor.evaluate.transforms import derive
+from tests.fixtures.spark import derived_once
 from tests.integration.test_transforms_inputs import AT, World, ago, assert_finite, committed, expect, offsets
 from tests.integration.test_transforms_retention import sizes
 
@@ -87,8 +87,7 @@ def risk_world() -> World:
 
 @pytest.fixture(scope="module")
 def derived(spark: SparkSession) -> dict[str, DataFrame]:
-    frames = derive(risk_world().inputs(spark))
-    return {entity: frame.localCheckpoint() for entity, frame in frames.items()}
+    return derived_once(risk_world().inputs(spark))
 
 
 def test_margin_per_group_partition(spark: SparkSession, derived: dict[str, DataFrame]) -> None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from monitor.evaluate.transforms import derive
+from tests.fixtures.spark import derived_once
 from tests.integration.test_transforms_inputs import AT, World, ago, assert_finite, committed, expect, offsets
 
 if TYPE_CHECKING:
@@ -112,8 +113,7 @@ def lag_world() -> World:
 
 @pytest.fixture(scope="module")
 def derived(spark: SparkSession) -> dict[str, DataFrame]:
-    frames = derive(lag_world().inputs(spark))
-    return {entity: frame.localCheckpoint() for entity, frame in frames.items()}
+    return derived_once(lag_world().inputs(spark))
 
 
 def test_offset_lag_lag_seconds_and_append_lag(spark: SparkSession, derived: dict[str, DataFrame]) -> None:

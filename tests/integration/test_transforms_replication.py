@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from monitor.evaluate.transforms import derive
+from tests.fixtures.spark import derived_once
 from tests.integration.test_transforms_inputs import World, ago, assert_finite, expect
 
 if TYPE_CHECKING:
@@ -76,8 +76,7 @@ def replication_world() -> World:
 
 @pytest.fixture(scope="module")
 def derived(spark: SparkSession) -> dict[str, DataFrame]:
-    frames = derive(replication_world().inputs(spark))
-    return {entity: frame.localCheckpoint() for entity, frame in frames.items()}
+    return derived_once(replication_world().inputs(spark))
 
 
 def test_partition_replication(spark: SparkSession, derived: dict[str, DataFrame]) -> None:

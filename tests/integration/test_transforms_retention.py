@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from monitor.evaluate.transforms import derive
+from tests.fixtures.spark import derived_once
 from tests.integration.test_transforms_inputs import World, ago, assert_finite, committed, expect, offsets
 
 if TYPE_CHECKING:
@@ -89,8 +89,7 @@ def retention_world() -> World:
 
 @pytest.fixture(scope="module")
 def derived(spark: SparkSession) -> dict[str, DataFrame]:
-    frames = derive(retention_world().inputs(spark))
-    return {entity: frame.localCheckpoint() for entity, frame in frames.items()}
+    return derived_once(retention_world().inputs(spark))
 
 
 def test_partition_size_coverage_and_shortfall(spark: SparkSession, derived: dict[str, DataFrame]) -> None:

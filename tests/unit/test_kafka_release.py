@@ -5,6 +5,7 @@ The answers are those kafka-python keeps per release, copied from real brokers' 
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 from typing import Any
 
@@ -167,3 +168,29 @@ def test_a_cluster_name_beside_its_release_is_data(name: str) -> None:
 
     assert "<script>alert" not in html and "Kafka 2.8" in html
     assert "\u202e" not in html
+
+
+def test_a_broker_whose_release_stays_unknown_is_said_once_until_it_is_known(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    answers: dict[int, Any] = {
+        1: kafka.errors.KafkaConnectionError("refused"),
+        2: BROKER_API_VERSIONS[(3, 9)],
+    }
+    client = registry(answers)
+    caplog.set_level(logging.INFO, logger="monitor.kafka.registry")
+    try:
+
+        def said() -> int:
+            return sum("broker 1 is unknown" in r.getMessage() for r in caplog.records)
+
+        for _ in range(3):
+            assert client.kafka_version([1, 2]) == (3, 9)
+        assert said() == 1
+        answers[1] = BROKER_API_VERSIONS[(3, 3)]
+        assert client.kafka_version([1, 2]) == (3, 3)
+        answers[1] = TimeoutError()
+        client.kafka_version([1, 2])
+        assert said() == 2, "failing again after it was known is said again"
+    finally:
+        client.close()
