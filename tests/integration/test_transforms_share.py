@@ -75,6 +75,11 @@ CASES = [
          lag=600, lag_growing=True, stalled_seconds=610.0, backlog_seconds=300.0, sampled=False),
     # 9 no start offset yet (the group has not initialised the partition)
     Case("new", starts=(None, None, None), lag=None, backlog_seconds=None),
+    # 10 initialised after the window's first sample, then left behind: growth and rates count
+    #    from its first known start offset
+    Case("joined", starts=(None, 1000, 1000), members=0, state="Empty", lag=1200, lag_growing=True,
+         stalled_seconds=310.0, backlog_seconds=600.0,
+         findings=frozenset({("ShareGroupLag", "warning"), ("ShareGroupNoMembers", "warning")})),
 ]  # fmt: skip
 
 

@@ -38,34 +38,50 @@ def share_partitions(inputs: Inputs) -> DataFrame:
     time = F.col("sampled_at")
     entry = F.struct("sampled_at", "start_offset", "end_offset")
     summaries = inputs.share_group_offsets.groupBy(*SHARE_KEYS).agg(
-        F.min(time).alias("first_at"),
-        F.max(time).alias("last_at"),
-        F.min_by("start_offset", time).alias("first_start"),
-        F.max_by("start_offset", time).alias("last_start"),
-        F.min_by("end_offset", time).alias("first_end"),
-        F.max_by("end_offset", time).alias("last_end"),
-        F.min_by("lag", time).alias("first_lag"),
+        F.max(time).alias("sampled_at"),
+        *_known_endpoints("start_offset", "start"),
+        *_known_endpoints("end_offset", "end"),
+        F.max_by("start_offset", time).alias("current_start"),
+        F.min_by("lag", F.when(F.col("lag").isNotNull(), time)).alias("first_lag"),
         F.max_by("lag", time).alias("lag"),
         F.max_by("lag_method", time).alias("lag_method"),
         F.array_sort(F.collect_list(entry)).alias("_samples"),  # structs compare by time first
     )
-    samples, last_start = F.col("_samples"), F.col("last_start")
-    moved_at = F.array_max(F.filter(samples, lambda s: ~s["start_offset"].eqNullSafe(last_start)))
+    samples, current_start = F.col("_samples"), F.col("current_start")
+    moved_at = F.array_max(F.filter(samples, lambda s: ~s["start_offset"].eqNullSafe(current_start)))
     still = F.filter(
         samples, lambda s: moved_at.isNull() | (s["sampled_at"] > moved_at["sampled_at"])
     ).getItem(0)
-    stalled = last_start.isNotNull() & (F.col("lag") > 0) & (F.col("last_end") > still["end_offset"])
-    first_at, last_at = F.col("first_at"), F.col("last_at")
+    stalled = current_start.isNotNull() & (F.col("lag") > 0) & (F.col("last_end") > still["end_offset"])
     frame = summaries.select(
         *SHARE_KEYS, "lag", "lag_method", "first_lag",
-        rate(F.col("first_end"), F.col("last_end"), first_at, last_at).alias("produce_rate"),
-        rate(F.col("first_start"), last_start, first_at, last_at).alias("consume_rate"),
+        _rate("end").alias("produce_rate"),
+        _rate("start").alias("consume_rate"),
         F.when(stalled, seconds_since(still["sampled_at"], inputs.now)).otherwise(F.lit(0.0)).alias(
             "stalled_seconds"
         ),
-        F.col("last_at").alias("sampled_at"),
+        "sampled_at",
     )  # fmt: skip
     return _with_sampled(frame, inputs)
+
+
+def _known_endpoints(column: str, name: str) -> list[Column]:
+    """The oldest and newest sample that knows `column` (`first_<name>_at`, `last_<name>_at`) and
+    its value at them (`first_<name>`, `last_<name>`): a share partition has no start offset until
+    the group initialises it, and no end offset in a sample whose ListOffsets failed."""
+    known = F.when(F.col(column).isNotNull(), F.col("sampled_at"))
+    return [
+        F.min(known).alias(f"first_{name}_at"),
+        F.max(known).alias(f"last_{name}_at"),
+        F.min_by(column, known).alias(f"first_{name}"),
+        F.max_by(column, known).alias(f"last_{name}"),
+    ]
+
+
+def _rate(name: str) -> Column:
+    """Per second between the `_known_endpoints` of `name`."""
+    first, last = F.col(f"first_{name}"), F.col(f"last_{name}")
+    return rate(first, last, F.col(f"first_{name}_at"), F.col(f"last_{name}_at"))
 
 
 def _with_sampled(frame: DataFrame, inputs: Inputs) -> DataFrame:
