@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fastapi.testclient import TestClient
 from pyspark.sql import SparkSession
 from sqlalchemy import Engine
@@ -68,23 +69,23 @@ def share_rules(tmp_path: Path) -> Path:
 @pytest.fixture
 def routing(tmp_path: Path, fake_pagerduty: FakePagerDuty, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SHARE_E2E_PD_KEY", ROUTING_KEY)
+    routing = {
+        "receivers": [
+            {"name": "console", "console": {"path": str(tmp_path / "console.jsonl")}},
+            {
+                "name": "pager",
+                "pagerduty": {"routing_key_env": "SHARE_E2E_PD_KEY", "url": fake_pagerduty.url, "timeout": 5},
+            },
+        ],
+        "route": {
+            "receiver": "console",
+            "group_by": ["cluster", "rule", "group_id"],
+            "group_wait": "0s",
+            "routes": [{"matchers": ["severity=critical"], "receiver": "pager"}],
+        },
+    }
     path = tmp_path / "routing.yaml"
-    path.write_text(
-        f"""
-receivers:
-  - name: console
-    console: {{path: "{tmp_path / "console.jsonl"}"}}
-  - name: pager
-    pagerduty: {{routing_key_env: SHARE_E2E_PD_KEY, url: "{fake_pagerduty.url}", timeout: 5}}
-route:
-  receiver: console
-  group_by: [cluster, rule, group_id]
-  group_wait: 0s
-  routes:
-    - matchers: [severity=critical]
-      receiver: pager
-"""
-    )
+    path.write_text(yaml.safe_dump(routing))
     return path
 
 

@@ -24,7 +24,7 @@ from monitor.evaluate.transforms.common import (
 )
 from monitor.evaluate.transforms.inputs import Inputs
 from monitor.evaluate.transforms.retention import with_data_loss
-from monitor.evaluate.transforms.rollups import newest_offsets_run, of_newest_run
+from monitor.evaluate.transforms.rollups import newest_run, of_newest_run
 from monitor.evaluate.transforms.status_columns import entry, millis, with_status
 
 _PARTITION_COLUMNS = (
@@ -65,7 +65,7 @@ def group_partition_frame(inputs: Inputs, partition: DataFrame, window_commits: 
         .withColumn("group_state", F.coalesce(F.col("group_state"), F.lit("Unknown")))
     )
     frame = _with_lag(frame, inputs.now)
-    frame = frame.join(F.broadcast(newest_offsets_run(inputs.collection_runs)), "cluster", "left")
+    frame = frame.join(F.broadcast(newest_run(inputs.collection_runs)), "cluster", "left")
     frame = frame.withColumn("sampled", sampled(inputs.now)).drop("run_started_at")
     return with_data_loss(frame, inputs.now)
 

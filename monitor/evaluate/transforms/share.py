@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from monitor.core.share_groups import LAG_BROKER, LAG_END_MINUS_START, LAG_NONE
 from monitor.evaluate.transforms.common import newest, rate, ratio, seconds_since
 from monitor.evaluate.transforms.inputs import Inputs
-from monitor.evaluate.transforms.rollups import newest_offsets_run, of_newest_run
+from monitor.evaluate.transforms.rollups import newest_run, of_newest_run
 
 SHARE_GROUPS_JOB = "share_groups"
 """The collector job that writes the share-group samples (`collection_runs.job`)."""
@@ -86,7 +86,7 @@ def _rate(name: str) -> Column:
 
 def _with_sampled(frame: DataFrame, inputs: Inputs) -> DataFrame:
     """`frame` (with `cluster` and `sampled_at`, its key's newest sample) plus `sampled`."""
-    runs = F.broadcast(newest_offsets_run(inputs.collection_runs, SHARE_GROUPS_JOB))
+    runs = F.broadcast(newest_run(inputs.collection_runs, SHARE_GROUPS_JOB))
     sampled = F.coalesce(of_newest_run(F.col("sampled_at"), inputs.now), F.lit(False))
     with_runs = frame.join(runs, "cluster", "left")
     return with_runs.withColumn("sampled", sampled).drop("run_started_at", "sampled_at")
