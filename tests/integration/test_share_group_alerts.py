@@ -42,8 +42,6 @@ from tests.fixtures.receivers import ROUTING_KEY, FakePagerDuty
 from tests.fixtures.share import ShareConsumers
 from tests.integration.test_share_groups import CLUSTER, collected, collector, rows  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.e2e
-
 URL = "http://kafka-health.test"
 SCALED = {
     "for: 2m": "for: 5s",
