@@ -270,12 +270,76 @@ CLUSTER = _cols(
     ("unreachable", "boolean", "the last collection runs failed to reach the cluster"),
 )
 
+_SHARE_LAG = (
+    (
+        "lag",
+        "bigint",
+        "records from the share-partition start offset (SPSO) to the log end not yet acknowledged, "
+        "summed over partitions: the broker's count where it reports one (Kafka 4.2+), else end - SPSO, "
+        "an upper bound (lag_method)",
+    ),
+    ("max_lag", "bigint", "largest share-partition lag"),
+    (
+        "lag_method",
+        "string",
+        "broker | end_minus_start | none: how the lag is known (end_minus_start when any partition's is)",
+    ),
+    ("lag_growing", "boolean", "lag is higher than at the start of the evaluation window"),
+    (
+        "produce_rate",
+        "double",
+        "records/s appended to the share partitions over the evaluation window (records arriving)",
+    ),
+    (
+        "consume_rate",
+        "double",
+        "records/s the share-partition start offsets advanced over the evaluation window (records finished)",
+    ),
+    (
+        "backlog_seconds",
+        "double",
+        "lag / produce_rate: seconds of production the group has not finished (an estimate of the oldest "
+        "waiting record's age while producers are steady; per topic, the largest for a group); null "
+        "when nothing arrives",
+    ),
+    (
+        "stalled_seconds",
+        "double",
+        "how long a share-partition start offset has not moved while records arrived after it and wait "
+        "(lag > 0); 0 when none is; the longest partition, counted within the evaluation window",
+    ),
+    ("stalled_partitions", "int", "share partitions whose start offset stands still while records arrive"),
+    ("partitions", "int", "share partitions of the group (with a start offset or not)"),
+    ("group_state", "string", "the share group's state: Empty, Stable, Dead, Unknown"),
+    ("members", "int", "members of the share group"),
+    (
+        "sampled",
+        "boolean",
+        "the newest share-groups run sampled it: false when it did not, and its values are carried from "
+        "an older sample; rules neither match nor resolve it",
+    ),
+)
+
+SHARE_GROUP_TOPIC = _cols(
+    ("group_id", "string", "share group (KIP-932)"),
+    ("topic", "string", "topic"),
+    *_SHARE_LAG,
+)
+
+SHARE_GROUP = _cols(
+    ("group_id", "string", "share group (KIP-932)"),
+    ("topics", "int", "topics of its share partitions"),
+    *_SHARE_LAG,
+)
+
 ENTITIES: dict[str, tuple[Column, ...]] = {
     "group_partition": GROUP_PARTITION,
     "group_topic": GROUP_TOPIC,
     "group": GROUP,
     "partition": PARTITION,
     "topic": TOPIC,
+    "share_group_topic": SHARE_GROUP_TOPIC,
+    "share_group": SHARE_GROUP,
     "broker": BROKER,
     "cluster": CLUSTER,
 }
@@ -287,6 +351,8 @@ KEYS: dict[str, tuple[str, ...]] = {
     "group": ("group_id",),
     "partition": ("topic", "partition"),
     "topic": ("topic",),
+    "share_group_topic": ("group_id", "topic"),
+    "share_group": ("group_id",),
     "broker": ("broker_id",),
     "cluster": (),
 }
@@ -298,6 +364,8 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "group": ("offsets",),
     "partition": ("metadata", "offsets", "log_dirs"),
     "topic": ("metadata", "offsets", "log_dirs"),
+    "share_group_topic": ("share_groups",),
+    "share_group": ("share_groups",),
     "broker": ("metadata", "log_dirs", "probe"),
     "cluster": (),
 }

@@ -38,6 +38,8 @@ WINDOWED: dict[str, str | None] = {
     "log_dir_sizes": "sampled_at",
     "broker_disks": "sampled_at",
     "group_states": "sampled_at",
+    "share_group_states": "sampled_at",
+    "share_group_offsets": "sampled_at",
     "probe_samples": "sampled_at",
     "collection_runs": "started_at",
 }

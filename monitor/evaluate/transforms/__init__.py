@@ -18,6 +18,12 @@ from monitor.evaluate.transforms.probe import broker_probe
 from monitor.evaluate.transforms.replication import broker_frame, partition_replication
 from monitor.evaluate.transforms.retention import partition_storage
 from monitor.evaluate.transforms.rollups import ROLLUP_PARTS, clusters, group_topics, groups, topics
+from monitor.evaluate.transforms.share import (
+    SHARE_ROLLUP_PARTS,
+    share_group_topics,
+    share_groups,
+    share_partitions,
+)
 from monitor.evaluate.transforms.status import DEFAULT_WINDOW_COMMITS
 
 __all__ = ["DEFAULT_WINDOW_COMMITS", "SCHEMAS", "Inputs", "derive", "empty_inputs"]
@@ -32,7 +38,7 @@ def derive(
     window_commits: int = DEFAULT_WINDOW_COMMITS,
     keep: Callable[[DataFrame], DataFrame] = _as_is,
 ) -> dict[str, DataFrame]:
-    """The seven entity DataFrames, keyed by entity name (the keys of columns.ENTITIES), each
+    """The nine entity DataFrames, keyed by entity name (the keys of columns.ENTITIES), each
     with exactly `evaluated_at`, `cluster` and that entity's columns, in order, with their types.
 
     `window_commits` is the number of commits the sliding-window status looks at. Raises
@@ -71,12 +77,17 @@ def derive(
     )
     broker = conform(keep(brokers), "broker", at)
     group_topic = conform(keep(group_topics(group_partition)), "group_topic", at, ROLLUP_PARTS)
+    # 5. Share groups: their share partitions rolled up per topic, then per group.
+    share_topics = keep(share_group_topics(share_partitions(inputs), inputs))
+    share_topic = conform(share_topics, "share_group_topic", at, SHARE_ROLLUP_PARTS)
     frames = {
         "group_partition": group_partition.drop(*_GP_EXTRA),
         "group_topic": group_topic.drop(*ROLLUP_PARTS),
         "group": conform(keep(groups(group_topic)), "group", at),
         "partition": conform(partition, "partition", at),
         "topic": conform(keep(topics(partition, group_topic)), "topic", at),
+        "share_group_topic": share_topic.drop(*SHARE_ROLLUP_PARTS),
+        "share_group": conform(keep(share_groups(share_topic, inputs)), "share_group", at),
         "broker": broker,
         "cluster": conform(keep(clusters(partition, broker, inputs.collection_runs, at)), "cluster", at),
     }

@@ -2,8 +2,8 @@
 columns (as a JDBC read of the table gives them), plus the evaluation time.
 
 The caller restricts the time-series tables (`group_offsets`, `partition_offsets`,
-`commit_observations`, `log_dir_sizes`, `broker_disks`, `group_states`, `probe_samples`) to the
-evaluation window;
+`commit_observations`, `log_dir_sizes`, `broker_disks`, `group_states`, `share_group_states`,
+`share_group_offsets`, `probe_samples`) to the evaluation window;
 the transforms take the oldest and newest sample of each key in what they are given. Latest
 tables (`latest_*`, `partitions`, `brokers`) hold one row per key; `topic_configs` holds the
 history, of which only open rows (`valid_to` null) are read; `collection_runs` may be the whole
@@ -75,6 +75,14 @@ SCHEMAS: dict[str, str] = {
         "cluster string, group_id string, sampled_at timestamp, state string, protocol_type string, "
         "protocol string, members int, coordinator int, is_simple boolean, run_id bigint"
     ),
+    "share_group_states": (
+        "cluster string, group_id string, sampled_at timestamp, state string, members int, assignor string, "
+        "coordinator int, run_id bigint"
+    ),
+    "share_group_offsets": (
+        "cluster string, sampled_at timestamp, group_id string, topic string, partition int, "
+        "start_offset bigint, end_offset bigint, lag bigint, lag_method string, run_id bigint"
+    ),
     "probe_samples": (
         "cluster string, topic string, partition int, sampled_at timestamp, broker_id int, leader int, "
         "ok boolean, produce_seconds double, end_to_end_seconds double, commit_seconds double, "
@@ -107,6 +115,11 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
     "log_dir_sizes": ("cluster", "broker_id", "topic", "partition", "sampled_at", "size_bytes", "is_future"),
     "broker_disks": ("cluster", "broker_id", "log_dir", "sampled_at", "total_bytes", "usable_bytes"),
     "group_states": ("cluster", "group_id", "sampled_at", "state", "members"),
+    "share_group_states": ("cluster", "group_id", "sampled_at", "state", "members"),
+    "share_group_offsets": (
+        "cluster", "sampled_at", "group_id", "topic", "partition", "start_offset", "end_offset", "lag",
+        "lag_method",
+    ),
     "probe_samples": (
         "cluster", "sampled_at", "broker_id", "ok", "produce_seconds", "end_to_end_seconds", "commit_seconds",
     ),
@@ -144,6 +157,8 @@ class Inputs:
     log_dir_sizes: DataFrame
     broker_disks: DataFrame
     group_states: DataFrame
+    share_group_states: DataFrame
+    share_group_offsets: DataFrame
     probe_samples: DataFrame
     collection_runs: DataFrame
     evaluated_at: datetime

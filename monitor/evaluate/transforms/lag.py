@@ -24,7 +24,7 @@ from monitor.evaluate.transforms.common import (
 )
 from monitor.evaluate.transforms.inputs import Inputs
 from monitor.evaluate.transforms.retention import with_data_loss
-from monitor.evaluate.transforms.rollups import SAMPLE_STALE_AFTER, newest_offsets_run
+from monitor.evaluate.transforms.rollups import newest_run, of_newest_run
 from monitor.evaluate.transforms.status_columns import entry, millis, with_status
 
 _PARTITION_COLUMNS = (
@@ -65,7 +65,7 @@ def group_partition_frame(inputs: Inputs, partition: DataFrame, window_commits: 
         .withColumn("group_state", F.coalesce(F.col("group_state"), F.lit("Unknown")))
     )
     frame = _with_lag(frame, inputs.now)
-    frame = frame.join(F.broadcast(newest_offsets_run(inputs.collection_runs)), "cluster", "left")
+    frame = frame.join(F.broadcast(newest_run(inputs.collection_runs)), "cluster", "left")
     frame = frame.withColumn("sampled", sampled(inputs.now)).drop("run_started_at")
     return with_data_loss(frame, inputs.now)
 
@@ -75,10 +75,7 @@ def sampled(now: datetime | Column) -> Column:
     (when runs are known), not older than SAMPLE_STALE_AFTER, with a known lag (a run that could
     not list the partition's offsets leaves it null). A row that is not is carried from an older
     sample: the rules neither match it nor resolve what they found on it (engine.py)."""
-    at = F.col("sampled_at")
-    fresh = seconds_since(at, now) <= SAMPLE_STALE_AFTER.total_seconds()
-    of_newest_run = F.col("run_started_at").isNull() | (at >= F.col("run_started_at"))
-    return F.coalesce(F.col("lag").isNotNull() & fresh & of_newest_run, F.lit(False))
+    return F.coalesce(F.col("lag").isNotNull() & of_newest_run(F.col("sampled_at"), now), F.lit(False))
 
 
 _WORK_COLUMNS: tuple[str, ...] = (

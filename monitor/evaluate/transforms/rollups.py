@@ -171,12 +171,20 @@ def clusters(
     return frame.fillna(0, subset=counts).fillna(False, subset=["unreachable"])
 
 
-def newest_offsets_run(collection_runs: DataFrame) -> DataFrame:
-    """Per cluster: `run_started_at`, the start of the newest offsets run that reached the
-    cluster (ok or partial). Its samples are dated after it; a key sampled before it was missed
-    by that run."""
-    runs = collection_runs.where((F.col("job") == OFFSETS_JOB) & F.col("status").isin(*REACHED))
+def newest_run(collection_runs: DataFrame, job: str = OFFSETS_JOB) -> DataFrame:
+    """Per cluster: `run_started_at`, the start of the newest run of `job` (the offsets job by
+    default) that reached the cluster (ok or partial). Its samples are dated after it; a key
+    sampled before it was missed by that run."""
+    runs = collection_runs.where((F.col("job") == job) & F.col("status").isin(*REACHED))
     return runs.groupBy("cluster").agg(F.max("started_at").alias("run_started_at"))
+
+
+def of_newest_run(at: Column, now: datetime | Column) -> Column:
+    """A key's newest sample, dated `at`, is one of this evaluation: not older than
+    SAMPLE_STALE_AFTER, and of the newest run that reached the cluster (`run_started_at` of
+    `newest_run`, joined beside it; null when no run is known). Null when `at` is."""
+    fresh = seconds_since(at, now) <= SAMPLE_STALE_AFTER.total_seconds()
+    return fresh & (F.col("run_started_at").isNull() | (at >= F.col("run_started_at")))
 
 
 def collection_health(collection_runs: DataFrame, now: datetime | Column) -> DataFrame:

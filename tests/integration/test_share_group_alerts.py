@@ -1,0 +1,207 @@
+"""Share-group alerts end to end on a real Kafka 4.4.0 node with real Java share consumers: the
+share-groups job collects, the evaluation runs on Spark over the stored samples, the alert cycle
+routes and the sender delivers to a local PagerDuty server (critical) and a console file (the
+rest). A producer keeps producing throughout. The group whose consumer is killed fires
+ShareGroupNoMembers at its critical tier and pages; the group that keeps up is never told about.
+
+The rules are the shipped `alert_rules/share.yaml` with the times scaled down so that the test
+waits for conditions, not minutes: every `for:` 5 s, and the backlog tiers at 5 s (warning) and
+30 s (critical) of production instead of 5 and 30 minutes. The conditions are the shipped ones.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+from pyspark.sql import SparkSession
+from sqlalchemy import Engine
+
+from monitor.alert.config import load_routing
+from monitor.alert.cycle import run_cycle
+from monitor.alert.notify.sender import Sender
+from monitor.alert.render import Templates
+from monitor.alert.stage import build_receivers
+from monitor.collect.stage import ClusterCollector
+from monitor.core.clock import SystemClock
+from monitor.core.resources import rules_dir
+from monitor.evaluate.job import run_evaluation
+from monitor.evaluate.plan import Plans
+from monitor.evaluate.rules import load_rules
+from monitor.evaluate.spark import jdbc_target
+from monitor.expose.web.app import create_app
+from tests.fixtures.kafka import KafkaTestHelper
+from tests.fixtures.receivers import ROUTING_KEY, FakePagerDuty
+from tests.fixtures.share import ShareConsumers
+from tests.integration.test_share_groups import CLUSTER, collected, collector, rows  # noqa: F401 (fixture)
+
+URL = "http://kafka-health.test"
+SCALED = {
+    "for: 2m": "for: 5s",
+    "for: 5m": "for: 5s",
+    "for: 10m": "for: 5s",
+    ">= 1800": ">= 30",
+    ">= 300": ">= 5",
+}
+"""The shipped share rules' times, scaled down (see the module docstring)."""
+
+
+@pytest.fixture
+def share_rules(tmp_path: Path) -> Path:
+    text = (rules_dir() / "share.yaml").read_text()
+    for shipped, scaled in SCALED.items():
+        assert shipped in text, shipped
+        text = text.replace(shipped, scaled)
+    path = tmp_path / "share.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def routing(tmp_path: Path, fake_pagerduty: FakePagerDuty, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SHARE_E2E_PD_KEY", ROUTING_KEY)
+    routing = {
+        "receivers": [
+            {"name": "console", "console": {"path": str(tmp_path / "console.jsonl")}},
+            {
+                "name": "pager",
+                "pagerduty": {"routing_key_env": "SHARE_E2E_PD_KEY", "url": fake_pagerduty.url, "timeout": 5},
+            },
+        ],
+        "route": {
+            "receiver": "console",
+            "group_by": ["cluster", "rule", "group_id"],
+            "group_wait": "0s",
+            "routes": [{"matchers": ["severity=critical"], "receiver": "pager"}],
+        },
+    }
+    path = tmp_path / "routing.yaml"
+    path.write_text(yaml.safe_dump(routing))
+    return path
+
+
+class Producer:
+    """Produces to one partition at about `rate` records/s in a thread until stopped."""
+
+    def __init__(self, kafka: KafkaTestHelper, topic: str, rate: int = 10) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(kafka, topic, rate), daemon=True)
+
+    def _run(self, kafka: KafkaTestHelper, topic: str, rate: int) -> None:
+        while not self._stop.wait(0.5):
+            kafka.produce(topic, [b"r"] * max(1, rate // 2))
+
+    def __enter__(self) -> Producer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+@pytest.fixture
+def producing(share_kafka: KafkaTestHelper) -> Iterator[tuple[str, Producer]]:
+    topic = share_kafka.create_topic(partitions=1)
+    with Producer(share_kafka, topic) as producer:
+        yield topic, producer
+
+
+def test_a_stopped_share_group_pages_and_one_that_keeps_up_is_never_told(
+    share_kafka: KafkaTestHelper,
+    share_consumers: ShareConsumers,
+    collector: ClusterCollector,  # noqa: F811
+    engine: Engine,
+    spark: SparkSession,
+    db_url: str,
+    fake_pagerduty: FakePagerDuty,
+    share_rules: Path,
+    routing: Path,
+    producing: tuple[str, Producer],
+    tmp_path: Path,
+) -> None:
+    topic, _ = producing
+    keeping, stopping = f"sg-keeps-{topic}", f"sg-stops-{topic}"
+    for group in (keeping, stopping):
+        share_consumers.from_earliest(group)
+    collector.run("metadata")
+    share_consumers.start(keeping, topic)
+    stopped = share_consumers.start(stopping, topic)
+    share_kafka.wait_for(
+        lambda: all(collected(collector, engine, g).get(0, {}).get("lag") == 0 for g in (keeping, stopping)),
+        90,
+        "both groups to keep up with the producer",
+    )
+
+    ruleset = load_rules([share_rules])
+    assert ruleset.ok, ruleset.errors
+    loaded = load_routing(routing)
+    receivers = build_receivers(loaded, Templates(URL))
+    sender = Sender(lambda: engine, lambda: receivers, SystemClock(), "share-e2e")
+    plans = Plans()
+
+    def cycle() -> None:
+        collector.run("share_groups")
+        now = datetime.now(UTC)
+        run_evaluation(spark, jdbc_target(db_url), engine, ruleset.rules, [CLUSTER], now, plans=plans)
+        with engine.begin() as conn:
+            run_cycle(conn, loaded, now, URL)
+        sender.drain()
+
+    try:
+        share_consumers.stop(stopped)  # killed: it leaves when its session times out (45 s)
+
+        def paged() -> list[dict[str, Any]] | None:
+            cycle()
+            events = [e for e in fake_pagerduty.events if e["event_action"] == "trigger"]
+            return [e for e in events if "has no consumer" in e["payload"]["summary"]] or None
+
+        (page,) = share_kafka.wait_for(paged, 240, "the stopped share group's page")
+    finally:
+        sender.close()
+
+    assert stopping in page["payload"]["summary"] and page["payload"]["severity"] == "critical"
+    found = rows(
+        engine,
+        "SELECT rule, severity, state, labels->>'group_id' AS group_id FROM findings WHERE cluster = :c",
+        c=CLUSTER,
+    )
+    assert {
+        "rule": "ShareGroupNoMembers",
+        "severity": "critical",
+        "state": "firing",
+        "group_id": stopping,
+    } in (found)
+    # The one that kept up: nothing in findings, alerts or any receiver, although it was
+    # evaluated every cycle (its rows are there, sampled, with records arriving).
+    assert [f for f in found if f["group_id"] == keeping] == []
+    assert rows(engine, "SELECT 1 FROM alerts WHERE labels->>'group_id' = :g", g=keeping) == []
+    told = [e["payload"]["summary"] for e in fake_pagerduty.events]
+    console = tmp_path / "console.jsonl"
+    if console.exists():
+        told += [json.dumps(json.loads(line)) for line in console.read_text().splitlines() if line.strip()]
+    assert [t for t in told if keeping in t] == []
+    # Shown where consumer-group alerts are: the cluster's page and the alerts page.
+    app = create_app(engine, stale_after=timedelta(minutes=5))
+    with TestClient(app) as client:
+        for path in (f"/clusters/{CLUSTER}", "/alerts"):
+            shown = client.get(path)
+            assert shown.status_code == 200 and "ShareGroupNoMembers" in shown.text, path
+            assert stopping in shown.text and keeping not in shown.text, path
+    evaluated = rows(
+        engine,
+        "SELECT count(*) AS n, bool_and(sampled) AS sampled, max(produce_rate) AS rate, max(members) AS members "
+        "FROM derived_share_group WHERE cluster = :c AND group_id = :g",
+        c=CLUSTER,
+        g=keeping,
+    )[0]
+    assert (
+        evaluated["n"] >= 2 and evaluated["sampled"] and evaluated["rate"] > 0 and evaluated["members"] == 1
+    )
