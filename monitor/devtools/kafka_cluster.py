@@ -262,6 +262,7 @@ class DevKafkaCluster:
         zookeeper_port = self._layout()[1] + ZOOKEEPER_PORT_OFFSET
         settings = {
             **self.mode.metadata_settings(node_id, quorum, HOST, zookeeper_port),
+            **self.mode.group_settings(),
             "listeners": listeners,
             "advertised.listeners": advertised,
             "listener.security.protocol.map": protocols,

@@ -156,7 +156,7 @@ def test_a_stopped_share_group_pages_and_one_that_keeps_up_is_never_told(
         sender.drain()
 
     try:
-        share_consumers.stop(stopped)  # killed: it leaves when its session times out (45 s)
+        share_consumers.stop(stopped)  # killed: it leaves when its session times out (10 s here)
 
         def paged() -> list[dict[str, Any]] | None:
             cycle()

@@ -96,6 +96,20 @@ def test_single_node_properties(tmp_path: Path) -> None:
     assert props["log.retention.check.interval.ms"] == "5000"
 
 
+@pytest.mark.parametrize(
+    ("version", "share_timeout"), [("4.4.0", "10000"), ("4.1.2", "10000"), ("3.9.1", None), ("2.8.2", None)]
+)
+def test_a_killed_share_consumer_leaves_its_group_in_seconds_where_share_groups_exist(
+    tmp_path: Path, version: str, share_timeout: str | None
+) -> None:
+    props = properties(DevKafkaCluster(
+        DevKafkaConfig(nodes=1, version=version), tmp_path / "home", tmp_path / "cache"
+    ).server_properties(1))  # fmt: skip
+
+    assert props.get("group.share.session.timeout.ms") == share_timeout
+    assert props.get("group.share.min.session.timeout.ms") == share_timeout
+
+
 def test_three_node_properties(tmp_path: Path) -> None:
     cluster = make_cluster(tmp_path, nodes=3, base_port=29092)
 
