@@ -93,44 +93,29 @@ def merge_alerts(
     ((rule, entity_key) -> `gone`) of findings that resolved with one, which their alerts take."""
     current: dict[str, AlertRow] = {}
     for finding in findings:
-        fp = fingerprint(str(finding["rule"]), str(finding["entity_key"]))
-        labels = {str(k): str(v) for k, v in dict(finding["labels"] or {}).items()}
-        labels.update(
-            rule=str(finding["rule"]),
-            cluster=str(finding["cluster"]),
-            entity=str(finding["entity"]),
-            severity=str(finding["severity"]),
-        )
+        rule, entity_key, entity = str(finding["rule"]), str(finding["entity_key"]), str(finding["entity"])
+        cluster, severity = str(finding["cluster"]), str(finding["severity"])
+        fp = fingerprint(rule, entity_key)
+        labels = {str(k): str(v) for k, v in (finding["labels"] or {}).items()}
+        labels.update(rule=rule, cluster=cluster, entity=entity, severity=severity)
         team = team_for(labels)
         if team:
             labels["team"] = team
         state = "firing" if finding["state"] == "firing" else "pending"
+        summary, description, value = str(finding["summary"]), str(finding["description"]), finding["value"]
         row = open_alerts.get(fp)
         if row is None:
             row = AlertRow(
-                id=None,
-                fingerprint=fp,
-                rule=str(finding["rule"]),
-                cluster=str(finding["cluster"]),
-                entity=str(finding["entity"]),
-                entity_key=str(finding["entity_key"]),
-                labels=labels,
-                severity=str(finding["severity"]),
-                state=state,
-                summary=str(finding["summary"]),
-                description=str(finding["description"]),
-                value=finding["value"],
-                runbook=finding["runbook"],
-                pending_since=now,
-                starts_at=now if state == "firing" else None,
+                None, fp, rule, cluster, entity, entity_key, labels, severity, state, summary, description,
+                value, finding["runbook"], pending_since=now, starts_at=now if state == "firing" else None,
                 changed=True,
-            )
+            )  # fmt: skip
         else:
-            new = (labels, str(finding["severity"]), state, str(finding["summary"]), finding["value"])
-            old = (row.labels, row.severity, row.state, row.summary, row.value)
-            row.changed = new != old or str(finding["description"]) != row.description
-            row.labels, row.severity, row.summary, row.value = labels, new[1], new[3], finding["value"]
-            row.description, row.runbook = str(finding["description"]), finding["runbook"]
+            new = (labels, severity, state, summary, value, description)
+            old = (row.labels, row.severity, row.state, row.summary, row.value, row.description)
+            row.changed = new != old
+            row.labels, row.severity, row.summary, row.value = labels, severity, summary, value
+            row.description, row.runbook = description, finding["runbook"]
             if state == "firing" and row.starts_at is None:
                 row.starts_at = now
             row.state = state

@@ -18,7 +18,7 @@ it or none.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -34,7 +34,7 @@ from monitor.alert.dispatch.route import RouteMatch
 from monitor.alert.model import AlertView, Notification
 from monitor.alert.mute.inhibit import apply_inhibition
 from monitor.alert.mute.silence import apply_silences
-from monitor.alert.notify.outbox import enqueue
+from monitor.alert.notify.outbox import enqueue_all
 from monitor.core.gc_pause import gc_paused
 
 
@@ -83,8 +83,7 @@ def _run_cycle(conn: Connection, routing: Routing, now: datetime, external_url: 
     # 5. Record.
     state.write_alerts(conn, [*alerts, *resolved], now)
     state.write_groups(conn, touched)
-    for notification in planner.notifications:
-        enqueue(conn, notification, now)
+    enqueue_all(conn, planner.notifications, now)
     result.notifications = planner.notifications
     result.alerts = _counts(alerts, resolved)
     return result
@@ -140,12 +139,10 @@ def _route_of(routing: Routing, row: GroupRow) -> RouteMatch | None:
     return None
 
 
-def _counts(alerts: Iterable[AlertRow], resolved: list[AlertRow]) -> dict[str, int]:
+def _counts(alerts: Sequence[AlertRow], resolved: list[AlertRow]) -> dict[str, int]:
     """The alerts of the cycle by state, and how many are silenced, inhibited and resolved now."""
-    counts: Counter[str] = Counter()
-    for alert in alerts:
-        counts[alert.state] += 1
-        counts["silenced"] += alert.silenced_by is not None
-        counts["inhibited"] += alert.inhibited_by is not None
+    counts: Counter[str] = Counter(alert.state for alert in alerts)
+    counts["silenced"] = sum(alert.silenced_by is not None for alert in alerts)
+    counts["inhibited"] = sum(alert.inhibited_by is not None for alert in alerts)
     counts["resolved"] = len(resolved)
     return dict(counts)

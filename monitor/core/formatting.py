@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Callable
 from typing import Final
 
@@ -110,6 +111,21 @@ def printable(value: object) -> str:
     member, comment) is shown, wherever it is shown: the terminal, the log, the web pages and
     the notifications (`visible_output`, their templates' `finalize`)."""
     return str(value).translate(_CONTROL_ESCAPES)
+
+
+_LINE_BREAK: Final = re.compile(r"\r\n|\r|\n")
+
+
+def printable_lines(value: object) -> list[str]:
+    """Free text a person wrote over several lines (a silence's comment, a retention request's
+    reason): its lines (split at LF, CR LF or CR), each through `printable`. Only those breaks are
+    kept; any other control character, a Unicode line separator included, stays a visible escape."""
+    return [printable(line) for line in _LINE_BREAK.split(str(value))]
+
+
+def lines_markup(value: object) -> Markup:
+    """`printable_lines` as HTML: the lines escaped, joined by `<br>` (the pages' `lines` filter)."""
+    return Markup("<br>\n").join(printable_lines(value))
 
 
 def visible_output(value: object) -> object:

@@ -30,6 +30,16 @@ def json_loads(data: str | bytes | bytearray | memoryview) -> Any:
         return json.loads(bytes(data) if isinstance(data, memoryview) else data)
 
 
+def json_dumps(value: Any) -> bytes:
+    """How values are written as json and jsonb where the write is bulk (a binary COPY): with
+    orjson, compact UTF-8. What orjson refuses (a key that is not a string, an integer beyond 64
+    bits) is written by `json.dumps`."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value).encode()
+
+
 def normalize_url(url: str) -> str:
     """`url` with the psycopg 3 driver: plain ``postgresql://`` and ``postgres://`` URLs (the form
     DATABASE_URL usually takes) would otherwise select a driver that is not installed."""

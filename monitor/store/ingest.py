@@ -13,9 +13,11 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.types.json import set_json_dumps
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
+from monitor.store.engine import json_dumps
 from monitor.store.partitions import PARTITIONED_TABLES, create_day_partitions, day_of
 
 _NO_PARTITION = "no partition of relation"
@@ -37,15 +39,41 @@ def _driver(conn: Connection) -> psycopg.Connection[Any]:
     return driver
 
 
-def _copy(conn: Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
-    statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
-        sql.Identifier(table), sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+_COLUMN_TYPES = sql.SQL(
+    "SELECT attname, atttypid::int FROM pg_attribute"
+    " WHERE attrelid = quote_ident({})::regclass AND attnum > 0 AND NOT attisdropped"
+)
+
+
+def _column_types(cursor: psycopg.Cursor[Any], table: str, columns: Sequence[str]) -> list[int]:
+    """The PostgreSQL type (oid) of each of `columns` of `table`, from the catalog."""
+    cursor.execute(_COLUMN_TYPES.format(sql.Literal(table)))
+    types = dict(cursor.fetchall())
+    missing = [c for c in columns if c not in types]
+    if missing:
+        raise ValueError(f"table {table} has no column {', '.join(missing)}")
+    return [types[c] for c in columns]
+
+
+def _copy(
+    conn: Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], binary: bool = False
+) -> int:
+    statement = sql.SQL("COPY {} ({}) FROM STDIN{}").format(
+        sql.Identifier(table),
+        sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+        sql.SQL(" (FORMAT BINARY)" if binary else ""),
     )
     written = 0
-    with _driver(conn).cursor() as cursor, cursor.copy(statement) as copy:
-        for row in rows:
-            copy.write_row(row)
-            written += 1
+    with _driver(conn).cursor() as cursor:
+        types = _column_types(cursor, table, columns) if binary else None
+        if types is not None:
+            set_json_dumps(json_dumps, cursor)
+        with cursor.copy(statement) as copy:
+            if types is not None:
+                copy.set_types(types)
+            for row in rows:
+                copy.write_row(row)
+                written += 1
     return written
 
 
@@ -64,8 +92,20 @@ def _is_missing_partition(exc: BaseException) -> bool:
     return isinstance(original, psycopg.errors.CheckViolation) and _NO_PARTITION in str(original)
 
 
-def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
+def copy_rows(
+    conn: Connection,
+    table: str,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    binary: bool = False,
+) -> int:
     """COPY `rows` (tuples in `columns` order) into `table`; return the number of rows written.
+
+    With `binary`, the rows go in PostgreSQL's binary format, each value sent as its column's type
+    (read from the catalog): no text to format and parse, about half the time of the text format
+    for rows of many columns. The values must then be of their column's Python type exactly (str
+    for text, a datetime for a timestamp, a dict or list for jsonb, written with orjson).
 
     For a table partitioned by day, a row on a day without a partition makes PostgreSQL refuse the
     batch; the missing days are then created and the batch is sent once more. Any other database
@@ -79,7 +119,7 @@ def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterab
     partitioned = table in PARTITIONED_TABLES
     if not partitioned and not isinstance(rows, Sequence):
         with conn.begin_nested():
-            return _copy(conn, table, columns, rows)
+            return _copy(conn, table, columns, rows, binary)
     batch = rows if isinstance(rows, Sequence) else list(rows)
     if not batch:
         return 0
@@ -87,11 +127,11 @@ def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterab
         raise ValueError(f"rows for {table} must include its time column {PARTITIONED_TABLES[table]!r}")
     try:
         with conn.begin_nested():
-            _copy(conn, table, columns, batch)
+            _copy(conn, table, columns, batch, binary)
     except (psycopg.Error, DBAPIError) as exc:
         if not (partitioned and _is_missing_partition(exc)):
             raise
         with conn.begin_nested():
             create_day_partitions(conn, table, _days(table, columns, batch))
-            _copy(conn, table, columns, batch)
+            _copy(conn, table, columns, batch, binary)
     return len(batch)

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from monitor.alert.model import AlertView, DeliveryResult, FailureReason, Notification
-from monitor.alert.notify.outbox import claim, enqueue
+from monitor.alert.notify.outbox import claim, enqueue, enqueue_all
 from monitor.alert.notify.retry import RetryPolicy
 from monitor.alert.notify.sender import Sender
 from monitor.core.clock import FakeClock
@@ -109,6 +109,25 @@ def test_each_notification_is_delivered_once_and_logged(engine: Engine) -> None:
     with engine.connect() as conn:
         log = conn.execute(text("SELECT outcome, attempt, instance, alerts FROM notification_log")).all()
     assert sorted(tuple(r) for r in log) == [("sent", 1, "a", 1)] * 3
+
+
+@pytest.mark.parametrize("count", [0, 1, 250])
+def test_a_cycles_notifications_are_stored_in_one_batch_in_their_order(engine: Engine, count: int) -> None:
+    decided = [
+        notification(n, dedup_key=f"key-{n % 7}", kind="resolved" if n % 5 else "firing")
+        for n in range(count)
+    ]
+    with engine.begin() as conn:
+        enqueue_all(conn, decided, T0)
+        rows = conn.execute(
+            text("SELECT id, receiver, kind, group_key, dedup_key, payload, state, next_attempt_at"
+                 " FROM notification_outbox ORDER BY id")
+        ).all()  # fmt: skip
+    assert [Notification.from_json(r.payload) for r in rows] == decided
+    assert [(r.kind, r.group_key, r.dedup_key) for r in rows] == [
+        (n.kind, n.group_key, n.dedup_key) for n in decided
+    ]
+    assert {(r.state, r.next_attempt_at) for r in rows} <= {("pending", T0)}
 
 
 def test_retryable_failures_back_off_then_deliver(engine: Engine) -> None:

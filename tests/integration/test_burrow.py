@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from monitor.core.clock import FakeClock
 from monitor.expose.web.app import create_app
@@ -37,11 +37,14 @@ OFFSET = {"offset": int, "timestamp": int, "lag": (int, None)}
 PARTITION_STATUS = {
     "topic": str, "partition": int, "owner": str, "client_id": str, "status": str,
     "start": (OFFSET, None), "end": (OFFSET, None), "current_lag": int, "complete": float,
+    "committed_beyond_end": bool,
 }  # fmt: skip
 GROUP_STATUS = {
     "cluster": str, "group": str, "status": str, "complete": float, "partitions": [PARTITION_STATUS],
-    "partition_count": int, "maxlag": (PARTITION_STATUS, None), "totallag": int,
+    "partition_count": int, "maxlag": (PARTITION_STATUS, None), "totallag": int, "partitions_beyond_end": int,
 }  # fmt: skip
+"""Burrow's shapes, plus `committed_beyond_end` and `partitions_beyond_end` (ours: a Burrow client
+ignores keys it does not know, and the status it reads is at least WARN there)."""
 CLUSTER_MODULE = {
     "class-name": str, "servers": [str], "topic-refresh": int, "offset-refresh": int,
     "client-profile": {"name": str, "client-id": str, "kafka-version": str, "tls": None, "sasl": None},
@@ -174,10 +177,11 @@ def test_status_lists_the_partitions_not_ok_and_lag_lists_all(client: TestClient
         "topic": "orders", "partition": 0, "owner": "/10.0.0.1", "client_id": "c-m1", "status": "WARN",
         "start": {"offset": 100, "timestamp": ms(T0), "lag": 80},
         "end": {"offset": 150, "timestamp": ms(T1), "lag": 50}, "current_lag": 50, "complete": 0.2,
+        "committed_beyond_end": False,
     }  # fmt: skip
     assert status["status"] == {
         "cluster": "prod", "group": "billing", "status": "WARN", "complete": 0.0, "partitions": [worst],
-        "partition_count": 4, "maxlag": worst, "totallag": 50,
+        "partition_count": 4, "maxlag": worst, "totallag": 50, "partitions_beyond_end": 0,
     }  # fmt: skip
     lag = burrow(client, "/v3/kafka/prod/consumer/billing/lag", "consumer status")["status"]
     assert [(p["topic"], p["partition"], p["status"], p["complete"]) for p in lag["partitions"]] == [
@@ -192,6 +196,44 @@ def test_status_lists_the_partitions_not_ok_and_lag_lists_all(client: TestClient
     )
 
 
+@pytest.mark.parametrize(
+    ("group", "beyond", "status", "listed"),
+    [
+        ("audit", [("orders", 0)], "WARN", [("orders", 0, "WARN", True)]),
+        ("billing", [("orders", 1)], "WARN", [("orders", 0, "WARN", False), ("orders", 1, "WARN", True)]),
+        ("billing", [("orders", 0), ("payments", 0)], "WARN",
+         [("orders", 0, "WARN", True), ("payments", 0, "WARN", True)]),
+        ("audit", [], "OK", []),
+    ],
+)  # fmt: skip
+def test_a_partition_committed_beyond_the_end_is_never_ok(
+    client: TestClient,
+    engine: Engine,
+    group: str,
+    beyond: list[tuple[str, int]],
+    status: str,
+    listed: list[tuple[str, int, str, bool]],
+) -> None:
+    """Its lag reads 0, but it is not caught up: the partition and the group are at least WARN,
+    the partition says `committed_beyond_end` and the group counts them (`partitions_beyond_end`)."""
+    flag = text(
+        "UPDATE derived_group_partition SET committed_beyond_end = :b"
+        " WHERE cluster = 'prod' AND group_id = :g AND evaluated_at = :at AND topic = :t AND partition = :p"
+    )
+    with engine.begin() as conn:
+        for topic, partition in beyond:
+            conn.execute(flag, {"b": True, "g": group, "at": T1, "t": topic, "p": partition})
+    try:
+        body = burrow(client, f"/v3/kafka/prod/consumer/{group}/status", "consumer status")["status"]
+    finally:
+        with engine.begin() as conn:
+            for topic, partition in beyond:
+                conn.execute(flag, {"b": False, "g": group, "at": T1, "t": topic, "p": partition})
+    assert body["status"] == status and body["partitions_beyond_end"] == len(beyond)
+    shown = [(p["topic"], p["partition"], p["status"], p["committed_beyond_end"]) for p in body["partitions"]]
+    assert shown == listed
+
+
 @pytest.mark.parametrize("endpoint", ["status", "lag"])
 @pytest.mark.parametrize(
     "where", ["prod/consumer/nope", "prod/consumer/ghost", "nope/consumer/billing", "idle/consumer/x"]
@@ -202,7 +244,7 @@ def test_an_unknown_group_has_status_notfound(client: TestClient, endpoint: str,
     assert body["error"] is False
     assert body["status"] == {
         "cluster": cluster, "group": group, "status": "NOTFOUND", "complete": 1.0, "partitions": [],
-        "partition_count": 0, "maxlag": None, "totallag": 0,
+        "partition_count": 0, "maxlag": None, "totallag": 0, "partitions_beyond_end": 0,
     }  # fmt: skip
 
 

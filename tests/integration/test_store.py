@@ -92,6 +92,37 @@ def test_copy_rows_reports_other_errors_and_keeps_the_transaction_usable(engine:
     assert _rows_per_partition(engine, "dup") == {partition_name("partition_offsets", at.date()): 1}
 
 
+BINARY_ROWS: list[tuple[Any, ...]] = [
+    ("plain", {"team": "payments"}, datetime(2031, 1, 2, 3, 4, 5, 678901, tzinfo=UTC), 1.5, 7),
+    ("tab\there, new\nline", {"k": "back\\slash \\N \\."}, datetime(1970, 1, 1, tzinfo=UTC), None, None),
+    ("bidi \u202e emoji 🔥 \x1b[31m", {"é": "zero\u200bwidth", "q": "\"'"}, None, -0.0, -(2**63)),
+    ("", {}, datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC), float("inf"), 2**63 - 1),
+]
+
+
+@pytest.mark.parametrize("row", BINARY_ROWS, ids=range(len(BINARY_ROWS)))
+def test_copy_rows_in_binary_writes_each_value_as_its_column_type(
+    engine: Engine, row: tuple[Any, ...]
+) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "CREATE TEMPORARY TABLE typed (name text, labels jsonb, at timestamptz, value float8,"
+                " n bigint, untouched text DEFAULT 'default') ON COMMIT DROP"
+            )
+        )
+        assert copy_rows(conn, "typed", ["name", "labels", "at", "value", "n"], [row], binary=True) == 1
+        stored = conn.execute(text("SELECT name, labels, at, value, n, untouched FROM typed")).one()
+    assert tuple(stored) == (*row, "default")
+
+
+def test_copy_rows_in_binary_names_a_column_the_table_lacks(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TEMPORARY TABLE typed (name text) ON COMMIT DROP"))
+        with pytest.raises(ValueError, match="table typed has no column nmae"):
+            copy_rows(conn, "typed", ["nmae"], [("x",)], binary=True)
+
+
 def test_copy_rows_streams_an_iterator_into_a_table_that_is_not_partitioned(engine: Engine) -> None:
     made: list[int] = []
 

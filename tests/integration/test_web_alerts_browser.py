@@ -167,7 +167,11 @@ def test_silence_an_alert_then_expire_the_silence(web: BrowserPage, populated: P
     assert expired is not None
 
 
-def test_a_refused_action_is_shown_on_the_page(web: BrowserPage, populated: Populated, who: str) -> None:
+def test_a_refused_silence_comes_back_as_the_form_as_typed(
+    web: BrowserPage, populated: Populated, who: str
+) -> None:
+    web.expect_problem("HTTP 422: POST")  # the form again, answered 422 (twice here)
+    web.expect_problem("responded with a status of 422")
     web.goto("/alerts")
     form = web.page.locator("#silences details.silence")
     form.locator("summary").click()
@@ -175,16 +179,21 @@ def test_a_refused_action_is_shown_on_the_page(web: BrowserPage, populated: Popu
     form.locator("input[name=comment]").fill("typo in the matcher")
     with web.page.expect_navigation():
         form.locator("button[type=submit]").click()
-    web.shot("alerts-refused", "#flash.flash-error")
-    assert "Not done: bad matcher" in web.page.locator("#flash").inner_text()
+    web.shot("alerts-refused", "[data-role=error]", "form[data-role=silence-form]")
+    assert "Not done: bad matcher" in web.page.locator("[data-role=error]").inner_text()
+    again = web.page.locator("form[data-role=silence-form]")
+    assert again.locator("textarea[name=matchers]").input_value() == "cluster=~(unclosed"
+    assert again.locator("input[name=comment]").input_value() == "typo in the matcher"
 
-    web.page.locator("#silences details.silence summary").click()
-    web.page.locator("#silences details.silence textarea[name=matchers]").fill("cluster=prod")
-    web.page.locator("#silences details.silence input[name=duration]").fill("30d")
-    web.page.locator("#silences details.silence input[name=comment]").fill("too long")
+    again.locator("textarea[name=matchers]").fill("cluster=prod")
+    again.locator("input[name=duration]").fill("30d")
     with web.page.expect_navigation():
-        web.page.locator("#silences details.silence button[type=submit]").click()
-    assert "may last at most" in web.page.locator("#flash.flash-error").inner_text()
+        again.locator("button[type=submit]").click()
+    assert "may last at most" in web.page.locator("[data-role=error]").inner_text()
+    assert (
+        web.page.locator("form[data-role=silence-form] textarea[name=matchers]").input_value()
+        == "cluster=prod"
+    )
     with populated.engine.connect() as conn:
         assert (
             conn.execute(text("SELECT count(*) FROM silences WHERE created_by = :by"), {"by": who}).scalar()

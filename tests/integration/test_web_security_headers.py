@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 
 from monitor.core.settings import IdentityConfig
 from monitor.expose.web.app import create_app
-from monitor.expose.web.security import HSTS
+from monitor.expose.web.security import HSTS, REDOC_REFUSED
 
 ANSWERS = [
     ("GET", "/", 200),
@@ -28,6 +28,7 @@ ANSWERS = [
     ("GET", "/static/nothing.css", 404),
     ("GET", "/metrics", 200),
     ("GET", "/docs", 200),
+    ("GET", "/redoc", 404),
     ("GET", "/clusters/nowhere", 404),
 ]
 
@@ -46,6 +47,8 @@ def test_every_kind_of_answer_carries_the_security_headers(engine: Engine, hsts:
         assert headers["x-frame-options"] == "DENY" and headers["x-content-type-options"] == "nosniff"
         assert headers["referrer-policy"] == "same-origin"
         assert headers.get("strict-transport-security") == (HSTS if hsts else None), (method, path)
+        if path == "/redoc":  # not served (its styles need 'unsafe-inline'): says where the docs are
+            assert answer.json()["error"]["message"] == REDOC_REFUSED and "/docs" in REDOC_REFUSED
         if status == 405:  # it says every method the path takes
             allowed = {
                 "/api/v1/clusters": "GET",

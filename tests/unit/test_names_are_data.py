@@ -24,6 +24,7 @@ from monitor.core.formatting import PrintableLogFormatter, printable, printable_
 from monitor.expose.read import lag as read_lag
 from monitor.expose.read import topics as read_topics
 from monitor.expose.read.queries import Listing
+from monitor.expose.web.context import template_environment
 
 runner = CliRunner()
 
@@ -161,3 +162,28 @@ def test_the_command_line_installs_the_formatter(monkeypatch: pytest.MonkeyPatch
     cli._setup_logging("INFO")
     [handler] = root.handlers
     assert isinstance(handler.formatter, PrintableLogFormatter)
+
+
+@pytest.mark.parametrize(
+    ("comment", "shown"),
+    [
+        ("one line", "one line"),
+        ("first\nsecond", "first<br>\nsecond"),
+        ("windows\r\nline\rmac", "windows<br>\nline<br>\nmac"),
+        ("two\n\nbreaks\n", "two<br>\n<br>\nbreaks<br>\n"),
+        ("tab\there", "tab\\there"),
+        ("<script>alert(1)</script>\n&", "&lt;script&gt;alert(1)&lt;/script&gt;<br>\n&amp;"),
+        ("bidi \u202e evil\nzero\u200bwidth", "bidi \\u202e evil<br>\nzero\\u200bwidth"),
+        ("escape \x1b[31mred\x07", "escape \\x1b[31mred\\x07"),
+        ("unicode\u2028separator\x85c1", "unicode\\u2028separator\\x85c1"),
+    ],
+)
+def test_a_comment_over_several_lines_shows_its_breaks_and_no_other_control(comment: str, shown: str) -> None:
+    """The pages' `lines` filter (silence comments, retention reasons): LF, CR LF and CR are line
+    breaks; every other control, separator or bidi character stays a visible escape; markup is
+    escaped."""
+    env = template_environment()
+    assert env.from_string("{{ comment | lines }}").render(comment=comment) == shown
+    assert env.from_string("{{ comment }}").render(comment="a\nb") == "a\\nb", (
+        "elsewhere a newline stays visible"
+    )

@@ -84,6 +84,21 @@ def test_the_index_decides_as_matching_silence_by_silence() -> None:
     assert len({d for d in decided if d is not None}) >= 10 and None in decided
 
 
+def test_alerts_equal_on_the_labels_silences_read_are_answered_alike_in_any_order() -> None:
+    """The index remembers its answer per value of the labels the silences read: a label no
+    silence reads (the partition) and the order of the alerts change nothing."""
+    parsed = [(silence_id, parse_matchers(texts)) for silence_id, texts in SILENCES]
+    index = SilenceIndex(parsed)
+    expected = [_per_silence(parsed, labels) for labels in ALERTS]
+    alerts = [{**labels, "partition": str(n)} for n, labels in enumerate([*ALERTS, *reversed(ALERTS)])]
+    assert [index.first_match(labels) for labels in alerts] == [*expected, *reversed(expected)]
+    assert (
+        index.first_match({"team": "", "rule": "BrokerDown"})
+        == index.first_match({"rule": "BrokerDown"})
+        == 12
+    )
+
+
 @pytest.mark.parametrize("size", range(len(SILENCES) + 1))
 def test_every_subset_of_the_silences_decides_the_same(size: int) -> None:
     parsed = [(silence_id, parse_matchers(texts)) for silence_id, texts in SILENCES]

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from monitor.alert.alerts import AlertRow
 from monitor.alert.config.routing import Routing
-from monitor.alert.dispatch.route import RouteMatch
+from monitor.alert.dispatch.route import GROUP_BY_ALL, RouteMatch
 from monitor.core.vocabulary import SEVERITY_RANK
 
 
@@ -63,27 +63,35 @@ def route_groups(alerts: Iterable[AlertRow], routing: Routing) -> dict[tuple[str
     """Every unmuted firing alert in the group of each receiver it is routed to, keyed by
     (receiver, group key)."""
     groups: dict[tuple[str, str], Group] = {}
-    keys: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
-    """(route path, group labels) -> group key: thousands of alerts fall into a few groups, and
-    the key's JSON is written once per group, not once per alert."""
+    keys: dict[tuple[str, tuple[str, ...], tuple[str | None, ...]], tuple[str, dict[str, str]]] = {}
+    """(route path, group_by, the values of those labels) -> group key and labels: thousands of
+    alerts fall into a few groups, and a group's key is made once, not once per alert."""
     routed_by = routing.routed_by()
     routes: dict[tuple[str | None, ...], list[RouteMatch]] = {}
     """The receivers of alerts equal on the labels routing reads, found once."""
     for alert in alerts:
         if alert.state != "firing" or alert.silenced_by is not None or alert.inhibited_by is not None:
             continue
-        routed = tuple(alert.labels.get(name) for name in routed_by)
+        labels = alert.labels
+        routed = tuple([labels.get(name) for name in routed_by])
         matches = routes.get(routed)
         if matches is None:
-            matches = routes[routed] = routing.receivers_for(alert.labels)
+            matches = routes[routed] = routing.receivers_for(labels)
         for match in matches:
-            chosen = match.group_labels(alert.labels)
-            known = (match.route_path, tuple(sorted(chosen.items())))
-            key = keys.get(known)
-            if key is None:
-                key = keys[known] = group_key(match, chosen)[0]
-            group = groups.get((match.receiver, key))
+            known = (match.route_path, match.group_by, _grouped_by(match, labels))
+            found = keys.get(known)
+            if found is None:
+                found = keys[known] = group_key(match, labels)
+            key = (match.receiver, found[0])
+            group = groups.get(key)
             if group is None:
-                group = groups[(match.receiver, key)] = Group(match, dict(known[1]))
+                group = groups[key] = Group(match, dict(found[1]))
             group.alerts.append(alert)
     return groups
+
+
+def _grouped_by(match: RouteMatch, labels: Mapping[str, str]) -> tuple[str | None, ...]:
+    """The values of the labels that decide an alert's group at `match` (None: not there)."""
+    if match.group_by == (GROUP_BY_ALL,):
+        return tuple(item for pair in sorted(labels.items()) for item in pair)
+    return tuple([labels.get(name) for name in match.group_by])

@@ -19,6 +19,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from monitor.alert.alerts import AlertRow
 from monitor.alert.matchers import Matcher, MatcherError, parse_matchers
@@ -56,6 +57,9 @@ def _parsed(texts: tuple[str, ...]) -> tuple[Matcher, ...]:
     return parse_matchers(texts)
 
 
+_UNKNOWN = object()
+
+
 class SilenceIndex:
     """Silences (id and matchers, in order) matched all at once against an alert's labels."""
 
@@ -67,15 +71,26 @@ class SilenceIndex:
             for matcher in matchers:
                 per_label.setdefault(matcher.name, {}).setdefault(bit, []).append(matcher)
         self._labels = {name: _LabelIndex(found) for name, found in per_label.items()}
+        self._names = tuple(self._labels)
+        self._memo: dict[tuple[str, ...], int | None] = {}
+        """The label values the silences read -> the answer: the partitions of a topic, the
+        alerts of a group share them."""
 
     def first_match(self, labels: Mapping[str, str]) -> int | None:
         """The id of the first silence all of whose matchers hold for `labels` (a missing label
         counts as the empty string), or None."""
+        values = tuple([labels.get(name, "") for name in self._names])
+        found = self._memo.get(values, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = self._memo[values] = self._first_match(values)
+        return cast(int | None, found)
+
+    def _first_match(self, values: tuple[str, ...]) -> int | None:
         left = self._all
-        for name, index in self._labels.items():
+        for index, value in zip(self._labels.values(), values, strict=True):
             if not left:
                 return None
-            left &= ~index.failing(labels.get(name, ""))
+            left &= ~index.failing(value)
         return self._ids[(left & -left).bit_length() - 1] if left else None
 
 

@@ -24,6 +24,7 @@ as the receiver can tell when it deduplicates; PagerDuty does, by dedup_key). Ev
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -47,26 +48,30 @@ NOTIFICATION_FAILURES = Counter(
 )
 
 
+_ENQUEUE = (
+    "INSERT INTO notification_outbox"
+    " (receiver, kind, group_key, dedup_key, payload, state, attempts, created_at, next_attempt_at)"
+    " VALUES (:receiver, :kind, :group_key, :dedup_key, :payload, 'pending', 0, :now, :now)"
+)
+
+
+def _enqueued(notification: Notification, now: datetime) -> dict[str, Any]:
+    """The parameters of `_ENQUEUE` for `notification`."""
+    keys = {name: getattr(notification, name) for name in ("receiver", "kind", "group_key", "dedup_key")}
+    return {**keys, "payload": notification.to_json(), "now": now}
+
+
 def enqueue(conn: Connection, notification: Notification, now: datetime) -> int:
     """Store `notification` for sending; returns its outbox id. The caller commits."""
-    return int(
-        conn.execute(
-            text(
-                "INSERT INTO notification_outbox"
-                " (receiver, kind, group_key, dedup_key, payload, state, attempts,"
-                " created_at, next_attempt_at) VALUES (:receiver, :kind, :group_key, :dedup_key, :payload,"
-                " 'pending', 0, :now, :now) RETURNING id"
-            ),
-            {
-                "receiver": notification.receiver,
-                "kind": notification.kind,
-                "group_key": notification.group_key,
-                "dedup_key": notification.dedup_key,
-                "payload": notification.to_json(),
-                "now": now,
-            },
-        ).scalar_one()
-    )
+    return int(conn.execute(text(_ENQUEUE + " RETURNING id"), _enqueued(notification, now)).scalar_one())
+
+
+def enqueue_all(conn: Connection, notifications: Sequence[Notification], now: datetime) -> None:
+    """Store `notifications` for sending, in their order (their ids ascending), in one batch of
+    statements: a cycle that opens hundreds of incidents does not wait for a round trip each. The
+    caller commits."""
+    if notifications:
+        conn.execute(text(_ENQUEUE), [_enqueued(n, now) for n in notifications])
 
 
 _CLAIM = text(

@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Engine
 from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
 from monitor.core.clock import Clock
-from monitor.core.formatting import NUMBER_FILTERS, visible_output
+from monitor.core.formatting import NUMBER_FILTERS, lines_markup, visible_output
 from monitor.core.resources import templates_dir
 from monitor.core.settings import MAX_SILENCES_PER_TEAM
 from monitor.expose.metrics.snapshot import MetricsSnapshot
@@ -47,6 +47,7 @@ def template_environment() -> jinja2.Environment:
     )
     env.filters.update(NUMBER_FILTERS)
     env.filters["utc"] = utc_text
+    env.filters["lines"] = lines_markup  # free text over several lines: its breaks shown as breaks
     return env
 
 

@@ -12,7 +12,10 @@ one middleware, and the API's documentation page under the same policy.
   reached over HTTPS.
 
 `/docs` is FastAPI's Swagger UI, whose script and style come from its CDN: that page's policy adds
-the CDN and the hashes of its own inline script, nothing else.
+the CDN and the hashes of its own inline script, nothing else. `/redoc` (FastAPI's other
+documentation page) is not served: ReDoc writes its styles into the page as it runs (inline
+`<style>` elements without the answer's nonce), which the policy would have to allow with
+`style-src 'unsafe-inline'`; it answers 404 naming `/docs`.
 """
 
 from __future__ import annotations
@@ -95,6 +98,17 @@ def install(app: FastAPI, *, hsts: bool = False) -> None:
             script=f" {CDN}{hashes}", style=f" {CDN}", img=" https://fastapi.tiangolo.com"
         )
         return page
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc() -> JSONResponse:
+        """Not served (see the module's docstring): a 404 that says where the documentation is."""
+        return JSONResponse({"error": {"code": "not_found", "message": REDOC_REFUSED}}, 404)
+
+
+REDOC_REFUSED: Final = (
+    "/redoc is not served: ReDoc needs inline styles the Content-Security-Policy refuses. The API's "
+    "documentation is /docs (Swagger UI); the OpenAPI document is /openapi.json"
+)
 
 
 def _sha256(script: str) -> str:

@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import Connection, text
 
 from monitor.core.vocabulary import NOT_FOUND_STATUS, STATUS_RANK
+from monitor.expose.read import gone as read_gone
 from monitor.expose.read import lag as read_lag
 from monitor.expose.read import topics as read_topics
 from monitor.expose.read.history import Commit, recent_commits
@@ -197,10 +198,14 @@ def _status(
             text("SELECT status FROM group_lag WHERE cluster = :c AND group_id = :g"),
             {"c": cluster, "g": group},
         ).scalar()
+        beyond = read_gone.beyond_end(conn, cluster, group)
     if found is None:
         return _not_found_status(request, cluster, group)
     partitions, commits, _ = found
-    evaluated = [_partition_status(p, commits.get((p.topic, p.partition), [])) for p in partitions]
+    evaluated = [
+        _partition_status(p, commits.get((p.topic, p.partition), []), (p.topic, p.partition) in beyond)
+        for p in partitions
+    ]
     maxlag: PartitionStatus | None = None
     for entry in evaluated:
         if maxlag is None or entry.current_lag > maxlag.current_lag:
@@ -209,9 +214,10 @@ def _status(
     worst = max((e.status for e in evaluated), key=WORSE.__getitem__, default="OK")
     worst = "ERR" if WORSE[worst] > WORSE["ERR"] else worst
     body = ConsumerGroupStatus(
-        cluster=cluster, group=group, status=group_status or worst,
+        cluster=cluster, group=group, status=_at_least_warn(group_status or worst, bool(beyond)),
         complete=complete, partitions=[e for e in evaluated if show_all or e.status != "OK"],
         partition_count=len(evaluated), maxlag=maxlag, totallag=sum(e.current_lag for e in evaluated),
+        partitions_beyond_end=sum(e.committed_beyond_end for e in evaluated),
     )  # fmt: skip
     return ConsumerStatus(message="consumer status returned", status=body, request=_info(request))
 
@@ -239,13 +245,18 @@ def _group_offsets(
     return partitions, commits, sizes
 
 
-def _partition_status(p: GroupPartitionLag, commits: list[Commit]) -> PartitionStatus:
+def _partition_status(p: GroupPartitionLag, commits: list[Commit], beyond_end: bool) -> PartitionStatus:
     return PartitionStatus(
         topic=p.topic, partition=p.partition, owner=p.owner or "", client_id=p.client_id or "",
-        status=p.status or "OK", start=_offset(commits[0]) if commits else None,
+        status=_at_least_warn(p.status or "OK", beyond_end), start=_offset(commits[0]) if commits else None,
         end=_offset(commits[-1]) if commits else None, current_lag=p.offset_lag or 0,
-        complete=min(len(commits), INTERVALS) / INTERVALS,
+        complete=min(len(commits), INTERVALS) / INTERVALS, committed_beyond_end=beyond_end,
     )  # fmt: skip
+
+
+def _at_least_warn(status: str, beyond_end: bool) -> str:
+    """A status with offsets committed beyond the log end: never OK (lag 0 is not caught up)."""
+    return "WARN" if beyond_end and status == "OK" else status
 
 
 def _offset(commit: Commit) -> ConsumerOffset:

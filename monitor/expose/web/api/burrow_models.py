@@ -113,6 +113,12 @@ class PartitionStatus(_Model):
     end: ConsumerOffset | None = Field(description="newest commit in the window")
     current_lag: int = Field(description="offset lag now")
     complete: float = Field(description="share of the window's slots filled with commits")
+    committed_beyond_end: bool = Field(
+        default=False,
+        description="committed beyond the end: the committed offset lies beyond the log end (a topic "
+        "deleted and re-created, an offset restore gone wrong); `current_lag` reads 0 but the group is not "
+        "caught up (its next restart resets the offset), so the status is at least WARN (not in Burrow)",
+    )
 
 
 class ConsumerGroupStatus(_Model):
@@ -126,6 +132,11 @@ class ConsumerGroupStatus(_Model):
     partition_count: int = Field(default=0, description="partitions the group has committed on")
     maxlag: PartitionStatus | None = Field(default=None, description="the partition with the most lag")
     totallag: int = Field(default=0, description="sum of the partitions' current lag")
+    partitions_beyond_end: int = Field(
+        default=0,
+        description="partitions committed beyond the end (see the partitions' `committed_beyond_end`); "
+        "when any, the status is at least WARN (not in Burrow)",
+    )
 
 
 class ConsumerStatus(_Response):

@@ -5,7 +5,9 @@ Forms post to routes here that call `monitor.alert.actions` (as the CLI and the 
 the signed-in identity, after the same identity and CSRF guard as every change, and redirect back
 to the page (POST-redirect-GET, so a reload never acknowledges twice), carrying the
 outcome in a one-time flash cookie. A refused action comes back the same way, as an error on the
-page, with the reason `actions` gives.
+page, with the reason `actions` gives; but input the silence form can correct (a matcher refused
+as invalid or too costly, a bad duration) answers 422 with the form again, as typed, and the
+reason.
 """
 
 from __future__ import annotations
@@ -170,6 +172,9 @@ async def acknowledge(ctx: Context, auth: Auth, request: Request) -> Response:
 
 @router.post("/alerts/silences", response_model=None)
 async def silence(ctx: Context, auth: Auth, request: Request) -> Response:
+    """A silence from the form. Input the form can correct (a matcher refused as invalid or too
+    costly, a bad duration or comment) answers 422 with the form again, as typed, and the reason;
+    a refusal of who may silence what comes back to the alerts page as a flash."""
     form, _ = await _form(request)
 
     def act(who: Identity) -> str:
@@ -190,7 +195,17 @@ async def silence(ctx: Context, auth: Auth, request: Request) -> Response:
                 platform_teams=auth.platform_teams, max_per_team=ctx.max_silences_per_team)))  # fmt: skip
         return f"Silence {silence_id} created for {duration.strip()}: {', '.join(lines)}."
 
-    return _guarded(ctx, auth, request, form, act)
+    def again(who: Identity, exc: actions.ActionError) -> Response:
+        page = ctx.render(
+            "web/silence_form.html", title="New silence", message=str(exc),
+            matchers=form.get("matchers", "").splitlines(), duration=form.get("duration", "2h"),
+            comment=form.get("comment", ""), max_silence=timedelta(seconds=ctx.silence_max_seconds),
+            csrf_field=CSRF_FIELD, csrf_token=auth.csrf_token(who),
+        )  # fmt: skip
+        page.status_code = 422
+        return page
+
+    return _guarded(ctx, auth, request, form, act, invalid=again)
 
 
 @router.post("/alerts/silences/{silence_id}/expire", response_model=None)
@@ -227,9 +242,11 @@ def _guarded(
     request: Request,
     form: dict[str, str],
     action: Callable[[Identity], str],
+    invalid: Callable[[Identity, actions.ActionError], Response] | None = None,
 ) -> Response:
     """Identity and CSRF first (refused: an error page, nothing changed); then `action`, and back
-    to the alerts page with its outcome as a flash."""
+    to the alerts page with its outcome as a flash; or, where given, `invalid` answers a refusal of
+    the input itself (code `invalid`)."""
     try:
         who = auth.form_changer(request, form)
     except FormRefused as exc:
@@ -241,6 +258,8 @@ def _guarded(
     try:
         flash = {"kind": "ok", "text": action(who)}
     except actions.ActionError as exc:
+        if invalid is not None and exc.code == "invalid":
+            return invalid(who, exc)
         flash = {"kind": "error", "text": f"Not done: {exc}"}
     response = RedirectResponse("/alerts", status_code=303)
     response.set_cookie(
