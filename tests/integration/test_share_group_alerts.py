@@ -40,7 +40,7 @@ from monitor.expose.web.app import create_app
 from tests.fixtures.kafka import KafkaTestHelper
 from tests.fixtures.receivers import ROUTING_KEY, FakePagerDuty
 from tests.fixtures.share import ShareConsumers
-from tests.integration.test_share_groups import CLUSTER, collected, collector, rows  # noqa: F401 (fixture)
+from tests.integration.test_share_groups import collected, rows, share_collector
 
 URL = "http://kafka-health.test"
 SCALED = {
@@ -107,6 +107,16 @@ class Producer:
         self._thread.join(30)
 
 
+CLUSTER = "share-alerts"
+
+
+@pytest.fixture
+def collector(share_kafka: KafkaTestHelper, engine: Engine) -> Iterator[ClusterCollector]:
+    """This module's groups (`sga-`) under a cluster name of its own."""
+    with share_collector(share_kafka, engine, CLUSTER, "sga-.*") as made:
+        yield made
+
+
 @pytest.fixture
 def producing(share_kafka: KafkaTestHelper) -> Iterator[tuple[str, Producer]]:
     topic = share_kafka.create_topic(partitions=1)
@@ -117,7 +127,7 @@ def producing(share_kafka: KafkaTestHelper) -> Iterator[tuple[str, Producer]]:
 def test_a_stopped_share_group_pages_and_one_that_keeps_up_is_never_told(
     share_kafka: KafkaTestHelper,
     share_consumers: ShareConsumers,
-    collector: ClusterCollector,  # noqa: F811
+    collector: ClusterCollector,
     engine: Engine,
     spark: SparkSession,
     db_url: str,
@@ -128,7 +138,7 @@ def test_a_stopped_share_group_pages_and_one_that_keeps_up_is_never_told(
     tmp_path: Path,
 ) -> None:
     topic, _ = producing
-    keeping, stopping = f"sg-keeps-{topic}", f"sg-stops-{topic}"
+    keeping, stopping = f"sga-keeps-{topic}", f"sga-stops-{topic}"
     for group in (keeping, stopping):
         share_consumers.from_earliest(group)
     collector.run("metadata")
