@@ -86,6 +86,15 @@ def test_a_deleted_group_resolves_as_gone_and_one_beyond_the_end_is_not_caught_u
     assert not [f for f in s.findings() if lagging in f["entity_key"] and "BeyondEnd" in f["rule"]]
     page = _page(engine, f"/clusters/{cluster}/groups/{beyond}")
     assert COMMITTED_BEYOND_END in page and 'data-role="gone"' not in page
+    # ... and so do the group lists: the cluster page's, the groups page's and the API's.
+    for path in (f"/clusters/{cluster}", f"/clusters/{cluster}/groups"):
+        listed = _page(engine, path)
+        row = next(r for r in listed.split("<tr") if f"/groups/{beyond}" in r)
+        assert 'data-role="beyond-end"' in row and COMMITTED_BEYOND_END in row, (path, row)
+        assert not [r for r in listed.split("<tr") if f"/groups/{lagging}" in r and "beyond-end" in r]
+    with TestClient(create_app(engine, stale_after=timedelta(minutes=5))) as client:
+        items = client.get(f"/api/v1/clusters/{cluster}/groups").json()["items"]
+    assert {g["group_id"]: g["partitions_beyond_end"] for g in items} == {beyond: 1, lagging: 0}
 
     # The lagging group is deleted with the admin API while its alert is open.
     futures = kafka.admin.delete_consumer_groups([lagging], request_timeout=30)

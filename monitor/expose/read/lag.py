@@ -81,6 +81,7 @@ class GroupSummary(Described):
     data_loss_occurred: bool | None
     status: str | None
     lag_growing: bool | None
+    partitions_beyond_end: int | None
     evaluated_at: datetime
 
 

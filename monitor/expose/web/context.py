@@ -30,6 +30,7 @@ from monitor.core.clock import Clock
 from monitor.core.formatting import NUMBER_FILTERS, lines_markup, visible_output
 from monitor.core.resources import templates_dir
 from monitor.core.settings import MAX_SILENCES_PER_TEAM
+from monitor.core.vocabulary import COMMITTED_BEYOND_END
 from monitor.expose.metrics.snapshot import MetricsSnapshot
 from monitor.expose.read.cache import ReadCache
 from monitor.expose.web.health import RuleScale
@@ -48,6 +49,7 @@ def template_environment() -> jinja2.Environment:
     env.filters.update(NUMBER_FILTERS)
     env.filters["utc"] = utc_text
     env.filters["lines"] = lines_markup  # free text over several lines: its breaks shown as breaks
+    env.globals["COMMITTED_BEYOND_END"] = COMMITTED_BEYOND_END
     return env
 
 
