@@ -23,6 +23,7 @@ from monitor.evaluate.transforms.share import (
     share_group_topics,
     share_groups,
     share_partitions,
+    share_states,
 )
 from monitor.evaluate.transforms.status import DEFAULT_WINDOW_COMMITS
 
@@ -78,7 +79,8 @@ def derive(
     broker = conform(keep(brokers), "broker", at)
     group_topic = conform(keep(group_topics(group_partition)), "group_topic", at, ROLLUP_PARTS)
     # 5. Share groups: their share partitions rolled up per topic, then per group.
-    share_topics = keep(share_group_topics(share_partitions(inputs), inputs))
+    share_group_states = keep(share_states(inputs))
+    share_topics = keep(share_group_topics(share_partitions(inputs), share_group_states))
     share_topic = conform(share_topics, "share_group_topic", at, SHARE_ROLLUP_PARTS)
     frames = {
         "group_partition": group_partition.drop(*_GP_EXTRA),
@@ -87,7 +89,7 @@ def derive(
         "partition": conform(partition, "partition", at),
         "topic": conform(keep(topics(partition, group_topic)), "topic", at),
         "share_group_topic": share_topic.drop(*SHARE_ROLLUP_PARTS),
-        "share_group": conform(keep(share_groups(share_topic, inputs)), "share_group", at),
+        "share_group": conform(keep(share_groups(share_topic, share_group_states)), "share_group", at),
         "broker": broker,
         "cluster": conform(keep(clusters(partition, broker, inputs.collection_runs, at)), "cluster", at),
     }

@@ -106,18 +106,19 @@ def _backlog(lag: Column, produce_rate: Column) -> Column:
     return F.when(produce_rate > 0, ratio(lag, produce_rate))
 
 
-def _states(inputs: Inputs) -> DataFrame:
-    """The newest state of each share group in the window, with its own `sampled`."""
+def share_states(inputs: Inputs) -> DataFrame:
+    """The newest state of each share group in the window, with its own `sampled` (as
+    `state_sampled`): read once, for both roll-ups."""
     states = newest(inputs.share_group_states, ["cluster", "group_id"]).select(
         "cluster", "group_id", F.col("state").alias("group_state"), "members", "sampled_at"
     )
     return _with_sampled(states, inputs).withColumnRenamed("sampled", "state_sampled")
 
 
-def share_group_topics(partitions: DataFrame, inputs: Inputs) -> DataFrame:
+def share_group_topics(partitions: DataFrame, states: DataFrame) -> DataFrame:
     """Per (cluster, share group, topic) of `share_partitions`: the share_group_topic columns and
-    SHARE_ROLLUP_PARTS. The group's state and members are its newest sample's ("Unknown" and
-    null without one)."""
+    SHARE_ROLLUP_PARTS. The group's state and members are its newest sample's (`share_states`;
+    "Unknown" and null without one)."""
     rolled = partitions.groupBy("cluster", "group_id", "topic").agg(
         F.count(F.lit(1)).alias("partitions"),
         F.sum("lag").alias("lag"),
@@ -131,7 +132,7 @@ def share_group_topics(partitions: DataFrame, inputs: Inputs) -> DataFrame:
         F.bool_and("sampled").alias("sampled"),
     )
     return (
-        rolled.join(_states(inputs), ["cluster", "group_id"], "left")
+        rolled.join(states, ["cluster", "group_id"], "left")
         .withColumn("group_state", F.coalesce(F.col("group_state"), F.lit("Unknown")))
         .withColumn("lag_growing", F.coalesce(F.col("lag") > F.col("window_start_lag"), F.lit(False)))
         .withColumn("backlog_seconds", _backlog(F.col("lag"), F.col("produce_rate")))
@@ -139,8 +140,8 @@ def share_group_topics(partitions: DataFrame, inputs: Inputs) -> DataFrame:
     )
 
 
-def share_groups(topics: DataFrame, inputs: Inputs) -> DataFrame:
-    """Per share group of `share_group_states` in the window, from `share_group_topics`: the
+def share_groups(topics: DataFrame, states: DataFrame) -> DataFrame:
+    """Per share group of `share_states` (those of the window), from `share_group_topics`: the
     share_group columns. A group without share partitions has no lag (null), 0 topics and
     partitions, and is sampled when its state is."""
     rolled = topics.groupBy("cluster", "group_id").agg(
@@ -159,8 +160,7 @@ def share_groups(topics: DataFrame, inputs: Inputs) -> DataFrame:
     )
     counts = ["topics", "partitions", "stalled_partitions"]
     return (
-        _states(inputs)
-        .join(rolled, ["cluster", "group_id"], "left")
+        states.join(rolled, ["cluster", "group_id"], "left")
         .fillna(0, subset=counts)
         .fillna(0.0, subset=["stalled_seconds"])
         .fillna(False, subset=["lag_growing"])
