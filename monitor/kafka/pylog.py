@@ -11,8 +11,10 @@ cluster and what to check (`KafkaPythonClient._failed`, the run's error). So eve
   cluster it asks (`asking`, called as each request connects);
 - with an exception as its one-line text instead of a traceback;
 - with the secrets of every cluster whose client was made in this process masked;
-- at DEBUG for the connection layer (`kafka.net`), whose failures the monitor reports itself;
-  other records keep their level.
+- at DEBUG for the connection layer (`kafka.net`) and for any record about a broker that cannot
+  be reached (a connection error or a node not ready, as the metadata refresh logs at ERROR when a
+  broker stops): the monitor reports those itself, a stopped broker as a finding; other records
+  keep their level.
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ import threading
 from collections.abc import Sequence
 from typing import Final
 
+from kafka.errors import KafkaConnectionError, NodeNotReadyError
+
 from monitor.kafka.properties import scrub
 
 TARGET: Final = logging.getLogger("monitor.kafka.python")
 _SOURCE: Final = "kafka"
 _CONNECTION_LAYER: Final = "kafka.net"
 _THREAD_PREFIX: Final = "kafka-io-kafka-health-"
+_UNREACHABLE: Final = (KafkaConnectionError, NodeNotReadyError)
 
 
 class KafkaPythonLog(logging.Handler):
@@ -43,7 +48,7 @@ class KafkaPythonLog(logging.Handler):
             self._secrets[cluster] = tuple(s for s in secrets if s)
 
     def emit(self, record: logging.LogRecord) -> None:
-        level = logging.DEBUG if record.name.startswith(_CONNECTION_LAYER) else record.levelno
+        level = logging.DEBUG if _about_reaching(record) else record.levelno
         if not TARGET.isEnabledFor(level):
             return
         try:
@@ -59,6 +64,15 @@ class KafkaPythonLog(logging.Handler):
             TARGET.log(level, "kafka-python on %s: %s", where, scrub(text, secrets))
         except Exception:
             self.handleError(record)
+
+
+def _about_reaching(record: logging.LogRecord) -> bool:
+    """Whether `record` is about reaching a broker, which the monitor reports itself."""
+    if record.name.startswith(_CONNECTION_LAYER):
+        return True
+    args = record.args if isinstance(record.args, tuple) else ()
+    error = record.exc_info[1] if record.exc_info else None
+    return any(isinstance(arg, _UNREACHABLE) for arg in (*args, error))
 
 
 def _cluster_of(thread: str | None) -> str | None:
