@@ -21,6 +21,7 @@ from monitor.alert import actions
 from monitor.alert.notify.outbox import outbox_counts, outbox_rows
 from monitor.cli.common import (
     ConfigOption,
+    acting,
     fail,
     id_argument,
     number_parser,
@@ -60,9 +61,9 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _who(user: str | None, teams: list[str] | None) -> Identity:
+def _who(user: str | None, teams: list[str] | None, config: Path | None) -> Identity:
     try:
-        return Identity.command_line(user, teams)
+        return acting(user, teams, config)
     except ValueError as exc:
         raise fail(str(exc)) from exc
 
@@ -141,7 +142,7 @@ def ack(
     config: ConfigOption = None,
 ) -> None:
     """Acknowledge an incident: no more repeats, no escalation; the pager is told."""
-    who = _who(user, team)
+    who = _who(user, team, config)
     group_id = None
     if is_digits(incident):  # an incident id; anything else is a fingerprint
         try:
@@ -189,7 +190,7 @@ def silence(
             starts_at = timestamp(start, "--start")
         except ValueError as exc:
             raise fail(str(exc)) from exc
-    who = _who(user, team)
+    who = _who(user, team, config)
     with _action(config, who, "silence", None, "create silence") as (conn, settings):
         routing = load_routing(*routing_paths(settings.alert))
         max_duration = timedelta(seconds=routing.settings.silence_max_duration)
@@ -232,7 +233,7 @@ def expire(
     config: ConfigOption = None,
 ) -> None:
     """End a silence now (its creator, its team, or the platform role)."""
-    who = _who(user, team)
+    who = _who(user, team, config)
     with _action(config, who, "silence", silence_id, "expire silence") as (conn, settings):
         platform = settings.web.identity.platform_teams
         actions.expire_silence(conn, who, silence_id, SystemClock().now(), platform)

@@ -4,13 +4,16 @@ is said (`error: ...` on stderr, exit status 2; 1 for a refusal the command repo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.act.model import RetentionError
 from monitor.core.errors import ConfigError, MonitorError
@@ -20,6 +23,8 @@ from monitor.core.settings import Settings, load_settings
 from monitor.core.user_input import BIGINT_MAX, whole_number
 
 T = TypeVar("T")
+WINDOW = timedelta(minutes=1)
+"""The moving window of the limit on changes per identity."""
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -100,9 +105,46 @@ def open_engine(settings: Settings) -> Engine:
     return make_engine(database_url(settings))
 
 
-def acting(user: str | None, teams: list[str] | None) -> Identity:
-    """Who runs a changing command: `--as` (default: the login name) with the `--team`s given."""
-    return Identity.command_line(user, teams)
+def acting(user: str | None, teams: list[str] | None, config: Path | None) -> Identity:
+    """Who runs a changing command: `--as` (default: the login name) with the `--team`s given,
+    once `admitted`."""
+    who = Identity.command_line(user, teams)
+    admitted(who, settings_from(config))
+    return who
+
+
+def admitted(who: Identity, settings: Settings) -> None:
+    """Refuse a change (exit status 1) when `who` made `web.identity.change_requests_per_minute`
+    changes or attempts in the last minute through the command line, as the web answers 429: a
+    script in a loop cannot ask without end (a repair request describes the cluster live). The
+    count is the audit trail's, so it holds across processes; the web counts its own."""
+    from monitor.store.audit import recent_entries
+
+    limit = settings.web.identity.change_requests_per_minute
+    now = datetime.now(UTC)
+    try:
+        engine = open_engine(settings)
+        try:
+            with engine.connect() as conn:
+                recent = recent_entries(conn, who.user, "cli", now - WINDOW, limit)
+        finally:
+            engine.dispose()
+    except MonitorError as exc:
+        raise fail(str(exc)) from exc
+    except SQLAlchemyError as exc:
+        raise fail(
+            f"cannot count {who.user}'s recent changes in the audit trail ({type(exc).__name__}); "
+            "check that the database is up and migrated (kafka-health db migrate)"
+        ) from exc
+    if len(recent) >= limit:
+        wait = max(1, math.ceil((recent[-1] + WINDOW - now).total_seconds()))
+        raise fail(
+            printable(
+                f"rate_limited: {who.user} asked for {limit} changes in the last minute "
+                f"(web.identity.change_requests_per_minute); ask again in {wait} s"
+            ),
+            1,
+        )
 
 
 def run_or_exit(action: Callable[[], T]) -> T:

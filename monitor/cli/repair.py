@@ -110,7 +110,7 @@ def request(
     config: ConfigOption = None,
 ) -> None:
     """Ask for a repair of FINDING_ID; it waits for a reviewer other than you."""
-    who = run_or_exit(lambda: acting(user, team))
+    who = run_or_exit(lambda: acting(user, team, config))
     with _service(config) as (service, _):
         repair = run_or_exit(lambda: service.request(who, finding_id, kind, reason))
     _print(repair)
@@ -126,7 +126,7 @@ def approve(
     config: ConfigOption = None,
 ) -> None:
     """Approve a waiting repair (a reviewer other than the requester); it is applied at once."""
-    who = run_or_exit(lambda: acting(user, team))
+    who = run_or_exit(lambda: acting(user, team, config))
     with _service(config) as (service, _):
         _print(run_or_exit(lambda: service.approve(who, repair_id, comment)))
 
@@ -140,7 +140,7 @@ def reject(
     config: ConfigOption = None,
 ) -> None:
     """Reject a waiting repair (a reviewer), or withdraw your own."""
-    who = run_or_exit(lambda: acting(user, team))
+    who = run_or_exit(lambda: acting(user, team, config))
     with _service(config) as (service, _):
         _print(run_or_exit(lambda: service.reject(who, repair_id, reason)))
 

@@ -131,7 +131,9 @@ def raise_(
     with _service(config) as service:
         _print(
             run_or_exit(
-                lambda: service.raise_retention(acting(user, team), cluster, topic, new, duration, reason)
+                lambda: service.raise_retention(
+                    acting(user, team, config), cluster, topic, new, duration, reason
+                )
             )
         )
 
@@ -146,7 +148,7 @@ def approve(
 ) -> None:
     """Approve a waiting request, an instant raise's review, or an extension (a reviewer)."""
     with _service(config) as service:
-        _print(run_or_exit(lambda: service.approve(acting(user, team), request_id, comment)))
+        _print(run_or_exit(lambda: service.approve(acting(user, team, config), request_id, comment)))
 
 
 @app.command("reject")
@@ -159,7 +161,7 @@ def reject(
 ) -> None:
     """Reject a request or extension, roll back an instant raise, or withdraw your own request."""
     with _service(config) as service:
-        _print(run_or_exit(lambda: service.reject(acting(user, team), request_id, reason)))
+        _print(run_or_exit(lambda: service.reject(acting(user, team, config), request_id, reason)))
 
 
 @app.command("revert")
@@ -172,7 +174,7 @@ def revert(
 ) -> None:
     """Restore the old values now."""
     with _service(config) as service:
-        _print(run_or_exit(lambda: service.revert(acting(user, team), request_id, reason)))
+        _print(run_or_exit(lambda: service.revert(acting(user, team, config), request_id, reason)))
 
 
 @app.command("extend")
@@ -187,7 +189,7 @@ def extend(
     """Ask for more time; a reviewer approves it."""
     duration = run_or_exit(lambda: parse_duration_ms(for_))
     with _service(config) as service:
-        _print(run_or_exit(lambda: service.extend(acting(user, team), request_id, duration, reason)))
+        _print(run_or_exit(lambda: service.extend(acting(user, team, config), request_id, duration, reason)))
 
 
 @app.command("list")

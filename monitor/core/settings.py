@@ -489,7 +489,8 @@ class IdentityConfig(_Strict):
         ge=1,
         le=100_000,
         description="How many changes (and previews) one identity may ask for in any minute, over every "
-        "change route of the API and the forms together; past it the answer is 429 with Retry-After.",
+        "change route of the API and the forms together; past it the answer is 429 with Retry-After. "
+        "The command line holds each --as name to the same number.",
     )
     csrf_secret: SecretStr | None = Field(
         default=None,

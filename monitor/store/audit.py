@@ -35,6 +35,7 @@ class AuditEntry(Base):
         Index("ix_audit_log_cluster_topic_at", "cluster", "topic", "at"),
         Index("ix_audit_log_request_id", "request_id"),
         Index("ix_audit_log_subject", "subject", "subject_id"),
+        Index("ix_audit_log_actor_at", "actor", "at"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
@@ -178,6 +179,19 @@ def write_entry(
             **columns,
         )
     )
+
+
+def recent_entries(conn: Connection, actor: str, via: str, since: datetime, limit: int) -> list[datetime]:
+    """When `actor`, identified `via` (as `cli`), did each of their newest `limit` things since
+    `since` (changes and refused attempts alike), newest first: what the command line's limit on
+    changes per minute counts."""
+    rows = conn.execute(
+        select(AuditEntry.at)
+        .where(AuditEntry.actor == actor, AuditEntry.via == via, AuditEntry.at > since)
+        .order_by(AuditEntry.at.desc())
+        .limit(limit)
+    )
+    return list(rows.scalars())
 
 
 Refusal = TypeVar("Refusal", bound=Exception)

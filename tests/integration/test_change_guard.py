@@ -545,3 +545,77 @@ def test_a_refused_decision_is_on_the_audit_trail_and_changes_nothing(
     verb = route.rsplit("/", 1)[-1]
     assert tuple(row[:6]) == (subject, subject_id, person[0], "proxy", "203.0.113.9", "refused")
     assert row.detail.startswith(f"{verb}: {code}: ")
+
+
+CLI_CHANGES = [
+    ["alerts", "ack", "1", "-m", "looking"],
+    ["alerts", "silence", "cluster=guarded", "--for", "1h", "-m", "upgrade"],
+    ["alerts", "expire", "1"],
+    ["retention", "raise", CLUSTER, "orders", "--retention-ms", "7d", "--for", "1d", "-m", "replay"],
+    ["retention", "approve", "1"],
+    ["retention", "reject", "1", "-m", "no"],
+    ["retention", "revert", "1", "-m", "done"],
+    ["retention", "extend", "1", "--for", "1d", "-m", "longer"],
+    ["repair", "request", "1", "-m", "lopsided"],
+    ["repair", "approve", "1"],
+    ["repair", "reject", "1", "-m", "no"],
+]
+
+
+def test_the_command_line_holds_a_name_to_the_change_limit(
+    engine: Engine, db_url: str, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A script in a loop through the command line is held to `change_requests_per_minute` per
+    `--as` name, as the web is per identity: counted in the audit trail (across processes), it
+    refuses every change command past the limit, exit status 1, saying when to ask again, and
+    writes nothing. Another name, or the same one a minute later, is not held."""
+    from typer.testing import CliRunner
+
+    from monitor.cli.main import app as cli
+
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("KAFKA_HEALTH_WEB__IDENTITY__CHANGE_REQUESTS_PER_MINUTE", "3")
+    runner = CliRunner()
+    now = datetime.now(UTC)
+
+    def audited(actor: str, *ago_seconds: float) -> None:
+        with engine.begin() as conn:
+            for ago in ago_seconds:
+                conn.execute(
+                    text(
+                        "INSERT INTO audit_log (at, subject, actor, via, address, action)"
+                        " VALUES (:at, 'silence', :actor, 'cli', 'cli@host', 'silence_created')"
+                    ),
+                    {"at": now - timedelta(seconds=ago), "actor": actor},
+                )
+
+    def entries() -> int:
+        with engine.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM audit_log")).scalar_one())
+
+    # erin made three changes in the last minute through the command line, the oldest 20 s ago;
+    # on the web as many (the web counts its own); fay made three more than a minute ago.
+    audited("erin", 20, 10, 5)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO audit_log (at, subject, actor, via, address, action)"
+                " VALUES (now(), 'silence', 'gil', 'proxy', '10.1.2.3', 'silence_created')"
+            )
+        )
+    audited("fay", 61, 70, 80)
+    before = entries()
+    for command in CLI_CHANGES:
+        held = runner.invoke(cli, [*command, "--as", "erin", "-t", "kafka-platform"])
+        assert held.exit_code == 1, (command, held.output)
+        assert "rate_limited: erin asked for 3 changes in the last minute" in held.output, command
+        assert "web.identity.change_requests_per_minute" in held.output
+        wait = int(held.output.split("ask again in ")[1].split(" s")[0])
+        assert 20 <= wait <= 40, (command, held.output)  # when the oldest of the three leaves the minute
+    assert entries() == before, "a held change writes nothing"
+
+    for who in ("fay", "gil"):
+        free = runner.invoke(cli, ["alerts", "silence", "cluster=guarded", "--for", "1h", "-m", "x",
+                                   "--as", who, "-t", "kafka-platform"])  # fmt: skip
+        assert free.exit_code == 0 and "rate_limited" not in free.output, (who, free.output)
+    assert entries() == before + 2

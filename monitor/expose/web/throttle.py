@@ -6,8 +6,8 @@ without end: past `web.identity.change_requests_per_minute` in any minute (a mov
 answer is 429 with `Retry-After`.
 
 The count lives in this process (the `limits` library's memory storage): each instance behind a
-load balancer counts its own. The command line acts with the database's credentials and is not
-counted here.
+load balancer counts its own. The command line, one process per command, counts the same limit in
+the audit trail (`monitor.cli.common.admitted`).
 """
 
 from __future__ import annotations
