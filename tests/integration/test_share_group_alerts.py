@@ -12,6 +12,7 @@ waits for conditions, not minutes: every `for:` 5 s, and the backlog tiers at 5 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -198,13 +199,20 @@ def test_a_stopped_share_group_pages_and_one_that_keeps_up_is_never_told(
     if console.exists():
         told += [json.dumps(json.loads(line)) for line in console.read_text().splitlines() if line.strip()]
     assert [t for t in told if keeping in t] == []
-    # Shown where consumer-group alerts are: the cluster's page and the alerts page.
+    # Shown where consumer-group alerts are (the cluster's alerts and the alerts page), and on the
+    # share group's own page; its row is red in the cluster's share groups, the other's green.
     app = create_app(engine, stale_after=timedelta(minutes=5))
     with TestClient(app) as client:
-        for path in (f"/clusters/{CLUSTER}", "/alerts"):
+        for path in (f"/clusters/{CLUSTER}", "/alerts", f"/clusters/{CLUSTER}/share-groups/{stopping}"):
             shown = client.get(path)
             assert shown.status_code == 200 and "ShareGroupNoMembers" in shown.text, path
-            assert stopping in shown.text and keeping not in shown.text, path
+            assert stopping in shown.text, path
+        assert keeping not in client.get("/alerts").text
+        calm = client.get(f"/clusters/{CLUSTER}/share-groups/{keeping}").text
+        assert "ShareGroupNoMembers" not in calm and 'data-role="alerts"' not in calm
+        listed = client.get(f"/clusters/{CLUSTER}/share-groups").text
+        coloured = re.findall(r'<tr class="row-(\w+)">\s*<td><a href="[^"]*/share-groups/([^"]+)"', listed)
+        assert {group: colour for colour, group in coloured} == {stopping: "bad", keeping: "ok"}
     evaluated = rows(
         engine,
         "SELECT count(*) AS n, bool_and(sampled) AS sampled, max(produce_rate) AS rate, max(members) AS members "

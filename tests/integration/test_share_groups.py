@@ -5,6 +5,7 @@ share-groups job lists and describes them, reads their start offsets and the bro
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -34,6 +35,16 @@ CLUSTER = "share"
 def rows(engine: Engine, sql: str, **params: Any) -> list[dict[str, Any]]:
     with engine.connect() as conn:
         return [dict(r._mapping) for r in conn.execute(text(sql), params)]
+
+
+def _cells(table: str) -> list[list[str]]:
+    """The text of each data row's cells in an HTML table."""
+    found = []
+    for tr in re.findall(r"<tr>(.*?)</tr>", table, re.S):
+        cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)]
+        if cells:
+            found.append(cells)
+    return found
 
 
 @contextmanager
@@ -148,6 +159,35 @@ def test_share_groups_collected_stored_and_served(
         assert kept["members"] == 1 and kept["member_list"][0]["assignment"] == [f"{topic}:0", f"{topic}:1"]
         missing = client.get(f"/api/v1/clusters/{CLUSTER}/share-groups/nope")
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "share_group_not_found"
+
+        # The pages: the list (most records waiting first), one group, the cluster page's section.
+        page = client.get(f"/clusters/{CLUSTER}/share-groups")
+        assert page.status_code == 200 and "content-security-policy" in page.headers
+        listed = page.text[page.text.index('id="share-groups"') :]
+        assert listed.index(f"/share-groups/{stopping}") < listed.index(f"/share-groups/{keeping}")
+        assert "the broker&#39;s count" in listed or "the broker's count" in listed
+        assert ignored not in page.text  # the group filter holds here too
+        searched = client.get(f"/clusters/{CLUSTER}/share-groups", params={"q": "sg-keeps"}).text
+        assert f"/share-groups/{keeping}" in searched and f"/share-groups/{stopping}" not in searched
+        one = client.get(f"/clusters/{CLUSTER}/share-groups/{stopping}")
+        assert one.status_code == 200, one.text
+        partitions = one.text[one.text.index('id="share-partitions"') : one.text.index('id="share-members"')]
+        # topic, partition, end offset, records waiting (the start offset may move meanwhile)
+        assert [[c[0], c[1], c[3], c[4]] for c in _cells(partitions)] == [
+            [topic, "0", "37", "7"],
+            [topic, "1", "10", "0"],
+        ]
+        kept_page = client.get(f"/clusters/{CLUSTER}/share-groups/{keeping}").text
+        assert f"{topic}:0, {topic}:1" in kept_page  # its member's assignment
+        cluster_page = client.get(f"/clusters/{CLUSTER}").text
+        assert 'data-role="all-share-groups"' in cluster_page and f"/share-groups/{stopping}" in cluster_page
+        for path, status, says in (
+            (f"/clusters/{CLUSTER}/share-groups/nope", 404, "No share group &#39;nope&#39;"),
+            ("/clusters/nope/share-groups", 404, "No cluster &#39;nope&#39;"),
+            (f"/clusters/{CLUSTER}/share-groups?offset=-1", 422, "offset"),
+        ):
+            answer = client.get(path)
+            assert answer.status_code == status and says in answer.text, (path, answer.text[:500])
 
     families = {f.name: f for f in StateCollector(engine, MetricsConfig(), ()).read().families}
     waiting = {s.labels["group"]: s.value for s in families["kafka_health_share_group_lag"].samples}

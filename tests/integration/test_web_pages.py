@@ -389,3 +389,106 @@ def test_stale_data_is_marked(engine: Engine) -> None:
     with TestClient(app) as late:
         html = late.get("/clusters/prod").text
     assert "(1 h ago)" in html and "<strong>stale</strong>" in html
+
+
+def test_the_share_group_pages_list_colour_and_escape(client: TestClient, engine: Engine) -> None:
+    """A cluster whose brokers have no share groups says why; on one that has them, the list is
+    most records waiting first, coloured by the open findings of share-group rules (a pending
+    warning is amber), and a name with markup is shown as text."""
+    marked = "<b>queue</b>"
+    with engine.begin() as conn:
+        _insert(
+            conn,
+            "share_group_support",
+            [
+                {
+                    "cluster": "prod",
+                    "available": False,
+                    "sampled_at": T,
+                    "reason": "not available on Kafka 2.8: share groups need Kafka 4.1 (KIP-932)",
+                },
+                {"cluster": "fresh", "available": True, "reason": None, "sampled_at": T},
+            ],
+        )
+        _insert(
+            conn,
+            "share_group_states",
+            [
+                {
+                    "cluster": "fresh",
+                    "group_id": g,
+                    "sampled_at": T,
+                    "state": "Stable",
+                    "members": m,
+                    "assignor": "simple",
+                    "coordinator": 1,
+                }
+                for g, m in (("jobs", 0), ("mail", 2), (marked, 1))
+            ],
+        )
+        _insert(
+            conn,
+            "share_group_offsets",
+            [
+                {
+                    "cluster": "fresh",
+                    "sampled_at": T,
+                    "group_id": g,
+                    "topic": "work",
+                    "partition": p,
+                    "start_offset": 10,
+                    "end_offset": 10 + lag,
+                    "lag": lag,
+                    "lag_method": "end_minus_start",
+                }
+                for g, p, lag in (("jobs", 0, 500), ("jobs", 1, 20), ("mail", 0, 3), (marked, 0, 0))
+            ],
+        )
+        _insert(
+            conn,
+            "share_group_members",
+            [
+                {
+                    "cluster": "fresh",
+                    "group_id": "mail",
+                    "member_id": "m-1",
+                    "client_id": "mailer",
+                    "host": "/10.0.0.7",
+                    "rack": None,
+                    "assignment": ["work:0"],
+                    "updated_at": T,
+                },
+            ],
+        )
+        conn.execute(
+            text(
+                "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
+                " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
+                " VALUES ('ShareGroupNoMembers', 'share_group', 'fresh/jobs', 'fresh', CAST(:labels AS jsonb),"
+                " 'warning', 520, 'no members', '', NULL, 600, 'pending', :t, :t, :t)"
+            ),
+            {"labels": json.dumps({"cluster": "fresh", "group_id": "jobs"}), "t": T},
+        )  # fmt: skip
+
+    none = client.get("/clusters/prod/share-groups")
+    assert none.status_code == 200
+    assert "share groups need Kafka 4.1 (KIP-932)" in none.text and 'id="share-groups"' not in none.text
+    assert 'id="share-groups"' not in client.get("/clusters/prod").text
+
+    listed = client.get("/clusters/fresh/share-groups").text
+    table = listed[
+        listed.index('id="share-groups"') : listed.index("</table>", listed.index('id="share-groups"'))
+    ]
+    assert table.index(">jobs<") < table.index(">mail<") < table.index("&lt;b&gt;queue&lt;/b&gt;")
+    assert marked not in listed
+    assert 'class="row-warn">\n    <td><a href="/clusters/fresh/share-groups/jobs"' in table
+    assert "end offset - start offset, an upper bound" in table
+    assert 'data-role="all-share-groups"' in client.get("/clusters/fresh").text
+
+    jobs = client.get("/clusters/fresh/share-groups/jobs").text
+    assert "pill-warn" in jobs and "No members: nobody is there to deliver records to." in jobs
+    assert ">520<" in jobs  # records waiting over both share partitions
+    mail = client.get("/clusters/fresh/share-groups/mail").text
+    assert "mailer" in mail and "work:0" in mail and "pill-ok" in mail
+    escaped = client.get("/clusters/fresh/share-groups/%3Cb%3Equeue%3C%2Fb%3E")
+    assert escaped.status_code == 200 and marked not in escaped.text

@@ -32,6 +32,7 @@ PAGES = [
     "/clusters/prod/groups",
     "/clusters/prod/topics/orders",
     "/clusters/prod/groups/billing",
+    "/clusters/prod/share-groups",
     "/alerts",
     "/collection",
     "/docs",

@@ -152,16 +152,23 @@ def data_loss_limits(conn: Connection, cluster: str, topic: str) -> dict[str, st
 
 
 def firing_alerts(
-    conn: Connection, cluster: str, *, topic: str | None = None, group_id: str | None = None
+    conn: Connection,
+    cluster: str,
+    *,
+    topic: str | None = None,
+    group_id: str | None = None,
+    entities: Sequence[str] | None = None,
 ) -> list[FiringAlert]:
-    """Alerts firing on the cluster, or on one topic or group of it, critical first."""
-    params: dict[str, Any] = {"c": cluster, "t": topic, "g": group_id}
+    """Alerts firing on the cluster, or on one topic or group of it, critical first; of rules on
+    `entities` only, when given."""
+    params: dict[str, Any] = {"c": cluster, "t": topic, "g": group_id, "e": list(entities or ())}
+    only = "AND entity = ANY(:e)" if entities else ""
     return records(
         conn,
         FiringAlert,
         f"""
         SELECT id, rule, severity, summary, starts_at FROM alerts
-        WHERE {_FIRING} AND cluster = :c
+        WHERE {_FIRING} AND cluster = :c {only}
           AND (CAST(:t AS text) IS NULL OR labels->>'topic' = :t)
           AND (CAST(:g AS text) IS NULL OR labels->>'group_id' = :g)
         ORDER BY {most_severe_first_sql("severity")}, starts_at, id

@@ -5,13 +5,19 @@ brokers before Kafka 4.1 or with the feature off)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final
 
 from sqlalchemy import Connection, text
 
+from monitor.core.vocabulary import most_severe_first_sql
 from monitor.expose.read.fields import Described
 from monitor.expose.read.queries import Page, like_pattern, next_offset, records
+
+ENTITIES: Final = ("share_group", "share_group_topic")
+"""The evaluation's entities of share groups: the rules of `alert_rules/share.yaml` are on them."""
 
 _LAG_METHOD = (
     "how lag is known: broker (reported by the broker, Kafka 4.2+, KIP-1226), end_minus_start "
@@ -197,3 +203,20 @@ def share_group(conn: Connection, cluster: str, group_id: str) -> ShareGroupDeta
         member_list=members,
         share_partitions=partitions,
     )
+
+
+def worst_open(conn: Connection, cluster: str, groups: Sequence[str]) -> dict[str, str]:
+    """The severity of the most severe open finding (pending or firing) of a share-group rule on
+    each of `groups` that has one: the colour of its row, as open findings colour every page."""
+    if not groups:
+        return {}
+    rows = conn.execute(
+        text(
+            "SELECT DISTINCT ON (labels->>'group_id') labels->>'group_id' AS group_id, severity "
+            "FROM findings WHERE cluster = :c AND state <> 'resolved' AND entity = ANY(:e) "
+            "AND labels->>'group_id' = ANY(:g) "
+            f"ORDER BY labels->>'group_id', {most_severe_first_sql('severity')}"
+        ),
+        {"c": cluster, "e": list(ENTITIES), "g": list(groups)},
+    )
+    return {str(r.group_id): str(r.severity) for r in rows}

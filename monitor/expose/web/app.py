@@ -60,6 +60,7 @@ from monitor.expose.web.pages import dashboard as pages
 from monitor.expose.web.pages import entities as pages_entities
 from monitor.expose.web.pages import repairs as pages_repairs
 from monitor.expose.web.pages import retention as pages_retention
+from monitor.expose.web.pages import share_groups as pages_share_groups
 
 log = logging.getLogger(__name__)
 _MAX_DETAIL = 200
@@ -139,6 +140,7 @@ def create_app(
         app.include_router(pages_repairs.router)
     app.include_router(pages.router)
     app.include_router(pages_entities.router)
+    app.include_router(pages_share_groups.router)
     app.include_router(pages_alerts.router)
     app.include_router(pages_collection.router)
     app.include_router(inbox.router)

@@ -30,6 +30,7 @@ from monitor.expose.read import history as read_history
 from monitor.expose.read import lag as read_lag
 from monitor.expose.read import probe as read_probe
 from monitor.expose.read import queries
+from monitor.expose.read import share_groups as read_share
 from monitor.expose.read import topics as read_topics
 from monitor.expose.read.cache import ClusterReads
 from monitor.expose.read.queries import ALL, Page
@@ -134,6 +135,8 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
         probe_points = read_probe.history(conn, cluster, probe_since) if probe else []
         repairs = repair_request.list_repairs(conn, cluster=cluster, limit=CLUSTER_REPAIRS)
         unregistered = read_gone.unregistered_brokers(conn, cluster)
+        shares = read_share.share_groups(conn, cluster, Page(WORST_ROWS))
+        share_worst = read_share.worst_open(conn, cluster, [g.group_id for g in shares.items])
     card = _card(view.state, trouble, view.brokers, flags, now, ctx)
     loss = ctx.data_loss()
     topic_rows = health.topics_worst_first(judged_topics(topics.items, loss, flags))
@@ -157,6 +160,8 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
         groups_total=groups.total,
         alerts=alerts,
         repairs=repairs,
+        share_groups=[judged_share_group(g, share_worst.get(g.group_id)) for g in shares.items],
+        share_groups_total=shares.total,
         **_probe_section(cluster, probe, probe_points, probe_since, now),
     )
 
@@ -592,6 +597,15 @@ def _limits(configs: dict[str, str | None]) -> dict[str, str]:
 def render(ctx: WebContext, name: str, **context: Any) -> HTMLResponse:
     """A page with what every dashboard template uses: the health labels and colours."""
     return ctx.render(name, labels=LABELS, loss_health=ctx.data_loss().health, **context)
+
+
+def share_groups_href(cluster: str) -> str:
+    return f"/clusters/{quote(cluster, safe='')}/share-groups"
+
+
+def judged_share_group(group: read_share.ShareGroupSummary, severity: str | None) -> dict[str, Any]:
+    """A share group's row, coloured by the most severe open finding of a share-group rule on it."""
+    return {**row(group), "health": health.severity_health(severity)}
 
 
 def _group_href(cluster: str, group: str) -> str:
