@@ -266,13 +266,14 @@ single-partition side into one partition again before each such join (15 of a sm
 
 
 def _input_rows(engine: Engine, clusters: Sequence[str]) -> int:
-    """The group-partitions and partitions of `clusters`: what the evaluation's size grows with
-    (two counts in one statement, milliseconds at a million rows)."""
+    """The group-partitions, share-group partitions and partitions of `clusters`: what the
+    evaluation's size grows with (three counts in one statement, milliseconds at a million rows)."""
     with engine.connect() as conn:
         return int(
             conn.execute(
                 text(
                     "SELECT (SELECT count(*) FROM latest_group_offsets WHERE cluster = ANY(:c))"
+                    " + (SELECT count(*) FROM share_group_lag WHERE cluster = ANY(:c))"
                     " + (SELECT count(*) FROM partitions WHERE cluster = ANY(:c))"
                 ),
                 {"c": list(clusters)},

@@ -131,3 +131,24 @@ def test_the_reader_role_reads_and_cannot_write(filled: Engine, db_url: str) -> 
         with filled.begin() as conn:
             conn.execute(text(f"REVOKE kafka_health_reader FROM {reader}"))
             conn.execute(text(f"DROP ROLE {reader}"))
+
+
+def test_the_evaluation_is_sized_by_every_kind_of_input_row(engine: Engine) -> None:
+    """The evaluation sizes its Spark partitions by the rows it reads: the newest sample's
+    group-partitions and share-group partitions, and the partitions (an older share-groups
+    sample does not count)."""
+    from monitor.evaluate.job import _input_rows
+
+    with engine.begin() as conn:
+        ensure_partitions(conn, T0 - timedelta(days=1), ahead_days=2)
+        for statement in (
+            "INSERT INTO share_group_support (cluster, available, sampled_at) VALUES ('sizing', true, :t1)",
+            "INSERT INTO share_group_offsets (cluster, sampled_at, group_id, topic, partition, lag_method)"
+            " VALUES ('sizing', :t0, 'q', 'work', 0, 'none'), ('sizing', :t1, 'q', 'work', 0, 'none'),"
+            "        ('sizing', :t1, 'q', 'work', 1, 'none'), ('sizing', :t1, 'r', 'work', 0, 'none')",
+            "INSERT INTO partitions (cluster, topic, partition, leader, replicas, isr, updated_at)"
+            " VALUES ('sizing', 'work', 0, 1, '{1}', '{1}', :t1), ('sizing', 'work', 1, 1, '{1}', '{1}', :t1)",
+        ):
+            conn.execute(text(statement), {"t0": T0, "t1": T1})
+    assert _input_rows(engine, ["sizing"]) == 3 + 2
+    assert _input_rows(engine, ["elsewhere"]) == 0
