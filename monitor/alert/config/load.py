@@ -19,14 +19,12 @@ from monitor.alert.config.schema import RouteSpec, RoutingFile
 from monitor.alert.dispatch.route import Route, RouteMatch, root_defaults
 from monitor.alert.matchers import parse_matchers
 from monitor.alert.mute.inhibit import InhibitRule
-from monitor.alert.receivers.alertmanager import AlertmanagerReceiverConfig
 from monitor.alert.receivers.console import ConsoleReceiverConfig
 from monitor.alert.receivers.registry import parse_receiver
 from monitor.core.errors import ConfigError
 from monitor.core.owners import Team, check_owners_data, owners_file
 from monitor.core.resources import rules_dir
 from monitor.core.settings import AlertConfig
-from monitor.core.vocabulary import format_duration
 from monitor.core.yaml_files import format_validation_error, line_of, read_yaml
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -148,7 +146,7 @@ def _check_routing_file(data: Any, problems: _Problems) -> _Parts | None:
     if spec is None or problems:
         return _Parts(defined, None)
     root = _resolve(spec.route, ("route",), None, "root", problems)
-    _check_ends_after(spec.route, root, ("route",), configs, problems)
+    _check_receiver_timing(spec.route, root, ("route",), configs, problems)
     rules = tuple(
         InhibitRule(
             parse_matchers(r.source_matchers),
@@ -283,29 +281,21 @@ def _resolve(
     return Route(parse_matchers(spec.matchers), spec.continue_, match, children)
 
 
-def _check_ends_after(
+def _check_receiver_timing(
     spec: RouteSpec,
     route: Route,
     loc: tuple[str | int, ...],
     configs: Mapping[str, Mapping[str, Any]],
     problems: _Problems,
 ) -> None:
-    """A route notifying an Alertmanager must repeat before the alerts it sent there end: each
-    repeat extends them, and an alert whose endsAt passes is resolved by Alertmanager."""
+    """Each route's receiver checks the route's timing against its own (`route_problem`: an
+    Alertmanager's `ends_after`), through the whole tree."""
     raw = configs.get(route.match.receiver)
-    receiver = parse_receiver(raw) if raw is not None else None
-    if isinstance(receiver, AlertmanagerReceiverConfig):
-        ends_after = receiver.alertmanager.ends_after
-        if route.match.repeat_interval >= ends_after:
-            problems.add(
-                (*loc, "repeat_interval") if spec.repeat_interval is not None else loc,
-                f"repeat_interval {format_duration(route.match.repeat_interval)} is not shorter than "
-                f"the ends_after ({format_duration(ends_after)}) of Alertmanager receiver "
-                f"{route.match.receiver!r}: Alertmanager would resolve firing alerts between repeats; "
-                "set repeat_interval below it (e.g. 1h)",
-            )
+    problem = parse_receiver(raw).route_problem(route.match.repeat_interval) if raw is not None else None
+    if problem is not None:
+        problems.add((*loc, "repeat_interval") if spec.repeat_interval is not None else loc, problem)
     for index, (child_spec, child) in enumerate(zip(spec.routes, route.routes, strict=True)):
-        _check_ends_after(child_spec, child, (*loc, "routes", index), configs, problems)
+        _check_receiver_timing(child_spec, child, (*loc, "routes", index), configs, problems)
 
 
 def _pick(value: _T | None, inherited: _T) -> _T:

@@ -32,7 +32,7 @@ from monitor.alert.receivers.base import http_outcome, transport_outcome
 from monitor.alert.receivers.config import HttpUrlText, ReceiverConfigBase, Seconds, StrictSettings
 from monitor.alert.render import Templates
 from monitor.core.formatting import printable
-from monitor.core.vocabulary import parse_duration
+from monitor.core.vocabulary import format_duration, parse_duration
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,18 @@ class AlertmanagerSettings(StrictSettings):
 class AlertmanagerReceiverConfig(ReceiverConfigBase):
     kind: ClassVar[Literal["alertmanager"]] = "alertmanager"
     alertmanager: AlertmanagerSettings
+
+    def route_problem(self, repeat_interval: int) -> str | None:
+        """A route notifying an Alertmanager must repeat before the alerts it sent there end:
+        each repeat extends them, and an alert whose endsAt passes is resolved by Alertmanager."""
+        ends_after = self.alertmanager.ends_after
+        if repeat_interval < ends_after:
+            return None
+        return (
+            f"repeat_interval {format_duration(repeat_interval)} is not shorter than the ends_after "
+            f"({format_duration(ends_after)}) of Alertmanager receiver {self.name!r}: Alertmanager "
+            "would resolve firing alerts between repeats; set repeat_interval below it (e.g. 1h)"
+        )
 
 
 class AlertmanagerReceiver:

@@ -111,6 +111,12 @@ class ReceiverConfigBase(StrictSettings):
     kind: ClassVar[str]
     name: str
 
+    def route_problem(self, repeat_interval: int) -> str | None:
+        """What is wrong with a route that notifies this receiver every `repeat_interval` seconds
+        while its alerts fire (None: nothing). The routing check asks every route's receiver; a
+        kind whose destination has a timing of its own overrides this."""
+        return None
+
     @field_validator("name")
     @classmethod
     def _valid_name(cls, value: str) -> str:
