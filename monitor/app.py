@@ -146,13 +146,14 @@ def check_operator_files(settings: Settings) -> Routing | None:
 
 
 def find_jdbc_jar(settings: Settings) -> Callable[[], Path]:
-    """`spark.jdbc_jar`, else the driver `kafka-health setup` fetches (fetched now if missing)."""
+    """`spark.jdbc_jar`, else the driver `kafka-health setup` installs (never fetched here: the
+    evaluate stage refuses to start, naming the fix, when it is missing)."""
     if settings.spark.jdbc_jar is not None:
         configured = settings.spark.jdbc_jar
         return lambda: configured
-    from monitor.devtools.jdbc import ensure_jdbc_driver
+    from monitor.evaluate.jdbc_driver import driver_path
 
-    return ensure_jdbc_driver
+    return driver_path
 
 
 def build_app(settings: Settings, database_url: str, clock: Clock | None = None) -> App:
@@ -226,9 +227,8 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
     repairs: RepairService | None = None
     if settings.retention.enabled:
         from monitor.act.stage import ActStage, build_repairs, build_service
-        from monitor.devtools.paths import retention_repo_dir
 
-        retention = build_service(settings, lambda: store.engine, clock, retention_repo_dir())
+        retention = build_service(settings, lambda: store.engine, clock)
         repairs = build_repairs(settings, lambda: store.engine, clock)
         components.append(ActStage(retention, scheduler, intervals["retention"], repairs))
     # the web forms and API bound silences as the routing file says

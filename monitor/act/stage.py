@@ -22,6 +22,7 @@ from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
 from monitor.core.clock import Clock
 from monitor.core.owners import owners_file
+from monitor.core.resources import state_dir
 from monitor.core.scheduler import Scheduler
 from monitor.core.settings import Settings
 from monitor.store.runs import RunRecorder
@@ -29,14 +30,20 @@ from monitor.store.runs import RunRecorder
 log = logging.getLogger(__name__)
 
 
+def default_repo_path() -> Path:
+    """The config-as-code repository when `retention.repo_path` is unset:
+    `$KAFKA_HEALTH_VAR/retention-configs` (`./var/retention-configs`)."""
+    return state_dir() / "retention-configs"
+
+
 def build_service(
-    settings: Settings, engine: Callable[[], Engine], clock: Clock, default_repo: Path
+    settings: Settings, engine: Callable[[], Engine], clock: Clock, repo_path: Path | None = None
 ) -> RetentionService:
-    """The retention service for `settings`; its config-as-code repository is `retention.repo_path`,
-    else `default_repo`. Connects nothing."""
+    """The retention service for `settings`; its config-as-code repository is `repo_path`, else
+    `retention.repo_path`, else `default_repo_path()`. Connects nothing."""
     config = settings.retention
     repo = ConfigRepo(
-        config.repo_path or default_repo,
+        repo_path or config.repo_path or default_repo_path(),
         remote=config.repo_remote,
         branch=config.repo_branch,
     )

@@ -51,11 +51,10 @@ def _service(config: Path | None) -> Iterator[RetentionService]:
     """The service against the configured database (database.url, else the local one)."""
     from monitor.act.stage import build_service
     from monitor.core.clock import SystemClock
-    from monitor.devtools.paths import retention_repo_dir
 
     settings = settings_from(config)
     engine = run_or_exit(lambda: open_engine(settings))
-    service = build_service(settings, lambda: engine, SystemClock(), retention_repo_dir())
+    service = build_service(settings, lambda: engine, SystemClock())
     try:
         run_or_exit(service.start)
         yield service

@@ -7,6 +7,7 @@ rules, routing, ownership and retention policy) and `migrations/` (the alembic s
 
 from __future__ import annotations
 
+import os
 from importlib.resources import files
 from pathlib import Path
 
@@ -40,3 +41,21 @@ def rules_dir() -> Path:
 def migrations_dir() -> Path:
     """`migrations/`: the alembic scripts the `migrate` command runs."""
     return shipped("migrations")
+
+
+def state_dir() -> Path:
+    """The service's own files on disk (the retention button's repository unless
+    `retention.repo_path` says otherwise; the development stack's data): `$KAFKA_HEALTH_VAR`, else
+    `./var` under the working directory."""
+    return Path(os.environ.get("KAFKA_HEALTH_VAR", "var")).resolve()
+
+
+def cache_dir() -> Path:
+    """Downloads kept across checkouts and installs (the PostgreSQL JDBC driver, the development
+    stack's Kafka jars): `$KAFKA_HEALTH_CACHE`, else `$XDG_CACHE_HOME/kafka-health` or
+    `~/.cache/kafka-health`."""
+    explicit = os.environ.get("KAFKA_HEALTH_CACHE")
+    if explicit:
+        return Path(explicit).resolve()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kafka-health"

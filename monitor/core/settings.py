@@ -540,7 +540,9 @@ class RetentionConfig(_Strict):
         default=None, description="Default: the shipped alert_rules/retention-policy.yaml."
     )
     repo_path: Path | None = Field(
-        default=None, description="The config-as-code git working copy. Default: var/retention-configs."
+        default=None,
+        description="The config-as-code git working copy. Default: $KAFKA_HEALTH_VAR/retention-configs "
+        "(./var/retention-configs).",
     )
     repo_remote: str | None = Field(
         default=None, description="A git remote each change is pushed to (cloned when repo_path is missing)."

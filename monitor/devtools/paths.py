@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from monitor.core.resources import cache_dir, state_dir
+
+__all__ = ["cache_dir", "maven_pom", "project_root", "var_dir"]
 
 
 def var_dir() -> Path:
     """Runtime state (data directories, logs, pid files): `$KAFKA_HEALTH_VAR` or `./var`."""
-    return Path(os.environ.get("KAFKA_HEALTH_VAR", "var")).resolve()
-
-
-def cache_dir() -> Path:
-    """Downloads kept across checkouts: `$KAFKA_HEALTH_CACHE` or `~/.cache/kafka-health`."""
-    explicit = os.environ.get("KAFKA_HEALTH_CACHE")
-    if explicit:
-        return Path(explicit).resolve()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kafka-health"
+    return state_dir()
 
 
 def maven_pom(name: str) -> Path:
     """The pom that resolves one runtime (`kafka` or `jdbc`) from Maven Central."""
     return Path(__file__).parent / "maven" / name / "pom.xml"
-
-
-def retention_repo_dir() -> Path:
-    """The retention button's config-as-code repository when `retention.repo_path` is unset."""
-    return var_dir() / "retention-configs"
 
 
 def project_root() -> Path:

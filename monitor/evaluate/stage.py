@@ -72,7 +72,12 @@ class EvaluateStage:
         """Start the SparkSession (blocks a few seconds on local[*]) and schedule the job."""
         jar = self._jdbc_jar()
         if not jar.is_file():
-            raise ConfigError([f"spark.jdbc_jar: no file at {jar}; give the PostgreSQL JDBC driver's jar"])
+            raise ConfigError(
+                [
+                    f"spark.jdbc_jar: no file at {jar}; install the PostgreSQL JDBC driver with "
+                    "`kafka-health setup` (it fetches it once), or give its jar in spark.jdbc_jar"
+                ]
+            )
         self._session = build_session(self._spark_config, jar)
         self._recorder = RunRecorder(self._engine(), self._clock)
         self._scheduler.every("evaluate", self._interval, self.evaluate, first_run_in=self._interval)

@@ -1,5 +1,6 @@
 """The evaluate stage takes the PostgreSQL JDBC driver's jar from its caller (`spark.jdbc_jar`, or
-the one the development stack fetches) and refuses a missing one before starting a JVM."""
+the one `kafka-health setup` installs, never fetched by the daemon) and refuses a missing one before
+starting a JVM."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from monitor.core.clock import SystemClock
 from monitor.core.errors import ConfigError
 from monitor.core.scheduler import Scheduler
 from monitor.core.settings import EvaluateConfig, Settings, SparkConfig
+from monitor.evaluate import jdbc_driver
 from monitor.evaluate.stage import EvaluateStage
 
 
@@ -29,5 +31,14 @@ def test_a_missing_jar_is_refused_naming_the_setting(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         stage.start()
     assert caught.value.problems == [
-        f"spark.jdbc_jar: no file at {missing}; give the PostgreSQL JDBC driver's jar"
+        f"spark.jdbc_jar: no file at {missing}; install the PostgreSQL JDBC driver with "
+        "`kafka-health setup` (it fetches it once), or give its jar in spark.jdbc_jar"
     ]
+
+
+def test_the_daemon_looks_for_the_installed_driver_and_never_fetches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KAFKA_HEALTH_CACHE", str(tmp_path))
+    monkeypatch.setattr(jdbc_driver.httpx, "stream", lambda *a, **k: pytest.fail("the daemon fetched"))
+    assert find_jdbc_jar(Settings())() == tmp_path / "jdbc" / f"postgresql-{jdbc_driver.VERSION}.jar"
