@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from monitor.expose.web import charts
 from monitor.expose.web.charts import BrokerBar, LagPoint
 from monitor.expose.web.health import BAD, WARN
-from monitor.expose.web.pages.dashboard import CHART_STEP, chart_end
+from monitor.expose.web.pages.group import CHART_STEP, chart_end
 
 NOW = datetime(2026, 6, 1, 12, 0, 20, tzinfo=UTC)
 BROKERS = [

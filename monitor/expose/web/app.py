@@ -58,9 +58,11 @@ from monitor.expose.web.pages import alerts as pages_alerts
 from monitor.expose.web.pages import collection as pages_collection
 from monitor.expose.web.pages import dashboard as pages
 from monitor.expose.web.pages import entities as pages_entities
+from monitor.expose.web.pages import group as pages_group
 from monitor.expose.web.pages import repairs as pages_repairs
 from monitor.expose.web.pages import retention as pages_retention
 from monitor.expose.web.pages import share_groups as pages_share_groups
+from monitor.expose.web.pages import topic as pages_topic
 
 log = logging.getLogger(__name__)
 _MAX_DETAIL = 200
@@ -139,6 +141,8 @@ def create_app(
         app.include_router(api_repairs.router)
         app.include_router(pages_repairs.router)
     app.include_router(pages.router)
+    app.include_router(pages_topic.router)
+    app.include_router(pages_group.router)
     app.include_router(pages_entities.router)
     app.include_router(pages_share_groups.router)
     app.include_router(pages_alerts.router)

@@ -18,7 +18,7 @@ from monitor.expose.read import dashboard as read_pages
 from monitor.expose.read.queries import Page
 from monitor.expose.web.context import Context, WebContext
 from monitor.expose.web.inputs import MAX_SEARCH, list_offset, search_text
-from monitor.expose.web.pages.dashboard import (
+from monitor.expose.web.pages.toolkit import (
     error_page,
     flags_of,
     freshness,

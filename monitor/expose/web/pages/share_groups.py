@@ -22,7 +22,7 @@ from monitor.expose.read import share_groups as read_share
 from monitor.expose.read.queries import Page
 from monitor.expose.web.context import Context
 from monitor.expose.web.inputs import ANY_NAME, MAX_SEARCH, list_offset, search_text
-from monitor.expose.web.pages.dashboard import (
+from monitor.expose.web.pages.toolkit import (
     error_page,
     freshness,
     judged_share_group,
