@@ -10,21 +10,17 @@ Every error names the key path, the line in the YAML file where there is one, an
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
-    ValidationInfo,
     field_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -34,8 +30,20 @@ from monitor.core.cluster_security import SaslMechanism as SaslMechanism
 from monitor.core.cluster_security import Security as Security
 from monitor.core.cluster_security import SecurityProtocol as SecurityProtocol
 from monitor.core.errors import ConfigError
-from monitor.core.patterns import PatternError, UserPattern, compile_pattern
-from monitor.core.vocabulary import check_seconds
+
+# The sections of the web UI and of /metrics have their own modules; their names are part of the settings.
+from monitor.core.settings_base import NameFilter as NameFilter
+from monitor.core.settings_base import Strict as Strict
+from monitor.core.settings_base import compile_name_pattern as compile_name_pattern
+from monitor.core.settings_base import compile_patterns as compile_patterns
+from monitor.core.settings_push import DEFAULT_PUSHED_METRICS as DEFAULT_PUSHED_METRICS
+from monitor.core.settings_push import PUSH_TARGET_NAME as PUSH_TARGET_NAME
+from monitor.core.settings_push import CloudWatchTarget as CloudWatchTarget
+from monitor.core.settings_push import MetricsConfig as MetricsConfig
+from monitor.core.settings_push import PushConfig as PushConfig
+from monitor.core.settings_push import RemoteWriteTarget as RemoteWriteTarget
+from monitor.core.settings_web import IdentityConfig as IdentityConfig
+from monitor.core.settings_web import WebConfig as WebConfig
 from monitor.core.yaml_files import format_validation_error, read_yaml
 
 ENV_PREFIX = "KAFKA_HEALTH_"
@@ -43,67 +51,10 @@ DEFAULT_DEV_KAFKA_PORT = 19092
 DEFAULT_DEV_POSTGRES_PORT = 55432
 
 
-class _Strict(BaseModel):
-    """A section: unknown keys refused, numbers finite, every `*_seconds` a time a setting can
-    mean (`check_seconds`: not 1e-300, not centuries)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _sane_seconds(cls, value: Any, info: ValidationInfo) -> Any:
-        if info.field_name and info.field_name.endswith("_seconds") and isinstance(value, float | int):
-            return check_seconds(value)
-        return value
-
-
-def compile_name_pattern(pattern: str) -> UserPattern:
-    """A topic or group name pattern, compiled with RE2 to match whole names (use `fullmatch`).
-
-    `.` matches every character, a newline included: a name is data, and a group id with a
-    control character in it must still match `.*`, or it would silently not be monitored.
-    Raises ValueError with the fix for a pattern that is too long or does not compile."""
-    try:
-        return compile_pattern(pattern, dot_all=True)
-    except PatternError as exc:
-        raise ValueError(f"{exc}; the pattern is matched against the whole name") from None
-
-
-def compile_patterns(patterns: list[str]) -> list[str]:
-    """Check every name pattern compiles; a bad one is an error that says how to fix it."""
-    for pattern in patterns:
-        compile_name_pattern(pattern)
-    return patterns
-
-
-class NameFilter(_Strict):
-    """Allow/deny regexes matched against whole names. Deny wins; empty allow means all."""
-
-    allow: list[str] = Field(default_factory=lambda: [".*"])
-    deny: list[str] = Field(default_factory=list)
-
-    _allow_re: list[UserPattern] = []
-    _deny_re: list[UserPattern] = []
-
-    @field_validator("allow", "deny")
-    @classmethod
-    def _valid_regexes(cls, value: list[str]) -> list[str]:
-        return compile_patterns(value)
-
-    def model_post_init(self, __context: Any) -> None:
-        object.__setattr__(self, "_allow_re", [compile_name_pattern(p) for p in self.allow])
-        object.__setattr__(self, "_deny_re", [compile_name_pattern(p) for p in self.deny])
-
-    def accepts(self, name: str) -> bool:
-        if any(p.fullmatch(name) for p in self._deny_re):
-            return False
-        return not self._allow_re or any(p.fullmatch(name) for p in self._allow_re)
-
-
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
-class ClusterConfig(_Strict):
+class ClusterConfig(Strict):
     name: str
     bootstrap_servers: list[str] = Field(min_length=1)
     security: Security = Field(default_factory=Security)
@@ -159,7 +110,7 @@ class ClusterConfig(_Strict):
         return value
 
 
-class DatabaseConfig(_Strict):
+class DatabaseConfig(Strict):
     url: SecretStr | None = Field(
         default=None,
         description="SQLAlchemy URL (postgresql+psycopg://...). Unset: the project-local PostgreSQL.",
@@ -179,7 +130,7 @@ class DatabaseConfig(_Strict):
         return value
 
 
-class SparkConfig(_Strict):
+class SparkConfig(Strict):
     master: str = "local[*]"
     app_name: str = "kafka-health-evaluate"
     driver_memory: str = Field(default="1g", pattern=r"^\d+[kmgKMG]$")
@@ -192,7 +143,7 @@ class SparkConfig(_Strict):
     )
 
 
-class Intervals(_Strict):
+class Intervals(Strict):
     """Seconds between runs of each scheduled job."""
 
     offsets_seconds: float = Field(default=15, gt=0)
@@ -203,7 +154,7 @@ class Intervals(_Strict):
     maintenance_seconds: float = Field(default=3600, gt=0)
 
 
-class ProbeConfig(_Strict):
+class ProbeConfig(Strict):
     """The end-to-end probe (a `probe` collector job per cluster): produce with acks=all to a
     partition led by every broker, consume it back with its own group, commit."""
 
@@ -234,7 +185,7 @@ class ProbeConfig(_Strict):
     )
 
 
-class CollectConfig(_Strict):
+class CollectConfig(Strict):
     """How the collectors work within each cycle."""
 
     timestamp_budget_seconds: float = Field(
@@ -255,7 +206,7 @@ class CollectConfig(_Strict):
     probe: ProbeConfig = Field(default_factory=ProbeConfig)
 
 
-class EvaluateConfig(_Strict):
+class EvaluateConfig(Strict):
     """The evaluation pipeline."""
 
     enabled: bool = True
@@ -268,7 +219,7 @@ MAX_SILENCES_PER_TEAM = 100
 """The default of `alert.max_silences_per_team`."""
 
 
-class AlertConfig(_Strict):
+class AlertConfig(Strict):
     """The alert stage: alert lifecycle, routing and the notification sender."""
 
     enabled: bool = True
@@ -311,228 +262,7 @@ class AlertConfig(_Strict):
     )
 
 
-class MetricsConfig(_Strict):
-    """The Prometheus `/metrics` endpoint (every metric: docs/metrics.md)."""
-
-    partition_series: bool = Field(
-        default=True, description="Serve per group-partition and per partition series."
-    )
-    max_partition_series: int = Field(
-        default=50_000,
-        ge=1,
-        le=10_000_000,
-        description="Cap on the partition-level series of one scrape; the most urgent are kept.",
-    )
-    scrape_timeout_seconds: float = Field(
-        default=8,
-        gt=0,
-        le=120,
-        description="Time one build of the snapshot may spend reading PostgreSQL (a scrape waits for "
-        "it only before the first snapshot); keep it below Prometheus' scrape_timeout.",
-    )
-    snapshot_check_seconds: float = Field(
-        default=5,
-        gt=0,
-        le=3600,
-        description="Seconds between checks for a new evaluation; a new one rebuilds the snapshot.",
-    )
-
-
-PUSH_TARGET_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
-DEFAULT_PUSHED_METRICS: tuple[str, ...] = (
-    "kafka_consumer_group_max_lag_in_seconds",
-    "kafka_consumer_group_sum_lag_in_offsets",
-    "kafka_consumer_group_topic_max_lag_in_seconds",
-    "kafka_consumer_group_topic_sum_lag_in_offsets",
-    "kafka_health_group_topic_append_lag_seconds",
-)
-"""What autoscalers and long-term dashboards read: group and group-topic aggregates."""
-
-
-class _PushTarget(_Strict):
-    name: str = Field(pattern=PUSH_TARGET_NAME, description="Names the target in logs and metrics.")
-    interval_seconds: float = Field(default=30, ge=1, le=86_400, description="Seconds between pushes.")
-    clusters: list[str] = Field(
-        default_factory=list, description="Clusters whose series are pushed; empty: every cluster."
-    )
-    metrics: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_PUSHED_METRICS),
-        min_length=1,
-        description="State metrics (docs/metrics.md) pushed.",
-    )
-    timeout_seconds: float = Field(default=10, gt=0, le=300, description="One request's timeout.")
-
-
-class RemoteWriteTarget(_PushTarget):
-    """A Prometheus remote-write endpoint (Prometheus with --web.enable-remote-write-receiver,
-    Mimir, Thanos Receive, VictoriaMetrics, Grafana Cloud...)."""
-
-    url: str = Field(
-        pattern=r"^https?://\S+$", description="The endpoint, e.g. http://prometheus:9090/api/v1/write"
-    )
-    external_labels: dict[str, str] = Field(
-        default_factory=dict, description="Labels added to every series (e.g. the monitor's region)."
-    )
-    headers: dict[str, SecretStr] = Field(
-        default_factory=dict, description="Extra HTTP headers, e.g. X-Scope-OrgID or Authorization."
-    )
-    basic_auth_username: str | None = None
-    basic_auth_password: SecretStr | None = None
-    queue_max_batches: int = Field(
-        default=20,
-        ge=1,
-        le=10_000,
-        description="Pushes kept while the endpoint is away; the oldest is dropped beyond this.",
-    )
-
-    @field_validator("external_labels")
-    @classmethod
-    def _label_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", name) or name.startswith("__"):
-                raise ValueError(
-                    f"external label name {name!r} is not a Prometheus label name: letters, digits "
-                    "and _, not starting with a digit or __"
-                )
-        return value
-
-
-class CloudWatchTarget(_PushTarget):
-    """Amazon CloudWatch PutMetricData (credentials from boto3's usual chain: environment,
-    profile, instance or task role)."""
-
-    interval_seconds: float = Field(default=60, ge=1, le=86_400, description="Seconds between pushes.")
-    namespace: str = Field(default="KafkaHealth", pattern=r"^[^:\s][^:]{0,254}$")
-    region: str = Field(default="us-east-1", pattern=r"^[a-z0-9-]{1,32}$")
-    endpoint_url: str | None = Field(
-        default=None,
-        pattern=r"^https?://\S+$",
-        description="Another endpoint (a VPC endpoint, a test server).",
-    )
-    profile: str | None = Field(default=None, description="A named profile of the AWS config files.")
-    storage_resolution: Literal[1, 60] = Field(
-        default=60, description="60 (standard) or 1 (high resolution, billed as such)."
-    )
-
-
-class PushConfig(_Strict):
-    """Push the state metrics where autoscalers and long-term storage read them. Off by default."""
-
-    remote_write: list[RemoteWriteTarget] = Field(default_factory=list)
-    cloudwatch: list[CloudWatchTarget] = Field(default_factory=list)
-
-    @field_validator("cloudwatch")
-    @classmethod
-    def _unique_cloudwatch(cls, value: list[CloudWatchTarget]) -> list[CloudWatchTarget]:
-        _unique_target_names(value)
-        return value
-
-    @field_validator("remote_write")
-    @classmethod
-    def _unique_remote_write(cls, value: list[RemoteWriteTarget]) -> list[RemoteWriteTarget]:
-        _unique_target_names(value)
-        return value
-
-    def targets(self) -> list[RemoteWriteTarget | CloudWatchTarget]:
-        return [*self.remote_write, *self.cloudwatch]
-
-    def metric_names(self) -> set[str]:
-        """Every metric some target pushes."""
-        return {name for target in self.targets() for name in target.metrics}
-
-
-def _unique_target_names(targets: Sequence[_PushTarget]) -> None:
-    seen: set[str] = set()
-    for target in targets:
-        if target.name in seen:
-            raise ValueError(f"push target name {target.name!r} is used twice; names must be unique")
-        seen.add(target.name)
-
-
-class IdentityConfig(_Strict):
-    """Who makes a change through the web UI and API. Nothing is ever accepted anonymously.
-
-    - API tokens (`kafka-health retention token create`), sent as `Authorization: Bearer <token>`,
-      are always accepted; only their SHA-256 hash is stored.
-    - `proxy`: a reverse proxy in front of the monitor authenticates people and passes the user and
-      their groups (teams) in headers. The headers are believed only from `trusted_proxies`;
-      from any other address they are ignored.
-    - `development`: every request is `development_user` in `development_teams`. For the demo on
-      a laptop only: every page and answer says so.
-    """
-
-    mode: Literal["proxy", "development"] = "proxy"
-    user_header: str = Field(default="X-Forwarded-User", min_length=1)
-    groups_header: str = Field(default="X-Forwarded-Groups", min_length=1)
-    groups_separator: str = Field(default=",", min_length=1)
-    trusted_proxies: list[str] = Field(
-        default_factory=list, description="Addresses or networks (CIDR) of the reverse proxies."
-    )
-    development_user: str = "developer"
-    development_teams: list[str] = Field(default_factory=list)
-    platform_teams: list[str] = Field(
-        default_factory=lambda: ["kafka-platform"],
-        description="Teams holding the platform role: they may silence any team's alerts, or all of them.",
-    )
-    protect_reads: bool = Field(
-        default=False,
-        description="Also reads (pages, API, Burrow endpoints) need an identity; /healthz, /readyz and "
-        "/metrics stay open for probes and scrapers.",
-    )
-    allowed_origins: list[str] = Field(
-        default_factory=list,
-        description="Origins (https://monitor.example.com) whose pages may post forms here besides the "
-        "request's own host; set the public address when the proxy rewrites the Host header.",
-    )
-    change_requests_per_minute: int = Field(
-        default=30,
-        ge=1,
-        le=100_000,
-        description="How many changes (and previews) one identity may ask for in any minute, over every "
-        "change route of the API and the forms together; past it the answer is 429 with Retry-After. "
-        "The command line holds each --as name to the same number.",
-    )
-    csrf_secret: SecretStr | None = Field(
-        default=None,
-        description="Signs the forms' CSRF tokens. Unset: a random secret per process (set one "
-        "when several instances serve the UI behind one address).",
-    )
-
-    @field_validator("trusted_proxies")
-    @classmethod
-    def _networks(cls, value: list[str]) -> list[str]:
-        for network in value:
-            try:
-                ipaddress.ip_network(network, strict=False)
-            except ValueError as exc:
-                raise ValueError(
-                    f"{network!r} is not an IP address or network; write e.g. 10.0.0.5 or 10.0.0.0/24"
-                ) from exc
-        return value
-
-    def warnings(self) -> list[str]:
-        """A trusted network that holds every address: anyone who reaches the port can then say
-        who they are and which teams they belong to."""
-        return [
-            f"{network!r} trusts every address: anyone who reaches the port can act as any user and "
-            "team by sending the identity headers; list only your reverse proxies' addresses"
-            for network in self.trusted_proxies
-            if ipaddress.ip_network(network, strict=False).prefixlen == 0
-        ]
-
-
-class WebConfig(_Strict):
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, gt=0, lt=65536)
-    identity: IdentityConfig = Field(default_factory=IdentityConfig)
-    behind_tls: bool = Field(
-        default=False,
-        description="People reach the monitor over HTTPS (a TLS-terminating proxy in front): every "
-        "answer then carries Strict-Transport-Security.",
-    )
-
-
-class RetentionConfig(_Strict):
+class RetentionConfig(Strict):
     """The retention button: policy, the config-as-code repository, and the scheduled job."""
 
     enabled: bool = True
@@ -559,7 +289,7 @@ class RetentionConfig(_Strict):
     )
 
 
-class DevKafkaConfig(_Strict):
+class DevKafkaConfig(Strict):
     """The local cluster run by `kafka-health dev-cluster`."""
 
     version: str = Field(
