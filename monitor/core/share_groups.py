@@ -75,6 +75,9 @@ class ShareGroups:
     offsets: tuple[SharePartitionOffset, ...] = ()
     errors: dict[str, str] | None = None
     reason: str | None = None
+    listed: tuple[str, ...] | None = None
+    """Every share group the (whole) listing named that the group filter accepts, described or
+    not: a group not among them is gone from the cluster. None when not known."""
 
 
 @dataclass(frozen=True, slots=True)

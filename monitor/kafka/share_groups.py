@@ -240,7 +240,7 @@ class ShareGroupClient(KafkaPythonClient):
                 raise self._failed("list share groups", exc) from exc
             group_ids = sorted({str(g["group_id"]) for g in listed if accepts(str(g["group_id"]))})
             if not group_ids:
-                return ShareGroups(True, errors={})
+                return ShareGroups(True, errors={}, listed=())
             call = _Call(client, outcome, groups_per_request)
             try:
                 client._manager.run(call.run, group_ids)
@@ -256,4 +256,4 @@ class ShareGroupClient(KafkaPythonClient):
         described = tuple(call.descriptions[g] for g in group_ids if g in call.descriptions)
         known = set(call.descriptions)
         offsets = tuple(o for o in call.offsets if o.group_id in known)
-        return ShareGroups(True, described, offsets, outcome.errors)
+        return ShareGroups(True, described, offsets, outcome.errors, listed=tuple(group_ids))

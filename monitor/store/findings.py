@@ -16,9 +16,9 @@ Lifecycle of a finding, keyed by (rule, entity_key):
   evaluation window, past which nothing the evaluation reads says anything about it): then it is
   resolved. A whole collection that stops is told by the cluster's CollectionStale rule, which
   fires before that bound with the default window;
-- its entity gone from the cluster (a consumer group or its offsets deleted, a topic deleted, a
-  broker unregistered: `GONE`): resolved at the next evaluation with `resolved_reason` `gone`,
-  however it was sampled, and the entity matches nothing any more.
+- its entity gone from the cluster (a consumer group or its offsets deleted, a share group
+  deleted, a topic deleted, a broker unregistered: `GONE`): resolved at the next evaluation with
+  `resolved_reason` `gone`, however it was sampled, and the entity matches nothing any more.
 
 Idempotent per evaluation time: merging the same matches at the same `evaluated_at` twice changes
 nothing the second time; an evaluation older than a finding's `last_seen` does not move it back.
@@ -113,7 +113,12 @@ GONE = """(
         WHERE l.cluster = x.cluster AND l.group_id = x.labels->>'group_id' AND l.gone_at IS NULL
           AND (x.labels->>'topic' IS NULL OR l.topic = x.labels->>'topic')
           AND (x.labels->>'partition' IS NULL OR l.partition::text = x.labels->>'partition')))
-    OR (x.entity IN ('group_partition', 'group_topic', 'partition', 'topic') AND EXISTS (
+    OR (x.entity IN ('share_group', 'share_group_topic') AND EXISTS (
+        SELECT 1 FROM share_group_support s
+        WHERE s.cluster = x.cluster AND s.available AND s.listed IS NOT NULL
+          AND NOT (x.labels->>'group_id' = ANY(s.listed))))
+    OR (x.entity IN ('group_partition', 'group_topic', 'share_group_topic', 'partition', 'topic')
+        AND EXISTS (
         SELECT 1 FROM topics t
         WHERE t.cluster = x.cluster AND t.topic = x.labels->>'topic' AND t.deleted_at IS NOT NULL))
     OR (x.entity = 'broker' AND EXISTS (
@@ -124,7 +129,9 @@ GONE = """(
 """Whether the cluster no longer has the entity of a row `x` (a finding, or a match: its cluster,
 entity and labels, which hold the entity's key columns): a consumer group, group-topic or
 group-partition none of whose committed offsets it still has (`latest_group_offsets.gone_at`,
-set by the offsets job), a topic deleted (`topics.deleted_at`, by the metadata job; its
+set by the offsets job), a share group its newest listing did not name (`share_group_support.listed`,
+by the share-groups job; a cluster without share groups, or a listing not known, makes none gone),
+a topic deleted (`topics.deleted_at`, by the metadata job; its
 partitions and the group offsets on it with it), a broker unregistered from the controller
 (`brokers.unregistered_at`, by the metadata job; a broker that is down is still registered)."""
 

@@ -80,3 +80,6 @@ class ShareGroupSupport(Base):
     available: Mapped[bool]
     reason: Mapped[str | None]
     sampled_at: Mapped[datetime]
+    listed: Mapped[list[str] | None] = mapped_column(TextArray)
+    """The share groups the newest listing named (the group filter applied); a share group's
+    alerts resolve as gone when it is not among them. Null when not known."""

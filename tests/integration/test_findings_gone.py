@@ -32,10 +32,16 @@ ENTITIES: dict[str, tuple[str, dict[str, str]]] = {
     "broker-unregistered": ("broker", {"broker_id": "3"}),
     "broker-down": ("broker", {"broker_id": "2"}),
     "odd-labels": ("group_partition", {"group_id": "alive", "topic": "t", "partition": "x%/'"}),
+    "sg-deleted": ("share_group", {"group_id": "q-deleted"}),
+    "sgt-deleted": ("share_group_topic", {"group_id": "q-deleted", "topic": "t"}),
+    "sg-alive": ("share_group", {"group_id": "q-alive"}),
+    "sgt-alive": ("share_group_topic", {"group_id": "q-alive", "topic": "t"}),
+    "sgt-on-deleted-topic": ("share_group_topic", {"group_id": "q-alive", "topic": "dropped"}),
 }
 GONE = {
     "gp-deleted", "gt-deleted", "g-deleted", "gp-half-1", "gt-on-deleted-topic", "topic-deleted",
-    "partition-deleted", "broker-unregistered", "odd-labels",
+    "partition-deleted", "broker-unregistered", "odd-labels", "sg-deleted", "sgt-deleted",
+    "sgt-on-deleted-topic",
 }  # fmt: skip
 """`half` lost partition 1 of t and all of u (its gt-half-u); `alive` has no offset on partition
 "x%/'"; everything else is still there."""
@@ -68,8 +74,15 @@ def _store(engine: Engine, gone: bool) -> None:
     """The store as the collectors leave it: offsets of `deleted`, `half` and `alive`, topics t,
     u and dropped, brokers 2 and 3; with `gone`, what the collectors mark gone."""
     with engine.begin() as conn:
-        for table in ("findings", "latest_group_offsets", "topics", "brokers"):
+        for table in ("findings", "latest_group_offsets", "topics", "brokers", "share_group_support"):
             conn.execute(text(f"DELETE FROM {table} WHERE cluster = :c"), {"c": C})
+        conn.execute(
+            text(
+                "INSERT INTO share_group_support (cluster, available, sampled_at, listed)"
+                " VALUES (:c, true, :at, :listed)"
+            ),
+            {"c": C, "at": T, "listed": ["q-alive"] if gone else ["q-deleted", "q-alive"]},
+        )
         offsets = [
             ("deleted", "t", 0),
             ("half", "t", 0),
@@ -122,7 +135,7 @@ def test_each_entity_resolves_as_gone_only_when_the_cluster_no_longer_has_it(eng
         if key != "odd-labels"
     }
     assert _state(engine) == expected
-    assert (counts["new"], counts["gone"], counts["resolved"]) == (0, 9, 9)
+    assert (counts["new"], counts["gone"], counts["resolved"]) == (0, 12, 12)
     # Matched again later, a gone entity still opens nothing.
     again = _merge(engine, T + timedelta(minutes=2), keys)
     assert (again["new"], again["gone"]) == (0, 0)
@@ -147,6 +160,9 @@ def _store_gone_keeping_findings(engine: Engine) -> None:
             text("UPDATE brokers SET unregistered_at = :at WHERE cluster = :c AND broker_id = 3"),
             {"c": C, "at": T},
         )
+        conn.execute(
+            text("UPDATE share_group_support SET listed = ARRAY['q-alive'] WHERE cluster = :c"), {"c": C}
+        )
 
 
 def test_an_entity_that_comes_back_is_not_gone(engine: Engine) -> None:
@@ -156,3 +172,20 @@ def test_an_entity_that_comes_back_is_not_gone(engine: Engine) -> None:
         conn.execute(text("UPDATE topics SET deleted_at = NULL WHERE cluster = :c"), {"c": C})
     assert _merge(engine, T + timedelta(minutes=1), ["topic-deleted"])["new"] == 1
     assert _state(engine)["topic-deleted"] == [("firing", None)]
+
+
+def test_a_share_group_is_gone_only_by_a_known_listing_of_a_cluster_that_has_share_groups(
+    engine: Engine,
+) -> None:
+    """A share group missing from the newest listing is gone; with no listing known (a sample
+    written before the listing was kept) or share groups not available, none is."""
+    _store(engine, gone=True)  # q-deleted is not listed
+    for listed, available, gone in ((None, True, 0), (["q-alive"], False, 0), (["q-alive"], True, 1)):
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM findings WHERE cluster = :c"), {"c": C})
+            conn.execute(
+                text("UPDATE share_group_support SET listed = :l, available = :a WHERE cluster = :c"),
+                {"c": C, "l": listed, "a": available},
+            )
+        first = _merge(engine, T, ["sg-deleted"])
+        assert first["new"] == 1 - gone, (listed, available)

@@ -104,8 +104,9 @@ class ShareGroupsJob:
 
         def write(conn: Connection, replay: bool) -> object:
             return write_share_groups(
-                conn, cluster, now, run_id, available, found.descriptions, rows, idempotent=replay
-            )
+                conn, cluster, now, run_id, available, found.descriptions, rows, idempotent=replay,
+                listed=found.listed,
+            )  # fmt: skip
 
         ctx.writer.submit(f"{cluster}:share_groups", len(found.descriptions) + len(rows) + 1, write)
 

@@ -40,19 +40,24 @@ def write_share_groups(
     offsets: Sequence[OffsetRow],
     *,
     idempotent: bool = False,
+    listed: Sequence[str] | None = None,
 ) -> int:
-    """One share-groups sample of `cluster`: the support row, the states and offsets samples and
-    the members (replaced). `available` is (whether, reason). Returns the sample rows written;
-    `idempotent` as for `write_offsets_batch`. Does not commit."""
+    """One share-groups sample of `cluster`: the support row (with the share groups the listing
+    named, `listed`, None when not known), the states and offsets samples and the members
+    (replaced). `available` is (whether, reason). Returns the sample rows written; `idempotent` as
+    for `write_offsets_batch`. Does not commit."""
     conn.execute(
         text(
-            "INSERT INTO share_group_support (cluster, available, reason, sampled_at) "
-            "VALUES (:c, :a, :r, :t) ON CONFLICT (cluster) DO UPDATE SET available = excluded.available, "
-            "reason = excluded.reason, sampled_at = excluded.sampled_at "
+            "INSERT INTO share_group_support (cluster, available, reason, sampled_at, listed) "
+            "VALUES (:c, :a, :r, :t, :l) ON CONFLICT (cluster) DO UPDATE SET available = excluded.available, "
+            "reason = excluded.reason, sampled_at = excluded.sampled_at, listed = excluded.listed "
             "WHERE share_group_support.sampled_at <= excluded.sampled_at"
         ),
-        {"c": cluster, "a": available[0], "r": available[1], "t": sampled_at},
-    )
+        {
+            "c": cluster, "a": available[0], "r": available[1], "t": sampled_at,
+            "l": None if listed is None else list(listed),
+        },
+    )  # fmt: skip
     states = [
         (cluster, g.group_id, sampled_at, g.state, len(g.members), g.assignor, g.coordinator, run_id)
         for g in groups
