@@ -26,7 +26,7 @@ from monitor.core.kafka_features import parse_version, unavailable_features, una
 from monitor.expose.web.app import create_app
 from tests.fixtures.kafka import KafkaTestHelper, session_kafka_version
 from tests.fixtures.receivers import FakePagerDuty
-from tests.integration.test_alert_e2e import _evaluated, daemon, e2e_topic  # noqa: F401 (fixtures)
+from tests.integration.test_alert_e2e import _evaluated, daemon, e2e_topic, web_port  # noqa: F401 (fixtures)
 from tests.integration.test_retention import ALICE, CLUSTER, DAY_MS, Rig, rig  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.compat]
