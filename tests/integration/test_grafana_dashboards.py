@@ -27,6 +27,8 @@ BUILTINS = {"__rate_interval": "1m", "__interval": "15s", "__range": "1h", "__ra
 """Grafana's built-in variables, as a dashboard over the last hour at a 15 s scrape has them."""
 
 MAY_BE_EMPTY: dict[tuple[str, str, str], str] = {
+    ("kafka-health-cluster", "End-to-end probe", "A"): "the probe runs only with collect.probe.enabled",
+    ("kafka-health-cluster", "End-to-end probe", "B"): "the probe runs only with collect.probe.enabled",
     ("kafka-health-consumer-group", "Time since last commit", "A"):
         "absent until the monitor has seen the group commit (a committed offset changing between two"
         " collections); the populated groups committed before the first collection",
