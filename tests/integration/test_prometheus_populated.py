@@ -5,16 +5,13 @@ group."""
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.devtools.servers import PrometheusServer
 from monitor.expose.web.app import create_app
-from tests.conditions import wait_for
 from tests.fixtures.populated import Populated
-from tests.fixtures.receivers import free_port
 from tests.integration.test_prometheus_metrics import assert_catalogued
 
 
@@ -51,21 +48,15 @@ def test_a_scrape_of_real_data_matches_the_catalogue(populated: Populated) -> No
 
 
 def test_a_real_prometheus_scrapes_the_lag_of_each_group(
-    populated: Populated, web_url: str, tmp_path: Path
+    populated: Populated, scraping_prometheus: PrometheusServer
 ) -> None:
     """Debian's Prometheus scrapes the served app's /metrics; PromQL returns the known lags."""
-    target = web_url.removeprefix("http://").rstrip("/")
-    with PrometheusServer(tmp_path / "prometheus", free_port(), scrape_targets=[target]) as prometheus:
-        assert isinstance(prometheus, PrometheusServer)
-        up = wait_for(lambda: prometheus.query('up{job="kafka-health"} == 1'), timeout=60,
-                      what="Prometheus to scrape the app")  # fmt: skip
-        assert up
-        for role, group in populated.groups.items():
-            promql = (
-                f'sum by (group) (kafka_consumer_group_lag_in_offsets{{cluster="{populated.cluster}",'
-                f'group="{group.name}"}})'
-            )
-            (answer,) = prometheus.query(promql)
-            assert float(answer["value"][1]) == group.lag, role
-        (health,) = prometheus.query("kafka_health_up")
-        assert health["value"][1] == "1"
+    for role, group in populated.groups.items():
+        promql = (
+            f'sum by (group) (kafka_consumer_group_lag_in_offsets{{cluster="{populated.cluster}",'
+            f'group="{group.name}"}})'
+        )
+        (answer,) = scraping_prometheus.query(promql)
+        assert float(answer["value"][1]) == group.lag, role
+    (health,) = scraping_prometheus.query("kafka_health_up")
+    assert health["value"][1] == "1"

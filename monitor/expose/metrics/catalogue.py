@@ -108,9 +108,11 @@ GROUPS: tuple[MetricSpec, ...] = (
     _ours("group_topic_commit_lag_seconds", GROUP_TOPIC, "group_topic", "commit_lag_seconds",
           "Commit lag: commit time - append_time(committed - 1) at the last observed commit (error <= one "
           "collection interval), the largest over the partitions: how long the last committed message sat "
-          "in Kafka before it was processed."),
+          "in Kafka before it was processed. Absent until the monitor has observed a commit of the group."),
     _ours("group_topic_time_since_last_commit_seconds", GROUP_TOPIC, "group_topic",
-          "time_since_last_commit_seconds", "Seconds since the group last committed on the topic."),
+          "time_since_last_commit_seconds",
+          "Seconds since the group last committed on the topic. Absent until the monitor has observed a "
+          "commit of the group (its committed offset changing between collections, or the commits stream)."),
     _ours("group_topic_time_until_data_loss_seconds", GROUP_TOPIC, "group_topic",
           "time_until_data_loss_seconds",
           "Time until retention deletes the oldest unconsumed message (the earlier of the retention.ms and "
@@ -153,7 +155,8 @@ TOPICS: tuple[MetricSpec, ...] = (
     _ours("topic_retention_headroom_bytes", TOPIC, "topic", "min_headroom_bytes",
           "Smallest partition headroom: retention.bytes - leader replica size. Absent when unlimited."),
     _ours("topic_max_size_ratio", TOPIC, "topic", "max_size_ratio",
-          "Largest partition size / retention.bytes (1 = the size limit deletes now)."),
+          "Largest partition size / retention.bytes (1 = the size limit deletes now). Absent when "
+          "unlimited."),
     _ours("topic_min_time_coverage_seconds", TOPIC, "topic", "min_time_coverage_seconds",
           "Smallest partition time coverage: now - timestamp of the oldest retained record."),
     _ours("topic_retention_shortfall_seconds", TOPIC, "topic", "retention_shortfall_seconds",
