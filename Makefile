@@ -14,7 +14,7 @@ CI_KAFKA_VERSIONS     ?= 2.8.2 3.9.1
 COMPAT_JOBS           ?= 1
 BENCH_ARGS  ?=
 
-.PHONY: demo test test-compat test-unit soak lint format setup install bootstrap bench clean down help
+.PHONY: demo test test-compat test-spark-standalone test-unit soak lint format setup install bootstrap bench clean down help
 
 help:
 	@echo "make demo   - local 3-node Kafka + PostgreSQL + Spark, and the monitor daemon with its web UI"
@@ -53,6 +53,10 @@ test: bootstrap lint
 
 test-compat: bootstrap
 	@COMPAT_JOBS=$(COMPAT_JOBS) PYTEST_ARGS="$(PYTEST_ARGS)" bash scripts/compat-runs.sh $(BIN)/pytest $(COMPAT_KAFKA_VERSIONS)
+
+# The evaluation on a Spark standalone master and worker equals local mode's (left out of `make test`).
+test-spark-standalone: bootstrap
+	$(BIN)/pytest -m standalone $(PYTEST_ARGS)
 
 # The fast tier: no Kafka, PostgreSQL, Spark or browser is set up or started.
 test-unit: install

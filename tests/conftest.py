@@ -59,3 +59,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if matrix:
             config.hook.pytest_deselected(items=matrix)
             items[:] = [item for item in items if item.get_closest_marker("compat") is None]
+    # The Spark standalone cluster check has its own target (`make test-spark-standalone`): a
+    # master, a worker and three evaluations, minutes on two cores, for a deployment path that
+    # changes with `deploy/spark_evaluate.py` and `monitor/evaluate/spark.py` only.
+    if "standalone" not in (config.option.markexpr or ""):
+        cluster = [item for item in items if item.get_closest_marker("standalone") is not None]
+        if cluster:
+            config.hook.pytest_deselected(items=cluster)
+            items[:] = [item for item in items if item.get_closest_marker("standalone") is None]

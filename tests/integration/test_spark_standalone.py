@@ -44,7 +44,7 @@ from monitor.store.evaluation import DERIVED_TABLES, Finding
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.standalone]
 
 BASE_PORT = int(os.environ.get("KAFKA_HEALTH_TEST_SPARK_PORT", "27077"))
 """The master's port; its web UI, the worker and the worker's web UI take the next three."""
