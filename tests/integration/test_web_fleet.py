@@ -18,8 +18,7 @@ from monitor.core.clock import SystemClock
 from monitor.expose.web.app import create_app
 from monitor.expose.web.inputs import MAX_SEARCH
 from monitor.expose.web.pages.alerts import SECTION_ROWS
-from monitor.expose.web.pages.entities import LIST_ROWS
-from monitor.expose.web.pages.toolkit import WORST_ROWS
+from monitor.expose.web.pages.toolkit import LIST_ROWS, WORST_ROWS
 
 SHAPE = Shape(1_000)
 MAX_PAGE_BYTES = 1_000_000

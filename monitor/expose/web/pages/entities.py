@@ -8,7 +8,6 @@ search text or offset is a 422 page that says what is wrong.
 
 from __future__ import annotations
 
-from typing import Final
 from urllib.parse import quote
 
 from fastapi import APIRouter
@@ -17,21 +16,19 @@ from fastapi.responses import HTMLResponse
 from monitor.expose.read import dashboard as read_pages
 from monitor.expose.read.queries import Page
 from monitor.expose.web.context import Context, WebContext
-from monitor.expose.web.inputs import MAX_SEARCH, list_offset, search_text
+from monitor.expose.web.inputs import MAX_SEARCH
 from monitor.expose.web.pages.toolkit import (
-    error_page,
+    LIST_ROWS,
     flags_of,
     freshness,
     judge_groups,
     judged_topics,
+    list_query,
     render,
     row,
     unknown_cluster,
     with_worst_status,
 )
-
-LIST_ROWS: Final = 100
-"""Rows per page of a full list."""
 
 router = APIRouter(include_in_schema=False)
 
@@ -50,10 +47,10 @@ def groups_page(ctx: Context, cluster: str, q: str = "", offset: str = "0") -> H
 
 def _list_page(ctx: WebContext, cluster: str, kind: str, q: str, offset: str) -> HTMLResponse:
     action = f"/clusters/{quote(cluster, safe='')}/{kind}"
-    try:
-        search, skip = search_text(q), list_offset(offset)
-    except ValueError as exc:
-        return error_page(ctx, 422, "Bad request", f"{exc}.", [(action, f"All {kind} of {cluster}")])
+    parsed = list_query(ctx, q, offset, action, f"All {kind} of {cluster}")
+    if isinstance(parsed, HTMLResponse):
+        return parsed
+    search, skip = parsed
     page = Page(LIST_ROWS, skip)
     with ctx.engine.connect() as conn:
         reads = ctx.reads.of(conn, cluster)

@@ -11,28 +11,24 @@ was not found.
 
 from __future__ import annotations
 
-from typing import Final
-
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from monitor.expose.read import clusters as read_clusters
 from monitor.expose.read import dashboard as read_pages
 from monitor.expose.read import share_groups as read_share
-from monitor.expose.read.queries import Page
+from monitor.expose.read.queries import Page, cluster_exists
 from monitor.expose.web.context import Context
-from monitor.expose.web.inputs import ANY_NAME, MAX_SEARCH, list_offset, search_text
+from monitor.expose.web.inputs import ANY_NAME, MAX_SEARCH
 from monitor.expose.web.pages.toolkit import (
+    LIST_ROWS,
     error_page,
     freshness,
     judged_share_group,
+    list_query,
     render,
     share_groups_href,
     unknown_cluster,
 )
-
-LIST_ROWS: Final = 100
-"""Rows per page of the list."""
 
 router = APIRouter(include_in_schema=False)
 
@@ -41,12 +37,12 @@ router = APIRouter(include_in_schema=False)
 def share_groups_page(ctx: Context, cluster: str, q: str = "", offset: str = "0") -> HTMLResponse:
     """Every share group of the cluster, most records waiting first."""
     action = share_groups_href(cluster)
-    try:
-        search, skip = search_text(q), list_offset(offset)
-    except ValueError as exc:
-        return error_page(ctx, 422, "Bad request", f"{exc}.", [(action, f"All share groups of {cluster}")])
+    parsed = list_query(ctx, q, offset, action, f"All share groups of {cluster}")
+    if isinstance(parsed, HTMLResponse):
+        return parsed
+    search, skip = parsed
     with ctx.engine.connect() as conn:
-        if read_clusters.cluster(conn, cluster) is None:
+        if not cluster_exists(conn, cluster):
             return unknown_cluster(ctx, cluster)
         listed = read_share.share_groups(conn, cluster, Page(LIST_ROWS, skip), search or None)
         worst = read_share.worst_open(conn, cluster, [g.group_id for g in listed.items])
@@ -71,7 +67,7 @@ def share_groups_page(ctx: Context, cluster: str, q: str = "", offset: str = "0"
 def share_group_page(ctx: Context, cluster: str, group: str) -> HTMLResponse:
     """One share group: its alerts, state, members and share partitions."""
     with ctx.engine.connect() as conn:
-        if read_clusters.cluster(conn, cluster) is None:
+        if not cluster_exists(conn, cluster):
             return unknown_cluster(ctx, cluster)
         found = read_share.share_group(conn, cluster, group)
         alerts = (

@@ -21,12 +21,16 @@ from monitor.expose.read import topics as read_topics
 from monitor.expose.read.cache import ClusterReads
 from monitor.expose.web import health
 from monitor.expose.web.context import WebContext
+from monitor.expose.web.inputs import list_offset, search_text
 
 LABELS: Final = {health.BAD: "critical", health.WARN: "warning", health.OK: "healthy"}
 
 WORST_ROWS: Final = 25
 """Rows of the cluster page's topics and groups tables: the worst ones. A page with 10,000 rows
 is neither light nor read; each table links to its full list (`pages.entities`), paginated."""
+
+LIST_ROWS: Final = 100
+"""Rows per page of a full list (topics, groups, share groups)."""
 
 WORST_CANDIDATES: Final = 100
 """Rows read, worst first by their facts (`sort="worst"`), to pick the `WORST_ROWS` worst by
@@ -153,3 +157,14 @@ def error_page(
     response = ctx.render("web/error.html", title=title, message=message, links=links)
     response.status_code = status
     return response
+
+
+def list_query(
+    ctx: WebContext, q: str, offset: str, action: str, what: str
+) -> tuple[str, int] | HTMLResponse:
+    """A full list's search text and offset (bounded, `inputs`), or the 422 page that says what is
+    wrong and links to the whole list (`action`, `what`)."""
+    try:
+        return search_text(q), list_offset(offset)
+    except ValueError as exc:
+        return error_page(ctx, 422, "Bad request", f"{exc}.", [(action, what)])
