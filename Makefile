@@ -48,7 +48,7 @@ lint: install
 
 # The whole suite at the default Kafka version, then the matrix at the versions CI adds.
 test: bootstrap lint
-	$(BIN)/pytest --durations=40 $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=40 --junitxml=$${KAFKA_HEALTH_VAR:-var}/test-report.xml $(PYTEST_ARGS)
 	@COMPAT_JOBS=2 PYTEST_ARGS="$(PYTEST_ARGS)" bash scripts/compat-runs.sh $(BIN)/pytest $(CI_KAFKA_VERSIONS)
 
 test-compat: bootstrap

@@ -300,6 +300,12 @@ class DevKafkaConfig(Strict):
     nodes: Literal[1, 3] = 3
     base_port: int = Field(default=DEFAULT_DEV_KAFKA_PORT, gt=1024, lt=65000)
     heap_mb: int = Field(default=384, ge=128, le=8192)
+    quick_start: bool = Field(
+        default=False,
+        description="Run the nodes with the client JIT only and the serial collector: about half the "
+        "CPU to start and restart a node, for tests on small machines; slower under sustained load, "
+        "so not for benchmarks.",
+    )
     security: Literal["plaintext", "sasl_ssl"] = Field(
         default="plaintext",
         description="sasl_ssl adds a SASL_SSL listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; "

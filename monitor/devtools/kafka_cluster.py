@@ -216,7 +216,8 @@ class DevKafkaCluster:
         if not self.mode.zookeeper:
             return None
         port = self._layout()[1] + ZOOKEEPER_PORT_OFFSET
-        return DevZooKeeper(self.home / "zookeeper", self.libs_dir, HOST, port, self._java())
+        java = self._java()
+        return DevZooKeeper(self.home / "zookeeper", self.libs_dir, HOST, port, java, self.jit_options())
 
     @property
     def bootstrap_servers(self) -> str:
@@ -306,6 +307,12 @@ class DevKafkaCluster:
             ]
         )
 
+    def jit_options(self) -> list[str]:
+        """The collector and compiler options of every JVM the cluster starts (`quick_start`)."""
+        if self.config.quick_start:
+            return ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+        return ["-XX:+UseG1GC"]
+
     def java_command(self, node_id: int) -> list[str]:
         """The command line that runs one node (heap from `config.heap_mb`)."""
         node = self.node_dir(node_id)
@@ -315,7 +322,7 @@ class DevKafkaCluster:
             self._java(),
             f"-Xms{heap}m",
             f"-Xmx{heap}m",
-            "-XX:+UseG1GC",
+            *self.jit_options(),
             "-Djava.awt.headless=true",
             *(self.security.jvm_options() if self.secured else []),
             f"-Dlog4j2.configurationFile={node / 'log4j2.properties'}",
@@ -551,6 +558,7 @@ class DevKafkaCluster:
             node = self.node_dir(node_id)
             command = [
                 self._java(),
+                *self.jit_options(),
                 f"-Dlog4j2.configurationFile={node / 'log4j2.properties'}",
                 "-cp", f"{self.libs_dir}/*", "kafka.tools.StorageTool", "format",
                 "-t", cluster_id, "-c", str(node / "server.properties"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -30,12 +31,21 @@ _POLL_SECONDS: Final = 0.2
 class DevZooKeeper:
     """Start and stop the one ZooKeeper server of a dev cluster; the constructor starts nothing."""
 
-    def __init__(self, directory: Path, libs_dir: Path, host: str, port: int, java: str) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        libs_dir: Path,
+        host: str,
+        port: int,
+        java: str,
+        jvm_options: Sequence[str] = (),
+    ) -> None:
         self.directory = directory
         self.libs_dir = libs_dir
         self.host = host
         self.port = port
         self.java = java
+        self.jvm_options = list(jvm_options)
 
     def __repr__(self) -> str:
         return f"DevZooKeeper({self.host}:{self.port}, {str(self.directory)!r})"
@@ -81,7 +91,8 @@ class DevZooKeeper:
             )
         (self.directory / "data").mkdir(parents=True, exist_ok=True)
         self.config_file.write_text(self.config(), encoding="utf-8")
-        command = [self.java, "-Xmx128m", "-cp", f"{self.libs_dir}/*", MAIN_CLASS, str(self.config_file)]
+        command = [self.java, "-Xmx128m", *self.jvm_options, "-cp", f"{self.libs_dir}/*", MAIN_CLASS]
+        command.append(str(self.config_file))
         pid = launch_detached(command, self.directory, self.log_file)
         self._pid_file.write_text(f"{pid}\n", encoding="utf-8")
         deadline = time.monotonic() + timeout

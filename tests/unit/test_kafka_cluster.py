@@ -136,6 +136,27 @@ def test_java_command_sets_the_heap_and_the_node_files(tmp_path: Path) -> None:
     assert str(tmp_path / "home" / "node-3" / "server.log") in cluster.log4j2_properties(3)
 
 
+@pytest.mark.parametrize(
+    ("quick_start", "wanted", "unwanted"),
+    [
+        (False, ["-XX:+UseG1GC"], "-XX:TieredStopAtLevel=1"),
+        (True, ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"], "-XX:+UseG1GC"),
+    ],
+)
+def test_quick_start_runs_the_nodes_and_zookeeper_with_the_client_jit_and_serial_collector(
+    tmp_path: Path, quick_start: bool, wanted: list[str], unwanted: str
+) -> None:
+    cluster = DevKafkaCluster(
+        DevKafkaConfig(nodes=1, version="2.8.2", quick_start=quick_start),
+        tmp_path / "home",
+        tmp_path / "cache",
+    )
+
+    for command in (cluster.java_command(1), cluster.zookeeper.jvm_options if cluster.zookeeper else []):
+        assert all(option in command for option in wanted), command
+        assert unwanted not in command
+
+
 def test_cluster_ids_are_url_safe_base64_of_16_bytes() -> None:
     ids = {new_cluster_id() for _ in range(500)}
 
