@@ -81,6 +81,7 @@ from sqlalchemy.engine import make_url
 
 from monitor.collect import lag
 from monitor.collect import recall as recall_module
+from monitor.collect.clients import READER
 from monitor.collect.jobs import offsets as offsets_module
 from monitor.collect.stage import ClusterCollector
 from monitor.core.clock import SystemClock
@@ -450,7 +451,7 @@ def instrument(collector: ClusterCollector, recorder: RunRecorder, writer: Buffe
     admin = collector.context.admin
     for name in ("list_group_ids", "describe_groups", "committed_offsets", "list_offsets"):
         setattr(admin, name, timer.wrap(name, getattr(admin, name)))
-    reader = collector.context.reader
+    reader = collector.context.client(READER)
     reader.read = timer.wrap("reader", reader.read)  # type: ignore[method-assign]
     offsets_job = collector.runners["offsets"]
     assert isinstance(offsets_job, offsets_module.OffsetsCollector)

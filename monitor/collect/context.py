@@ -1,8 +1,9 @@
 """What the jobs of one cluster share, and what a collector job is.
 
-A job (`CollectorJob`) is a name, the setting that says how often it runs, the tables it writes
-and a `build` function that makes, once per cluster, the callable that runs one collection of it
-inside a recorded run. The jobs are registered in `monitor.collect.jobs`.
+A job (`CollectorJob`) is a name, the setting that says how often it runs, the tables it writes,
+the Kafka clients it uses (`monitor.collect.clients`) and a `build` function that makes, once per
+cluster, the callable that runs one collection of it inside a recorded run. The jobs are
+registered in `monitor.collect.jobs`.
 """
 
 from __future__ import annotations
@@ -11,21 +12,16 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Engine
 
+from monitor.collect.clients import ADMIN, C, ClientKind, Clients
 from monitor.collect.commit_state import CommitState
 from monitor.core.clock import Clock
 from monitor.core.records import TopicInfo, TopicPartition
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
-from monitor.kafka.protocol import (
-    AdminApi,
-    CommitStream,
-    LogDirReader,
-    ProbeApi,
-    ShareGroupApi,
-    TimestampReader,
-)
+from monitor.kafka.protocol import AdminApi
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import Run
 
@@ -60,18 +56,14 @@ class ClusterContext:
     for another (the metadata job's `topology`, read by the offsets job)."""
 
     cluster: ClusterConfig
-    admin: AdminApi
-    reader: TimestampReader
-    log_dirs: LogDirReader
-    probe: ProbeApi
+    clients: Clients
+    """The Kafka clients the cluster's jobs declared (`CollectorJob.clients`)."""
     engine: Engine
     writer: BufferedWriter
     clock: Clock
     config: CollectConfig
     on_critical: Callable[[str], object] | None = None
     topology: Topology | None = None
-    commit_stream: CommitStream | None = None
-    """The cluster's `__consumer_offsets` reader (None: commits come from OffsetFetch alone)."""
     intervals: Intervals = field(default_factory=Intervals)
     """The schedule the jobs run on (a job that works between runs paces itself by it)."""
     commits: CommitState = field(default_factory=CommitState)
@@ -84,8 +76,21 @@ class ClusterContext:
     later (None: runs come at their interval only)."""
     closers: list[Callable[[], None]] = field(default_factory=list)
     """What the jobs started beside their runs (threads), stopped before the clients close."""
-    share_groups: ShareGroupApi | None = None
-    """The cluster's share-group requests (None: the cluster is told as having none)."""
+
+    def client(self, kind: ClientKind[C]) -> C:
+        """The client of `kind` (one the job declared); LookupError when the cluster has none."""
+        client = self.clients.get(kind)
+        if client is None:
+            raise LookupError(f"cluster {self.cluster.name} has no {kind.name!r} client")
+        return client
+
+    def optional_client(self, kind: ClientKind[C]) -> C | None:
+        """The client of `kind`, None when the cluster has none (a job that works without it)."""
+        return self.clients.get(kind)
+
+    @property
+    def admin(self) -> AdminApi:
+        return self.client(ADMIN)
 
     def allowed_topics(self) -> list[str]:
         """The cluster's topics its topic filter accepts (internal ones only when configured)."""
@@ -125,3 +130,5 @@ class CollectorJob:
     """Seconds after start of the first run (spreads the first runs out)."""
     enabled: Callable[[CollectConfig], bool] = lambda config: True
     """Whether it runs at all under the settings (a job that writes to the cluster is opt-in)."""
+    clients: tuple[ClientKind[Any], ...] = (ADMIN,)
+    """The Kafka clients it uses (made and started by the collector before its first run)."""

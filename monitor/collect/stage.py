@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from monitor.collect.clients import Clients
 from monitor.collect.context import ClusterContext, JobRun
 from monitor.collect.jobs import JOBS
 from monitor.core.clock import Clock
@@ -32,46 +32,12 @@ from monitor.core.errors import MonitorError, StoreUnavailableError
 from monitor.core.gc_pause import gc_paused
 from monitor.core.scheduler import Scheduler
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
-from monitor.kafka import CommitStreamReader, KafkaAdmin, LogDirClient, ProbeClient, RecordTimestampReader
-from monitor.kafka.protocol import (
-    AdminApi,
-    CommitStream,
-    LogDirReader,
-    ProbeApi,
-    ShareGroupApi,
-    TimestampReader,
-)
-from monitor.kafka.share_groups import ShareGroupClient
+from monitor.kafka.protocol import Client
 from monitor.store import leases
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import RunRecorder, instance_name
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class KafkaClients:
-    """The clients of one cluster (the real ones by default, or a fake cluster's); without a
-    commit stream, committed offsets come from OffsetFetch alone."""
-
-    admin: AdminApi
-    reader: TimestampReader
-    log_dirs: LogDirReader
-    probe: ProbeApi
-    commits: CommitStream | None = None
-    share_groups: ShareGroupApi | None = None
-
-    @classmethod
-    def real(cls, cluster: ClusterConfig, config: CollectConfig) -> KafkaClients:
-        stream = CommitStreamReader(cluster) if cluster.commit_stream else None
-        return cls(
-            KafkaAdmin(cluster),
-            RecordTimestampReader(cluster),
-            LogDirClient(cluster),
-            ProbeClient(cluster, config.probe.group_id),
-            stream,
-            ShareGroupClient(cluster),
-        )
 
 
 class ClusterCollector:
@@ -86,58 +52,39 @@ class ClusterCollector:
         writer: BufferedWriter,
         config: CollectConfig,
         on_critical: Callable[[str], object] | None = None,
-        clients: KafkaClients | None = None,
+        clients: Mapping[str, Client] | None = None,
         on_sample: Callable[[str], object] | None = None,
         intervals: Intervals | None = None,
         run_soon: Callable[[str], object] | None = None,
     ) -> None:
         self.cluster = cluster
         self._recorder = recorder
-        kafka = clients or KafkaClients.real(cluster, config)
+        jobs = [job for job in JOBS.values() if job.enabled(config)]
+        made = Clients(cluster, config, clients)
+        made.make(kind for job in jobs for kind in job.clients)
         self.context = ClusterContext(
             cluster,
-            kafka.admin,
-            kafka.reader,
-            kafka.log_dirs,
-            kafka.probe,
+            made,
             engine,
             writer,
             clock,
             config,
             on_critical,
-            commit_stream=kafka.commits,
             intervals=intervals or Intervals(),
             run_soon=run_soon,
             on_sample=on_sample,
-            share_groups=kafka.share_groups,
         )
-        self.runners: dict[str, JobRun] = {
-            name: job.build(self.context) for name, job in JOBS.items() if job.enabled(config)
-        }
+        self.runners: dict[str, JobRun] = {job.name: job.build(self.context) for job in jobs}
 
     def start(self) -> None:
-        """Build the clients (no connection yet); raises ConfigError for a bad cluster config."""
-        self.context.admin.start()
-        self.context.reader.start()
-        self.context.log_dirs.start()
-        if "probe" in self.runners:
-            self.context.probe.start()
-        if self.context.commit_stream is not None:
-            self.context.commit_stream.start()
-        if self.context.share_groups is not None:
-            self.context.share_groups.start()
+        """Start the clients the jobs declared (no connection yet); raises ConfigError for a bad
+        cluster config."""
+        self.context.clients.start()
 
     def stop(self) -> None:
         for close in reversed(self.context.closers):
             close()
-        if self.context.commit_stream is not None:
-            self.context.commit_stream.close()
-        if self.context.share_groups is not None:
-            self.context.share_groups.close()
-        self.context.probe.close()
-        self.context.log_dirs.close()
-        self.context.reader.close()
-        self.context.admin.close()
+        self.context.clients.close()
 
     def run(self, job: str) -> None:
         """One run of `job` (a name of `monitor.collect.jobs.JOBS`), recorded in `collection_runs`."""

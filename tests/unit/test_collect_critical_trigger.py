@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_collect_failure_policy import Rig
+from tests.fixtures.collect import Rig
 
 
 @pytest.fixture

@@ -7,115 +7,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pytest
 
-from monitor.collect.context import ClusterContext
-from monitor.collect.jobs import metadata, share_groups
-from monitor.collect.jobs.offsets import OffsetsCollector
+from monitor.collect.jobs import share_groups
+from monitor.collect.jobs.share_groups import SHARE_GROUPS
 from monitor.collect.recall import TimestampCache
-from monitor.core.clock import FakeClock, to_millis
+from monitor.core.clock import to_millis
 from monitor.core.errors import KafkaUnavailableError
 from monitor.core.records import (
     END_OFFSET_LAST_KNOWN,
     END_OFFSET_LISTED,
     METHOD_EXACT,
     METHOD_NONE,
-    CommitObservation,
-    GroupOffsetSample,
-    OffsetsBatch,
-    PartitionSample,
     RecordTimestamp,
 )
-from monitor.core.settings import ClusterConfig, CollectConfig
+from monitor.core.settings import CollectConfig
 from monitor.core.share_groups import ShareGroups
-from monitor.kafka.fake import FakeCluster
-from monitor.store.runs import Run
-
-T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
-
-
-class RecordingWriter:
-    """A `BufferedWriter` stand-in: keeps what it is handed; the store is down (no reads)."""
-
-    available = False
-    dropped_rows = 0
-
-    def __init__(self) -> None:
-        self.writes: list[tuple[str, Callable[..., object]]] = []
-        self.written = True
-        """What `submit` answers: False says the write was queued, not written."""
-
-    def submit(self, label: str, rows: int, write: Callable[..., object]) -> bool:
-        self.writes.append((label, write))
-        return self.written
-
-    def batches(self) -> list[OffsetsBatch]:
-        """The offsets batches handed over, taken from the write functions that carry them."""
-        found = []
-        for _, write in self.writes:
-            for cell in write.__closure__ or ():
-                if isinstance(cell.cell_contents, OffsetsBatch):
-                    found.append(cell.cell_contents)
-        return found
-
-    def observed(self) -> list[CommitObservation]:
-        """The commit observations handed over since the last offsets batch."""
-        found: list[CommitObservation] = []
-        for label, write in reversed(self.writes):
-            if label.endswith(":offsets"):
-                break
-            for cell in write.__closure__ or ():
-                if isinstance(cell.cell_contents, list):
-                    found += [o for o in cell.cell_contents if isinstance(o, CommitObservation)]
-        return found
-
-
-class Rig:
-    """A fake cluster, the offsets and metadata jobs of one monitored cluster on it, and a clock."""
-
-    def __init__(self, brokers: int = 3) -> None:
-        self.clock = FakeClock(T0)
-        self.kafka = FakeCluster("prod", brokers=brokers, clock=self.clock)
-        self.writer = RecordingWriter()
-        self.critical: list[str] = []
-        self.context = ClusterContext(
-            ClusterConfig(name="prod", bootstrap_servers=["127.0.0.1:9092"]),
-            self.kafka.admin(),
-            self.kafka.reader(),
-            self.kafka.log_dirs(),
-            self.kafka.probe(),
-            None,  # type: ignore[arg-type]  # no store: the writer says it is down
-            self.writer,  # type: ignore[arg-type]
-            self.clock,
-            CollectConfig(),
-            on_critical=self.critical.append,
-        )
-        for client in (self.context.admin, self.context.reader, self.context.log_dirs):
-            client.start()
-        self.offsets = OffsetsCollector(self.context)
-        self.metadata = metadata.build(self.context)
-
-    def cycle(self, job: Callable[[Run], None] | None = None, name: str = "offsets") -> Run:
-        run = Run("prod", name, self.clock.now())
-        (job or self.offsets)(run)
-        self.clock.advance(15)
-        return run
-
-    def batch(self) -> OffsetsBatch:
-        return self.writer.batches()[-1]
-
-    def lags(self) -> dict[tuple[str, str, int], GroupOffsetSample]:
-        return {
-            (s.committed.group_id, s.committed.topic, s.committed.partition): s
-            for s in self.batch().group_offsets
-        }
-
-    def partitions(self) -> dict[tuple[str, int], PartitionSample]:
-        return {(s.offsets.topic, s.offsets.partition): s for s in self.batch().partitions}
+from tests.fixtures.collect import T0, Rig, fake_context
 
 
 @pytest.fixture
@@ -405,6 +316,10 @@ class CountingShareGroups:
         self.asked = 0
         self.available = False
 
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
     def share_groups(self, watches: Callable[[str], bool]) -> ShareGroups:
         self.asked += 1
         if self.available:
@@ -414,7 +329,10 @@ class CountingShareGroups:
 
 def test_a_cluster_without_share_groups_is_asked_again_only_every_few_minutes(rig: Rig) -> None:
     client = CountingShareGroups()
-    job = share_groups.build(replace(rig.context, share_groups=client))
+    context = fake_context(
+        rig.kafka, rig.writer, rig.clock, CollectConfig(), more={SHARE_GROUPS.name: client}
+    )
+    job = share_groups.build(context)
     runs = [rig.cycle(job, "share_groups") for _ in range(4)]  # 15 s apart
 
     assert client.asked == 1

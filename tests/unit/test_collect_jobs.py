@@ -11,14 +11,18 @@ from typing import Any
 
 import pytest
 
+from monitor.collect import stage as stage_module
+from monitor.collect.clients import ADMIN, ClientKind
+from monitor.collect.context import ClusterContext, CollectorJob
 from monitor.collect.jobs import JOBS, job_intervals
-from monitor.collect.stage import ClusterCollector, CollectStage, KafkaClients
+from monitor.collect.stage import ClusterCollector, CollectStage
 from monitor.core.clock import FakeClock
 from monitor.core.scheduler import run_intervals
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals, ProbeConfig
 from monitor.kafka.fake import FakeCluster
 from monitor.store.runs import Run
 from monitor.store.schema import metadata
+from tests.fixtures.collect import fake_clients
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 
@@ -74,7 +78,7 @@ def test_the_stage_schedules_every_enabled_job_for_every_cluster(probe: bool) ->
         None,  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]
         config,
-        clients=KafkaClients(fake.admin(), fake.reader(), fake.log_dirs(), fake.probe()),
+        clients=fake_clients(fake),
     )
 
     stage._schedule(collector)
@@ -96,7 +100,7 @@ def test_an_unknown_job_is_refused_with_the_names_that_exist() -> None:
         None,  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]
         CollectConfig(),
-        clients=KafkaClients(fake.admin(), fake.reader(), fake.log_dirs(), fake.probe()),
+        clients=fake_clients(fake),
     )
 
     with pytest.raises(
@@ -138,7 +142,7 @@ def test_a_run_tells_on_sample_after_it_is_recorded() -> None:
         RecordingRecorder(events),  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]
         CollectConfig(),
-        clients=KafkaClients(fake.admin(), fake.reader(), fake.log_dirs(), fake.probe()),
+        clients=fake_clients(fake),
         on_sample=lambda cluster: events.append(f"sample {cluster}"),
     )
     collector.runners["metadata"] = lambda record: events.append("ran metadata")
@@ -148,3 +152,49 @@ def test_a_run_tells_on_sample_after_it_is_recorded() -> None:
     assert events == ["ran metadata", "recorded metadata", "sample east"], (
         "an evaluation asked by the sample must find the run (and its samples) in the store"
     )
+
+
+class EchoClient:
+    """The client of a job the registry gains in the test below; notes its life cycle."""
+
+    def __init__(self, events: list[str], name: str) -> None:
+        self.events, self.name = events, name
+        events.append(f"made for {name}")
+
+    def start(self) -> None:
+        self.events.append("started")
+
+    def close(self) -> None:
+        self.events.append("closed")
+
+
+def test_a_new_job_is_its_module_and_one_registry_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the README's recipe says: a job with a Kafka client of its own kind needs no change to
+    the stage or the context; the collector makes, starts and closes its client."""
+    events: list[str] = []
+    echo: ClientKind[EchoClient] = ClientKind(
+        "echo", lambda cluster, config: EchoClient(events, cluster.name)
+    )
+
+    def build(ctx: ClusterContext) -> Callable[[Run], None]:
+        return lambda run: events.append(f"ran with the client of {ctx.client(echo).name}")
+
+    job = CollectorJob("echo", build, lambda intervals: 60.0, ("echo_samples",), clients=(echo,))
+    monkeypatch.setattr(stage_module, "JOBS", {"echo": job})  # the registry, with only its line
+    collector = ClusterCollector(
+        ClusterConfig(name="east", bootstrap_servers=["127.0.0.1:9092"]),
+        None,  # type: ignore[arg-type]
+        FakeClock(),
+        RecordingRecorder(events),  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        CollectConfig(),
+    )
+    assert events == ["made for east"], "made once, before the first run, not connected yet"
+
+    collector.start()
+    collector.run("echo")
+    collector.stop()
+
+    assert events[1:] == ["started", "ran with the client of east", "recorded echo", "closed"]
+    with pytest.raises(LookupError, match="no job of cluster east declared the 'admin' client"):
+        collector.context.client(ADMIN)

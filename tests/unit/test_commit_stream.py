@@ -7,29 +7,28 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from monitor.collect.commit_state import CommitState
 from monitor.collect.jobs import commits as commits_job
-from monitor.collect.jobs.commits import CommitStreamCollector
+from monitor.collect.jobs.commits import COMMIT_STREAM, CommitStreamCollector
 from monitor.core.clock import to_millis
 from monitor.core.records import CommitObservation, CommitStreamBatch, CommittedOffset, OffsetCommitRecord
+from monitor.kafka.fake import FakeCluster
 from monitor.kafka.offsets_topic import SKIP_OTHER_RECORD, SKIP_UNKNOWN_VALUE
+from monitor.kafka.protocol import CommitStream
 from monitor.store.runs import Run
 from tests.conditions import wait_for
-from tests.unit.test_collect_failure_policy import T0, Rig
+from tests.fixtures.collect import T0, Rig
 
 
 class StreamRig(Rig):
     """The rig of the failure-policy tests with the commits job beside the offsets job."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        stream = self.kafka.commit_stream()
-        stream.start()
-        self.context.commit_stream = stream
+    def __init__(self, stream: Callable[[FakeCluster], CommitStream] = FakeCluster.commit_stream) -> None:
+        super().__init__(stream=stream)
         self.commits = CommitStreamCollector(self.context)
         self.reports: list[Run] = []
 
@@ -193,14 +192,15 @@ def test_a_refused_stream_is_asked_again_with_backoff_and_streams_once_allowed(
 ) -> None:
     monkeypatch.setattr(commits_job, "DENIED_RETRY_SECONDS", 0.02)
     asked = 0
-    seek = rig.context.commit_stream.seek_to_end  # type: ignore[union-attr]
+    stream = rig.context.client(COMMIT_STREAM)
+    seek = stream.seek_to_end
 
     def counted_seek() -> None:
         nonlocal asked
         asked += 1
         seek()
 
-    monkeypatch.setattr(rig.context.commit_stream, "seek_to_end", counted_seek)
+    monkeypatch.setattr(stream, "seek_to_end", counted_seek)
     rig.kafka.deny_commit_stream = True
     with caplog.at_level(logging.INFO):
         rig.supervise()
@@ -248,11 +248,8 @@ class UndecodableStream:
         return CommitStreamBatch(skipped={SKIP_UNKNOWN_VALUE: 2, SKIP_OTHER_RECORD: 5}, caught_up=True)
 
 
-def test_undecodable_records_are_counted_and_warned_about_once(
-    rig: StreamRig, caplog: pytest.LogCaptureFixture
-) -> None:
-    rig.context.commit_stream = UndecodableStream()
-    collector = CommitStreamCollector(rig.context)
+def test_undecodable_records_are_counted_and_warned_about_once(caplog: pytest.LogCaptureFixture) -> None:
+    collector = StreamRig(lambda kafka: UndecodableStream()).commits
     skipped: list[int] = []
 
     def supervise() -> int:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from monitor.collect import lag
-from monitor.collect.context import ClusterContext, Topology
+from monitor.collect.context import Topology
 from monitor.collect.jobs.offsets import OffsetsCollector
 from monitor.core.clock import FakeClock, to_millis
 from monitor.core.records import (
@@ -26,6 +26,7 @@ from monitor.core.records import (
 from monitor.core.settings import ClusterConfig, CollectConfig
 from monitor.kafka.fake import FakeCluster
 from monitor.store.runs import Run
+from tests.fixtures.collect import fake_context
 
 T = "payments.orders"
 HELD = EndOffsetHeldBack(T, 1, 40, "Broker: Offset not available (OFFSET_NOT_AVAILABLE)")
@@ -108,19 +109,13 @@ class FakeEngine:
 
 
 def collector(cluster: Cluster, writer: FakeWriter, clock: FakeClock) -> OffsetsCollector:
-    admin, reader = cluster.kafka.admin(), cluster.kafka.reader()
-    admin.start()
-    reader.start()
-    context = ClusterContext(
-        ClusterConfig(name="prod", bootstrap_servers=["127.0.0.1:9"]),
-        admin,
-        reader,
-        cluster.kafka.log_dirs(),
-        cluster.kafka.probe(),
-        FakeEngine(),  # type: ignore[arg-type]
-        writer,  # type: ignore[arg-type]
+    context = fake_context(
+        cluster.kafka,
+        writer,
         clock,
         CollectConfig(),
+        cluster=ClusterConfig(name="prod", bootstrap_servers=["127.0.0.1:9"]),
+        engine=FakeEngine(),
     )
     context.topology = Topology([(T, 0), (T, 1)], clock.now())
     return OffsetsCollector(context)

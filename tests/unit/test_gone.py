@@ -14,8 +14,8 @@ from monitor.collect.lag import gone_for_good
 from monitor.core.clock import to_millis
 from monitor.core.vocabulary import COMMITTED_BEYOND_END, RESOLVE_REASONS, RESOLVED_GONE
 from monitor.kafka.fake import FakeCluster, FakeKafkaAdmin
-from tests.unit.test_collect_failure_policy import T0 as RIG_T0
-from tests.unit.test_collect_failure_policy import Rig
+from tests.fixtures.collect import T0 as RIG_T0
+from tests.fixtures.collect import Rig
 
 pytestmark = pytest.mark.unit
 

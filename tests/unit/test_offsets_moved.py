@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from monitor.core.clock import to_millis
 from monitor.core.records import METHOD_EXACT, METHOD_NONE, OffsetsHistory
-from tests.unit.test_collect_failure_policy import T0, Rig
+from tests.fixtures.collect import T0, Rig
 
 
 def _rig() -> Rig:

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from monitor.collect.context import ClusterContext
 from monitor.collect.jobs import probe
 from monitor.collect.jobs.offsets import OffsetsCollector
 from monitor.core.clock import FakeClock
@@ -18,7 +17,7 @@ from monitor.core.settings import ClusterConfig, CollectConfig, ProbeConfig
 from monitor.kafka.fake import FakeCluster
 from monitor.kafka.probe import plan_topic
 from monitor.store.runs import Run
-from tests.unit.test_collect_failure_policy import T0, RecordingWriter
+from tests.fixtures.collect import T0, RecordingWriter, fake_context
 
 TOPIC = "kafka-health-probe"
 
@@ -28,19 +27,13 @@ class ProbeRig:
         self.clock = FakeClock(T0)
         self.kafka = FakeCluster("prod", brokers=brokers, clock=self.clock)
         self.writer = RecordingWriter()
-        self.context = ClusterContext(
-            ClusterConfig(name=name, bootstrap_servers=["127.0.0.1:9092"]),
-            self.kafka.admin(),
-            self.kafka.reader(),
-            self.kafka.log_dirs(),
-            self.kafka.probe(),
-            None,  # type: ignore[arg-type]  # no store: the writer records the rows
-            self.writer,  # type: ignore[arg-type]
+        self.context = fake_context(  # no store: the writer records the rows
+            self.kafka,
+            self.writer,
             self.clock,
             CollectConfig(probe=ProbeConfig(enabled=True)),
+            cluster=ClusterConfig(name=name, bootstrap_servers=["127.0.0.1:9092"]),
         )
-        for client in (self.context.admin, self.context.reader, self.context.log_dirs, self.context.probe):
-            client.start()
         self.job = probe.build(self.context)
 
     def cycle(self) -> tuple[Run, dict[int, tuple[ProbeResult, Any]]]:

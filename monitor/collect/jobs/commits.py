@@ -43,17 +43,26 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
 
+from monitor.collect.clients import ClientKind
 from monitor.collect.context import ClusterContext, CollectorJob
 from monitor.core.backoff import backoff_seconds
 from monitor.core.clock import to_millis
 from monitor.core.errors import KafkaAuthorizationError, KafkaUnavailableError
 from monitor.core.records import CommitObservation
+from monitor.kafka import CommitStreamReader
 from monitor.kafka.offsets_topic import WARNED_SKIPS
 from monitor.kafka.protocol import CommitStream
 from monitor.store.runs import Run
 from monitor.store.samples import write_commit_observations
 
 log = logging.getLogger(__name__)
+
+COMMIT_STREAM: ClientKind[CommitStream] = ClientKind(
+    "commit_stream",
+    lambda cluster, config: CommitStreamReader(cluster) if cluster.commit_stream else None,
+)
+"""The reader of `__consumer_offsets` (none when the cluster's `commit_stream` is off: committed
+offsets then come from OffsetFetch alone)."""
 
 POLL_SECONDS = 0.5
 """Longest wait for the next records; also how quickly the thread notices it should stop."""
@@ -93,7 +102,7 @@ class CommitStreamCollector:
     def __init__(self, context: ClusterContext) -> None:
         self._ctx = context
         self.state = context.commits
-        self._stream: CommitStream | None = context.commit_stream
+        self._stream: CommitStream | None = context.optional_client(COMMIT_STREAM)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -294,4 +303,5 @@ JOB = CollectorJob(
     interval=lambda intervals: intervals.offsets_seconds,
     tables=("commit_observations",),
     first_run_in=0.0,
+    clients=(COMMIT_STREAM,),
 )

@@ -6,15 +6,21 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
+from monitor.collect.clients import ADMIN, ClientKind
 from monitor.collect.context import ClusterContext, CollectorJob, JobRun
+from monitor.kafka import LogDirClient
+from monitor.kafka.protocol import LogDirReader
 from monitor.store.runs import Run
 from monitor.store.samples import write_log_dirs
+
+LOG_DIRS: ClientKind[LogDirReader] = ClientKind("log_dirs", lambda cluster, config: LogDirClient(cluster))
+"""DescribeLogDirs (kafka-python: librdkafka has no such call)."""
 
 
 def collect_log_dirs(run: Run, ctx: ClusterContext) -> None:
     cluster = ctx.cluster
     brokers = ctx.admin.describe_cluster().broker_ids
-    result = ctx.log_dirs.describe(brokers)
+    result = ctx.client(LOG_DIRS).describe(brokers)
     run.problems_from("log dirs of", result.errors, limit=None)
     replicas, usages = result.value
     if cluster.topics.allow != [".*"] or cluster.topics.deny:
@@ -43,4 +49,5 @@ JOB = CollectorJob(
     interval=lambda intervals: intervals.log_dirs_seconds,
     tables=("log_dir_sizes", "broker_disks"),
     first_run_in=2.0,
+    clients=(ADMIN, LOG_DIRS),
 )

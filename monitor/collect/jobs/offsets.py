@@ -63,6 +63,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection
 
 from monitor.collect import lag
+from monitor.collect.clients import ADMIN, READER
 from monitor.collect.context import ClusterContext, CollectorJob, Topology
 from monitor.collect.jobs.commits import record_observations
 from monitor.collect.recall import StoreAnswer, StoreRequest, TimestampCache, read_store
@@ -526,7 +527,7 @@ class OffsetsCollector:
         fresh: list[RecordTimestamp] = []
         unread: list[lag.Target] = missing if cold else []
         if missing and not cold:
-            resolved, unread = self._ctx.reader.read(
+            resolved, unread = self._ctx.client(READER).read(
                 missing, budget_seconds=self._ctx.config.timestamp_budget_seconds
             )
             # Only records that exist are cached: "no record at this offset yet" changes over time.
@@ -580,4 +581,5 @@ JOB = CollectorJob(
         "data_loss_events",
     ),
     first_run_in=1.0,
+    clients=(ADMIN, READER),
 )

@@ -23,10 +23,18 @@ from datetime import datetime
 from sqlalchemy import Connection
 
 from monitor.collect import probe_metrics
+from monitor.collect.clients import ADMIN, ClientKind
 from monitor.collect.context import ClusterContext, CollectorJob, JobRun
 from monitor.core.records import ProbePartition, ProbeResult
+from monitor.kafka import ProbeClient
+from monitor.kafka.protocol import ProbeApi
 from monitor.store.runs import Run
 from monitor.store.samples import write_probe
+
+PROBE: ClientKind[ProbeApi] = ClientKind(
+    "probe", lambda cluster, config: ProbeClient(cluster, config.probe.group_id)
+)
+"""The probe's producer, consumer (its own group) and topic admin."""
 
 
 def not_led(partition: ProbePartition) -> ProbeResult:
@@ -72,14 +80,15 @@ def collect_probe(run: Run, ctx: ClusterContext, absences: Absences) -> None:
     # 1. The topic, fitted to the live brokers; a broker gone long enough counts as removed.
     brokers = ctx.admin.describe_cluster().broker_ids
     retired = absences.retired(ctx.clock.now(), brokers, settings.retire_after_seconds)
-    partitions = ctx.probe.prepare(settings.topic, brokers, settings.replication_factor, retired)
+    probe = ctx.client(PROBE)
+    partitions = probe.prepare(settings.topic, brokers, settings.replication_factor, retired)
     absences.saw(partitions)
     if retired:
         run.count("brokers_retired", len(retired))
     # 2. One round over the partitions led by their broker; the others fail without a request.
     led = [p for p in partitions if p.led_by_its_broker]
     sampled_at = ctx.clock.now()
-    measured = ctx.probe.probe(settings.topic, led, settings.budget_seconds) if led else []
+    measured = probe.probe(settings.topic, led, settings.budget_seconds) if led else []
     probe_metrics.observe(cluster, measured)
     leaders = {p.partition: p.leader for p in partitions}
     results = [*measured, *(not_led(p) for p in partitions if not p.led_by_its_broker)]
@@ -112,4 +121,5 @@ JOB = CollectorJob(
     tables=("probe_samples",),
     first_run_in=3.0,
     enabled=lambda config: config.probe.enabled,
+    clients=(ADMIN, PROBE),
 )

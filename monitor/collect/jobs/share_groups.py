@@ -22,13 +22,21 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
+from monitor.collect.clients import ADMIN, ClientKind
 from monitor.collect.context import ClusterContext, CollectorJob, JobRun
 from monitor.core.records import TopicPartition
 from monitor.core.share_groups import NOT_AVAILABLE, ShareGroups, share_lag
+from monitor.kafka.protocol import ShareGroupApi
+from monitor.kafka.share_groups import ShareGroupClient
 from monitor.store.runs import Run
 from monitor.store.samples.share_groups import OffsetRow, write_share_groups
 
 log = logging.getLogger(__name__)
+
+SHARE_GROUPS: ClientKind[ShareGroupApi] = ClientKind(
+    "share_groups", lambda cluster, config: ShareGroupClient(cluster)
+)
+"""ListGroups (share type), ShareGroupDescribe and DescribeShareGroupOffsets (kafka-python)."""
 
 _NO_CLIENT = ShareGroups(False, reason=f"{NOT_AVAILABLE}: no share-group client for this cluster")
 RECHECK_SECONDS = 300.0
@@ -65,7 +73,7 @@ class ShareGroupsJob:
         if self._unavailable is not None and now < self._unavailable[1]:
             run.count("not_asked", 1)
             return self._unavailable[0]
-        client = ctx.share_groups
+        client = ctx.optional_client(SHARE_GROUPS)
         found = client.share_groups(ctx.watches_group) if client is not None else _NO_CLIENT
         self._unavailable = None if found.available else (found, now + timedelta(seconds=RECHECK_SECONDS))
         return found
@@ -121,4 +129,5 @@ JOB = CollectorJob(
     interval=lambda intervals: intervals.offsets_seconds,
     tables=("share_group_states", "share_group_offsets", "share_group_members", "share_group_support"),
     first_run_in=1.0,
+    clients=(ADMIN, SHARE_GROUPS),
 )
