@@ -13,6 +13,7 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from types import FrameType
@@ -22,8 +23,15 @@ from monitor.core.clock import Clock, SystemClock
 from monitor.core.errors import ConfigError
 from monitor.core.settings import Settings
 
-if TYPE_CHECKING:  # the alert stage is imported only when enabled
+if TYPE_CHECKING:  # the stages are imported only when enabled
+    from sqlalchemy import Engine
+
+    from monitor.act.repairs import RepairService
+    from monitor.act.service import RetentionService
     from monitor.alert.config import Routing
+    from monitor.core.scheduler import DueRun, Scheduler
+    from monitor.expose.metrics.snapshot import MetricsSnapshot
+    from monitor.store.service import StoreService
 
 log = logging.getLogger(__name__)
 
@@ -156,109 +164,167 @@ def find_jdbc_jar(settings: Settings) -> Callable[[], Path]:
     return driver_path
 
 
+@dataclass
+class Wiring:
+    """What every stage's build step reads (the settings, the store, the scheduler, the clock) and
+    what one step makes for a later one; `components` collects the stages in flow order."""
+
+    settings: Settings
+    database_url: str
+    clock: Clock
+    routing: Routing | None
+    scheduler: Scheduler
+    store: StoreService
+    intervals: dict[str, float]
+    """Seconds between runs of every scheduled job, by name (`run_intervals`)."""
+    due: DueRun
+    """The evaluation that waits for the next sample (a pending alert's `for:` ran out)."""
+    components: list[Component] = field(default_factory=list)
+    retention: RetentionService | None = None
+    repairs: RepairService | None = None
+    snapshot: MetricsSnapshot | None = None
+
+    def engine(self) -> Engine:
+        """The store's engine (it exists once the store has started)."""
+        return self.store.engine
+
+
 def build_app(settings: Settings, database_url: str, clock: Clock | None = None) -> App:
     """Wire the stages for `settings` against the database at `database_url`. Connects nothing.
 
     Raises ConfigError when an operator file is invalid (`check_operator_files`)."""
-    from datetime import timedelta
-
     routing = check_operator_files(settings)
     for warning in settings.warnings():
         log.warning("configuration: %s", warning)
-
     from monitor.collect.jobs import job_intervals
-    from monitor.collect.stage import CollectStage
     from monitor.core.scheduler import DueRun, Scheduler, run_intervals
-    from monitor.expose.web.app import create_app
-    from monitor.expose.web.inbox import inbox_paths
-    from monitor.expose.web.server import WebServer
     from monitor.store.service import StoreService
 
     clock = clock or SystemClock()
-    intervals = run_intervals(
-        settings.intervals, settings.alert, settings.retention, collect=job_intervals(settings.intervals)
-    )
     scheduler = Scheduler(max_workers=max(4, 2 * len(settings.clusters)))
-    store = StoreService(database_url, settings.database, clock)
-    # Stages never call one another: a collection that sees a critical change asks the scheduler
-    # for an evaluation now, and an evaluation that changed findings for the alert cycle now; a
-    # pending alert whose `for:` runs out is evaluated at the first sample after that (`due`).
-    due = DueRun(scheduler, "evaluate")
-    collect = CollectStage(
-        settings.clusters,
-        settings.intervals,
-        settings.collect,
-        lambda: store.engine,
+    wiring = Wiring(
+        settings,
+        database_url,
         clock,
+        routing,
         scheduler,
-        on_critical=lambda cluster: scheduler.run_soon("evaluate"),
-        on_sample=lambda cluster: due.sample_arrived(clock.now()),
+        StoreService(database_url, settings.database, clock),
+        run_intervals(
+            settings.intervals, settings.alert, settings.retention, collect=job_intervals(settings.intervals)
+        ),
+        # a pending alert whose `for:` runs out is evaluated at the first sample after that
+        DueRun(scheduler, "evaluate"),
     )
-    stale_after = timedelta(
-        seconds=3 * max(settings.intervals.metadata_seconds, settings.intervals.offsets_seconds)
-    )
-    components: list[Component] = [store, collect]
-    if settings.evaluate.enabled:
-        from monitor.evaluate.stage import EvaluateStage
+    wiring.components.append(wiring.store)
+    # Stages never call one another: each step below hands a stage the scheduler's `run_soon` of
+    # the next one (a critical change evaluates now, changed findings run the alert cycle now).
+    for step in (_collect, _evaluate, _alert, _act, _metrics):
+        step(wiring)
+    web = _web(wiring)
+    return App([*wiring.components, web, scheduler])
 
-        components.append(
-            EvaluateStage(
-                settings.spark,
-                settings.evaluate,
-                intervals["evaluate"],
-                database_url,
-                [c.name for c in settings.clusters],
-                lambda: store.engine,
-                clock,
-                scheduler,
-                find_jdbc_jar(settings),
-                on_findings_changed=lambda: scheduler.run_soon("alert"),
-                due=due,
-            )
+
+def _collect(w: Wiring) -> None:
+    from monitor.collect.stage import CollectStage
+
+    w.components.append(
+        CollectStage(
+            w.settings.clusters,
+            w.settings.intervals,
+            w.settings.collect,
+            w.engine,
+            w.clock,
+            w.scheduler,
+            on_critical=lambda cluster: w.scheduler.run_soon("evaluate"),
+            on_sample=lambda cluster: w.due.sample_arrived(w.clock.now()),
         )
-    if settings.alert.enabled:
-        from monitor.alert.stage import AlertStage
+    )
 
-        components.append(AlertStage(settings.alert, settings.web, lambda: store.engine, clock, scheduler))
-    from monitor.act.repairs import RepairService
-    from monitor.act.service import RetentionService
 
-    retention: RetentionService | None = None
-    repairs: RepairService | None = None
-    if settings.retention.enabled:
-        from monitor.act.stage import ActStage, build_repairs, build_service
+def _evaluate(w: Wiring) -> None:
+    if not w.settings.evaluate.enabled:
+        return
+    from monitor.evaluate.stage import EvaluateStage
 
-        retention = build_service(settings, lambda: store.engine, clock)
-        repairs = build_repairs(settings, lambda: store.engine, clock)
-        components.append(ActStage(retention, scheduler, intervals["retention"], repairs))
-    # the web forms and API bound silences as the routing file says
-    silence_max_seconds = routing.settings.silence_max_duration if routing is not None else 7 * 86400
-    inboxes = inbox_paths(routing) if routing is not None else {}
+    w.components.append(
+        EvaluateStage(
+            w.settings.spark,
+            w.settings.evaluate,
+            w.intervals["evaluate"],
+            w.database_url,
+            [c.name for c in w.settings.clusters],
+            w.engine,
+            w.clock,
+            w.scheduler,
+            find_jdbc_jar(w.settings),
+            on_findings_changed=lambda: w.scheduler.run_soon("alert"),
+            due=w.due,
+        )
+    )
+
+
+def _alert(w: Wiring) -> None:
+    if not w.settings.alert.enabled:
+        return
+    from monitor.alert.stage import AlertStage
+
+    w.components.append(AlertStage(w.settings.alert, w.settings.web, w.engine, w.clock, w.scheduler))
+
+
+def _act(w: Wiring) -> None:
+    """The retention button and the repairs (the web's forms use them when enabled)."""
+    if not w.settings.retention.enabled:
+        return
+    from monitor.act.stage import ActStage, build_repairs, build_service
+
+    w.retention = build_service(w.settings, w.engine, w.clock)
+    w.repairs = build_repairs(w.settings, w.engine, w.clock)
+    w.components.append(ActStage(w.retention, w.scheduler, w.intervals["retention"], w.repairs))
+
+
+def _metrics(w: Wiring) -> None:
+    """One snapshot serves /metrics and the push targets, rebuilt when a new evaluation lands;
+    the store's maintenance is scheduled beside it."""
     from monitor.expose.metrics.snapshot import MetricsSnapshot
 
-    # /metrics and the push targets serve one snapshot, rebuilt when a new evaluation lands
+    settings = w.settings
     no_partition_series = [c.name for c in settings.clusters if not c.partition_series]
-    snapshot = MetricsSnapshot(lambda: store.engine, settings.metrics, keep=settings.push.metric_names(),
-                               partition_series_off=no_partition_series)  # fmt: skip
-    web = _LazyWeb(lambda: WebServer(create_app(store.engine, stale_after=stale_after, clock=clock,
-                                                retention=retention, repairs=repairs,
-                                                identity=settings.web.identity,
-                                                snapshot=snapshot, job_intervals=intervals,
-                                                inboxes=inboxes, silence_max_seconds=silence_max_seconds,
-                                                max_silences_per_team=settings.alert.max_silences_per_team,
-                                                ack_link_seconds=settings.alert.ack_link_seconds,
-                                                rules_dir=settings.evaluate.rules_dir,
-                                                hsts=settings.web.behind_tls),
-                                     settings.web.host, settings.web.port))  # fmt: skip
+    w.snapshot = MetricsSnapshot(w.engine, settings.metrics, keep=settings.push.metric_names(),
+                                 partition_series_off=no_partition_series)  # fmt: skip
     if settings.push.targets():
         from monitor.expose.metrics.push.stage import PushStage
 
-        components.append(PushStage(settings.push, snapshot.families, clock, scheduler))
-    scheduler.every("metrics:snapshot", settings.metrics.snapshot_check_seconds, snapshot.refresh,
-                    first_run_in=min(settings.metrics.snapshot_check_seconds, 5))  # fmt: skip
-    scheduler.every("store:maintenance", intervals["maintenance"], store.maintain,
-                    first_run_in=intervals["maintenance"])  # fmt: skip
-    return App([*components, web, scheduler])
+        w.components.append(PushStage(settings.push, w.snapshot.families, w.clock, w.scheduler))
+    w.scheduler.every("metrics:snapshot", settings.metrics.snapshot_check_seconds, w.snapshot.refresh,
+                      first_run_in=min(settings.metrics.snapshot_check_seconds, 5))  # fmt: skip
+    w.scheduler.every("store:maintenance", w.intervals["maintenance"], w.store.maintain,
+                      first_run_in=w.intervals["maintenance"])  # fmt: skip
+
+
+def _web(w: Wiring) -> Component:
+    """The web server, built when it starts (the app needs the store's engine)."""
+    from monitor.expose.web.app import create_app
+    from monitor.expose.web.inbox import inbox_paths
+    from monitor.expose.web.server import WebServer
+
+    settings, routing = w.settings, w.routing
+    stale_after = timedelta(
+        seconds=3 * max(settings.intervals.metadata_seconds, settings.intervals.offsets_seconds)
+    )
+    # the web forms and API bound silences as the routing file says
+    silence_max_seconds = routing.settings.silence_max_duration if routing is not None else 7 * 86400
+    inboxes = inbox_paths(routing) if routing is not None else {}
+
+    def build() -> Component:
+        app = create_app(w.engine(), stale_after=stale_after, clock=w.clock, retention=w.retention,
+                         repairs=w.repairs, identity=settings.web.identity, snapshot=w.snapshot,
+                         job_intervals=w.intervals, inboxes=inboxes, silence_max_seconds=silence_max_seconds,
+                         max_silences_per_team=settings.alert.max_silences_per_team,
+                         ack_link_seconds=settings.alert.ack_link_seconds,
+                         rules_dir=settings.evaluate.rules_dir, hsts=settings.web.behind_tls)  # fmt: skip
+        return WebServer(app, settings.web.host, settings.web.port)
+
+    return _LazyWeb(build)
 
 
 class _LazyWeb:
