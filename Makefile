@@ -58,9 +58,10 @@ test-compat: bootstrap
 test-spark-standalone: bootstrap
 	$(BIN)/pytest -m standalone $(PYTEST_ARGS)
 
-# The fast tier: no Kafka, PostgreSQL, Spark or browser is set up or started.
+# The fast tier: no Kafka, PostgreSQL, Spark or browser is set up or started (the unit tests and
+# the fake half of the Kafka contract suite).
 test-unit: install
-	$(BIN)/pytest tests/unit -m unit $(PYTEST_ARGS)
+	$(BIN)/pytest tests/unit tests/contract -m unit $(PYTEST_ARGS)
 
 soak: bootstrap
 	$(BIN)/pytest -m soak -s $(PYTEST_ARGS)

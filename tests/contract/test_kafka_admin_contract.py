@@ -224,7 +224,11 @@ class RealBackend(Backend):
 
 
 @pytest.fixture(
-    params=[pytest.param("fake", marks=pytest.mark.unit), pytest.param("real", marks=pytest.mark.integration)]
+    params=[
+        pytest.param("fake", marks=pytest.mark.unit),
+        # the cluster is asked for by name below, so its marker is not found from the fixtures
+        pytest.param("real", marks=[pytest.mark.integration, pytest.mark.kafka]),
+    ]
 )
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     made: Backend = (
