@@ -11,6 +11,9 @@
             and an alert cycle; `Populated` says what it holds), and `Scenario`
 - servers:  `prometheus_server`, `alertmanager_server`, `moto_server` (Debian's Prometheus and
             Alertmanager, moto standing in for CloudWatch; one process per test)
+- daemon:   `e2e_daemon` (the daemon as a process on a topic of its own), `e2e_topic`, `web_port`
+- retention: `retention_rig` (module: the retention service on the real cluster over a throwaway
+            git repository)
 - browser:  `chromium` (session, Debian's headless Chromium through Playwright), `browser_page`
             (fails the test on console errors and failed requests), `serve_app`, `web_url` and
             `web` (the real app over `populated`)
@@ -41,6 +44,8 @@ pytest_plugins = [
     "tests.fixtures.browser",
     "tests.fixtures.servers",
     "tests.fixtures.rules",
+    "tests.fixtures.daemon",
+    "tests.fixtures.retention",
 ]
 
 

@@ -17,14 +17,11 @@ from monitor.alert.cycle import run_cycle
 from monitor.core.clock import FakeClock
 from monitor.core.settings import IdentityConfig
 from monitor.expose.web.app import create_app
+from tests.fixtures.people import IDENTITY, PROXY, STRANGER, Person
 
 T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 
 
-PROXY = ("127.0.0.1", 50000)
-"""The reverse proxy's address (trusted); anyone else's is `STRANGER`."""
-STRANGER = ("192.0.2.7", 50000)
-IDENTITY = IdentityConfig(trusted_proxies=["127.0.0.1"], platform_teams=["kafka-platform"])
 ORDERS = ["cluster=prod", "topic=orders", "team=payments"]
 
 
@@ -59,19 +56,6 @@ def app(engine: Engine) -> FastAPI:
 def client(app: FastAPI) -> TestClient:
     """Anonymous, from the proxy's address (as a request the proxy let through without a user)."""
     return TestClient(app, client=PROXY)
-
-
-class Person:
-    """Someone signed in through the proxy: the user and groups headers, and the CSRF token the
-    pages give them."""
-
-    def __init__(self, app: FastAPI, user: str, *teams: str) -> None:
-        self.user = user
-        self.http = TestClient(app, client=PROXY)
-        self.http.headers.update({"X-Forwarded-User": user, "X-Forwarded-Groups": ",".join(teams)})
-        token = self.http.get("/api/v1/csrf-token").json()["token"]
-        self.http.headers["X-CSRF-Token"] = token
-        self.csrf = token
 
 
 def _silence(matchers: list[str], **extra: object) -> dict[str, object]:

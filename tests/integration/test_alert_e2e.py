@@ -13,147 +13,21 @@ gets a page for the broker and one for the failing probe, not one per partition.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 from sqlalchemy import Engine, text
 
+from tests.fixtures.daemon import PROBE_GROUP
 from tests.fixtures.kafka import KafkaTestHelper
-from tests.fixtures.receivers import ROUTING_KEY, FakePagerDuty
-from tests.integration.test_daemon_leases import free_port
+from tests.fixtures.receivers import FakePagerDuty
 
 pytestmark = pytest.mark.e2e
-
-PROBE_TOPIC = "kafka-health-probe-e2e"
-PROBE_GROUP = "kafka-health-probe-e2e-group"
-
-
-@pytest.fixture
-def web_port() -> int:
-    """The daemon's web port."""
-    return free_port()
-
-
-@pytest.fixture
-def e2e_topic(kafka: KafkaTestHelper) -> str:
-    """The one topic the daemon watches: 3 partitions on all three brokers."""
-    return kafka.create_topic(partitions=3, replication_factor=3)
-
-
-@pytest.fixture
-def daemon(
-    tmp_path: Path,
-    kafka: KafkaTestHelper,
-    e2e_topic: str,
-    db_url: str,
-    fake_pagerduty: FakePagerDuty,
-    web_port: int,
-) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    """Starts the daemon on `e2e_topic` (console receiver, and the local PagerDuty for critical
-    alerts); `rules_dir` replaces the shipped rules, `probe` turns the end-to-end probe on."""
-    topic = e2e_topic
-    routing = tmp_path / "routing.yaml"
-    routing.write_text(
-        f"""
-receivers:
-  - name: console
-    console: {{path: "{tmp_path / "console.jsonl"}"}}
-  - name: pager
-    pagerduty: {{routing_key_env: E2E_PD_KEY, url: "{fake_pagerduty.url}", timeout: 5}}
-route:
-  receiver: console
-  group_by: [cluster, rule]
-  group_wait: 0s
-  routes:
-    - matchers: [severity=critical]
-      receiver: pager
-inhibit_rules:
-  - source_matchers: [rule=BrokerDown]
-    target_matchers: ["rule=~Partition.*"]
-    equal: [cluster]
-"""
-    )
-    config = {
-        "clusters": [
-            {
-                "name": "e2e",
-                "bootstrap_servers": kafka.bootstrap_servers.split(","),
-                "topics": {"allow": [topic]},
-            }
-        ],
-        "intervals": {
-            "offsets_seconds": 2,
-            "metadata_seconds": 2,
-            "log_dirs_seconds": 60,
-            "evaluate_seconds": 5,
-        },
-        "alert": {"interval_seconds": 2, "sender_interval_seconds": 1, "routing_file": str(routing)},
-        "log_level": "INFO",
-    }
-    path = tmp_path / "monitor.yaml"
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(rules_dir: Path | None = None, probe: bool = False) -> subprocess.Popen[bytes]:
-        if rules_dir is not None:
-            config["evaluate"] = {"rules_dir": str(rules_dir)}
-        if probe:
-            # A stopped broker counts as removed only after an hour: this test is about a broker down.
-            config["collect"] = {
-                "probe": {
-                    "enabled": True,
-                    "topic": PROBE_TOPIC,
-                    "group_id": PROBE_GROUP,
-                    "retire_after_seconds": 3600,
-                }
-            }
-            config["intervals"]["probe_seconds"] = 2  # type: ignore[index]
-            config["clusters"][0]["topics"] = {"allow": [topic, PROBE_TOPIC]}  # type: ignore[index]
-            config["clusters"][0]["request_timeout_seconds"] = 5  # type: ignore[index]
-        path.write_text(yaml.safe_dump(config))
-        env = {
-            **os.environ,
-            "DATABASE_URL": db_url,
-            "KAFKA_HEALTH_WEB__PORT": str(web_port),
-            "E2E_PD_KEY": ROUTING_KEY,
-        }
-        log = (tmp_path / "daemon.log").open("wb")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "monitor", "run", "--config", str(path)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-
-
-def _evaluated(engine: Engine) -> bool:
-    with engine.connect() as conn:
-        return bool(
-            conn.execute(
-                text(
-                    "SELECT count(*) FROM collection_runs WHERE job = 'evaluate' AND status IN ('ok', 'partial')"
-                )
-            ).scalar()
-        )
 
 
 def _get(port: int, path: str) -> str:
@@ -193,7 +67,7 @@ def _evaluated_probe(engine: Engine) -> bool:
 
 
 def test_a_stopped_broker_pages_and_fails_the_probe_of_its_partition(
-    daemon: Callable[..., subprocess.Popen[bytes]],
+    e2e_daemon: Callable[..., subprocess.Popen[bytes]],
     kafka: KafkaTestHelper,
     engine: Engine,
     fake_pagerduty: FakePagerDuty,
@@ -202,7 +76,7 @@ def test_a_stopped_broker_pages_and_fails_the_probe_of_its_partition(
     record_property: Callable[[str, object], None],
     quick_rules: Path,
 ) -> None:
-    proc = daemon(quick_rules, probe=True)
+    proc = e2e_daemon(quick_rules, probe=True)
 
     def tail() -> str:
         return (tmp_path / "daemon.log").read_text()[-3000:]

@@ -24,10 +24,10 @@ from sqlalchemy import Engine
 from monitor.act.model import RetentionError
 from monitor.core.kafka_features import parse_version, unavailable_features, unavailable_text, version_text
 from monitor.expose.web.app import create_app
+from tests.fixtures.daemon import evaluated
 from tests.fixtures.kafka import KafkaTestHelper, session_kafka_version
 from tests.fixtures.receivers import FakePagerDuty
-from tests.integration.test_alert_e2e import _evaluated, daemon, e2e_topic, web_port  # noqa: F401 (fixtures)
-from tests.integration.test_retention import ALICE, CLUSTER, DAY_MS, Rig, rig  # noqa: F401 (the fixture)
+from tests.fixtures.retention import ALICE, CLUSTER, DAY_MS, Rig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.compat]
 
@@ -62,8 +62,8 @@ def _console(path: Path) -> list[dict[str, object]]:
 
 @pytest.mark.timeout(1200)
 def test_a_lagging_group_is_notified_and_a_stopped_broker_paged(
-    daemon: Callable[..., Popen[bytes]],  # noqa: F811
-    e2e_topic: str,  # noqa: F811
+    e2e_daemon: Callable[..., Popen[bytes]],
+    e2e_topic: str,
     kafka: KafkaTestHelper,
     engine: Engine,
     fake_pagerduty: FakePagerDuty,
@@ -76,13 +76,11 @@ def test_a_lagging_group_is_notified_and_a_stopped_broker_paged(
     old = int(time.time() * 1000) - 2 * 3600 * 1000
     kafka.produce(topic, [b"r"] * 10, partition=0, timestamps_ms=[old + i for i in range(10)])
     kafka.commit("compat-lagging", topic, 0, 2)
-    proc = daemon(rules_dir=rules)
+    proc = e2e_daemon(rules_dir=rules)
     log = tmp_path / "daemon.log"
 
     # The first evaluation waits for Spark to start: minutes on a busy two-core machine.
-    kafka.wait_for(
-        lambda: _evaluated(engine) or proc.poll() is not None, 480, "the daemon's first evaluation"
-    )
+    kafka.wait_for(lambda: evaluated(engine) or proc.poll() is not None, 480, "the daemon's first evaluation")
     assert proc.poll() is None, log.read_text()[-3000:]
     _says_its_release(engine, "e2e")
 
@@ -125,17 +123,23 @@ def _says_its_release(engine: Engine, cluster: str) -> None:
         assert "log directory volume size: not available on Kafka 2.8 (from 3.3)" in pages[0]
 
 
-def test_a_retention_raise_is_applied_and_reverted(rig: Rig) -> None:  # noqa: F811
-    topic = rig.topic()
+def test_a_retention_raise_is_applied_and_reverted(retention_rig: Rig) -> None:
+    topic = retention_rig.topic()
 
-    request = rig.service.raise_retention(
+    request = retention_rig.service.raise_retention(
         ALICE, CLUSTER, topic, {"retention.ms": 2 * DAY_MS}, DAY_MS, "compat"
     )
-    rig.expect_retention_ms(topic, str(2 * DAY_MS))
-    reverted = rig.service.revert(ALICE, request.id, "caught up")
-    rig.expect_retention_ms(topic, str(DAY_MS))
+    retention_rig.expect_retention_ms(topic, str(2 * DAY_MS))
+    reverted = retention_rig.service.revert(ALICE, request.id, "caught up")
+    retention_rig.expect_retention_ms(topic, str(DAY_MS))
 
-    assert rig.actions(request.id)[:5] == ["requested", "approved", "committed", "applied", "verified"]
+    assert retention_rig.actions(request.id)[:5] == [
+        "requested",
+        "approved",
+        "committed",
+        "applied",
+        "verified",
+    ]
     assert reverted.state == "reverted", reverted
     with pytest.raises(RetentionError):
-        rig.service.revert(ALICE, request.id, "twice")
+        retention_rig.service.revert(ALICE, request.id, "twice")

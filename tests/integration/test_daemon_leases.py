@@ -16,17 +16,13 @@ import pytest
 import yaml
 from sqlalchemy import Engine, text
 
+from tests.conditions import wait_for
 from tests.fixtures.kafka import KafkaTestHelper
+from tests.fixtures.receivers import free_port
 
 pytestmark = pytest.mark.e2e
 
 LEASE_TTL = 4.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -86,24 +82,15 @@ def instances_collecting(engine: Engine, since: float) -> set[str]:
         return set(found)
 
 
-def wait_until(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def test_one_instance_collects_and_the_other_takes_over(
     start_daemon: object, engine: Engine, tmp_path: Path
 ) -> None:
     host = socket.gethostname()
     a = start_daemon("a")  # type: ignore[operator]
-    wait_until(lambda: f"{host}:{a.pid}" in instances_collecting(engine, 0), 60, "daemon a to collect")
+    wait_for(lambda: f"{host}:{a.pid}" in instances_collecting(engine, 0), 60, "daemon a to collect")
     b = start_daemon("b")  # type: ignore[operator]
     # b is up (its jobs scheduled) before a is killed: the takeover is timed from the kill.
-    wait_until(lambda: "starting scheduler" in (tmp_path / "b.log").read_text(), 180, "daemon b to start")
+    wait_for(lambda: "starting scheduler" in (tmp_path / "b.log").read_text(), 180, "daemon b to start")
     time.sleep(3 * LEASE_TTL)
     window_start = time.time() - 2 * LEASE_TTL
     assert instances_collecting(engine, window_start) == {f"{host}:{a.pid}"}, (
@@ -114,7 +101,7 @@ def test_one_instance_collects_and_the_other_takes_over(
     a.send_signal(signal.SIGKILL)
     a.wait(10)
     killed_at = time.time()
-    wait_until(
+    wait_for(
         lambda: f"{host}:{b.pid}" in instances_collecting(engine, killed_at),
         2 * LEASE_TTL + 10,
         "b to take over",
@@ -127,7 +114,7 @@ def test_one_instance_collects_and_the_other_takes_over(
 def test_sigterm_stops_cleanly_and_releases_the_lease(start_daemon: object, engine: Engine) -> None:
     host = socket.gethostname()
     a = start_daemon("solo")  # type: ignore[operator]
-    wait_until(lambda: f"{host}:{a.pid}" in instances_collecting(engine, 0), 60, "the daemon to collect")
+    wait_for(lambda: f"{host}:{a.pid}" in instances_collecting(engine, 0), 60, "the daemon to collect")
     a.send_signal(signal.SIGTERM)
     assert a.wait(30) == 0
     with engine.connect() as conn:

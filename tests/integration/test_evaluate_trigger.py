@@ -18,7 +18,7 @@ import yaml
 from sqlalchemy import Engine, text
 
 from tests.fixtures.kafka import KafkaTestHelper
-from tests.integration.test_daemon_leases import free_port
+from tests.fixtures.receivers import free_port
 
 pytestmark = pytest.mark.e2e
 

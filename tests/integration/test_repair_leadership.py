@@ -37,7 +37,8 @@ from monitor.core.settings import IdentityConfig, NameFilter
 from monitor.expose.web.app import create_app
 from monitor.expose.web.identity import CSRF_FIELD
 from tests.fixtures.kafka import KafkaTestHelper
-from tests.integration.test_repairs import POLICY, PROXY
+from tests.fixtures.people import PROXY
+from tests.fixtures.retention import POLICY
 
 # Broker 1 first in 8 partitions, brokers 2 and 3 in 2 each: created led by their first replica.
 ASSIGNMENT = [[1, 2, 3] if i % 2 == 0 else [1, 3, 2] for i in range(8)] + [[2, 3, 1]] * 2 + [[3, 1, 2]] * 2
@@ -70,7 +71,7 @@ class Web:
 
     def __init__(self, engine: Engine, repairs: RepairService) -> None:
         self.app = create_app(engine, stale_after=timedelta(minutes=5), repairs=repairs,
-                              identity=IdentityConfig(trusted_proxies=["10.1.2.0/24"]))  # fmt: skip
+                              identity=IdentityConfig(trusted_proxies=[PROXY[0]]))  # fmt: skip
 
     def as_user(self, user: str | None) -> TestClient:
         headers = {"X-Forwarded-User": user, "X-Forwarded-Groups": "kafka-platform"} if user else {}

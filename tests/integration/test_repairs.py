@@ -27,16 +27,11 @@ from monitor.core.records import Identity
 from monitor.core.settings import IdentityConfig
 from monitor.expose.web.app import create_app
 from tests.fixtures.kafka import KafkaTestHelper
+from tests.fixtures.people import PROXY
+from tests.fixtures.retention import POLICY
 
-POLICY = """
-limits: {max_retention_ms: 30d, max_retention_bytes: 1TiB, max_multiple: 10, max_duration: 14d}
-instant: {max_retention_ms: 7d, max_retention_bytes: 100GiB, max_multiple: 3, max_duration: 2d}
-disk_usage_ceiling: 0.8
-reviewers: [kafka-platform]
-"""
 CAROL = Identity("carol", frozenset({"kafka-platform"}), "cli")
 BOB = Identity("bob", frozenset({"kafka-platform"}), "cli")
-PROXY = ("10.1.2.3", 40000)
 
 
 def _leader(kafka: KafkaTestHelper, topic: str, partition: int) -> int:
@@ -131,7 +126,7 @@ def test_preferred_election_after_a_broker_returns_resolves_the_finding(
 
     # 5. No identity, no CSRF token, self-approval: refused, nothing changes.
     app = create_app(engine, stale_after=timedelta(minutes=5), repairs=repairs,
-                     identity=IdentityConfig(trusted_proxies=["10.1.2.0/24"]))  # fmt: skip
+                     identity=IdentityConfig(trusted_proxies=[PROXY[0]]))  # fmt: skip
     anonymous = TestClient(app, client=PROXY).post(f"/api/v1/repairs/{repair.id}/approve", json={})
     assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == "unauthenticated"
     bob = TestClient(

@@ -50,9 +50,9 @@ from monitor.store.buffer import BufferedWriter
 from monitor.store.partitions import ensure_partitions
 from monitor.store.runs import RunRecorder
 from tests.fixtures.kafka import OIDC_TOKEN_SECONDS, Listener, SecuredKafkaHelper
+from tests.fixtures.logs import RootRecords
 from tests.fixtures.populated import Scenario
-from tests.integration.test_retention import ALICE, DAY_MS, OWNERS, POLICY
-from tests.unit.test_kafka_python_log import RootRecords
+from tests.fixtures.retention import ALICE, DAY_MS, OWNERS, POLICY
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

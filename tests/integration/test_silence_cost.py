@@ -27,7 +27,7 @@ from monitor.cli.main import app as cli
 from monitor.core.clock import FakeClock
 from monitor.core.patterns import MAX_PROGRAM_SIZE
 from monitor.expose.web.app import create_app
-from tests.integration.test_alert_api import IDENTITY, Person
+from tests.fixtures.people import IDENTITY, Person
 
 T0 = datetime(2026, 11, 28, 8, 0, tzinfo=UTC)
 CAP = 3

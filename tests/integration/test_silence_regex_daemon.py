@@ -20,7 +20,8 @@ import pytest
 import yaml
 from sqlalchemy import Engine, text
 
-from tests.integration.test_daemon_leases import free_port, wait_until
+from tests.conditions import wait_for
+from tests.fixtures.receivers import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -56,7 +57,7 @@ def daemon(tmp_path: Path, db_url: str, engine: Engine) -> Iterator[tuple[subpro
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: _healthy(url), 60, "the daemon's web server")
+        wait_for(lambda: _healthy(url), 60, "the daemon's web server")
         yield proc, url
     finally:
         if proc.poll() is None:
@@ -114,14 +115,14 @@ def test_a_catastrophic_pattern_neither_freezes_the_daemon_nor_is_refused_withou
             "matchers": [f"group_id=~{PATTERN}"], "duration_seconds": 3600, "comment": "catastrophic"})  # fmt: skip
         assert made.status_code == 201, made.text
 
-    wait_until(lambda: _silenced(engine) == (30, 60), 60, "the alert cycle to apply the silence")
+    wait_for(lambda: _silenced(engine) == (30, 60), 60, "the alert cycle to apply the silence")
     started = time.monotonic()
     while time.monotonic() - started < 5:  # several alert cycles, each matching 60 long labels
         # a frozen daemon never answers; 5 s leaves room for a loaded machine
         assert httpx.get(url + "/healthz", timeout=5).status_code == 200
         time.sleep(0.2)
     _add_findings(engine, range(60, 70))  # later cycles match the pattern against these too
-    wait_until(lambda: _silenced(engine) == (35, 70), 60, "later alert cycles to apply the silence")
+    wait_for(lambda: _silenced(engine) == (35, 70), 60, "later alert cycles to apply the silence")
     assert httpx.get(url + "/healthz", timeout=5).status_code == 200
 
     proc.send_signal(signal.SIGINT)

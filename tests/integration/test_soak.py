@@ -55,7 +55,7 @@ from monitor.devtools.paths import var_dir
 from monitor.store import migrate
 from monitor.store.engine import make_engine
 from tests.fixtures.kafka import KafkaTestHelper
-from tests.integration.test_daemon_leases import free_port
+from tests.fixtures.receivers import free_port
 from tests.session import SESSION_STARTED
 
 pytestmark = [pytest.mark.soak, pytest.mark.e2e, pytest.mark.timeout(1800)]

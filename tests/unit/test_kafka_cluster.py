@@ -6,7 +6,6 @@ Nothing here starts a JVM or connects to a broker.
 from __future__ import annotations
 
 import gc
-import json
 import socket
 import stat
 import weakref
@@ -20,31 +19,11 @@ from monitor.core.records import PartitionInfo
 from monitor.core.settings import ClusterConfig, DevKafkaConfig, Security
 from monitor.devtools.kafka_cluster import DevKafkaCluster, new_cluster_id
 from monitor.kafka import KafkaAdmin, client_config
+from tests.fixtures.dev_cluster import fake_jars, make_cluster, properties, write_state
+from tests.fixtures.receivers import free_port
 
 PASSWORD = "Sup3r-s3cret-pa55word"
 KEY_PASSWORD = "key-Pa55-7d1c"
-
-
-def make_cluster(tmp_path: Path, nodes: int = 3, base_port: int = 29092, **extra: int) -> DevKafkaCluster:
-    config = DevKafkaConfig(nodes=nodes, base_port=base_port, **extra)
-    return DevKafkaCluster(config, tmp_path / "home", tmp_path / "cache")
-
-
-def properties(text: str) -> dict[str, str]:
-    pairs = (line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
-    return {key: value for key, value in pairs}
-
-
-def write_state(home: Path, **fields: object) -> None:
-    state = {"cluster_id": new_cluster_id(), "version": "4.1.2", "nodes": 3, "base_port": 29092}
-    state.update(fields)
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "cluster.json").write_text(json.dumps(state))
-
-
-def fake_jars(cluster: DevKafkaCluster) -> None:
-    cluster.libs_dir.mkdir(parents=True)
-    (cluster.libs_dir / ".complete").write_text("")
 
 
 # -- layout ------------------------------------------------------------------------------------
@@ -225,13 +204,6 @@ def test_start_node_needs_an_existing_cluster(tmp_path: Path) -> None:
         make_cluster(tmp_path).start_node(1)
     with pytest.raises(DevEnvironmentError, match="no node 4"):
         make_cluster(tmp_path).stop_node(4)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def test_a_node_that_dies_on_start_shows_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,32 +22,9 @@ from monitor.core.errors import KafkaUnavailableError
 from monitor.core.settings import ClusterConfig, Security, SecurityProtocol
 from monitor.kafka.logdirs import LogDirClient
 from monitor.kafka.pylog import asking, route_kafka_python_log
+from tests.fixtures.logs import RootRecords
 
 PASSPHRASE = "phrase-not-to-be-logged"
-
-
-class RootRecords(logging.Handler):
-    """The records the root logger's handlers receive: what the daemon's own log handler writes.
-    (pytest's caplog also attaches to loggers that do not propagate, so it sees more.)"""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def __enter__(self) -> RootRecords:
-        root = logging.getLogger()
-        self._level = root.level
-        root.setLevel(logging.DEBUG)
-        root.addHandler(self)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        root = logging.getLogger()
-        root.removeHandler(self)
-        root.setLevel(self._level)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ The answers are those kafka-python keeps per release, copied from real brokers' 
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -28,8 +29,8 @@ from monitor.expose.web.context import template_environment
 from monitor.kafka.fake import FakeCluster
 from monitor.kafka.pyclient import kafka_version_of
 from monitor.kafka.registry import BrokerRegistryClient
-from tests.unit.test_web_ops_views import T0
 
+T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 NEWER = {**BROKER_API_VERSIONS[(4, 3)], 93: (0, 0), 94: (0, 0)}
 """A 4.4 broker: it is the first to list API key 93."""
 UNKNOWN_NEWER = {**NEWER, 1: (4, 19), 120: (0, 2)}

@@ -13,7 +13,7 @@ from monitor.core.settings import DevKafkaConfig, environment_overrides
 from monitor.devtools.kafka_cluster import DevKafkaCluster
 from monitor.devtools.kafka_modes import kafka_mode
 from monitor.devtools.zookeeper import DevZooKeeper
-from tests.unit.test_kafka_cluster import properties, write_state
+from tests.fixtures.dev_cluster import properties, write_state
 
 RUN = [
     ("2.8.2", "zookeeper", True),

@@ -16,7 +16,7 @@ from monitor.core.clock import FakeClock
 from monitor.core.owners import default_owners_path, owners_file
 from monitor.core.settings import AlertConfig, Settings
 from monitor.devtools.demo import demo_settings
-from tests.unit.test_retention_guardrails import facts as topic_facts
+from tests.fixtures.retention_requests import facts as topic_facts
 
 pytestmark = pytest.mark.unit
 

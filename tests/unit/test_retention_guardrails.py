@@ -8,16 +8,14 @@ from pathlib import Path
 import pytest
 
 from monitor.act.guardrails import (
-    BrokerDisk,
-    PartitionFacts,
     RaiseAsk,
     TopicFacts,
     evaluate,
     project_disk,
 )
 from monitor.act.policy import Policy, load_policy
+from tests.fixtures.retention_requests import GiB, facts
 
-GiB = 2**30
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 
@@ -34,32 +32,6 @@ def policy(tmp_path_factory: pytest.TempPathFactory) -> Policy:
     path = tmp_path_factory.mktemp("policy") / "retention-policy.yaml"
     path.write_text(POLICY_YAML)
     return load_policy(path)
-
-
-def facts(
-    *,
-    owner: str | None = "payments",
-    ms: int = DAY_MS,
-    size: int = -1,
-    rate: float | None = 1000.0,
-    used: int = 100 * GiB,
-    total: int = 1000 * GiB,
-    open_request: int | None = None,
-) -> TopicFacts:
-    """Three partitions, RF 2 over brokers 1-3; every broker has `used` of `total` bytes."""
-    partitions = tuple(
-        PartitionFacts(p, replicas, rate) for p, replicas in enumerate([(1, 2), (2, 3), (3, 1)])
-    )
-    brokers = {b: BrokerDisk(b, total, total - used) for b in (1, 2, 3)}
-    return TopicFacts(
-        "prod",
-        "payments.orders",
-        owner,
-        {"retention.ms": ms, "retention.bytes": size},
-        partitions,
-        brokers,
-        open_request,
-    )
 
 
 def ask(new: dict[str, int], duration: int = DAY_MS, teams: tuple[str, ...] = ("payments",)) -> RaiseAsk:

@@ -9,7 +9,7 @@ from monitor.act.policy import Policy, TierLimits
 from monitor.act.request import Request
 from monitor.core.records import Identity
 from monitor.expose.web.pages import retention_views as views
-from tests.unit.retention_requests import request_in
+from tests.fixtures.retention_requests import request_in
 
 DAY_MS = 86_400_000
 LIMITS = TierLimits(max_retention_ms="30d", max_retention_bytes=2**40, max_multiple=10, max_duration="14d")

@@ -18,7 +18,7 @@ from monitor.act.request import (
 )
 from monitor.store.audit import Audit
 from monitor.store.retention import IN_FORCE_STATES, OPEN_STATES, REQUEST_STATES
-from tests.unit.retention_requests import CREATED, request_in
+from tests.fixtures.retention_requests import CREATED, request_in
 
 FINAL = {"refused", "rejected", "cancelled", "failed", "reverted"}
 
