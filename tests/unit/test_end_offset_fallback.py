@@ -139,7 +139,7 @@ def test_a_partition_held_back_keeps_its_end_offset_and_lag_and_the_run_is_ok(
 
     cluster.hold(1)
     cluster.kafka.produce(T, 1, count=909)  # end 999, never seen: the leader cannot answer it
-    caplog.set_level(logging.INFO, logger="monitor.collect.jobs.offsets")
+    caplog.set_level(logging.INFO, logger="monitor.collect.listing")
     runs, changed = [], []
     for _ in range(3):
         runs.append(cycle(job, clock))

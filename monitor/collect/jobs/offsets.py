@@ -2,7 +2,8 @@
 timestamps of one cluster, every `intervals.offsets_seconds`.
 
 Steps, in this order (committed offsets are read before end offsets so that a commit can never
-look ahead of the end it is compared with, DOMAIN.md section 1):
+look ahead of the end it is compared with, DOMAIN.md section 1); steps 1-3, and the end offsets
+standing in for partitions held back, are `monitor.collect.listing`'s:
 
 1. list the allowed groups and describe them (state, members, assignments), the description
    running beside steps 2 and 3;
@@ -54,34 +55,30 @@ refines estimates: while PostgreSQL is unavailable the cycle goes on without it 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from sqlalchemy import Connection
 
 from monitor.collect import lag
 from monitor.collect.clients import ADMIN, READER
-from monitor.collect.context import ClusterContext, CollectorJob, Topology
+from monitor.collect.context import ClusterContext, CollectorJob
 from monitor.collect.jobs.commits import record_observations
+from monitor.collect.listing import HeldBackEnds, Lister, Listing
 from monitor.collect.recall import StoreAnswer, StoreRequest, TimestampCache, read_store
 from monitor.core.clock import to_millis
-from monitor.core.errors import KafkaUnavailableError
 from monitor.core.records import (
     METHOD_EXACT,
     METHOD_INTERPOLATED,
     CarriedGroupOffsets,
+    CommitObservation,
     CommittedOffset,
-    EndOffsetHeldBack,
     GoneOffsets,
-    GroupDescription,
     GroupOffsetSample,
-    ListedOffsets,
     OffsetsBatch,
     OffsetsHistory,
-    Partial,
     PartitionOffsets,
     PartitionSample,
     RecordTimestamp,
@@ -93,25 +90,36 @@ from monitor.store.samples import write_offsets_batch, write_offsets_history
 
 log = logging.getLogger(__name__)
 
-TOPOLOGY_STALE = timedelta(minutes=5)
-"""A metadata sample older than this is not trusted for the partitions to list: they are described."""
-
 
 @dataclass
-class Listing:
-    """What Kafka said in steps 1-3 of a cycle."""
+class _Cycle:
+    """One cycle's working set after steps 1-3: the partitions' offsets (held-back ones standing
+    in with their last known end), what moved since the previous cycle and what did not, and the
+    append times the moved ones need; step 4 adds what the store recalls."""
 
-    described: Partial[list[GroupDescription]]
-    committed: list[CommittedOffset]
-    committed_answered: bool
-    """False when no committed offsets came back at all (the cycle says nothing about commits)."""
-    streamed: bool
-    """The committed offsets came from the commit stream, which observed every commit itself."""
-    listed: ListedOffsets
-    listed_groups: frozenset[str] | None = None
-    """Every group of this cycle's complete listing (None: the listing failed)."""
-    answered: frozenset[str] = frozenset()
-    """The groups whose committed offsets this cycle has (all of them from the commit stream)."""
+    listing: Listing
+    now: datetime
+    offsets: dict[TopicPartition, PartitionOffsets]
+    kept_partitions: list[PartitionSample]
+    moved_partitions: list[PartitionOffsets]
+    kept: list[GroupOffsetSample]
+    moved: list[CommittedOffset]
+    targets: set[lag.Target]
+    cold: bool
+    """The first cycle after a start: no append time and no history is read."""
+    last_known: dict[TopicPartition, lag.KnownEnd] = field(default_factory=dict)
+    store_reads_skipped: int = 0
+
+
+@dataclass(frozen=True)
+class _Derived:
+    """Step 6's result: the batch, the group offsets sampled now, the keys gone, the commits
+    observed."""
+
+    batch: OffsetsBatch
+    sampled_now: list[GroupOffsetSample]
+    gone: list[lag.GroupKey]
+    observations: list[CommitObservation]
 
 
 class OffsetsCollector:
@@ -122,24 +130,16 @@ class OffsetsCollector:
         self.cache = TimestampCache(context.config.timestamp_cache_entries)
         self._previous: dict[lag.GroupKey, int] | None = None
         self._previous_list: list[CommittedOffset] | None = None  # made `_previous` when needed
-        self._known_groups: set[str] | None = None  # None: never listed successfully
-        self._listed = False  # this cycle listed the groups (else the known ones stand in)
         self._swept = False  # a complete listing was sent to the store since the start (GoneOffsets)
-        self._ends: dict[TopicPartition, lag.KnownEnd] = {}  # of the partitions held back now
-        self._previous_listing: tuple[dict[TopicPartition, PartitionOffsets], int] = ({}, 0)
-        self._held_back_logged: frozenset[TopicPartition] = frozenset()
+        self._held_back = HeldBackEnds(context.cluster.name)
         self._held_back_seen: frozenset[TopicPartition] = frozenset()
         self._losses: frozenset[lag.GroupKey] = frozenset()
-        self._reconciled_at = float("-inf")  # monotonic time of the last OffsetFetch
         self._group_samples: dict[lag.GroupKey, GroupOffsetSample] = {}  # of the previous cycle
         self._partition_samples: dict[TopicPartition, PartitionSample] = {}
         self._written_at: datetime | None = None  # when the previous batch was written, if it was
         self._cold = True  # the first cycle after a start leaves the append times for the next
         self._filling = True  # until a cycle leaves no append time to read
-        # Describing the groups and listing the partitions' offsets run beside the committed
-        # offsets (steps 1-3), on threads kept from cycle to cycle.
-        self._beside = ThreadPoolExecutor(2, thread_name_prefix=f"offsets-{context.cluster.name}")
-        context.closers.append(lambda: self._beside.shutdown(wait=False))
+        self._lister = Lister(context)
         # The cold cycle's history rows are written on a thread of their own (`history_after`).
         self._historian = ThreadPoolExecutor(1, thread_name_prefix=f"history-{context.cluster.name}")
         self._history: Future[bool] | None = None
@@ -155,100 +155,141 @@ class OffsetsCollector:
     # -- the cycle ------------------------------------------------------------------------------
 
     def collect(self, run: Run) -> None:
-        ctx = self._ctx
-        listing = self._list(run)  # steps 1-3
-        now = ctx.clock.now()
-        now_ms = to_millis(now)
+        listing = self._lister.ask(run, self._held_back.previous_listing[0])  # steps 1-3
+        cycle = self._what_moved(listing)
+        answer = self._recall_into(run, cycle)  # step 4
+        timestamps, fresh, unread = self._timestamps(cycle.targets, cycle.cold)  # step 5
+        made = self._derive(run, cycle, answer, timestamps, fresh)  # step 6: pure, then one write
+        written = self._write(made.batch, cycle.cold)
+        self._remember_samples(
+            made.sampled_now, made.gone, made.batch.partitions, cycle.now if written else None
+        )
+        # After the batch: the observation times go into the latest group offset rows it wrote.
+        record_observations(self._ctx, made.observations)
+        self._count(run, cycle, made, written, (len(fresh), len(unread)), self._fill(run, unread))
+
+    def _what_moved(self, listing: Listing) -> _Cycle:
+        """What did not move since the previous cycle keeps its samples; the rest is worked on.
+        The first cycle after a start leaves the append times and history for the next one,
+        asked for at once when it can be: the lag of every group-partition comes first."""
         held_back = listing.listed.held_back
-        self._remember_ends(held_back)
+        self._held_back.remember(held_back)
         offsets: dict[TopicPartition, PartitionOffsets] = dict(listing.listed.value)
-        offsets.update(lag.last_known_ends(held_back, self._ends)[0])
-        # What did not move since the previous cycle keeps its samples; the rest is worked on.
+        offsets.update(lag.last_known_ends(held_back, self._held_back.ends)[0])
         kept_partitions, moved_partitions = lag.unmoved_partitions(
             offsets.values(), self._partition_samples, held_back
         )
         kept, moved = lag.unmoved_groups(listing.committed, offsets, self._group_samples)
-        targets = lag.moved_targets(moved, moved_partitions, offsets)
-
-        # The first cycle after a start leaves the append times and history for the next one,
-        # asked for at once, when it can be: the lag of every group-partition comes first.
-        cold = self._cold and ctx.run_soon is not None
+        cold = self._cold and self._ctx.run_soon is not None
         self._cold = False
-        recalled, skipped = self._recall(listing, moved, offsets, targets, now, cold)  # step 4
-        self._ends.update(recalled.ends)
-        stand_ins, last_known = self._stand_ins(run, listing.listed, now_ms)
-        recalled_ends = {key: po for key, po in stand_ins.items() if key not in offsets}
-        offsets.update(stand_ins)
+        return _Cycle(
+            listing, self._ctx.clock.now(), offsets, kept_partitions, moved_partitions, kept, moved,
+            lag.moved_targets(moved, moved_partitions, offsets), cold,
+        )  # fmt: skip
+
+    def _recall_into(self, run: Run, cycle: _Cycle) -> StoreAnswer:
+        """Step 4: what the store recalls joins the cycle (end offsets standing in for partitions
+        held back, their targets, the cached timestamps, the last commits after a start)."""
+        recalled, cycle.store_reads_skipped = self._recall(
+            cycle.listing, cycle.moved, cycle.offsets, cycle.targets, cycle.now, cycle.cold
+        )
+        self._held_back.ends.update(recalled.ends)
+        stand_ins, cycle.last_known = self._held_back.stand_ins(
+            run, cycle.listing.listed, to_millis(cycle.now)
+        )
+        recalled_ends = {key: po for key, po in stand_ins.items() if key not in cycle.offsets}
+        cycle.offsets.update(stand_ins)
         if recalled_ends:
-            moved_partitions += recalled_ends.values()
-            targets |= lag.moved_targets(
-                [c for c in moved if (c.topic, c.partition) in recalled_ends], [], offsets
+            cycle.moved_partitions += recalled_ends.values()
+            cycle.targets |= lag.moved_targets(
+                [c for c in cycle.moved if (c.topic, c.partition) in recalled_ends], [], cycle.offsets
             )
-            targets |= lag.partition_targets(recalled_ends.values())
+            cycle.targets |= lag.partition_targets(recalled_ends.values())
         self.cache.put_many(recalled.timestamps.values())
         if recalled.previous_commits is not None:
             self._previous, self._previous_list = recalled.previous_commits, None
+        return recalled
 
-        timestamps, fresh, unread = self._timestamps(targets, cold)  # step 5
-
-        # step 6: pure computation, then one write
-        committed = listing.committed
-        sampled_now, losses = lag.group_samples(moved, offsets, timestamps, recalled.history, now_ms)
-        group_samples = kept + sampled_now
-        gone = lag.gone_keys(self._group_samples, kept, sampled_now)
-        gone_offsets = self._gone(gone, listing)
-        partition_samples = kept_partitions + lag.partition_samples(moved_partitions, timestamps, last_known)
+    def _derive(
+        self,
+        run: Run,
+        cycle: _Cycle,
+        answer: StoreAnswer,
+        timestamps: Mapping[lag.Target, RecordTimestamp],
+        fresh: list[RecordTimestamp],
+    ) -> _Derived:
+        """Step 6's pure part: the samples, what is gone, the observed commits and the batch."""
+        listing, now_ms = cycle.listing, to_millis(cycle.now)
+        sampled_now, losses = lag.group_samples(
+            cycle.moved, cycle.offsets, timestamps, answer.history, now_ms
+        )
+        gone = lag.gone_keys(self._group_samples, cycle.kept, sampled_now)
+        partition_samples = cycle.kept_partitions + lag.partition_samples(
+            cycle.moved_partitions, timestamps, cycle.last_known
+        )
         # While the stream observes commits, sampling observes none; before its snapshot, only
         # the changes it did not see itself (commits made before it was positioned).
+        committed = listing.committed
         sampled = [] if listing.streamed else lag.observe_commits(self._previous_commits(), committed, now_ms)
-        observations = ctx.commits.unobserved(sampled)
         if listing.committed_answered:  # a cycle without committed offsets says nothing new
             self._previous, self._previous_list = None, committed
         batch = OffsetsBatch(
-            cluster=ctx.cluster.name,
-            sampled_at=now,
+            cluster=self._ctx.cluster.name,
+            sampled_at=cycle.now,
             run_id=run.run_id,
             partitions=partition_samples,
             groups=list(listing.described.value),
-            group_offsets=group_samples,
+            group_offsets=cycle.kept + sampled_now,
             record_timestamps=fresh,
             data_loss=losses,
-            carried=None if cold else self._carried(sampled_now, gone, now),
-            gone=gone_offsets,
-            history_after=cold,
+            carried=None if cycle.cold else self._carried(sampled_now, gone, cycle.now),
+            gone=self._gone(gone, listing),
+            history_after=cycle.cold,
         )
+        return _Derived(batch, sampled_now, gone, self._ctx.commits.unobserved(sampled))
+
+    def _write(self, batch: OffsetsBatch, cold: bool) -> bool:
+        """Hand the batch to the buffered writer (after the previous cold batch's history rows);
+        False: queued, not written now."""
         self._await_history()
-        written = ctx.writer.submit(f"{ctx.cluster.name}:offsets", batch.row_count, _writer_for(batch))
+        written = self._ctx.writer.submit(
+            f"{self._ctx.cluster.name}:offsets", batch.row_count, _writer_for(batch)
+        )
         if cold:
             self._write_history_after(batch)
-        self._remember_samples(sampled_now, gone, partition_samples, now if written else None)
-        # After the batch: the observation times go into the latest group offset rows it wrote.
-        record_observations(ctx, observations)
-        filling = self._fill(run, unread)
+        return written
 
-        run.count("groups", len(listing.described.value))
-        run.count("group_partitions", len(committed))
-        run.count("group_partitions_moved", len(moved))
-        run.count("partitions", len(offsets))
-        run.count("end_offsets_last_known", len(last_known))
-        _count_samples(run, group_samples)
-        run.count("timestamps_needed", len(targets))
-        run.count("timestamps_read", len(fresh))
-        run.count("timestamps_unread", len(unread))
+    def _count(
+        self, run: Run, cycle: _Cycle, made: _Derived, written: bool, read: tuple[int, int], filling: int
+    ) -> None:
+        """The run's counts (shown on /collection), and whether an input of a critical rule
+        changed: a group newly fallen off the log, or the set of partitions under min ISR."""
+        batch, listing = made.batch, cycle.listing
+        held_back, losses, gone = listing.listed.held_back, batch.data_loss, batch.gone
+        run.count("groups", len(batch.groups))
+        run.count("group_partitions", len(listing.committed))
+        run.count("group_partitions_moved", len(cycle.moved))
+        run.count("partitions", len(cycle.offsets))
+        run.count("end_offsets_last_known", len(cycle.last_known))
+        _count_samples(run, batch.group_offsets)
+        run.count("timestamps_needed", len(cycle.targets))
+        run.count("timestamps_read", read[0])
+        run.count("timestamps_unread", read[1])
         run.count("data_loss", len(losses))
-        run.count("group_partitions_gone", len(gone_offsets.keys) if gone_offsets is not None else 0)
+        run.count("group_partitions_gone", len(gone.keys) if gone is not None else 0)
         lost = frozenset((e.group_id, e.topic, e.partition) for e in losses)
         self.critical_changed = bool(lost - self._losses) or frozenset(held_back) != self._held_back_seen
         self._losses, self._held_back_seen = lost, frozenset(held_back)
-        run.count("commits_observed", len(observations))
+        run.count("commits_observed", len(made.observations))
         run.count("commits_streamed", int(listing.streamed))
         run.count("rows", batch.row_count)
-        run.count("group_offsets_sent", len(sampled_now) if batch.carried is not None else len(group_samples))
+        sent = len(made.sampled_now) if batch.carried is not None else len(batch.group_offsets)
+        run.count("group_offsets_sent", sent)
         run.count("buffered", 0 if written else batch.row_count)
-        run.count("buffer_dropped_rows_total", ctx.writer.dropped_rows)
-        run.count("store_reads_skipped", skipped)
+        run.count("buffer_dropped_rows_total", self._ctx.writer.dropped_rows)
+        run.count("store_reads_skipped", cycle.store_reads_skipped)
         run.count("filling", filling)
-        run.count("history_after", len(group_samples) if cold else 0)
+        run.count("history_after", len(batch.group_offsets) if cycle.cold else 0)
 
     def _write_history_after(self, batch: OffsetsBatch) -> None:
         """The cold batch's history rows, from its latest rows, in a transaction of their own on
@@ -327,109 +368,6 @@ class OffsetsCollector:
 
     # -- steps -----------------------------------------------------------------------------------
 
-    def _list(self, run: Run) -> Listing:
-        """Steps 1-3: groups, their descriptions and committed offsets, and partition offsets."""
-        ctx = self._ctx
-        admin = ctx.admin
-        group_ids = self._group_ids(run)
-        # Describing the groups needs nothing else of the cycle: it runs beside steps 2 and 3 (on
-        # its own client), which saves its time (0.6 s for 500 groups) from every cycle. Should
-        # step 2 or 3 fail the cycle, the description ends on its own, before the next one.
-        describing = self._beside.submit(admin.describe_groups, group_ids)
-        topology = self._topology()
-        # Step 3 needs nothing of step 2 either (its own client again): the partitions' offsets
-        # are listed while the coordinators answer OffsetFetch (a cold cycle at 100,000
-        # group-partitions: 1.1 s one after the other, 0.9 s side by side, both decoding in
-        # Python). The max timestamps are asked only of the partitions that moved since the
-        # previous listing: the others keep theirs (`monitor.kafka.listoffsets`).
-        listing = self._beside.submit(
-            admin.list_offsets, topology.partitions, topology.leaders, self._previous_listing[0]
-        )
-        committed_result, streamed = self._committed(run, group_ids)
-        listed = listing.result()
-        # A broker that just died can leave every group request of this cycle unanswered (its
-        # coordinators have not moved yet); the partitions on the other brokers are still
-        # sampled, and the run is partial rather than failed.
-        try:
-            described = describing.result()
-        except KafkaUnavailableError as exc:
-            run.problem(f"no group description this cycle: {exc}")
-            described = Partial([], {})
-        run.problems_from("describe group", described.errors)
-        if committed_result is not None:
-            run.problems_from("committed offsets of group", committed_result.errors)
-        run.problems_from("offsets of partition", listed.errors)
-        answered = committed_result.value.values() if committed_result is not None else ()
-        # The topic filter once per topic, not per committed offset (100,000 of them, on 10,000
-        # topics at most): a pattern match costs microseconds.
-        allowed = {c.topic for offsets in answered for c in offsets}
-        allowed = {topic for topic in allowed if ctx.cluster.topics.accepts(topic)}
-        committed = [c for offsets in answered for c in offsets if c.topic in allowed]
-        groups_answered = frozenset(
-            group_ids if streamed else committed_result.value if committed_result is not None else ()
-        )
-        listed_groups = frozenset(group_ids) if self._listed else None
-        answered_any = committed_result is not None
-        return Listing(described, committed, answered_any, streamed, listed, listed_groups, groups_answered)
-
-    def _committed(
-        self, run: Run, group_ids: list[str]
-    ) -> tuple[Partial[dict[str, list[CommittedOffset]]] | None, bool]:
-        """Step 2: (the groups' committed offsets, None when no coordinator answered; whether
-        they came from the commit stream). OffsetFetch when the stream is not live or a
-        reconciliation is due; its answer then seeds or checks the stream's state."""
-        ctx = self._ctx
-        commits = ctx.commits
-        due = time.monotonic() - self._reconciled_at >= ctx.config.commit_reconcile_seconds
-        if commits.live and not due:
-            return Partial(commits.committed(group_ids), {}), True
-        asked_at = time.monotonic()
-        try:
-            result = ctx.admin.committed_offsets(group_ids)
-        except KafkaUnavailableError as exc:
-            run.problem(f"no committed offsets this cycle: {exc}")
-            return None, False
-        if commits.positioned:
-            run.count("commits_reconciled", commits.reconcile(result.value, asked_at))
-            self._reconciled_at = asked_at
-        return result, False
-
-    def _group_ids(self, run: Run) -> list[str]:
-        """The allowed groups. ListGroups asks every broker; with one broker gone it fails as a
-        whole, so the groups of the previous cycle stand in and the run is partial."""
-        self._listed = False
-        try:
-            groups = [g for g in self._ctx.admin.list_group_ids() if self._ctx.watches_group(g)]
-        except KafkaUnavailableError as exc:
-            if self._known_groups is None:
-                raise
-            run.problem(
-                f"listing groups failed ({exc}); sampling the {len(self._known_groups)} groups seen before"
-            )
-            return sorted(self._known_groups)
-        self._known_groups = set(groups)
-        self._listed = True
-        return groups
-
-    def _topology(self) -> Topology:
-        """The allowed partitions: from the last metadata sample when recent, else described now."""
-        ctx = self._ctx
-        topology = ctx.topology
-        if topology is not None and ctx.clock.now() - topology.observed_at < TOPOLOGY_STALE:
-            return topology
-        ctx.topology = Topology.of(ctx.admin.describe_topics(ctx.allowed_topics()), ctx.clock.now())
-        return ctx.topology
-
-    def _remember_ends(self, held_back: Mapping[TopicPartition, EndOffsetHeldBack]) -> None:
-        """Keep the known end of each held-back partition: remembered while it stays held back,
-        else taken from the previous cycle's listing (a reference kept, not a copy)."""
-        self._ends = {key: known for key, known in self._ends.items() if key in held_back}
-        previous, previous_ms = self._previous_listing
-        for key in held_back:
-            po = previous.get(key)
-            if key not in self._ends and po is not None:
-                self._ends[key] = lag.KnownEnd(po.start, po.end, previous_ms)
-
     def _recall(
         self,
         listing: Listing,
@@ -444,7 +382,7 @@ class OffsetsCollector:
         asks for no append time and no history: the lag comes first."""
         request = StoreRequest(
             timestamps=[] if cold else [t for t in targets if t not in self.cache],
-            ends=[key for key in listing.listed.held_back if key not in self._ends],
+            ends=[key for key in listing.listed.held_back if key not in self._held_back.ends],
             history=set() if cold else self._history_targets(moved, offsets),
             previous_commits=self._previous is None and self._previous_list is None,
         )
@@ -477,45 +415,6 @@ class OffsetsCollector:
                 if c.offset > po.start:
                     needed.add((c.topic, c.partition, c.offset - 1))
         return needed
-
-    def _stand_ins(
-        self, run: Run, listed: ListedOffsets, now_ms: int
-    ) -> tuple[dict[TopicPartition, PartitionOffsets], dict[TopicPartition, lag.KnownEnd]]:
-        """Offsets standing in for the partitions whose end offset is held back, and the known
-        ends they use. A held-back partition with no end known anywhere is a problem."""
-        held_back = listed.held_back
-        self._previous_listing = (listed.value, now_ms)
-        stand_ins, used, unknown = lag.last_known_ends(held_back, self._ends)
-        run.problems_from(
-            "offsets of partition",
-            {
-                f"{topic}:{partition}": f"{held_back[(topic, partition)].reason}, and no end offset is known"
-                for topic, partition in unknown
-            },
-        )
-        self._log_held_back(frozenset(held_back))
-        return stand_ins, used
-
-    def _log_held_back(self, held_back: frozenset[TopicPartition]) -> None:
-        """Say once, with a count, which partitions have their end offset held back; again only
-        when that set changes."""
-        if held_back == self._held_back_logged:
-            return
-        self._held_back_logged = held_back
-        name = self._ctx.cluster.name
-        if not held_back:
-            log.info("%s: every partition's leader gives its end offset again", name)
-            return
-        names = ", ".join(f"{t}:{p}" for t, p in sorted(held_back)[:10])
-        more = f" and {len(held_back) - 10} more" if len(held_back) > 10 else ""
-        log.warning(
-            "%s: %d partition(s) under min ISR (their leader holds the high watermark back: %s%s): "
-            "their end offsets are the last known; logged again when the set changes",
-            name,
-            len(held_back),
-            names,
-            more,
-        )
 
     def _timestamps(
         self, targets: Collection[lag.Target], cold: bool
