@@ -11,6 +11,8 @@
             and an alert cycle; `Populated` says what it holds), and `Scenario`
 - servers:  `prometheus_server`, `alertmanager_server`, `moto_server` (Debian's Prometheus and
             Alertmanager, moto standing in for CloudWatch; one process per test)
+- helm:     `helm` (session: the pinned Helm, built once from the Go module proxy) and
+            `custom_resource_schemas` (the ServiceMonitor's strict schema)
 - browser:  `chromium` (session, Debian's headless Chromium through Playwright), `browser_page`
             (fails the test on console errors and failed requests), `serve_app`, `web_url` and
             `web` (the real app over `populated`)
@@ -41,6 +43,7 @@ pytest_plugins = [
     "tests.fixtures.browser",
     "tests.fixtures.servers",
     "tests.fixtures.rules",
+    "tests.fixtures.helm",
 ]
 
 
