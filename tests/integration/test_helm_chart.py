@@ -194,7 +194,7 @@ def _references(value: Any) -> list[dict[str, Any]]:
 
 
 def test_secrets_are_only_referenced(helm: Helm) -> None:
-    manifests = helm.render(["secured-values.yaml", "ha-values.yaml"])
+    manifests = helm.render(["ha-values.yaml", "secured-values.yaml"])
     assert of_kind(manifests, "Secret") == []
     container = daemon_container(manifests)
     by_name = {e["name"]: e for e in container["env"]}
