@@ -226,6 +226,7 @@ def test_secrets_are_only_referenced(helm: Helm) -> None:
         (['podDisruptionBudget={"enabled":true,"minAvailable":1}'], "block every node drain"),
         (['database={"existingSecret":"","urlKey":"url"}'], "existingSecret"),
         (['spark={"master":"local[*] --conf x"}'], "spark"),
+        (['spark={"master":"k8s://https://kubernetes.default.svc"}'], "serviceAccount.automountToken: true"),
         (['image={"repository":"kafka-health","pullPolicy":"Sometimes"}'], "pullPolicy"),
         (['podSecurityContext={"runAsNonRoot":false}'], "runAsNonRoot"),
         (['securityContext={"allowPrivilegeEscalation":true}'], "allowPrivilegeEscalation"),
