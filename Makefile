@@ -14,7 +14,7 @@ CI_KAFKA_VERSIONS     ?= 2.8.2 3.9.1
 COMPAT_JOBS           ?= 1
 BENCH_ARGS  ?=
 
-.PHONY: demo test test-compat test-spark-standalone test-unit soak lint format setup install bootstrap bench clean down help
+.PHONY: demo test test-compat test-spark-standalone test-unit soak lint format setup install bootstrap bench clean down help image
 
 help:
 	@echo "make demo   - local 3-node Kafka + PostgreSQL + Spark, and the monitor daemon with its web UI"
@@ -25,20 +25,23 @@ help:
 	@echo "make down   - stop the local Kafka cluster and PostgreSQL started by the demo"
 	@echo "make soak   - only the soak test: ten minutes of traffic through broker, PostgreSQL and receiver outages"
 	@echo "make bench  - every benchmark, a results table and plots in bench/results/ (BENCH_ARGS=--quick)"
+	@echo "make image  - the container image, with docker or podman (IMAGE=name:tag)"
 
-$(STAMP): pyproject.toml scripts/system-deps.sh
+# The install steps are scripts/install.sh's, which the Dockerfile runs too.
+$(STAMP): pyproject.toml scripts/system-deps.sh scripts/install.sh
 	@PYTHON=$(PYTHON) bash scripts/system-deps.sh
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo ">> installing Python dependencies into $(VENV)"
-	@$(BIN)/python -m pip install -q --upgrade pip
-	@$(BIN)/python -m pip install --progress-bar on -e '.[dev]'
+	@PYTHON=$(PYTHON) bash scripts/install.sh packages --venv $(VENV) --dev
 	@touch $(STAMP)
 
 install: $(STAMP)
 
 # Fetch the Kafka jars and the JDBC driver, and check the PostgreSQL server binaries.
 bootstrap: install
-	@$(BIN)/kafka-health setup
+	@bash scripts/install.sh runtime --venv $(VENV)
+
+# The container image (Dockerfile), with docker or podman; says so where neither is usable.
+image:
+	@bash scripts/image.sh
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the system tools the project runs on are present: Python >= 3.11, Java >= 17,
-# Maven (fetches Kafka and the JDBC driver from Maven Central), the PostgreSQL server, and
+# Maven (fetches Kafka and the JDBC driver from Maven Central), Go (builds Helm for the chart's
+# test), the PostgreSQL server, and
 # Debian's Chromium (the browser tests drive /usr/bin/chromium; nothing downloads a browser),
 # Debian's Prometheus and Alertmanager (the push and Alertmanager receiver tests).
 # Idempotent and quick when everything is there. As root on Debian/Ubuntu it installs what is
@@ -24,6 +25,8 @@ fi
 [ "$java_ok" = 1 ] || missing+=(openjdk-17-jre-headless)
 
 have mvn || missing+=(maven)
+# The Helm chart's test builds the pinned Helm from the Go module proxy (monitor/devtools/helm.py).
+have go || [ -x /usr/local/go/bin/go ] || missing+=(golang-go)
 # The retention button keeps its config-as-code repository with git (through GitPython).
 have git || missing+=(git)
 

@@ -14,6 +14,8 @@
 - daemon:   `e2e_daemon` (the daemon as a process on a topic of its own), `e2e_topic`, `web_port`
 - retention: `retention_rig` (module: the retention service on the real cluster over a throwaway
             git repository)
+- helm:     `helm` (session: the pinned Helm, built once from the Go module proxy) and
+            `custom_resource_schemas` (the ServiceMonitor's strict schema)
 - browser:  `chromium` (session, Debian's headless Chromium through Playwright), `browser_page`
             (fails the test on console errors and failed requests), `serve_app`, `web_url` and
             `web` (the real app over `populated`)
@@ -46,6 +48,7 @@ pytest_plugins = [
     "tests.fixtures.rules",
     "tests.fixtures.daemon",
     "tests.fixtures.retention",
+    "tests.fixtures.helm",
 ]
 
 

@@ -411,7 +411,10 @@ def _merge(target: Any, path: list[str], value: Any, variable: str) -> Any:
 
 
 def environment_overrides(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
-    """Merge KAFKA_HEALTH_<SECTION>__<KEY>[__<N>__<KEY>...] variables and DATABASE_URL into `data`."""
+    """Merge KAFKA_HEALTH_<SECTION>__<KEY>[__<N>__<KEY>...] variables and DATABASE_URL into `data`.
+
+    A variable of one part that names no section (`KAFKA_HEALTH_SLACK_TOKEN`) is not a setting:
+    the receivers' `*_env` keys name such variables for their secrets (the shipped routing does)."""
     merged: dict[str, Any] = json.loads(json.dumps(data, default=str)) if data else {}
     if environ.get("DATABASE_URL"):
         merged = _merge(merged, ["database", "url"], environ["DATABASE_URL"], "DATABASE_URL")
@@ -421,6 +424,8 @@ def environment_overrides(data: dict[str, Any], environ: Mapping[str, str]) -> d
         if variable.startswith(_TEST_PREFIX):
             continue
         path = [part.lower() for part in variable.removeprefix(ENV_PREFIX).split("__") if part]
+        if len(path) == 1 and path[0] not in Settings.model_fields:
+            continue
         if path:
             merged = _merge(merged, path, _parse_env_value(environ[variable]), variable)
     return merged

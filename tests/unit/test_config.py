@@ -108,6 +108,27 @@ def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.Monk
     assert settings.database.url.get_secret_value().endswith("@db:5432/kh")
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "refused"),
+    [
+        ("KAFKA_HEALTH_SLACK_TOKEN", "xoxb-1", None),  # the shipped routing's receivers name these
+        ("KAFKA_HEALTH_PAGERDUTY_ROUTING_KEY", "R0UT1NG", None),
+        ("KAFKA_HEALTH_LOG_LEVEL", "LOUD", "log_level"),  # a section or top-level key is a setting
+        ("KAFKA_HEALTH_SPARK__MASTR", "local[1]", "spark.mastr: unknown key"),
+        ("KAFKA_HEALTH_SPORK__MASTER", "local[1]", "spork: unknown key"),
+    ],
+)
+def test_receiver_secrets_in_the_environment_are_not_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, refused: str | None
+) -> None:
+    monkeypatch.setenv(variable, value)
+    path = write(tmp_path, "clusters:\n  - name: a\n    bootstrap_servers: ['h:1']\n")
+    if refused is None:
+        assert load_settings(path).clusters[0].name == "a"
+    else:
+        assert any(refused in p for p in problems_of(path))
+
+
 def test_secrets_never_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAFKA_HEALTH_CLUSTERS__0__SECURITY__SASL_PASSWORD", "hunter2-topsecret")
     path = write(
