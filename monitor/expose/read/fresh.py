@@ -35,17 +35,24 @@ FROM (
            CASE WHEN c.observed_at > o.sampled_at THEN c.committed_offset ELSE o.committed_offset END
                AS committed_offset,
            greatest(o.sampled_at, c.observed_at) AS committed_offset_as_of,
-           p.end_offset, coalesce(p.end_offset_listed_at, p.sampled_at) AS end_offset_as_of
+           p.end_offset, p.end_offset_as_of
     FROM latest_group_offsets o
-    JOIN latest_partition_offsets p
-      ON p.cluster = o.cluster AND p.topic = o.topic AND p.partition = o.partition
-    LEFT JOIN latest_commits c
-      ON c.cluster = o.cluster AND c.group_id = o.group_id AND c.topic = o.topic
-     AND c.partition = o.partition
+    JOIN LATERAL (
+        SELECT p.end_offset, coalesce(p.end_offset_listed_at, p.sampled_at) AS end_offset_as_of
+        FROM latest_partition_offsets p
+        WHERE p.cluster = o.cluster AND p.topic = o.topic AND p.partition = o.partition LIMIT 1
+    ) p ON true
+    LEFT JOIN LATERAL (
+        SELECT c.committed_offset, c.observed_at FROM latest_commits c
+        WHERE c.cluster = o.cluster AND c.group_id = o.group_id AND c.topic = o.topic
+          AND c.partition = o.partition LIMIT 1
+    ) c ON true
     WHERE o.cluster = :c AND o.group_id = :g AND o.gone_at IS NULL
 ) f"""
 """The fresh offset lag of each partition of group `:g` on cluster `:c` that the store holds a
-committed and an end offset of (a partition gone from the group is left out)."""
+committed and an end offset of (a partition gone from the group is left out). The lookups in
+the partitions' and the commits' tables are one primary key probe per partition of the group
+(LIMIT 1 keeps the planner from turning them into a scan of the cluster's rows for a hash join)."""
 
 
 @dataclass(frozen=True, slots=True)
