@@ -3,8 +3,8 @@
 
 - `offsets`: partition_offsets, group_offsets, group_states, commit_observations, group_members,
   record_timestamps and data_loss_events, and the latest_partition_offsets and
-  latest_group_offsets they keep current (`write_offsets_batch`, `write_offsets_history`),
-  and the commits observed as they happen with latest_commits (`write_commit_observations`,
+  latest_group_offsets they keep current (`write_offsets_batch`, `write_offsets_history`);
+- `commits`: the commits observed as they happen, with latest_commits (`write_commit_observations`,
   `stamp_commit_times`);
 - `disks`: log_dir_sizes and broker_disks (`write_log_dirs`);
 - `probes`: probe_samples (`write_probe`);
@@ -26,11 +26,10 @@ Every function takes a connection inside the caller's transaction and never comm
 
 from __future__ import annotations
 
+from monitor.store.samples.commits import stamp_commit_times, write_commit_observations
 from monitor.store.samples.configs import record_topic_configs
 from monitor.store.samples.disks import write_log_dirs
 from monitor.store.samples.offsets import (
-    stamp_commit_times,
-    write_commit_observations,
     write_offsets_batch,
     write_offsets_history,
 )

@@ -1,6 +1,7 @@
-"""The offsets cycle of a cluster, and the commits observed as they happen: partition_offsets,
-group_offsets, group_states, commit_observations, group members, record_timestamps and
-data_loss_events, with the latest_partition_offsets and latest_group_offsets they keep current.
+"""The offsets cycle of a cluster: partition_offsets, group_offsets, group_states,
+commit_observations, group members, record_timestamps and data_loss_events, with the
+latest_partition_offsets and latest_group_offsets they keep current (the commits observed as they
+happen are `monitor.store.samples.commits`).
 
 One cycle arrives as an `OffsetsBatch` (tens of thousands of rows every 15 s): each kind of record
 goes over the wire once, through its staging table (`monitor.store.samples.staging`).
@@ -25,6 +26,7 @@ from monitor.core.records import (
 )
 from monitor.store.ingest import copy_rows
 from monitor.store.partitions import day_of
+from monitor.store.samples.commits import insert_commits, lock_latest_groups, newest_observations
 from monitor.store.samples.staging import (
     DAY_MS,
     Stage,
@@ -97,12 +99,12 @@ def write_offsets_batch(conn: Connection, batch: OffsetsBatch, *, idempotent: bo
     }
     counts: dict[str, int] = {}
     with conn.begin_nested():
-        _lock_latest_groups(conn, batch.cluster)
+        lock_latest_groups(conn, batch.cluster)
         ensure_days(conn, wanted)
         counts.update(_write_partitions(conn, batch, params, idempotent))
         counts.update(_write_group_offsets(conn, batch, params, idempotent))
         counts["group_offsets_gone"] = _mark_gone(conn, batch.gone, params)
-        counts["commit_observations"] = _insert_commits(conn, batch.commit_observations, params, idempotent)
+        counts["commit_observations"] = insert_commits(conn, batch.commit_observations, params, idempotent)
         counts.update(_write_groups(conn, batch, params, idempotent))
         counts["record_timestamps"] = insert_staged(
             conn, _RECORDS, [_record_row(r) for r in batch.record_timestamps], _INSERT_RECORDS, params
@@ -123,95 +125,6 @@ def write_offsets_history(conn: Connection, history: OffsetsHistory, *, idempote
     with conn.begin_nested():
         ensure_days(conn, {"group_offsets": {day_of(history.sampled_at)}})
         return rowcount(conn, _INSERT_HISTORY_FROM_LATEST + on_conflict(idempotent), params)
-
-
-def write_commit_observations(
-    conn: Connection, cluster: str, observations: Sequence[CommitObservation]
-) -> int:
-    """Commits observed as they happened (the commit stream, or the offsets job's sampled ones
-    while the stream is not live): appended to commit_observations (a second commit of the same
-    key in the same millisecond is one row), and each key's newest one kept in latest_commits,
-    which readers take the freshest committed offset from. Returns the observation rows written.
-    Touches no latest group offset row (`stamp_commit_times` does, under the cluster's lock):
-    this write never waits for the offsets job. Does not commit."""
-    if not observations:
-        return 0
-    days = {to_datetime((o.observed_at_ms // DAY_MS) * DAY_MS).date() for o in observations}
-    with conn.begin_nested():
-        ensure_days(conn, {"commit_observations": days})
-        written = _insert_commits(conn, observations, {"cluster": cluster}, True)
-        newest = sorted(_newest_observations(observations).values(), key=_key)
-        conn.execute(text(_UPSERT_LATEST_COMMITS), {"cluster": cluster, **_arrays(newest)})
-    return written
-
-
-def stamp_commit_times(conn: Connection, cluster: str, observations: Sequence[CommitObservation]) -> int:
-    """Move each key's newest commit time of `observations` into its latest group offset row
-    (`last_commit_observed_at`) when that row exists and has an older one (the offsets job writes
-    the rest of the row); returns the rows stamped. Takes the cluster's latest group offsets lock
-    first, as `write_offsets_batch` does (`_lock_latest_groups`). Does not commit."""
-    if not observations:
-        return 0
-    newest = sorted(_newest_observations(observations).values(), key=_key)
-    with conn.begin_nested():
-        _lock_latest_groups(conn, cluster)
-        return rowcount(conn, _UPDATE_LAST_COMMIT, {"cluster": cluster, **_arrays(newest)})
-
-
-LATEST_GROUPS_LOCK = 0x6B68_6C67  # pg_advisory_xact_lock(key, hashtext(cluster)) ("khlg")
-
-
-def _lock_latest_groups(conn: Connection, cluster: str) -> None:
-    """Wait for, and hold until the transaction ends, the lock of the cluster's latest group
-    offset rows. Every transaction that writes those rows takes it before its first row, so two
-    never hold some rows each while waiting for the other's: the offsets job's batch moves every
-    row of the cluster, in several statements, while the commit times move a few rows many
-    times a second; without it they deadlocked (both in key orders of their own)."""
-    conn.execute(
-        text("SELECT pg_advisory_xact_lock(CAST(:k AS integer), hashtext(:c))"),
-        {"k": LATEST_GROUPS_LOCK, "c": cluster},
-    )
-
-
-def _key(o: CommitObservation) -> tuple[str, str, int]:
-    return (o.group_id, o.topic, o.partition)
-
-
-def _newest_observations(
-    observations: Sequence[CommitObservation],
-) -> dict[tuple[str, str, int], CommitObservation]:
-    """(group, topic, partition) -> its newest observation of `observations` (of two at the same
-    time, the later in the list: log order)."""
-    newest: dict[tuple[str, str, int], CommitObservation] = {}
-    for o in observations:
-        held = newest.get(_key(o))
-        if held is None or o.observed_at_ms >= held.observed_at_ms:
-            newest[_key(o)] = o
-    return newest
-
-
-def _arrays(observations: Sequence[CommitObservation]) -> dict[str, list[Any]]:
-    """The observations as the parallel arrays the statements unnest."""
-    return {
-        "groups": [o.group_id for o in observations],
-        "topics": [o.topic for o in observations],
-        "partitions": [o.partition for o in observations],
-        "committed": [o.committed_offset for o in observations],
-        "previous": [o.previous_offset for o in observations],
-        "observed": [o.observed_at_ms for o in observations],
-    }
-
-
-def _insert_commits(
-    conn: Connection, observations: Sequence[CommitObservation], params: dict[str, Any], idempotent: bool
-) -> int:
-    """Append commit observations, sent as arrays in one statement (in key order, as every
-    writer of these rows does): the commit stream writes a few at a time, many times a minute,
-    where a staging table would cost four statements a write."""
-    if not observations:
-        return 0
-    arrays = _arrays(sorted(observations, key=lambda o: (_key(o), o.observed_at_ms)))
-    return rowcount(conn, _INSERT_COMMITS + on_conflict(idempotent), {**params, **arrays})
 
 
 def _write_partitions(
@@ -367,7 +280,7 @@ def _group_rows(
 
 def _newest_commits(observations: Sequence[CommitObservation]) -> dict[tuple[str, str, int], int]:
     """(group, topic, partition) -> when its newest commit of `observations` was observed (ms)."""
-    return {key: o.observed_at_ms for key, o in _newest_observations(observations).items()}
+    return {key: o.observed_at_ms for key, o in newest_observations(observations).items()}
 
 
 def _sample_and_latest(
@@ -532,34 +445,6 @@ SELECT l.cluster, l.group_id, l.topic, l.partition, l.sampled_at, l.committed_of
        l.timestamp_method, l.timestamp_error_ms, :run_id
 FROM latest_group_offsets AS l
 WHERE l.cluster = :cluster AND l.sampled_at = :at"""
-
-_INSERT_COMMITS = f"""
-INSERT INTO commit_observations (
-    cluster, group_id, topic, partition, observed_at, committed_offset, previous_offset)
-SELECT :cluster, s.group_id, s.topic, s.partition, {tstz("s.observed_ms")}, s.committed_offset,
-       s.previous_offset
-FROM unnest(CAST(:groups AS text[]), CAST(:topics AS text[]), CAST(:partitions AS integer[]),
-            CAST(:committed AS bigint[]), CAST(:previous AS bigint[]), CAST(:observed AS bigint[]))
-     AS s(group_id, topic, partition, committed_offset, previous_offset, observed_ms)"""
-
-_UPSERT_LATEST_COMMITS = f"""
-INSERT INTO latest_commits AS l (cluster, group_id, topic, partition, committed_offset, observed_at)
-SELECT :cluster, s.group_id, s.topic, s.partition, s.committed_offset, {tstz("s.observed_ms")}
-FROM unnest(CAST(:groups AS text[]), CAST(:topics AS text[]), CAST(:partitions AS integer[]),
-            CAST(:committed AS bigint[]), CAST(:observed AS bigint[]))
-     WITH ORDINALITY AS s(group_id, topic, partition, committed_offset, observed_ms, n)
-ORDER BY s.n
-ON CONFLICT (cluster, group_id, topic, partition) DO UPDATE SET
-    committed_offset = excluded.committed_offset, observed_at = excluded.observed_at
-WHERE l.observed_at <= excluded.observed_at"""
-
-_UPDATE_LAST_COMMIT = f"""
-UPDATE latest_group_offsets AS l
-SET last_commit_observed_at = {tstz("s.observed_ms")}
-FROM unnest(CAST(:groups AS text[]), CAST(:topics AS text[]), CAST(:partitions AS integer[]),
-            CAST(:observed AS bigint[])) AS s(group_id, topic, partition, observed_ms)
-WHERE l.cluster = :cluster AND l.group_id = s.group_id AND l.topic = s.topic AND l.partition = s.partition
-  AND (l.last_commit_observed_at IS NULL OR l.last_commit_observed_at < {tstz("s.observed_ms")})"""
 
 _INSERT_GROUP_STATES = """
 INSERT INTO group_states (
