@@ -372,6 +372,23 @@ class LatestGroupOffset(_GroupOffsetValues, Base):
     deleted, its offsets deleted or expired); None while it does. A later sample clears it."""
 
 
+class LatestCommit(Base):
+    """Each group-partition's newest observed commit, written only by the commits job as it
+    observes commits (`write_commit_observations`): a commit reaches readers at once, while
+    `latest_group_offsets` moves once per offsets cycle. One writer per row: the offsets job
+    never writes here, so the two jobs cannot wait on each other's rows."""
+
+    __tablename__ = "latest_commits"
+    __table_args__ = ({"postgresql_with": {"fillfactor": LATEST_FILLFACTOR}},)
+
+    cluster: Mapped[str] = mapped_column(primary_key=True)
+    group_id: Mapped[str] = mapped_column(primary_key=True)
+    topic: Mapped[str] = mapped_column(primary_key=True)
+    partition: Mapped[int] = mapped_column(primary_key=True)
+    committed_offset: Mapped[int] = mapped_column(BigInteger)
+    observed_at: Mapped[datetime]
+
+
 class GroupMember(Base):
     """The current members of each consumer group and their assignments ("topic:partition")."""
 

@@ -51,6 +51,7 @@ from monitor.store.samples import (
     latest_end_offsets,
     prune_record_timestamps,
     record_topic_configs,
+    stamp_commit_times,
     to_datetime,
     write_commit_observations,
     write_log_dirs,
@@ -334,7 +335,9 @@ def test_a_newer_observation_replaces_the_kept_one(engine: Engine) -> None:
         assert latest_committed(conn, "obs") == {("g", "t", 0): (12, later)}
 
 
-def test_streamed_observations_are_stored_as_sent_and_stamp_the_latest_rows(engine: Engine) -> None:
+def test_streamed_observations_are_stored_as_sent_kept_newest_per_key_and_stamp_the_latest_rows(
+    engine: Engine,
+) -> None:
     at = T0 + timedelta(days=4)
     sample = GroupOffsetSample(CommittedOffset("g", "t", 0, 10), 20, 0, 10)
     first_seen = CommitObservation("g", "t", 0, 10, None, to_millis(at))  # no previous offset
@@ -344,6 +347,16 @@ def test_streamed_observations_are_stored_as_sent_and_stamp_the_latest_rows(engi
         write_offsets_batch(conn, OffsetsBatch("streamed", at, group_offsets=[sample]))
         assert write_commit_observations(conn, "streamed", [first_seen, other, newer]) == 3
         assert write_commit_observations(conn, "streamed", [first_seen]) == 0, "a repeat is one row"
+        latest = conn.execute(
+            text(
+                "SELECT group_id, committed_offset, observed_at FROM latest_commits"
+                " WHERE cluster = 'streamed' ORDER BY group_id"
+            )
+        ).all()
+        unstamped = conn.execute(
+            text("SELECT last_commit_observed_at FROM latest_group_offsets WHERE cluster = 'streamed'")
+        ).scalar_one()
+        assert stamp_commit_times(conn, "streamed", [first_seen, other, newer]) == 1, "h has no latest row"
         stored = conn.execute(
             text(
                 "SELECT group_id, topic, partition, committed_offset, previous_offset, observed_at "
@@ -359,6 +372,10 @@ def test_streamed_observations_are_stored_as_sent_and_stamp_the_latest_rows(engi
         ("h", "t", 1, 7, None, at),
     ]
     assert stamped == at + timedelta(seconds=1), "the newest observation of the key"
+    assert [tuple(r) for r in latest] == [("g", 11, at + timedelta(seconds=1)), ("h", 7, at)], (
+        "each key's newest commit, kept whether or not the key has a latest group offset row"
+    )
+    assert unstamped is None, "the observations alone leave the latest group offset rows to the stamp"
 
 
 def test_replaying_a_batch_neither_fails_nor_duplicates(

@@ -1,13 +1,15 @@
 """Read layer: consumer groups, their members, and their lag per topic and per partition, from
-`group_lag`, `group_topic_lag` and `group_partition_lag` (the newest evaluation of the cluster).
-The lag over time is `monitor.expose.read.history`. See `monitor.expose.read.queries` for the
-conventions.
+`group_lag`, `group_topic_lag` and `group_partition_lag` (the newest evaluation of the cluster),
+with one group's offset lag (its committed and end offsets, per partition, per topic and summed)
+as fresh as the store holds it (`monitor.expose.read.fresh`, `offset_lag_as_of`). The lists of
+groups keep the evaluation's offset lag (they sort and filter by it). The lag over time is
+`monitor.expose.read.history`. See `monitor.expose.read.queries` for the conventions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -15,6 +17,7 @@ from sqlalchemy import Connection, text
 
 from monitor.core.vocabulary import CONSUMER_STATUSES
 from monitor.expose.read.fields import Described
+from monitor.expose.read.fresh import FRESH_PARTITIONS, FreshLag, Key, partition_lags, total
 from monitor.expose.read.queries import (
     FIRST_PAGE,
     Listing,
@@ -83,9 +86,11 @@ class GroupSummary(Described):
     lag_growing: bool | None
     partitions_beyond_end: int | None
     evaluated_at: datetime
+    offset_lag_as_of: datetime | None = None
 
 
-_GROUP_FIELDS = tuple(GroupSummary.__dataclass_fields__)
+_GROUP_FIELDS = tuple(f for f in GroupSummary.__dataclass_fields__ if f != "offset_lag_as_of")
+"""The columns read from `group_lag`; `offset_lag_as_of` is the fresh read's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +127,7 @@ class GroupTopicLag(Described):
     data_loss_margin_seconds: float | None
     data_loss_occurred: bool | None
     status: str | None
+    offset_lag_as_of: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +158,9 @@ class GroupPartitionLag(Described):
     status: str | None
     owner: str | None
     client_id: str | None
+    committed_offset_as_of: datetime | None = None
+    end_offset_as_of: datetime | None = None
+    offset_lag_as_of: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +228,66 @@ def group(conn: Connection, cluster: str, group_id: str) -> GroupDetail | None:
         " offset_lag DESC NULLS LAST, topic",
         params,
     )
-    return GroupDetail(found[0], members, topics)
+    return freshened(GroupDetail(found[0], members, topics), partition_lags(conn, cluster, group_id))
+
+
+def freshened(detail: GroupDetail, lags: dict[Key, FreshLag]) -> GroupDetail:
+    """`detail` with the offset lag of `lags` (`fresh.partition_lags`): summed per topic and for
+    the group, as of the oldest partition; a topic without fresh lags keeps the evaluation's,
+    as of the evaluation."""
+    evaluated_at = detail.group.evaluated_at
+    by_topic: dict[str, list[FreshLag]] = {}
+    for (topic, _), lag in lags.items():
+        by_topic.setdefault(topic, []).append(lag)
+    topics = []
+    for t in detail.topics:
+        fresh = total(by_topic.get(t.topic, []))
+        topics.append(
+            replace(t, offset_lag_as_of=evaluated_at)
+            if fresh is None
+            else replace(
+                t,
+                offset_lag=fresh.offset_lag,
+                max_offset_lag=fresh.max_offset_lag,
+                offset_lag_as_of=fresh.offset_lag_as_of,
+            )
+        )
+    fresh = total(list(lags.values()))
+    group = (
+        replace(detail.group, offset_lag_as_of=evaluated_at)
+        if fresh is None
+        else replace(
+            detail.group,
+            offset_lag=fresh.offset_lag,
+            max_offset_lag=fresh.max_offset_lag,
+            offset_lag_as_of=fresh.offset_lag_as_of,
+        )
+    )
+    return GroupDetail(group, detail.members, topics)
+
+
+def freshened_partitions(
+    partitions: Sequence[GroupPartitionLag], lags: dict[Key, FreshLag]
+) -> list[GroupPartitionLag]:
+    """`partitions` with the committed offset, end offset and offset lag of `lags` where it has
+    them (the page's kept partitions, made fresh when it is shown)."""
+    out = []
+    for p in partitions:
+        lag = lags.get((p.topic, p.partition))
+        out.append(
+            p
+            if lag is None
+            else replace(
+                p,
+                committed_offset=lag.committed_offset,
+                end_offset=lag.end_offset,
+                offset_lag=lag.offset_lag,
+                committed_offset_as_of=lag.committed_offset_as_of,
+                end_offset_as_of=lag.end_offset_as_of,
+                offset_lag_as_of=lag.offset_lag_as_of,
+            )
+        )
+    return out
 
 
 def group_known(conn: Connection, cluster: str, group_id: str) -> bool:
@@ -248,18 +316,25 @@ def group_partitions(
     lagging: bool = False,
     page: Page = FIRST_PAGE,
 ) -> Listing[GroupPartitionLag]:
-    """A group's lag per partition by topic and partition, with the owning member."""
+    """A group's lag per partition by topic and partition, with the owning member; the committed
+    offset, end offset and offset lag fresh where the store holds them (`fresh`), else the
+    evaluation's (`offset_lag_as_of` says which: then it is `evaluated_at`)."""
     where, params = ["g.cluster = :c", "g.group_id = :g"], {"c": cluster, "g": group_id}
     if topic is not None:
         where.append("g.topic = :t")
         params["t"] = topic
     if lagging:
-        where.append("g.offset_lag > 0")
+        where.append("coalesce(f.offset_lag, g.offset_lag) > 0")
+    fresh = ("committed_offset", "end_offset", "offset_lag")
+    evaluated = ", ".join(f"g.{c.strip()}" for c in _LAG.split(",") if c.strip() not in fresh)
     body = f"""
-        SELECT g.topic, g.partition, g.committed_offset, g.end_offset, g.lag_seconds_method,
-               g.lag_seconds_error, g.data_loss_limit, g.time_to_read_seconds, o.host AS owner, o.client_id,
-               {", ".join(f"g.{c.strip()}" for c in _LAG.split(","))}
+        SELECT g.topic, g.partition, g.lag_seconds_method, g.lag_seconds_error, g.data_loss_limit,
+               g.time_to_read_seconds, o.host AS owner, o.client_id,
+               {", ".join(f"coalesce(f.{c}, g.{c}) AS {c}" for c in fresh)},
+               f.committed_offset_as_of, f.end_offset_as_of,
+               coalesce(f.offset_lag_as_of, g.evaluated_at) AS offset_lag_as_of, {evaluated}
         FROM group_partition_lag g
+        LEFT JOIN ({FRESH_PARTITIONS}) f ON f.topic = g.topic AND f.partition = g.partition
         LEFT JOIN LATERAL (
             SELECT m.host, m.client_id FROM group_members m
             WHERE m.cluster = g.cluster AND m.group_id = g.group_id

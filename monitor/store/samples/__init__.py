@@ -3,8 +3,9 @@
 
 - `offsets`: partition_offsets, group_offsets, group_states, commit_observations, group_members,
   record_timestamps and data_loss_events, and the latest_partition_offsets and
-  latest_group_offsets they keep current (`write_offsets_batch`, `write_offsets_history`,
-  `write_commit_observations`);
+  latest_group_offsets they keep current (`write_offsets_batch`, `write_offsets_history`);
+- `commits`: the commits observed as they happen, with latest_commits (`write_commit_observations`,
+  `stamp_commit_times`);
 - `disks`: log_dir_sizes and broker_disks (`write_log_dirs`);
 - `probes`: probe_samples (`write_probe`);
 - `share_groups`: the share-group tables (`write_share_groups`);
@@ -25,10 +26,10 @@ Every function takes a connection inside the caller's transaction and never comm
 
 from __future__ import annotations
 
+from monitor.store.samples.commits import stamp_commit_times, write_commit_observations
 from monitor.store.samples.configs import record_topic_configs
 from monitor.store.samples.disks import write_log_dirs
 from monitor.store.samples.offsets import (
-    write_commit_observations,
     write_offsets_batch,
     write_offsets_history,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "latest_end_offsets",
     "prune_record_timestamps",
     "record_topic_configs",
+    "stamp_commit_times",
     "to_datetime",
     "to_ms",
     "write_commit_observations",

@@ -1,6 +1,7 @@
-"""The offsets cycle of a cluster, and the commits observed as they happen: partition_offsets,
-group_offsets, group_states, commit_observations, group members, record_timestamps and
-data_loss_events, with the latest_partition_offsets and latest_group_offsets they keep current.
+"""The offsets cycle of a cluster: partition_offsets, group_offsets, group_states,
+commit_observations, group members, record_timestamps and data_loss_events, with the
+latest_partition_offsets and latest_group_offsets they keep current (the commits observed as they
+happen are `monitor.store.samples.commits`).
 
 One cycle arrives as an `OffsetsBatch` (tens of thousands of rows every 15 s): each kind of record
 goes over the wire once, through its staging table (`monitor.store.samples.staging`).
@@ -25,6 +26,7 @@ from monitor.core.records import (
 )
 from monitor.store.ingest import copy_rows
 from monitor.store.partitions import day_of
+from monitor.store.samples.commits import insert_commits, lock_latest_groups, newest_observations
 from monitor.store.samples.staging import (
     DAY_MS,
     Stage,
@@ -97,11 +99,12 @@ def write_offsets_batch(conn: Connection, batch: OffsetsBatch, *, idempotent: bo
     }
     counts: dict[str, int] = {}
     with conn.begin_nested():
+        lock_latest_groups(conn, batch.cluster)
         ensure_days(conn, wanted)
         counts.update(_write_partitions(conn, batch, params, idempotent))
         counts.update(_write_group_offsets(conn, batch, params, idempotent))
         counts["group_offsets_gone"] = _mark_gone(conn, batch.gone, params)
-        counts["commit_observations"] = _insert_commits(conn, batch.commit_observations, params, idempotent)
+        counts["commit_observations"] = insert_commits(conn, batch.commit_observations, params, idempotent)
         counts.update(_write_groups(conn, batch, params, idempotent))
         counts["record_timestamps"] = insert_staged(
             conn, _RECORDS, [_record_row(r) for r in batch.record_timestamps], _INSERT_RECORDS, params
@@ -122,53 +125,6 @@ def write_offsets_history(conn: Connection, history: OffsetsHistory, *, idempote
     with conn.begin_nested():
         ensure_days(conn, {"group_offsets": {day_of(history.sampled_at)}})
         return rowcount(conn, _INSERT_HISTORY_FROM_LATEST + on_conflict(idempotent), params)
-
-
-def write_commit_observations(
-    conn: Connection, cluster: str, observations: Sequence[CommitObservation]
-) -> int:
-    """Commits observed as they happened (the commit stream): appended to commit_observations
-    (a second commit of the same key in the same millisecond is one row), and each key's newest
-    commit time moved into its latest group offset row when that row exists (the offsets job
-    writes the rest of the row). Returns the observation rows written. Does not commit."""
-    if not observations:
-        return 0
-    days = {to_datetime((o.observed_at_ms // DAY_MS) * DAY_MS).date() for o in observations}
-    newest = _newest_commits(observations)
-    params = {"cluster": cluster}
-    with conn.begin_nested():
-        ensure_days(conn, {"commit_observations": days})
-        written = _insert_commits(conn, observations, params, True)
-        keys = list(newest)
-        conn.execute(
-            text(_UPDATE_LAST_COMMIT),
-            {
-                **params,
-                "groups": [g for g, _, _ in keys],
-                "topics": [t for _, t, _ in keys],
-                "partitions": [p for _, _, p in keys],
-                "observed": list(newest.values()),
-            },
-        )
-    return written
-
-
-def _insert_commits(
-    conn: Connection, observations: Sequence[CommitObservation], params: dict[str, Any], idempotent: bool
-) -> int:
-    """Append commit observations, sent as arrays in one statement: the commit stream writes a few
-    at a time, many times a minute, where a staging table would cost four statements a write."""
-    if not observations:
-        return 0
-    arrays = {
-        "groups": [o.group_id for o in observations],
-        "topics": [o.topic for o in observations],
-        "partitions": [o.partition for o in observations],
-        "committed": [o.committed_offset for o in observations],
-        "previous": [o.previous_offset for o in observations],
-        "observed": [o.observed_at_ms for o in observations],
-    }
-    return rowcount(conn, _INSERT_COMMITS + on_conflict(idempotent), {**params, **arrays})
 
 
 def _write_partitions(
@@ -324,11 +280,7 @@ def _group_rows(
 
 def _newest_commits(observations: Sequence[CommitObservation]) -> dict[tuple[str, str, int], int]:
     """(group, topic, partition) -> when its newest commit of `observations` was observed (ms)."""
-    newest: dict[tuple[str, str, int], int] = {}
-    for o in observations:
-        key = (o.group_id, o.topic, o.partition)
-        newest[key] = max(o.observed_at_ms, newest.get(key, o.observed_at_ms))
-    return newest
+    return {key: o.observed_at_ms for key, o in newest_observations(observations).items()}
 
 
 def _sample_and_latest(
@@ -493,23 +445,6 @@ SELECT l.cluster, l.group_id, l.topic, l.partition, l.sampled_at, l.committed_of
        l.timestamp_method, l.timestamp_error_ms, :run_id
 FROM latest_group_offsets AS l
 WHERE l.cluster = :cluster AND l.sampled_at = :at"""
-
-_INSERT_COMMITS = f"""
-INSERT INTO commit_observations (
-    cluster, group_id, topic, partition, observed_at, committed_offset, previous_offset)
-SELECT :cluster, s.group_id, s.topic, s.partition, {tstz("s.observed_ms")}, s.committed_offset,
-       s.previous_offset
-FROM unnest(CAST(:groups AS text[]), CAST(:topics AS text[]), CAST(:partitions AS integer[]),
-            CAST(:committed AS bigint[]), CAST(:previous AS bigint[]), CAST(:observed AS bigint[]))
-     AS s(group_id, topic, partition, committed_offset, previous_offset, observed_ms)"""
-
-_UPDATE_LAST_COMMIT = f"""
-UPDATE latest_group_offsets AS l
-SET last_commit_observed_at = {tstz("s.observed_ms")}
-FROM unnest(CAST(:groups AS text[]), CAST(:topics AS text[]), CAST(:partitions AS integer[]),
-            CAST(:observed AS bigint[])) AS s(group_id, topic, partition, observed_ms)
-WHERE l.cluster = :cluster AND l.group_id = s.group_id AND l.topic = s.topic AND l.partition = s.partition
-  AND (l.last_commit_observed_at IS NULL OR l.last_commit_observed_at < {tstz("s.observed_ms")})"""
 
 _INSERT_GROUP_STATES = """
 INSERT INTO group_states (

@@ -18,6 +18,7 @@ from sqlalchemy import Connection
 from monitor.core.formatting import duration_filter
 from monitor.core.vocabulary import COMMITTED_BEYOND_END, STATUS_RANK
 from monitor.expose.read import dashboard as read_pages
+from monitor.expose.read import fresh as read_fresh
 from monitor.expose.read import gone as read_gone
 from monitor.expose.read import history as read_history
 from monitor.expose.read import lag as read_lag
@@ -65,6 +66,8 @@ def group_page(ctx: Context, cluster: str, group: str, window: str = DEFAULT_WIN
         if reads is None:
             return unknown_cluster(ctx, cluster)
         view = reads.get(("group page", group), lambda c: _group_view(c, cluster, group))
+        if view is not None:
+            view = _freshened(conn, cluster, group, view)
         if view is None:
             return not_found(
                 ctx,
@@ -110,6 +113,14 @@ def _group_view(conn: Connection, cluster: str, group: str) -> _GroupView | None
     if detail is None and not read_lag.group_known(conn, cluster, group):
         return None
     return _GroupView(detail, read_lag.group_partitions(conn, cluster, group, page=ALL).items)
+
+
+def _freshened(conn: Connection, cluster: str, group: str, view: _GroupView) -> _GroupView:
+    """The kept view with the group's offset lag as fresh as the store holds it, read now (one
+    indexed query over the group's partitions): a commit shows before the next evaluation."""
+    lags = read_fresh.partition_lags(conn, cluster, group)
+    detail = read_lag.freshened(view.detail, lags) if view.detail is not None else None
+    return _GroupView(detail, read_lag.freshened_partitions(view.partitions, lags))
 
 
 CHART_STEP: Final = timedelta(seconds=10)

@@ -1,0 +1,132 @@
+"""The commits observed as they happen (the commits job): commit_observations, each
+group-partition's newest commit in latest_commits, and the commit times in the latest group
+offset rows, with the lock every writer of those rows takes first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from monitor.core.records import CommitObservation
+from monitor.store.samples.staging import DAY_MS, ensure_days, on_conflict, rowcount, to_datetime, tstz
+
+
+def write_commit_observations(
+    conn: Connection, cluster: str, observations: Sequence[CommitObservation]
+) -> int:
+    """Commits observed as they happened (the commit stream, or the offsets job's sampled ones
+    while the stream is not live): appended to commit_observations (a second commit of the same
+    key in the same millisecond is one row), and each key's newest one kept in latest_commits,
+    which readers take the freshest committed offset from. Returns the observation rows written.
+    Touches no latest group offset row (`stamp_commit_times` does, under the cluster's lock):
+    this write never waits for the offsets job. Does not commit."""
+    if not observations:
+        return 0
+    days = {to_datetime((o.observed_at_ms // DAY_MS) * DAY_MS).date() for o in observations}
+    with conn.begin_nested():
+        ensure_days(conn, {"commit_observations": days})
+        written = insert_commits(conn, observations, {"cluster": cluster}, True)
+        newest = sorted(newest_observations(observations).values(), key=_key)
+        conn.execute(text(_UPSERT_LATEST_COMMITS), {"cluster": cluster, **_arrays(newest)})
+    return written
+
+
+def stamp_commit_times(conn: Connection, cluster: str, observations: Sequence[CommitObservation]) -> int:
+    """Move each key's newest commit time of `observations` into its latest group offset row
+    (`last_commit_observed_at`) when that row exists and has an older one (the offsets job writes
+    the rest of the row); returns the rows stamped. Takes the cluster's latest group offsets lock
+    first, as `write_offsets_batch` does (`lock_latest_groups`). Does not commit."""
+    if not observations:
+        return 0
+    newest = sorted(newest_observations(observations).values(), key=_key)
+    with conn.begin_nested():
+        lock_latest_groups(conn, cluster)
+        return rowcount(conn, _UPDATE_LAST_COMMIT, {"cluster": cluster, **_arrays(newest)})
+
+
+LATEST_GROUPS_LOCK = 0x6B68_6C67  # pg_advisory_xact_lock(key, hashtext(cluster)) ("khlg")
+
+
+def lock_latest_groups(conn: Connection, cluster: str) -> None:
+    """Wait for, and hold until the transaction ends, the lock of the cluster's latest group
+    offset rows. Every transaction that writes those rows takes it before its first row, so two
+    never hold some rows each while waiting for the other's: the offsets job's batch moves every
+    row of the cluster, in several statements, while the commit times move a few rows many
+    times a second; without it they deadlocked (both in key orders of their own)."""
+    conn.execute(
+        text("SELECT pg_advisory_xact_lock(CAST(:k AS integer), hashtext(:c))"),
+        {"k": LATEST_GROUPS_LOCK, "c": cluster},
+    )
+
+
+def _key(o: CommitObservation) -> tuple[str, str, int]:
+    return (o.group_id, o.topic, o.partition)
+
+
+def newest_observations(
+    observations: Sequence[CommitObservation],
+) -> dict[tuple[str, str, int], CommitObservation]:
+    """(group, topic, partition) -> its newest observation of `observations` (of two at the same
+    time, the later in the list: log order)."""
+    newest: dict[tuple[str, str, int], CommitObservation] = {}
+    for o in observations:
+        held = newest.get(_key(o))
+        if held is None or o.observed_at_ms >= held.observed_at_ms:
+            newest[_key(o)] = o
+    return newest
+
+
+def _arrays(observations: Sequence[CommitObservation]) -> dict[str, list[Any]]:
+    """The observations as the parallel arrays the statements unnest."""
+    return {
+        "groups": [o.group_id for o in observations],
+        "topics": [o.topic for o in observations],
+        "partitions": [o.partition for o in observations],
+        "committed": [o.committed_offset for o in observations],
+        "previous": [o.previous_offset for o in observations],
+        "observed": [o.observed_at_ms for o in observations],
+    }
+
+
+def insert_commits(
+    conn: Connection, observations: Sequence[CommitObservation], params: dict[str, Any], idempotent: bool
+) -> int:
+    """Append commit observations, sent as arrays in one statement (in key order, as every
+    writer of these rows does): the commit stream writes a few at a time, many times a minute,
+    where a staging table would cost four statements a write."""
+    if not observations:
+        return 0
+    arrays = _arrays(sorted(observations, key=lambda o: (_key(o), o.observed_at_ms)))
+    return rowcount(conn, _INSERT_COMMITS + on_conflict(idempotent), {**params, **arrays})
+
+
+_INSERT_COMMITS = f"""
+INSERT INTO commit_observations (
+    cluster, group_id, topic, partition, observed_at, committed_offset, previous_offset)
+SELECT :cluster, s.group_id, s.topic, s.partition, {tstz("s.observed_ms")}, s.committed_offset,
+       s.previous_offset
+FROM unnest(CAST(:groups AS text[]), CAST(:topics AS text[]), CAST(:partitions AS integer[]),
+            CAST(:committed AS bigint[]), CAST(:previous AS bigint[]), CAST(:observed AS bigint[]))
+     AS s(group_id, topic, partition, committed_offset, previous_offset, observed_ms)"""
+
+_UPSERT_LATEST_COMMITS = f"""
+INSERT INTO latest_commits AS l (cluster, group_id, topic, partition, committed_offset, observed_at)
+SELECT :cluster, s.group_id, s.topic, s.partition, s.committed_offset, {tstz("s.observed_ms")}
+FROM unnest(CAST(:groups AS text[]), CAST(:topics AS text[]), CAST(:partitions AS integer[]),
+            CAST(:committed AS bigint[]), CAST(:observed AS bigint[]))
+     WITH ORDINALITY AS s(group_id, topic, partition, committed_offset, observed_ms, n)
+ORDER BY s.n
+ON CONFLICT (cluster, group_id, topic, partition) DO UPDATE SET
+    committed_offset = excluded.committed_offset, observed_at = excluded.observed_at
+WHERE l.observed_at <= excluded.observed_at"""
+
+_UPDATE_LAST_COMMIT = f"""
+UPDATE latest_group_offsets AS l
+SET last_commit_observed_at = {tstz("s.observed_ms")}
+FROM unnest(CAST(:groups AS text[]), CAST(:topics AS text[]), CAST(:partitions AS integer[]),
+            CAST(:observed AS bigint[])) AS s(group_id, topic, partition, observed_ms)
+WHERE l.cluster = :cluster AND l.group_id = s.group_id AND l.topic = s.topic AND l.partition = s.partition
+  AND (l.last_commit_observed_at IS NULL OR l.last_commit_observed_at < {tstz("s.observed_ms")})"""
