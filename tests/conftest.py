@@ -57,8 +57,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # The soak runs last, when the time budget left can be judged (tests/integration/test_soak.py).
-    items.sort(key=lambda item: item.get_closest_marker("soak") is not None)
+    # The Helm chart's tests run late, their Helm built meanwhile (tests/fixtures/helm.py); the
+    # soak last, when the time budget left can be judged (tests/integration/test_soak.py).
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("soak") is not None,
+            "helm" in getattr(item, "fixturenames", ()),
+        )
+    )
     # The version matrix's end-to-end run belongs to the matrix runs (`make test-compat`, and the
     # versions `make test` adds), which name their Kafka version; the whole suite at the default
     # version has its own end-to-end tests.

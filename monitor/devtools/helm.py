@@ -61,10 +61,16 @@ def _go() -> str:
     return found
 
 
-def _run_go(args: list[str], env: dict[str, str], what: str) -> str:
+def _run_go(args: list[str], env: dict[str, str], what: str, *, background: bool = False) -> str:
+    """Run `go`; `background`: at the lowest CPU priority, one package at a time (it then takes
+    only what the rest of the machine leaves)."""
+    command = [_go(), *args]
+    if background:
+        command = ["nice", "-n", "19", *command]
+        env = {**env, "GOFLAGS": "-p=1", "GOMAXPROCS": "1"}
     try:
         done = subprocess.run(
-            [_go(), *args],
+            command,
             env={**os.environ, **env},
             capture_output=True,
             text=True,
@@ -89,9 +95,12 @@ def _helm_works(path: Path) -> bool:
     return done.returncode == 0 and done.stdout.startswith(HELM_VERSION)
 
 
-def ensure_helm(cache: Path | None = None, report: Callable[[str], None] = print) -> Path:
+def ensure_helm(
+    cache: Path | None = None, report: Callable[[str], None] = print, *, background: bool = False
+) -> Path:
     """The pinned Helm binary, built from the Go module proxy the first time. Idempotent; the
-    binary appears whole or not at all.
+    binary appears whole or not at all. `background`: build at the lowest priority (a test
+    session starts it at once and takes the binary when its Helm tests run).
 
     Raises ToolError (naming what to install or what failed) when it cannot be built."""
     target = helm_path(cache)
@@ -106,6 +115,7 @@ def ensure_helm(cache: Path | None = None, report: Callable[[str], None] = print
             ["install", "-trimpath", f"-ldflags={flags}", f"{HELM_MODULE}/cmd/helm@{HELM_VERSION}"],
             {"GOBIN": scratch},
             f"go install {HELM_MODULE}/cmd/helm@{HELM_VERSION}",
+            background=background,
         )
         Path(scratch, "helm").replace(target)
     if not _helm_works(target):
