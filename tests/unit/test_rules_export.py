@@ -63,7 +63,8 @@ def _default_export() -> tuple[str, dict[str, list[dict[str, object]]], dict[str
     alerts: dict[str, list[dict[str, object]]] = {}
     for group in yaml.safe_load(exported.text())["groups"]:
         for rule in group["rules"]:
-            alerts.setdefault(rule["alert"], []).append(rule)
+            if "alert" in rule:
+                alerts.setdefault(rule["alert"], []).append(rule)
     return exported.text(), alerts, {s.rule: s.reason for s in exported.skipped}
 
 
@@ -77,7 +78,9 @@ def test_the_default_pack_passes_promtool(tmp_path: Path) -> None:
     path.write_text(text, encoding="utf-8")
     checked = promtool_check(path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert f"SUCCESS: {sum(len(a) for a in alerts.values())} rules found" in checked.stdout
+    rules = sum(len(group["rules"]) for group in yaml.safe_load(text)["groups"])
+    assert rules > sum(len(a) for a in alerts.values())  # the recording rules besides
+    assert f"SUCCESS: {rules} rules found" in checked.stdout
 
 
 def test_every_default_rule_is_exported_or_listed_with_its_reason() -> None:
@@ -115,6 +118,25 @@ def test_for_labels_and_annotations_come_from_the_rule(
     if "runbook_url" in expected:
         assert annotations["runbook_url"].startswith(expected["runbook_url"])  # type: ignore[index]
     assert annotations["summary"] and annotations["description"]  # type: ignore[index]
+
+
+def test_series_with_more_labels_than_their_keys_are_recorded_once_and_read_recorded() -> None:
+    text, alerts, _ = _default_export()
+    first, *others = yaml.safe_load(text)["groups"]
+    assert first["name"] == "kafka-health-series"
+    recorded = {rule["record"]: rule["expr"] for rule in first["rules"]}
+    assert recorded == {
+        "cluster_group_topic:kafka_consumer_group_topic_max_lag_in_seconds:max":
+            "max by (cluster, group, topic) (kafka_consumer_group_topic_max_lag_in_seconds)",
+        "cluster_group_topic:kafka_consumer_group_topic_sum_lag_in_offsets:max":
+            "max by (cluster, group, topic) (kafka_consumer_group_topic_sum_lag_in_offsets)",
+    }  # fmt: skip
+    exprs = [rule["expr"] for group in others for rule in group["rules"]]
+    assert all("record" not in rule for group in others for rule in group["rules"])
+    assert not any("clustername" in e or "max by" in e for e in exprs)
+    assert all(any(name in e for e in exprs) for name in recorded)
+    lag = alerts["ConsumerLagSeconds"][1]["expr"]
+    assert lag.startswith("(cluster_group_topic:kafka_consumer_group_topic_max_lag_in_seconds:max) and ")
 
 
 def test_a_summary_keeps_its_labels_value_and_filters() -> None:
@@ -171,7 +193,11 @@ def test_a_user_pack_s_inexpressible_rule_is_reported(tmp_path: Path) -> None:
     assert line in result.stderr
     text = out.read_text(encoding="utf-8")
     assert f"# {line}" in text
-    (group,) = yaml.safe_load(text)["groups"]
+    recording, group = yaml.safe_load(text)["groups"]
+    assert [r["record"] for r in recording["rules"]] == [
+        "cluster_group_topic:kafka_consumer_group_topic_max_lag_in_seconds:max",
+        "cluster_group_topic:kafka_consumer_group_topic_sum_lag_in_offsets:max",
+    ]
     assert group["name"] == "kafka-health-orders"
     (alert,) = group["rules"]
     assert alert["alert"] == "OrdersLagging" and alert["for"] == "10m"
@@ -199,7 +225,7 @@ TRANSLATIONS = [
          "(kafka_health_broker_disk_used_ratio >= 0.5) and (kafka_health_broker_disk_used_ratio <= 0.9)"),
         ("broker", "disk_used_ratio IS NOT NULL", "kafka_health_broker_disk_used_ratio"),
         ("group_topic", "offset_lag > 0 AND group_id IN ('a', 'b\"')",
-         '(max by (cluster, group, topic) (kafka_consumer_group_topic_sum_lag_in_offsets) > 0) and on(group) '
+         '(cluster_group_topic:kafka_consumer_group_topic_sum_lag_in_offsets:max > 0) and on(group) '
          '(label_replace(vector(1), "group", "a", "", "") or label_replace(vector(1), "group", "b\\"", "", ""))'),
         ("broker", "up AND broker_id <> 2",
          '(kafka_health_broker_up == 1) unless on(broker) (label_replace(vector(1), "broker", "2", "", ""))'),
@@ -274,7 +300,8 @@ def test_max_for_caps_every_for(tmp_path: Path) -> None:
         app, ["rules", "export", "--format", "prometheus", "--max-for", "30s", "--out", str(out)]
     )
     assert result.exit_code == 0, result.output
-    fors = [rule.get("for") for group in yaml.safe_load(out.read_text())["groups"] for rule in group["rules"]]
+    groups = yaml.safe_load(out.read_text())["groups"]
+    fors = [rule.get("for") for group in groups for rule in group["rules"] if "alert" in rule]
     assert set(fors) == {"30s"}
     result = runner.invoke(app, ["rules", "export", "--format", "prometheus", "--max-for", "0s"])
     assert all("for" not in r for g in yaml.safe_load(result.stdout)["groups"] for r in g["rules"])

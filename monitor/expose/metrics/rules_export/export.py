@@ -1,6 +1,8 @@
 """The rule pack as a Prometheus rule file (`kafka-health rules export --format prometheus`).
 
-Each rule becomes one alerting rule per severity tier, most severe first, named like the rule: a
+A first group records the series read with more labels than their entity's keys (kafka-lag-go's
+`clustername`), one per entity, so the alerting rules read them plainly. Each rule becomes one
+alerting rule per severity tier, most severe first, named like the rule: a
 tier holds where the rule's condition and its `when` hold and no more severe tier's `when` does
 (the engine's "most severe matching tier wins"). Its expression keeps the rule's value (`$value`)
 where `/metrics` serves it; its labels are the tier's severity and the rule's labels; `for:` is
@@ -21,9 +23,13 @@ import yaml
 from monitor.core.vocabulary import format_duration
 from monitor.evaluate.rules import Rule, SeverityTier
 from monitor.expose.metrics.rules_export.promql import Inexpressible, Translator, Value, parse
+from monitor.expose.metrics.rules_export.served import recording_rules
 from monitor.expose.metrics.rules_export.templates import go_template
 
 GROUP_PREFIX = "kafka-health-"
+RECORDING_GROUP = f"{GROUP_PREFIX}series"
+"""The recording rules: series served with more labels than their entity's keys (kafka-lag-go's
+`clustername`), one series per entity, read by the alerting rules of the other groups."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +53,8 @@ class Export:
 
     @property
     def exported(self) -> list[str]:
-        return sorted({rule["alert"] for group in self.groups for rule in group["rules"]})
+        """The alerting rules' names."""
+        return sorted({rule["alert"] for group in self.groups for rule in group["rules"] if "alert" in rule})
 
     def text(self) -> str:
         """The rule file: a comment saying what was left out and why, then the groups."""
@@ -78,6 +85,9 @@ def export_rules(
             result.notes += notes
         if exported:
             result.groups.append({"name": f"{GROUP_PREFIX}{path.stem}", "rules": exported})
+    recorded = recording_rules("\n".join(r["expr"] for g in result.groups for r in g["rules"]))
+    if recorded:
+        result.groups.insert(0, {"name": RECORDING_GROUP, "rules": recorded})
     return result
 
 

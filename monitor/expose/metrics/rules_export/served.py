@@ -10,10 +10,11 @@ served, even when a similar one exists elsewhere.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from monitor.core.derived import KEYS, columns_of
+from monitor.core.derived import ENTITIES, KEYS, columns_of
 from monitor.expose.metrics.catalogue import STATE, MetricSpec
 
 LABELLED_ONE = "one"
@@ -36,11 +37,36 @@ class ServedColumn:
     """The metric has exactly the key labels, so it is read as it is."""
 
     def read(self, matchers: str = "") -> str:
-        """The PromQL reading the column, one series per entity (`matchers`: `{...}` or empty)."""
-        selector = f"{self.metric}{matchers}"
+        """The PromQL reading the column, one series per entity (`matchers`: `{...}` or empty): a
+        number served with more labels than the keys is read from its recording rule."""
         if self.bare and not matchers:
-            return selector
-        return f"max by ({', '.join(self.keys)}) ({selector})"
+            return self.metric
+        if self.recorded is not None and not matchers:
+            return self.recorded
+        return self.aggregated(matchers)
+
+    def aggregated(self, matchers: str = "") -> str:
+        return f"max by ({', '.join(self.keys)}) ({self.metric}{matchers})"
+
+    @property
+    def recorded(self) -> str | None:
+        """The recording rule's name for a number served with more labels than its keys
+        (kafka-lag-go's `clustername`), after Prometheus' `level:metric:operations`; None when
+        the metric is read as it is or is a text column."""
+        if self.bare or self.text_label is not None:
+            return None
+        return f"{'_'.join(self.keys)}:{self.metric}:max"
+
+
+def recording_rules(used: str) -> list[dict[str, str]]:
+    """The recording rules of the columns whose recorded names `used` (PromQL text) reads."""
+    rules: dict[str, str] = {}
+    for entity in ENTITIES:
+        for served in served_columns(entity).values():
+            name = served.recorded
+            if name is not None and re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", used):
+                rules.setdefault(name, served.aggregated())
+    return [{"record": name, "expr": expr} for name, expr in rules.items()]
 
 
 @lru_cache(maxsize=16)
