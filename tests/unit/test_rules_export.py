@@ -5,6 +5,7 @@ semantics, and bad arguments exit 2 with a clear error."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import textwrap
 from pathlib import Path
@@ -120,20 +121,23 @@ def test_for_labels_and_annotations_come_from_the_rule(
     assert annotations["summary"] and annotations["description"]  # type: ignore[index]
 
 
-def test_series_with_more_labels_than_their_keys_are_recorded_once_and_read_recorded() -> None:
+def test_every_series_is_recorded_once_with_its_key_labels_and_read_recorded() -> None:
     text, alerts, _ = _default_export()
     first, *others = yaml.safe_load(text)["groups"]
     assert first["name"] == "kafka-health-series"
     recorded = {rule["record"]: rule["expr"] for rule in first["rules"]}
-    assert recorded == {
+    assert recorded.items() >= {
         "cluster_group_topic:kafka_consumer_group_topic_max_lag_in_seconds:max":
             "max by (cluster, group, topic) (kafka_consumer_group_topic_max_lag_in_seconds)",
         "cluster_group_topic:kafka_consumer_group_topic_sum_lag_in_offsets:max":
             "max by (cluster, group, topic) (kafka_consumer_group_topic_sum_lag_in_offsets)",
-    }  # fmt: skip
+    }.items()  # fmt: skip
     exprs = [rule["expr"] for group in others for rule in group["rules"]]
     assert all("record" not in rule for group in others for rule in group["rules"])
     assert not any("clustername" in e or "max by" in e for e in exprs)
+    bare = re.compile(r"(?<![:\w])(kafka|kminion)_\w+(?![:\w])")
+    assert [e for e in exprs if bare.search(e)] == [], "a scraped series read without its recording rule"
+    assert all(rule["expr"].startswith("max by (cluster") for rule in first["rules"])
     assert all(any(name in e for e in exprs) for name in recorded)
     lag = alerts["ConsumerLagSeconds"][1]["expr"]
     assert lag.startswith("(cluster_group_topic:kafka_consumer_group_topic_max_lag_in_seconds:max) and ")
@@ -209,26 +213,26 @@ def test_a_user_pack_s_inexpressible_rule_is_reported(tmp_path: Path) -> None:
 
 
 TRANSLATIONS = [
-        ("partition", "offline", "kafka_health_partition_offline == 1"),
-        ("partition", "NOT offline", "kafka_health_partition_offline == 0"),
+        ("partition", "offline", "cluster_topic_partition:kafka_health_partition_offline:max == 1"),
+        ("partition", "NOT offline", "cluster_topic_partition:kafka_health_partition_offline:max == 0"),
         ("partition", "under_min_isr AND NOT coalesce(offline, false)",
-         "(kafka_health_partition_under_min_isr == 1) unless (kafka_health_partition_offline == 1)"),
-        ("broker", "NOT coalesce(probe_failing, true)", "kafka_health_broker_probe_failing == 0"),
-        ("cluster", "NOT (collection_age_seconds > 300)", "kafka_health_cluster_collection_age_seconds <= 300"),
+         "(cluster_topic_partition:kafka_health_partition_under_min_isr:max == 1) unless (cluster_topic_partition:kafka_health_partition_offline:max == 1)"),
+        ("broker", "NOT coalesce(probe_failing, true)", "cluster_broker:kafka_health_broker_probe_failing:max == 0"),
+        ("cluster", "NOT (collection_age_seconds > 300)", "cluster:kafka_health_cluster_collection_age_seconds:max <= 300"),
         ("group", "status IN ('ERR', 'WARN')", 'max by (cluster, group) (kafka_health_group_status{status=~"ERR|WARN"})'),
         ("group", "status NOT IN ('OK')", 'max by (cluster, group) (kafka_health_group_status{status!~"OK"})'),
         ("group", "status = 'a\"b\\\\c'", 'max by (cluster, group) (kafka_health_group_status{status="a\\"b\\\\c"})'),
         ("group", "status IN ('.*', 'a|b')", 'max by (cluster, group) (kafka_health_group_status{status=~"\\\\.\\\\*|a\\\\|b"})'),
         ("broker", "try_divide(leaders, fair_share_leaders) > 2",
-         "(kafka_health_broker_leaders / (kafka_health_broker_fair_share_leaders != 0)) > 2"),
+         "(cluster_broker:kafka_health_broker_leaders:max / (cluster_broker:kafka_health_broker_fair_share_leaders:max != 0)) > 2"),
         ("broker", "disk_used_ratio BETWEEN 0.5 AND 0.9",
-         "(kafka_health_broker_disk_used_ratio >= 0.5) and (kafka_health_broker_disk_used_ratio <= 0.9)"),
-        ("broker", "disk_used_ratio IS NOT NULL", "kafka_health_broker_disk_used_ratio"),
+         "(cluster_broker:kafka_health_broker_disk_used_ratio:max >= 0.5) and (cluster_broker:kafka_health_broker_disk_used_ratio:max <= 0.9)"),
+        ("broker", "disk_used_ratio IS NOT NULL", "cluster_broker:kafka_health_broker_disk_used_ratio:max"),
         ("group_topic", "offset_lag > 0 AND group_id IN ('a', 'b\"')",
          '(cluster_group_topic:kafka_consumer_group_topic_sum_lag_in_offsets:max > 0) and on(group) '
          '(label_replace(vector(1), "group", "a", "", "") or label_replace(vector(1), "group", "b\\"", "", ""))'),
         ("broker", "up AND broker_id <> 2",
-         '(kafka_health_broker_up == 1) unless on(broker) (label_replace(vector(1), "broker", "2", "", ""))'),
+         '(cluster_broker:kafka_health_broker_up:max == 1) unless on(broker) (label_replace(vector(1), "broker", "2", "", ""))'),
 ]  # fmt: skip
 """(entity, Spark SQL condition, its PromQL): names and texts with quotes, backslashes and regex
 characters are data."""

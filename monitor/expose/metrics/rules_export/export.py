@@ -1,7 +1,7 @@
 """The rule pack as a Prometheus rule file (`kafka-health rules export --format prometheus`).
 
-A first group records the series read with more labels than their entity's keys (kafka-lag-go's
-`clustername`), one per entity, so the alerting rules read them plainly. Each rule becomes one
+A first group records each series the alerting rules read as one series per entity with only its
+key labels (`served.py` says why), so the alerting rules read them plainly. Each rule becomes one
 alerting rule per severity tier, most severe first, named like the rule: a
 tier holds where the rule's condition and its `when` hold and no more severe tier's `when` does
 (the engine's "most severe matching tier wins"). Its expression keeps the rule's value (`$value`)
@@ -28,8 +28,8 @@ from monitor.expose.metrics.rules_export.templates import go_template
 
 GROUP_PREFIX = "kafka-health-"
 RECORDING_GROUP = f"{GROUP_PREFIX}series"
-"""The recording rules: series served with more labels than their entity's keys (kafka-lag-go's
-`clustername`), one series per entity, read by the alerting rules of the other groups."""
+"""The recording rules: each series the alerting rules read, one per entity with only its key
+labels."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,7 +81,7 @@ _ARITHMETIC: dict[type[exp.Expression], str] = {
 _FUNCTIONS: dict[type[exp.Expression], str] = {exp.Abs: "abs", exp.Floor: "floor", exp.Ceil: "ceil"}
 _REGEX_SPECIAL = set("\\.+*?()|[]{}^$")
 _SIMPLE = re.compile(
-    r'[a-z_:]+|[0-9][0-9.eE+-]*|max by \([a-z_, ]+\) \([a-z_:]+(\{[a-z_]+[=!~]+"[^"{}]*"\})?\)'
+    r'[a-z_:][a-z0-9_:]*|[0-9][0-9.eE+-]*|max by \([a-z_, ]+\) \([a-z_:]+(\{[a-z_]+[=!~]+"[^"{}]*"\})?\)'
 )
 
 

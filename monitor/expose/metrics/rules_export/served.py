@@ -1,6 +1,11 @@
 """Which columns of a rule's entity `/metrics` serves, and the PromQL that reads each one with
 exactly the entity's key labels (so two columns of one entity match one to one).
 
+Every read is `max by (<keys>)`: a scrape adds its target's labels (`job`, `instance`) and the
+kafka-lag-go names carry `clustername`, so two reads of one entity would not match otherwise, and
+two daemons serving the same database (replicas) give one series, not two. Numbers are read
+through recording rules (`recording_rules`) named after the metric.
+
 Read from the catalogue: a state metric whose query is the entity and whose column is one of the
 entity's derived columns (`monitor.core.derived`) serves that column; a metric of value 1 labelled
 with a column's text (`kafka_health_group_status{status=...}`) serves that text column. Nothing
@@ -33,14 +38,11 @@ class ServedColumn:
     """The entity's key labels (cluster first): those every read of the entity keeps."""
     text_label: str | None = None
     """For a text column: the label holding its value on a metric of value 1."""
-    bare: bool = True
-    """The metric has exactly the key labels, so it is read as it is."""
 
     def read(self, matchers: str = "") -> str:
-        """The PromQL reading the column, one series per entity (`matchers`: `{...}` or empty): a
-        number served with more labels than the keys is read from its recording rule."""
-        if self.bare and not matchers:
-            return self.metric
+        """The PromQL reading the column, one series per entity with only its key labels
+        (`matchers`: `{...}` or empty): a number from its recording rule, a text column's metric
+        aggregated here with `matchers` on its label."""
         if self.recorded is not None and not matchers:
             return self.recorded
         return self.aggregated(matchers)
@@ -50,10 +52,9 @@ class ServedColumn:
 
     @property
     def recorded(self) -> str | None:
-        """The recording rule's name for a number served with more labels than its keys
-        (kafka-lag-go's `clustername`), after Prometheus' `level:metric:operations`; None when
-        the metric is read as it is or is a text column."""
-        if self.bare or self.text_label is not None:
+        """The recording rule's name for a number, after Prometheus' `level:metric:operations`;
+        None for a text column."""
+        if self.text_label is not None:
             return None
         return f"{'_'.join(self.keys)}:{self.metric}:max"
 
@@ -83,11 +84,13 @@ def served_columns(entity: str) -> dict[str, ServedColumn]:
         if spec.column == LABELLED_ONE:
             extra = [label for label in spec.labels if label not in keys and label != ALIAS_LABEL]
             if len(extra) == 1 and columns.get(extra[0]) and columns[extra[0]].type == "string":
-                served.setdefault(extra[0], ServedColumn(extra[0], spec.name, keys, extra[0], bare=False))
-        elif spec.column in columns and columns[spec.column].type != "string":
-            found = served.get(spec.column)
-            if found is None or (not found.bare and spec.labels == keys):  # ours before an alias
-                served[spec.column] = _numeric(spec, keys)
+                served.setdefault(extra[0], ServedColumn(extra[0], spec.name, keys, extra[0]))
+        elif (
+            spec.column in columns
+            and columns[spec.column].type != "string"
+            and (spec.column not in served or spec.labels == keys)  # ours before kafka-lag-go's
+        ):
+            served[spec.column] = ServedColumn(spec.column, spec.name, keys)
     return served
 
 
@@ -95,10 +98,6 @@ def key_labels(specs: list[MetricSpec]) -> tuple[str, ...]:
     """The labels every metric of one query has (but kafka-lag-go's alias): its key labels."""
     common = [label for label in specs[0].labels if label != ALIAS_LABEL]
     return tuple(label for label in common if all(label in spec.labels for spec in specs))
-
-
-def _numeric(spec: MetricSpec, keys: tuple[str, ...]) -> ServedColumn:
-    return ServedColumn(spec.column or "", spec.name, keys, bare=spec.labels == keys)
 
 
 def key_label(entity: str, column: str) -> str | None:
