@@ -152,19 +152,41 @@ def export(
     exported = export_rules([(report.path, report.rules) for report in ruleset.files], max_for=cap)
     for skipped in exported.skipped:
         err.print(skipped.line(), markup=False, highlight=False)
-    text = exported.text()
     if out_file is None:
-        sys.stdout.write(text)
+        sys.stdout.write(exported.text())
         return
-    partial = out_file.with_name(f".{out_file.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(out_file)
+    write_text(out_file, exported.text())
     err.print(
         f"wrote {len(exported.exported)} rule(s) to {shown_path(out_file)}; "
         f"{len(exported.skipped)} not exported",
         markup=False,
         highlight=False,
     )
+
+
+def export_prometheus_rules(rules_dir: Path | None, out_file: Path) -> tuple[int, int]:
+    """The rules of `rules_dir` (None: the shipped pack) written to `out_file` as Prometheus
+    rules; (alerting rules exported, rules not exported). The demo's Prometheus loads them."""
+    from monitor.evaluate.rules import load_rules, rule_files
+    from monitor.expose.metrics.rules_export.export import export_rules
+
+    ruleset = load_rules(rule_files(rules_dir))
+    exported = export_rules([(report.path, report.rules) for report in ruleset.files])
+    write_text(out_file, exported.text())
+    return len(exported.exported), len(exported.skipped)
+
+
+def write_text(path: Path, text: str) -> None:
+    """`text` into `path`, whole or not at all (written beside it, then renamed)."""
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise fail(
+            f"cannot write {shown_path(path)}: {exc.strerror or exc}; choose a writable --out"
+        ) from exc
 
 
 def _export_paths(rules_dir: Path | None) -> list[Path] | None:

@@ -284,6 +284,10 @@ def test_what_has_no_promql_form_says_why(entity: str, condition: str, reason: s
         (["--format", "prometheus", "--max-for", "5x"], "--max-for: bad duration '5x'"),
         (["--format", "prometheus", "--out", "{tmp}"], "is a directory; give a file name"),
         (["--format", "prometheus", "--out", "{tmp}/no/such/x.yaml"], "does not exist; create it first"),
+        (
+            ["--format", "prometheus", "--out", "/proc/kafka-health.rules.yaml"],
+            "cannot write /proc/kafka-health",
+        ),
     ],
 )
 def test_bad_arguments_exit_2_with_a_clear_error(tmp_path: Path, args: list[str], message: str) -> None:
