@@ -1,4 +1,4 @@
-"""`kafka-health rules ...`: check, list and explain the alert rules without running anything.
+"""`kafka-health rules ...`: check, list, explain and export the alert rules without running anything.
 
 The rule machinery (sqlglot, jinja2) is imported by the commands, not at start-up, so that the
 other `kafka-health` commands do not pay for it.
