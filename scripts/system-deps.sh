@@ -3,7 +3,8 @@
 # Maven (fetches Kafka and the JDBC driver from Maven Central), Go (builds Helm for the chart's
 # test), the PostgreSQL server, and
 # Debian's Chromium (the browser tests drive /usr/bin/chromium; nothing downloads a browser),
-# Debian's Prometheus and Alertmanager (the push and Alertmanager receiver tests).
+# Debian's Prometheus (with promtool) and Alertmanager (the push, Alertmanager receiver and
+# exported rules tests).
 # Idempotent and quick when everything is there. As root on Debian/Ubuntu it installs what is
 # missing with apt-get; otherwise it says what to install and exits non-zero.
 set -euo pipefail
@@ -42,8 +43,9 @@ have psql && pg_client_ok=1
 for d in /usr/lib/postgresql/*/bin; do [ -x "$d/psql" ] && pg_client_ok=1; done
 [ "$pg_client_ok" = 1 ] || missing+=(postgresql-client)
 
-# Push and Alertmanager integrations are tested against Debian's real servers.
-have prometheus || missing+=(prometheus)
+# Push and Alertmanager integrations are tested against Debian's real servers; the exported
+# Prometheus rules are checked with the same package's promtool.
+if ! have prometheus || ! have promtool; then missing+=(prometheus); fi
 have prometheus-alertmanager || missing+=(prometheus-alertmanager)
 
 # The web pages are tested in a real headless browser: Debian's package, with its fonts.

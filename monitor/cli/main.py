@@ -127,8 +127,9 @@ def demo(
         bool,
         typer.Option(
             "--with-prometheus",
-            help="Also start Debian's Prometheus on 127.0.0.1:9090, scraping the daemon's /metrics "
-            "and receiving its remote write (labelled source=remote_write).",
+            help="Also start Debian's Prometheus on 127.0.0.1:9090, scraping the daemon's /metrics, "
+            "receiving its remote write (labelled source=remote_write) and evaluating the rule pack "
+            "as exported by `rules export --format prometheus`.",
         ),
     ] = False,
     prometheus_port: Annotated[
@@ -162,9 +163,12 @@ def demo(
             from monitor.devtools.paths import var_dir
             from monitor.devtools.servers import PrometheusServer
 
+            rules_file = var_dir() / "prometheus" / "kafka-health.rules.yaml"
+            rules_file.parent.mkdir(parents=True, exist_ok=True)
+            exported, not_exported = rules.export_prometheus_rules(settings.evaluate.rules_dir, rules_file)
             prometheus = PrometheusServer(
                 var_dir() / "prometheus", prometheus_port, scrape_targets=[f"127.0.0.1:{settings.web.port}"],
-                scrape_interval="15s",
+                scrape_interval="15s", rule_files=[rules_file],
             )  # fmt: skip
             prometheus.start()
             extras.callback(prometheus.stop)
@@ -172,6 +176,10 @@ def demo(
             _say(
                 f"Prometheus on {prometheus.url}: scraping the daemon and receiving its remote write; "
                 "try  max by (group) (kafka_consumer_group_max_lag_in_seconds)"
+            )
+            _say(
+                f"Prometheus evaluates {exported} rules of the pack ({not_exported} not expressible over "
+                f"/metrics: `kafka-health rules export --format prometheus`): {prometheus.url}/alerts"
             )
         ensure_demo_topic(settings, _say)
         daemon = build_app(settings, services.database_url)

@@ -1,4 +1,4 @@
-"""`kafka-health rules ...`: check, list and explain the alert rules without running anything.
+"""`kafka-health rules ...`: check, list, explain and export the alert rules without running anything.
 
 The rule machinery (sqlglot, jinja2) is imported by the commands, not at start-up, so that the
 other `kafka-health` commands do not pay for it.
@@ -6,13 +6,14 @@ other `kafka-health` commands do not pay for it.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from monitor.cli.common import err, out, shown_path
+from monitor.cli.common import err, fail, out, shown_path
 from monitor.core.derived import ENTITIES, KEYS, columns_of
 from monitor.core.formatting import printable_markup
 
@@ -100,3 +101,121 @@ def columns(
         for column in columns_of(name).values():
             table.add_row(column.name, column.type, column.meaning)
         out.print(table)
+
+
+EXPORT_FORMATS = ("prometheus",)
+
+
+@app.command("export")
+def export(
+    format_: Annotated[
+        str, typer.Option("--format", help=f"The rule file format: {', '.join(EXPORT_FORMATS)}.")
+    ],
+    rules_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--rules-dir",
+            help="The rule files to export, as `evaluate.rules_dir` names them; default: the shipped pack.",
+        ),
+    ] = None,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Write here; default: standard output.")
+    ] = None,
+    max_for: Annotated[
+        str | None,
+        typer.Option(
+            "--max-for",
+            help="Cap every rule's `for:` at this duration (e.g. 0s, 30s), to try the pack out.",
+        ),
+    ] = None,
+) -> None:
+    """The rules as a Prometheus rule file (alerting rules over the series of /metrics).
+
+    Rules that need what /metrics does not serve are listed on stderr (and in the file's header)
+    with the reason; the others are written. Exits 2 on a bad argument or a bad rule file.
+    """
+    from monitor.core.vocabulary import parse_duration
+    from monitor.expose.metrics.rules_export.export import export_rules
+
+    if format_ not in EXPORT_FORMATS:
+        raise fail(f"unknown --format {format_!r}; use one of: {', '.join(EXPORT_FORMATS)}")
+    try:
+        cap = None if max_for is None else parse_duration(max_for)
+    except ValueError as exc:
+        raise fail(f"--max-for: {exc}") from exc
+    _check_out(out_file)
+    ruleset = _load(_export_paths(rules_dir))
+    if not ruleset.ok:
+        for problem in ruleset.problems:
+            err.print(f"error: {problem}", markup=False, highlight=False)
+        raise fail("the rule files have problems; fix them first (`kafka-health rules check`)")
+    exported = export_rules([(report.path, report.rules) for report in ruleset.files], max_for=cap)
+    for skipped in exported.skipped:
+        err.print(skipped.line(), markup=False, highlight=False)
+    if out_file is None:
+        sys.stdout.write(exported.text())
+        return
+    write_text(out_file, exported.text())
+    err.print(
+        f"wrote {len(exported.exported)} rule(s) to {shown_path(out_file)}; "
+        f"{len(exported.skipped)} not exported",
+        markup=False,
+        highlight=False,
+    )
+
+
+def export_prometheus_rules(rules_dir: Path | None, out_file: Path) -> tuple[int, int]:
+    """The rules of `rules_dir` (None: the shipped pack) written to `out_file` as Prometheus
+    rules; (alerting rules exported, rules not exported). The demo's Prometheus loads them."""
+    from monitor.evaluate.rules import load_rules, rule_files
+    from monitor.expose.metrics.rules_export.export import export_rules
+
+    ruleset = load_rules(rule_files(rules_dir))
+    exported = export_rules([(report.path, report.rules) for report in ruleset.files])
+    write_text(out_file, exported.text())
+    return len(exported.exported), len(exported.skipped)
+
+
+def write_text(path: Path, text: str) -> None:
+    """`text` into `path`, whole or not at all (written beside it, then renamed)."""
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise fail(
+            f"cannot write {shown_path(path)}: {exc.strerror or exc}; choose a writable --out"
+        ) from exc
+
+
+def _export_paths(rules_dir: Path | None) -> list[Path] | None:
+    """The rule files of `--rules-dir` (None: the shipped pack); a bad directory is an error."""
+    if rules_dir is None:
+        return None
+    if not rules_dir.is_dir():
+        raise fail(
+            f"--rules-dir {shown_path(rules_dir)} is not a directory; "
+            "give the directory of your *.yaml rule files"
+        )
+    from monitor.evaluate.rules import rule_files
+
+    found = rule_files(rules_dir)
+    if not found:
+        raise fail(f"--rules-dir {shown_path(rules_dir)} holds no *.yaml rule file")
+    return found
+
+
+def _check_out(out_file: Path | None) -> None:
+    if out_file is None:
+        return
+    if out_file.is_dir():
+        raise fail(
+            f"--out {shown_path(out_file)} is a directory; give a file name, "
+            f"e.g. {shown_path(out_file / 'kafka-health.rules.yaml')}"
+        )
+    if not out_file.parent.is_dir():
+        raise fail(
+            f"--out {shown_path(out_file)}: the directory {shown_path(out_file.parent)} does not exist; "
+            "create it first"
+        )

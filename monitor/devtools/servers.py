@@ -111,7 +111,8 @@ def _system_binary(name: str, package: str) -> str:
 
 class PrometheusServer(LocalServer):
     """Debian's Prometheus with the remote-write receiver on, scraping `scrape_targets` (host:port
-    of `/metrics` endpoints) every `scrape_interval`."""
+    of `/metrics` endpoints) every `scrape_interval`, and evaluating the rule files `rule_files`
+    (as `kafka-health rules export --format prometheus` writes them) at the same interval."""
 
     kind = "prometheus"
     ready_path = "/-/ready"
@@ -122,10 +123,12 @@ class PrometheusServer(LocalServer):
         port: int,
         scrape_targets: Sequence[str] = (),
         scrape_interval: str = "2s",
+        rule_files: Sequence[Path] = (),
     ) -> None:
         super().__init__(directory, port)
         self.scrape_targets = list(scrape_targets)
         self.scrape_interval = scrape_interval
+        self.rule_files = list(rule_files)
 
     @property
     def remote_write_url(self) -> str:
@@ -136,6 +139,8 @@ class PrometheusServer(LocalServer):
             "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.scrape_interval},
             "scrape_configs": [],
         }
+        if self.rule_files:
+            config["rule_files"] = [str(path.resolve()) for path in self.rule_files]
         if self.scrape_targets:
             config["scrape_configs"].append(
                 {
@@ -165,6 +170,21 @@ class PrometheusServer(LocalServer):
             raise DevEnvironmentError(f"prometheus: query {promql!r} failed: {body}")
         result: list[dict[str, Any]] = body["data"]["result"]
         return result
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """The alerts of the loaded rules, pending and firing: `/api/v1/alerts`' list of
+        {"labels", "annotations", "state", "value", ...}."""
+        response = httpx.get(f"{self.url}/api/v1/alerts", timeout=10)
+        response.raise_for_status()
+        alerts: list[dict[str, Any]] = response.json()["data"]["alerts"]
+        return alerts
+
+    def rule_health(self) -> list[tuple[str, str, str]]:
+        """(rule name, health, last error) of every loaded rule, from `/api/v1/rules`."""
+        response = httpx.get(f"{self.url}/api/v1/rules", timeout=10)
+        response.raise_for_status()
+        groups = response.json()["data"]["groups"]
+        return [(r["name"], r["health"], r.get("lastError", "")) for g in groups for r in g["rules"]]
 
 
 class AlertmanagerServer(LocalServer):
