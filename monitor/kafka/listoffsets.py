@@ -52,7 +52,7 @@ from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from monitor.core.records import EndOffsetHeldBack, PartitionOffsets, TopicPartition
-from monitor.kafka.pyclient import KafkaPythonClient, unavailable
+from monitor.kafka.pyclient import KafkaPythonClient, KafkaPythonLoop, unavailable
 from monitor.kafka.translate import FUTURE_GRACE_SECONDS, is_end_offset_held_back, reason
 from monitor.kafka.wire import LIST_OFFSETS_MAX_VERSION, ListOffsets, ListOffsetsAnswer
 
@@ -128,10 +128,9 @@ def _request(keys: Sequence[TopicPartition], spec: int) -> Any:
 
 @dataclass
 class _Round:
-    """The requests of one call on kafka-python's IO loop (see `monitor.kafka.describe._Call` for
-    the connection manager's three methods used here: `send`, `call_soon`, `wait_for`)."""
+    """The requests of one call on kafka-python's IO loop (`monitor.kafka.pyclient.KafkaPythonLoop`)."""
 
-    manager: Any
+    manager: KafkaPythonLoop
     timeout: float
     known: Mapping[TopicPartition, PartitionOffsets]
     replies: dict[int, dict[TopicPartition, _Reply]] = field(
@@ -335,10 +334,10 @@ class LeaderOffsetsClient(KafkaPythonClient):
         call_failure: BaseException | None = None
         with self._lock:
             self._require_started()
-            manager = self._connect()._manager
-            call = _Round(manager, self.timeout, known or {})
+            loop = self._connect().loop
+            call = _Round(loop, self.timeout, known or {})
             try:
-                manager.run(call.run, wanted, leaders or {})
+                loop.run(call.run, wanted, leaders or {})
             except Exception as exc:
                 call_failure = _no_answer(exc, None, self.timeout)
             answers = {key: call.answer(key) for key in wanted}
