@@ -13,6 +13,10 @@ on three coordinators (50 requests) failed that way for 3,500 of them. So:
 - a broker that did not answer (connection refused or lost, timed out) fails its queued requests
   at once with the same error: a dead coordinator costs one timeout, not one per request.
 
+Pacing also bounds what a connection being made buffers: kafka-python sends its buffered requests
+all at once when the connection is made, past its limit, and those it could not write wait out the
+request timeout.
+
 Every request is bounded by the request timeout (and a few seconds of grace) from its first send,
 and by `until`, the caller's bound on the whole call.
 """

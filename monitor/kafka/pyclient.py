@@ -148,7 +148,7 @@ class KafkaPythonLoop:
         """Runs a coroutine function on the loop's thread and blocks for its result."""
         return self._manager.run(function, *args)
 
-    def api_version(self, request: Any, min_version: int | None = None) -> int:
+    def api_version(self, request: Any, min_version: int = 0) -> int:
         """The version of `request` the bootstrap broker and kafka-python share (raises
         IncompatibleBrokerVersion when there is none, from `min_version` on)."""
         versions = self._manager.broker_version_data

@@ -352,7 +352,7 @@ def test_thousands_of_groups_are_all_described_in_one_call(admin: KafkaAdmin, ka
     assert [(d.group_id, d.state) for d in described.value] == [(g, "Empty") for g in committed] + [
         (g, "Dead") for g in never
     ]
-    assert {d.coordinator for d in described.value} == set(kafka.broker_ids)
+    assert {d.coordinator for d in described.value} <= set(kafka.broker_ids)
 
 
 # -- topic configs -------------------------------------------------------------------------------

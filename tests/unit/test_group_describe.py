@@ -23,7 +23,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from monitor.core.errors import KafkaUnavailableError
 from monitor.core.records import GroupDescription, GroupMember
 from monitor.core.settings import ClusterConfig
-from monitor.kafka import describe
+from monitor.kafka import describe, paced
 from monitor.kafka.describe import GroupDescribeClient, classic_assignment, unwatched_of
 from monitor.kafka.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 from tests.fixtures.kafka_python import FakeConnectionManager, connected
@@ -301,6 +301,22 @@ def test_a_coordinator_that_never_answers_costs_one_timeout(monkeypatch: pytest.
     assert time.monotonic() - started < 2
     assert [d.group_id for d in result.value] == ["a"]
     assert set(result.errors) == {"b"}
+
+
+def test_a_coordinator_that_never_answers_costs_one_timeout_however_many_requests_it_is_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(describe, "_GRACE_SECONDS", 0.1)
+    monkeypatch.setattr(paced, "FUTURE_GRACE_SECONDS", 0.1)
+    groups = {f"g{i}": 1 + i % 2 for i in range(100)}
+    manager = FakeManager(coordinators=groups, classic={g: classic(g) for g in groups}, broken={2: None})
+
+    started = time.monotonic()
+    result = client_with(manager, timeout=0.3).describe_groups(list(groups), groups_per_request=5)
+
+    assert time.monotonic() - started < 2
+    assert {d.group_id for d in result.value} == {g for g, node in groups.items() if node == 1}
+    assert set(result.errors) == {g for g, node in groups.items() if node == 2}
 
 
 def test_find_coordinator_is_asked_once_more_when_its_broker_did_not_answer() -> None:
