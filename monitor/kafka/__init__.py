@@ -20,7 +20,9 @@ Modules: `properties` (librdkafka configuration), `translate` (errors, `Outcome`
 `records` (client objects -> records), `admin` (`KafkaAdmin`), `leaders` (`LeaderAdmin`:
 preferred leader election, and replica reordering over kafka-python), `timestamps`
 (`RecordTimestampReader`) with `cursor` (one partition's progress, pure), all over confluent-kafka;
-over kafka-python (`pyclient`: options and the client's lifecycle): `logdirs` (`LogDirClient`,
+over kafka-python (`pyclient`: options, the client's lifecycle and the IO loop its requests run
+on, through kafka-python's public names only; `paced`: requests paced to what a connection takes;
+`coordinators`: FindCoordinator): `logdirs` (`LogDirClient`,
 DescribeLogDirs, which librdkafka lacks), and the group requests librdkafka's admin client cannot
 survive while a coordinator dies: `groups` (`GroupOffsetsClient`, OffsetFetch) and `describe`
 (`GroupDescribeClient`, DescribeGroups and ConsumerGroupDescribe, whose messages are in

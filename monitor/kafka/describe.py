@@ -8,10 +8,10 @@ issues 4605, 3663 and 5040). kafka-python fails such a request with an exception
 admin client cannot describe KIP-848 groups, though, so the requests are built here from its
 protocol messages (and ours, `monitor.kafka.messages`) and sent on its IO loop:
 
-1. FindCoordinator for every group (v4+: up to `_KEYS_PER_FIND` groups per request; one request
-   per group before Kafka 3.0). Asked afresh on every call: kafka-python's own lookup caches a
-   coordinator forever, so the groups of a coordinator that died would keep going to it.
-2. DescribeGroups to each coordinator, `groups_per_request` groups per request, all at once.
+1. FindCoordinator for every group (`monitor.kafka.coordinators`), asked afresh on every call.
+2. DescribeGroups to each coordinator, `groups_per_request` groups per request, at most a
+   connection's share of requests in flight to each at once (`monitor.kafka.paced`: sent all at
+   once, kafka-python failed most of them at 5,000 groups with "Node paused: max_in_flight").
 3. The groups the classic answer calls unknown (GROUP_ID_NOT_FOUND, or "Dead" before v6):
    ConsumerGroupDescribe to the same coordinator. A KIP-848 group is one of them; a group unknown
    there too (or to a broker without that API, before 3.7, or with it switched off, 3.7 to 3.9:
@@ -19,31 +19,30 @@ protocol messages (and ours, `monitor.kafka.messages`) and sent on its IO loop:
 
 Each step waits at most the request timeout (plus a few seconds of grace) for all its requests;
 a FindCoordinator that got no answer is asked once more, of another broker. A coordinator that
-fails fails only its own groups.
+fails fails only its own groups (and its queued requests at once, not one timeout each).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import kafka.errors
 from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolType
-from kafka.protocol.metadata import CoordinatorType, FindCoordinatorRequest
 
 from monitor.core.records import GroupDescription, GroupMember, Partial, TopicPartition
+from monitor.kafka.coordinators import chunks, error_of, find_coordinators
 from monitor.kafka.messages import ConsumerGroupDescribeRequest
-from monitor.kafka.pyclient import KafkaPythonClient, unavailable
+from monitor.kafka.paced import in_flight_limit, send_all
+from monitor.kafka.pyclient import KafkaPythonClient, KafkaPythonLoop, unavailable
 from monitor.kafka.translate import FUTURE_GRACE_SECONDS, Outcome
 
 log = logging.getLogger(__name__)
 
 GROUPS_PER_REQUEST: Final = 100
-_KEYS_PER_FIND: Final = 500
-_FIND_ATTEMPTS: Final = 2
 _GRACE_SECONDS = FUTURE_GRACE_SECONDS
 _GROUP_ID_NOT_FOUND: Final = kafka.errors.GroupIdNotFoundError.errno
 _UNSUPPORTED_VERSION: Final = kafka.errors.UnsupportedVersionError.errno
@@ -53,22 +52,12 @@ _NO_KIP848_GROUP: Final = frozenset({_GROUP_ID_NOT_FOUND, _UNSUPPORTED_VERSION})
 _DEAD: Final = "Dead"
 
 
-def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
-    for start in range(0, len(items), size):
-        yield list(items[start : start + size])
-
-
 def _by_member_id(member: GroupMember) -> str:
     return member.member_id
 
 
 def _state(name: object) -> str:
     return str(name) if name else "Unknown"
-
-
-def _error(code: int, message: object) -> kafka.errors.KafkaError:
-    error_type: type[kafka.errors.KafkaError] = kafka.errors.for_code(code)
-    return error_type(str(message)) if message else error_type()
 
 
 # -- answers -> records ----------------------------------------------------------------------------
@@ -158,22 +147,23 @@ _Answer = Callable[[Any, int], bool]
 
 
 class _Call:
-    """The requests of one `describe_groups` call, run on kafka-python's IO loop by `run`.
+    """The requests of one `describe_groups` call, run on kafka-python's IO loop by `run`, paced
+    to at most `limit` requests in flight per coordinator (`monitor.kafka.paced`)."""
 
-    `manager` is kafka-python's connection manager: `send(request, node_id=None)` returns a
-    future (no node: the least loaded broker), `call_soon(coroutine_function)` runs one and
-    returns its future, `wait_for(future, timeout_ms)` awaits a future for at most that long.
-    """
-
-    def __init__(self, manager: Any, timeout: float, groups_per_request: int, outcome: Outcome) -> None:
-        self._manager = manager
+    def __init__(
+        self, loop: KafkaPythonLoop, timeout: float, groups_per_request: int, outcome: Outcome, limit: int
+    ) -> None:
+        self._loop = loop
         self._timeout = timeout
         self._per_request = groups_per_request
         self._outcome = outcome
+        self._limit = limit
         self.described: dict[str, GroupDescription] = {}
 
     async def run(self, group_ids: list[str]) -> None:
-        coordinators = await self._find_coordinators(group_ids)
+        coordinators = await find_coordinators(
+            self._loop, group_ids, self._timeout, self._outcome.failure, self._limit
+        )
         unknown = await self._ask(coordinators, self._describe_groups, self._classic)
         await self._ask(unknown, self._consumer_group_describe, self._consumer)
 
@@ -187,66 +177,6 @@ class _Call:
             else:
                 self._outcome.unanswered(group_id, "its coordinator's answer left it out")
 
-    async def _wait(self, future: Any, deadline: float) -> Any:
-        remaining_ms = max(0.0, deadline - time.monotonic()) * 1000
-        return await self._manager.wait_for(future, remaining_ms)
-
-    def _deadline(self) -> float:
-        return time.monotonic() + self._timeout + _GRACE_SECONDS
-
-    async def _find_coordinators(self, group_ids: list[str]) -> dict[str, int]:
-        found: dict[str, int] = {}
-        pending = list(_chunks(group_ids, _KEYS_PER_FIND))
-        for attempt in range(1, _FIND_ATTEMPTS + 1):
-            sent = [(keys, self._find(keys)) for keys in pending]
-            deadline = self._deadline()
-            pending = []
-            for keys, answer in sent:
-                try:
-                    coordinators = await self._wait(answer, deadline)
-                except Exception as exc:
-                    if attempt < _FIND_ATTEMPTS and unavailable(exc):
-                        pending.append(keys)  # the least loaded broker may be the one that died
-                        continue
-                    for group_id in keys:
-                        self._outcome.failure(group_id, exc)
-                    continue
-                for group_id, code, message, node in coordinators:
-                    if code:
-                        self._outcome.failure(group_id, _error(code, message))
-                    else:
-                        found[group_id] = int(node)
-            if not pending:
-                break
-        return found
-
-    def _find(self, keys: list[str]) -> Any:
-        """A future of `(group, error code, error message, node id)` for each of `keys`."""
-
-        async def batched() -> list[tuple[str, int, object, int]]:
-            request = FindCoordinatorRequest(
-                key_type=CoordinatorType.GROUP.value, coordinator_keys=keys, min_version=4
-            )
-            try:
-                response = await self._manager.send(request)
-            except kafka.errors.IncompatibleBrokerVersion:
-                return await one_by_one()
-            return [(str(c.key), c.error_code, c.error_message, c.node_id) for c in response.coordinators]
-
-        async def one_by_one() -> list[tuple[str, int, object, int]]:
-            # Before Kafka 3.0 a FindCoordinator names one group.
-            sent = [
-                (key, self._manager.send(FindCoordinatorRequest(key=key, key_type=0, max_version=3)))
-                for key in keys
-            ]
-            answers = []
-            for key, future in sent:
-                response = await future
-                answers.append((key, response.error_code, response.error_message, response.node_id))
-            return answers
-
-        return self._manager.call_soon(batched)
-
     def _describe_groups(self, group_ids: list[str]) -> Any:
         return DescribeGroupsRequest(groups=group_ids, include_authorized_operations=False)
 
@@ -256,32 +186,33 @@ class _Call:
     async def _ask(
         self, coordinators: Mapping[str, int], request: Callable[[list[str]], Any], answer: _Answer
     ) -> dict[str, int]:
-        """Send `request` to each coordinator for its groups, all at once, and hand each group's
+        """Send `request` to each coordinator for its groups, paced, and hand each group's
         answer to `answer`; returns the groups it passed on, with their coordinators."""
         by_node: dict[int, list[str]] = {}
         for group_id, node in coordinators.items():
             by_node.setdefault(node, []).append(group_id)
-        sent = [
-            (node, chunk, self._manager.send(request(chunk), node_id=node))
+        asked = [
+            (node, chunk)
             for node, group_ids in sorted(by_node.items())
-            for chunk in _chunks(group_ids, self._per_request)
+            for chunk in chunks(group_ids, self._per_request)
         ]
-        deadline = self._deadline()
+        until = time.monotonic() + self._timeout + _GRACE_SECONDS
+        answers = await send_all(
+            self._loop, [(node, request(chunk)) for node, chunk in asked], self._timeout, until, self._limit
+        )
         passed: dict[str, int] = {}
-        for node, chunk, future in sent:
-            try:
-                response = await self._wait(future, deadline)
-            except kafka.errors.IncompatibleBrokerVersion as exc:
+        for (node, chunk), response in zip(asked, answers, strict=True):
+            if isinstance(response, kafka.errors.IncompatibleBrokerVersion):
                 # Only ConsumerGroupDescribe can be missing: a broker before Kafka 3.7 has no
                 # KIP-848 groups, so a group its DescribeGroups does not know does not exist.
-                log.debug("broker %s: %s; %d unknown groups are Dead", node, exc, len(chunk))
+                log.debug("broker %s: %s; %d unknown groups are Dead", node, response, len(chunk))
                 for group_id in chunk:
                     self.described[group_id] = dead_description(group_id, node)
                     self._outcome.success()
                 continue
-            except Exception as exc:
+            if isinstance(response, BaseException):
                 for group_id in chunk:
-                    self._outcome.failure(group_id, exc)
+                    self._outcome.failure(group_id, response)
                 continue
             for group in response.groups:
                 if str(group.group_id) in chunk and answer(group, node):
@@ -292,7 +223,7 @@ class _Call:
         if group.error_code == _GROUP_ID_NOT_FOUND or (not group.error_code and group.group_state == _DEAD):
             return True
         if group.error_code:
-            self._outcome.failure(str(group.group_id), _error(group.error_code, group.error_message))
+            self._outcome.failure(str(group.group_id), error_of(group.error_code, group.error_message))
         else:
             self.described[str(group.group_id)] = classic_description(group, node)
             self._outcome.success()
@@ -303,7 +234,7 @@ class _Call:
         if group.error_code in _NO_KIP848_GROUP:
             self.described[group_id] = dead_description(group_id, node)
         elif group.error_code:
-            self._outcome.failure(group_id, _error(group.error_code, group.error_message))
+            self._outcome.failure(group_id, error_of(group.error_code, group.error_message))
             return False
         else:
             self.described[group_id] = consumer_description(group, node)
@@ -336,7 +267,7 @@ class GroupDescribeClient(KafkaPythonClient):
         with self._lock:
             self._require_started()
             try:
-                return unwatched_of(self._connect().list_groups())
+                return unwatched_of(self._connect().admin.list_groups())
             except Exception as exc:
                 log.debug("cluster %s: listing the groups of every type failed: %s", self._cluster.name, exc)
                 return {}
@@ -360,11 +291,12 @@ class GroupDescribeClient(KafkaPythonClient):
             return Partial([], outcome.errors)
         with self._lock:
             self._require_started()
-            manager = self._connect()._manager
-            call = _Call(manager, self.timeout, groups_per_request, outcome)
+            connection = self._connect()
+            limit = in_flight_limit(connection.max_in_flight)
+            call = _Call(connection.loop, self.timeout, groups_per_request, outcome, limit)
             failure: BaseException | None = None
             try:
-                manager.run(call.run, wanted)
+                connection.loop.run(call.run, wanted)
             except Exception as exc:
                 failure = exc
             call.finish(wanted, failure)

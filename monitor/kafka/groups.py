@@ -8,8 +8,9 @@ when the monitor must keep running. kafka-python fails such a request with an ex
 and it fetches the offsets of many groups in one OffsetFetch per coordinator (v8, Kafka 3.0+).
 
 The OffsetFetch v8 requests are sent here (`fetch_committed`) rather than by kafka-python's
-`list_group_offsets`: one request per coordinator, all sent at once rather than one after the
-other, and their answers decoded by `monitor.kafka.wire` straight into `CommittedOffset` records
+`list_group_offsets`: one request per coordinator, sent together (paced to what a connection
+takes, `monitor.kafka.paced`) rather than one after the other, and their answers decoded by
+`monitor.kafka.wire` straight into `CommittedOffset` records
 (kafka-python's objects, its `OffsetAndMetadata` dicts and the records made from them cost about
 0.09 CPU-s per 100 groups of 200 partitions). Brokers before Kafka 3.0 are asked through
 `list_group_offsets` (one group per request).
@@ -17,16 +18,20 @@ other, and their answers decoded by `monitor.kafka.wire` straight into `Committe
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import kafka.errors
 from kafka.protocol.consumer.group import OffsetFetchRequest
 
 from monitor.core.records import CommittedOffset, Partial
-from monitor.kafka.pyclient import KafkaPythonClient, newest_version, unavailable
-from monitor.kafka.translate import Outcome
+from monitor.core.settings import ClusterConfig
+from monitor.kafka.coordinators import chunks, find_coordinators
+from monitor.kafka.paced import in_flight_limit, send_all
+from monitor.kafka.pyclient import Connection, KafkaPythonClient, KafkaPythonLoop, newest_version, unavailable
+from monitor.kafka.translate import FUTURE_GRACE_SECONDS, Outcome
 from monitor.kafka.wire import OFFSET_FETCH_VERSION, OffsetFetchAnswer, offset_fetch_request
 
 GROUPS_PER_REQUEST: Final = 100
@@ -61,33 +66,51 @@ def _epoch(meta: Any) -> int | None:
     return int(epoch) if epoch is not None and int(epoch) >= 0 else None
 
 
-def fetch_committed(client: Any, group_ids: list[str]) -> dict[str, list[CommittedOffset]]:
-    """The committed offsets of `group_ids` through kafka-python's admin `client`, as its
+def fetch_committed(
+    client: Connection, group_ids: list[str], coordinators: dict[str, int], timeout: float
+) -> dict[str, list[CommittedOffset]]:
+    """The committed offsets of `group_ids` through kafka-python `client`, as its
     `list_group_offsets` answers them: every group answered, or an exception (a coordinator that
     did not answer, a group or one of its partitions that failed: kafka-python's error for its
-    code) for the whole call."""
+    code) for the whole call. `coordinators` (group -> broker) is the caller's cache of where
+    groups were found; the groups missing from it are looked up and added."""
     if newest_version(client, OffsetFetchRequest) < OFFSET_FETCH_VERSION:
-        answers: Mapping[str, Mapping[Any, Any]] = client.list_group_offsets(group_ids)
+        answers: Mapping[str, Mapping[Any, Any]] = client.admin.list_group_offsets(group_ids)
         return {str(g): committed_of(str(g), offsets) for g, offsets in answers.items()}
-    found: dict[str, list[CommittedOffset]] = client._manager.run(_fetch_v8, client, group_ids)
+    limit = in_flight_limit(client.max_in_flight)
+    found: dict[str, list[CommittedOffset]] = client.loop.run(
+        _fetch_v8, client.loop, group_ids, coordinators, timeout, limit
+    )
     return found
 
 
-async def _fetch_v8(client: Any, group_ids: list[str]) -> dict[str, list[CommittedOffset]]:
-    """One OffsetFetch v8 per coordinator, all sent before the first answer is awaited: the
-    coordinators work on theirs while an answer is decoded."""
-    coordinators: Mapping[str, int] = await client._find_coordinator_ids(group_ids)
+async def _fetch_v8(
+    loop: KafkaPythonLoop, group_ids: list[str], coordinators: dict[str, int], timeout: float, limit: int
+) -> dict[str, list[CommittedOffset]]:
+    """One OffsetFetch v8 per coordinator, paced (`monitor.kafka.paced`): the coordinators work
+    on theirs while an answer is decoded."""
+    unknown = [g for g in group_ids if g not in coordinators]
+    if unknown:
+        failures: list[BaseException] = []
+        coordinators.update(
+            await find_coordinators(loop, unknown, timeout, lambda _, exc: failures.append(exc), limit)
+        )
+        if failures:
+            raise failures[0]
     by_coordinator: dict[int, list[str]] = defaultdict(list)
-    for group_id, node in coordinators.items():  # a group without a coordinator is not answered
-        by_coordinator[node].append(group_id)
-    sent = [
-        client._manager.send(offset_fetch_request(asked), node_id=node)
-        for node, asked in by_coordinator.items()
-    ]
+    for group_id in group_ids:
+        by_coordinator[coordinators[group_id]].append(group_id)
+    asked = list(by_coordinator.items())
+    until = time.monotonic() + timeout + FUTURE_GRACE_SECONDS
+    answers = await send_all(
+        loop, [(node, offset_fetch_request(groups)) for node, groups in asked], timeout, until, limit
+    )
     found: dict[str, list[CommittedOffset]] = {}
-    for future in sent:
-        answer: OffsetFetchAnswer = await future
-        for group in answer.groups:
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+        fetched: OffsetFetchAnswer = answer
+        for group in fetched.groups:
             code = group.error_code or group.partition_error_code
             if code:
                 where = "" if group.error_code else " on one of its partitions"
@@ -96,13 +119,17 @@ async def _fetch_v8(client: Any, group_ids: list[str]) -> dict[str, list[Committ
     return found
 
 
-def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
-    for start in range(0, len(items), size):
-        yield list(items[start : start + size])
-
-
 class GroupOffsetsClient(KafkaPythonClient):
     """Committed offsets of consumer groups for one cluster."""
+
+    def __init__(self, cluster: ClusterConfig) -> None:
+        super().__init__(cluster)
+        self._coordinators: dict[str, int] = {}
+        """Where each group was found, kept with the client (`_discard` forgets both)."""
+
+    def _discard(self) -> None:
+        self._coordinators.clear()
+        super()._discard()
 
     def committed_offsets(
         self, group_ids: Sequence[str], groups_per_request: int = GROUPS_PER_REQUEST
@@ -128,13 +155,13 @@ class GroupOffsetsClient(KafkaPythonClient):
             client = self._connect()
             in_a_row = 0
             stale = False
-            for chunk in _chunks(wanted, groups_per_request):
+            for chunk in chunks(wanted, groups_per_request):
                 if in_a_row >= _UNAVAILABLE_IN_A_ROW:
                     for group_id in chunk:
                         outcome.unanswered(group_id, "not asked: the cluster had stopped answering")
                     continue
                 try:
-                    answers = fetch_committed(client, chunk)
+                    answers = fetch_committed(client, chunk, self._coordinators, self.timeout)
                 except Exception:
                     answers = {}
                     for group_id in chunk:
@@ -142,7 +169,9 @@ class GroupOffsetsClient(KafkaPythonClient):
                             outcome.unanswered(group_id, "not asked: the cluster had stopped answering")
                             continue
                         try:
-                            answers.update(fetch_committed(client, [group_id]))
+                            answers.update(
+                                fetch_committed(client, [group_id], self._coordinators, self.timeout)
+                            )
                         except Exception as exc:
                             outcome.failure(group_id, exc)
                             in_a_row = in_a_row + 1 if unavailable(exc) else 0
@@ -155,7 +184,7 @@ class GroupOffsetsClient(KafkaPythonClient):
             if failure is not None:
                 raise self._failed("fetch committed offsets", failure) from failure
             if stale:
-                # kafka-python keeps a group's coordinator for the client's lifetime: without a
-                # new client the groups of a dead coordinator would never reach the new one.
+                # A group's coordinator is kept for the client's lifetime: without a new client
+                # the groups of a dead coordinator would never reach the new one.
                 self._discard()
         return Partial(value, outcome.errors)

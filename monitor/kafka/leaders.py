@@ -44,7 +44,7 @@ class Reassigner(KafkaPythonClient):
         `action` names the request in the error raised when it fails as a whole."""
         with self._lock:
             self._require_started()
-            client = self._connect()
+            client = self._connect().admin
             try:
                 answers = client.alter_partition_reassignments(
                     {kafka.TopicPartition(t, p): list(r) for (t, p), r in orders.items()},

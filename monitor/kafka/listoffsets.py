@@ -22,8 +22,8 @@ The requests of one call, all sent at once:
    FENCED/UNKNOWN_LEADER_EPOCH) are looked up in a Metadata request and asked once more of their
    leader, when the first round left time for it.
 
-The leaders are a hint from the last metadata sample. At most `_IN_FLIGHT` requests go to one
-broker at a time (kafka-python refuses more on one connection). Every request is bounded by the
+The leaders are a hint from the last metadata sample. The requests to one broker are paced to what
+its connection takes (`monitor.kafka.paced`: kafka-python refuses more). Every request is bounded by the
 request timeout from the moment it is sent and the whole call by about two request timeouts: a
 leader that does not answer fails its own partitions only, and costs one timeout however many
 requests it was sent.
@@ -39,10 +39,9 @@ alone leaves the partition without one.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -52,15 +51,13 @@ from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from monitor.core.records import EndOffsetHeldBack, PartitionOffsets, TopicPartition
-from monitor.kafka.pyclient import KafkaPythonClient, unavailable
+from monitor.kafka.paced import IN_FLIGHT, in_flight_limit, send_all
+from monitor.kafka.pyclient import KafkaPythonClient, KafkaPythonLoop, unavailable
 from monitor.kafka.translate import FUTURE_GRACE_SECONDS, is_end_offset_held_back, reason
 from monitor.kafka.wire import LIST_OFFSETS_MAX_VERSION, ListOffsets, ListOffsetsAnswer
 
 PARTITIONS_PER_REQUEST: Final = 5000
 """Partitions per ListOffsets request: one request stays about 100 KB and one answer about 200 KB."""
-_IN_FLIGHT: Final = 4
-"""Requests sent to one broker and not answered yet; kafka-python allows 5 per connection."""
-_SETTLE: Final = 0.5
 
 EARLIEST: Final = -2
 LATEST: Final = -1
@@ -128,12 +125,12 @@ def _request(keys: Sequence[TopicPartition], spec: int) -> Any:
 
 @dataclass
 class _Round:
-    """The requests of one call on kafka-python's IO loop (see `monitor.kafka.describe._Call` for
-    the connection manager's three methods used here: `send`, `call_soon`, `wait_for`)."""
+    """The requests of one call on kafka-python's IO loop (`monitor.kafka.pyclient.KafkaPythonLoop`)."""
 
-    manager: Any
+    manager: KafkaPythonLoop
     timeout: float
     known: Mapping[TopicPartition, PartitionOffsets]
+    limit: int = IN_FLIGHT
     replies: dict[int, dict[TopicPartition, _Reply]] = field(
         default_factory=lambda: {EARLIEST: {}, LATEST: {}, MAX_TIMESTAMP: {}}
     )
@@ -188,57 +185,27 @@ class _Round:
     async def _send(
         self, asked: list[tuple[int, list[TopicPartition]]], leaders: Mapping[TopicPartition, int]
     ) -> None:
-        """Every request of `asked` (spec, partitions), per leader at most `_IN_FLIGHT` at once;
+        """Every request of `asked` (spec, partitions), paced per leader (`monitor.kafka.paced`);
         returns when all are answered or failed, or the call's time is up."""
-        queues: dict[int, list[tuple[int, list[TopicPartition]]]] = defaultdict(list)
-        for spec, keys in asked:
-            for leader, chunk in plan_requests(keys, leaders):
-                queues[leader].append((spec, chunk))
-        if not queues:
+        planned = [
+            (spec, leader, chunk) for spec, keys in asked for leader, chunk in plan_requests(keys, leaders)
+        ]
+        if not planned:
             return
         deadline = min(time.monotonic() + self.timeout + FUTURE_GRACE_SECONDS, self.until)
-        workers = [
-            self.manager.call_soon(self._worker(leader, queue, deadline))
-            for leader, queue in queues.items()
-            for _ in range(min(_IN_FLIGHT, len(queue)))
-        ]
-        for worker in workers:
-            # The workers' own waits end at the deadline; this one only a moment later, so that a
-            # worker records its failures before its partitions are answered. One cut short
-            # leaves its partitions without replies: they are answered as unanswered.
-            with contextlib.suppress(Exception):
-                await self.manager.wait_for(worker, (max(0.0, deadline - time.monotonic()) + _SETTLE) * 1000)
-
-    def _worker(
-        self, leader: int, queue: list[tuple[int, list[TopicPartition]]], deadline: float
-    ) -> Callable[[], Any]:
-        """A coroutine function sending `leader`'s requests from `queue` one after the other."""
-
-        async def work() -> None:
-            while queue:
-                spec, keys = queue.pop(0)
-                replies = self.replies[spec]
-                try:
-                    future = self.manager.send(_request(keys, spec), node_id=leader)
-                    response = await self.manager.wait_for(
-                        future, max(0.0, deadline - time.monotonic()) * 1000
-                    )
-                except Exception as exc:
-                    failure = _no_answer(exc, leader, self.timeout)
-                    for key in keys:
-                        replies[key] = failure
-                    while isinstance(failure, NoAnswer) and queue:
-                        # The leader's other requests would only wait out the timeout.
-                        spec, keys = queue.pop(0)
-                        for key in keys:
-                            self.replies[spec][key] = failure
-                    continue
-                answer: ListOffsetsAnswer = response
-                replies.update(answer.replies)
+        requests = [(leader, _request(chunk, spec)) for spec, leader, chunk in planned]
+        answers = await send_all(self.manager, requests, self.timeout, deadline, self.limit)
+        for (spec, leader, keys), response in zip(planned, answers, strict=True):
+            replies = self.replies[spec]
+            if isinstance(response, BaseException):
+                failure = _no_answer(response, leader, self.timeout)
                 for key in keys:
-                    replies.setdefault(key, NoAnswer(f"broker {leader} left it out of its answer"))
-
-        return work
+                    replies[key] = failure
+                continue
+            answer: ListOffsetsAnswer = response
+            replies.update(answer.replies)
+            for key in keys:
+                replies.setdefault(key, NoAnswer(f"broker {leader} left it out of its answer"))
 
     async def _leaders(self, keys: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """The current leaders of `keys` from a Metadata request (partitions without one, of
@@ -335,10 +302,11 @@ class LeaderOffsetsClient(KafkaPythonClient):
         call_failure: BaseException | None = None
         with self._lock:
             self._require_started()
-            manager = self._connect()._manager
-            call = _Round(manager, self.timeout, known or {})
+            connection = self._connect()
+            limit = in_flight_limit(connection.max_in_flight)
+            call = _Round(connection.loop, self.timeout, known or {}, limit)
             try:
-                manager.run(call.run, wanted, leaders or {})
+                connection.loop.run(call.run, wanted, leaders or {})
             except Exception as exc:
                 call_failure = _no_answer(exc, None, self.timeout)
             answers = {key: call.answer(key) for key in wanted}

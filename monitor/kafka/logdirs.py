@@ -75,7 +75,7 @@ class LogDirClient(KafkaPythonClient):
         outcome = Outcome(self._options.secret_values(), self.timeout, unavailable)
         with self._lock:
             self._require_started()
-            client = self._connect()
+            client = self._connect().admin
             try:
                 topics = {
                     str(t["name"]): [int(p["partition_index"]) for p in t["partitions"]]

@@ -1,17 +1,26 @@
 """kafka-python for the requests librdkafka lacks (DescribeLogDirs) or cannot survive (OffsetFetch
 while a group coordinator dies): its options for a cluster, its "no answer" errors, and one client
 lifecycle that both uses share.
+
+Only kafka-python's public names are used (`tests/unit/test_client_private_api.py` keeps it so, and
+`tests/contract/test_kafka_python_api.py` checks their shape on the installed release). The
+requests the monitor builds itself go through the IO loop of the admin client's own connections,
+reached by its documented `kafka_client` option: `_NetClients` builds the network client from
+kafka-python's public `NetworkSelector`, `KafkaConnectionManager` and `KafkaNetClient`, and keeps
+the first two as a `KafkaPythonLoop`, rather than reading them off the admin client.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Self
 
 import kafka.errors
 from kafka.admin import KafkaAdminClient
+from kafka.net import KafkaConnectionManager, KafkaNetClient, NetworkSelector
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
 
@@ -107,7 +116,85 @@ def _sasl_options(cluster: ClusterConfig) -> dict[str, object]:
     return values
 
 
-def newest_version(client: Any, request: Any) -> int:
+class KafkaPythonLoop:
+    """The IO loop of one kafka-python client, through the public methods of its connection
+    manager and network selector. Everything but `run` is called on the loop itself (inside a
+    coroutine that `run` runs); kafka-python's futures are awaitable there.
+    """
+
+    def __init__(self, manager: KafkaConnectionManager, net: NetworkSelector) -> None:
+        self._manager = manager
+        self._net = net
+
+    def send(self, request: Any, node_id: int | None = None, request_timeout_ms: int | None = None) -> Any:
+        """A future of `request`'s answer from broker `node_id` (None: the least loaded one),
+        failed by kafka-python after `request_timeout_ms` (None: the client's request timeout).
+        It fails at once with NodeNotReadyError when the connection cannot take a request now
+        (paused at its in-flight limit, or backing off after a failure)."""
+        return self._manager.send(request, node_id=node_id, request_timeout_ms=request_timeout_ms)
+
+    def call_soon(self, function: Callable[..., Any], *args: Any) -> Any:
+        """Runs a coroutine function on the loop; returns the future of its result."""
+        return self._manager.call_soon(function, *args)
+
+    async def wait_for(self, future: Any, timeout_ms: float) -> Any:
+        """`future`'s result, or KafkaTimeoutError after `timeout_ms` (the future runs on)."""
+        return await self._manager.wait_for(future, timeout_ms)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._net.sleep(seconds)
+
+    def run(self, function: Callable[..., Any], *args: Any) -> Any:
+        """Runs a coroutine function on the loop's thread and blocks for its result."""
+        return self._manager.run(function, *args)
+
+    def api_version(self, request: Any, min_version: int = 0) -> int:
+        """The version of `request` the bootstrap broker and kafka-python share (raises
+        IncompatibleBrokerVersion when there is none, from `min_version` on)."""
+        versions = self._manager.broker_version_data
+        if versions is None:
+            raise kafka.errors.IncompatibleBrokerVersion("no broker version negotiated yet")
+        return int(versions.api_version(request, min_version=min_version))
+
+
+class _NetClients:
+    """kafka-python's `kafka_client` option: builds the network client as kafka-python's default
+    does, and keeps its IO loop for the monitor's own requests."""
+
+    def __init__(self) -> None:
+        self.loop: KafkaPythonLoop | None = None
+
+    def __call__(self, **configs: Any) -> KafkaNetClient:
+        net = NetworkSelector(**configs)
+        manager = KafkaConnectionManager(net, **configs)
+        self.loop = KafkaPythonLoop(manager, net)
+        return KafkaNetClient(net=net, manager=manager, **configs)
+
+
+@dataclass(frozen=True)
+class Connection:
+    """One connected kafka-python admin client and the IO loop it runs on."""
+
+    admin: Any
+    loop: KafkaPythonLoop
+    max_in_flight: int = 5
+    """The requests one connection takes at once (`max_in_flight_requests_per_connection`)."""
+
+    def close(self) -> None:
+        self.admin.close()
+
+
+def connect(options: Mapping[str, object]) -> Connection:
+    """A kafka-python admin client built with `options` (it connects as it is built)."""
+    clients = _NetClients()
+    admin = KafkaAdminClient(**options, kafka_client=clients)
+    if clients.loop is None:  # kafka-python no longer builds its network client with the option
+        admin.close()
+        raise RuntimeError("kafka-python did not build its network client with `kafka_client`")
+    return Connection(admin, clients.loop, int(admin.config["max_in_flight_requests_per_connection"]))
+
+
+def newest_version(client: Connection, request: Any) -> int:
     """The newest version of `request`'s API the cluster answers (the ApiVersions kafka-python
     negotiated, through its public `api_versions()`); -1 when the cluster does not have it.
 
@@ -115,10 +202,10 @@ def newest_version(client: Any, request: Any) -> int:
     lists key 93): then the negotiated data it is built from is asked for the one API directly.
     """
     try:
-        versions: Mapping[ApiKey, tuple[int, int]] = client.api_versions()
+        versions: Mapping[ApiKey, tuple[int, int]] = client.admin.api_versions()
     except ValueError:
         try:
-            return int(client._manager.broker_version_data.api_version(request))
+            return client.loop.api_version(request)
         except kafka.errors.IncompatibleBrokerVersion:
             return -1
     return int(versions.get(ApiKey(request.API_KEY), (-1, -1))[1])
@@ -162,7 +249,7 @@ class KafkaPythonClient:
         self._cluster = cluster
         self._options = kafka_python_options(cluster)
         route_kafka_python_log(cluster.name, self._options.secret_values())
-        self._client: KafkaAdminClient | None = None
+        self._client: Connection | None = None
         self._started = False
         self._lock = threading.Lock()
 
@@ -193,11 +280,11 @@ class KafkaPythonClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _connect(self) -> KafkaAdminClient:
+    def _connect(self) -> Connection:
         asking(self._cluster.name)
         if self._client is None:
             try:
-                self._client = KafkaAdminClient(**self._options)
+                self._client = connect(self._options)
             except kafka.errors.KafkaConfigurationError as exc:
                 problem = f"kafka-python rejected the configuration: {self._text(exc)}"
                 raise ConfigError([f"clusters.{self._cluster.name}: {problem}"]) from exc

@@ -44,7 +44,7 @@ class BrokerRegistryClient(KafkaPythonClient):
         with self._lock:
             self._require_started()
             try:
-                manager = self._connect()._manager
+                loop = self._connect().loop
                 request = DescribeClusterRequest(
                     include_cluster_authorized_operations=False,
                     include_fenced_brokers=True,
@@ -53,9 +53,9 @@ class BrokerRegistryClient(KafkaPythonClient):
                 timeout_ms = int(self.timeout * 1000)
 
                 async def ask() -> Any:
-                    return await manager.send(request, request_timeout_ms=timeout_ms)
+                    return await loop.send(request, request_timeout_ms=timeout_ms)
 
-                response = manager.run(ask)
+                response = loop.run(ask)
             except kafka.errors.IncompatibleBrokerVersion:
                 return None
             except Exception as exc:  # any failure: unknown, so nothing is taken as gone
@@ -76,7 +76,7 @@ class BrokerRegistryClient(KafkaPythonClient):
             self._require_started()
             for broker_id in broker_ids:
                 try:
-                    answered = self._connect().get_broker_version_data(broker_id).api_versions
+                    answered = self._connect().admin.get_broker_version_data(broker_id).api_versions
                 except Exception as exc:  # unknown for now: the next run asks again
                     if broker_id not in self._unidentified:
                         self._unidentified.add(broker_id)

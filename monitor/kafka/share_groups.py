@@ -15,8 +15,9 @@ deleted), else the call raises; a coordinator that fails fails only its own grou
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from typing import Any, Final
 
 import kafka.errors
@@ -29,10 +30,12 @@ from monitor.core.share_groups import (
     ShareMember,
     SharePartitionOffset,
 )
+from monitor.kafka.coordinators import chunks, error_of, find_coordinators
 from monitor.kafka.describe import current_assignment
 from monitor.kafka.messages import DescribeShareGroupOffsetsRequest, ShareGroupDescribeRequest
-from monitor.kafka.pyclient import KafkaPythonClient, unavailable
-from monitor.kafka.translate import Outcome
+from monitor.kafka.paced import in_flight_limit, send_all
+from monitor.kafka.pyclient import KafkaPythonClient, KafkaPythonLoop, unavailable
+from monitor.kafka.translate import FUTURE_GRACE_SECONDS, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -46,19 +49,10 @@ _NEEDED: Final = (
 _GROUP_ID_NOT_FOUND: Final = kafka.errors.GroupIdNotFoundError.errno
 
 
-def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
-    for start in range(0, len(items), size):
-        yield list(items[start : start + size])
-
-
-def _error(code: int, message: object) -> kafka.errors.KafkaError:
-    error_type: type[kafka.errors.KafkaError] = kafka.errors.for_code(code)
-    return error_type(str(message)) if message else error_type()
-
-
 def missing_request(versions: Any) -> str | None:
-    """The first request share groups need that the broker's ApiVersions (kafka-python's
-    `BrokerVersionData`) lacks, named for the operator; None when it has them all."""
+    """The first request share groups need that the broker's ApiVersions lacks (`versions`: its
+    `api_version(request, min_version=...)`, `KafkaPythonLoop`'s), named for the operator; None
+    when it has them all."""
     for request, min_version, name in _NEEDED:
         try:
             versions.api_version(request, min_version=min_version)
@@ -104,7 +98,7 @@ def share_offsets(group: Any) -> tuple[list[SharePartitionOffset], list[tuple[st
         for p in topic.partitions:
             if p.error_code:
                 failed.append(
-                    (f"{topic.topic_name}:{p.partition_index}", _error(p.error_code, p.error_message))
+                    (f"{topic.topic_name}:{p.partition_index}", error_of(p.error_code, p.error_message))
                 )
                 continue
             start = int(p.start_offset)
@@ -126,66 +120,61 @@ def share_offsets(group: Any) -> tuple[list[SharePartitionOffset], list[tuple[st
 
 
 class _Call:
-    """The describe and offsets requests of one `share_groups` call, all sent before the first
-    answer is awaited; `client` is kafka-python's admin client, `manager` its connection manager."""
+    """The describe and offsets requests of one `share_groups` call, paced per coordinator
+    (`monitor.kafka.paced`), on kafka-python's IO loop."""
 
-    def __init__(self, client: Any, outcome: Outcome, per_request: int) -> None:
-        self._client = client
-        self._manager = client._manager
+    def __init__(
+        self, loop: KafkaPythonLoop, timeout: float, outcome: Outcome, per_request: int, limit: int
+    ) -> None:
+        self._loop = loop
+        self._timeout = timeout
         self._outcome = outcome
         self._per_request = per_request
+        self._limit = limit
         self.descriptions: dict[str, ShareGroupDescription] = {}
         self.offsets: list[SharePartitionOffset] = []
         self.stale = False
 
     async def run(self, group_ids: list[str]) -> None:
-        try:
-            coordinators: dict[str, int] = await self._client._find_coordinator_ids(group_ids)
-        except Exception as exc:
-            self.stale = unavailable(exc)
-            for group_id in group_ids:
-                self._outcome.failure(group_id, exc)
-            return
+        coordinators = await find_coordinators(self._loop, group_ids, self._timeout, self._fail, self._limit)
         by_node: dict[int, list[str]] = defaultdict(list)
         for group_id, node in coordinators.items():
-            by_node[int(node)].append(group_id)
-        sent = [
-            (
-                node,
-                chunk,
-                self._manager.send(self._describe(chunk), node_id=node),
-                self._ask_offsets(chunk, node),
-            )
-            for node, ids in sorted(by_node.items())
-            for chunk in _chunks(ids, self._per_request)
+            by_node[node].append(group_id)
+        asked = [
+            (node, chunk) for node, ids in sorted(by_node.items()) for chunk in chunks(ids, self._per_request)
         ]
-        for node, chunk, described, offsets in sent:
-            try:
-                for group in (await described).groups:
-                    self._described(group, node)
-                for group in (await offsets).groups:
-                    self._offsets(group)
-            except Exception as exc:
-                self.stale = self.stale or unavailable(exc)
+        requests = [
+            sent
+            for node, chunk in asked
+            for sent in ((node, self._describe(chunk)), (node, self._ask_offsets(chunk)))
+        ]
+        until = time.monotonic() + self._timeout + FUTURE_GRACE_SECONDS
+        answers = await send_all(self._loop, requests, self._timeout, until, self._limit)
+        for index, (node, chunk) in enumerate(asked):
+            described, offsets = answers[2 * index], answers[2 * index + 1]
+            failure = next((a for a in (described, offsets) if isinstance(a, BaseException)), None)
+            if failure is not None:
                 for group_id in chunk:
-                    self._outcome.failure(group_id, exc)
+                    self._fail(group_id, failure)
+                continue
+            for group in described.groups:
+                self._described(group, node)
+            for group in offsets.groups:
+                self._offsets(group)
 
     def _describe(self, chunk: list[str]) -> Any:
         return ShareGroupDescribeRequest(group_ids=chunk, include_authorized_operations=False)
 
-    def _ask_offsets(self, chunk: list[str], node: int) -> Any:
+    def _ask_offsets(self, chunk: list[str]) -> Any:
         group_type = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
-        request = DescribeShareGroupOffsetsRequest(
-            groups=[group_type(group_id=g, topics=None) for g in chunk]
-        )
-        return self._manager.send(request, node_id=node)
+        return DescribeShareGroupOffsetsRequest(groups=[group_type(group_id=g, topics=None) for g in chunk])
 
     def _described(self, group: Any, node: int) -> None:
         group_id = str(group.group_id)
         if group.error_code == _GROUP_ID_NOT_FOUND:
             return  # deleted since it was listed
         if group.error_code:
-            self._fail(group_id, _error(group.error_code, group.error_message))
+            self._fail(group_id, error_of(group.error_code, group.error_message))
             return
         self.descriptions[group_id] = share_description(group, node)
         self._outcome.success()
@@ -196,7 +185,7 @@ class _Call:
             self.descriptions.pop(group_id, None)
             return
         if group.error_code:
-            self._fail(group_id, _error(group.error_code, group.error_message))
+            self._fail(group_id, error_of(group.error_code, group.error_message))
             return
         found, failed = share_offsets(group)
         self.offsets.extend(found)
@@ -231,19 +220,20 @@ class ShareGroupClient(KafkaPythonClient):
         with self._lock:
             self._require_started()
             client = self._connect()
-            missing = missing_request(client._manager.broker_version_data)
+            missing = missing_request(client.loop)
             if missing is not None:
                 return ShareGroups(False, reason=f"{NOT_AVAILABLE}: the brokers lack {missing}")
             try:
-                listed = client.list_groups(types_filter=[SHARE_TYPE])
+                listed = client.admin.list_groups(types_filter=[SHARE_TYPE])
             except Exception as exc:
                 raise self._failed("list share groups", exc) from exc
             group_ids = sorted({str(g["group_id"]) for g in listed if accepts(str(g["group_id"]))})
             if not group_ids:
                 return ShareGroups(True, errors={}, listed=())
-            call = _Call(client, outcome, groups_per_request)
+            limit = in_flight_limit(client.max_in_flight)
+            call = _Call(client.loop, self.timeout, outcome, groups_per_request, limit)
             try:
-                client._manager.run(call.run, group_ids)
+                client.loop.run(call.run, group_ids)
             except Exception as exc:
                 for group_id in group_ids:
                     if group_id not in call.descriptions:
@@ -252,7 +242,7 @@ class ShareGroupClient(KafkaPythonClient):
             if failure is not None:
                 raise self._failed("describe share groups", failure) from failure
             if call.stale:
-                self._discard()  # kafka-python would keep asking the coordinator it cached
+                self._discard()  # connect afresh: the coordinators may have moved
         described = tuple(call.descriptions[g] for g in group_ids if g in call.descriptions)
         known = set(call.descriptions)
         offsets = tuple(o for o in call.offsets if o.group_id in known)

@@ -337,6 +337,24 @@ def test_committed_offsets_of_many_groups(admin: KafkaAdmin, kafka: KafkaTestHel
     assert {d.state for d in described.value} == {"Empty"}
 
 
+def test_thousands_of_groups_are_all_described_in_one_call(admin: KafkaAdmin, kafka: KafkaTestHelper) -> None:
+    # About eight describes of 100 groups to each of the three coordinators in each step: sent all
+    # at once, kafka-python failed those past its five in flight ("Node paused: max_in_flight").
+    topic = kafka.create_topic(partitions=1, replication_factor=1)
+    prefix = unique("many")
+    committed = {f"{prefix}-c{i}": [TopicPartition(topic, 0, i)] for i in range(200)}
+    kafka.commit_groups(committed)
+    never = [f"{prefix}-n{i}" for i in range(2_200)]
+
+    described = admin.describe_groups([*committed, *never])
+
+    assert described.errors == {}
+    assert [(d.group_id, d.state) for d in described.value] == [(g, "Empty") for g in committed] + [
+        (g, "Dead") for g in never
+    ]
+    assert {d.coordinator for d in described.value} <= set(kafka.broker_ids)
+
+
 # -- topic configs -------------------------------------------------------------------------------
 
 

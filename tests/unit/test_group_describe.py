@@ -23,10 +23,10 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from monitor.core.errors import KafkaUnavailableError
 from monitor.core.records import GroupDescription, GroupMember
 from monitor.core.settings import ClusterConfig
-from monitor.kafka import describe
+from monitor.kafka import describe, paced
 from monitor.kafka.describe import GroupDescribeClient, classic_assignment, unwatched_of
 from monitor.kafka.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
-from tests.fixtures.kafka_python import FakeConnectionManager
+from tests.fixtures.kafka_python import FakeConnectionManager, connected
 
 NOT_FOUND = kafka.errors.GroupIdNotFoundError.errno
 
@@ -174,7 +174,7 @@ def client_with(manager: FakeManager, timeout: float = 10) -> GroupDescribeClien
     client = GroupDescribeClient(
         ClusterConfig(name="fake", bootstrap_servers=["127.0.0.1:9"], request_timeout_seconds=timeout)
     )
-    client._client = SimpleNamespace(_manager=manager, close=lambda: None)
+    client._client = connected(manager)
     client.start()
     return client
 
@@ -245,6 +245,37 @@ def test_one_find_coordinator_and_one_describe_per_coordinator_and_chunk() -> No
     assert manager.requests("ConsumerGroupDescribeRequest") == []
 
 
+@pytest.mark.parametrize(
+    ("connection_takes", "client_limit", "groups", "per_request"),
+    [
+        (5, 5, 2_000, 10),  # 200 describes on 3 coordinators, kafka-python's default limit
+        (2, 5, 600, 10),  # the connection pauses before our share is used up: sent again
+        (1, 1, 300, 5),  # one request at a time, the client configured so
+    ],
+)
+def test_many_describes_to_a_coordinator_are_paced_and_every_group_is_described(
+    connection_takes: int, client_limit: int, groups: int, per_request: int
+) -> None:
+    # Sent all at once, a connection past its in-flight limit failed the rest at once ("Node
+    # paused: max_in_flight"): 3,500 of 5,000 groups undescribed at 1M group-partitions.
+    ids = [f"g{i}" for i in range(groups)]
+    manager = FakeManager(
+        coordinators={g: 1 + i % 3 for i, g in enumerate(ids)},
+        classic={g: classic(g, state="Empty") for g in ids[::2]},
+    )
+    manager.max_in_flight = connection_takes
+    client = client_with(manager)
+    client._client = connected(manager, max_in_flight=client_limit)
+
+    result = client.describe_groups(ids, groups_per_request=per_request)
+
+    assert result.errors == {}
+    assert [(d.group_id, d.state) for d in result.value] == [
+        (g, "Empty" if i % 2 == 0 else "Dead") for i, g in enumerate(ids)
+    ]
+    assert (manager.paused_sends > 0) == (connection_takes < client_limit - 1)
+
+
 def test_a_dead_coordinator_fails_only_its_own_groups() -> None:
     groups = {f"g{i}": 1 + i % 3 for i in range(9)}
     manager = FakeManager(
@@ -270,6 +301,22 @@ def test_a_coordinator_that_never_answers_costs_one_timeout(monkeypatch: pytest.
     assert time.monotonic() - started < 2
     assert [d.group_id for d in result.value] == ["a"]
     assert set(result.errors) == {"b"}
+
+
+def test_a_coordinator_that_never_answers_costs_one_timeout_however_many_requests_it_is_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(describe, "_GRACE_SECONDS", 0.1)
+    monkeypatch.setattr(paced, "FUTURE_GRACE_SECONDS", 0.1)
+    groups = {f"g{i}": 1 + i % 2 for i in range(100)}
+    manager = FakeManager(coordinators=groups, classic={g: classic(g) for g in groups}, broken={2: None})
+
+    started = time.monotonic()
+    result = client_with(manager, timeout=0.3).describe_groups(list(groups), groups_per_request=5)
+
+    assert time.monotonic() - started < 2
+    assert {d.group_id for d in result.value} == {g for g, node in groups.items() if node == 1}
+    assert set(result.errors) == {g for g, node in groups.items() if node == 2}
 
 
 def test_find_coordinator_is_asked_once_more_when_its_broker_did_not_answer() -> None:
@@ -308,7 +355,7 @@ def test_a_refused_group_is_reported_not_raised() -> None:
 
 
 def test_nothing_answered_because_the_cluster_did_not_raises_unavailable() -> None:
-    down = kafka.errors.NodeNotReadyError(1)
+    down = kafka.errors.KafkaConnectionError("111 ECONNREFUSED")
     manager = FakeManager(coordinators={"a": 1}, find_failures=[down, down])
 
     with pytest.raises(KafkaUnavailableError, match="describe consumer groups"):

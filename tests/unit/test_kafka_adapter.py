@@ -54,6 +54,7 @@ from monitor.kafka.groups import GroupOffsetsClient, committed_of
 from monitor.kafka.logdirs import log_dirs_of
 from monitor.kafka.timestamps import reader_config
 from monitor.kafka.translate import Outcome
+from tests.fixtures.kafka_python import FakeConnectionManager, connected
 
 PASSWORD = "Sup3r-s3cret-pa55word"
 KEY_PASSWORD = "key-Pa55-7d1c"
@@ -680,7 +681,7 @@ class FakeOffsetFetch:
 
 def offsets_client(fake: FakeOffsetFetch) -> GroupOffsetsClient:
     client = GroupOffsetsClient(ClusterConfig(name="fake", bootstrap_servers=["127.0.0.1:9"]))
-    client._client = fake  # type: ignore[assignment]
+    client._client = connected(FakeConnectionManager(), fake)
     client.start()
     return client
 

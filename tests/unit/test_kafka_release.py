@@ -68,7 +68,8 @@ def registry(answers: dict[int, Any]) -> BrokerRegistryClient:
         return SimpleNamespace(api_versions=answer)
 
     client = BrokerRegistryClient(ClusterConfig(name="prod", bootstrap_servers=["127.0.0.1:9092"]))
-    client._connect = lambda: SimpleNamespace(get_broker_version_data=version_data)  # type: ignore[method-assign]
+    admin = SimpleNamespace(get_broker_version_data=version_data)
+    client._connect = lambda: SimpleNamespace(admin=admin)  # type: ignore[method-assign,assignment,return-value]
     client.start()
     return client
 

@@ -23,7 +23,7 @@ from monitor.core.settings import ClusterConfig
 from monitor.kafka import KafkaAdmin
 from monitor.kafka.listoffsets import EARLIEST, LATEST, MAX_TIMESTAMP, plan_requests
 from monitor.kafka.wire import ListOffsetsAnswer
-from tests.fixtures.kafka_python import FakeConnectionManager
+from tests.fixtures.kafka_python import FakeConnectionManager, connected
 
 KINDS = {EARLIEST: "earliest", LATEST: "latest", MAX_TIMESTAMP: "max_timestamp"}
 HELD_BACK = KafkaError.OFFSET_NOT_AVAILABLE
@@ -109,7 +109,7 @@ def admin_with(brokers: Brokers, timeout: float = 0.3) -> KafkaAdmin:
     admin = KafkaAdmin(
         ClusterConfig(name="fake", bootstrap_servers=["127.0.0.1:9"], request_timeout_seconds=timeout)
     )
-    admin._offsets._client = SimpleNamespace(_manager=brokers, close=lambda: None)  # type: ignore[assignment]
+    admin._offsets._client = connected(brokers)
     admin._offsets.start()
     return admin
 

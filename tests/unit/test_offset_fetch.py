@@ -20,9 +20,9 @@ from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchRespons
 from monitor.core.records import CommittedOffset
 from monitor.core.settings import ClusterConfig
 from monitor.kafka.groups import GroupOffsetsClient, fetch_committed
-from monitor.kafka.pyclient import newest_version
+from monitor.kafka.pyclient import Connection, newest_version
 from monitor.kafka.wire import decode_offset_fetch
-from tests.fixtures.kafka_python import FakeConnectionManager
+from tests.fixtures.kafka_python import FakeConnectionManager, connected
 
 _Group = OffsetFetchResponse.OffsetFetchResponseGroup
 _Topic = _Group.OffsetFetchResponseTopics
@@ -38,10 +38,14 @@ class Coordinators(FakeConnectionManager):
     refused: set[str] = field(default_factory=set)
     down: set[int] = field(default_factory=set)
     sent: list[tuple[int | None, int, list[str]]] = field(default_factory=list)
+    found: list[list[str]] = field(default_factory=list)
+    """The groups of each FindCoordinator request."""
     in_flight: int = 0
     most_in_flight: int = 0
 
     async def _answer(self, request: Any, node: int | None) -> Any:
+        if type(request).__name__ == "FindCoordinatorRequest":
+            return self._coordinators(request.coordinator_keys)
         groups = [str(g.group_id) for g in request.groups]
         self.sent.append((node, int(request.API_VERSION or request._max_version), groups))
         self.in_flight += 1
@@ -52,6 +56,14 @@ class Coordinators(FakeConnectionManager):
             raise kafka.errors.KafkaConnectionError("Node not connected")
         answer = OffsetFetchResponse(throttle_time_ms=0, groups=[self._group(g) for g in groups])
         return decode_offset_fetch(answer.encode(version=8), 8)
+
+    def _coordinators(self, group_ids: list[str]) -> Any:
+        self.found.append(list(group_ids))
+        found = [
+            SimpleNamespace(key=g, error_code=0, error_message=None, node_id=int(g[1:]) % 3)
+            for g in group_ids
+        ]
+        return SimpleNamespace(coordinators=found)
 
     def _group(self, group_id: str) -> Any:
         if group_id in self.refused:
@@ -68,16 +80,14 @@ class Coordinators(FakeConnectionManager):
         return _Group(group_id=group_id, error_code=0, topics=[_Topic(name="t", partitions=partitions)])
 
 
-def client_of(brokers: Coordinators) -> Any:
-    async def find_coordinator_ids(group_ids: list[str]) -> dict[str, int]:
-        return {g: int(g[1:]) % 3 for g in group_ids}
-
-    return SimpleNamespace(
-        _manager=brokers,
-        _find_coordinator_ids=find_coordinator_ids,
-        api_versions=lambda: {ApiKey.OffsetFetch: (0, 10)},
-        close=lambda: None,
+def client_of(brokers: Coordinators) -> Connection:
+    return connected(
+        brokers, SimpleNamespace(api_versions=lambda: {ApiKey.OffsetFetch: (0, 10)}, close=lambda: None)
     )
+
+
+def fetch(brokers: Coordinators, groups: list[str], known: dict[str, int] | None = None) -> Any:
+    return fetch_committed(client_of(brokers), groups, {} if known is None else known, 10)
 
 
 def offsets_client(brokers: Coordinators) -> GroupOffsetsClient:
@@ -91,7 +101,7 @@ def test_one_request_per_coordinator_all_in_flight_at_once() -> None:
     brokers = Coordinators()
     groups = [f"g{i}" for i in range(9)]
 
-    found = fetch_committed(client_of(brokers), groups)
+    found = fetch(brokers, groups)
 
     assert sorted((node, asked) for node, _, asked in brokers.sent) == [
         (0, ["g0", "g3", "g6"]),
@@ -105,7 +115,7 @@ def test_one_request_per_coordinator_all_in_flight_at_once() -> None:
 def test_the_requests_are_offset_fetch_v8() -> None:
     brokers = Coordinators()
 
-    fetch_committed(client_of(brokers), ["g1"])
+    fetch(brokers, ["g1"])
 
     assert [version for _, version, _ in brokers.sent] == [8]
 
@@ -130,7 +140,24 @@ def test_a_dead_coordinator_fails_its_own_groups_and_the_next_call_connects_afre
     assert set(result.value) == {"g0", "g1", "g3", "g4"}
     assert set(result.errors) == {"g2", "g5"}
     assert "KafkaConnectionError" in result.errors["g2"]
-    assert client._client is None, "kafka-python keeps a group's coordinator for its client's lifetime"
+    assert client._client is None, "a group's coordinator is kept for its client's lifetime"
+
+
+def test_a_group_is_looked_up_once_per_client_and_afresh_after_its_coordinator_failed() -> None:
+    brokers = Coordinators()
+    client = offsets_client(brokers)
+    groups = [f"g{i}" for i in range(4)]
+
+    client.committed_offsets(groups)
+    client.committed_offsets([*groups, "g9"])
+    assert brokers.found == [groups, ["g9"]]
+
+    brokers.down = {0}
+    assert set(client.committed_offsets(["g0", "g1"]).errors) == {"g0"}
+    assert client._client is None
+    client._client = client_of(brokers)  # the next connection
+    client.committed_offsets(["g0", "g1"])
+    assert brokers.found[2:] == [["g0", "g1"]], "the failed call's client forgot where its groups were"
 
 
 def _listing_unknown_api() -> dict[ApiKey, tuple[int, int]]:
@@ -146,9 +173,8 @@ def test_the_offset_fetch_version_is_known_when_the_broker_lists_an_api_unknown_
             raise kafka.errors.IncompatibleBrokerVersion("no OffsetFetch")
         return negotiated
 
-    client = SimpleNamespace(
-        api_versions=_listing_unknown_api,
-        _manager=SimpleNamespace(broker_version_data=SimpleNamespace(api_version=api_version)),
+    client = connected(
+        SimpleNamespace(api_version=api_version), SimpleNamespace(api_versions=_listing_unknown_api)
     )
 
     assert newest_version(client, OffsetFetchRequest) == expected
