@@ -98,7 +98,8 @@ GROUP_PARTITION = _cols(
     (
         "status",
         "string",
-        "sliding-window status: OK, WARN, ERR, STOP, STALL, REWIND (Burrow's rules, without false STOPs)",
+        "sliding-window status: OK, WARN, ERR, STOP, STALL, REWIND (Burrow's rules, without false "
+        "STOPs; WARN: falling behind, the lag rising over the window beyond its noise)",
     ),
     (
         "group_state",
