@@ -29,6 +29,7 @@ from monitor.core.clock import SystemClock
 from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import (
     bytes_filter,
+    catch_up_filter,
     duration_filter,
     number_filter,
     percent_filter,
@@ -144,6 +145,14 @@ def lag(
         f"[bold]{_text(group)}[/] on {_text(name)}: status {_mark(g.status or 'unknown', bad)}",
         f"state {_text(g.group_state)}, {g.members or 0} member(s)",
         f"lag {number_filter(g.offset_lag)} messages, {duration_filter(g.lag_seconds)}",
+        catch_up_filter(
+            g.offset_lag,
+            g.consume_rate,
+            g.produce_rate,
+            g.time_to_catch_up_seconds,
+            g.catch_up_low_seconds,
+            g.catch_up_high_seconds,
+        ),
         f"time until data loss {duration_filter(loss) if loss is not None else '-'}"
         + (" (not at risk)" if margin is None else f" (margin {_mark(duration_filter(margin), True)})"),
     ]

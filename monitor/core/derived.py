@@ -48,6 +48,26 @@ _LAG = (
         "offset_lag / (consume_rate - produce_rate) when the group gains on the producers, else null",
     ),
     (
+        "catch_up_low_seconds",
+        "double",
+        "the catch-up forecast's optimistic end: offset_lag / (consume_rate - produce_rate + the "
+        "spread), the spread being 2 standard errors of the lag's trend over the evaluation window; "
+        "0 when caught up; null when not catching up. Roll-ups: the largest",
+    ),
+    (
+        "catch_up_high_seconds",
+        "double",
+        "the catch-up forecast's pessimistic end: offset_lag / (consume_rate - produce_rate - the "
+        "spread); 0 when caught up; null when the spread does not rule out not catching up. "
+        "Roll-ups: the largest",
+    ),
+    (
+        "catching_up",
+        "boolean",
+        "lagging and consume_rate > produce_rate (false: not catching up at the current rates); "
+        "null when caught up or a rate is unknown. Roll-ups: every lagging partition catching up",
+    ),
+    (
         "time_until_data_loss_seconds",
         "double",
         "time until the oldest unconsumed message is deleted by retention (the earlier of the time and size limits), whether or not the group reads it first; null when not lagging or no limit applies",
@@ -98,7 +118,8 @@ GROUP_PARTITION = _cols(
     (
         "status",
         "string",
-        "sliding-window status: OK, WARN, ERR, STOP, STALL, REWIND (Burrow's rules, without false STOPs)",
+        "sliding-window status: OK, WARN, ERR, STOP, STALL, REWIND (Burrow's rules, without false "
+        "STOPs; WARN: falling behind, the lag rising over the window beyond its noise)",
     ),
     (
         "group_state",

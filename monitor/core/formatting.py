@@ -68,12 +68,53 @@ def number_filter(number: float | None, digits: int = 0) -> str:
     return "unknown" if number is None else f"{float(number):,.{digits}f}"
 
 
+def rate_filter(per_second: float) -> str:
+    """A rate in records/s for a sentence: 120/s, 80/s, 2.5/s."""
+    return f"{number_filter(per_second, 0 if abs(per_second) >= 10 else 1)}/s"
+
+
+def catch_up_filter(
+    offset_lag: float | None,
+    consume_rate: float | None,
+    produce_rate: float | None,
+    time_to_catch_up_seconds: float | None,
+    catch_up_low_seconds: float | None = None,
+    catch_up_high_seconds: float | None = None,
+    time_until_data_loss_seconds: float | None = None,
+) -> str:
+    """The catch-up forecast as one sentence, for notifications, pages and the CLI (the columns
+    of monitor.core.derived): "catches up in ~14 min at the current rate (10 min to 25 min)",
+    "not catching up: reads 80/s, 120/s arrive; retention deletes unread data in 42 min"."""
+    loss = (
+        ""
+        if time_until_data_loss_seconds is None
+        else f"; retention deletes unread data in {duration_filter(time_until_data_loss_seconds)}"
+    )
+    if offset_lag is None:
+        return "lag unknown"
+    if offset_lag <= 0:
+        return "caught up"
+    if consume_rate is None or produce_rate is None:
+        return f"no catch-up forecast yet (no rates over the window){loss}"
+    if time_to_catch_up_seconds is None:
+        return f"not catching up: reads {rate_filter(consume_rate)}, {rate_filter(produce_rate)} arrive{loss}"
+    low, high = catch_up_low_seconds, catch_up_high_seconds
+    if high is None and low is not None:
+        spread = f" (at least {duration_filter(low)}; the rates vary too much to rule out not catching up)"
+    elif low is not None and high is not None and duration_filter(low) != duration_filter(high):
+        spread = f" ({duration_filter(low)} to {duration_filter(high)})"
+    else:
+        spread = ""
+    return f"catches up in ~{duration_filter(time_to_catch_up_seconds)} at the current rate{spread}{loss}"
+
+
 NUMBER_FILTERS: Final[dict[str, Callable[..., str]]] = {
     "duration": duration_filter,
     "latency": latency_filter,
     "percent": percent_filter,
     "bytes": bytes_filter,
     "number": number_filter,
+    "catch_up": catch_up_filter,
 }
 """The filters by the names templates use."""
 

@@ -98,7 +98,7 @@ class ProducerLoop(threading.Thread):
 
     def run(self) -> None:
         pacer = Pacer(self.topic.rate, time.monotonic())
-        batch = max(1, int(self.topic.rate / 10))
+        batch = max(1, int(self.topic.rate * self.topic.burst_seconds))
         try:
             while not self.stop_event.is_set():
                 wait = pacer.wait_for(time.monotonic(), batch)

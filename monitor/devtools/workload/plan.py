@@ -59,7 +59,9 @@ class Behaviour(StrEnum):
 @dataclass(frozen=True, slots=True)
 class TopicPlan:
     """A topic and its producer: `rate` messages/s of `payload_bytes`, spread evenly over the
-    partitions. `history_seconds` of backdated messages (at `rate`) are written first."""
+    partitions, written `burst_seconds` worth at a time (a tenth of a second: steady; seconds:
+    bursts at the same average rate). `history_seconds` of backdated messages (at `rate`) are
+    written first."""
 
     name: str
     partitions: int
@@ -69,6 +71,7 @@ class TopicPlan:
     acks: str = "1"
     history_seconds: float = 0.0
     purpose: str = ""
+    burst_seconds: float = 0.1
 
 
 @dataclass(frozen=True, slots=True)

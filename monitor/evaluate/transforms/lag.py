@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from monitor.evaluate.transforms.common import (
     GROUP_PARTITION_KEYS,
+    MICROS_PER_SECOND,
     PARTITION_KEYS,
     newest,
     non_negative,
@@ -80,7 +81,7 @@ def sampled(now: datetime | Column) -> Column:
 
 _WORK_COLUMNS: tuple[str, ...] = (
     "first_at", "last_at", "first_committed_offset", "last_committed_offset", "first_lag", "observed_at",
-    "entries", "consumed",
+    "entries", "consumed", "trend_n", "trend_sxx", "trend_syy", "trend_sxy",
 )  # fmt: skip
 """Columns of key_summaries' own work, not part of its result."""
 
@@ -111,6 +112,7 @@ def key_summaries(inputs: Inputs, window_commits: int) -> DataFrame:
             F.max("observed_at").alias("observed_at"),
             F.collect_list(F.when(is_sample & F.col("lag").isNotNull(), window_entry)).alias("entries"),
             F.collect_list(F.when(is_sample, F.struct("sampled_at", "consumed_timestamp"))).alias("consumed"),
+            *_trend_aggregates(),
         )
     )
     consumed = rate(
@@ -124,6 +126,7 @@ def key_summaries(inputs: Inputs, window_commits: int) -> DataFrame:
             F.greatest(F.col("last_commit_observed_at"), F.col("observed_at")).alias("last_commit_at"),
             consumed.alias("consume_rate"),
             F.col("first_lag").alias("window_start_lag"),
+            _trend_error().alias("lag_trend_error"),
         )
         .withColumn("commit_lag_seconds", _commit_lag(F.col("consumed"), F.col("last_commit_at")))
     )
@@ -168,6 +171,28 @@ def _endpoint_aggregates() -> list[Column]:
     ]
 
 
+def _trend_aggregates() -> list[Column]:
+    """The sums of the least-squares line of the lag over time (seconds) through the window's
+    samples: their count and centred sums of squares and products."""
+    lag = F.when(F.col("sampled_at").isNotNull(), F.col("lag")).cast("double")
+    at = F.unix_micros(F.col("sampled_at")) / F.lit(MICROS_PER_SECOND)
+    return [
+        F.regr_count(lag, at).alias("trend_n"),
+        F.regr_sxx(lag, at).alias("trend_sxx"),
+        F.regr_syy(lag, at).alias("trend_syy"),
+        F.regr_sxy(lag, at).alias("trend_sxy"),
+    ]
+
+
+def _trend_error() -> Column:
+    """`lag_trend_error`: the standard error of the lag's slope over the window (records/s), from
+    the scatter of the samples around the fitted line; null below 3 samples or in one instant.
+    The slope is the produce rate minus the consume rate: its error is their difference's."""
+    n, sxx, sxy = F.col("trend_n").cast("double"), F.col("trend_sxx"), F.col("trend_sxy")
+    residual = F.greatest(F.col("trend_syy") - ratio(sxy * sxy, sxx), F.lit(0.0))
+    return F.when((n >= 3) & (sxx > 0), F.sqrt(residual / (n - 2) / sxx))
+
+
 def _commit_lag(consumed: Column, last_commit_at: Column) -> Column:
     """`commit_lag_seconds`: the commit time minus the append time of the last consumed message,
     read from the first sample at or after the commit (the committed offset is unchanged from the
@@ -197,6 +222,7 @@ def _with_lag(frame: DataFrame, now: Column) -> DataFrame:
         time_to_catch_up(F.col("offset_lag"), F.col("consume_rate"), F.col("produce_rate")).alias(
             "time_to_catch_up_seconds"
         ),
+        *catch_up_forecast(F.col("offset_lag"), F.col("consume_rate"), F.col("produce_rate")),
         (F.col("committed_offset") < F.col("start_offset")).alias("data_loss_occurred"),
         method.alias("lag_seconds_method"),
         error.alias("lag_seconds_error"),
@@ -217,3 +243,24 @@ def time_to_catch_up(offset_lag: Column, consume_rate: Column, produce_rate: Col
     caught up; null when it does not gain or a rate is unknown (never infinite)."""
     gaining = consume_rate > produce_rate
     return F.when(offset_lag == 0, F.lit(0.0)).when(gaining, ratio(offset_lag, consume_rate - produce_rate))
+
+
+CATCH_UP_SPREAD_ERRORS = 2.0
+"""The catch-up forecast's interval: the net rate (consume - produce) give or take this many
+standard errors of the lag's trend over the window (about 95 % for a line through many samples)."""
+
+
+def catch_up_forecast(offset_lag: Column, consume_rate: Column, produce_rate: Column) -> list[Column]:
+    """`catch_up_low_seconds`, `catch_up_high_seconds` and `catching_up` (monitor.core.derived)
+    of a row with `lag_trend_error`: time_to_catch_up's division at the net rate plus and minus
+    CATCH_UP_SPREAD_ERRORS errors (no spread known: both ends at the net rate itself)."""
+    gain = consume_rate - produce_rate
+    spread = F.coalesce(F.col("lag_trend_error"), F.lit(0.0)) * F.lit(CATCH_UP_SPREAD_ERRORS)
+    caught_up = offset_lag == 0
+    low = F.when(caught_up, F.lit(0.0)).when(gain > 0, ratio(offset_lag, gain + spread))
+    high = F.when(caught_up, F.lit(0.0)).when(gain - spread > 0, ratio(offset_lag, gain - spread))
+    return [
+        low.alias("catch_up_low_seconds"),
+        high.alias("catch_up_high_seconds"),
+        F.when(~caught_up, gain > 0).alias("catching_up"),
+    ]

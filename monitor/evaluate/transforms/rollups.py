@@ -7,7 +7,9 @@ How each lag column rolls up (`monitor.core.derived` names only the sum of offse
   message of the set is the oldest of its partitions');
 - time_since_last_commit_seconds: the smallest (when the group last committed anything);
 - time_to_catch_up_seconds: the largest (caught up when the slowest partition is), null when any
-  lagging partition does not gain on its producers;
+  lagging partition does not gain on its producers; catch_up_low_seconds and
+  catch_up_high_seconds the same way (null when any lagging partition's is); catching_up: every
+  lagging partition catches up (null when any lagging partition's rates are unknown);
 - time_until_data_loss_seconds, data_loss_margin_seconds: the smallest; data_loss_occurred: any;
 - sampled: all (a roll-up is sampled when every one of its group-partitions is);
 - partitions_beyond_end: the group-partitions whose committed offset is beyond the log end.
@@ -47,10 +49,24 @@ def _same_at_every_level() -> list[Column]:
         F.min("time_until_data_loss_seconds").alias("time_until_data_loss_seconds"),
         F.min("data_loss_margin_seconds").alias("data_loss_margin_seconds"),
         F.bool_or("data_loss_occurred").alias("data_loss_occurred"),
+        *_forecast_aggregates(),
         F.bool_and("sampled").alias("sampled"),
         F.max("group_state").alias("group_state"),
         F.max("members").alias("members"),
     ]
+
+
+def _forecast_aggregates() -> list[Column]:
+    """The catch-up forecast of a roll-up, from group-partitions or from roll-ups of them alike:
+    caught up when the slowest lagging partition is (the largest of each end), known only when
+    every lagging row's is; catching up when every lagging row is."""
+    lagging = F.col("offset_lag") > 0
+
+    def slowest(column: str) -> Column:
+        return F.when(F.count_if(lagging & F.col(column).isNull()) == 0, F.max(column)).alias(column)
+
+    every = F.when(F.count_if(lagging & F.col("catching_up").isNull()) == 0, F.bool_and("catching_up"))
+    return [slowest("catch_up_low_seconds"), slowest("catch_up_high_seconds"), every.alias("catching_up")]
 
 
 def _lag_aggregates() -> list[Column]:

@@ -31,8 +31,24 @@ The rules, in order (the first that holds decides):
 3. REWIND when a committed offset went backwards and the current one is still below the highest.
 4. OK when any entry in the window had lag 0.
 5. STALL when the window has at least 2 entries, all at one offset, and the lag is not 0.
-6. WARN when the lag never decreased between consecutive entries (at least 3 entries).
+6. WARN when the consumer is falling behind: over the window's entries the lag rises, beyond
+   the noise of the window (`falling_behind`). Burrow's own rule 6 ("the lag never decreased")
+   flickered on groups that keep up: a lag of a few dozen records that bounces rises from entry
+   to entry by chance in short windows, and "never decreased" counts an equal lag as rising.
 7. Otherwise OK.
+
+Falling behind. The lag's slope over time is the produce rate minus the consume rate, both
+measured between the same samples. Its least-squares estimate over the window's n entries, and
+that estimate's standard error from the scatter of the lags around the fitted line, say whether
+the consumer reads slower than records arrive beyond what the window's noise explains: WARN when
+the slope is above zero by more than `T_CRITICAL[n - 2]` standard errors (Student's t, one-sided,
+99.9 %), at least 3 entries. A group that keeps up has a flat trend (its lag bounces around a
+level) and stays OK; one whose lag grows steadily, however slowly, is WARN once the window shows
+it above its noise. Written without division or square root, so that the Python rule and its
+Spark expression (status_columns.py) compute the same doubles in the same order:
+A = n St2 - St^2, B = n Sty - St Sy, C = n Sy2 - Sy^2 (sums over the entries, time in ms from the
+first entry); falling behind when A > 0, B > 0 and B^2 (n - 2 + t^2) > t^2 A C, which is
+slope > t * standard error.
 """
 
 from __future__ import annotations
@@ -155,9 +171,34 @@ def stalled(window: Sequence[Commit]) -> bool:
     return len(window) >= 2 and len({c.offset for c in window}) == 1 and window[-1].lag > 0
 
 
-def lag_not_decreasing(window: Sequence[Commit]) -> bool:
-    """Rule 6: at least 3 entries and the lag never went down from one to the next."""
-    return len(window) >= 3 and all(b.lag >= a.lag for a, b in pairwise(window))
+T_CRITICAL: tuple[float, ...] = (
+    318.309, 22.327, 10.215, 7.173, 5.893, 5.208, 4.785, 4.501, 4.297, 4.144,
+    4.025, 3.930, 3.852, 3.787, 3.733, 3.686, 3.646, 3.610, 3.579, 3.552,
+    3.527, 3.505, 3.485, 3.467, 3.450, 3.435, 3.421, 3.408, 3.396, 3.385,
+)  # fmt: skip
+"""Student's t one-sided 99.9 % quantiles for 1, 2, ... 30 degrees of freedom (n - 2 for a line
+fitted to n entries); beyond 30, the last (a little stricter than the true value)."""
+
+
+def t_critical(degrees: int) -> float:
+    """The T_CRITICAL value for `degrees` (>= 1) degrees of freedom."""
+    return T_CRITICAL[min(degrees, len(T_CRITICAL)) - 1]
+
+
+def falling_behind(window: Sequence[Commit]) -> bool:
+    """Rule 6: at least 3 entries and the least-squares slope of the lag over time is above zero
+    by more than t_critical(n - 2) standard errors (the module docstring)."""
+    n = len(window)
+    if n < 3:
+        return False
+    st = sy = st2 = sty = sy2 = 0.0
+    for c in window:
+        t, y = float(c.time_ms - window[0].time_ms), float(c.lag)
+        st, sy, st2, sty, sy2 = st + t, sy + y, st2 + t * t, sty + t * y, sy2 + y * y
+    a, b, c_ = n * st2 - st * st, n * sty - st * sy, n * sy2 - sy * sy
+    t = t_critical(n - 2)
+    t2 = t * t
+    return a > 0 and b > 0 and b * b * (n - 2 + t2) > t2 * a * c_
 
 
 def evaluate(window: Sequence[Commit], now_ms: int) -> Verdicts:
@@ -168,7 +209,7 @@ def evaluate(window: Sequence[Commit], now_ms: int) -> Verdicts:
         rewind=rewound(window),
         ok_any_zero_lag=any_lag_zero(window),
         stall=stalled(window),
-        warn=lag_not_decreasing(window),
+        warn=falling_behind(window),
         final=OK,
     )
     return replace(verdicts, final=decide(verdicts))

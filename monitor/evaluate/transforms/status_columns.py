@@ -19,7 +19,15 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from monitor.evaluate.transforms.common import moment
-from monitor.evaluate.transforms.status import DEFAULT_WINDOW_COMMITS, OK, REWIND, STALL, STOP, WARN
+from monitor.evaluate.transforms.status import (
+    DEFAULT_WINDOW_COMMITS,
+    OK,
+    REWIND,
+    STALL,
+    STOP,
+    T_CRITICAL,
+    WARN,
+)
 
 _TEMPORARY = (
     "_lagging", "_sorted", "_ordered", "_at", "_changes", "_last", "_first", "_commits", "_caught_up",
@@ -143,12 +151,7 @@ def _decide(frame: DataFrame, now: Column) -> DataFrame:
     picked = F.col("_picked")
     window_size = F.size(picked)
     stalled = (window_size >= 2) & (F.size(commits) == 1)
-    growing = F.forall(
-        F.sequence(F.lit(1), F.greatest(window_size - 1, F.lit(1))),
-        lambda j: (
-            (j >= window_size) | (F.get(o, F.get(picked, j))["lag"] >= F.get(o, F.get(picked, j - 1))["lag"])
-        ),
-    )
+    entries = F.transform(picked, lambda i: F.get(o, i))
     status = (
         F.when(F.col("_lagging").isNull(), F.lit(None).cast("string"))
         .when(~F.col("_lagging"), F.lit(OK))
@@ -156,7 +159,7 @@ def _decide(frame: DataFrame, now: Column) -> DataFrame:
         .when(rewound, F.lit(REWIND))
         .when(any_lag_zero, F.lit(OK))
         .when(stalled, F.lit(STALL))
-        .when((window_size >= 3) & growing, F.lit(WARN))
+        .when((window_size >= 3) & _falling_behind(entries), F.lit(WARN))
         .otherwise(F.lit(OK))
     )
     singles = F.filter(
@@ -164,3 +167,31 @@ def _decide(frame: DataFrame, now: Column) -> DataFrame:
     )
     window = F.array_sort(F.array_distinct(F.concat(commits, singles)))
     return frame.withColumn("_picked", _when_lagging(window)).withColumn("status", status)
+
+
+def _falling_behind(entries: Column) -> Column:
+    """status.falling_behind on an array of window entries in time order (at least 3): the same
+    sums, in the same order, of the same doubles, and the same comparison."""
+    first = F.get(entries, 0)["time_ms"]
+    zero = F.lit(0.0).cast("double")
+    start = F.struct(*[zero.alias(name) for name in ("st", "sy", "st2", "sty", "sy2")])
+
+    def add(acc: Column, x: Column) -> Column:
+        t, y = (x["time_ms"] - first).cast("double"), x["lag"].cast("double")
+        return F.struct(
+            (acc["st"] + t).alias("st"),
+            (acc["sy"] + y).alias("sy"),
+            (acc["st2"] + t * t).alias("st2"),
+            (acc["sty"] + t * y).alias("sty"),
+            (acc["sy2"] + y * y).alias("sy2"),
+        )
+
+    sums = F.aggregate(entries, start, add)
+    n = F.size(entries).cast("double")
+    a = n * sums["st2"] - sums["st"] * sums["st"]
+    b = n * sums["sty"] - sums["st"] * sums["sy"]
+    c = n * sums["sy2"] - sums["sy"] * sums["sy"]
+    table = F.array(*[F.lit(value) for value in T_CRITICAL])
+    t = F.get(table, F.least(F.size(entries) - 2, F.lit(len(T_CRITICAL))) - 1)
+    t2 = t * t
+    return (a > 0) & (b > 0) & (b * b * (n - 2 + t2) > t2 * a * c)

@@ -123,7 +123,8 @@ GROUPS: tuple[MetricSpec, ...] = (
           "read them."),
     _ours("group_members", GROUP, "group", "members", "Members of the consumer group."),
     _ours("group_status", (*GROUP, "status"), "group", "one",
-          "1, labelled with the group's sliding-window status (Burrow's rules without false STOPs): OK, "
+          "1, labelled with the group's sliding-window status (Burrow's rules without false STOPs; WARN: "
+          "falling behind): OK, "
           "WARN or ERR (ERR covers STOP, STALL and REWIND)."),
     _ours("group_state", (*GROUP, "state"), "group", "one",
           "1, labelled with the consumer group state: Stable, PreparingRebalance, CompletingRebalance, "

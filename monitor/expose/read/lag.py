@@ -57,6 +57,9 @@ _LAG = """offset_lag, lag_seconds, append_lag_seconds, commit_lag_seconds,
     time_since_last_commit_seconds, consume_rate, produce_rate, time_to_catch_up_seconds,
     time_until_data_loss_seconds, data_loss_margin_seconds, data_loss_occurred, status"""
 
+_FORECAST = "catch_up_low_seconds, catch_up_high_seconds, catching_up"
+"""The catch-up forecast's columns beyond time_to_catch_up_seconds (the group views have them)."""
+
 
 @dataclass(frozen=True, slots=True)
 class GroupSummary(Described):
@@ -86,6 +89,9 @@ class GroupSummary(Described):
     lag_growing: bool | None
     partitions_beyond_end: int | None
     evaluated_at: datetime
+    catch_up_low_seconds: float | None
+    catch_up_high_seconds: float | None
+    catching_up: bool | None
     offset_lag_as_of: datetime | None = None
 
 
@@ -127,6 +133,9 @@ class GroupTopicLag(Described):
     data_loss_margin_seconds: float | None
     data_loss_occurred: bool | None
     status: str | None
+    catch_up_low_seconds: float | None
+    catch_up_high_seconds: float | None
+    catching_up: bool | None
     offset_lag_as_of: datetime | None = None
 
 
@@ -222,7 +231,7 @@ def group(conn: Connection, cluster: str, group_id: str) -> GroupDetail | None:
     topics = records(
         conn,
         GroupTopicLag,
-        f"SELECT topic, partitions, max_offset_lag, max_lag_seconds, {_LAG} FROM group_topic_lag"
+        f"SELECT topic, partitions, max_offset_lag, max_lag_seconds, {_LAG}, {_FORECAST} FROM group_topic_lag"
         " WHERE cluster = :c AND group_id = :g"
         " ORDER BY data_loss_occurred DESC NULLS LAST, data_loss_margin_seconds NULLS LAST,"
         " offset_lag DESC NULLS LAST, topic",
