@@ -8,7 +8,9 @@ functions), where it reads only what an alert there knows.
 - the number filters map to Prometheus' own: `duration` to `humanizeDuration`, `number` to
   `humanize`, `percent` to `humanizePercentage`, `bytes` to `humanize1024` and `B`.
 
-Anything else (a condition, a loop, another filter, a column not served) raises `Inexpressible`;
+The catch-up forecast (the `catch_up` filter) is the evaluation's, not served: it is left out with
+the separator before it. Anything else (a condition, a loop, another filter, a column not served)
+raises `Inexpressible`;
 the caller then uses the rule's plain description.
 """
 
@@ -34,6 +36,8 @@ _FILTERS = {
 _ROUND = "round"
 """jinja2's round(n): printf with n decimals."""
 _UNITS = {"bytes": "B"}
+_FORECAST = "catch_up"
+"""The filter of the catch-up forecast sentence (`monitor.core.formatting.catch_up_filter`)."""
 _ENV = template_environment()
 
 
@@ -48,6 +52,10 @@ def go_template(source: str, entity: str, *, severity: str, value_kept: bool) ->
         if not isinstance(node, nodes.Output):
             raise Inexpressible(f"the summary uses {type(node).__name__.lower()} blocks")
         for item in node.nodes:
+            if isinstance(item, nodes.Filter) and item.name == _FORECAST:
+                if parts:
+                    parts[-1] = parts[-1].rstrip().rstrip(";,")
+                continue
             parts.append(_item(item, entity, severity=severity, value_kept=value_kept))
     return "".join(parts)
 
