@@ -36,12 +36,16 @@ def test_stopped_consumer(kafka: KafkaTestHelper, scenario: Any) -> None:
     kafka.produce(topic, [b"s"] * 100)
     group = f"stopped-{topic}"
     s = scenario("stopped", [topic])
-    for n in (5, 5, 5):  # commits one second apart, then nothing
+    committed_at: list[float] = []
+    for n in (5, 5, 5):  # commits about a second apart, then nothing
         kafka.consume_and_commit(group, topic, n)
+        committed_at.append(time.monotonic())
         s.collect()
         time.sleep(1)
     kafka.produce(topic, [b"s"] * 10)  # there is something new to read
-    time.sleep(3)  # longer than the span of the commit window
+    # No commit for longer than the commit window spans (STOP), however long the commits took.
+    span = committed_at[-1] - committed_at[0]
+    time.sleep(max(0.0, committed_at[-1] + span + 1.5 - time.monotonic()))
     s.collect()
     s.evaluate()
     assert "ConsumerGroupStatus" in s.rules_for(group), s.findings()
