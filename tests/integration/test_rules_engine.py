@@ -182,7 +182,7 @@ def test_render_reads_like_a_page(findings: list[dict[str, Any]], pack: list[Rul
     summary, description = render(finding, rule)
     assert summary == (
         "Group billing is 42 min behind on orders (partition 4) and will lose unread messages to retention "
-        "in about 10 min"
+        "in about 10 min; not catching up: reads 0.0/s, 1.0/s arrive"
     )
     assert description.startswith(
         "On cluster prod, retention (size limit) deletes the oldest message of orders partition 4 that "
