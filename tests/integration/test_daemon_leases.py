@@ -7,7 +7,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ import yaml
 from sqlalchemy import Engine, text
 
 from tests.conditions import wait_for
+from tests.fixtures.daemon import spawn_daemon
 from tests.fixtures.kafka import KafkaTestHelper
 from tests.fixtures.receivers import free_port
 
@@ -53,13 +53,7 @@ def start_daemon(daemon_config: Path, db_url: str, tmp_path: Path) -> Iterator[o
 
     def start(name: str) -> subprocess.Popen[bytes]:
         env = {**os.environ, "DATABASE_URL": db_url, "KAFKA_HEALTH_WEB__PORT": str(free_port())}
-        log = (tmp_path / f"{name}.log").open("wb")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "monitor", "run", "--config", str(daemon_config)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        proc = spawn_daemon(daemon_config, tmp_path / f"{name}.log", env)
         procs.append(proc)
         return proc
 
