@@ -35,6 +35,16 @@ from monitor.kafka.translate import FUTURE_GRACE_SECONDS, Outcome
 from monitor.kafka.wire import OFFSET_FETCH_VERSION, OffsetFetchAnswer, offset_fetch_request
 
 GROUPS_PER_REQUEST: Final = 100
+_COORDINATOR_ATTEMPTS: Final = 2
+_COORDINATOR_MOVED: Final = frozenset(
+    error.errno
+    for error in (
+        kafka.errors.NotCoordinatorError,
+        kafka.errors.CoordinatorNotAvailableError,
+        kafka.errors.CoordinatorLoadInProgressError,
+    )
+)
+"""A group's error codes that say to find its coordinator again (14, 15, 16)."""
 _UNAVAILABLE_IN_A_ROW: Final = 20
 """After this many groups in a row found their coordinator unreachable the rest are not asked:
 a dead cluster costs a few failures, not one per group."""
@@ -88,7 +98,34 @@ async def _fetch_v8(
     loop: KafkaPythonLoop, group_ids: list[str], coordinators: dict[str, int], timeout: float, limit: int
 ) -> dict[str, list[CommittedOffset]]:
     """One OffsetFetch v8 per coordinator, paced (`monitor.kafka.paced`): the coordinators work
-    on theirs while an answer is decoded."""
+    on theirs while an answer is decoded. A group whose coordinator moved since it was found
+    (NOT_COORDINATOR, and the other coordinator errors) is looked up afresh and asked once more:
+    a rolling restart moves every coordinator in turn, and costs no cycle its committed offsets."""
+    found: dict[str, list[CommittedOffset]] = {}
+    pending = group_ids
+    for attempt in range(1, _COORDINATOR_ATTEMPTS + 1):
+        moved = await _fetch_v8_once(loop, pending, coordinators, timeout, limit, found)
+        if not moved:
+            break
+        for group_id, _ in moved:
+            coordinators.pop(group_id, None)
+        if attempt == _COORDINATOR_ATTEMPTS:
+            group_id, code = moved[0]
+            raise kafka.errors.for_code(code)(f"OffsetFetch failed for group {group_id!r}")
+        pending = [group_id for group_id, _ in moved]
+    return found
+
+
+async def _fetch_v8_once(
+    loop: KafkaPythonLoop,
+    group_ids: list[str],
+    coordinators: dict[str, int],
+    timeout: float,
+    limit: int,
+    found: dict[str, list[CommittedOffset]],
+) -> list[tuple[str, int]]:
+    """Asks for `group_ids` and adds their offsets to `found`; returns the groups (and codes)
+    whose coordinator answered that it is not theirs."""
     unknown = [g for g in group_ids if g not in coordinators]
     if unknown:
         failures: list[BaseException] = []
@@ -105,18 +142,21 @@ async def _fetch_v8(
     answers = await send_all(
         loop, [(node, offset_fetch_request(groups)) for node, groups in asked], timeout, until, limit
     )
-    found: dict[str, list[CommittedOffset]] = {}
+    moved: list[tuple[str, int]] = []
     for answer in answers:
         if isinstance(answer, BaseException):
             raise answer
         fetched: OffsetFetchAnswer = answer
         for group in fetched.groups:
+            if group.error_code in _COORDINATOR_MOVED:
+                moved.append((group.group_id, group.error_code))
+                continue
             code = group.error_code or group.partition_error_code
             if code:
                 where = "" if group.error_code else " on one of its partitions"
                 raise kafka.errors.for_code(code)(f"OffsetFetch failed for group {group.group_id!r}{where}")
             found[group.group_id] = group.committed
-    return found
+    return moved
 
 
 class GroupOffsetsClient(KafkaPythonClient):

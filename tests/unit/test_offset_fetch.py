@@ -37,6 +37,8 @@ class Coordinators(FakeConnectionManager):
 
     refused: set[str] = field(default_factory=set)
     down: set[int] = field(default_factory=set)
+    moved: dict[str, int] = field(default_factory=dict)
+    """Groups whose coordinator moved to another broker (answered NOT_COORDINATOR elsewhere)."""
     sent: list[tuple[int | None, int, list[str]]] = field(default_factory=list)
     found: list[list[str]] = field(default_factory=list)
     """The groups of each FindCoordinator request."""
@@ -54,18 +56,22 @@ class Coordinators(FakeConnectionManager):
         self.in_flight -= 1
         if node in self.down:
             raise kafka.errors.KafkaConnectionError("Node not connected")
-        answer = OffsetFetchResponse(throttle_time_ms=0, groups=[self._group(g) for g in groups])
+        answer = OffsetFetchResponse(throttle_time_ms=0, groups=[self._group(g, node) for g in groups])
         return decode_offset_fetch(answer.encode(version=8), 8)
 
     def _coordinators(self, group_ids: list[str]) -> Any:
         self.found.append(list(group_ids))
         found = [
-            SimpleNamespace(key=g, error_code=0, error_message=None, node_id=int(g[1:]) % 3)
-            for g in group_ids
+            SimpleNamespace(key=g, error_code=0, error_message=None, node_id=self._home(g)) for g in group_ids
         ]
         return SimpleNamespace(coordinators=found)
 
-    def _group(self, group_id: str) -> Any:
+    def _home(self, group_id: str) -> int:
+        return self.moved.get(group_id, int(group_id[1:]) % 3)
+
+    def _group(self, group_id: str, node: int | None) -> Any:
+        if node != self._home(group_id):
+            return _Group(group_id=group_id, error_code=kafka.errors.NotCoordinatorError.errno, topics=[])
         if group_id in self.refused:
             return _Group(
                 group_id=group_id, error_code=kafka.errors.GroupAuthorizationFailedError.errno, topics=[]
@@ -158,6 +164,33 @@ def test_a_group_is_looked_up_once_per_client_and_afresh_after_its_coordinator_f
     client._client = client_of(brokers)  # the next connection
     client.committed_offsets(["g0", "g1"])
     assert brokers.found[2:] == [["g0", "g1"]], "the failed call's client forgot where its groups were"
+
+
+def test_a_group_whose_coordinator_moved_is_found_again_and_answered_in_the_same_call() -> None:
+    brokers = Coordinators()
+    client = offsets_client(brokers)
+    groups = [f"g{i}" for i in range(6)]
+    client.committed_offsets(groups)
+
+    brokers.moved = {"g1": 2, "g4": 0}  # broker 1 restarted: its groups went elsewhere
+    result = client.committed_offsets(groups)
+
+    assert result.errors == {}
+    assert result.value["g4"] == [CommittedOffset("g4", "t", 0, 4)]
+    assert brokers.found[1:] == [["g1", "g4"]], "only the moved groups are looked up again"
+    assert client._client is not None
+
+
+def test_a_group_whose_coordinator_keeps_moving_fails_alone() -> None:
+    class Restless(Coordinators):
+        def _group(self, group_id: str, node: int | None) -> Any:
+            return super()._group(group_id, None if group_id == "g1" else node)
+
+    brokers = Restless()
+    result = offsets_client(brokers).committed_offsets([f"g{i}" for i in range(3)])
+
+    assert set(result.value) == {"g0", "g2"}
+    assert "NotCoordinatorError" in result.errors["g1"]
 
 
 def _listing_unknown_api() -> dict[ApiKey, tuple[int, int]]:
