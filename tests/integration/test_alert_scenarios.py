@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from sqlalchemy import Engine, text
 
-from monitor.alert.config import default_routing_paths, load_routing
-from monitor.alert.cycle import run_cycle
 from monitor.devtools.workload.plan import Behaviour, GroupPlan, Plan, TopicPlan
 from monitor.devtools.workload.runner import Workload
+from tests.fixtures.alerting import alert_cycle, findings_ever, group_alerts, notifications
 from tests.fixtures.kafka import KafkaTestHelper
 from tests.fixtures.populated import MINUTE, now_ms
-from tests.integration.test_collectors import rows
+from tests.fixtures.sql import rows
 
 if TYPE_CHECKING:
     pass
@@ -37,42 +36,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.spark
 
 MIB = 1024 * 1024
-
-
-def alert_cycle(engine: Engine) -> None:
-    """One alert cycle now, with the shipped routing."""
-    with engine.begin() as conn:
-        run_cycle(conn, load_routing(*default_routing_paths()), datetime.now(UTC), "http://kafka-health.test")
-
-
-def group_alerts(engine: Engine, cluster: str, group: str) -> list[dict[str, Any]]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT id, rule, severity, state, pending_since, starts_at FROM alerts"
-                 " WHERE cluster = :c AND labels->>'group_id' = :g ORDER BY id"),
-            {"c": cluster, "g": group},
-        )  # fmt: skip
-        return [dict(r._mapping) for r in rows]
-
-
-def findings_ever(engine: Engine, cluster: str, group: str) -> list[dict[str, Any]]:
-    """Every finding on the group's entities, resolved ones included."""
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT rule, severity, state, entity_key FROM findings WHERE cluster = :c"
-                 " AND labels->>'group_id' = :g"),
-            {"c": cluster, "g": group},
-        )  # fmt: skip
-        return [dict(r._mapping) for r in rows]
-
-
-def notifications(engine: Engine) -> list[dict[str, Any]]:
-    """Every notification the alert cycles queued (sent or not), with its receiver."""
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT receiver, kind, group_key, payload FROM notification_outbox ORDER BY id")
-        )
-        return [dict(r._mapping) for r in rows]
 
 
 # -- healthy controls next to a fault -------------------------------------------------------------
@@ -115,10 +78,13 @@ def test_groups_that_keep_up_are_never_told_about_next_to_one_that_stopped(
             s.collect(log_dirs=True)
             time.sleep(3)
 
-        def told() -> bool:
+        def cycle() -> None:
             s.collect(log_dirs=True)
             s.evaluate()
             alert_cycle(engine)
+
+        def told() -> bool:
+            cycle()
             pages = [
                 n
                 for n in notifications(engine)
@@ -127,6 +93,17 @@ def test_groups_that_keep_up_are_never_told_about_next_to_one_that_stopped(
             return bool(pages)
 
         kafka.wait_for(told, 150, "the stopped group's page (group_wait 10 s)")  # a few cycles
+
+        # The controls read within a second of each write, so an evaluation can find one with
+        # nothing left to read (no deletion ahead): cycles go on until each was seen behind.
+        def controls_seen_behind() -> bool:
+            measured = _deletion_ahead(engine, cluster)
+            if all(measured.get(group) and measured[group].until is not None for group in controls):
+                return True
+            cycle()
+            return False
+
+        kafka.wait_for(controls_seen_behind, 120, "an evaluation of each control with unread messages")
 
     # The fault: a stopped group on the short-retention topic pages.
     assert s.rules_for(stopped).get("TimeUntilDataLoss") == "critical", s.findings()
@@ -140,6 +117,18 @@ def test_groups_that_keep_up_are_never_told_about_next_to_one_that_stopped(
     # ... although the oldest message they had not read was always minutes from its deletion
     # (the size limit on the capped topic, the time limit on the other): the margin, not the
     # deletion time, is the risk.
+    seen = _deletion_ahead(engine, cluster)
+    for group, limit, deleted_within in ((f"{prefix}capped-reader", "size", 120), (f"{prefix}short-reader", "time", 180)):  # fmt: skip
+        row = seen[group]
+        assert row.evaluations >= 2 and row.margins == 0, dict(row._mapping)
+        assert row.until is not None and row.until <= deleted_within and row.limit_ == limit, dict(
+            row._mapping
+        )
+
+
+def _deletion_ahead(engine: Engine, cluster: str) -> dict[str, Any]:
+    """Per group of `cluster`, over its evaluations: the longest time until data loss and its
+    limit, how many margins were given, and how many evaluations there were."""
     with engine.connect() as conn:
         rows = conn.execute(
             text("SELECT group_id, max(time_until_data_loss_seconds) AS until, max(data_loss_limit) AS limit_,"
@@ -147,13 +136,7 @@ def test_groups_that_keep_up_are_never_told_about_next_to_one_that_stopped(
                  " FROM derived_group_partition WHERE cluster = :c GROUP BY group_id"),
             {"c": cluster},
         )  # fmt: skip
-        seen = {r.group_id: r for r in rows}
-    for group, limit, deleted_within in ((f"{prefix}capped-reader", "size", 120), (f"{prefix}short-reader", "time", 180)):  # fmt: skip
-        row = seen[group]
-        assert row.evaluations >= 2 and row.margins == 0, dict(row._mapping)
-        assert row.until is not None and row.until <= deleted_within and row.limit_ == limit, dict(
-            row._mapping
-        )
+        return {r.group_id: r for r in rows}
 
 
 # -- a broker stop: a gap in the data, not a condition turned false ---------------------------------

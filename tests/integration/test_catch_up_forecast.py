@@ -19,7 +19,7 @@ from monitor.devtools.workload.plan import Behaviour, GroupPlan, Plan, TopicPlan
 from monitor.devtools.workload.runner import Workload
 from monitor.expose.read import lag as read_lag
 from tests.fixtures.kafka import KafkaTestHelper
-from tests.integration.test_collectors import rows
+from tests.fixtures.sql import rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
 

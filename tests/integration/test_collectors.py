@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from monitor.collect.stage import ClusterCollector
 from monitor.core.clock import SystemClock
@@ -20,28 +20,9 @@ from monitor.core.settings import CollectConfig, NameFilter
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import RunRecorder
 from tests.fixtures.kafka import KafkaTestHelper
+from tests.fixtures.sql import last_run, ms, rows
 
 T0 = 1_700_000_000_000  # ms: records get T0 + i * 1000
-
-
-def rows(engine: Engine, sql: str, **params: Any) -> list[dict[str, Any]]:
-    with engine.connect() as conn:
-        return [dict(r._mapping) for r in conn.execute(text(sql), params)]
-
-
-def last_run(engine: Engine, cluster: str, job: str) -> dict[str, Any]:
-    found = rows(
-        engine,
-        "SELECT status, counts, error FROM collection_runs WHERE cluster = :c AND job = :j ORDER BY id DESC LIMIT 1",
-        c=cluster,
-        j=job,
-    )
-    assert found, f"no {job} run for {cluster}"
-    return found[0]
-
-
-def ms(value: datetime | None) -> int | None:
-    return None if value is None else int(value.timestamp() * 1000)
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import RunRecorder
 from tests.conditions import wait_for
 from tests.fixtures.kafka import KafkaTestHelper
-from tests.integration.test_collectors import last_run, ms, rows
+from tests.fixtures.sql import last_run, ms, rows
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 from monitor.evaluate.engine import evaluate_rules, unsampled_keys
 from monitor.evaluate.rules import Rule
 from monitor.evaluate.transforms import derive
-from tests.integration.test_transforms_inputs import AT, World, ago, committed, expect, offsets
+from tests.fixtures.transform_inputs import AT, World, ago, committed, expect, offsets
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

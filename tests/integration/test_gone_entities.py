@@ -19,8 +19,8 @@ from sqlalchemy import Engine, text
 
 from monitor.core.vocabulary import COMMITTED_BEYOND_END, RESOLVED_GONE
 from monitor.expose.web.app import create_app
+from tests.fixtures.alerting import alert_cycle
 from tests.fixtures.kafka import KafkaTestHelper
-from tests.integration.test_alert_scenarios import alert_cycle
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]  # the real `for:` waits, evaluation by evaluation
 

@@ -20,12 +20,13 @@ from monitor.alert.notify.outbox import NOTIFICATION_FAILURES, NOTIFICATIONS
 from monitor.collect import probe_metrics
 from monitor.core.records import ProbeResult
 from monitor.core.settings import MetricsConfig
-from monitor.expose.metrics.catalogue import BY_NAME, CATALOGUE, PARTITIONS, spec_of_family
+from monitor.expose.metrics.catalogue import BY_NAME, CATALOGUE, PARTITIONS
 from monitor.expose.metrics.push.metrics import PUSH_FAILURES, PUSH_QUEUE, PUSH_SAMPLES
 from monitor.expose.web.app import create_app
 from monitor.store.engine import make_engine
 from monitor.store.partitions import ensure_partitions
 from monitor.store.runs import RUN_SECONDS, RUNS
+from tests.fixtures.scrapes import assert_catalogued
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 T1 = T0 + timedelta(seconds=30)
@@ -269,22 +270,6 @@ def test_our_metrics_serve_the_latest_evaluation(filled: Engine) -> None:
     assert samples["kafka_health_up", frozenset()] == 1
     assert samples["kafka_health_partition_series", frozenset()] == 7 + 16
     assert samples["kafka_health_partition_series_dropped", frozenset()] == 0
-
-
-def assert_catalogued(body: str) -> set[str]:
-    """Every family of the scrape `body` is in the catalogue, with its type and its labels; the
-    names of the catalogue entries served."""
-    served: set[str] = set()
-    for family in text_string_to_metric_families(body):
-        spec = spec_of_family(family.name)
-        assert spec is not None, f"{family.name} is served but not in metrics/catalogue.py"
-        created = family.name != spec.family
-        assert family.type == ("gauge" if created else spec.type), family.name
-        for sample in family.samples:
-            labels = set(sample.labels) - ({"le"} if spec.type == "histogram" else set())
-            assert labels == set(spec.labels), f"{sample.name}: {sorted(labels)} vs {spec.labels}"
-        served.add(spec.name)
-    return served
 
 
 def test_every_family_served_is_catalogued_with_its_labels(filled: Engine) -> None:

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.devtools.servers import PrometheusServer
 from monitor.expose.web.app import create_app
 from tests.fixtures.populated import Populated
-from tests.integration.test_prometheus_metrics import assert_catalogued
+from tests.fixtures.scrapes import assert_catalogued
 
 
 def test_a_scrape_of_real_data_matches_the_catalogue(populated: Populated) -> None:

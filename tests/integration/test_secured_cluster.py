@@ -25,7 +25,7 @@ import trustme
 from confluent_kafka.admin import ConfigResource, ResourceType
 from cryptography.hazmat.primitives import serialization
 from pydantic import SecretStr
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from monitor.act.gitrepo import ConfigRepo
 from monitor.act.service import RetentionService
@@ -53,17 +53,13 @@ from tests.fixtures.kafka import OIDC_TOKEN_SECONDS, Listener, SecuredKafkaHelpe
 from tests.fixtures.logs import RootRecords
 from tests.fixtures.populated import Scenario
 from tests.fixtures.retention import ALICE, DAY_MS, OWNERS, POLICY
+from tests.fixtures.sql import rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 REQUEST_TIMEOUT = 3.0
 LISTENERS: list[Listener] = ["sasl_ssl", "scram_sha_256", "plain", "oauthbearer", "mtls"]
-
-
-def rows(engine: Engine, sql: str, **params: Any) -> list[dict[str, Any]]:
-    with engine.connect() as conn:
-        return [dict(r._mapping) for r in conn.execute(text(sql), params)]
 
 
 def runs(engine: Engine, cluster: str) -> dict[str, dict[str, Any]]:

@@ -40,8 +40,8 @@ from monitor.evaluate.spark import jdbc_target
 from monitor.expose.web.app import create_app
 from tests.fixtures.kafka import KafkaTestHelper
 from tests.fixtures.receivers import ROUTING_KEY, FakePagerDuty
-from tests.fixtures.share import ShareConsumers
-from tests.integration.test_share_groups import collected, rows, share_collector
+from tests.fixtures.share import ShareConsumers, collected, share_collector
+from tests.fixtures.sql import rows
 
 URL = "http://kafka-health.test"
 SCALED = {

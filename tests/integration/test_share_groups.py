@@ -7,34 +7,26 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from rich.console import Console
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 from typer.testing import CliRunner
 
 from monitor.cli import share_groups as cli_share_groups
 from monitor.cli.main import app as cli
 from monitor.collect.stage import ClusterCollector
-from monitor.core.clock import SystemClock
-from monitor.core.settings import CollectConfig, MetricsConfig, NameFilter
+from monitor.core.settings import MetricsConfig
 from monitor.expose.metrics.prometheus import StateCollector
 from monitor.expose.web.app import create_app
-from monitor.store.buffer import BufferedWriter
-from monitor.store.runs import RunRecorder
 from tests.fixtures.kafka import KafkaTestHelper
-from tests.fixtures.share import ShareConsumers
+from tests.fixtures.share import ShareConsumers, collected, share_collector
+from tests.fixtures.sql import rows
 
 CLUSTER = "share"
-
-
-def rows(engine: Engine, sql: str, **params: Any) -> list[dict[str, Any]]:
-    with engine.connect() as conn:
-        return [dict(r._mapping) for r in conn.execute(text(sql), params)]
 
 
 def _cells(table: str) -> list[list[str]]:
@@ -47,43 +39,10 @@ def _cells(table: str) -> list[list[str]]:
     return found
 
 
-@contextmanager
-def share_collector(
-    share_kafka: KafkaTestHelper, engine: Engine, cluster: str, groups: str
-) -> Iterator[ClusterCollector]:
-    """A collector of the share cluster as `cluster`, of the groups matching `groups` only: each
-    test module watches its own groups under its own name, whatever the others leave behind."""
-    clock = SystemClock()
-    config = share_kafka.cluster_config(
-        cluster, groups=NameFilter(allow=[groups]), request_timeout_seconds=10
-    )
-    writer = BufferedWriter(engine, 1_000_000, clock)
-    made = ClusterCollector(
-        config, engine, clock, RunRecorder(engine, clock, writer=writer), writer, CollectConfig()
-    )
-    made.start()
-    try:
-        yield made
-    finally:
-        made.stop()
-
-
 @pytest.fixture
 def collector(share_kafka: KafkaTestHelper, engine: Engine) -> Iterator[ClusterCollector]:
     with share_collector(share_kafka, engine, CLUSTER, "sg-.*") as made:
         yield made
-
-
-def collected(collector: ClusterCollector, engine: Engine, group: str) -> dict[int, dict[str, Any]]:
-    """Run the share-groups job once; the group's newest share partitions by partition."""
-    collector.run("share_groups")
-    found = rows(
-        engine,
-        "SELECT * FROM share_group_lag WHERE cluster = :c AND group_id = :g",
-        c=collector.cluster.name,
-        g=group,
-    )
-    return {r["partition"]: r for r in found}
 
 
 def test_share_groups_collected_stored_and_served(

@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 from monitor.devtools.workload.plan import Behaviour, GroupPlan, Plan, TopicPlan
 from monitor.devtools.workload.runner import Workload
 from tests.fixtures.kafka import KafkaTestHelper
-from tests.integration.test_collectors import rows
+from tests.fixtures.sql import rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
 

@@ -24,8 +24,7 @@ import pytest
 from monitor.evaluate.engine import evaluate_rules
 from monitor.evaluate.rules import default_rule_paths, load_rules
 from tests.fixtures.spark import derived_once
-from tests.integration.test_transforms_inputs import AT, World, ago, assert_finite, committed, expect, offsets
-from tests.integration.test_transforms_retention import sizes
+from tests.fixtures.transform_inputs import AT, World, ago, assert_finite, committed, expect, offsets, sizes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -21,7 +21,7 @@ import pytest
 
 from monitor.evaluate.transforms import derive
 from tests.fixtures.spark import derived_once
-from tests.integration.test_transforms_inputs import AT, World, ago, assert_finite, committed, expect, offsets
+from tests.fixtures.transform_inputs import AT, World, ago, assert_finite, committed, expect, offsets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.fixtures.spark import derived_once
-from tests.integration.test_transforms_inputs import World, ago, assert_finite, expect
+from tests.fixtures.transform_inputs import World, ago, assert_finite, expect
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

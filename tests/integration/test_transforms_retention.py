@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.fixtures.spark import derived_once
-from tests.integration.test_transforms_inputs import World, ago, assert_finite, committed, expect, offsets
+from tests.fixtures.transform_inputs import World, ago, assert_finite, committed, expect, offsets, sizes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -23,15 +23,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.spark
 
 TOPICS = ("logs", "payments", "ledger", "profiles", "forever")
-
-
-def sizes(
-    world: World, topic: str, partition: int, broker: int, *samples: tuple[int, int], **extra: object
-) -> None:
-    """log_dir_sizes samples (seconds before AT, bytes) of one replica."""
-    for seconds, size in samples:
-        world.add("log_dir_sizes", broker_id=broker, topic=topic, partition=partition,
-                  sampled_at=ago(seconds), size_bytes=size, **extra)  # fmt: skip
 
 
 def retention_world() -> World:

@@ -18,7 +18,7 @@ import pytest
 from monitor.evaluate.engine import evaluate_rules
 from monitor.evaluate.rules import load_rules
 from monitor.evaluate.transforms import derive
-from tests.integration.test_transforms_inputs import AT, CLUSTER, World, ago, assert_finite
+from tests.fixtures.transform_inputs import AT, CLUSTER, World, ago, assert_finite
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

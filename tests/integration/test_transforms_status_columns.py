@@ -11,7 +11,7 @@ import pytest
 
 from monitor.evaluate.transforms.status import Commit, partition_status
 from monitor.evaluate.transforms.status_columns import with_status
-from tests.unit.test_transforms_status import CASES, WINDOWS, window
+from tests.fixtures.status_cases import CASES, WINDOWS, window
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -18,8 +18,7 @@ from monitor.alert.receivers.slack import slack_blocks
 from monitor.alert.receivers.webhook import webhook_body
 from monitor.alert.render import TEMPLATE_NAMES, Templates, title
 from monitor.core.formatting import printable
-from tests.fixtures.receivers import EXTERNAL_URL, sample_notification
-from tests.unit.test_notification_templates import PAYLOADS
+from tests.fixtures.receivers import EXTERNAL_URL, PAYLOADS, sample_notification
 
 pytestmark = pytest.mark.unit
 

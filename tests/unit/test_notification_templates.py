@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -34,7 +33,7 @@ from monitor.alert.render import (
     title,
 )
 from monitor.core.errors import ConfigError
-from tests.fixtures.receivers import CASES, EXTERNAL_URL, ROUTING_KEY, sample_notification
+from tests.fixtures.receivers import CASES, EXTERNAL_URL, PAYLOADS, ROUTING_KEY, sample_notification
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "notifications"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -54,25 +53,6 @@ def check_golden(case: str, name: str, text: str) -> None:
     assert path.exists(), f"{path} is missing; run with UPDATE_GOLDEN=1 to write it"
     expected = path.read_text(encoding="utf-8")
     assert text == expected, f"{path} differs; if the change is intended, run with UPDATE_GOLDEN=1"
-
-
-def as_json(data: object) -> str:
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-PAYLOADS: dict[str, Callable[[Templates, Notification], str]] = {
-    "slack.blocks.json": lambda t, n: as_json(slack_blocks(t.render("slack.txt", n), n)),
-    "pagerduty.event.json": lambda t, n: as_json(
-        pagerduty_event(
-            n,
-            routing_key=ROUTING_KEY,
-            summary=one_line(t.render("pagerduty.summary.txt", n)),
-            source="kafka-health",
-            external_url=t.external_url,
-        )
-    ),
-    "webhook.json": lambda t, n: as_json(webhook_body(n, "oncall", t.external_url)),
-}
 
 
 @pytest.mark.parametrize("name", TEMPLATE_NAMES)
