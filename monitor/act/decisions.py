@@ -24,7 +24,7 @@ from monitor.act.model import REFUSALS, RetentionError, iso, show_value
 from monitor.act.policy import Policy
 from monitor.act.request import Request
 from monitor.core.clock import Clock
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.store import audit as audit_trail
 from monitor.store.audit import Audit
 

@@ -38,7 +38,7 @@ from monitor.act.repair_plan import Plan, Snapshot
 from monitor.act.repair_request import Repair, RepairError
 from monitor.core.clock import Clock
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.core.settings import ClusterConfig
 from monitor.kafka.leaders import LeaderAdmin
 from monitor.kafka.protocol import LeaderApi

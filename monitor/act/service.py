@@ -37,8 +37,8 @@ from monitor.act.policy import Policy, load_policy
 from monitor.act.request import Draft, Request
 from monitor.core.clock import Clock
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
+from monitor.core.identity import Identity
 from monitor.core.owners import Owners, load_owners_file
-from monitor.core.records import Identity
 from monitor.core.settings import ClusterConfig, RetentionConfig
 from monitor.kafka.alter import TopicConfigWriter
 from monitor.store.audit import Audit

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine, text
 from monitor.alert import permissions
 from monitor.alert.matchers import Matcher, MatcherError, parse_matchers
 from monitor.core.errors import MonitorError
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.core.settings import MAX_SILENCES_PER_TEAM
 from monitor.core.vocabulary import most_severe_first_sql
 from monitor.store import audit

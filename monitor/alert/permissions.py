@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from monitor.alert.matchers import Matcher
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 
 MAX_MATCHERS = 32
 TEAM_LABEL = "team"

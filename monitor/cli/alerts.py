@@ -32,7 +32,7 @@ from monitor.cli.common import (
 from monitor.core.clock import SystemClock
 from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import printable, printable_markup
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.core.settings import Settings, load_settings
 from monitor.core.user_input import is_digits, timestamp, whole_number
 from monitor.core.vocabulary import OUTBOX_STATES

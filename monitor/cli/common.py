@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from monitor.act.model import RetentionError
 from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import printable
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.core.settings import Settings, load_settings
 from monitor.core.user_input import BIGINT_MAX, whole_number
 

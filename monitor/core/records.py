@@ -7,12 +7,9 @@ and slotted, so they can be passed between threads and used as dictionary keys.
 
 from __future__ import annotations
 
-import getpass
-import socket
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Generic, Literal, TypeVar
+from typing import Generic, TypeVar
 
 from monitor.core.kafka_features import KafkaVersion
 
@@ -476,32 +473,3 @@ class OffsetsHistory:
     run_id: int | None
     rows: int
     """How many rows the batch had (what the buffered writer bounds)."""
-
-
-IdentitySource = Literal["proxy", "token", "development", "cli"]
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """Who makes a change, the teams they belong to (from the proxy's groups header, the API token,
-    or the command line) and from where (`address`: the web client's address, `cli@host`)."""
-
-    user: str
-    teams: frozenset[str]
-    source: IdentitySource
-    address: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.user.strip():
-            raise ValueError("an identity needs a user name")
-
-    @classmethod
-    def command_line(cls, user: str | None, teams: Iterable[str] | None) -> Identity:
-        """Who runs a command: `--as USER` (default: the login name) and the `--team`s given.
-        The command line acts with the database's credentials, which are its trust boundary."""
-        if not user:
-            try:
-                user = getpass.getuser()
-            except (KeyError, OSError):
-                raise ValueError("no login name: say who acts with --as NAME") from None
-        return cls(user, frozenset(teams or ()), "cli", f"cli@{socket.gethostname()}")

@@ -22,7 +22,7 @@ from sqlalchemy import BigInteger, CheckConstraint, Connection, Engine, Index, i
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.store.base import Base, one_of
 
 SUBJECTS = ("retention_request", "silence", "incident", "repair_request")

@@ -11,6 +11,22 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import Connection, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from monitor.store.base import Base
+
+
+class Lease(Base):
+    """A named lease shared by daemon instances; a holder that stops renewing loses it at expires_at."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(primary_key=True)
+    holder: Mapped[str]
+    acquired_at: Mapped[datetime]
+    renewed_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+
 
 _ACQUIRE = text(
     """

@@ -8,7 +8,7 @@ Three kinds of table:
 - samples (``partition_offsets``, ``group_offsets`` ...): append-only, declaratively partitioned by
   day on their time column (see ``monitor.store.partitions``), dropped past retention;
 - bookkeeping and events (``record_timestamps`` cache, ``topic_configs`` history,
-  ``data_loss_events``, ``collection_runs``, ``leases``).
+  ``data_loss_events``, ``collection_runs``; ``leases`` is in `monitor.store.leases`).
 
 A latest table has the columns of its sample table minus ``run_id``: both take their value
 columns from one mixin, so they cannot drift apart.
@@ -498,15 +498,3 @@ class CollectionRun(Base):
     status: Mapped[str]
     counts: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
     error: Mapped[str | None]
-
-
-class Lease(Base):
-    """A named lease shared by daemon instances; a holder that stops renewing loses it at expires_at."""
-
-    __tablename__ = "leases"
-
-    name: Mapped[str] = mapped_column(primary_key=True)
-    holder: Mapped[str]
-    acquired_at: Mapped[datetime]
-    renewed_at: Mapped[datetime]
-    expires_at: Mapped[datetime]

@@ -19,7 +19,7 @@ from monitor.alert.cycle import CycleResult, run_cycle
 from monitor.alert.model import DeliveryResult, Notification
 from monitor.alert.notify.sender import Sender
 from monitor.core.clock import FakeClock
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 URL = "http://monitor.test"

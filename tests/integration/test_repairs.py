@@ -23,7 +23,7 @@ from monitor.act.policy import load_policy
 from monitor.act.repair_request import RepairError
 from monitor.act.repairs import RepairService
 from monitor.core.clock import SystemClock
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.core.settings import IdentityConfig
 from monitor.expose.web.app import create_app
 from tests.fixtures.kafka import KafkaTestHelper

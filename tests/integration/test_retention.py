@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from monitor.act import ledger
 from monitor.act.model import RetentionError
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from tests.fixtures.retention import ALICE, BOB, CAROL, CLUSTER, DAY_MS, Rig
 
 GiB = 2**30

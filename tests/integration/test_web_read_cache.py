@@ -19,7 +19,7 @@ from bench.web import CLUSTER, EVALUATION_SECONDS, Shape, fill, write_evaluation
 from monitor.alert import actions
 from monitor.alert.config import default_routing_paths, load_routing
 from monitor.alert.cycle import run_cycle
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.expose.web.app import create_app
 from monitor.expose.web.context import attach
 from monitor.store.engine import make_engine

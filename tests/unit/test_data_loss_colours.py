@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from monitor.devtools.paths import project_root
-from monitor.evaluate.rules import Rule, default_rule_paths, load_rules, upper_bound
+from monitor.evaluate.rule_sql import upper_bound
+from monitor.evaluate.rules import Rule, default_rule_paths, load_rules
 from monitor.expose.web.health import BAD, OK, WARN, LossScale, RuleScale, group, loss_scale
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from monitor.act.policy import Policy, TierLimits
 from monitor.act.request import Request
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.expose.web.pages import retention_views as views
 from tests.fixtures.retention_requests import request_in
 

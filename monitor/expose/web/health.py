@@ -33,7 +33,8 @@ from sqlglot import exp
 
 from monitor.core.derived import KEYS
 from monitor.core.vocabulary import SEVERITY_RANK, STATUS_RANK
-from monitor.evaluate.rules import Rule, load_rules, rule_files, upper_bound
+from monitor.evaluate.rule_sql import upper_bound
+from monitor.evaluate.rules import Rule, load_rules, rule_files
 from monitor.expose.read.dashboard import OpenFinding
 
 log = logging.getLogger(__name__)

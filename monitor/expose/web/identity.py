@@ -47,7 +47,7 @@ from sqlalchemy import Engine
 
 from monitor.act.tokens import find_token
 from monitor.core.clock import Clock
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.core.settings import IdentityConfig
 from monitor.core.user_input import BIGINT_MAX, whole_number
 from monitor.expose.web.context import CHANGE_ERRORS, ApiError

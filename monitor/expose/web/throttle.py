@@ -19,7 +19,7 @@ from limits import RateLimitItemPerMinute
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 
 
 class ChangeLimiter:

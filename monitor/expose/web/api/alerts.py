@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from monitor.alert import actions
 from monitor.alert.matchers import MAX_MATCHER_LENGTH
 from monitor.alert.permissions import MAX_MATCHERS
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.core.user_input import timestamp
 from monitor.expose.read.queries import DEFAULT_LIMIT
 from monitor.expose.web.context import CHANGE_ERRORS, ApiError, Context, WebContext, jsonable

@@ -25,7 +25,7 @@ from sqlalchemy import Connection
 from monitor.act import repair_request
 from monitor.act.repairs import kinds_for
 from monitor.alert import actions
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.core.user_input import whole_number
 from monitor.core.vocabulary import parse_duration
 from monitor.expose.read import gone as read_gone

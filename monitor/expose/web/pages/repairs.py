@@ -14,7 +14,7 @@ from fastapi.responses import Response
 from monitor.act.repair_request import Repair, RepairError
 from monitor.act.repairs import KINDS, RepairService, open_finding_id
 from monitor.alert.actions import ActionError
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.expose.web.context import ApiError, Context, WebContext
 from monitor.expose.web.identity import Auth
 from monitor.expose.web.inputs import Id

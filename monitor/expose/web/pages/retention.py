@@ -28,7 +28,7 @@ from sqlalchemy import Connection
 from monitor.act import ledger
 from monitor.act.model import RetentionError, show_value
 from monitor.act.service import RetentionService
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.expose.web.context import ApiError, Context, Service, TopicPanel, WebContext
 from monitor.expose.web.identity import CSRF_FIELD, SIGN_IN, Auth, Authenticator, FormRefused
 from monitor.expose.web.inputs import Id

@@ -26,7 +26,7 @@ from urllib.parse import quote
 from monitor.act.model import describe_change, display_state, show_value
 from monitor.act.policy import KAFKA_LONG_MAX, Policy
 from monitor.act.request import Request
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 from monitor.core.user_input import decimal
 
 FLASH_COOKIE: Final = "kh_flash"
