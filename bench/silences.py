@@ -54,7 +54,7 @@ from monitor.alert.config import default_routing_paths, load_routing
 from monitor.alert.matchers import matches_all, parse_matchers
 from monitor.alert.mute.silence import SilenceIndex, SilenceRow, apply_silences
 from monitor.core import patterns
-from monitor.core.records import Identity
+from monitor.core.identity import Identity
 
 BENCH_PORT = 55469
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -3,7 +3,8 @@
 # Kafka version given, each version in a pytest session of its own with a fresh dev cluster of
 # that version. COMPAT_JOBS (default 1) versions run at once: each slot has its own state
 # directory (var/compat/<version>) and its own ports, slot n at the test ports minus 1000 * n
-# (Kafka, below the kernel's ephemeral range) and plus n (PostgreSQL). Each session's
+# (Kafka) and plus n (PostgreSQL), all below the kernel's ephemeral range (32768 up), where a
+# client connection of another session could be holding the port. Each session's
 # output is printed whole when it ends; the first failure fails the script.
 #
 #   usage: scripts/compat-runs.sh PYTEST VERSION... (PYTEST_ARGS are passed on)
@@ -14,7 +15,7 @@ shift
 jobs=${COMPAT_JOBS:-1}
 var=${KAFKA_HEALTH_VAR:-var}
 kafka_port=${KAFKA_HEALTH_TEST_KAFKA_PORT:-29092}
-pg_port=${KAFKA_HEALTH_TEST_PG_PORT:-55433}
+pg_port=${KAFKA_HEALTH_TEST_PG_PORT:-24433}
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
