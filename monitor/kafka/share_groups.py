@@ -4,9 +4,10 @@ the message schemas of `monitor.kafka.messages` (kafka-python ships none for the
 
 Each request's version is the highest the broker's ApiVersions and the schema share:
 DescribeShareGroupOffsets v1 (Kafka 4.2+, KIP-1226) answers the lag the broker keeps, v0 only the
-start offsets. A cluster that lacks one of the three requests (before Kafka 4.1, or with the
-`share.version` feature off) has no share groups to give: that is an answer ("not available",
-with the reason), not a failure, so it never fails a collection.
+start offsets. A cluster that lacks one of the three requests (before Kafka 4.1), or whose
+`share.version` feature is off (Kafka 4.1 advertises the requests then, and lists no share group)
+has no share groups to give: that is an answer ("not available", with the reason and how to turn
+them on), not a failure, so it never fails a collection.
 
 Policy: the listing must answer whole (a listing missing a broker would make its groups look
 deleted), else the call raises; a coordinator that fails fails only its own groups (`errors`).
@@ -47,6 +48,26 @@ _NEEDED: Final = (
     (DescribeShareGroupOffsetsRequest, 0, "DescribeShareGroupOffsets (Kafka 4.1+)"),
 )
 _GROUP_ID_NOT_FOUND: Final = kafka.errors.GroupIdNotFoundError.errno
+
+
+SHARE_FEATURE: Final = "share.version"
+"""The cluster-wide feature (KIP-584) that turns share groups on: finalized at level 1 or more."""
+
+
+def feature_off(features: Any) -> str | None:
+    """Why a cluster whose brokers have every share request still has no share groups (its
+    `describe_features()`: Kafka 4.1 advertises the requests with the feature off, and lists no
+    share group), with how to turn them on; None when the feature is on or not known."""
+    feature = features.get(SHARE_FEATURE) if isinstance(features, dict) else None
+    if not isinstance(feature, dict) or "supported" not in feature:
+        return None
+    finalized = feature.get("finalized")
+    level = int(finalized[1]) if finalized else 0
+    if level >= 1:
+        return None
+    turn_on = f"kafka-features.sh --bootstrap-server HOST:PORT upgrade --feature {SHARE_FEATURE}=1"
+    state = f"feature {SHARE_FEATURE} is at level {level}"
+    return f"share groups are off on this cluster ({state}); turn them on with `{turn_on}`"
 
 
 def missing_request(versions: Any) -> str | None:
@@ -223,6 +244,12 @@ class ShareGroupClient(KafkaPythonClient):
             missing = missing_request(client.loop)
             if missing is not None:
                 return ShareGroups(False, reason=f"{NOT_AVAILABLE}: the brokers lack {missing}")
+            try:
+                off = feature_off(client.admin.describe_features())
+            except Exception as exc:
+                raise self._failed("describe the cluster's features", exc) from exc
+            if off is not None:
+                return ShareGroups(False, reason=f"{NOT_AVAILABLE}: {off}")
             try:
                 listed = client.admin.list_groups(types_filter=[SHARE_TYPE])
             except Exception as exc:

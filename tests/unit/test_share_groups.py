@@ -20,7 +20,7 @@ from monitor.kafka.messages import (
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
 )
-from monitor.kafka.share_groups import missing_request, share_description, share_offsets
+from monitor.kafka.share_groups import feature_off, missing_request, share_description, share_offsets
 
 
 def round_trip(message: Any, version: int) -> Any:
@@ -141,6 +141,31 @@ def test_requests_a_broker_must_have() -> None:
     no_describe = _versions()
     del no_describe.api_versions[ShareGroupDescribeRequest.API_KEY]  # a 3.x broker, or the feature off
     assert missing_request(no_describe) == "ShareGroupDescribe v1 (Kafka 4.1+)"
+
+
+# describe_features() of kafka-python's admin client, as a Kafka 4.1.2 broker answered it.
+_ON = {"share.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 26}}
+_OFF = {"share.version": {"supported": (0, 1)}}  # after `upgrade --feature share.version=0`
+
+
+@pytest.mark.parametrize(
+    ("features", "off"),
+    [
+        (_ON, False),
+        (_OFF, True),
+        ({"share.version": {"supported": (0, 1), "finalized": (0, 0)}}, True),
+        ({"share.version": {"supported": (0, 2), "finalized": (2, 2)}}, False),
+        ({"metadata.version": {"supported": (7, 27)}}, False),  # a broker that does not know it
+        ({}, False),
+        (None, False),
+    ],
+)
+def test_share_groups_off_by_the_cluster_feature_say_how_to_turn_them_on(features: object, off: bool) -> None:
+    reason = feature_off(features)
+    assert (reason is not None) == off
+    if reason:
+        assert "share.version is at level 0" in reason
+        assert "upgrade --feature share.version=1" in reason
 
 
 @pytest.mark.parametrize(
