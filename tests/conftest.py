@@ -9,6 +9,8 @@
 - spark:    `spark` (session-scoped local SparkSession with the JDBC driver)
 - populated: `populated` (session: a database filled by real collection runs, a Spark evaluation
             and an alert cycle; `Populated` says what it holds), and `Scenario`
+- lag_workload: `lag_workload` (session: one workload of lagging, slow and keeping-up groups,
+            sampled and evaluated once for the catch-up forecast and falling-behind tests)
 - servers:  `prometheus_server`, `alertmanager_server`, `moto_server` (Debian's Prometheus and
             Alertmanager, moto standing in for CloudWatch; one process per test)
 - daemon:   `e2e_daemon` (the daemon as a process on a topic of its own), `e2e_topic`, `web_port`
@@ -43,6 +45,7 @@ pytest_plugins = [
     "tests.fixtures.spark",
     "tests.fixtures.receivers",
     "tests.fixtures.populated",
+    "tests.fixtures.lag_workload",
     "tests.fixtures.browser",
     "tests.fixtures.servers",
     "tests.fixtures.rules",
