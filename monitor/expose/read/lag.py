@@ -92,6 +92,10 @@ class GroupSummary(Described):
     catch_up_low_seconds: float | None
     catch_up_high_seconds: float | None
     catching_up: bool | None
+    consumers_needed: int | None
+    advice_limited_by: str | None
+    hot_topic: str | None
+    hot_partition: int | None
     offset_lag_as_of: datetime | None = None
 
 
@@ -136,6 +140,10 @@ class GroupTopicLag(Described):
     catch_up_low_seconds: float | None
     catch_up_high_seconds: float | None
     catching_up: bool | None
+    consumers_needed: int | None
+    advice_limited_by: str | None
+    hot_topic: str | None
+    hot_partition: int | None
     offset_lag_as_of: datetime | None = None
 
 
