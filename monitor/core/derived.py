@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,12 +144,15 @@ _BEYOND_END = (
     "partitions whose committed offset is above the log end offset (committed_beyond_end)",
 )
 
+ADVICE_HORIZON = timedelta(minutes=30)
+"""The consumer advice reads a backlog that no retention deletion threatens within this long."""
+
 _ADVICE = (
     (
         "consumers_needed",
         "int",
         "consumer advice: the consumers the group needs to read its backlog, and what arrives meanwhile, "
-        "before retention deletes unread messages (or within 30 min when no deletion is ahead), at the "
+        f"before retention deletes unread messages (or within {ADVICE_HORIZON.seconds // 60} min when no deletion is ahead), at the "
         "rate one of its consumers reads over the window (consume_rate / its members, at most one per "
         "partition); at most its partitions; null when not lagging, without a consume rate or without "
         "members. On a group-topic: its group's",

@@ -4,8 +4,8 @@
   backlog, and what arrives meanwhile, before its deadline: offset_lag / deadline + produce_rate.
   The deadline is the time until retention deletes its oldest unread message
   (time_until_data_loss_seconds, at least MIN_DEADLINE: a deletion already due is read as
-  imminent) or, when no deletion is ahead, ADVICE_HORIZON. A caught-up partition needs its
-  produce rate (to keep up).
+  imminent) or, when no deletion is ahead, monitor.core.derived.ADVICE_HORIZON. A caught-up
+  partition needs its produce rate (to keep up).
 - A consumer's rate is the group's consume_rate over the window divided by the consumers that
   read: its members, at most one per partition (the others sit idle).
 - `consumers_needed` = ceil(the group's summed need / a consumer's rate), at most the group's
@@ -25,10 +25,9 @@ from datetime import timedelta
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from monitor.core.derived import ADVICE_HORIZON
 from monitor.evaluate.transforms.common import ratio
 
-ADVICE_HORIZON = timedelta(minutes=30)
-"""The time within which the advice reads a backlog that no retention deletion threatens."""
 MIN_DEADLINE = timedelta(minutes=1)
 """The shortest deadline the advice works to: a deletion due now is read as due in this long."""
 
