@@ -126,7 +126,11 @@ def test_a_lagging_group_catches_up_when_forecast_and_a_slow_one_is_not_catching
         }
 
     told = summaries(readers[gaining])
-    assert any("catches up in ~" in text and "at the current rate" in text for text in told), told
+    found_rules = [(f["rule"], f["entity_key"], f["state"]) for f in s.findings()]
+    assert any("catches up in ~" in text and "at the current rate" in text for text in told), (
+        told,
+        found_rules,
+    )
     told = summaries(readers[losing])
     assert any("not catching up: reads " in text and "/s arrive" in text for text in told), told
     assert any(
