@@ -28,6 +28,7 @@ from monitor.cli.common import ConfigOption, err, open_engine, out
 from monitor.core.clock import SystemClock
 from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import (
+    advice_filter,
     bytes_filter,
     catch_up_filter,
     duration_filter,
@@ -152,6 +153,17 @@ def lag(
             g.time_to_catch_up_seconds,
             g.catch_up_low_seconds,
             g.catch_up_high_seconds,
+        )
+        + _text(
+            advice_filter(
+                g.members,
+                g.consumers_needed,
+                g.advice_limited_by,
+                g.hot_topic,
+                g.hot_partition,
+                g.offset_lag,
+                g.time_until_data_loss_seconds,
+            )
         ),
         f"time until data loss {duration_filter(loss) if loss is not None else '-'}"
         + (" (not at risk)" if margin is None else f" (margin {_mark(duration_filter(margin), True)})"),

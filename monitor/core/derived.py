@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +144,29 @@ _BEYOND_END = (
     "partitions whose committed offset is above the log end offset (committed_beyond_end)",
 )
 
+ADVICE_HORIZON = timedelta(minutes=30)
+"""The consumer advice reads a backlog that no retention deletion threatens within this long."""
+
+_ADVICE = (
+    (
+        "consumers_needed",
+        "int",
+        "consumer advice: the consumers the group needs to read its backlog, and what arrives meanwhile, "
+        f"before retention deletes unread messages (or within {ADVICE_HORIZON.seconds // 60} min when no deletion is ahead), at the "
+        "rate one of its consumers reads over the window (consume_rate / its members, at most one per "
+        "partition); at most its partitions; null when not lagging, without a consume rate or without "
+        "members. On a group-topic: its group's",
+    ),
+    (
+        "advice_limited_by",
+        "string",
+        "partitions: even spread evenly, the group needs more consumers than it has partitions; "
+        "hot_partition: one partition alone needs more than one consumer reads; null otherwise",
+    ),
+    ("hot_topic", "string", "the topic of the hot partition (advice_limited_by = hot_partition), else null"),
+    ("hot_partition", "int", "the hot partition (advice_limited_by = hot_partition), else null"),
+)
+
 GROUP_TOPIC = _cols(
     ("group_id", "string", "consumer group"),
     ("topic", "string", "topic"),
@@ -155,6 +179,7 @@ GROUP_TOPIC = _cols(
     ("members", "int", "members of the group"),
     _SAMPLED,
     _BEYOND_END,
+    *_ADVICE,
 )
 
 GROUP = _cols(
@@ -170,6 +195,7 @@ GROUP = _cols(
     ("lag_growing", "boolean", "offset_lag is higher than at the start of the evaluation window"),
     _SAMPLED,
     _BEYOND_END,
+    *_ADVICE,
 )
 
 PARTITION = _cols(

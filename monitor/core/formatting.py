@@ -11,9 +11,11 @@ import logging
 import math
 import re
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from markupsafe import Markup
+
+from monitor.core.derived import ADVICE_HORIZON
 
 
 def duration_filter(seconds: float | None) -> str:
@@ -108,6 +110,51 @@ def catch_up_filter(
     return f"catches up in ~{duration_filter(time_to_catch_up_seconds)} at the current rate{spread}{loss}"
 
 
+def consumer_advice_text(
+    members: int | None,
+    consumers_needed: int | None,
+    advice_limited_by: str | None = None,
+    hot_topic: str | None = None,
+    hot_partition: int | None = None,
+    offset_lag: float | None = None,
+    time_until_data_loss_seconds: float | None = None,
+) -> str:
+    """The consumer advice as one sentence (the columns of monitor.core.derived), "" when there
+    is none: "3 consumers (now 1) would read the backlog before retention deletes it", "more
+    consumers cannot help: partition 7 of orders alone gets more than one consumer reads", "no
+    consumer is running"."""
+    if offset_lag is not None and offset_lag <= 0:
+        return ""
+    if members == 0:
+        return "no consumer is running: start one (more of them cannot help before)"
+    if consumers_needed is None:
+        return ""
+    if advice_limited_by == "hot_partition":
+        return (
+            f"more consumers cannot help: partition {hot_partition} of {hot_topic} alone gets more "
+            "than one consumer reads"
+        )
+    deadline = (
+        f"within {duration_filter(ADVICE_HORIZON.total_seconds())}"
+        if time_until_data_loss_seconds is None
+        else "before retention deletes it"
+    )
+    now = "unknown" if members is None else members
+    count = f"{consumers_needed} consumer{'' if consumers_needed == 1 else 's'}"
+    if advice_limited_by == "partitions":
+        limit = "it needs more partitions"
+        return f"even {count} (one per partition; now {now}) cannot read the backlog {deadline}: {limit}"
+    return f"{count} (now {now}) would read the backlog {deadline}"
+
+
+def advice_filter(*row: Any) -> str:
+    """`consumer_advice_text` (of the same arguments) as a clause for a summary that already says
+    something: "; " and the sentence, or "" (the templates' `advice` filter, written right after
+    the catch-up forecast)."""
+    text = consumer_advice_text(*row)
+    return f"; {text}" if text else ""
+
+
 NUMBER_FILTERS: Final[dict[str, Callable[..., str]]] = {
     "duration": duration_filter,
     "latency": latency_filter,
@@ -115,6 +162,7 @@ NUMBER_FILTERS: Final[dict[str, Callable[..., str]]] = {
     "bytes": bytes_filter,
     "number": number_filter,
     "catch_up": catch_up_filter,
+    "advice": advice_filter,
 }
 """The filters by the names templates use."""
 

@@ -106,7 +106,7 @@ def filled(engine: Engine) -> Engine:
         ])  # fmt: skip
         _insert(conn, "derived_group", T1, [
             {"group_id": "billing", "offset_lag": 300, "max_offset_lag": 250, "max_lag_seconds": 40.0,
-             "members": 2, "status": "WARN", "group_state": "Stable"},
+             "members": 2, "status": "WARN", "group_state": "Stable", "consumers_needed": 3},
             {"group_id": "audit", "offset_lag": 7, "max_offset_lag": 7, "members": 0, "status": "ERR",
              "group_state": "Empty"},
         ])  # fmt: skip
@@ -235,6 +235,8 @@ def test_our_metrics_serve_the_latest_evaluation(filled: Engine) -> None:
         ("prod", "audit", "ERR"): 1,
     }
     assert of(samples, "kafka_health_group_members") == {("prod", "billing"): 2, ("prod", "audit"): 0}
+    # The advice: billing's; audit, with no member, has none (no series, not a 0).
+    assert of(samples, "kafka_health_group_consumers_needed") == {("prod", "billing"): 3}
 
     assert of(samples, "kafka_health_partition_retention_headroom_bytes") == {
         ("prod", "orders", "0"): 100, ("prod", "orders", "1"): 900,

@@ -11,13 +11,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from monitor.core.derived import ENTITIES
+from monitor.evaluate.transforms.advice import ADVICE_COLUMNS
 from monitor.evaluate.transforms.common import PARTITION_KEYS, conform, topic_settings
 from monitor.evaluate.transforms.inputs import SCHEMAS, Inputs, empty_inputs
 from monitor.evaluate.transforms.lag import group_partition_frame
 from monitor.evaluate.transforms.probe import broker_probe
 from monitor.evaluate.transforms.replication import broker_frame, partition_replication
 from monitor.evaluate.transforms.retention import partition_storage
-from monitor.evaluate.transforms.rollups import ROLLUP_PARTS, clusters, group_topics, groups, topics
+from monitor.evaluate.transforms.rollups import clusters, group_topics, groups, topics
 from monitor.evaluate.transforms.share import (
     SHARE_ROLLUP_PARTS,
     share_group_topics,
@@ -47,7 +48,8 @@ def derive(
 
     `keep` is applied to every frame that is costly and used more than once (it returns the frame
     to use): the partitions' replication (feeding the partitions and the brokers), the partitions,
-    the group-partitions and the group-topics (feeding the coarser roll-ups), and the roll-ups
+    the group-partitions and the group-topics (feeding the groups, whose consumer advice they
+    carry, and the topics), and the roll-ups
     themselves (a caller counts, evaluates and writes each entity). Every entity is a projection
     of a kept frame (`conform`), which adds "now" after it: with `Inputs.clock`, a frame whose own
     computation needs no "now" is cached without the clock's subquery, which Spark runs as a job
@@ -77,15 +79,19 @@ def derive(
         broker_probe(inputs.probe_samples), ["cluster", "broker_id"], "left"
     )
     broker = conform(keep(brokers), "broker", at)
-    group_topic = conform(keep(group_topics(group_partition)), "group_topic", at, ROLLUP_PARTS)
+    # The group-topics carry their group's consumer advice: the groups roll up from them first.
+    topic_rollup = keep(group_topics(group_partition))
+    group = keep(groups(topic_rollup))
+    advice = group.select("cluster", "group_id", *ADVICE_COLUMNS)
+    group_topic = conform(keep(topic_rollup.join(advice, ["cluster", "group_id"], "left")), "group_topic", at)
     # 5. Share groups: their share partitions rolled up per topic, then per group.
     share_group_states = keep(share_states(inputs))
     share_topics = keep(share_group_topics(share_partitions(inputs), share_group_states))
     share_topic = conform(share_topics, "share_group_topic", at, SHARE_ROLLUP_PARTS)
     frames = {
         "group_partition": group_partition.drop(*_GP_EXTRA),
-        "group_topic": group_topic.drop(*ROLLUP_PARTS),
-        "group": conform(keep(groups(group_topic)), "group", at),
+        "group_topic": group_topic,
+        "group": conform(group, "group", at),
         "partition": conform(partition, "partition", at),
         "topic": conform(keep(topics(partition, group_topic)), "topic", at),
         "share_group_topic": share_topic.drop(*SHARE_ROLLUP_PARTS),

@@ -12,7 +12,8 @@ How each lag column rolls up (`monitor.core.derived` names only the sum of offse
   lagging partition catches up (null when any lagging partition's rates are unknown);
 - time_until_data_loss_seconds, data_loss_margin_seconds: the smallest; data_loss_occurred: any;
 - sampled: all (a roll-up is sampled when every one of its group-partitions is);
-- partitions_beyond_end: the group-partitions whose committed offset is beyond the log end.
+- partitions_beyond_end: the group-partitions whose committed offset is beyond the log end;
+- the consumer advice (advice.py) from its parts: the needs summed, the hottest partition's kept.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from datetime import datetime, timedelta
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from monitor.evaluate.transforms.advice import NEED_PARTS, consumer_advice, need_parts, regrouped_need_parts
 from monitor.evaluate.transforms.common import newest, seconds_since
 from monitor.evaluate.transforms.status import as_group_status, worst
 
@@ -84,10 +86,11 @@ def _lag_aggregates() -> list[Column]:
         F.count_if(lagging_without_estimate).alias("lagging_without_estimate"),
         F.max("time_to_catch_up_seconds").alias("max_time_to_catch_up_seconds"),
         F.sum("window_start_lag").alias("window_start_lag"),
+        *need_parts(),
     ]
 
 
-ROLLUP_PARTS = ("lagging_without_estimate", "max_time_to_catch_up_seconds", "window_start_lag")
+ROLLUP_PARTS = ("lagging_without_estimate", "max_time_to_catch_up_seconds", "window_start_lag", *NEED_PARTS)
 """Columns of `group_topics` beyond the group_topic contract, from which `groups` rolls up."""
 
 
@@ -101,6 +104,7 @@ def _regrouped() -> list[Column]:
         catch_up.alias("time_to_catch_up_seconds"),
         F.max("max_offset_lag").alias("max_offset_lag"),
         F.max("max_lag_seconds").alias("max_lag_seconds"),
+        *regrouped_need_parts(),
     ]
 
 
@@ -118,14 +122,15 @@ def groups(group_topics: DataFrame) -> DataFrame:
     """Per (cluster, group), from `group_topics` (a group has far fewer topics than partitions,
     so this rolls up thousands of rows, not millions): the lag roll-ups, `topics`, the worst
     status as a group status (OK, WARN, ERR) and `lag_growing` (total offset lag above the total
-    at the window's first samples)."""
-    return group_topics.groupBy("cluster", "group_id").agg(
+    at the window's first samples), and the consumer advice (advice.py)."""
+    rolled = group_topics.groupBy("cluster", "group_id").agg(
         *_regrouped(),
         F.count(F.lit(1)).alias("topics"),
         as_group_status(worst(F.col("status"))).alias("status"),
         (F.sum("offset_lag") > F.sum("window_start_lag")).alias("lag_growing"),
         F.sum("partitions_beyond_end").cast("int").alias("partitions_beyond_end"),
     )
+    return rolled.select("*", *consumer_advice())
 
 
 def topics(partitions: DataFrame, group_topics: DataFrame) -> DataFrame:

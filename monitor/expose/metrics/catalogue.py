@@ -122,6 +122,12 @@ GROUPS: tuple[MetricSpec, ...] = (
           "1 when committed < log start offset on a partition: messages were deleted before the group "
           "read them."),
     _ours("group_members", GROUP, "group", "members", "Members of the consumer group."),
+    _ours("group_consumers_needed", GROUP, "group", "consumers_needed",
+          "Consumer advice: the consumers the lagging group needs to read its backlog, and what arrives "
+          "meanwhile, before retention deletes unread messages (or within 30 min when no deletion is "
+          "ahead), at the rate one of its consumers read over the evaluation window; at most its "
+          "partitions. Absent when the group is not lagging, has no consume rate yet or no member (start "
+          "its consumers first). For autoscalers: docs/keda.md."),
     _ours("group_status", (*GROUP, "status"), "group", "one",
           "1, labelled with the group's sliding-window status (Burrow's rules without false STOPs; WARN: "
           "falling behind): OK, "

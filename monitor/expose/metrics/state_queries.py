@@ -100,7 +100,8 @@ QUERIES: tuple[StateQuery, ...] = (
         "group",
         f"""
         SELECT g.cluster, g.group_id, g.offset_lag, g.max_offset_lag, g.max_lag_seconds,
-               s.sum_lag_seconds, g.members, g.status, g.group_state, 1 AS one
+               s.sum_lag_seconds, g.members, g.status, g.group_state, g.consumers_needed,
+               1 AS one
         FROM group_lag g
         LEFT JOIN ({_SUM_LAG_SECONDS.format(keys="", group_by="")}) s USING (cluster, group_id)
         """,

@@ -59,6 +59,8 @@ _LAG = """offset_lag, lag_seconds, append_lag_seconds, commit_lag_seconds,
 
 _FORECAST = "catch_up_low_seconds, catch_up_high_seconds, catching_up"
 """The catch-up forecast's columns beyond time_to_catch_up_seconds (the group views have them)."""
+_ADVICE = "consumers_needed, advice_limited_by, hot_topic, hot_partition"
+"""The consumer advice's columns (a group-topic carries its group's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,10 @@ class GroupSummary(Described):
     catch_up_low_seconds: float | None
     catch_up_high_seconds: float | None
     catching_up: bool | None
+    consumers_needed: int | None
+    advice_limited_by: str | None
+    hot_topic: str | None
+    hot_partition: int | None
     offset_lag_as_of: datetime | None = None
 
 
@@ -136,6 +142,10 @@ class GroupTopicLag(Described):
     catch_up_low_seconds: float | None
     catch_up_high_seconds: float | None
     catching_up: bool | None
+    consumers_needed: int | None
+    advice_limited_by: str | None
+    hot_topic: str | None
+    hot_partition: int | None
     offset_lag_as_of: datetime | None = None
 
 
@@ -231,7 +241,8 @@ def group(conn: Connection, cluster: str, group_id: str) -> GroupDetail | None:
     topics = records(
         conn,
         GroupTopicLag,
-        f"SELECT topic, partitions, max_offset_lag, max_lag_seconds, {_LAG}, {_FORECAST} FROM group_topic_lag"
+        f"SELECT topic, partitions, max_offset_lag, max_lag_seconds, {_LAG}, {_FORECAST}, {_ADVICE}"
+        " FROM group_topic_lag"
         " WHERE cluster = :c AND group_id = :g"
         " ORDER BY data_loss_occurred DESC NULLS LAST, data_loss_margin_seconds NULLS LAST,"
         " offset_lag DESC NULLS LAST, topic",

@@ -8,10 +8,10 @@ functions), where it reads only what an alert there knows.
 - the number filters map to Prometheus' own: `duration` to `humanizeDuration`, `number` to
   `humanize`, `percent` to `humanizePercentage`, `bytes` to `humanize1024` and `B`.
 
-The catch-up forecast (the `catch_up` filter) is the evaluation's, not served: it is left out with
-the separator before it. Anything else (a condition, a loop, another filter, a column not served)
-raises `Inexpressible`;
-the caller then uses the rule's plain description.
+The catch-up forecast and the consumer advice (the `catch_up` and `advice` filters) are the
+evaluation's sentences, not served: they are left out with the separator before them. Anything
+else (a condition, a loop, another filter, a column not served) raises `Inexpressible`; the caller
+then uses the rule's plain description.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ _FILTERS = {
 _ROUND = "round"
 """jinja2's round(n): printf with n decimals."""
 _UNITS = {"bytes": "B"}
-_FORECAST = "catch_up"
-"""The filter of the catch-up forecast sentence (`monitor.core.formatting.catch_up_filter`)."""
+_EVALUATION_SENTENCES = ("catch_up", "advice")
+"""The filters of the catch-up forecast and the consumer advice (`monitor.core.formatting`)."""
 _ENV = template_environment()
 
 
@@ -52,7 +52,7 @@ def go_template(source: str, entity: str, *, severity: str, value_kept: bool) ->
         if not isinstance(node, nodes.Output):
             raise Inexpressible(f"the summary uses {type(node).__name__.lower()} blocks")
         for item in node.nodes:
-            if isinstance(item, nodes.Filter) and item.name == _FORECAST:
+            if isinstance(item, nodes.Filter) and item.name in _EVALUATION_SENTENCES:
                 if parts:
                     parts[-1] = parts[-1].rstrip().rstrip(";,")
                 continue
