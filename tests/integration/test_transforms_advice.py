@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.fixtures.spark import derived_once
-from tests.integration.test_transforms_inputs import World, ago, assert_finite, committed, expect, offsets
+from tests.fixtures.transform_inputs import World, ago, assert_finite, committed, expect, offsets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from monitor.expose.metrics.catalogue import STATE
-from tests.unit.test_rules_export import promtool_check
+from tests.fixtures.scrapes import promtool_check
 
 ROOT = Path(__file__).resolve().parents[2]
 METRIC = "kafka_health_group_consumers_needed"

@@ -6,7 +6,6 @@ semantics, and bad arguments exit 2 with a clear error."""
 from __future__ import annotations
 
 import re
-import subprocess
 import textwrap
 from pathlib import Path
 
@@ -18,8 +17,8 @@ from monitor.cli.main import app
 from monitor.evaluate.rules import default_rule_paths, load_rules
 from monitor.expose.metrics.rules_export.export import export_rules
 from monitor.expose.metrics.rules_export.promql import Inexpressible, Translator
+from tests.fixtures.scrapes import promtool_check
 
-PROMTOOL = "/usr/bin/promtool"
 runner = CliRunner()
 
 NOT_EXPORTED: dict[str, str] = {
@@ -67,10 +66,6 @@ def _default_export() -> tuple[str, dict[str, list[dict[str, object]]], dict[str
             if "alert" in rule:
                 alerts.setdefault(rule["alert"], []).append(rule)
     return exported.text(), alerts, {s.rule: s.reason for s in exported.skipped}
-
-
-def promtool_check(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
 
 
 def test_the_default_pack_passes_promtool(tmp_path: Path) -> None:
