@@ -31,10 +31,6 @@ from monitor.evaluate.transforms.common import ratio
 MIN_DEADLINE = timedelta(minutes=1)
 """The shortest deadline the advice works to: a deletion due now is read as due in this long."""
 
-NEED_PARTS = ("need_rate", "hottest")
-"""The advice's roll-up parts: the summed need, and the hottest partition's (need, topic,
-partition) struct; summed and maxed alike from group-partitions or from roll-ups of them."""
-
 ADVICE_COLUMNS = ("consumers_needed", "advice_limited_by", "hot_topic", "hot_partition")
 
 
@@ -50,7 +46,8 @@ def _partition_need() -> Column:
 
 
 def need_parts() -> list[Column]:
-    """NEED_PARTS of group-partition rows."""
+    """The advice's roll-up parts of group-partition rows: `need_rate`, the summed need, and
+    `hottest`, the hottest partition's (need, topic, partition) struct."""
     need = _partition_need()
     return [
         F.sum(need).alias("need_rate"),
@@ -59,12 +56,12 @@ def need_parts() -> list[Column]:
 
 
 def regrouped_need_parts() -> list[Column]:
-    """NEED_PARTS of rows that carry them (a coarser roll-up)."""
+    """`need_parts` of rows that carry them (a coarser roll-up): summed and maxed alike."""
     return [F.sum("need_rate").alias("need_rate"), F.max("hottest").alias("hottest")]
 
 
 def consumer_advice() -> list[Column]:
-    """ADVICE_COLUMNS of a group row with NEED_PARTS, `offset_lag`, `consume_rate`, `members` and
+    """ADVICE_COLUMNS of a group row with `need_parts`, `offset_lag`, `consume_rate`, `members` and
     `partitions` (module docstring)."""
     readers = F.least(F.col("members"), F.col("partitions"))
     per_consumer = ratio(F.col("consume_rate"), readers)

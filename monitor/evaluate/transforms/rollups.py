@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from monitor.evaluate.transforms.advice import NEED_PARTS, consumer_advice, need_parts, regrouped_need_parts
+from monitor.evaluate.transforms.advice import consumer_advice, need_parts, regrouped_need_parts
 from monitor.evaluate.transforms.common import newest, seconds_since
 from monitor.evaluate.transforms.status import as_group_status, worst
 
@@ -74,7 +74,9 @@ def _forecast_aggregates() -> list[Column]:
 def _lag_aggregates() -> list[Column]:
     """Aggregates of group-partition rows into the lag columns (see the module docstring), plus
     `partitions`, `max_offset_lag`, `max_lag_seconds`, `group_state` and `members`, and the
-    parts a coarser roll-up needs (ROLLUP_PARTS)."""
+    parts a coarser roll-up needs: `lagging_without_estimate`, `max_time_to_catch_up_seconds`,
+    `window_start_lag` and the advice's `need_rate` and `hottest` (beyond the group_topic
+    contract: `conform` leaves them out of the entity)."""
     lagging_without_estimate = (F.col("offset_lag") > 0) & F.col("time_to_catch_up_seconds").isNull()
     catch_up = F.when(F.count_if(lagging_without_estimate) == 0, F.max("time_to_catch_up_seconds"))
     return [
@@ -88,10 +90,6 @@ def _lag_aggregates() -> list[Column]:
         F.sum("window_start_lag").alias("window_start_lag"),
         *need_parts(),
     ]
-
-
-ROLLUP_PARTS = ("lagging_without_estimate", "max_time_to_catch_up_seconds", "window_start_lag", *NEED_PARTS)
-"""Columns of `group_topics` beyond the group_topic contract, from which `groups` rolls up."""
 
 
 def _regrouped() -> list[Column]:
@@ -110,7 +108,7 @@ def _regrouped() -> list[Column]:
 
 def group_topics(group_partitions: DataFrame) -> DataFrame:
     """Per (cluster, group, topic), from `lag.group_partition_frame`: the lag roll-ups, the worst
-    partition status (STOP, STALL and REWIND kept apart) and ROLLUP_PARTS."""
+    partition status (STOP, STALL and REWIND kept apart) and the parts `groups` rolls up from."""
     return group_partitions.groupBy("cluster", "group_id", "topic").agg(
         *_lag_aggregates(),
         worst(F.col("status")).alias("status"),
