@@ -248,7 +248,8 @@ class KafkaAdmin:
     # -- cluster and topics -----------------------------------------------------------------
 
     def describe_cluster(self) -> ClusterInfo:
-        """The cluster id, the active controller, the live brokers, and the ids of the brokers
+        """The cluster id, the active controller (a KRaft cluster's from its metadata quorum:
+        `monitor.kafka.registry`), the live brokers, and the ids of the brokers
         registered with the controller (alive or fenced: `ClusterInfo.registered`) and the Kafka
         release of the oldest live broker (`ClusterInfo.kafka_version`), both asked through
         kafka-python (`monitor.kafka.registry`; None when unknown).
@@ -263,8 +264,10 @@ class KafkaAdmin:
             with self._call("describe the cluster") as call:
                 future = self._admin().describe_cluster(request_timeout=self.timeout / 2)
                 info = records.cluster_info(future.result(timeout=min(call.remaining(), self.timeout / 2)))
+            leader = self._registry.active_controller()
             return replace(
                 info,
+                controller_id=info.controller_id if leader is None else leader,
                 registered=self._registry.registered_brokers(),
                 kafka_version=self._registry.kafka_version(info.broker_ids),
             )

@@ -8,6 +8,11 @@ decommissioned broker is told apart from one that is down.
 
 The release comes from the ApiVersions answer kafka-python negotiates on each connection
 (`pyclient.kafka_version_of`).
+
+The active controller of a KRaft cluster comes from the metadata quorum (DescribeQuorum, Kafka
+3.3+): there the controller id of DescribeCluster and Metadata is any live broker, chosen anew
+for each answer (clients cannot reach the controllers), so it changes from one sample to the
+next. A ZooKeeper cluster has no quorum to describe, and its DescribeCluster names the real one.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ class BrokerRegistryClient(KafkaPythonClient):
         super().__init__(cluster)
         self._unidentified: set[int] = set()
         """The brokers whose release could not be read, said once until one is read again."""
+        self._quorum_unknown = False
+        """Whether the metadata quorum's failure was said (once, until it answers again)."""
 
     def registered_brokers(self) -> tuple[int, ...] | None:
         """Ids of the registered brokers, alive or fenced, sorted; None when the cluster cannot
@@ -65,6 +72,30 @@ class BrokerRegistryClient(KafkaPythonClient):
         if response.error_code:
             return None
         return tuple(sorted(int(b.broker_id) for b in response.brokers))
+
+    def active_controller(self) -> int | None:
+        """The node id of the KRaft metadata quorum's leader, the active controller; None when the
+        cluster has no such quorum (ZooKeeper mode, or a release before 3.3) or did not answer.
+        Blocks for at most one request timeout; never raises."""
+        with self._lock:
+            self._require_started()
+            try:
+                quorum = self._connect().admin.describe_metadata_quorum()
+            except (kafka.errors.IncompatibleBrokerVersion, kafka.errors.UnsupportedVersionError):
+                return None
+            except Exception as exc:  # unknown for now: the next sample asks again
+                if not self._quorum_unknown:
+                    self._quorum_unknown = True
+                    name, why = self._cluster.name, self._text(exc)
+                    log.info("cluster %s: the active controller is unknown: %s (said once)", name, why)
+                return None
+        self._quorum_unknown = False
+        for topic in quorum.get("topics") or ():
+            for partition in topic.get("partitions") or ():
+                leader = partition.get("leader_id")
+                if partition.get("error") is None and isinstance(leader, int) and leader >= 0:
+                    return leader
+        return None
 
     def kafka_version(self, broker_ids: Sequence[int]) -> KafkaVersion | None:
         """The oldest Kafka release among the brokers `broker_ids` (during a rolling upgrade the

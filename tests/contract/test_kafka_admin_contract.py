@@ -256,6 +256,10 @@ def test_the_cluster_names_its_live_brokers_and_controller(backend: Backend) -> 
 
     assert info.broker_ids == backend.broker_ids
     assert info.controller_id is None or info.controller_id in backend.broker_ids
+    # The active controller, not any broker: a KRaft broker's DescribeCluster names a live broker
+    # chosen anew for each answer, so asked again it would name another most of the time.
+    again = [backend.admin.describe_cluster().controller_id for _ in range(6)]
+    assert again == [info.controller_id] * 6, (info.controller_id, again)
     assert all(b.host and b.port > 0 for b in info.brokers)
     assert info.kafka_version == backend.kafka_version
 

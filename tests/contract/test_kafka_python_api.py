@@ -46,6 +46,8 @@ CALLS = [
     (KafkaAdminClient.list_group_offsets, ["self", "group_specs"]),
     (KafkaAdminClient.list_groups, ["self", "broker_ids", "states_filter", "types_filter"]),
     (KafkaAdminClient.get_broker_version_data, ["self", "broker_id"]),
+    (KafkaAdminClient.describe_features, ["self", "send_request_to_controller"]),
+    (KafkaAdminClient.describe_metadata_quorum, ["self"]),
     (KafkaAdminClient.describe_log_dirs, ["self", "topic_partitions", "brokers"]),
     (KafkaAdminClient.describe_topics, ["self", "topics"]),
     (KafkaAdminClient.alter_partition_reassignments, ["self", "reassignments", "timeout_ms"]),

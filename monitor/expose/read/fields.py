@@ -31,7 +31,7 @@ FIELDS: dict[str, str] = {
     "evaluated_at)",
     "cluster_id": "the cluster id Kafka reports",
     "bootstrap": "bootstrap servers the monitor connects to",
-    "controller_id": "broker id of the active controller",
+    "controller_id": "node id of the active controller (a KRaft cluster's metadata quorum leader)",
     "first_seen": "first time the monitor saw it",
     "last_seen": "last time the monitor saw it",
     "updated_at": "when the collector last wrote this row",
