@@ -143,12 +143,13 @@ def _group_partition(
 
 
 def _group(
-    cluster: str, at: datetime, group: str, lag: int, seconds: float, status: str, members: int
-) -> dict[str, Any]:
+    cluster: str, at: datetime, group: str, lag: int, seconds: float, status: str, members: int,
+    **more: Any,
+) -> dict[str, Any]:  # fmt: skip
     return {
         "cluster": cluster, "evaluated_at": at, "group_id": group, "offset_lag": lag,
         "max_offset_lag": lag, "lag_seconds": seconds, "max_lag_seconds": seconds, "status": status,
-        "group_state": "Stable" if members else "Empty", "members": members,
+        "group_state": "Stable" if members else "Empty", "members": members, **more,
     }  # fmt: skip
 
 
@@ -198,9 +199,12 @@ def _fill(conn: Connection) -> None:
         _group("prod", E1, "billing", 4100, 3000, "WARN", 2),
         _group("prod", E1, "audit", 0, 0, "OK", 1),
         _group("prod", E1, "reports", 10, 30, "ERR", 0),
-        _group("prod", E2, "billing", 5250, 4000, "ERR", 2),
-        _group("prod", E2, "audit", 0, 0, "OK", 1),
+        _group("prod", E2, "billing", 5250, 4000, "ERR", 2, consumers_needed=4, time_until_data_loss_seconds=1800),
+        _group("prod", E2, "audit", 0, 0, "OK", 1, consumers_needed=1),
         _group("prod", E2, "reports", 12, 40, "ERR", 0),
+        _group("prod", E2, "search", 900, 60, "WARN", 1, consumers_needed=1, advice_limited_by="hot_partition",
+               hot_topic="queries", hot_partition=3),
+        _group("prod", E2, "index", 50, 10, "OK", 3, consumers_needed=2),
         _group("stage", E1, "billing", 7, 5, "ERR", 1),
     )  # fmt: skip
     _insert(conn, "derived_group_topic",
@@ -587,6 +591,14 @@ EXPECTED: dict[str, tuple[tuple[str, ...], list[tuple[Any, ...]]]] = {
         [
             ("reports", "STALL", "payments-0", E1, "Empty", 0),
             ("billing", "STOP", "orders-0, orders-1", E2, "Stable", 2),
+        ],
+    ),
+    "groups_that_need_consumers.sql": (
+        ("group_id", "members", "consumers_needed", "consumers_to_add", "advice_limited_by", "hot_partition"),
+        [
+            ("billing", 2, 4, 2, None, None),  # deletion ahead first
+            ("search", 1, 1, 0, "hot_partition", 3),  # more consumers cannot help
+            ("reports", 0, None, None, None, None),  # stopped: start one
         ],
     ),
     "time_until_data_loss_most_urgent.sql": (

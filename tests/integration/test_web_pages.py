@@ -174,7 +174,8 @@ def _evaluation(conn: Connection) -> None:
         [
             {"cluster": "prod", "evaluated_at": T, "group_id": "billing", "topics": 1, "partitions": 2, **lag,
              "max_offset_lag": 4000, "max_lag_seconds": 1250.0, "status": "ERR", "group_state": "Stable",
-             "members": 1, "lag_growing": True},
+             "members": 1, "lag_growing": True, "consume_rate": 3.0, "produce_rate": 5.0, "catching_up": False,
+             "consumers_needed": 2},
             {"cluster": "prod", "evaluated_at": T, "group_id": "audit", "topics": 1, "partitions": 2, **caught_up,
              "status": "OK", "group_state": "Stable", "members": 2, "lag_growing": False},
             {"cluster": "prod", "evaluated_at": T, "group_id": "mirror", "topics": 1, "partitions": 1,
@@ -358,6 +359,11 @@ def test_group_page_shows_status_lag_members_and_history(client: TestClient) -> 
     assert "interpolated on 1 of 2 lagging partitions, error up to 12 s, exact elsewhere" in html
     assert "billing-app on /10.0.0.7" in html and "orders:0, orders:1" in html
     assert "31 evaluations in the window" in html  # 30 in the history and the newest
+    # What to do: the forecast and the consumer advice, the sentences the notifications say.
+    forecast = "not catching up: reads 3.0/s, 5.0/s arrive; retention deletes unread data in 15 min"
+    assert f'data-role="catch-up">{forecast}</dd>' in html
+    advice = "2 consumers (now 1) would read the backlog before retention deletes it"
+    assert f'data-role="advice">{advice}</dd>' in html
     assert "Lag in messages of billing over the last 1 h" in html
     assert '<option value="1h" selected>' in html
     short = client.get("/clusters/prod/groups/billing?window=15m").text
