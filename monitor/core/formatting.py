@@ -86,7 +86,8 @@ def catch_up_filter(
 ) -> str:
     """The catch-up forecast as one sentence, for notifications, pages and the CLI (the columns
     of monitor.core.derived): "catches up in ~14 min at the current rate (10 min to 25 min)",
-    "not catching up: reads 80/s, 120/s arrive; retention deletes unread data in 42 min"."""
+    "not catching up: reads 80/s, 120/s arrive; retention deletes unread data in 42 min", "not
+    catching up: reads as fast as records arrive (20/s); the backlog of 12 stays"."""
     loss = (
         ""
         if time_until_data_loss_seconds is None
@@ -99,7 +100,11 @@ def catch_up_filter(
     if consume_rate is None or produce_rate is None:
         return f"no catch-up forecast yet (no rates over the window){loss}"
     if time_to_catch_up_seconds is None:
-        return f"not catching up: reads {rate_filter(consume_rate)}, {rate_filter(produce_rate)} arrive{loss}"
+        reads, arrive = rate_filter(consume_rate), rate_filter(produce_rate)
+        if reads == arrive:  # not behind: the backlog holds, as a group that keeps up does
+            stays = f"; the backlog of {number_filter(offset_lag)} stays"
+            return f"not catching up: reads as fast as records arrive ({reads}){stays}{loss}"
+        return f"not catching up: reads {reads}, {arrive} arrive{loss}"
     low, high = catch_up_low_seconds, catch_up_high_seconds
     if high is None and low is not None:
         spread = f" (at least {duration_filter(low)}; the rates vary too much to rule out not catching up)"

@@ -18,7 +18,10 @@ CASES = [
      "catches up in ~14 min at the current rate (at least 10 min; the rates vary too much to rule out not catching up)"),
     ((90_000, 80.0, 120.0, None, None, None, 2520.0),
      "not catching up: reads 80/s, 120/s arrive; retention deletes unread data in 42 min"),
-    ((12, 2.5, 2.5, None, None, None, None), "not catching up: reads 2.5/s, 2.5/s arrive"),
+    ((12, 2.5, 2.5, None, None, None, None), "not catching up: reads as fast as records arrive (2.5/s); the backlog of 12 stays"),
+    ((12, 19.96, 20.04, None, None, None, 600.0),
+     "not catching up: reads as fast as records arrive (20/s); the backlog of 12 stays; retention deletes unread data in 10 min"),
+    ((12, 1.9, 2.0, None, None, None, None), "not catching up: reads 1.9/s, 2.0/s arrive"),
     ((8400, 30.0, 20.0, 840.0, 600.0, 1500.0, 7200.0),
      "catches up in ~14 min at the current rate (10 min to 25 min); retention deletes unread data in 2 h"),
 ]  # fmt: skip
