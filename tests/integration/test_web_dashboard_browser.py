@@ -91,6 +91,12 @@ def test_group_page_shows_the_lag_and_reloads_on_another_window(
     )
     assert web.page.locator("[data-role=offset-lag]").inner_text().startswith(str(lagging.lag))
     assert "exact" in web.page.locator("#group-facts").inner_text()
+    # What to do: the forecast in words, and where it has rates, the backlog's projection drawn.
+    forecast = web.page.locator("[data-role=catch-up]").inner_text()
+    assert forecast.startswith(("catches up in ~", "not catching up: ", "no catch-up forecast yet")), forecast
+    if not forecast.startswith("no catch-up"):
+        legend = web.page.locator("[data-role=lag-chart-offsets] svg").text_content() or ""
+        assert "projected at the current rates" in legend, legend
     # A wider window than the default (1h), so the populated evaluation stays inside it however
     # late in the session this test runs (a 15m window emptied once the suite grew past that).
     with web.page.expect_navigation():

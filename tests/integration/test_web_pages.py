@@ -364,6 +364,10 @@ def test_group_page_shows_status_lag_members_and_history(client: TestClient) -> 
     assert f'data-role="catch-up">{forecast}</dd>' in html
     advice = "2 consumers (now 1) would read the backlog before retention deletes it"
     assert f'data-role="advice">{advice}</dd>' in html
+    # The backlog's projection on the chart: 2/s more arrive than are read, for a quarter of the
+    # window ahead (15 min of the hour): 4,321 + 1,800.
+    assert "projected: 6,121 messages in 15 min at the current rates" in html
+    assert "projected at the current rates" in html  # the dashed line's legend
     assert "Lag in messages of billing over the last 1 h" in html
     assert '<option value="1h" selected>' in html
     short = client.get("/clusters/prod/groups/billing?window=15m").text

@@ -70,7 +70,8 @@ def _style(*colors: str) -> Style:
 
 _BARS = _style(GREEN, GREY)
 """Leaders (green in the legend; each bar coloured by its health) beside the fair share (grey)."""
-_LINES = _style(BLUE)
+_LINES = _style(BLUE, AMBER)
+"""The lag (blue) and, on the lag in messages, its projection (amber, dashed)."""
 _COMMON: Final[dict[str, Any]] = {
     "js": [],  # the default tooltip script comes from a CDN
     "disable_xml_declaration": True,
@@ -189,6 +190,46 @@ def _disk_usage(cluster: str, brokers: tuple[BrokerBar, ...]) -> Chart:
 
 
 @dataclass(frozen=True, slots=True)
+class Projection:
+    """Where a group's backlog is headed from its newest evaluation at that evaluation's rates
+    (the catch-up forecast): drawn dashed on the lag in messages, and said in words."""
+
+    points: tuple[tuple[datetime, float], ...]
+    words: str
+
+
+def backlog_projection(
+    at: datetime,
+    offset_lag: float | None,
+    consume_rate: float | None,
+    produce_rate: float | None,
+    time_to_catch_up_seconds: float | None,
+    horizon: timedelta,
+) -> Projection | None:
+    """The backlog from `at` on, at most `horizon` ahead: down to 0 when the group catches up
+    (at the forecast's time), else growing by what arrives beyond what is read. None without a
+    backlog or without both rates."""
+    if offset_lag is None or offset_lag <= 0 or consume_rate is None or produce_rate is None:
+        return None
+    ahead = horizon.total_seconds()
+    if time_to_catch_up_seconds is not None:
+        shown = min(time_to_catch_up_seconds, ahead)
+        end = at + timedelta(seconds=shown)
+        left = offset_lag * (1 - shown / time_to_catch_up_seconds) if time_to_catch_up_seconds > 0 else 0.0
+        when = f"caught up around {at + timedelta(seconds=time_to_catch_up_seconds):%H:%M} UTC"
+        words = f"projected: {when} (in ~{duration_filter(time_to_catch_up_seconds)})"
+        return Projection(((at, float(offset_lag)), (end, left)), words)
+    growth = max(produce_rate - consume_rate, 0.0)
+    end, grown = at + horizon, offset_lag + growth * ahead
+    words = (
+        f"projected: the backlog holds at {number_filter(offset_lag)} messages"
+        if growth == 0
+        else f"projected: {number_filter(grown)} messages in {duration_filter(ahead)} at the current rates"
+    )
+    return Projection(((at, float(offset_lag)), (end, grown)), words)
+
+
+@dataclass(frozen=True, slots=True)
 class LagCharts:
     """The two lag charts; None where the window holds no value to draw (a lag in seconds that
     could not be measured), so the page says so in words instead of drawing an empty frame."""
@@ -197,29 +238,50 @@ class LagCharts:
     seconds: Chart | None
 
 
-def lag_history(group: str, points: Sequence[LagPoint], start: datetime, end: datetime) -> LagCharts:
+def lag_history(
+    group: str,
+    points: Sequence[LagPoint],
+    start: datetime,
+    end: datetime,
+    projection: Projection | None = None,
+) -> LagCharts:
     """Two line charts over [start, end]: lag in messages and lag in seconds. Two charts rather
-    than two axes: on-call engineers read each scale without guessing which line is which."""
+    than two axes: on-call engineers read each scale without guessing which line is which. The
+    lag in messages carries the backlog's `projection` where there is one, the chart widened to
+    its end."""
     thinned = thin(sorted(points, key=lambda p: p.at), MAX_POINTS)
-    return _lag_history(group, thinned, start, end)
+    return _lag_history(group, thinned, start, end, projection)
 
 
 @lru_cache(maxsize=64)
-def _lag_history(group: str, points: tuple[LagPoint, ...], start: datetime, end: datetime) -> LagCharts:
+def _lag_history(
+    group: str, points: tuple[LagPoint, ...], start: datetime, end: datetime, projection: Projection | None
+) -> LagCharts:
     window = duration_filter((end - start).total_seconds())
-    key = ("lag", group, points, start, end)
+    key = ("lag", group, points, start, end, projection)
     offsets = [(p.at, p.offset_lag) for p in points if p.offset_lag is not None]
     seconds = [(p.at, p.lag_seconds) for p in points if p.lag_seconds is not None]
     offsets_chart = seconds_chart = None
     if offsets:
-        chart = _line("Lag in messages", offsets, lambda v: number_filter(v), start, end)
-        chart.y_labels = _integer_ticks(max(v for _, v in offsets))
+        ahead = max(end, projection.points[-1][0]) if projection else end
+        chart = _line("Lag in messages", offsets, lambda v: number_filter(v), start, ahead)
+        peak: float = max(v for _, v in offsets)
+        latest = number_filter(offsets[-1][1])
+        alt = f"{len(offsets)} points; peak {number_filter(peak)} messages; latest {latest}"
+        if projection is not None:
+            chart.show_legend = True
+            chart.add(
+                "projected at the current rates",
+                list(projection.points),
+                stroke_style={"dasharray": "6,4", "width": 2},
+                fill=False,
+                show_dots=False,
+            )
+            peak = max(peak, *(v for _, v in projection.points))
+            alt = f"{alt}; {projection.words}"
+        chart.y_labels = _integer_ticks(peak)
         offsets_chart = _finish(
-            chart,
-            (*key, "offsets"),
-            f"Lag in messages of {group} over the last {window}",
-            f"{len(offsets)} points; peak {number_filter(max(v for _, v in offsets))} messages; "
-            f"latest {number_filter(offsets[-1][1])}",
+            chart, (*key, "offsets"), f"Lag in messages of {group} over the last {window}", alt
         )
     if seconds:
         chart = _line("Lag in seconds", seconds, duration_filter, start, end)

@@ -185,9 +185,30 @@ def _group_context(
         "partitions": partitions,
         "members": detail.members if detail else [],
         "alerts": read_pages.firing_alerts(conn, cluster, group_id=group),
-        "charts": charts.lag_history(group, points, since, until),
+        "charts": charts.lag_history(group, points, since, until, _projection(judged, points, until - since)),
         "history_points": len(points),
     }
+
+
+PROJECTION_SHARE: Final = 4
+"""The backlog's projection reaches at most a quarter of the chart's window ahead."""
+
+
+def _projection(
+    group: dict[str, Any], points: list[charts.LagPoint], window: timedelta
+) -> charts.Projection | None:
+    """The backlog's projection from the newest evaluation drawn (the one the forecast is of)."""
+    newest = next((p for p in reversed(points) if p.offset_lag is not None), None)
+    if newest is None:
+        return None
+    return charts.backlog_projection(
+        newest.at,
+        newest.offset_lag,
+        group["consume_rate"],
+        group["produce_rate"],
+        group["time_to_catch_up_seconds"],
+        window / PROJECTION_SHARE,
+    )
 
 
 def _method(partitions: list[dict[str, Any]]) -> str:
