@@ -33,8 +33,8 @@ import logging
 import threading
 import time
 import zlib
-from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
@@ -59,21 +59,12 @@ Marker = Evaluations
 _GZIP_LEVEL = 6
 
 
-class _Families:
-    """A list of families in the shape `generate_latest` reads (a registry's `collect`)."""
-
-    def __init__(self, families: Iterable[Metric]) -> None:
-        self._families = list(families)
-
-    def collect(self) -> Iterable[Metric]:
-        return self._families
-
-
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """One build: the state in the text format, plain and gzip-encoded."""
 
     state: StateRead
+    """The build's read (its offset lag families are the evaluation's; `lag` holds the fresh ones)."""
     marker: Marker
     text: bytes
     gzip_head: bytes
@@ -81,6 +72,13 @@ class Snapshot:
     _gzip: zlib._Compress
     families: tuple[Metric, ...]
     """The families the push targets read (`keep`); the others live only as bytes."""
+    lag: fresh.LagSection
+    """The offset lag families, at the end of `text`, by group (`fresh.py`)."""
+    rest_length: int
+    """The length of the text before the offset lag families."""
+    rest_head: bytes
+    """`gzip_head` of the text before the offset lag families; `_rest_gzip` continues it."""
+    _rest_gzip: zlib._Compress
 
     def body(self, tail: bytes, gzip: bool) -> bytes:
         """`text` followed by `tail`, gzip-encoded when `gzip` (one gzip member: only `tail` is
@@ -93,11 +91,43 @@ class Snapshot:
 
 def build(state: StateRead, marker: Marker, keep: Collection[str] = ()) -> Snapshot:
     """Encode `state`; keep the families named in `keep` for the push targets."""
-    encoded = generate_latest(_Families(state.families))
+    rest = [family for family in state.families if family.name not in fresh.OFFSET_LAG_FAMILIES]
+    lag = fresh.LagSection([family for family in state.families if family.name in fresh.OFFSET_LAG_FAMILIES])
+    encoded = generate_latest(fresh.Families(rest))
     compressor = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     head = compressor.compress(encoded) + compressor.flush(zlib.Z_SYNC_FLUSH)
-    kept = tuple(family for family in state.families if family.name in keep)
-    return Snapshot(state, marker, encoded, head, compressor, kept)
+    kept = tuple(family for family in rest if family.name in keep)
+    return _with_lag(state, marker, kept, lag, encoded, head, compressor, keep)
+
+
+def freshened(snapshot: Snapshot, lags: fresh.Fresh, keep: Collection[str]) -> Snapshot:
+    """`snapshot` with the offset lag of the groups in `lags`: only their lines are encoded again,
+    and only the offset lag families compressed again."""
+    lag = snapshot.lag.overlaid(lags)
+    kept = tuple(f for f in snapshot.families if f.name not in fresh.OFFSET_LAG_FAMILIES)
+    rest = snapshot.text[: snapshot.rest_length]
+    return _with_lag(
+        snapshot.state, snapshot.marker, kept, lag, rest, snapshot.rest_head, snapshot._rest_gzip, keep
+    )
+
+
+def _with_lag(
+    state: StateRead,
+    marker: Marker,
+    kept: tuple[Metric, ...],
+    lag: fresh.LagSection,
+    rest: bytes,
+    rest_head: bytes,
+    rest_gzip: zlib._Compress,
+    keep: Collection[str] = (),
+) -> Snapshot:
+    lag_text = lag.text()
+    compressor = rest_gzip.copy()
+    head = rest_head + compressor.compress(lag_text) + compressor.flush(zlib.Z_SYNC_FLUSH)
+    families = kept + lag.families(keep)
+    return Snapshot(
+        state, marker, rest + lag_text, head, compressor, families, lag, len(rest), rest_head, rest_gzip
+    )
 
 
 class MetricsSnapshot:
@@ -188,7 +218,7 @@ class MetricsSnapshot:
         elif self._due():
             self._refresh_in_background()
         snapshot = self._current
-        tail = generate_latest(_Families(self._gauges(snapshot))) + generate_latest(self._process)
+        tail = generate_latest(fresh.Families(self._gauges(snapshot))) + generate_latest(self._process)
         if snapshot is not None:
             return snapshot.body(tail, gzip)
         return gzip_format.compress(tail, _GZIP_LEVEL) if gzip else tail
@@ -227,8 +257,7 @@ class MetricsSnapshot:
             log.exception("metrics: reading the fresh offset lag failed")
             return
         if lags:
-            state = replace(current.state, families=fresh.overlaid(current.state.families, lags))
-            self._current = build(state, current.marker, self._keep)
+            self._current = freshened(current, lags, self._keep)
         self._fresh_since = checked_at - fresh.LOOK_BACK
         self._freshened_at = time.monotonic()
 
