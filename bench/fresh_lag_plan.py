@@ -1,4 +1,4 @@
-"""The plans and times of the fresh offset lag reads (`monitor.expose.read.fresh`) at a fleet's
+"""The plans and times of the fresh offset lag reads (`monitor.store.fresh_lag`) at a fleet's
 size: GROUPS x PARTITIONS group-partitions in `latest_group_offsets`, their commits in
 `latest_commits` and the partitions' end offsets in `latest_partition_offsets`, and an
 evaluation's `derived_group_partition` rows. Prints EXPLAIN (ANALYZE, BUFFERS) of one group's
@@ -21,9 +21,10 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, text
 
 from monitor.expose.read import lag as read_lag
-from monitor.expose.read.fresh import FRESH_PARTITIONS, partition_lags
+from monitor.expose.read.fresh import partition_lags
 from monitor.expose.read.queries import ALL
 from monitor.store.engine import make_engine
+from monitor.store.fresh_lag import FRESH_PARTITIONS
 from monitor.store.partitions import ensure_partitions
 
 REPEATS = 20
@@ -83,7 +84,7 @@ def main() -> None:
     group = f"g{groups // 2}"
     with engine.connect() as conn:
         plan = conn.execute(
-            text(f"EXPLAIN (ANALYZE, BUFFERS) {FRESH_PARTITIONS}"), {"c": "bench", "g": group}
+            text(f"EXPLAIN (ANALYZE, BUFFERS) {FRESH_PARTITIONS}"), {"c": "bench", "gs": [group]}
         )
         print(
             f"## fresh read of one group of {per_group} partitions, {groups * per_group} group-partitions\n"

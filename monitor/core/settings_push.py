@@ -39,7 +39,8 @@ class MetricsConfig(Strict):
         default=5,
         gt=0,
         le=3600,
-        description="Seconds between checks for a new evaluation; a new one rebuilds the snapshot.",
+        description="Seconds between checks for a new evaluation (a new one rebuilds the snapshot) and "
+        "for new commits (the offset lag series of the groups with one are read fresh).",
     )
 
 

@@ -4,7 +4,8 @@ last answer is the derived rows of the group written as it wrote them before the
 Spark runs: the subject is that no evaluation happens). A commit of the group (a move forward,
 then a rewind) shows at once in the HTTP API, the Burrow-compatible endpoints and the group page,
 from the commit stream's row in the store, with how old each figure is, while the evaluation's
-rows still hold the old lag. The waits are a few seconds, far under the 30 s between two
+rows still hold the old lag; and in the lists of groups (API and page) and the offset lag series
+of `/metrics`. The waits are a few seconds, far under the 30 s between two
 evaluations."""
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, text
 
 from monitor.collect.stage import ClusterCollector
 from monitor.core.clock import SystemClock
-from monitor.core.settings import CollectConfig, DevKafkaConfig, NameFilter
+from monitor.core.settings import CollectConfig, DevKafkaConfig, MetricsConfig, NameFilter
 from monitor.devtools.kafka_cluster import DevKafkaCluster
 from monitor.devtools.paths import cache_dir, var_dir
 from monitor.expose.web.app import create_app
@@ -163,3 +165,65 @@ def test_a_commit_shows_in_the_api_burrow_and_the_page_before_the_next_evaluatio
     assert page.status_code == 200 and 'data-role="offset-lag"><strong>65</strong>' in page.text
 
     assert _evaluated_lag(engine, group) == 110, "the evaluation did not run again: the API read the store"
+
+
+def _listed(client: TestClient, group: str) -> dict[str, Any]:
+    answer = client.get("/api/v1/clusters/fresh/groups", params={"search": group})
+    assert answer.status_code == 200, answer.text
+    (found,) = [g for g in answer.json()["items"] if g["group_id"] == group]
+    return dict(found)
+
+
+def _offset_lag_series(client: TestClient, group: str) -> dict[tuple[str, str], float]:
+    """(metric, partition or '') -> the value of the group's offset lag series on /metrics."""
+    answer = client.get("/metrics")
+    assert answer.status_code == 200, answer.text
+    return {
+        (sample.name, sample.labels.get("partition", "")): sample.value
+        for family in text_string_to_metric_families(answer.text)
+        for sample in family.samples
+        if sample.name.endswith("lag_in_offsets") and sample.labels.get("group") == group
+    }
+
+
+def test_a_commit_shows_in_the_list_of_groups_and_on_metrics_before_the_next_evaluation(
+    one_node: KafkaTestHelper, engine: Engine, evaluated_once: tuple[ClusterCollector, str, str]
+) -> None:
+    collector, topic, group = evaluated_once
+    metrics = MetricsConfig(snapshot_check_seconds=0.2)
+    client = TestClient(create_app(engine, stale_after=timedelta(minutes=5), metrics=metrics))
+    listed = _listed(client, group)
+    assert (listed["offset_lag"], listed["max_offset_lag"]) == (110, 90)
+    before = _offset_lag_series(client, group)
+    assert before[("kafka_consumer_group_lag_in_offsets", "0")] == 90
+    assert before[("kafka_consumer_group_sum_lag_in_offsets", "")] == 110
+
+    commits = collector.context.commits
+    collector.run("commits")
+    wait_for(lambda: commits.positioned, 60, "the commit stream to be positioned")
+    one_node.commit(group, topic, 0, 60)
+    wait_for(
+        lambda: _listed(client, group)["offset_lag"] == 60, VISIBLE_WITHIN, "the list API to show the commit"
+    )
+    listed = _listed(client, group)
+    assert listed["max_offset_lag"] == 40 and listed["status"] == "OK", "the rest is the evaluation's"
+    partitions = _partition_lags(client, group).values()
+    assert listed["offset_lag_as_of"] == min(p["offset_lag_as_of"] for p in partitions), "as of the oldest"
+    page = client.get("/clusters/fresh/groups", params={"q": group})
+    assert page.status_code == 200 and 'data-role="offset-lag" title="as of' in page.text
+    assert '">60</td>' in page.text
+
+    wanted = {
+        ("kafka_consumer_group_lag_in_offsets", "0"): 40,
+        ("kafka_consumer_group_lag_in_offsets", "1"): 20,
+        ("kafka_consumer_group_sum_lag_in_offsets", ""): 60,
+        ("kafka_consumer_group_max_lag_in_offsets", ""): 40,
+        ("kafka_consumer_group_topic_sum_lag_in_offsets", ""): 60,
+        ("kafka_consumer_group_topic_max_lag_in_offsets", ""): 40,
+    }
+    wait_for(
+        lambda: _offset_lag_series(client, group) == wanted, VISIBLE_WITHIN, "/metrics to show the commit"
+    )
+    scraped = client.get("/metrics").text
+    assert "kafka_health_offset_lag_age_seconds" in scraped
+    assert _evaluated_lag(engine, group) == 110, "the evaluation did not run again: the lists read the store"

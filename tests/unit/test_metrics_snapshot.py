@@ -10,8 +10,9 @@ import pytest
 from prometheus_client.metrics_core import GaugeMetricFamily
 
 from monitor.expose.metrics.prometheus import StateRead
-from monitor.expose.metrics.snapshot import build
+from monitor.expose.metrics.snapshot import build, freshened
 from monitor.expose.web.app import _accepts_gzip
+from monitor.store.fresh_lag import FreshLag
 
 
 def _state(groups: int) -> StateRead:
@@ -53,3 +54,48 @@ def test_the_families_named_in_keep_are_kept_for_the_push_targets() -> None:
 )
 def test_gzip_is_used_when_the_scraper_accepts_it(header: str, gzip_it: bool) -> None:
     assert _accepts_gzip(header) is gzip_it
+
+
+def _lag_state() -> StateRead:
+    partitions = GaugeMetricFamily(
+        "kafka_consumer_group_lag_in_offsets",
+        "lag",
+        labels=["cluster", "clustername", "group", "topic", "partition"],
+    )
+    summed = GaugeMetricFamily(
+        "kafka_consumer_group_sum_lag_in_offsets", "sum", labels=["cluster", "clustername", "group"]
+    )
+    seconds = GaugeMetricFamily(
+        "kafka_consumer_group_max_lag_in_seconds", "s", labels=["cluster", "clustername", "group"]
+    )
+    for group in ("g0", "g1", "g2"):
+        for partition in (0, 1):
+            partitions.add_metric(["prod", "prod", group, "t", str(partition)], 10.0)
+        summed.add_metric(["prod", "prod", group], 20.0)
+        seconds.add_metric(["prod", "prod", group], 7.0)
+    return StateRead((partitions, summed, seconds), ("group",), frozenset({"group"}), 0.1, 6, 0)
+
+
+def test_fresh_offset_lag_replaces_the_lines_of_the_groups_that_committed() -> None:
+    keep = ["kafka_consumer_group_sum_lag_in_offsets"]
+    snapshot = build(_lag_state(), (), keep=keep)
+    at = datetime(2026, 6, 1, tzinfo=UTC)
+    lags = {
+        ("prod", "g1"): {("t", 0): FreshLag(6, 10, 4, at, at, at), ("t", 1): FreshLag(9, 10, 1, at, at, at)}
+    }
+    fresh = freshened(snapshot, lags, keep)
+    lines = set(fresh.text.decode().splitlines())
+    g1 = 'cluster="prod",clustername="prod",group="g1"'
+    assert f'kafka_consumer_group_lag_in_offsets{{{g1},partition="0",topic="t"}} 4.0' in lines
+    assert f"kafka_consumer_group_sum_lag_in_offsets{{{g1}}} 5.0" in lines
+    assert f"kafka_consumer_group_max_lag_in_seconds{{{g1}}} 7.0" in lines, (
+        "not an offset lag: the evaluation's"
+    )
+    assert (
+        'kafka_consumer_group_sum_lag_in_offsets{cluster="prod",clustername="prod",group="g0"} 20.0' in lines
+    )
+    assert len(lines) == len(set(snapshot.text.decode().splitlines())), "the same series, new values"
+    assert gzip.decompress(fresh.body(b"tail\n", gzip=True)) == fresh.text + b"tail\n"
+    assert snapshot.text.count(b"20.0") == 3, "the snapshot it came from is left as it was"
+    (summed,) = fresh.families
+    assert sorted(s.value for s in summed.samples) == [5.0, 20.0, 20.0]

@@ -268,6 +268,11 @@ SCRAPE: tuple[MetricSpec, ...] = (
     MetricSpec("kafka_health_scrape_duration_seconds", "gauge", (),
                "Seconds the served snapshot's build spent reading the state from PostgreSQL (a scrape "
                "itself does not read it).", "ours"),
+    MetricSpec("kafka_health_offset_lag_age_seconds", "gauge", (),
+               "Seconds since the offset lag series (kafka_consumer_group_*lag_in_offsets) were last "
+               "brought up to the newest commits the store holds: each check of the snapshot re-reads "
+               "the offset lag of the groups with a commit since the last one; grows while that read "
+               "fails. Absent before the first read.", "ours"),
     MetricSpec("kafka_health_partition_series", "gauge", (),
                "Partition-level series in the served snapshot (metrics.max_partition_series caps them).",
                "ours"),
@@ -411,6 +416,13 @@ def render_markdown() -> str:
         "`Accept-Encoding: gzip`). A scrape serves those bytes, the snapshot's own gauges and this",
         "process's metrics, and never queries PostgreSQL per series. Each build is complete, so a",
         "deleted group or topic leaves no stale series.",
+        "",
+        "The offset lag series (`kafka_consumer_group_lag_in_offsets` and the group and group-topic",
+        "sums and maxima in offsets) follow the commits between evaluations: each check also asks which",
+        "groups had a commit since the last check and puts those groups' offset lag, read from the",
+        "newest committed and end offsets the store holds, in the snapshot; the other series, and the",
+        "offset lag of groups without a new commit, stay the evaluation's.",
+        "`kafka_health_offset_lag_age_seconds` says how long ago that last happened.",
         "",
         "When PostgreSQL is away or too slow, the answer is still 200 with the last good snapshot,",
         "marked stale: `kafka_health_up` 0, `kafka_health_snapshot_failed` 1 and",

@@ -4,7 +4,10 @@ so a scrape costs the same at 10 topics and at 10,000 and never queries PostgreS
 How it stays current: `refresh()` runs a cheap query, the newest evaluation of each cluster
 (`monitor.store.versions.newest_evaluations`); when that changed since the snapshot was built
 (or the last build failed), it reads the state once (`prometheus.StateCollector`), encodes the
-text format and its gzip form, and swaps the new snapshot in. The daemon runs `refresh()` every
+text format and its gzip form, and swaps the new snapshot in. Each check then puts the fresh
+offset lag of the groups with commits since the last check in the snapshot (`fresh.py`: the
+offset lag series follow the commits between evaluations, the other series the evaluation). The
+daemon runs `refresh()` every
 `metrics.snapshot_check_seconds` (`monitor/app.py`); a scrape that finds no check within that
 time starts one in the background and is served what is there (only the very first scrape waits
 for a build). The push component reads the same snapshot's families.
@@ -30,8 +33,9 @@ import logging
 import threading
 import time
 import zlib
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
@@ -40,9 +44,11 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.core.errors import MonitorError
 from monitor.core.settings import MetricsConfig
+from monitor.expose.metrics import fresh
 from monitor.expose.metrics.catalogue import BY_NAME
 from monitor.expose.metrics.prometheus import StateCollector, StateRead
 from monitor.expose.metrics.state_queries import queries
+from monitor.store.fresh_lag import committed_since, groups_lags
 from monitor.store.versions import Evaluations, newest_evaluations
 
 log = logging.getLogger(__name__)
@@ -53,21 +59,12 @@ Marker = Evaluations
 _GZIP_LEVEL = 6
 
 
-class _Families:
-    """A list of families in the shape `generate_latest` reads (a registry's `collect`)."""
-
-    def __init__(self, families: Iterable[Metric]) -> None:
-        self._families = list(families)
-
-    def collect(self) -> Iterable[Metric]:
-        return self._families
-
-
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """One build: the state in the text format, plain and gzip-encoded."""
 
     state: StateRead
+    """The build's read (its offset lag families are the evaluation's; `lag` holds the fresh ones)."""
     marker: Marker
     text: bytes
     gzip_head: bytes
@@ -75,6 +72,13 @@ class Snapshot:
     _gzip: zlib._Compress
     families: tuple[Metric, ...]
     """The families the push targets read (`keep`); the others live only as bytes."""
+    lag: fresh.LagSection
+    """The offset lag families, at the end of `text`, by group (`fresh.py`)."""
+    rest_length: int
+    """The length of the text before the offset lag families."""
+    rest_head: bytes
+    """`gzip_head` of the text before the offset lag families; `_rest_gzip` continues it."""
+    _rest_gzip: zlib._Compress
 
     def body(self, tail: bytes, gzip: bool) -> bytes:
         """`text` followed by `tail`, gzip-encoded when `gzip` (one gzip member: only `tail` is
@@ -87,11 +91,43 @@ class Snapshot:
 
 def build(state: StateRead, marker: Marker, keep: Collection[str] = ()) -> Snapshot:
     """Encode `state`; keep the families named in `keep` for the push targets."""
-    encoded = generate_latest(_Families(state.families))
+    rest = [family for family in state.families if family.name not in fresh.OFFSET_LAG_FAMILIES]
+    lag = fresh.LagSection([family for family in state.families if family.name in fresh.OFFSET_LAG_FAMILIES])
+    encoded = generate_latest(fresh.Families(rest))
     compressor = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     head = compressor.compress(encoded) + compressor.flush(zlib.Z_SYNC_FLUSH)
-    kept = tuple(family for family in state.families if family.name in keep)
-    return Snapshot(state, marker, encoded, head, compressor, kept)
+    kept = tuple(family for family in rest if family.name in keep)
+    return _with_lag(state, marker, kept, lag, encoded, head, compressor, keep)
+
+
+def freshened(snapshot: Snapshot, lags: fresh.Fresh, keep: Collection[str]) -> Snapshot:
+    """`snapshot` with the offset lag of the groups in `lags`: only their lines are encoded again,
+    and only the offset lag families compressed again."""
+    lag = snapshot.lag.overlaid(lags)
+    kept = tuple(f for f in snapshot.families if f.name not in fresh.OFFSET_LAG_FAMILIES)
+    rest = snapshot.text[: snapshot.rest_length]
+    return _with_lag(
+        snapshot.state, snapshot.marker, kept, lag, rest, snapshot.rest_head, snapshot._rest_gzip, keep
+    )
+
+
+def _with_lag(
+    state: StateRead,
+    marker: Marker,
+    kept: tuple[Metric, ...],
+    lag: fresh.LagSection,
+    rest: bytes,
+    rest_head: bytes,
+    rest_gzip: zlib._Compress,
+    keep: Collection[str] = (),
+) -> Snapshot:
+    lag_text = lag.text()
+    compressor = rest_gzip.copy()
+    head = rest_head + compressor.compress(lag_text) + compressor.flush(zlib.Z_SYNC_FLUSH)
+    families = kept + lag.families(keep)
+    return Snapshot(
+        state, marker, rest + lag_text, head, compressor, families, lag, len(rest), rest_head, rest_gzip
+    )
 
 
 class MetricsSnapshot:
@@ -127,6 +163,10 @@ class MetricsSnapshot:
         self._failed = False
         self._errors: frozenset[str] = frozenset()
         """The state queries that failed in the last check or build (all when PostgreSQL was away)."""
+        self._fresh_since: datetime | None = None
+        """The time from which the next check looks for commits (`fresh`); None: from the build."""
+        self._freshened_at: float | None = None
+        """monotonic time of the last fresh read of the offset lag (`fresh`)."""
 
     @property
     def current(self) -> Snapshot | None:
@@ -134,7 +174,8 @@ class MetricsSnapshot:
 
     def refresh(self, *, unless_checked_within: float | None = None) -> Snapshot | None:
         """Check for a new evaluation and rebuild when there is one, when the last build failed
-        or when there is no snapshot yet; the snapshot now served. With `unless_checked_within`,
+        or when there is no snapshot yet, then make the offset lag of the groups with new commits
+        fresh (`fresh.py`); the snapshot now served. With `unless_checked_within`,
         nothing is done when a check ran within that many seconds (or runs now: this waits for
         it). Blocks for the check query and a build, each bounded by
         `metrics.scrape_timeout_seconds`; raises nothing (failures are logged and served as the
@@ -157,8 +198,9 @@ class MetricsSnapshot:
             current = self._current
             if current is not None and current.marker == marker and not self._failed:
                 self._confirmed_at = now
-                return current
-            self._build(marker)
+            else:
+                self._build(marker)
+            self._freshen()
             return self._current
 
     def families(self) -> Sequence[Metric]:
@@ -176,7 +218,7 @@ class MetricsSnapshot:
         elif self._due():
             self._refresh_in_background()
         snapshot = self._current
-        tail = generate_latest(_Families(self._gauges(snapshot))) + generate_latest(self._process)
+        tail = generate_latest(fresh.Families(self._gauges(snapshot))) + generate_latest(self._process)
         if snapshot is not None:
             return snapshot.body(tail, gzip)
         return gzip_format.compress(tail, _GZIP_LEVEL) if gzip else tail
@@ -187,6 +229,38 @@ class MetricsSnapshot:
             conn.execute(text(f"SET LOCAL statement_timeout = {timeout_ms}"))
             return newest_evaluations(conn)
 
+    def _freshen(self) -> None:
+        """Put the fresh offset lag of the groups with commits since the last check in the served
+        snapshot (`fresh`); on failure, log it and leave the snapshot as it is (the
+        offset lag age gauge grows)."""
+        current = self._current
+        if current is None:
+            return
+        since = self._fresh_since
+        if since is None:
+            evaluated = [at for _, at in current.marker if at is not None]
+            since = min(evaluated, default=datetime.now(UTC)) - fresh.LOOK_BACK_AFTER_BUILD
+        try:
+            with self._engine().begin() as conn:
+                timeout_ms = int(self._settings.scrape_timeout_seconds * 1000)
+                conn.execute(text(f"SET LOCAL statement_timeout = {timeout_ms}"))
+                checked_at = conn.execute(text("SELECT now()")).scalar_one()
+                lags = {
+                    (cluster, group): partitions
+                    for cluster, groups in committed_since(conn, since).items()
+                    for group, partitions in groups_lags(conn, cluster, groups).items()
+                }
+        except (SQLAlchemyError, MonitorError) as exc:
+            log.warning("metrics: reading the fresh offset lag failed; the last one read is served: %s", exc)
+            return
+        except Exception:  # a scrape must still be answered; the bug is logged
+            log.exception("metrics: reading the fresh offset lag failed")
+            return
+        if lags:
+            self._current = freshened(current, lags, self._keep)
+        self._fresh_since = checked_at - fresh.LOOK_BACK
+        self._freshened_at = time.monotonic()
+
     def _build(self, marker: Marker) -> None:
         if self._collector is None:
             self._collector = StateCollector(self._engine(), self._settings, self._off)
@@ -196,6 +270,7 @@ class MetricsSnapshot:
         if state.complete or current is None or not current.state.complete:
             self._current = build(state, marker, self._keep)
             self._confirmed_at = time.monotonic()
+            self._fresh_since = None
         if state.complete:
             if self._failed:
                 log.info("metrics: the snapshot is current again")
@@ -245,6 +320,8 @@ class MetricsSnapshot:
             gauge("kafka_health_snapshot_age_seconds", time.monotonic() - self._confirmed_at),
             gauge("kafka_health_scrape_duration_seconds", snapshot.state.seconds),
         ]
+        if self._freshened_at is not None:
+            gauges.append(gauge("kafka_health_offset_lag_age_seconds", time.monotonic() - self._freshened_at))
         if self._settings.partition_series:
             gauges += [
                 gauge("kafka_health_partition_series", snapshot.state.partition_series),

@@ -13,7 +13,8 @@ collected metadata (counts, worst rows, lists, a topic's partitions and consumer
 statuses, the findings that colour a page's rows), never rendered HTML nor anything per user.
 What is not kept, because it changes between evaluations and must show at once: alerts
 (acknowledgements, silences), retention requests, repairs, audit, probe rounds, lag history over
-a window that moves with the clock; the routes read those live, and they are cheap (bounded by
+a window that moves with the clock, and the offset lag of the groups a list shows (the commits
+land between evaluations); the routes read those live, and they are cheap (bounded by
 the rows a page shows). The topic page reads the topic's settings and configuration live too; a
 list's retention columns follow a configuration change at the next metadata collection.
 
@@ -164,11 +165,13 @@ class ClusterReads:
         sort: read_lag.GroupSort = "status",
         page: Page = FIRST_PAGE,
     ) -> Listing[read_lag.GroupSummary]:
-        """`read_lag.groups` of the cluster, kept."""
+        """`read_lag.groups` of the cluster, kept; the offset lag of the groups on the page read
+        live (`read_lag.freshened_groups`)."""
         statuses = tuple(status)
-        return self.get(
+        listing = self.get(
             ("groups", search, statuses, lagging, sort, page),
             lambda conn: read_lag.groups(
                 conn, self.cluster, search=search, status=statuses, lagging=lagging, sort=sort, page=page
             ),
         )
+        return read_lag.freshened_groups(self.conn, self.cluster, listing)

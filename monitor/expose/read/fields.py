@@ -20,7 +20,8 @@ from monitor.core.derived import COMMON, ENTITIES
 FIELDS: dict[str, str] = {
     "cluster": "cluster name, as configured in the monitor",
     "evaluated_at": "the evaluation these numbers come from: the newest evaluation of the cluster (in a "
-    "group's own answers, every figure but the offset lag and the offsets, which say their own time)",
+    "group's own answers and the lists of groups, every figure but the offset lag and the offsets, which say "
+    "their own time)",
     "offset_lag_as_of": "how old the offset lag is: the older of the times of the committed and the end "
     "offset it is computed from (the oldest over the partitions of a sum); the offset lag is read from the "
     "newest offsets the store holds, so it moves between evaluations; equal to evaluated_at when it is the "

@@ -2,7 +2,8 @@
 `group_lag`, `group_topic_lag` and `group_partition_lag` (the newest evaluation of the cluster),
 with one group's offset lag (its committed and end offsets, per partition, per topic and summed)
 as fresh as the store holds it (`monitor.expose.read.fresh`, `offset_lag_as_of`). The lists of
-groups keep the evaluation's offset lag (they sort and filter by it). The lag over time is
+groups sort, filter and page by the evaluation's offset lag, then show the fresh offset lag of the
+groups on the page (`freshened_groups`). The lag over time is
 `monitor.expose.read.history`. See `monitor.expose.read.queries` for the conventions.
 """
 
@@ -17,7 +18,7 @@ from sqlalchemy import Connection, text
 
 from monitor.core.vocabulary import CONSUMER_STATUSES
 from monitor.expose.read.fields import Described
-from monitor.expose.read.fresh import FRESH_PARTITIONS, FreshLag, Key, partition_lags, total
+from monitor.expose.read.fresh import partition_lags, total
 from monitor.expose.read.queries import (
     FIRST_PAGE,
     Listing,
@@ -27,6 +28,7 @@ from monitor.expose.read.queries import (
     like_pattern,
     records,
 )
+from monitor.store.fresh_lag import FRESH_PARTITIONS, FreshLag, Key, groups_lags
 
 WORST_STATUS_FIRST = f"array_position(ARRAY{list(CONSUMER_STATUSES)!r}, status) DESC NULLS LAST"
 """A SQL sort key: the worst consumer status first (the vocabulary's order, best to worst)."""
@@ -272,18 +274,29 @@ def freshened(detail: GroupDetail, lags: dict[Key, FreshLag]) -> GroupDetail:
                 offset_lag_as_of=fresh.offset_lag_as_of,
             )
         )
+    return GroupDetail(freshened_summary(detail.group, lags), detail.members, topics)
+
+
+def freshened_summary(summary: GroupSummary, lags: dict[Key, FreshLag]) -> GroupSummary:
+    """`summary` with the offset lag of `lags` summed, as of the oldest partition; without fresh
+    lags, the evaluation's, as of the evaluation."""
     fresh = total(list(lags.values()))
-    group = (
-        replace(detail.group, offset_lag_as_of=evaluated_at)
-        if fresh is None
-        else replace(
-            detail.group,
-            offset_lag=fresh.offset_lag,
-            max_offset_lag=fresh.max_offset_lag,
-            offset_lag_as_of=fresh.offset_lag_as_of,
-        )
+    if fresh is None:
+        return replace(summary, offset_lag_as_of=summary.evaluated_at)
+    return replace(
+        summary,
+        offset_lag=fresh.offset_lag,
+        max_offset_lag=fresh.max_offset_lag,
+        offset_lag_as_of=fresh.offset_lag_as_of,
     )
-    return GroupDetail(group, detail.members, topics)
+
+
+def freshened_groups(conn: Connection, cluster: str, listing: Listing[GroupSummary]) -> Listing[GroupSummary]:
+    """A page of `groups` (picked and ordered by the evaluation's lag) with the fresh offset lag of
+    the groups on it: one query over the page's groups, read each time the page is shown."""
+    lags = groups_lags(conn, cluster, [g.group_id for g in listing.items])
+    items = [freshened_summary(g, lags.get(g.group_id, {})) for g in listing.items]
+    return replace(listing, items=items)
 
 
 def freshened_partitions(
@@ -339,7 +352,8 @@ def group_partitions(
     """A group's lag per partition by topic and partition, with the owning member; the committed
     offset, end offset and offset lag fresh where the store holds them (`fresh`), else the
     evaluation's (`offset_lag_as_of` says which: then it is `evaluated_at`)."""
-    where, params = ["g.cluster = :c", "g.group_id = :g"], {"c": cluster, "g": group_id}
+    where = ["g.cluster = :c", "g.group_id = :g"]
+    params = dict[str, Any](c=cluster, g=group_id, gs=[group_id])
     if topic is not None:
         where.append("g.topic = :t")
         params["t"] = topic

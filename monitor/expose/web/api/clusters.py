@@ -239,7 +239,9 @@ def groups(
     sort: read_lag.GroupSort = "status",
     page: Paging,
 ) -> Listing[GroupSummary]:
-    """The consumer groups of a cluster with their lag, worst status first by default."""
+    """The consumer groups of a cluster with their lag, worst status first by default. The sort,
+    the filters and the page follow the newest evaluation; the offset lag of the groups on the
+    page is as fresh as the store holds it (`offset_lag_as_of` says how old)."""
     with ctx.engine.connect() as conn:
         return _reads(ctx, conn, cluster).groups(
             search=search, status=status or (), lagging=lagging, sort=sort, page=page

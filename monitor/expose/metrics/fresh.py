@@ -1,0 +1,156 @@
+"""The offset lag series of the `/metrics` snapshot as fresh as the store holds them, between two
+evaluations.
+
+A build reads the newest evaluation, so its offset lag would move only once per evaluation, while
+the commit stream stores a commit within about a second. Between builds, each check of the
+snapshot (`snapshot.MetricsSnapshot.refresh`) asks which groups had a commit observed since the
+last check (`monitor.store.fresh_lag.committed_since`: a range of the commits' time index, its
+cost follows the commits since then), reads the fresh offset lag of those groups only
+(`monitor.store.fresh_lag.groups_lags`: their partitions' rows of the latest tables) and puts it
+in the series of those groups (`LagSection.overlaid`: the offset lag families are kept as each
+group's encoded lines, so only the lines of those groups are encoded again, and the rest of the
+snapshot, encoded and compressed once per build, is not touched). The first check after a
+build looks back from the oldest newest evaluation by `LOOK_BACK_AFTER_BUILD`, so the commits
+the evaluation did not see yet are read again; later checks from the previous check's time by
+`LOOK_BACK`, which covers a commit stored a little after the time it was observed.
+
+What moves: the offset lag families below, per group-partition, per group-topic (summed and the
+largest) and per group (summed and the largest), of the groups and partitions the evaluation has
+(a series is never added nor removed between builds); the other families stay the evaluation's.
+A group whose commits did not move keeps the evaluation's offset lag until the next build.
+`kafka_health_offset_lag_age_seconds` says how long ago the offset lag was last made fresh.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import timedelta
+
+from prometheus_client import generate_latest
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.samples import Sample
+
+from monitor.expose.metrics.catalogue import BY_NAME
+from monitor.store.fresh_lag import FreshLag, Key
+
+LOOK_BACK = timedelta(seconds=10)
+"""How far before the previous check a check looks for commits: a commit is stored within about
+a second of the time it is observed at (the commit stream writes as it reads)."""
+LOOK_BACK_AFTER_BUILD = timedelta(minutes=5)
+"""How far before the oldest newest evaluation the first check after a build looks: more than an
+evaluation takes between reading the offsets and being dated."""
+
+OFFSET_LAG_FAMILIES: frozenset[str] = frozenset(
+    spec.name
+    for spec in BY_NAME.values()
+    if spec.query in ("group_partition", "group_topic", "group")
+    and spec.column in ("offset_lag", "max_offset_lag")
+)
+"""The families whose values the fresh offset lag replaces (the catalogue's offset lag columns of
+the group-partition, group-topic and group queries)."""
+
+Fresh = Mapping[tuple[str, str], Mapping[Key, FreshLag]]
+"""(cluster, group) -> (topic, partition) -> the fresh offset lag of the partition."""
+
+
+class Families:
+    """A list of families in the shape `generate_latest` reads (a registry's `collect`)."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families
+
+
+def _with(family: GaugeMetricFamily, samples: list[Sample]) -> GaugeMetricFamily:
+    changed = copy.copy(family)
+    changed.samples = samples
+    return changed
+
+
+GroupKey = tuple[str, str]
+"""(cluster, group)"""
+
+
+class LagSection:
+    """The offset lag families of a snapshot in the text format, kept as each group's lines, so
+    that new values of a few groups cost the encoding of their lines only (`overlaid`) and the
+    section is their concatenation (`text`): a family's lines need not be in any order."""
+
+    def __init__(
+        self,
+        families: Sequence[GaugeMetricFamily],
+        samples: dict[str, dict[GroupKey, list[Sample]]] | None = None,
+        chunks: dict[str, dict[GroupKey, bytes]] | None = None,
+    ) -> None:
+        self._families = {family.name: _with(family, []) for family in families}
+        self._headers = {name: generate_latest(Families([f])) for name, f in self._families.items()}
+        if samples is None or chunks is None:
+            samples, chunks = {}, {}
+            for family in families:
+                by_group: dict[GroupKey, list[Sample]] = {}
+                for sample in family.samples:
+                    by_group.setdefault(_group(sample), []).append(sample)
+                samples[family.name] = by_group
+                chunks[family.name] = {
+                    key: self._encode(family.name, group) for key, group in by_group.items()
+                }
+        self._samples, self._chunks = samples, chunks
+
+    def _encode(self, name: str, samples: list[Sample]) -> bytes:
+        return generate_latest(Families([_with(self._families[name], samples)]))[len(self._headers[name]) :]
+
+    def overlaid(self, fresh: Fresh) -> LagSection:
+        """This section with the offset lag of the groups in `fresh` (a new section; this one is
+        left as it is)."""
+        samples = {name: dict(by_group) for name, by_group in self._samples.items()}
+        chunks = {name: dict(by_group) for name, by_group in self._chunks.items()}
+        for name, by_group in samples.items():
+            for key in fresh.keys() & by_group.keys():
+                by_group[key] = _overlaid_samples(name, by_group[key], fresh[key])
+                chunks[name][key] = self._encode(name, by_group[key])
+        return LagSection(list(self._families.values()), samples, chunks)
+
+    def text(self) -> bytes:
+        """The families in the text format (a family without samples is left out)."""
+        return b"".join(
+            self._headers[name] + b"".join(chunks.values()) for name, chunks in self._chunks.items() if chunks
+        )
+
+    def families(self, names: Collection[str]) -> tuple[GaugeMetricFamily, ...]:
+        """The families of `names` with their current samples (the push targets read them)."""
+        return tuple(
+            _with(family, [s for group in self._samples[name].values() for s in group])
+            for name, family in self._families.items()
+            if name in names and self._samples[name]
+        )
+
+
+def _group(sample: Sample) -> GroupKey:
+    return (sample.labels["cluster"], sample.labels["group"])
+
+
+def _overlaid_samples(name: str, samples: list[Sample], lags: Mapping[Key, FreshLag]) -> list[Sample]:
+    largest = BY_NAME[name].column == "max_offset_lag"
+    out = []
+    for sample in samples:
+        labels = sample.labels
+        value = _value(lags, labels.get("topic"), labels.get("partition"), largest)
+        out.append(sample if value is None else sample._replace(value=float(value)))
+    return out
+
+
+def _value(
+    lags: Mapping[Key, FreshLag], topic: str | None, partition: str | None, largest: bool
+) -> int | None:
+    """The fresh offset lag of one partition, or of a topic's or the group's partitions (summed,
+    or the largest); None when the store has none for it (the evaluation's is kept)."""
+    if partition is not None and topic is not None:
+        lag = lags.get((topic, int(partition)))
+        return None if lag is None else lag.offset_lag
+    values = [lag.offset_lag for (t, _), lag in lags.items() if topic is None or t == topic]
+    if not values:
+        return None
+    return max(values) if largest else sum(values)

@@ -1,0 +1,104 @@
+"""The offset lag of groups as fresh as the store holds it, between two evaluations: read from the
+three latest tables (each group-partition's newest commit in `latest_commits`, the offsets job's
+newest sample in `latest_group_offsets`, each partition's newest end offset in
+`latest_partition_offsets`) for the groups asked; `monitor.expose.read.fresh` says what each
+figure means. Also which groups had a commit since a time (`committed_since`), so that a reader
+keeping the lag of the whole fleet (the `/metrics` snapshot) re-reads only those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, text
+
+FRESH_PARTITIONS = """
+SELECT f.group_id, f.topic, f.partition, f.committed_offset, f.end_offset,
+       greatest(f.end_offset - f.committed_offset, 0) AS offset_lag,
+       f.committed_offset_as_of, f.end_offset_as_of,
+       least(f.committed_offset_as_of, f.end_offset_as_of) AS offset_lag_as_of
+FROM (
+    SELECT o.group_id, o.topic, o.partition,
+           CASE WHEN c.observed_at > o.sampled_at THEN c.committed_offset ELSE o.committed_offset END
+               AS committed_offset,
+           greatest(o.sampled_at, c.observed_at) AS committed_offset_as_of,
+           p.end_offset, p.end_offset_as_of
+    FROM latest_group_offsets o
+    JOIN LATERAL (
+        SELECT p.end_offset, coalesce(p.end_offset_listed_at, p.sampled_at) AS end_offset_as_of
+        FROM latest_partition_offsets p
+        WHERE p.cluster = o.cluster AND p.topic = o.topic AND p.partition = o.partition LIMIT 1
+    ) p ON true
+    LEFT JOIN LATERAL (
+        SELECT c.committed_offset, c.observed_at FROM latest_commits c
+        WHERE c.cluster = o.cluster AND c.group_id = o.group_id AND c.topic = o.topic
+          AND c.partition = o.partition LIMIT 1
+    ) c ON true
+    WHERE o.cluster = :c AND o.group_id = ANY(CAST(:gs AS text[])) AND o.gone_at IS NULL
+) f"""
+"""The fresh offset lag of each partition of the groups `:gs` (an array) on cluster `:c` that the
+store holds a committed and an end offset of (a partition gone from the group is left out). The lookups in
+the partitions' and the commits' tables are one primary key probe per partition of the group
+(LIMIT 1 keeps the planner from turning them into a scan of the cluster's rows for a hash join)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FreshLag:
+    """One group-partition's offset lag from the newest offsets stored."""
+
+    committed_offset: int
+    end_offset: int
+    offset_lag: int
+    committed_offset_as_of: datetime
+    end_offset_as_of: datetime
+    offset_lag_as_of: datetime
+
+
+Key = tuple[str, int]
+"""(topic, partition)"""
+
+
+def groups_lags(conn: Connection, cluster: str, group_ids: Sequence[str]) -> dict[str, dict[Key, FreshLag]]:
+    """group id -> `partition_lags` of each of `group_ids` the store holds fresh lags of, in one
+    query: a page of a list of groups, or the groups whose commits changed (the `/metrics`
+    snapshot); its cost follows those groups' partitions."""
+    found: dict[str, dict[Key, FreshLag]] = {}
+    if not group_ids:
+        return found
+    for r in conn.execute(text(FRESH_PARTITIONS), {"c": cluster, "gs": list(group_ids)}):
+        found.setdefault(str(r.group_id), {})[(str(r.topic), int(r.partition))] = FreshLag(
+            int(r.committed_offset),
+            int(r.end_offset),
+            int(r.offset_lag),
+            r.committed_offset_as_of,
+            r.end_offset_as_of,
+            r.offset_lag_as_of,
+        )
+    return found
+
+
+COMMITTED_SINCE = """
+SELECT DISTINCT c.name AS cluster, o.group_id
+FROM clusters c
+CROSS JOIN LATERAL (
+    SELECT o.group_id FROM commit_observations o
+    WHERE o.cluster = c.name AND o.observed_at > :since
+    OFFSET 0
+) o"""
+"""The groups with a commit observed after `:since`, in each cluster: a range of the cluster's
+newest rows in `commit_observations`' (cluster, observed_at) index (in the partitions of the days
+after `:since` only), so its cost follows the commits since then, not the fleet. OFFSET 0 keeps
+the subquery a probe per cluster: pulled up, it became one scan of the whole index on the time
+alone, merged with the clusters (docs/bench/fresh-lag.md)."""
+
+
+def committed_since(conn: Connection, since: datetime) -> dict[str, list[str]]:
+    """cluster -> the groups with a commit observed after `since` (the commit stream's, or the
+    offsets job's when the stream is off): what changed the groups' fresh offset lag since then,
+    besides the end offsets."""
+    changed: dict[str, list[str]] = {}
+    for r in conn.execute(text(COMMITTED_SINCE), {"since": since}):
+        changed.setdefault(str(r.cluster), []).append(str(r.group_id))
+    return changed
