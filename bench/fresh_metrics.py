@@ -37,9 +37,7 @@ from monitor.store.fresh_lag import COMMITTED_SINCE
 REPEATS = 10
 PORT = BENCH_PORT
 
-MORE = [
-    """INSERT INTO clusters (name, bootstrap, first_seen, last_seen)
-       VALUES ('bench', 'bench:9092', :at, :at)""",
+GROUP_ROWS = [
     """INSERT INTO derived_group (cluster, group_id, evaluated_at, offset_lag, max_offset_lag, status,
                                   partitions, topics)
        SELECT cluster, group_id, evaluated_at, sum(offset_lag), max(offset_lag), 'OK', count(*),
@@ -50,6 +48,13 @@ MORE = [
        SELECT cluster, group_id, topic, evaluated_at, sum(offset_lag), max(offset_lag), 'OK', count(*)
        FROM derived_group_partition WHERE cluster = 'bench'
        GROUP BY cluster, group_id, topic, evaluated_at""",
+]
+"""The evaluation's group and group-topic rows of cluster 'bench', from its group-partition rows."""
+
+MORE = [
+    """INSERT INTO clusters (name, bootstrap, first_seen, last_seen)
+       VALUES ('bench', 'bench:9092', :at, :at)""",
+    *GROUP_ROWS,
     """INSERT INTO commit_observations (cluster, group_id, topic, partition, observed_at, committed_offset)
        SELECT o.cluster, o.group_id, o.topic, o.partition,
               :at - make_interval(secs => 300 * k + (hashtext(o.group_id) & 255)), 90000 + k

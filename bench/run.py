@@ -6,7 +6,7 @@
     .venv/bin/python bench/run.py --no-run         # only summarise the JSON already in bench/results/
     .venv/bin/python bench/run.py --no-run --publish   # and copy the table and plots to docs/bench/
 
-Runs bench/ingest.py, alerts.py, silences.py, web.py, collector.py, evaluate.py, push.py and
+Runs bench/ingest.py, alerts.py, silences.py, web.py, collector.py, fresh_visible.py, evaluate.py, push.py and
 detect.py one after the other (each starts and stops its own servers; their output goes to this
 terminal). A script that fails is reported as failed and the others still run. Then it reads each
 script's JSON from bench/results/ and writes bench/results/summary.md and summary.json (benchmark,
@@ -56,6 +56,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
         ["--sizes", "10000", "--only", "metrics", "--concurrency", "1,4", "--output", "metrics"],
     ),
     "collector": ("collector.py", ["--sizes", "1000,10000"], []),
+    "fresh-visible": ("fresh_visible.py", ["--quick"], []),
     "evaluate": ("evaluate.py", ["--sizes", "100000,1000000"], []),
     "push": ("push.py", ["--series", "20000", "--cycles", "2"], []),
     "detect": ("detect.py", ["--idle", "60"], []),

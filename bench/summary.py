@@ -35,6 +35,9 @@ SCRAPE_TARGET = (10_000, 300.0, 1_000.0)
 300 ms (its p95 alone), and 4 concurrent scrapers within 1 s at the 95th percentile."""
 PUSH_TARGET = (100_000, 15.0)
 """bench/push.py's (issue 17): remote write of 100,000 series within one 15 s cycle."""
+FRESH_VISIBLE_TARGET = (100_000, 1.0)
+"""bench/fresh_visible.py's (issue 31): at 100,000 group-partitions a commit shows in the API and
+the Burrow endpoint within 1 s at the median."""
 DETECT_BEYOND_FOR = 20.0
 """bench/detect.py's (issue 16): fault -> notice accepted, at most 20 s beyond the rule's `for:`."""
 DETECT_IDLE_CPU = 6.0
@@ -493,6 +496,42 @@ def _none(value: float) -> float | None:
     return None if value != value else value
 
 
+def nearest_rank(values: list[float], fraction: float) -> float | None:
+    """The value at `fraction` of the sorted values (the nearest rank); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def fresh_visible_rows(doc: dict[str, Any]) -> list[Row]:
+    """Commit-to-visible through each answer: the median (against the target) and the p95."""
+    size = int(doc.get("group_partitions", 0))
+    label = f"{size:,} group-partitions"
+    when, load = doc.get("measured_at", ""), (doc.get("loadavg_before") or [None])[0]
+    at_target = size == FRESH_VISIBLE_TARGET[0]
+    limit = FRESH_VISIBLE_TARGET[1]
+    rows: list[Row] = []
+    for answer in ("api", "burrow"):
+        values = sorted(doc.get("seconds", {}).get(answer, []))
+        unseen = doc.get("unseen", {}).get(answer, 0)
+        note = f"{len(values)} commits" + (f", {unseen} not seen within 30 s" if unseen else "")
+        cost = f"{answer}: commit to visible s"
+        if not values:
+            note = "failed: no commit seen"
+            rows.append(Row("fresh-visible", label, size, f"{cost} (median)", None, "s", note=note))
+            continue
+        middle = _median(values)
+        p95 = nearest_rank(values, 0.95)
+        target = f"<= {limit:g} s at 100k" if at_target else ""
+        met = middle <= limit if at_target else None
+        rows += [
+            Row("fresh-visible", label, size, f"{cost} (median)", middle, "s", target, met, when, load, note),
+            Row("fresh-visible", label, size, f"{cost} (p95)", p95, "s", measured=when, load=load, note=note),
+        ]
+    return rows
+
+
 READERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "collector": collector_rows,
     "ingest": ingest_rows,
@@ -502,6 +541,7 @@ READERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "web": web_rows,
     "metrics": metrics_rows,
     "push": push_rows,
+    "fresh-visible": fresh_visible_rows,
     "detect": detect_rows,
 }
 

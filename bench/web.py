@@ -358,8 +358,11 @@ def _free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, url: str) -> None:
-        self.port = _free_port()
+    """The application under uvicorn in a child process, on `port` (None: the first free one of
+    WEB_PORTS)."""
+
+    def __init__(self, url: str, port: int | None = None) -> None:
+        self.port = _free_port() if port is None else port
         self.base = f"http://127.0.0.1:{self.port}"
         command = [
             sys.executable,

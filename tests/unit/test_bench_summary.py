@@ -218,6 +218,13 @@ DOCUMENTS: dict[str, dict[str, Any]] = {
             {"cycle": 2, "sent": 100_000, "seconds": 16.5, "stored_series": 99_000},
         ],
     },
+    "fresh-visible": {
+        "group_partitions": 100_000,
+        "measured_at": "2026-11-22 07:30 UTC",
+        "loadavg_before": [2.0, 1.5, 1.0],
+        "seconds": {"api": [0.2, 0.1, 0.3, 1.5], "burrow": [1.2, 1.4, 0.9]},
+        "unseen": {"api": 0, "burrow": 1},
+    },
     "detect": {
         "date": "2026-11-22",
         "machine": "vm (2 cores)",
@@ -236,7 +243,7 @@ DOCUMENTS: dict[str, dict[str, Any]] = {
 }
 
 
-ORDER = ["collector", "ingest", "evaluate", "alerts", "silences", "web", "push", "detect"]
+ORDER = ["collector", "ingest", "evaluate", "alerts", "silences", "web", "push", "fresh-visible", "detect"]
 """The benchmarks in the table's order (the issues')."""
 
 
@@ -391,6 +398,21 @@ def test_push_row_is_the_slowest_cycle_against_one_15_s_cycle_at_100k(results: P
     smaller = summary.push_rows({**DOCUMENTS["push"], "series": 20_000})
     assert (smaller[0].target, smaller[0].met) == ("", None), "the target is for 100,000 series"
     assert summary.push_rows({"series": 5, "cycles": []})[0].note == "failed: no cycle"
+
+
+def test_fresh_visible_rows_give_each_answers_median_against_1_s_at_100k_and_its_p95(results: Path) -> None:
+    table = summary.rows(summary.load(results))
+    api = _row(table, "fresh-visible", 100_000, "api: commit to visible s (median)")
+    assert (api.value, api.met, api.target) == (0.25, True, "<= 1 s at 100k")
+    assert (api.measured, api.load, api.note) == ("2026-11-22 07:30 UTC", 2.0, "4 commits")
+    assert _row(table, "fresh-visible", 100_000, "api: commit to visible s (p95)").value == 1.5
+    burrow = _row(table, "fresh-visible", 100_000, "burrow: commit to visible s (median)")
+    assert (burrow.value, burrow.met) == (1.2, False)
+    assert burrow.note == "3 commits, 1 not seen within 30 s"
+    smaller = summary.fresh_visible_rows({**DOCUMENTS["fresh-visible"], "group_partitions": 10_000})
+    assert (smaller[0].target, smaller[0].met) == ("", None), "the target is for 100,000 group-partitions"
+    failed = summary.fresh_visible_rows({"group_partitions": 10, "seconds": {"api": []}})
+    assert (failed[0].value, failed[0].note) == (None, "failed: no commit seen")
 
 
 def test_detect_rows_give_the_time_beyond_for_and_the_idle_cost(results: Path) -> None:
