@@ -99,9 +99,9 @@ class Pipeline:
             conn.execute(
                 text(
                     "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
-                    " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
+                    " description, annotations, for_seconds, state, first_seen, last_seen, evaluated_at)"
                     " VALUES (:rule, 'partition', :key, 'prod', CAST(:labels AS jsonb), :severity, 1, :summary,"
-                    " 'details', 'https://runbooks.example.com/replicas', 0, :state, :now, :now, :now)"
+                    " 'details', '{\"runbook\": \"https://runbooks.example.com/replicas\"}', 0, :state, :now, :now, :now)"
                 ),
                 {
                     "rule": rule,

@@ -146,7 +146,7 @@ def test_routing_owner_and_policy_files_are_not_rule_files(tmp_path: Path) -> No
         ({"summary": '    summary: "x"\n    labels: {topic: orders}'},
          "rules.0.labels: labels topic are key columns of group_topic"),
         # 20 runbook not a URL
-        ({"summary": '    summary: "x"\n    runbook: wiki/lag'}, "rules.0.runbook: runbook 'wiki/lag' must be an http"),
+        ({"summary": '    summary: "x"\n    runbook: wiki/lag'}, "rules.0.runbook: runbook renders to 'wiki/lag', which is not an http(s) URL"),
     ],
 )  # fmt: skip
 def test_each_mistake_names_the_line(tmp_path: Path, change: dict[str, str], expected: str) -> None:

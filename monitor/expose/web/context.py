@@ -26,6 +26,7 @@ from sqlalchemy import Connection, Engine
 
 from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
+from monitor.core.annotations import is_link
 from monitor.core.clock import Clock
 from monitor.core.formatting import NUMBER_FILTERS, lines_markup, visible_output
 from monitor.core.resources import templates_dir
@@ -49,6 +50,7 @@ def template_environment() -> jinja2.Environment:
     env.filters.update(NUMBER_FILTERS)
     env.filters["utc"] = utc_text
     env.filters["lines"] = lines_markup  # free text over several lines: its breaks shown as breaks
+    env.tests["link"] = is_link  # an annotation shown as a link
     env.globals["COMMITTED_BEYOND_END"] = COMMITTED_BEYOND_END
     return env
 
