@@ -6,33 +6,25 @@ alerts API. No Python, migration or template names `dashboard`."""
 from __future__ import annotations
 
 import json
-import textwrap
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
-from monitor.alert.config import load_routing
-from monitor.alert.cycle import run_cycle
-from monitor.alert.notify.retry import RetryPolicy
-from monitor.alert.notify.sender import Sender
-from monitor.alert.render import Templates
-from monitor.alert.stage import build_receivers
-from monitor.core.clock import FakeClock, SystemClock
+from monitor.core.clock import SystemClock
 from monitor.expose.web.app import create_app
+from tests.fixtures.delivery import Pipeline
 from tests.fixtures.kafka import KafkaTestHelper
 from tests.fixtures.people import IDENTITY, PROXY
-from tests.fixtures.receivers import SLACK_TOKEN, SMTP_PASSWORD, SMTP_USER, FakeSlack, SmtpServer
+from tests.fixtures.receivers import FakePagerDuty, FakeSlack, SmtpServer
 from tests.fixtures.sql import rows
 
 pytestmark = pytest.mark.spark
-
-URL = "http://monitor.test"
 
 RULES = """\
 rules:
@@ -51,51 +43,12 @@ rules:
 """
 
 
-def _routing(path: Path, slack: FakeSlack, smtp: SmtpServer, cluster: str) -> Path:
-    path.write_text(
-        textwrap.dedent(f"""\
-        receivers:
-          - name: console
-            console: {{}}
-          - name: ops-slack
-            slack: {{channel: "#kafka-alerts", token_env: TEST_SLACK_TOKEN, base_url: "{slack.base_url}", timeout: 2}}
-          - name: ops-email
-            email:
-              to: [kafka-ops@example.com]
-              from: kafka-health@example.com
-              smarthost: {smtp.smarthost}
-              username: {SMTP_USER}
-              password_env: TEST_SMTP_PASSWORD
-              tls_ca_file: {smtp.ca_file}
-              timeout: 2
-        route:
-          receiver: console
-          group_by: [cluster, rule]
-          group_wait: 0s
-          group_interval: 1m
-          repeat_interval: 4h
-          routes:
-            - matchers: [cluster={cluster}]
-              receiver: ops-slack
-              continue: true
-            - matchers: [cluster={cluster}]
-              receiver: ops-email
-        """)
-    )
-    return path
-
-
 @pytest.fixture
 def watched(
-    kafka: KafkaTestHelper, scenario: Any, engine: Engine, tmp_path: Path
+    kafka: KafkaTestHelper, scenario: Any, pipeline: Pipeline, tmp_path: Path
 ) -> Iterator[tuple[str, str]]:
-    """A topic of its own cluster name, collected and evaluated with RULES only: (cluster, topic)."""
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "TRUNCATE findings, alerts, alert_groups, acks, silences, notification_outbox, notification_log"
-            )
-        )
+    """A topic of its own cluster name, collected and evaluated with RULES only, over the emptied
+    alert state of `pipeline` (whose routing sends a warning to Slack and email): (cluster, topic)."""
     topic = kafka.create_topic(f"annotated-{uuid.uuid4().hex[:8]}")
     rules = tmp_path / "rules"
     rules.mkdir()
@@ -109,11 +62,11 @@ def watched(
 
 def test_a_rule_file_annotation_reaches_notifications_page_and_api(
     watched: tuple[str, str],
+    pipeline: Pipeline,
     engine: Engine,
-    tmp_path: Path,
     fake_slack: FakeSlack,
     smtp_server: SmtpServer,
-    monkeypatch: pytest.MonkeyPatch,
+    fake_pagerduty: FakePagerDuty,
 ) -> None:
     cluster, topic = watched
     dashboard = f"https://grafana.example/d/topics?var-topic={topic}&from=now-1h"
@@ -124,20 +77,8 @@ def test_a_rule_file_annotation_reaches_notifications_page_and_api(
     }
     [finding] = rows(engine, "SELECT annotations FROM findings WHERE cluster = :c", c=cluster)
     assert finding["annotations"] == expected
-
-    monkeypatch.setenv("TEST_SLACK_TOKEN", SLACK_TOKEN)
-    monkeypatch.setenv("TEST_SMTP_PASSWORD", SMTP_PASSWORD)
-    routing = load_routing(_routing(tmp_path / "routing.yaml", fake_slack, smtp_server, cluster))
-    now = datetime.now(UTC)
-    with engine.begin() as conn:
-        run_cycle(conn, routing, now, URL)
-    receivers = build_receivers(routing, Templates(URL))
-    sender = Sender(lambda: engine, lambda: receivers, FakeClock(now), "a", claim_seconds=30,
-                    policy=RetryPolicy(base_seconds=5, max_seconds=60, give_up_after_seconds=3600), seed=3)  # fmt: skip
-    try:
-        assert sender.drain() == {"sent": 2}
-    finally:
-        sender.close()
+    assert pipeline.tick() == {"sent": 2}
+    assert fake_pagerduty.events == []
 
     # Slack: a button and a link for each URL, the other annotation as text, escaped
     [message] = fake_slack.messages

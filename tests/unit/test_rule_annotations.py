@@ -14,26 +14,15 @@ from monitor.cli.main import app
 from monitor.core.annotations import MAX_ANNOTATION_TEXT, MAX_ANNOTATIONS, is_link
 from monitor.evaluate.engine import render_annotations
 from monitor.evaluate.rules import load_rules
+from tests.fixtures.rules import LAG_RULE
 
 runner = CliRunner()
 
-RULE = """\
-rules:
-  - name: LagHigh
-    description: lag is high
-    entity: group_topic
-    condition: offset_lag > 0
-    value: append_lag_seconds
-    severities:
-      - severity: warning
-    summary: "{{ group_id }} is behind on {{ topic }}"
-"""
-
 
 def rule_file(directory: Path, extra: str) -> Path:
-    """RULE with `extra` (YAML at the rule's indentation) added to its end."""
+    """LAG_RULE with `extra` (YAML at the rule's indentation) added to its end."""
     path = directory / "rules.yaml"
-    path.write_text(RULE + textwrap.indent(textwrap.dedent(extra), "    "))
+    path.write_text(LAG_RULE + textwrap.indent(textwrap.dedent(extra), "    "))
     return path
 
 
@@ -84,7 +73,7 @@ many = "annotations: {" + ", ".join(f"a{i}: x" for i in range(MAX_ANNOTATIONS + 
     [
         # 1 a template that names an unknown column
         ('annotations: {dashboard: "https://g.example/d/{{ grup_id }}"}\n',
-         "line 10: rules.0.annotations.dashboard: annotation dashboard: unknown template variable 'grup_id'"),
+         "line 12: rules.0.annotations.dashboard: annotation dashboard: unknown template variable 'grup_id'"),
         # 2 a template that does not parse
         ('annotations: {hint: "{{ group_id"}\n', "rules.0.annotations.hint: annotation hint: template does not parse"),
         # 3 a runbook annotation that is not a URL
@@ -119,7 +108,7 @@ def test_rules_check_names_the_file_the_line_and_the_key(tmp_path: Path) -> None
     result = runner.invoke(app, ["rules", "check", str(path)])
     assert result.exit_code == 2
     assert (
-        f"{path}: line 11: rules.0.annotations.dashboard: annotation dashboard: unknown template"
+        f"{path}: line 13: rules.0.annotations.dashboard: annotation dashboard: unknown template"
         in result.stderr
     )
 

@@ -13,23 +13,12 @@ from monitor.cli.main import app
 from monitor.core.vocabulary import format_duration, parse_duration
 from monitor.evaluate.engine import render
 from monitor.evaluate.rules import TEMPLATE_FILTERS, Rule, default_rule_paths, load_rules
+from tests.fixtures.rules import LAG_RULE
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
-GOOD = """\
-rules:
-  - name: LagHigh
-    description: lag is high
-    entity: group_topic
-    condition: offset_lag > 0
-    value: append_lag_seconds
-    for: 5m
-    severities:
-      - severity: warning
-        when: append_lag_seconds > 300
-    summary: "{{ group_id }} is {{ value | duration }} behind on {{ topic }}"
-"""
+GOOD = LAG_RULE
 
 
 def write(directory: Path, name: str, text: str) -> Path:
