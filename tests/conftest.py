@@ -44,6 +44,7 @@ pytest_plugins = [
     "tests.fixtures.postgres",
     "tests.fixtures.spark",
     "tests.fixtures.receivers",
+    "tests.fixtures.delivery",
     "tests.fixtures.populated",
     "tests.fixtures.lag_workload",
     "tests.fixtures.browser",

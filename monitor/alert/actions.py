@@ -332,7 +332,7 @@ def open_alerts(conn: Connection, *, limit: int | None = None, offset: int = 0) 
     rows = conn.execute(
         text(
             "SELECT a.id, a.fingerprint, a.rule, a.cluster, a.entity_key, a.severity, a.state, a.summary,"
-            " a.starts_at, a.silenced_by, a.inhibited_by, a.labels"
+            " a.starts_at, a.silenced_by, a.inhibited_by, a.labels, a.annotations"
             " FROM alerts a WHERE a.state <> 'resolved'"
             f" ORDER BY {most_severe_first_sql('a.severity')}, a.pending_since, a.id" + _slice(limit, offset)
         )

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from monitor.alert.model import AlertView, Impact, PartitionDetail
+from monitor.core.annotations import annotations_of
 
 
 def fingerprint(rule: str, entity_key: str) -> str:
@@ -39,7 +40,7 @@ class AlertRow:
     summary: str
     description: str
     value: float | None
-    runbook: str | None
+    annotations: dict[str, str]
     pending_since: datetime
     starts_at: datetime | None
     resolved_at: datetime | None = None
@@ -70,7 +71,7 @@ class AlertRow:
             summary=self.summary,
             description=self.description,
             value=self.value,
-            runbook=self.runbook,
+            annotations=dict(self.annotations),
             starts_at=self.starts_at or self.pending_since,
             ends_at=ends_at or self.resolved_at,
             owner=self.labels.get("team") or None,
@@ -103,19 +104,28 @@ def merge_alerts(
             labels["team"] = team
         state = "firing" if finding["state"] == "firing" else "pending"
         summary, description, value = str(finding["summary"]), str(finding["description"]), finding["value"]
+        annotations = annotations_of(finding["annotations"])
         row = open_alerts.get(fp)
         if row is None:
             row = AlertRow(
                 None, fp, rule, cluster, entity, entity_key, labels, severity, state, summary, description,
-                value, finding["runbook"], pending_since=now, starts_at=now if state == "firing" else None,
+                value, annotations, pending_since=now, starts_at=now if state == "firing" else None,
                 changed=True,
             )  # fmt: skip
         else:
-            new = (labels, severity, state, summary, value, description)
-            old = (row.labels, row.severity, row.state, row.summary, row.value, row.description)
+            new = (labels, severity, state, summary, value, description, annotations)
+            old = (
+                row.labels,
+                row.severity,
+                row.state,
+                row.summary,
+                row.value,
+                row.description,
+                row.annotations,
+            )
             row.changed = new != old
             row.labels, row.severity, row.summary, row.value = labels, severity, summary, value
-            row.description, row.runbook = description, finding["runbook"]
+            row.description, row.annotations = description, annotations
             if state == "firing" and row.starts_at is None:
                 row.starts_at = now
             row.state = state

@@ -43,6 +43,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from monitor.core.annotations import RUNBOOK, annotations_of, is_link
+
 AlertState = Literal["firing", "resolved"]
 
 
@@ -139,7 +141,7 @@ class AlertView:
     summary: str
     description: str
     value: float | None
-    runbook: str | None
+    annotations: dict[str, str]
     starts_at: datetime
     ends_at: datetime | None = None
     acknowledged_by: str | None = None
@@ -151,9 +153,15 @@ class AlertView:
     """Why a resolved alert resolved: `gone` when the cluster no longer has its entity
     (vocabulary.RESOLVE_REASONS); None when its condition stopped holding, or while it fires."""
 
+    def link_buttons(self) -> list[tuple[str, str]]:
+        """(label, URL) of each annotation whose value is an http(s) URL: `Runbook: UnderMinIsr`."""
+        return [(f"{name.replace('_', ' ').capitalize()}: {self.rule}", text)
+                for name, text in self.annotations.items() if is_link(text)]  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         data = _fields(self)
         data["labels"] = dict(self.labels)
+        data["annotations"] = dict(self.annotations)
         data["starts_at"] = self.starts_at.isoformat()
         data["ends_at"] = _iso(self.ends_at)
         data["partitions"] = [p.to_dict() for p in self.partitions]
@@ -162,9 +170,13 @@ class AlertView:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AlertView:
-        """Also reads payloads stored before `owner`, `partitions`, `impact` and `resolved_reason`
-        existed."""
+        """Also reads payloads stored before `owner`, `partitions`, `impact`, `resolved_reason`
+        and `annotations` existed (a `runbook` of those is the annotation)."""
         values = dict(data)
+        runbook = values.pop(RUNBOOK, None)
+        values["annotations"] = annotations_of(
+            values.get("annotations") or ({RUNBOOK: runbook} if runbook else {})
+        )
         values["starts_at"] = datetime.fromisoformat(values["starts_at"])
         values["ends_at"] = _moment(values.get("ends_at"))
         values["labels"] = {str(k): str(v) for k, v in values["labels"].items()}

@@ -61,7 +61,7 @@ def forward_notices(conn: Connection, routing: Routing, now: datetime, limit: in
             summary=notice.summary,
             description=notice.description,
             value=None,
-            runbook=None,
+            annotations={},
             starts_at=notice.created_at,
         )
         for match in routing.receivers_for(labels):

@@ -10,8 +10,10 @@ Templates render in jinja2's immutable sandbox: an edited template cannot reach 
 (`monitor.core.templating`: a few seconds, 1 MiB of text). Autoescape is on for the `.html`
 templates only; the others are plain text (Slack mrkdwn, the
 email's text part and subject, the PagerDuty summary). Filters: `duration`, `percent`, `bytes`,
-`number`, `timestamp`, and for Slack text `mrkdwn` (escapes `&`, `<` and `>`, so a group or topic
-name cannot become a link or an @channel).
+`number`, `timestamp`, `annotations` (the distinct (name, text) pairs of some alerts' annotations,
+in the rule file's order), and for Slack text `mrkdwn` (escapes `&`, `<` and `>`, so a group or
+topic name cannot become a link or an @channel); the test `link` says whether an annotation's
+text is an http(s) URL to show as a link (`monitor.core.annotations.is_link`).
 
 The number filters are the rule templates' (`monitor.core.formatting`), since the same person reads a
 rule's summary and the notification around it.
@@ -20,7 +22,7 @@ rule's summary and the notification around it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -28,7 +30,8 @@ from typing import Any, Final
 
 import jinja2
 
-from monitor.alert.model import Notification
+from monitor.alert.model import AlertView, Notification
+from monitor.core.annotations import is_link
 from monitor.core.errors import ConfigError
 from monitor.core.formatting import NUMBER_FILTERS, printable, visible_output
 from monitor.core.resources import templates_dir
@@ -77,10 +80,16 @@ def mrkdwn_filter(text: object) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-FILTERS: Final[Mapping[str, Callable[..., str]]] = {
+def annotations_filter(alerts: Iterable[AlertView]) -> list[tuple[str, str]]:
+    """The distinct (name, text) pairs of the alerts' annotations, first seen first."""
+    return list(dict.fromkeys(pair for alert in alerts for pair in alert.annotations.items()))
+
+
+FILTERS: Final[Mapping[str, Callable[..., Any]]] = {
     **NUMBER_FILTERS,
     "timestamp": timestamp_filter,
     "mrkdwn": mrkdwn_filter,
+    "annotations": annotations_filter,
 }
 
 
@@ -156,6 +165,7 @@ def notification_environment(directory: Path) -> jinja2.Environment:
         finalize=visible_output,
     )
     env.filters.update(FILTERS)
+    env.tests["link"] = is_link
     return env
 
 

@@ -110,7 +110,7 @@ def last_alert(conn: Connection, fp: str) -> AlertRow | None:
 
 
 _OPEN_FINDINGS = text(
-    "SELECT rule, entity, entity_key, cluster, labels, severity, value, summary, description, runbook,"
+    "SELECT rule, entity, entity_key, cluster, labels, severity, value, summary, description, annotations,"
     " state FROM findings WHERE state <> 'resolved'"
 )
 _ROW_FIELDS = tuple(f.name for f in fields(AlertRow) if f.name not in ("changed", "impact"))
@@ -170,7 +170,7 @@ def _alert_params(a: AlertRow, now: datetime) -> dict[str, Any]:
         "summary": a.summary,
         "description": a.description,
         "value": a.value,
-        "runbook": a.runbook,
+        "annotations": json.dumps(a.annotations),
         "pending_since": a.pending_since,
         "starts_at": a.starts_at,
         "resolved_at": a.resolved_at,
@@ -196,7 +196,8 @@ def write_alerts(conn: Connection, alerts: Iterable[AlertRow], now: datetime) ->
         conn.execute(
             text(
                 "UPDATE alerts SET labels = CAST(:labels AS jsonb), severity = :severity, state = :state,"
-                " summary = :summary, description = :description, value = :value, runbook = :runbook,"
+                " summary = :summary, description = :description, value = :value,"
+                " annotations = CAST(:annotations AS jsonb),"
                 " starts_at = :starts_at, resolved_at = :resolved_at, updated_at = :updated_at,"
                 " silenced_by = :silenced_by, inhibited_by = :inhibited_by,"
                 " resolved_reason = :resolved_reason WHERE id = :id"

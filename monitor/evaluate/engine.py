@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from monitor.core.annotations import MAX_ANNOTATION_TEXT
 from monitor.core.derived import KEYS, columns_of
-from monitor.core.templating import render_bounded
+from monitor.core.templating import MAX_TEMPLATE_TEXT, render_bounded
 from monitor.evaluate.rules import Rule, compile_template
 
 if TYPE_CHECKING:
@@ -229,15 +230,36 @@ def render(finding_row: Mapping[str, Any], rule: Rule) -> tuple[str, str]:
     """(summary, description) of a match. A template that fails on this row (a filter given an
     unexpected type, say) gives a plain fallback text rather than losing the finding."""
     context = template_context(finding_row, rule)
+    key, value = finding_row.get("entity_key", "?"), finding_row.get("value")
+    fallback = f"{rule.name} on {key}: value {value} ({rule.description})"
     summary = _render(rule.summary, context, rule, finding_row)
-    if rule.description_template is None:
-        return summary, rule.description
-    return summary, _render(rule.description_template, context, rule, finding_row)
+    description: str | None = rule.description
+    if rule.description_template is not None:
+        description = _render(rule.description_template, context, rule, finding_row)
+    return (fallback if summary is None else summary), (fallback if description is None else description)
 
 
-def _render(source: str, context: Mapping[str, Any], rule: Rule, row: Mapping[str, Any]) -> str:
+def render_annotations(finding_row: Mapping[str, Any], rule: Rule) -> dict[str, str]:
+    """The rule's annotations rendered for a match, each cut at `MAX_ANNOTATION_TEXT`; one whose
+    template fails on this row, or renders to nothing, is left out."""
+    context = template_context(finding_row, rule)
+    annotations = {}
+    for name, source in rule.annotations.items():
+        text = _render(source, context, rule, finding_row, limit=MAX_ANNOTATION_TEXT)
+        if text:
+            annotations[name] = text
+    return annotations
+
+
+def _render(
+    source: str,
+    context: Mapping[str, Any],
+    rule: Rule,
+    row: Mapping[str, Any],
+    limit: int = MAX_TEMPLATE_TEXT,
+) -> str | None:
     try:
-        return render_bounded(compile_template(source), context, truncate=True).strip()
+        return render_bounded(compile_template(source), context, limit=limit, truncate=True).strip()
     except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, RecursionError) as exc:
         log.warning("rule %s: template failed on %s: %s", rule.name, row.get("entity_key"), exc)
-        return f"{rule.name} on {row.get('entity_key', '?')}: value {row.get('value')} ({rule.description})"
+        return None

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Engine, delete, text
 
 from monitor.core.derived import ENTITIES, SOURCES, sources_of, table_of
-from monitor.evaluate.engine import render
+from monitor.evaluate.engine import render, render_annotations
 from monitor.evaluate.io import write_table
 from monitor.evaluate.metrics import JdbcReads, jdbc_reads
 from monitor.evaluate.plan import (
@@ -419,7 +419,7 @@ def _match(row: dict[str, Any], rule: Rule) -> Match:
         description=description,
         for_seconds=int(row["for_seconds"]),
         labels=dict(row["labels"] or {}),
-        runbook=rule.runbook,
+        annotations=render_annotations(row, rule),
     )
 
 

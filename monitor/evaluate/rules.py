@@ -27,8 +27,17 @@ from typing import Any
 import jinja2
 import jinja2.meta
 from jinja2.exceptions import SecurityError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from monitor.core.annotations import MAX_ANNOTATION_TEXT, RUNBOOK, name_problems, rendered_problem
 from monitor.core.derived import ENTITIES, KEYS, columns_of
 from monitor.core.errors import ConfigError
 from monitor.core.formatting import NUMBER_FILTERS
@@ -109,7 +118,21 @@ class Rule(_Strict):
     labels: dict[str, str] = Field(default_factory=dict)
     summary: str
     description_template: str | None = None
-    runbook: str | None = None
+    annotations: dict[str, str] = Field(default_factory=dict)
+    """Name -> template of the other texts its findings carry (`monitor.core.annotations`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runbook_is_an_annotation(cls, data: Any) -> Any:
+        """A top-level `runbook:` (rule files written before annotations) is `annotations.runbook`."""
+        if isinstance(data, Mapping) and RUNBOOK in data:
+            data = dict(data)
+            runbook = data.pop(RUNBOOK)
+            given = data.get("annotations")
+            if isinstance(given, Mapping) and RUNBOOK in given:
+                raise ValueError("runbook is given twice, at the top and in annotations; keep the annotation")
+            data["annotations"] = {**(given if isinstance(given, Mapping) else {}), RUNBOOK: runbook}
+        return data
 
     @field_validator("name")
     @classmethod
@@ -179,12 +202,14 @@ class Rule(_Strict):
                 raise ValueError(f"label {key!r} is set by the engine; remove it")
         return labels
 
-    @field_validator("runbook")
+    @field_validator("annotations", mode="before")
     @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://\S+$", value):
-            raise ValueError(f"runbook {value!r} must be an http(s) URL")
-        return value
+    def _annotation_names(cls, annotations: Any) -> Any:
+        if isinstance(annotations, Mapping):
+            problems = name_problems(annotations)
+            if problems:
+                raise ValueError("; ".join(problems))
+        return annotations
 
     def tiers_by_severity(self) -> list[SeverityTier]:
         """The tiers, most severe first: the order they are tried in."""
@@ -297,7 +322,32 @@ def rule_problems(rule: Mapping[str, Any]) -> list[tuple[tuple[str | int, ...], 
             sql(("severities", index, "when"), tier.get("when"), boolean=True)
     template(("summary",), rule.get("summary"))
     template(("description_template",), rule.get("description_template"))
+    annotations = rule.get("annotations")
+    given: list[tuple[tuple[str | int, ...], Any, Any]] = []
+    if isinstance(annotations, Mapping):
+        given = [(("annotations", k), k, v) for k, v in annotations.items()]
+    if RUNBOOK in rule:
+        given.append(((RUNBOOK,), RUNBOOK, rule[RUNBOOK]))
+    for loc, key, text in given:
+        if isinstance(key, str) and isinstance(text, str) and text.strip():
+            found.extend((loc, p) for p in annotation_problems(key, text, entity, named))
     return found
+
+
+def annotation_problems(name: str, source: str, entity: str, rule: str = "") -> list[str]:
+    """Why `source` is not a valid template for annotation `name` of a rule on `entity`: those
+    of any template, and a runbook that does not render to an http(s) URL on a sample finding."""
+    problems = template_problems(source, entity, rule)
+    if problems:
+        return [f"annotation {name}: {p}" for p in problems]
+    try:
+        rendered = render_bounded(compile_template(source), sample_context(entity), limit=MAX_ANNOTATION_TEXT)
+    except TemplateLimitError:
+        return [
+            f"annotation {name} renders to more than {MAX_ANNOTATION_TEXT:,} characters on a sample finding"
+        ]
+    problem = rendered_problem(name, rendered.strip())
+    return [problem] if problem else []
 
 
 # ---------------------------------------------------------------------------------------------

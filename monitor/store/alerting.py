@@ -50,7 +50,8 @@ class Alert(Base):
     summary: Mapped[str]
     description: Mapped[str]
     value: Mapped[float | None] = mapped_column(Double)
-    runbook: Mapped[str | None]
+    annotations: Mapped[dict[str, str]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    """Name -> text: the rule's annotations rendered for it (`monitor.core.annotations`)."""
     pending_since: Mapped[datetime]
     starts_at: Mapped[datetime | None]
     """When it started firing."""

@@ -99,7 +99,8 @@ class Finding(Base):
     value: Mapped[float | None] = mapped_column(Double)
     summary: Mapped[str]
     description: Mapped[str]
-    runbook: Mapped[str | None]
+    annotations: Mapped[dict[str, str]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    """Name -> text: the rule's annotations rendered for it (`monitor.core.annotations`)."""
     for_seconds: Mapped[int]
     state: Mapped[str]
     first_seen: Mapped[datetime]

@@ -51,7 +51,7 @@ class Match:
     description: str
     for_seconds: int
     labels: dict[str, str] = field(default_factory=dict)
-    runbook: str | None = None
+    annotations: dict[str, str] = field(default_factory=dict)
     observed_at: datetime | None = None
     """When the newest sample of the columns deciding the match was taken (None, or later than
     the evaluation: the evaluation time): a new finding's `first_seen`, the sample that first
@@ -66,7 +66,7 @@ class Match:
 _STAGE = """
 CREATE TEMP TABLE IF NOT EXISTS _matches (
     rule text, entity text, entity_key text, cluster text, labels jsonb, severity text,
-    value double precision, summary text, description text, runbook text, for_seconds int,
+    value double precision, summary text, description text, annotations jsonb, for_seconds int,
     observed_at timestamptz, held_at timestamptz
 ) ON COMMIT DROP
 """
@@ -74,7 +74,8 @@ CREATE TEMP TABLE IF NOT EXISTS _matches (
 _UPDATE = """
 UPDATE findings f SET
     last_seen = :t, evaluated_at = :t, severity = m.severity, value = m.value, labels = m.labels,
-    summary = m.summary, description = m.description, runbook = m.runbook, for_seconds = m.for_seconds,
+    summary = m.summary, description = m.description, annotations = m.annotations,
+    for_seconds = m.for_seconds,
     state = CASE WHEN f.state = 'firing'
                       OR m.held_at - f.first_seen >= make_interval(secs => m.for_seconds)
                  THEN 'firing' ELSE 'pending' END
@@ -84,10 +85,10 @@ WHERE f.rule = m.rule AND f.entity_key = m.entity_key AND f.state <> 'resolved' 
 
 _INSERT = """
 INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary, description,
-                      runbook, for_seconds, state, first_seen, last_seen, evaluated_at)
+                      annotations, for_seconds, state, first_seen, last_seen, evaluated_at)
 SELECT m.rule, m.entity, m.entity_key, m.cluster, m.labels, m.severity, m.value, m.summary, m.description,
-       m.runbook, m.for_seconds, CASE WHEN m.for_seconds <= 0 THEN 'firing' ELSE 'pending' END, m.observed_at,
-       :t, :t
+       m.annotations, m.for_seconds, CASE WHEN m.for_seconds <= 0 THEN 'firing' ELSE 'pending' END,
+       m.observed_at, :t, :t
 FROM _matches m
 WHERE NOT EXISTS (
     SELECT 1 FROM findings f WHERE f.rule = m.rule AND f.entity_key = m.entity_key AND f.state <> 'resolved'
@@ -185,10 +186,10 @@ def merge_findings(
         conn,
         "_matches",
         ("rule", "entity", "entity_key", "cluster", "labels", "severity", "value", "summary", "description",
-         "runbook", "for_seconds", "observed_at", "held_at"),
+         "annotations", "for_seconds", "observed_at", "held_at"),
         [
             (m.rule, m.entity, m.entity_key, m.cluster, json.dumps(m.labels), m.severity, m.value, m.summary,
-             m.description, m.runbook, m.for_seconds, *_times(m, evaluated_at))
+             m.description, json.dumps(m.annotations), m.for_seconds, *_times(m, evaluated_at))
             for m in matches
         ],
     )  # fmt: skip

@@ -37,9 +37,9 @@ def app(engine: Engine) -> FastAPI:
         conn.execute(
             text(
                 "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
-                " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
+                " description, for_seconds, state, first_seen, last_seen, evaluated_at)"
                 " VALUES ('PartitionReplicaLost', 'partition', 'prod/orders/0', 'prod', CAST(:labels AS jsonb),"
-                " 'warning', 1, 'orders[0] lost a replica', '', NULL, 0, 'firing', :t, :t, :t)"
+                " 'warning', 1, 'orders[0] lost a replica', '', 0, 'firing', :t, :t, :t)"
             ),
             {"labels": json.dumps({"cluster": "prod", "topic": "orders", "partition": "0"}), "t": T0},
         )
@@ -505,9 +505,9 @@ def _team_incident(engine: Engine, team: str) -> int:
         conn.execute(
             text(
                 "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
-                " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
+                " description, for_seconds, state, first_seen, last_seen, evaluated_at)"
                 " VALUES ('ConsumerAppendLag', 'group_topic', :key, 'prod', CAST(:labels AS jsonb),"
-                " 'warning', 600, 'behind', '', NULL, 0, 'firing', :t, :t, :t)"
+                " 'warning', 600, 'behind', '', 0, 'firing', :t, :t, :t)"
             ),
             {"key": f"prod/{group}/{team}.orders", "labels": json.dumps(labels), "t": T0},
         )

@@ -6,153 +6,17 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
-from datetime import UTC, datetime
-from pathlib import Path
 
-import pytest
 from sqlalchemy import Engine, text
 
-from monitor.alert.config import Routing, load_routing
 from monitor.alert.cycle import run_cycle
 from monitor.alert.notify.outbox import claim
-from monitor.alert.notify.retry import RetryPolicy
-from monitor.alert.notify.sender import Sender
-from monitor.alert.render import Templates
-from monitor.alert.stage import build_receivers
-from monitor.core.clock import FakeClock
+from tests.fixtures.delivery import URL, Pipeline
 from tests.fixtures.receivers import (
-    ROUTING_KEY,
-    SLACK_TOKEN,
-    SMTP_PASSWORD,
-    SMTP_USER,
     FakePagerDuty,
     FakeSlack,
     SmtpServer,
 )
-
-T0 = datetime(2026, 4, 1, 3, 0, tzinfo=UTC)
-URL = "http://monitor.test"
-
-
-def routing_file(tmp_path: Path, slack: FakeSlack, smtp: SmtpServer, pagerduty: FakePagerDuty) -> Path:
-    path = tmp_path / "routing.yaml"
-    path.write_text(
-        f"""
-receivers:
-  - name: console
-    console: {{}}
-  - name: ops-slack
-    slack: {{channel: "#kafka-alerts", token_env: TEST_SLACK_TOKEN, base_url: "{slack.base_url}", timeout: 2}}
-  - name: ops-email
-    email:
-      to: [kafka-ops@example.com]
-      from: kafka-health@example.com
-      smarthost: {smtp.smarthost}
-      username: {SMTP_USER}
-      password_env: TEST_SMTP_PASSWORD
-      tls_ca_file: {smtp.ca_file}
-      timeout: 2
-  - name: oncall-pager
-    pagerduty: {{routing_key_env: TEST_PD_KEY, url: "{pagerduty.url}", timeout: 2}}
-route:
-  receiver: console
-  group_by: [cluster, rule]
-  group_wait: 0s
-  group_interval: 1m
-  repeat_interval: 4h
-  routes:
-    - matchers: [severity=critical]
-      receiver: oncall-pager
-      continue: true
-    - matchers: [severity=critical]
-      receiver: ops-slack
-    - matchers: [severity=warning]
-      receiver: ops-slack
-      continue: true
-    - matchers: [severity=warning]
-      receiver: ops-email
-"""
-    )
-    return path
-
-
-class Pipeline:
-    def __init__(self, engine: Engine, routing: Routing, instance: str = "a") -> None:
-        self.engine = engine
-        self.routing = routing
-        self.clock = FakeClock(T0)
-        receivers = build_receivers(routing, Templates(URL))
-        self.sender = Sender(
-            lambda: engine,
-            lambda: receivers,
-            self.clock,
-            instance,
-            claim_seconds=30,
-            policy=RetryPolicy(base_seconds=5, max_seconds=60, give_up_after_seconds=3600),
-            seed=3,
-        )
-
-    def finding(self, rule: str, severity: str, partition: int = 0, state: str = "firing") -> None:
-        key = f"prod/orders/{partition}"
-        with self.engine.begin() as conn:
-            conn.execute(
-                text(
-                    "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
-                    " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
-                    " VALUES (:rule, 'partition', :key, 'prod', CAST(:labels AS jsonb), :severity, 1, :summary,"
-                    " 'details', 'https://runbooks.example.com/replicas', 0, :state, :now, :now, :now)"
-                ),
-                {
-                    "rule": rule,
-                    "key": key,
-                    "labels": json.dumps({"cluster": "prod", "topic": "orders", "partition": str(partition)}),
-                    "severity": severity,
-                    "summary": f"orders[{partition}]: {rule}",
-                    "state": state,
-                    "now": self.clock.now(),
-                },
-            )
-
-    def resolve(self, rule: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(
-                text(
-                    "UPDATE findings SET state = 'resolved', resolved_at = :now WHERE rule = :r AND state <> 'resolved'"
-                ),
-                {"r": rule, "now": self.clock.now()},
-            )
-
-    def tick(self, after: float = 0) -> dict[str, int]:
-        self.clock.advance(after)
-        with self.engine.begin() as conn:
-            run_cycle(conn, self.routing, self.clock.now(), URL)
-        return self.sender.drain()
-
-
-@pytest.fixture
-def pipeline(
-    engine: Engine,
-    tmp_path: Path,
-    fake_slack: FakeSlack,
-    smtp_server: SmtpServer,
-    fake_pagerduty: FakePagerDuty,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[Pipeline]:
-    monkeypatch.setenv("TEST_SLACK_TOKEN", SLACK_TOKEN)
-    monkeypatch.setenv("TEST_SMTP_PASSWORD", SMTP_PASSWORD)
-    monkeypatch.setenv("TEST_PD_KEY", ROUTING_KEY)
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "TRUNCATE findings, alerts, alert_groups, acks, silences, notification_outbox, notification_log"
-            )
-        )
-    made = Pipeline(engine, load_routing(routing_file(tmp_path, fake_slack, smtp_server, fake_pagerduty)))
-    try:
-        yield made
-    finally:
-        made.sender.close()
 
 
 def test_one_replica_lost_reaches_slack_and_email_and_not_the_pager(

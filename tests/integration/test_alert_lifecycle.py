@@ -73,9 +73,9 @@ class World:
             conn.execute(
                 text(
                     "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
-                    " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
+                    " description, for_seconds, state, first_seen, last_seen, evaluated_at)"
                     " VALUES (:rule, :entity, :key, :cluster, CAST(:labels AS jsonb), :severity, 1, :summary, '',"
-                    " NULL, 0, :state, :now, :now, :now)"
+                    " 0, :state, :now, :now, :now)"
                     " ON CONFLICT (rule, entity_key) WHERE state <> 'resolved'"
                     " DO UPDATE SET severity = excluded.severity, state = excluded.state, last_seen = excluded.last_seen"
                 ),
@@ -320,9 +320,9 @@ def group_finding(world: World, rule: str, severity: str, group_id: str, state: 
         conn.execute(
             text(
                 "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
-                " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
+                " description, for_seconds, state, first_seen, last_seen, evaluated_at)"
                 " VALUES (:rule, 'group', :key, 'prod', CAST(:labels AS jsonb), :severity, 1, :summary, '',"
-                " NULL, 0, :state, :now, :now, :now)"
+                " 0, :state, :now, :now, :now)"
                 " ON CONFLICT (rule, entity_key) WHERE state <> 'resolved'"
                 " DO UPDATE SET severity = excluded.severity, state = excluded.state, last_seen = excluded.last_seen"
             ),

@@ -55,7 +55,7 @@ def notification(
         summary=f"t[{n}] lost a replica",
         description="",
         value=1.0,
-        runbook=None,
+        annotations={},
         starts_at=T0,
     )
     return Notification(

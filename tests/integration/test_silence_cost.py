@@ -167,9 +167,9 @@ def test_the_alert_cycle_mutes_by_the_accepted_silences_and_ignores_a_costly_one
             conn.execute(
                 text(
                     "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
-                    " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
+                    " description, for_seconds, state, first_seen, last_seen, evaluated_at)"
                     " VALUES ('ConsumerAppendLag', 'group', :key, 'prod', CAST(:labels AS jsonb), 'warning', 1,"
-                    " 'behind', '', NULL, 0, 'firing', :t, :t, :t)"
+                    " 'behind', '', 0, 'firing', :t, :t, :t)"
                 ),
                 {"key": f"prod/{n}", "t": T0 - timedelta(minutes=5),
                  "labels": json.dumps({"cluster": "prod", "group_id": group, "team": "payments"})},

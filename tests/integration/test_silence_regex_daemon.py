@@ -74,9 +74,9 @@ def _add_findings(engine: Engine, indexes: range) -> None:
             conn.execute(
                 text(
                     "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
-                    " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
+                    " description, for_seconds, state, first_seen, last_seen, evaluated_at)"
                     " VALUES ('ConsumerAppendLag', 'group', :key, 'regex', CAST(:labels AS jsonb), 'warning',"
-                    " 1, 'behind', '', NULL, 0, 'firing', :t, :t, :t)"
+                    " 1, 'behind', '', 0, 'firing', :t, :t, :t)"
                 ),
                 {"key": f"regex/{index}", "t": now,
                  "labels": json.dumps({"cluster": "regex", "group_id": group, "n": str(index)})},

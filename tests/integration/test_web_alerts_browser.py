@@ -281,7 +281,10 @@ def _runbook(populated: Populated, group: str, url: str) -> Iterator[None]:
     def set_to(value: str | None) -> None:
         with populated.engine.begin() as conn:
             conn.execute(
-                text("UPDATE alerts SET runbook = :u WHERE state <> 'resolved' AND labels->>'group_id' = :g"),
+                text(
+                    "UPDATE alerts SET annotations = jsonb_strip_nulls(jsonb_build_object('runbook', CAST(:u AS text)))"
+                    " WHERE state <> 'resolved' AND labels->>'group_id' = :g"
+                ),
                 {"u": value, "g": group},
             )
 

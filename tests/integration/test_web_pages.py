@@ -473,9 +473,9 @@ def test_the_share_group_pages_list_colour_and_escape(client: TestClient, engine
         conn.execute(
             text(
                 "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
-                " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
+                " description, for_seconds, state, first_seen, last_seen, evaluated_at)"
                 " VALUES ('ShareGroupNoMembers', 'share_group', 'fresh/jobs', 'fresh', CAST(:labels AS jsonb),"
-                " 'warning', 520, 'no members', '', NULL, 600, 'pending', :t, :t, :t)"
+                " 'warning', 520, 'no members', '', 600, 'pending', :t, :t, :t)"
             ),
             {"labels": json.dumps({"cluster": "fresh", "group_id": "jobs"}), "t": T},
         )  # fmt: skip

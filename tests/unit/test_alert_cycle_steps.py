@@ -34,7 +34,7 @@ def finding(
         "value": 1.0,
         "summary": f"{rule} on {key}",
         "description": "",
-        "runbook": None,
+        "annotations": {},
         "state": state,
     }
 
@@ -57,7 +57,7 @@ def alert(rule: str, key: str, severity: str = "warning", at: datetime = T0, **l
         summary=f"{rule} on {key}",
         description="",
         value=1.0,
-        runbook=None,
+        annotations={},
         pending_since=at,
         starts_at=at,
     )

@@ -49,7 +49,7 @@ def alert(rule: str, severity: str, key: str, *, at: datetime = T0, **labels: st
         summary=f"{rule} on {key}",
         description="",
         value=1.0,
-        runbook=None,
+        annotations={},
         pending_since=at,
         starts_at=at,
     )

@@ -46,7 +46,7 @@ def test_unsampled_offsets_are_gone_only_when_the_cluster_says_so(
 def _finding(rule: str, key: str) -> dict[str, object]:
     return {
         "rule": rule, "entity": "group", "entity_key": key, "cluster": "prod", "labels": {},
-        "severity": "warning", "value": 1.0, "summary": rule, "description": "", "runbook": None,
+        "severity": "warning", "value": 1.0, "summary": rule, "description": "", "annotations": {},
         "state": "firing",
     }  # fmt: skip
 

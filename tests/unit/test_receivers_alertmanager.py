@@ -97,3 +97,13 @@ def test_a_route_to_alertmanager_must_repeat_before_its_alerts_end(tmp_path: Pat
     path.write_text(ROUTING.replace("REPEAT", "1h"))
     routing, errors = check_routing(path, None)
     assert errors == [] and routing is not None
+
+
+def test_every_annotation_of_the_rule_is_an_annotation_by_its_name() -> None:
+    notification = sample_notification("group_stopped")
+    firing = next(a for a in notification.alerts if a.state == "firing")
+    annotations = _receiver().postable(firing, NOW)["annotations"]
+    assert annotations["dashboard"] == "https://grafana.example/d/lag?var-group=billing&from=now-1h"
+    assert annotations["first_check"] == "restart <the consumer> & watch *lag*"
+    assert annotations["runbook"] == annotations["runbook_url"] == firing.annotations["runbook"]
+    assert annotations["entity"] == "group"  # the engine's own names are not taken by a rule's

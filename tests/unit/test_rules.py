@@ -13,23 +13,12 @@ from monitor.cli.main import app
 from monitor.core.vocabulary import format_duration, parse_duration
 from monitor.evaluate.engine import render
 from monitor.evaluate.rules import TEMPLATE_FILTERS, Rule, default_rule_paths, load_rules
+from tests.fixtures.rules import LAG_RULE
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
-GOOD = """\
-rules:
-  - name: LagHigh
-    description: lag is high
-    entity: group_topic
-    condition: offset_lag > 0
-    value: append_lag_seconds
-    for: 5m
-    severities:
-      - severity: warning
-        when: append_lag_seconds > 300
-    summary: "{{ group_id }} is {{ value | duration }} behind on {{ topic }}"
-"""
+GOOD = LAG_RULE
 
 
 def write(directory: Path, name: str, text: str) -> Path:
@@ -146,7 +135,7 @@ def test_routing_owner_and_policy_files_are_not_rule_files(tmp_path: Path) -> No
         ({"summary": '    summary: "x"\n    labels: {topic: orders}'},
          "rules.0.labels: labels topic are key columns of group_topic"),
         # 20 runbook not a URL
-        ({"summary": '    summary: "x"\n    runbook: wiki/lag'}, "rules.0.runbook: runbook 'wiki/lag' must be an http"),
+        ({"summary": '    summary: "x"\n    runbook: wiki/lag'}, "rules.0.runbook: runbook renders to 'wiki/lag', which is not an http(s) URL"),
     ],
 )  # fmt: skip
 def test_each_mistake_names_the_line(tmp_path: Path, change: dict[str, str], expected: str) -> None:

@@ -159,6 +159,7 @@ rules:
     labels: {team: payments}
     summary: "{{ group_id }} is {{ value | duration }} behind on {{ topic }}"
     runbook: https://wiki.example.com/orders-lag
+    annotations: {dashboard: "https://grafana.example/d/lag?var-group={{ group_id }}"}
   - name: OrdersGrowing
     description: The orders consumers' lag grows over the window.
     entity: group
@@ -202,6 +203,7 @@ def test_a_user_pack_s_inexpressible_rule_is_reported(tmp_path: Path) -> None:
     assert alert["alert"] == "OrdersLagging" and alert["for"] == "10m"
     assert alert["labels"] == {"severity": "warning", "team": "payments"}
     assert alert["annotations"]["runbook_url"] == "https://wiki.example.com/orders-lag"
+    assert alert["annotations"]["dashboard"] == "https://grafana.example/d/lag?var-group={{ $labels.group }}"
     assert '> 1000) and on(topic) (label_replace(vector(1), "topic", "orders", "", ""))' in alert["expr"]
     checked = promtool_check(out)
     assert checked.returncode == 0, checked.stdout + checked.stderr

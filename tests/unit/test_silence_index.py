@@ -110,7 +110,7 @@ def test_every_subset_of_the_silences_decides_the_same(size: int) -> None:
 def test_apply_silences_marks_the_first_silence_by_id_and_spares_pending_alerts() -> None:
     rows = [AlertRow(id=None, fingerprint=f"f{n}", rule="Lag", cluster="prod", entity="group",
                      entity_key=f"prod/{n}", labels=dict(labels), severity="warning", state="firing",
-                     summary="", description="", value=1.0, runbook=None, pending_since=T0, starts_at=T0)
+                     summary="", description="", value=1.0, annotations={}, pending_since=T0, starts_at=T0)
             for n, labels in enumerate(ALERTS)]  # fmt: skip
     rows[0].state = "pending"
     apply_silences(rows, [SilenceRow(i, t) for i, t in reversed(SILENCES)])
@@ -142,7 +142,7 @@ def test_ordinary_patterns_stay_under_the_limit(pattern: str) -> None:
 def test_a_costly_silence_stored_before_the_limit_mutes_nothing() -> None:
     row = AlertRow(id=None, fingerprint="f", rule="Lag", cluster="prod", entity="group", entity_key="prod/g",
                    labels={"team": "payments", "group_id": "g" * 200}, severity="warning", state="firing",
-                   summary="", description="", value=1.0, runbook=None, pending_since=T0, starts_at=T0)  # fmt: skip
+                   summary="", description="", value=1.0, annotations={}, pending_since=T0, starts_at=T0)  # fmt: skip
     stored = [SilenceRow(1, ("team=payments", f"group_id=~{COSTLY[0]}")), SilenceRow(2, ("group_id=~g+",))]
     apply_silences([row], stored)
     assert row.silenced_by == 2

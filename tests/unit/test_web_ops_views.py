@@ -23,7 +23,7 @@ T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 def alert(rule: str = "TimeUntilDataLoss", **overrides: Any) -> AlertItem:
     values: dict[str, Any] = {
         "id": 1, "fingerprint": "fp-" + rule, "rule": rule, "cluster": "prod", "entity": "group_partition",
-        "entity_key": "prod/g/t/0", "severity": "critical", "state": "firing", "summary": "s", "runbook": None,
+        "entity_key": "prod/g/t/0", "severity": "critical", "state": "firing", "summary": "s", "annotations": {},
         "labels": {"cluster": "prod", "rule": rule, "severity": "critical", "group_id": "g", "topic": "t",
                    "partition": "0", "page": "true"},
         "pending_since": T0, "starts_at": T0, "silenced_by": None, "inhibited_by": None, "section": "firing",

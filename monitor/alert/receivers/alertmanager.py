@@ -5,7 +5,8 @@ Each alert becomes one of Alertmanager's postable alerts:
 - `labels`: `alertname` (the rule), `severity`, `cluster`, the alert's own labels, and the
   receiver's `extra_labels`. Alertmanager identifies an alert by its labels, so they are the stable
   ones of the finding (no value or time), and a re-send updates the same alert;
-- `annotations`: `summary`, `description`, `runbook_url`, `owner`, `entity` and `value`;
+- `annotations`: `summary`, `description`, `owner`, `entity` and `value`, then every annotation of the
+  rule by its name (a runbook also as `runbook_url`);
 - `startsAt`: when it started firing; `endsAt`: for a resolved alert, when it resolved (Alertmanager
   resolves it at once); for a firing one, now plus `ends_after`. Alertmanager resolves an alert
   whose `endsAt` passes without a re-send, so a monitor that stops sending does not leave alerts
@@ -31,6 +32,7 @@ from monitor.alert.model import AlertView, DeliveryResult, Notification
 from monitor.alert.receivers.base import http_outcome, transport_outcome
 from monitor.alert.receivers.config import HttpUrlText, ReceiverConfigBase, Seconds, StrictSettings
 from monitor.alert.render import Templates
+from monitor.core.annotations import RUNBOOK
 from monitor.core.formatting import printable
 from monitor.core.vocabulary import format_duration, parse_duration
 
@@ -129,8 +131,10 @@ class AlertmanagerReceiver:
             "description": printable(alert.description),
             "entity": alert.entity,
         }
-        if alert.runbook:
-            annotations["runbook_url"] = alert.runbook
+        for name, text in alert.annotations.items():  # the rule's, where the engine's names are not
+            annotations.setdefault(name, printable(text))
+        if RUNBOOK in alert.annotations:  # the name Alertmanager's ecosystem links by
+            annotations["runbook_url"] = printable(alert.annotations[RUNBOOK])
         if alert.owner:
             annotations["owner"] = alert.owner
         if alert.value is not None:

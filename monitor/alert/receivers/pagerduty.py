@@ -9,8 +9,9 @@ The event (https://developer.pagerduty.com/docs/events-api-v2/trigger-events/)::
                  "timestamp": ..., "component": cluster, "class": rule,
                  "custom_details": {kind, severity, group, firing, resolved, alerts (one line
                                     each), partitions (a group alert's worst ones, by entity),
-                                    impact (what an inhibiting alert covers), owner, ...}},
-     "links": [{"href": runbook, "text": ...}, {"href": ack_url, "text": ...}],
+                                    annotations (each alert's, by entity), impact (what an
+                                    inhibiting alert covers), owner, ...}},
+     "links": [{"href": ack_url, "text": ...}, {"href": annotation URL, "text": ...}],
      "client": "kafka-health", "client_url": external_url}
 
 Kinds map to actions: firing, repeat and escalation trigger (a repeated trigger with the same
@@ -182,7 +183,7 @@ def pagerduty_event(
     if len(rules) == 1:
         payload["class"] = rules.pop()
     event["payload"] = payload
-    links = [{"href": url, "text": f"Runbook: {rule}"} for rule, url in _runbooks(alerts)]
+    links = [{"href": url, "text": label} for label, url in _links(alerts)]
     if notification.ack_url:
         links.insert(0, {"href": notification.ack_url, "text": "Acknowledge in kafka-health"})
     if links:
@@ -214,6 +215,13 @@ def _details(notification: Notification, alerts: list[AlertView]) -> dict[str, A
     partitions = {a.entity_key: [p.to_dict() for p in a.partitions] for a in listed if a.partitions}
     if partitions:
         details["partitions"] = partitions
+    annotations = {
+        a.entity_key: {name: printable(text) for name, text in a.annotations.items()}
+        for a in listed
+        if a.annotations
+    }
+    if annotations:
+        details["annotations"] = annotations
     impact = {a.entity_key: a.impact.to_dict() for a in listed if a.impact}
     if impact:
         details["impact"] = impact
@@ -224,5 +232,5 @@ def _details(notification: Notification, alerts: list[AlertView]) -> dict[str, A
     return details
 
 
-def _runbooks(alerts: list[AlertView]) -> list[tuple[str, str]]:
-    return list(dict.fromkeys((a.rule, a.runbook) for a in alerts if a.runbook))
+def _links(alerts: list[AlertView]) -> list[tuple[str, str]]:
+    return list(dict.fromkeys(link for a in alerts for link in a.link_buttons()))

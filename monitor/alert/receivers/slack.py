@@ -1,7 +1,8 @@
 """Slack: `chat.postMessage` through slack-sdk's `WebClient`, with a bot token.
 
 The message is the `slack.txt` template (mrkdwn) as the notification text, and the same text in
-section blocks followed by buttons for the runbooks and the acknowledge link, so the links work
+section blocks followed by buttons for the acknowledge link and the link annotations (runbooks,
+dashboards), so the links work
 on phones where mrkdwn links are small.
 
 Outcomes: Slack answers most errors with HTTP 200 and `ok: false`; `ratelimited` (HTTP 429) and
@@ -172,7 +173,8 @@ def _slack_failure(status: int, code: str) -> FailureReason:
 
 
 def slack_blocks(text: str, notification: Notification) -> list[dict[str, Any]]:
-    """Section blocks holding `text`, then buttons for runbooks and the acknowledge link."""
+    """Section blocks holding `text`, then buttons for the acknowledge link and the annotations
+    that are links (runbooks, dashboards)."""
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": chunk}}
         for chunk in _chunks(text, _SECTION_CHARS)[:_MAX_SECTIONS]
@@ -180,9 +182,9 @@ def slack_blocks(text: str, notification: Notification) -> list[dict[str, Any]]:
     buttons: list[dict[str, Any]] = []
     if notification.ack_url and notification.kind not in ("resolved", "acknowledge"):
         buttons.append(_button("Acknowledge", notification.ack_url, style="primary"))
-    runbooks = dict.fromkeys((a.rule, a.runbook) for a in notification.alerts if a.runbook)
-    for rule, url in list(runbooks)[: _MAX_BUTTONS - len(buttons)]:
-        buttons.append(_button(f"Runbook: {rule}", str(url)))
+    links = dict.fromkeys(link for a in notification.alerts for link in a.link_buttons())
+    for label, url in list(links)[: _MAX_BUTTONS - len(buttons)]:
+        buttons.append(_button(label, url))
     if buttons:
         blocks.append({"type": "actions", "elements": buttons})
     return blocks

@@ -18,7 +18,9 @@ The body, version 1 (fields are only ever added; a breaking change gets a new ve
       "external_url": "https://kafka-health.example.com",
       "alerts": [                            # every alert of the notification
         {"fingerprint", "rule", "severity", "state": "firing" | "resolved", "cluster", "entity",
-         "entity_key", "labels", "summary", "description", "value", "runbook",
+         "entity_key", "labels", "summary", "description", "value",
+         "annotations": {name: text},       # the rule's annotations rendered (runbook, dashboard, ...)
+         "runbook",                          # annotations.runbook, or null (kept for version 1 readers)
          "starts_at", "ends_at", "acknowledged_by",
          "owner",                            # the owning team, or null
          "partitions": [                     # a consumer group alert's worst partitions
@@ -55,6 +57,7 @@ from monitor.alert.receivers.config import (
     resolve_secret,
 )
 from monitor.alert.render import Templates, title
+from monitor.core.annotations import RUNBOOK
 
 log = logging.getLogger(__name__)
 
@@ -188,5 +191,7 @@ def webhook_body(notification: Notification, receiver: str, external_url: str) -
         "ack_url": notification.ack_url,
         "created_at": notification.created_at.isoformat(),
         "external_url": external_url.rstrip("/"),
-        "alerts": [alert.to_dict() for alert in notification.alerts],
+        "alerts": [
+            {**alert.to_dict(), RUNBOOK: alert.annotations.get(RUNBOOK)} for alert in notification.alerts
+        ],
     }

@@ -69,7 +69,7 @@ _SEARCH = "AND (a.rule LIKE :search OR a.summary LIKE :search OR a.entity_key LI
 holds the cluster, group, topic and partition)."""
 
 _ALERT_COLUMNS = (
-    "id, fingerprint, rule, cluster, entity, entity_key, labels, severity, state, summary, runbook,"
+    "id, fingerprint, rule, cluster, entity, entity_key, labels, severity, state, summary, annotations,"
     " pending_since, starts_at, silenced_by, inhibited_by"
 )
 _PAGE = f"""
@@ -147,7 +147,7 @@ class AlertItem:
     severity: str
     state: str
     summary: str
-    runbook: str | None
+    annotations: dict[str, str]
     pending_since: datetime
     starts_at: datetime | None
     silenced_by: int | None

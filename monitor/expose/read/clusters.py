@@ -133,7 +133,7 @@ class Finding(Described):
     value: float | None
     summary: str
     description: str
-    runbook: str | None
+    annotations: dict[str, str]
     state: str
     first_seen: datetime
     last_seen: datetime
@@ -226,7 +226,7 @@ def findings(
         params["rule"] = list(rule)
     body = f"""
         SELECT id, cluster, rule, entity, entity_key, labels, severity, value, summary,
-               description, runbook, state, first_seen, last_seen, evaluated_at
+               description, annotations, state, first_seen, last_seen, evaluated_at
         FROM findings WHERE {" AND ".join(where)}
     """
     order = f"{most_severe_first_sql('severity')}, first_seen, id"

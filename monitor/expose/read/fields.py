@@ -86,7 +86,7 @@ FIELDS: dict[str, str] = {
     "value": "the value the rule measured",
     "summary": "one-line summary",
     "description": "what it means and what to do",
-    "runbook": "link to the runbook",
+    "annotations": "the rule's annotations rendered for it, name -> text (runbook, dashboard, ...)",
     "state": "pending (the rule's `for` does not hold yet) or firing",
     "items": "the entries of this page",
     "total": "entries matching the request, over all pages",

@@ -26,6 +26,7 @@ from sqlalchemy import Connection, Engine
 
 from monitor.act.repairs import RepairService
 from monitor.act.service import RetentionService
+from monitor.core.annotations import is_link
 from monitor.core.clock import Clock
 from monitor.core.formatting import NUMBER_FILTERS, consumer_advice_text, lines_markup, visible_output
 from monitor.core.resources import templates_dir
@@ -50,6 +51,7 @@ def template_environment() -> jinja2.Environment:
     env.filters["utc"] = utc_text
     env.filters["consumer_advice"] = consumer_advice_text  # the advice as a sentence of its own
     env.filters["lines"] = lines_markup  # free text over several lines: its breaks shown as breaks
+    env.tests["link"] = is_link  # an annotation shown as a link
     env.globals["COMMITTED_BEYOND_END"] = COMMITTED_BEYOND_END
     return env
 

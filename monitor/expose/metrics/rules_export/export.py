@@ -6,9 +6,11 @@ alerting rule per severity tier, most severe first, named like the rule: a
 tier holds where the rule's condition and its `when` hold and no more severe tier's `when` does
 (the engine's "most severe matching tier wins"). Its expression keeps the rule's value (`$value`)
 where `/metrics` serves it; its labels are the tier's severity and the rule's labels; `for:` is
-the rule's; the summary (translated, `templates.py`) and description are annotations, the runbook
-`runbook_url`. A rule with any part that has no PromQL form over `/metrics` is not exported and
-is listed with the reason (`Skipped`); nothing is left out silently.
+the rule's; the summary (translated, `templates.py`), the description and the rule's annotations
+(translated likewise; a runbook as `runbook_url`, Prometheus' name for it) are annotations; an
+annotation with no Go template form is left out, with a note. A rule with any part that has no
+PromQL form over `/metrics` is not exported and is listed with the reason (`Skipped`); nothing is
+left out silently.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from monitor.core.annotations import RUNBOOK
 from monitor.core.vocabulary import format_duration
 from monitor.evaluate.rules import Rule, SeverityTier
 from monitor.expose.metrics.rules_export.promql import Inexpressible, Translator, Value, parse
@@ -111,10 +114,11 @@ def _alerts(rule: Rule, max_for: int | None) -> tuple[list[dict[str, Any]], list
         if seconds:
             alert["for"] = format_duration(seconds)
         alert["labels"] = {"severity": tier.severity, **rule.labels}
-        alert["annotations"] = _annotations(rule, summary)
+        alert["annotations"], annotation_notes = _annotations(rule, tier, summary, kept=kept)
         alerts.append(alert)
-        if summary_note and summary_note not in notes:
-            notes.append(summary_note)
+        for note in (summary_note, *annotation_notes):
+            if note and note not in notes:
+                notes.append(note)
         if tier.when is None:
             break  # a tier that always applies leaves nothing to the less severe ones
         more_severe.append(tier.when)
@@ -138,8 +142,16 @@ def _summary(rule: Rule, tier: SeverityTier, *, kept: bool) -> tuple[str, str | 
         return " ".join(rule.description.split()), note
 
 
-def _annotations(rule: Rule, summary: str) -> dict[str, str]:
+def _annotations(
+    rule: Rule, tier: SeverityTier, summary: str, *, kept: bool
+) -> tuple[dict[str, str], list[str]]:
     annotations = {"summary": summary, "description": " ".join(rule.description.split())}
-    if rule.runbook:
-        annotations["runbook_url"] = rule.runbook
-    return annotations
+    notes = []
+    for name, source in rule.annotations.items():
+        try:
+            text = go_template(source, rule.entity, severity=tier.severity, value_kept=kept)
+        except Inexpressible as exc:
+            notes.append(f"{rule.name}: its annotation {name} is left out: {exc}")
+            continue
+        annotations["runbook_url" if name == RUNBOOK else name] = text
+    return annotations, notes
