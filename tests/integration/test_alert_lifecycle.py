@@ -20,6 +20,7 @@ from monitor.alert.model import DeliveryResult, Notification
 from monitor.alert.notify.sender import Sender
 from monitor.core.clock import FakeClock
 from monitor.core.identity import Identity
+from tests.fixtures.delivery import resolve_findings
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 URL = "http://monitor.test"
@@ -93,13 +94,7 @@ class World:
             )
 
     def resolve(self, rule: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(
-                text(
-                    "UPDATE findings SET state = 'resolved', resolved_at = :now WHERE rule = :rule AND state <> 'resolved'"
-                ),
-                {"rule": rule, "now": self.clock.now()},
-            )
+        resolve_findings(self.engine, rule, self.clock.now())
 
     def cycle(self, after: float = 0) -> list[Notification]:
         self.clock.advance(after)
