@@ -157,9 +157,9 @@ def _insert_findings(engine: Engine, count: int, at: datetime) -> None:
         conn.execute(
             text(
                 "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
-                " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
+                " description, annotations, for_seconds, state, first_seen, last_seen, evaluated_at)"
                 " VALUES (:rule, 'partition', :key, :cluster, CAST(:labels AS jsonb), :severity, 1, :summary,"
-                " '', NULL, 0, 'firing', :now, :now, :now)"
+                " '', '{}'::jsonb, 0, 'firing', :now, :now, :now)"
             ),
             rows,
         )
@@ -221,7 +221,7 @@ def _notification(n: int, receiver: str) -> Notification:
     alert = AlertView(
         fingerprint=f"fp{n}", rule="PartitionReplicasLost", severity="critical", state="firing", cluster="c",
         entity="partition", entity_key=f"c/t/{n}", labels={"cluster": "c", "topic": "t", "partition": str(n)},
-        summary=f"t[{n}] lost two replicas", description="", value=2.0, runbook=None, starts_at=T0,
+        summary=f"t[{n}] lost two replicas", description="", value=2.0, annotations={}, starts_at=T0,
     )  # fmt: skip
     return Notification(
         receiver=receiver, kind="firing", severity="critical", group_key=f"g{n}",

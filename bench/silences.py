@@ -93,9 +93,9 @@ def _insert_findings(engine: Engine, count: int) -> None:
         conn.execute(
             text(
                 "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
-                " description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)"
+                " description, annotations, for_seconds, state, first_seen, last_seen, evaluated_at)"
                 " VALUES (:rule, 'group', :key, :cluster, CAST(:labels AS jsonb), 'warning', 1, 'behind', '',"
-                " NULL, 0, 'firing', :now, :now, :now)"
+                " '{}'::jsonb, 0, 'firing', :now, :now, :now)"
             ),
             [{**row, "now": T0} for row in rows],
         )
@@ -199,7 +199,7 @@ def _alert_rows(engine: Engine) -> list[AlertRow]:
         rows = conn.execute(text("SELECT fingerprint, labels FROM alerts WHERE state = 'firing'")).all()
     return [AlertRow(id=None, fingerprint=r.fingerprint, rule="", cluster="", entity="", entity_key="",
                      labels=dict(r.labels), severity="", state="firing", summary="", description="",
-                     value=None, runbook=None, pending_since=T0, starts_at=T0) for r in rows]  # fmt: skip
+                     value=None, annotations={}, pending_since=T0, starts_at=T0) for r in rows]  # fmt: skip
 
 
 def _first_matches(index: SilenceIndex, rows: list[AlertRow]) -> list[int | None]:

@@ -245,19 +245,22 @@ _EVALUATION = [
 
 _FINDINGS = [
     f"""INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,
-                             description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)
+                             description, annotations, for_seconds, state, first_seen, last_seen,
+                             evaluated_at)
         SELECT CASE WHEN severe THEN 'TimeUntilDataLoss' ELSE 'ConsumerLagHigh' END, 'group_partition',
                :c || '/' || {_GROUP} || '/' || {_TOPIC} || '/' || pn, :c,
                jsonb_build_object('cluster', :c, 'group_id', {_GROUP}, 'topic', {_TOPIC},
                                   'partition', pn::text),
                CASE WHEN severe THEN 'critical' ELSE 'warning' END, 600.0,
-               {_GROUP} || ' lags on ' || {_TOPIC} || '[' || pn || ']', '', NULL, 0, 'firing', :seen, :at, :at
+               {_GROUP} || ' lags on ' || {_TOPIC} || '[' || pn || ']', '', '{{}}'::jsonb, 0, 'firing', :seen,
+               :at, :at
         {_GP_ROWS} AND lagging""",
     f"""INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,
-                             description, runbook, for_seconds, state, first_seen, last_seen, evaluated_at)
+                             description, annotations, for_seconds, state, first_seen, last_seen,
+                             evaluated_at)
         SELECT 'PartitionReplicaLost', 'partition', :c || '/' || {_TOPIC} || '/' || pn, :c,
                jsonb_build_object('cluster', :c, 'topic', {_TOPIC}, 'partition', pn::text), 'warning', 1.0,
-               {_TOPIC} || '[' || pn || '] lost a replica', '', NULL, 0, 'firing', :seen, :at, :at
+               {_TOPIC} || '[' || pn || '] lost a replica', '', '{{}}'::jsonb, 0, 'firing', :seen, :at, :at
         FROM generate_series(0, :t - 1) AS tn, generate_series(0, :p - 1) AS pn
         WHERE (tn + pn) % 97 = 0""",
 ]
