@@ -103,7 +103,11 @@ def test_webhook_posts_the_documented_body(
     assert body["ack_url"] == f"{EXTERNAL_URL}/ack/77b1e0"
     assert body["title"] == "[WARNING] 50 firing: UnderReplicatedPartition (cluster=prod)"
     assert len(body["alerts"]) == 50
-    assert body["alerts"][7] == notification.alerts[7].to_dict()
+    # Each alert as `AlertView.to_dict()` (its annotations a map), with the runbook annotation
+    # also at the top (version 1 readers read it there).
+    alert = notification.alerts[7]
+    assert alert.annotations["runbook"] == "https://runbooks.example.com/kafka/UnderReplicatedPartition"
+    assert body["alerts"][7] == {**alert.to_dict(), "runbook": alert.annotations["runbook"]}
     receiver.close()
 
 
