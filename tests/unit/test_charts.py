@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from monitor.expose.web import charts
 from monitor.expose.web.charts import BrokerBar, LagPoint
 from monitor.expose.web.health import BAD, WARN
-from monitor.expose.web.pages.group import CHART_STEP, chart_end
+from monitor.expose.web.pages.group import CHART_STEP, backlog_projection, chart_end
 
 NOW = datetime(2026, 6, 1, 12, 0, 20, tzinfo=UTC)
 BROKERS = [
@@ -133,33 +133,31 @@ START = NOW - timedelta(hours=1)
 def test_the_backlog_projection_goes_to_zero_when_the_group_catches_up() -> None:
     at = NOW - timedelta(minutes=1)
     # 8,400 messages, caught up in 14 min: the line reaches 0 then, within the 15 min shown.
-    found = charts.backlog_projection(at, 8400, 30.0, 20.0, 840.0, timedelta(minutes=15))
+    found = backlog_projection(at, 8400, 30.0, 20.0, 840.0, timedelta(minutes=15))
     assert found is not None
     assert found.points == ((at, 8400.0), (at + timedelta(seconds=840), 0.0))
     assert found.words == "projected: caught up around 12:13 UTC (in ~14 min)"
     # Beyond the horizon: the line stops at it, where what is left is in proportion.
-    far = charts.backlog_projection(at, 8400, 30.0, 20.0, 3600.0, timedelta(minutes=15))
+    far = backlog_projection(at, 8400, 30.0, 20.0, 3600.0, timedelta(minutes=15))
     assert far is not None and far.points[-1] == (at + timedelta(minutes=15), 6300.0)
     assert "in ~1 h" in far.words
 
 
 def test_the_backlog_projection_grows_when_the_group_is_not_catching_up() -> None:
     at = NOW
-    found = charts.backlog_projection(at, 1000, 3.0, 5.0, None, timedelta(minutes=10))
+    found = backlog_projection(at, 1000, 3.0, 5.0, None, timedelta(minutes=10))
     assert found is not None and found.points[-1] == (at + timedelta(minutes=10), 2200.0)
     assert found.words == "projected: 2,200 messages in 10 min at the current rates"
-    held = charts.backlog_projection(at, 12, 5.0, 5.0, None, timedelta(minutes=10))
+    held = backlog_projection(at, 12, 5.0, 5.0, None, timedelta(minutes=10))
     assert held is not None and held.words == "projected: the backlog holds at 12 messages"
     # Nothing to project: caught up, or a rate unknown.
-    assert charts.backlog_projection(at, 0, 3.0, 5.0, None, timedelta(minutes=10)) is None
-    assert charts.backlog_projection(at, 50, None, 5.0, None, timedelta(minutes=10)) is None
+    assert backlog_projection(at, 0, 3.0, 5.0, None, timedelta(minutes=10)) is None
+    assert backlog_projection(at, 50, None, 5.0, None, timedelta(minutes=10)) is None
 
 
 def test_the_projection_is_drawn_dashed_and_said_on_the_lag_in_messages() -> None:
     points = [LagPoint(START + timedelta(minutes=m), 100 * m, 6.0 * m) for m in range(61)]
-    projection = charts.backlog_projection(
-        NOW - timedelta(seconds=20), 6000, 3.0, 5.0, None, timedelta(minutes=15)
-    )
+    projection = backlog_projection(NOW - timedelta(seconds=20), 6000, 3.0, 5.0, None, timedelta(minutes=15))
     drawn = charts.lag_history("billing", points, START, NOW, projection)
     assert drawn.offsets is not None and drawn.seconds is not None
     svg = str(drawn.offsets.svg)

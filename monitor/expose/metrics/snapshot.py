@@ -33,13 +33,14 @@ import logging
 import threading
 import time
 import zlib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.core.errors import MonitorError
@@ -223,10 +224,16 @@ class MetricsSnapshot:
             return snapshot.body(tail, gzip)
         return gzip_format.compress(tail, _GZIP_LEVEL) if gzip else tail
 
-    def _marker(self) -> Marker:
+    @contextmanager
+    def _bounded(self) -> Iterator[Connection]:
+        """A transaction whose statements each end within `metrics.scrape_timeout_seconds`."""
         with self._engine().begin() as conn:
             timeout_ms = int(self._settings.scrape_timeout_seconds * 1000)
             conn.execute(text(f"SET LOCAL statement_timeout = {timeout_ms}"))
+            yield conn
+
+    def _marker(self) -> Marker:
+        with self._bounded() as conn:
             return newest_evaluations(conn)
 
     def _freshen(self) -> None:
@@ -241,9 +248,7 @@ class MetricsSnapshot:
             evaluated = [at for _, at in current.marker if at is not None]
             since = min(evaluated, default=datetime.now(UTC)) - fresh.LOOK_BACK_AFTER_BUILD
         try:
-            with self._engine().begin() as conn:
-                timeout_ms = int(self._settings.scrape_timeout_seconds * 1000)
-                conn.execute(text(f"SET LOCAL statement_timeout = {timeout_ms}"))
+            with self._bounded() as conn:
                 checked_at = conn.execute(text("SELECT now()")).scalar_one()
                 lags = {
                     (cluster, group): partitions

@@ -198,37 +198,6 @@ class Projection:
     words: str
 
 
-def backlog_projection(
-    at: datetime,
-    offset_lag: float | None,
-    consume_rate: float | None,
-    produce_rate: float | None,
-    time_to_catch_up_seconds: float | None,
-    horizon: timedelta,
-) -> Projection | None:
-    """The backlog from `at` on, at most `horizon` ahead: down to 0 when the group catches up
-    (at the forecast's time), else growing by what arrives beyond what is read. None without a
-    backlog or without both rates."""
-    if offset_lag is None or offset_lag <= 0 or consume_rate is None or produce_rate is None:
-        return None
-    ahead = horizon.total_seconds()
-    if time_to_catch_up_seconds is not None:
-        shown = min(time_to_catch_up_seconds, ahead)
-        end = at + timedelta(seconds=shown)
-        left = offset_lag * (1 - shown / time_to_catch_up_seconds) if time_to_catch_up_seconds > 0 else 0.0
-        when = f"caught up around {at + timedelta(seconds=time_to_catch_up_seconds):%H:%M} UTC"
-        words = f"projected: {when} (in ~{duration_filter(time_to_catch_up_seconds)})"
-        return Projection(((at, float(offset_lag)), (end, left)), words)
-    growth = max(produce_rate - consume_rate, 0.0)
-    end, grown = at + horizon, offset_lag + growth * ahead
-    words = (
-        f"projected: the backlog holds at {number_filter(offset_lag)} messages"
-        if growth == 0
-        else f"projected: {number_filter(grown)} messages in {duration_filter(ahead)} at the current rates"
-    )
-    return Projection(((at, float(offset_lag)), (end, grown)), words)
-
-
 @dataclass(frozen=True, slots=True)
 class LagCharts:
     """The two lag charts; None where the window holds no value to draw (a lag in seconds that

@@ -15,7 +15,7 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 from sqlalchemy import Connection
 
-from monitor.core.formatting import duration_filter
+from monitor.core.formatting import duration_filter, number_filter
 from monitor.core.vocabulary import COMMITTED_BEYOND_END, STATUS_RANK
 from monitor.expose.read import dashboard as read_pages
 from monitor.expose.read import fresh as read_fresh
@@ -190,6 +190,37 @@ def _group_context(
     }
 
 
+def backlog_projection(
+    at: datetime,
+    offset_lag: float | None,
+    consume_rate: float | None,
+    produce_rate: float | None,
+    time_to_catch_up_seconds: float | None,
+    horizon: timedelta,
+) -> charts.Projection | None:
+    """The backlog from `at` on, at most `horizon` ahead: down to 0 when the group catches up
+    (at the forecast's time), else growing by what arrives beyond what is read. None without a
+    backlog or without both rates."""
+    if offset_lag is None or offset_lag <= 0 or consume_rate is None or produce_rate is None:
+        return None
+    ahead = horizon.total_seconds()
+    if time_to_catch_up_seconds is not None:
+        shown = min(time_to_catch_up_seconds, ahead)
+        end = at + timedelta(seconds=shown)
+        left = offset_lag * (1 - shown / time_to_catch_up_seconds) if time_to_catch_up_seconds > 0 else 0.0
+        when = f"caught up around {at + timedelta(seconds=time_to_catch_up_seconds):%H:%M} UTC"
+        words = f"projected: {when} (in ~{duration_filter(time_to_catch_up_seconds)})"
+        return charts.Projection(((at, float(offset_lag)), (end, left)), words)
+    growth = max(produce_rate - consume_rate, 0.0)
+    end, grown = at + horizon, offset_lag + growth * ahead
+    words = (
+        f"projected: the backlog holds at {number_filter(offset_lag)} messages"
+        if growth == 0
+        else f"projected: {number_filter(grown)} messages in {duration_filter(ahead)} at the current rates"
+    )
+    return charts.Projection(((at, float(offset_lag)), (end, grown)), words)
+
+
 PROJECTION_SHARE: Final = 4
 """The backlog's projection reaches at most a quarter of the chart's window ahead."""
 
@@ -201,7 +232,7 @@ def _projection(
     newest = next((p for p in reversed(points) if p.offset_lag is not None), None)
     if newest is None:
         return None
-    return charts.backlog_projection(
+    return backlog_projection(
         newest.at,
         newest.offset_lag,
         group["consume_rate"],
