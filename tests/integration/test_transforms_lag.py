@@ -3,7 +3,8 @@
 Samples are taken at AT-610 s, AT-310 s and AT-10 s (a 600 s window). Topics keep 7 days.
 
 - orders (busy, 2 msg/s on p0; p1 a flat line):
-  billing    p0 lagging and falling behind (WARN); p1 caught up
+  billing    p0 lagging and falling behind (WARN: 900 behind, more than the 600 written between
+             two samples); p1 caught up
   stopped    p0 committed last at -510 s while the producers write (STOP)
 - audit (idle; p1 got one message in the last sample):
   auditor    p0 1 message behind, nothing new since its last commit (Burrow: STOP; here OK);
@@ -73,9 +74,9 @@ def lag_world() -> World:
     )  # fmt: skip
     world.group_offsets(
         "billing", "orders", 0,
-        committed(ago(610), 900, 1000, committed_ts=ago(700), consumed_ts=ago(701)),
-        committed(ago(310), 1400, 1600, committed_ts=ago(400), consumed_ts=ago(401)),
-        committed(ago(10), 1900, 2200, committed_ts=ago(150), consumed_ts=ago(151)),
+        committed(ago(610), 300, 1000, committed_ts=ago(950), consumed_ts=ago(961)),
+        committed(ago(310), 800, 1600, committed_ts=ago(700), consumed_ts=ago(711)),
+        committed(ago(10), 1300, 2200, committed_ts=ago(450), consumed_ts=ago(461)),
     )  # fmt: skip
     world.group_offsets(
         "billing", "orders", 1, *[committed(ago(t), 500, 500, consumed_ts=ago(2000)) for t in (610, 310, 10)]
@@ -120,7 +121,7 @@ def test_offset_lag_lag_seconds_and_append_lag(spark: SparkSession, derived: dic
     columns = ["group_id", "topic", "partition", "committed_offset", "end_offset", "offset_lag", "lag_seconds",
                "append_lag_seconds", "lag_seconds_method", "lag_seconds_error"]  # fmt: skip
     expect(spark, derived["group_partition"], columns, [
-        ("billing", "orders", 0, 1900, 2200, 300, 150.0, 140.0, "exact", None),
+        ("billing", "orders", 0, 1300, 2200, 900, 450.0, 450.0, "exact", None),
         ("billing", "orders", 1, 500, 500, 0, 0.0, 0.0, "exact", None),
         ("stopped", "orders", 0, 1000, 2200, 1200, 600.0, 590.0, "exact", None),
         ("auditor", "audit", 0, 99, 100, 1, 7200.0, 10.0, "exact", None),
@@ -136,7 +137,7 @@ def test_commits_rates_and_catch_up(spark: SparkSession, derived: dict[str, Data
     columns = ["group_id", "topic", "partition", "commit_lag_seconds", "time_since_last_commit_seconds",
                "consume_rate", "produce_rate", "time_to_catch_up_seconds"]  # fmt: skip
     expect(spark, derived["group_partition"], columns, [
-        ("billing", "orders", 0, 141.0, 10.0, 1000 / 600, 2.0, None),
+        ("billing", "orders", 0, 451.0, 10.0, 1000 / 600, 2.0, None),
         ("billing", "orders", 1, None, None, 0.0, 0.0, 0.0),
         ("stopped", "orders", 0, 91.0, 510.0, 100 / 600, 2.0, None),
         ("auditor", "audit", 0, 6800.0, 410.0, 9 / 600, 0.0, 1 / (9 / 600)),
@@ -150,7 +151,7 @@ def test_status_data_loss_and_group_state(spark: SparkSession, derived: dict[str
     columns = ["group_id", "topic", "partition", "status", "time_until_data_loss_seconds", "data_loss_limit",
                "data_loss_occurred", "group_state", "members"]  # fmt: skip
     expect(spark, derived["group_partition"], columns, [
-        ("billing", "orders", 0, "WARN", WEEK - 150, "time", False, "Stable", 2),
+        ("billing", "orders", 0, "WARN", WEEK - 450, "time", False, "Stable", 2),
         ("billing", "orders", 1, "OK", None, None, False, "Stable", 2),
         ("stopped", "orders", 0, "STOP", WEEK - 600, "time", False, "Unknown", None),
         ("auditor", "audit", 0, "OK", WEEK - 7200, "time", False, "Stable", 1),
@@ -166,7 +167,7 @@ def test_group_topic_rollup(spark: SparkSession, derived: dict[str, DataFrame]) 
                "time_to_catch_up_seconds", "time_until_data_loss_seconds", "data_loss_occurred",
                "max_offset_lag", "max_lag_seconds", "status", "group_state", "members"]  # fmt: skip
     expect(spark, derived["group_topic"], columns, [
-        ("billing", "orders", 2, 300, 150.0, 140.0, 141.0, 10.0, 1000 / 600, 2.0, None, WEEK - 150, False, 300, 150.0, "WARN", "Stable", 2),
+        ("billing", "orders", 2, 900, 450.0, 450.0, 451.0, 10.0, 1000 / 600, 2.0, None, WEEK - 450, False, 900, 450.0, "WARN", "Stable", 2),
         ("stopped", "orders", 1, 1200, 600.0, 590.0, 91.0, 510.0, 100 / 600, 2.0, None, WEEK - 600, False, 1200, 600.0, "STOP", "Unknown", None),
         ("auditor", "audit", 2, 2, 7200.0, 7188.0, 6800.0, 410.0, 9 / 600, 1 / 600, None, WEEK - 7200, False, 1, 7200.0, "OK", "Stable", 1),
         ("idle-reader", "audit", 1, 5, 7250.0, 60.0, 3660.0, 3600.0, 0.0, 0.0, None, WEEK - 7250, False, 5, 7250.0, "STALL", "Unknown", None),
@@ -178,7 +179,7 @@ def test_group_rollup(spark: SparkSession, derived: dict[str, DataFrame]) -> Non
     columns = ["group_id", "topics", "partitions", "offset_lag", "max_lag_seconds", "status", "lag_growing",
                "group_state", "members"]  # fmt: skip
     expect(spark, derived["group"], columns, [
-        ("billing", 1, 2, 300, 150.0, "WARN", True, "Stable", 2),
+        ("billing", 1, 2, 900, 450.0, "WARN", True, "Stable", 2),
         ("stopped", 1, 1, 1200, 600.0, "ERR", True, "Unknown", None),
         ("auditor", 1, 2, 2, 7200.0, "OK", False, "Stable", 1),
         ("idle-reader", 1, 1, 5, 7250.0, "ERR", False, "Unknown", None),

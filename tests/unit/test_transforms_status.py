@@ -16,9 +16,11 @@ import pytest
 from monitor.evaluate.transforms.status import (
     STOP,
     T_CRITICAL,
+    behind_by_more_than_a_step,
     commit_window,
     evaluate,
     partition_status,
+    significant_rise,
 )
 from tests.fixtures.status_cases import CASES, WINDOWS, Case, window
 
@@ -52,6 +54,15 @@ def test_partition_status_from_samples() -> None:
     )  # fmt: skip
     assert partition_status(samples, None, 600_000) == STOP
     assert partition_status([], None, 600_000) is None
+
+
+def test_a_keeping_up_ramp_rises_significantly_and_only_the_step_keeps_it_ok() -> None:
+    # Case 22: the slope test alone would say WARN; the lag stays within one step.
+    ramp = window(*next(c for c in CASES if c.number == 22).entries)
+    assert significant_rise(ramp) and not behind_by_more_than_a_step(ramp)
+    # The same ramp a step further behind (every lag + 40) is falling behind.
+    further = window(*[(c.offset, c.time_ms // 1000, c.lag + 40) for c in ramp])
+    assert evaluate(further, 19_000).warn
 
 
 def _t_tail(t: float, degrees: int, steps: int = 20_000) -> float:

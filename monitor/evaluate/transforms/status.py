@@ -49,6 +49,15 @@ Spark expression (status_columns.py) compute the same doubles in the same order:
 A = n St2 - St^2, B = n Sty - St Sy, C = n Sy2 - Sy^2 (sums over the entries, time in ms from the
 first entry); falling behind when A > 0, B > 0 and B^2 (n - 2 + t^2) > t^2 A C, which is
 slope > t * standard error.
+
+The test assumes the scatter is independent from entry to entry, and one kind is not: a consumer
+that keeps up and commits about once between two samples has, at each sample, the records that
+arrived since its last commit as lag; when its commit moment drifts against the sample clock,
+that lag ramps up sample after sample, a rise the test takes for a trend. Such a lag never
+exceeds what arrives between two samples, so WARN also needs the current lag above the records
+that arrived per entry of the window on average ((n - 1) * lag > end offset now - end offset at
+the first entry). A consumer that does fall behind passes that step soon (its lag grows without
+bound); one within it is as near caught up as sampling can tell.
 """
 
 from __future__ import annotations
@@ -185,9 +194,20 @@ def t_critical(degrees: int) -> float:
     return T_CRITICAL[min(degrees, len(T_CRITICAL)) - 1]
 
 
+def behind_by_more_than_a_step(window: Sequence[Commit]) -> bool:
+    """The current lag is more than the records that arrived per entry of the window on average:
+    (n - 1) * lag > end offset now - end offset at the first entry (the module docstring)."""
+    return (len(window) - 1) * window[-1].lag > window[-1].end - window[0].end
+
+
 def falling_behind(window: Sequence[Commit]) -> bool:
-    """Rule 6: at least 3 entries and the least-squares slope of the lag over time is above zero
-    by more than t_critical(n - 2) standard errors (the module docstring)."""
+    """Rule 6: at least 3 entries, behind by more than a step, and a significant rise."""
+    return len(window) >= 3 and behind_by_more_than_a_step(window) and significant_rise(window)
+
+
+def significant_rise(window: Sequence[Commit]) -> bool:
+    """The least-squares slope of the lag over time is above zero by more than t_critical(n - 2)
+    standard errors (the module docstring); at least 3 entries."""
     n = len(window)
     if n < 3:
         return False

@@ -171,7 +171,8 @@ def _decide(frame: DataFrame, now: Column) -> DataFrame:
 
 def _falling_behind(entries: Column) -> Column:
     """status.falling_behind on an array of window entries in time order (at least 3): the same
-    sums, in the same order, of the same doubles, and the same comparison."""
+    step (in longs), the same sums, in the same order, of the same doubles, and the same
+    comparison."""
     first = F.get(entries, 0)["time_ms"]
     zero = F.lit(0.0).cast("double")
     start = F.struct(*[zero.alias(name) for name in ("st", "sy", "st2", "sty", "sy2")])
@@ -194,4 +195,7 @@ def _falling_behind(entries: Column) -> Column:
     table = F.array(*[F.lit(value) for value in T_CRITICAL])
     t = F.get(table, F.least(F.size(entries) - 2, F.lit(len(T_CRITICAL))) - 1)
     t2 = t * t
-    return (a > 0) & (b > 0) & (b * b * (n - 2 + t2) > t2 * a * c)
+    last = F.get(entries, F.size(entries) - 1)
+    first_end = F.get(entries, 0)["offset"] + F.get(entries, 0)["lag"]
+    behind = (F.size(entries) - 1).cast("long") * last["lag"] > last["offset"] + last["lag"] - first_end
+    return behind & (a > 0) & (b > 0) & (b * b * (n - 2 + t2) > t2 * a * c)
