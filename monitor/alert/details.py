@@ -1,6 +1,7 @@
 """The facts a consumer group's notification carries besides its rule's summary: the group's worst
 partitions, each with its sliding-window status (OK, WARN, ERR, STOP, STALL, REWIND), since when,
-its lag and its time until data loss.
+its lag and its time until data loss. A share group's notification lists its worst share
+partitions the same way, from its newest samples: STALL since when, or OK, and the lag.
 
 A group's own status folds STOP, STALL and REWIND into ERR, so "Group X is in status ERR" cannot
 tell a stopped consumer from a stalled or rewinding one; its partitions can. The evaluate stage
@@ -31,8 +32,14 @@ MAX_PARTITIONS: Final = 5
 """Partitions listed per alert: enough to tell what is wrong, short enough for a pager."""
 SINCE_LOOKBACK: Final = timedelta(hours=24)
 """How far back `since` is looked for; a status older than that shows the lookback's start."""
+SHARE_LOOKBACK: Final = timedelta(hours=1)
+"""How far back a share group's samples are read (every sample, not one row per evaluation): a
+share partition stalled for longer shows the lookback's start as its `since`."""
 GROUP_ENTITIES: Final = frozenset({"group", "group_topic", "group_partition"})
 """The entities whose alerts are about a consumer group (and carry `group_id`)."""
+SHARE_ENTITIES: Final = frozenset({"share_group", "share_group_topic"})
+"""The entities whose alerts are about a share group (and carry `group_id`): their share
+partitions are listed, STALL (start offset standing still while records wait) or OK with a lag."""
 
 
 def is_flagged(detail: PartitionDetail) -> bool:
@@ -72,26 +79,38 @@ class PartitionDetails:
     def __init__(self, conn: Connection, now: datetime, limit: int = MAX_PARTITIONS) -> None:
         self._conn = conn
         self._floor = now - SINCE_LOOKBACK
+        self._share_floor = now - SHARE_LOOKBACK
         self._limit = limit
         self._groups: dict[tuple[str, str], list[PartitionDetail]] = {}
+        self._shares: dict[tuple[str, str, str], list[PartitionDetail]] = {}
         self._since: dict[tuple[str, str, str, int], datetime | None] = {}
 
     def for_alert(
         self, entity: str, cluster: str, labels: Mapping[str, str]
     ) -> tuple[tuple[PartitionDetail, ...], int]:
         """The worst partitions behind an alert on `entity` and how many are flagged; nothing for
-        an alert that is not about a consumer group."""
+        an alert that is not about a consumer or share group."""
         group_id = labels.get("group_id")
-        if entity not in GROUP_ENTITIES or not group_id:
+        if not group_id or entity not in GROUP_ENTITIES | SHARE_ENTITIES:
             return (), 0
-        rows = self._group(cluster, group_id)
+        share = entity in SHARE_ENTITIES
+        rows = self._share(cluster, group_id) if share else self._group(cluster, group_id)
         topic, partition = labels.get("topic"), labels.get("partition")
-        if entity in ("group_topic", "group_partition") and topic:
+        if entity in ("group_topic", "group_partition", "share_group_topic") and topic:
             rows = [r for r in rows if r.topic == topic]
         if entity == "group_partition" and partition is not None:
             rows = [r for r in rows if str(r.partition) == partition]
         worst, total = worst_partitions(rows, self._limit)
+        if share:  # `since` came with the rows
+            return worst, total
         return tuple(replace(d, since=self._since_of(cluster, group_id, d)) for d in worst), total
+
+    def _share(self, cluster: str, group_id: str) -> list[PartitionDetail]:
+        key = ("share", cluster, group_id)
+        if key not in self._shares:
+            floor = self._share_floor
+            self._shares[key] = state.latest_share_partitions(self._conn, cluster, group_id, floor)
+        return self._shares[key]
 
     def _group(self, cluster: str, group_id: str) -> list[PartitionDetail]:
         key = (cluster, group_id)

@@ -100,6 +100,28 @@ def partition_status_since(
     return since
 
 
+def latest_share_partitions(
+    conn: Connection, cluster: str, group_id: str, floor: datetime
+) -> list[PartitionDetail]:
+    """The share partitions of a share group in its newest samples since `floor`: STALL since
+    the sample its start offset took its current value at, when records arrived after that and
+    wait (as the evaluation's `stalled_seconds`, monitor.evaluate.transforms.share); OK with
+    its lag otherwise. Share partitions have no record timestamps nor a data-loss time."""
+    params = {"cluster": cluster, "group_id": group_id, "floor": floor}
+    return [
+        PartitionDetail(
+            topic=r.topic,
+            partition=int(r.partition),
+            status="STALL" if r.stalled else "OK",
+            since=r.still_since if r.stalled else None,
+            offset_lag=None if r.lag is None else int(r.lag),
+            lag_seconds=None,
+            time_until_data_loss_seconds=None,
+        )
+        for r in conn.execute(_LATEST_SHARE_PARTITIONS, params)
+    ]
+
+
 def last_alert(conn: Connection, fp: str) -> AlertRow | None:
     """The newest alert with fingerprint `fp`, resolved or not."""
     row = conn.execute(
@@ -241,6 +263,28 @@ FROM derived_group_partition
 WHERE cluster = :cluster AND group_id = :group_id
   AND evaluated_at = (SELECT max(evaluated_at) FROM derived_group_partition
                       WHERE cluster = :cluster AND group_id = :group_id AND evaluated_at >= :floor)
+"""
+)
+
+_LATEST_SHARE_PARTITIONS = text(
+    """
+WITH s AS (
+    SELECT topic, partition, sampled_at, start_offset, end_offset, lag FROM share_group_offsets
+    WHERE cluster = :cluster AND group_id = :group_id AND sampled_at >= :floor
+), newest AS (
+    SELECT DISTINCT ON (topic, partition) topic, partition, start_offset, end_offset, lag
+    FROM s ORDER BY topic, partition, sampled_at DESC
+), still AS (
+    SELECT DISTINCT ON (n.topic, n.partition) n.topic, n.partition, s.sampled_at, s.end_offset
+    FROM newest n JOIN s USING (topic, partition)
+    WHERE s.sampled_at > coalesce(
+        (SELECT max(m.sampled_at) FROM s m WHERE m.topic = n.topic AND m.partition = n.partition
+           AND m.start_offset IS DISTINCT FROM n.start_offset), '-infinity')
+    ORDER BY n.topic, n.partition, s.sampled_at
+)
+SELECT n.topic, n.partition, n.lag, t.sampled_at AS still_since,
+       coalesce(n.start_offset IS NOT NULL AND n.lag > 0 AND n.end_offset > t.end_offset, false) AS stalled
+FROM newest n JOIN still t USING (topic, partition)
 """
 )
 

@@ -309,20 +309,24 @@ def test_two_cycles_at_once_never_decide_the_same_notification_twice(world: Worl
 # Notices that say what is wrong, on time, and that say when it ended
 
 
-def group_finding(world: World, rule: str, severity: str, group_id: str, state: str = "firing") -> None:
-    """A finding on a consumer group (entity `group`), as the evaluate stage writes it."""
+def group_finding(
+    world: World, rule: str, severity: str, group_id: str, state: str = "firing", entity: str = "group"
+) -> None:
+    """A finding on a consumer group (entity `group`, or a share group's `share_group`), as the
+    evaluate stage writes it."""
     with world.engine.begin() as conn:
         conn.execute(
             text(
                 "INSERT INTO findings (rule, entity, entity_key, cluster, labels, severity, value, summary,"
                 " description, for_seconds, state, first_seen, last_seen, evaluated_at)"
-                " VALUES (:rule, 'group', :key, 'prod', CAST(:labels AS jsonb), :severity, 1, :summary, '',"
+                " VALUES (:rule, :entity, :key, 'prod', CAST(:labels AS jsonb), :severity, 1, :summary, '',"
                 " 0, :state, :now, :now, :now)"
                 " ON CONFLICT (rule, entity_key) WHERE state <> 'resolved'"
                 " DO UPDATE SET severity = excluded.severity, state = excluded.state, last_seen = excluded.last_seen"
             ),
             {
                 "rule": rule,
+                "entity": entity,
                 "key": f"prod/{group_id}",
                 "labels": json.dumps({"cluster": "prod", "group_id": group_id}),
                 "severity": severity,
@@ -423,6 +427,45 @@ def test_a_group_notice_says_which_partitions_which_status_since_when(
             text("SELECT payload FROM notification_outbox WHERE receiver = 'ops-slack'")
         ).scalar_one()
     assert Notification.from_json(payload).alerts[0].partitions == alert.partitions
+
+
+def share_sampled(world: World, group_id: str, at: datetime, partitions: dict[int, tuple[int, int]]) -> None:
+    """share_group_offsets rows of one sample of `group_id` on topic `jobs`: partition -> (start
+    offset, end offset)."""
+    from monitor.store.partitions import create_day_partitions
+
+    with world.engine.begin() as conn:
+        create_day_partitions(conn, "share_group_offsets", [at.date()])
+        for partition, (start, end) in partitions.items():
+            conn.execute(
+                text(
+                    "INSERT INTO share_group_offsets (cluster, sampled_at, group_id, topic, partition,"
+                    " start_offset, end_offset, lag, lag_method)"
+                    " VALUES ('prod', :at, :g, 'jobs', :p, :start, :end, :lag, 'end_minus_start')"
+                ),
+                {"at": at, "g": group_id, "p": partition, "start": start, "end": end, "lag": end - start},
+            )
+
+
+def test_a_share_group_notice_lists_its_stalled_share_partitions_since_when(
+    world: World, clean_derived: None
+) -> None:
+    with world.engine.begin() as conn:
+        conn.execute(text("DELETE FROM share_group_offsets WHERE cluster = 'prod'"))
+    # Partition 2's start offset stands at 40 from T0+30 while records arrive; partition 1 keeps
+    # finishing them (a lag, moving); partition 0 is done.
+    for seconds, (p0, p1, p2) in enumerate([(5, 10, 20), (6, 30, 40), (7, 50, 40), (8, 70, 40)]):
+        at = T0 + timedelta(seconds=30 * seconds)
+        share_sampled(world, "workers", at, {0: (p0, p0), 1: (p1, p1 + 15), 2: (p2, 100 + 10 * seconds)})
+    world.clock.advance(90)
+    group_finding(world, "ShareGroupStalled", "warning", "workers", entity="share_group")
+    world.cycle()
+    alert = next(n for n in world.cycle(after=30) if n.receiver == "ops-slack").alerts[0]
+    assert [(p.topic, p.partition, p.status, p.offset_lag, p.since) for p in alert.partitions] == [
+        ("jobs", 2, "STALL", 90, T0 + timedelta(seconds=30)),
+        ("jobs", 1, "OK", 15, None),
+    ], "the stalled share partition first, since its start offset stood still; the one done unlisted"
+    assert alert.partitions_total == 2
 
 
 def test_a_new_group_in_trouble_is_told_after_group_wait_not_another_groups_interval(world: World) -> None:

@@ -179,6 +179,9 @@ def test_a_stopped_share_group_pages_and_one_that_keeps_up_is_never_told(
         sender.close()
 
     assert stopping in page["payload"]["summary"] and page["payload"]["severity"] == "critical"
+    # The page names the share partition, its start offset standing still (or not yet) and its lag.
+    listed = rf"\[{re.escape(topic)}/0 (STALL since [^,]+|OK), lag [\d,]+ messages[];]"
+    assert re.search(listed, page["payload"]["summary"]), page["payload"]["summary"]
     found = rows(
         engine,
         "SELECT rule, severity, state, labels->>'group_id' AS group_id FROM findings WHERE cluster = :c",
