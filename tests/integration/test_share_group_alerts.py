@@ -2,7 +2,9 @@
 share-groups job collects, the evaluation runs on Spark over the stored samples, the alert cycle
 routes and the sender delivers to a local PagerDuty server (critical) and a console file (the
 rest). A producer keeps producing throughout. The group whose consumer is killed fires
-ShareGroupNoMembers at its critical tier and pages; the group that keeps up is never told about.
+ShareGroupNoMembers at its critical tier and pages, and its alert resolves as gone once the group
+is deleted; the group that keeps up is never told about; a group whose member hangs on its first
+records, never acknowledging them, is ShareGroupStalled.
 
 The rules are the shipped `alert_rules/share.yaml` with the times scaled down so that the test
 waits for conditions, not minutes: every `for:` 5 s, and the backlog tiers at 5 s (warning) and
@@ -22,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 from fastapi.testclient import TestClient
+from kafka.admin import KafkaAdminClient
 from pyspark.sql import SparkSession
 from sqlalchemy import Engine
 
@@ -33,6 +36,7 @@ from monitor.alert.stage import build_receivers
 from monitor.collect.stage import ClusterCollector
 from monitor.core.clock import SystemClock
 from monitor.core.resources import rules_dir
+from monitor.core.vocabulary import RESOLVED_GONE
 from monitor.evaluate.job import run_evaluation
 from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import load_rules
@@ -50,6 +54,7 @@ SCALED = {
     "for: 10m": "for: 5s",
     ">= 1800": ">= 30",
     ">= 300": ">= 5",
+    "stalled_seconds >= 120": "stalled_seconds >= 10",
 }
 """The shipped share rules' times, scaled down (see the module docstring)."""
 
@@ -111,6 +116,50 @@ class Producer:
 CLUSTER = "share-alerts"
 
 
+class AlertLoop:
+    """One collect, evaluate, alert and deliver round at a time, as the daemon's stages run them."""
+
+    def __init__(
+        self,
+        collector: ClusterCollector,
+        engine: Engine,
+        spark: SparkSession,
+        db_url: str,
+        rules: Path,
+        routing: Path,
+    ) -> None:
+        ruleset = load_rules([rules])
+        assert ruleset.ok, ruleset.errors
+        self._rules = ruleset.rules
+        self._routing = load_routing(routing)
+        receivers = build_receivers(self._routing, Templates(URL))
+        self._sender = Sender(lambda: engine, lambda: receivers, SystemClock(), "share-e2e")
+        self._plans = Plans()
+        self._collector, self._engine, self._spark, self._db_url = collector, engine, spark, db_url
+
+    def cycle(self) -> None:
+        self._collector.run("share_groups")
+        now = datetime.now(UTC)
+        run_evaluation(
+            self._spark,
+            jdbc_target(self._db_url),
+            self._engine,
+            self._rules,
+            [CLUSTER],
+            now,
+            plans=self._plans,
+        )
+        with self._engine.begin() as conn:
+            run_cycle(conn, self._routing, now, URL)
+        self._sender.drain()
+
+    def __enter__(self) -> AlertLoop:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._sender.close()
+
+
 @pytest.fixture
 def collector(share_kafka: KafkaTestHelper, engine: Engine) -> Iterator[ClusterCollector]:
     """This module's groups (`sga-`) under a cluster name of its own."""
@@ -151,32 +200,15 @@ def test_a_stopped_share_group_pages_and_one_that_keeps_up_is_never_told(
         "both groups to keep up with the producer",
     )
 
-    ruleset = load_rules([share_rules])
-    assert ruleset.ok, ruleset.errors
-    loaded = load_routing(routing)
-    receivers = build_receivers(loaded, Templates(URL))
-    sender = Sender(lambda: engine, lambda: receivers, SystemClock(), "share-e2e")
-    plans = Plans()
-
-    def cycle() -> None:
-        collector.run("share_groups")
-        now = datetime.now(UTC)
-        run_evaluation(spark, jdbc_target(db_url), engine, ruleset.rules, [CLUSTER], now, plans=plans)
-        with engine.begin() as conn:
-            run_cycle(conn, loaded, now, URL)
-        sender.drain()
-
-    try:
+    with AlertLoop(collector, engine, spark, db_url, share_rules, routing) as loop:
         share_consumers.stop(stopped)  # killed: it leaves when its session times out (10 s here)
 
         def paged() -> list[dict[str, Any]] | None:
-            cycle()
+            loop.cycle()
             events = [e for e in fake_pagerduty.events if e["event_action"] == "trigger"]
             return [e for e in events if "has no consumer" in e["payload"]["summary"]] or None
 
         (page,) = share_kafka.wait_for(paged, 240, "the stopped share group's page")
-    finally:
-        sender.close()
 
     assert stopping in page["payload"]["summary"] and page["payload"]["severity"] == "critical"
     # The page names the share partition, its start offset standing still (or not yet) and its lag.
@@ -226,3 +258,80 @@ def test_a_stopped_share_group_pages_and_one_that_keeps_up_is_never_told(
     assert (
         evaluated["n"] >= 2 and evaluated["sampled"] and evaluated["rate"] > 0 and evaluated["members"] == 1
     )
+    # Deleted from the cluster (it has no member left), the stopped group's alert resolves as gone
+    # (the cluster no longer has it), not as fixed. Share groups go through DeleteGroups too.
+    admin = KafkaAdminClient(bootstrap_servers=share_kafka.bootstrap_servers)
+    try:
+        admin.delete_groups([stopping])
+    finally:
+        admin.close()
+    state = "SELECT state, resolved_reason FROM alerts WHERE cluster = :c AND labels->>'group_id' = :g"
+    with AlertLoop(collector, engine, spark, db_url, share_rules, routing) as loop:
+
+        def resolved() -> list[dict[str, Any]] | None:
+            loop.cycle()
+            found = rows(engine, state, c=CLUSTER, g=stopping)
+            return found if found and all(a["state"] == "resolved" for a in found) else None
+
+        gone = share_kafka.wait_for(resolved, 120, "the deleted share group's alert to resolve")
+    assert {a["resolved_reason"] for a in gone} == {RESOLVED_GONE}, gone
+
+
+def test_a_share_group_whose_member_stops_acknowledging_is_stalled_and_says_which_partition(
+    share_kafka: KafkaTestHelper,
+    share_consumers: ShareConsumers,
+    collector: ClusterCollector,
+    engine: Engine,
+    spark: SparkSession,
+    db_url: str,
+    fake_pagerduty: FakePagerDuty,
+    share_rules: Path,
+    routing: Path,
+    producing: tuple[str, Producer],
+    tmp_path: Path,
+) -> None:
+    topic, _ = producing
+    stuck = f"sga-stuck-{topic}"
+    share_consumers.from_earliest(stuck)
+    collector.run("metadata")
+    share_consumers.start(stuck, topic, stuck=True)
+    console = tmp_path / "console.jsonl"
+
+    def told() -> set[tuple[str, str]] | None:
+        """(receiver, listed share partition) of the ShareGroupStalled notices so far: to the
+        console (warning) or the pager (critical, once the backlog passes its tier)."""
+        loop.cycle()
+        lines = console.read_text().splitlines() if console.exists() else []
+        alerts = [a for line in lines if line.strip() for a in json.loads(line)["alerts"]]
+        listed = {
+            ("console", f"{p['topic']}/{p['partition']} {p['status']}")
+            for a in alerts
+            if a["rule"] == "ShareGroupStalled"
+            for p in a["partitions"]
+        }
+        pages = [
+            e["payload"]["summary"]
+            for e in fake_pagerduty.events
+            if "is stalled on" in e["payload"]["summary"]
+        ]
+        named = rf"\[({re.escape(topic)}/\d+ \w+)"
+        listed |= {("pager", m) for page in pages for m in re.findall(named, page)}
+        return listed or None
+
+    with AlertLoop(collector, engine, spark, db_url, share_rules, routing) as loop:
+        listed = share_kafka.wait_for(told, 300, "the stuck share group's ShareGroupStalled notice")
+
+    found = "SELECT rule, state FROM findings WHERE cluster = :c AND labels->>'group_id' = :g"
+    findings = {(f["rule"], f["state"]) for f in rows(engine, found, c=CLUSTER, g=stuck)}
+    assert ("ShareGroupStalled", "firing") in findings, findings
+    assert "ShareGroupNoMembers" not in {rule for rule, _ in findings}, "a member all along"
+    # The notice names the share partition whose start offset stands still.
+    assert {item for _, item in listed} == {f"{topic}/0 STALL"}, listed
+    evaluated = rows(
+        engine,
+        "SELECT members, stalled_seconds FROM derived_share_group WHERE cluster = :c AND group_id = :g"
+        " ORDER BY evaluated_at DESC LIMIT 1",
+        c=CLUSTER,
+        g=stuck,
+    )[0]
+    assert evaluated["members"] == 1 and evaluated["stalled_seconds"] >= 10

@@ -23,7 +23,7 @@ The body, version 1 (fields are only ever added; a breaking change gets a new ve
          "runbook",                          # annotations.runbook, or null (kept for version 1 readers)
          "starts_at", "ends_at", "acknowledged_by",
          "owner",                            # the owning team, or null
-         "partitions": [                     # a consumer group alert's worst partitions
+         "partitions": [                     # a consumer or share group alert's worst partitions
            {"topic", "partition", "status", "since", "offset_lag", "lag_seconds",
             "time_until_data_loss_seconds"}],
          "partitions_total",                 # how many partitions were flagged in all
