@@ -23,7 +23,8 @@ from collections.abc import Callable
 from monitor.core.errors import KafkaRequestError, KafkaUnavailableError
 from monitor.core.owners import default_owners_path
 from monitor.core.settings import IdentityConfig, Intervals, ProbeConfig, RemoteWriteTarget, Settings
-from monitor.devtools.kafka_cluster import HOST, DevKafkaCluster
+from monitor.devtools.kafka_cluster import DevKafkaCluster
+from monitor.devtools.kafka_node import HOST
 from monitor.devtools.paths import project_root
 from monitor.devtools.workload import Workload, demo_plan
 from monitor.kafka.admin import KafkaAdmin

@@ -25,27 +25,30 @@ State under `home/`:
 
 from __future__ import annotations
 
-import base64
-import json
 import re
-import secrets
 import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Final
 
-from monitor.core.errors import DevEnvironmentError, MonitorError
-from monitor.core.settings import ClusterConfig, DevKafkaConfig
+from monitor.core.errors import DevEnvironmentError
+from monitor.core.settings import DevKafkaConfig
+from monitor.devtools import kafka_node
 from monitor.devtools.kafka_modes import ZOOKEEPER_PORT_OFFSET, KafkaMode, kafka_mode, log4j1_properties
+from monitor.devtools.kafka_node import HOST, NodeStatus
 from monitor.devtools.kafka_security import SASL_SSL_PORT_OFFSET, SSL_PORT_OFFSET, DevSecurity
+from monitor.devtools.kafka_state import (
+    PURGE_HINT,
+    ClusterState,
+    check_recorded,
+    new_cluster_id,
+    read_state,
+    write_state,
+)
 from monitor.devtools.mvn import fetch_runtime
 from monitor.devtools.processes import (
-    TAIL_LINES,
     java_executable,
     launch_detached,
     port_in_use,
@@ -56,56 +59,17 @@ from monitor.devtools.processes import (
     wait_gone,
 )
 from monitor.devtools.zookeeper import DevZooKeeper
-from monitor.kafka import KafkaAdmin
-from monitor.kafka.properties import scrub
 
-HOST: Final = "127.0.0.1"
 CONTROLLER_PORT_OFFSET: Final = 100
 SUPPORTED_NODE_COUNTS: Final = (1, 3)
 _JARS_MARKER: Final = ".complete"
-_PROBE_TIMEOUT_SECONDS: Final = 3.0
 _POLL_SECONDS: Final = 0.5
-_PURGE_HINT: Final = "run `kafka-health dev-cluster down --purge` to delete it and start afresh"
 
 Report = Callable[[str], None]
 
 
 def _quiet(_message: str) -> None:
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class NodeStatus:
-    node_id: int
-    broker_port: int
-    controller_port: int
-    pid: int | None
-    running: bool
-    sasl_ssl_port: int | None = None
-    ssl_port: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _State:
-    """What `cluster.json` records: fixed when the storage is formatted (base_port at each up)."""
-
-    cluster_id: str
-    version: str
-    nodes: int
-    base_port: int
-    security: str = "plaintext"  # absent from the files of clusters made before it existed
-
-
-def new_cluster_id() -> str:
-    """A KRaft cluster id: url-safe base64 of 16 random bytes without padding.
-
-    Like Kafka's own `Uuid.randomUuid()`, never one starting with "-": command-line tools would
-    read it as an option.
-    """
-    while True:
-        cluster_id = base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode("ascii")
-        if not cluster_id.startswith("-"):
-            return cluster_id
 
 
 class DevKafkaCluster:
@@ -193,6 +157,11 @@ class DevKafkaCluster:
                 f"there is no node {node_id}; this cluster has nodes {ids[0]}-{ids[-1]}"
             )
 
+    @property
+    def base_port(self) -> int:
+        """The first client port (the recorded cluster's, else the configuration's)."""
+        return self._layout()[1]
+
     def broker_port(self, node_id: int) -> int:
         return self._layout()[1] + node_id - 1
 
@@ -247,106 +216,23 @@ class DevKafkaCluster:
         return self.node_dir(node_id) / "server.log"
 
     def server_properties(self, node_id: int) -> str:
-        """The broker configuration of one node (combined broker + controller)."""
-        nodes = len(self.node_ids)
-        replication, min_isr = min(3, nodes), min(2, nodes)
-        plaintext = f"PLAINTEXT://{HOST}:{self.broker_port(node_id)}"
-        secured = f"SASL_SSL://{HOST}:{self.sasl_ssl_port(node_id)},SSL://{HOST}:{self.ssl_port(node_id)}"
-        advertised = f"{plaintext},{secured}" if self.secured else plaintext
-        listeners, protocols = advertised, "PLAINTEXT:PLAINTEXT"
-        controller = self.mode.controller_listener(HOST, self.controller_port(node_id))
-        if controller is not None:
-            listeners, protocols = f"{listeners},{controller[0]}", f"{protocols},{controller[1]}"
-        if self.secured:
-            protocols += ",SASL_SSL:SASL_SSL,SSL:SSL"
-        quorum = {n: self.controller_port(n) for n in self.node_ids}
-        zookeeper_port = self._layout()[1] + ZOOKEEPER_PORT_OFFSET
-        settings = {
-            **self.mode.metadata_settings(node_id, quorum, HOST, zookeeper_port),
-            **self.mode.group_settings(),
-            "listeners": listeners,
-            "advertised.listeners": advertised,
-            "listener.security.protocol.map": protocols,
-            "inter.broker.listener.name": "PLAINTEXT",
-            "log.dirs": str(self.node_dir(node_id) / "data"),
-            "num.partitions": "1",
-            "offsets.topic.replication.factor": str(replication),
-            "offsets.topic.num.partitions": "10",
-            "transaction.state.log.replication.factor": str(replication),
-            "transaction.state.log.min.isr": str(min_isr),
-            "share.coordinator.state.topic.replication.factor": str(replication),
-            "share.coordinator.state.topic.min.isr": str(min_isr),
-            "group.initial.rebalance.delay.ms": "0",
-            "auto.create.topics.enable": "false",
-            # Fast retention for tests: check every 5 s, delete removed segments after 1 s.
-            "log.retention.check.interval.ms": "5000",
-            "log.segment.delete.delay.ms": "1000",
-            "num.network.threads": "2",
-            "num.io.threads": "4",
-        }
-        if self.secured:
-            settings.update(self.security.broker_properties())
-        lines = ["# Rendered by `kafka-health dev-cluster up`; changes are overwritten at the next up."]
-        lines += [f"{key}={value}" for key, value in settings.items()]
-        return "\n".join(lines) + "\n"
+        """The broker configuration of one node (`kafka_node.server_properties`)."""
+        return kafka_node.server_properties(self, node_id)
 
     def log4j2_properties(self, node_id: int) -> str:
-        log_file = self.server_log(node_id)
-        return "\n".join(
-            [
-                "status = warn",
-                "appender.file.type = File",
-                "appender.file.name = FILE",
-                f"appender.file.fileName = {log_file}",
-                "appender.file.append = true",
-                "appender.file.layout.type = PatternLayout",
-                "appender.file.layout.pattern = [%d] %p %m (%c)%n",
-                "rootLogger.level = INFO",
-                "rootLogger.appenderRef.file.ref = FILE",
-                "",
-            ]
-        )
+        return kafka_node.log4j2_properties(self.server_log(node_id))
 
     def jit_options(self) -> list[str]:
-        """The collector and compiler options of every JVM the cluster starts (`quick_start`)."""
-        if self.config.quick_start:
-            return ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
-        return ["-XX:+UseG1GC"]
+        return kafka_node.jit_options(self.config.quick_start)
 
     def java_command(self, node_id: int) -> list[str]:
-        """The command line that runs one node (heap from `config.heap_mb`)."""
-        node = self.node_dir(node_id)
-        heap = self.config.heap_mb
-        log4j1 = [f"-Dlog4j.configuration=file:{node / 'log4j.properties'}"] if self.mode.log4j1 else []
-        return [
-            self._java(),
-            f"-Xms{heap}m",
-            f"-Xmx{heap}m",
-            *self.jit_options(),
-            "-Djava.awt.headless=true",
-            *(self.security.jvm_options() if self.secured else []),
-            f"-Dlog4j2.configurationFile={node / 'log4j2.properties'}",
-            *log4j1,
-            "-cp",
-            f"{self.libs_dir}/*",
-            "kafka.Kafka",
-            str(node / "server.properties"),
-        ]
+        """The command line that runs one node (`kafka_node.java_command`)."""
+        return kafka_node.java_command(self, node_id, self._java())
 
     # -- state ------------------------------------------------------------------------------
 
-    def _read_state(self) -> _State | None:
-        path = self.home / "cluster.json"
-        if not path.exists():
-            return None
-        try:
-            return _State(**json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError) as exc:
-            raise DevEnvironmentError(f"{path} is unreadable ({exc}); {_PURGE_HINT}") from exc
-
-    def _write_state(self, state: _State) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "cluster.json").write_text(json.dumps(asdict(state), indent=2) + "\n", encoding="utf-8")
+    def _read_state(self) -> ClusterState | None:
+        return read_state(self.home)
 
     def _formatted(self, node_id: int) -> bool:
         return (self.node_dir(node_id) / "data" / "meta.properties").exists()
@@ -411,19 +297,6 @@ class DevKafkaCluster:
 
     # -- readiness --------------------------------------------------------------------------
 
-    def _brokers_seen_by(self, node_id: int) -> set[int] | None:
-        """Broker ids in the metadata a client bootstrapped from this node gets, None if no answer."""
-        probe = ClusterConfig(
-            name=f"dev-node-{node_id}",
-            bootstrap_servers=[f"{HOST}:{self.broker_port(node_id)}"],
-            request_timeout_seconds=_PROBE_TIMEOUT_SECONDS,
-        )
-        try:
-            with KafkaAdmin(probe) as admin:
-                return set(admin.describe_cluster().broker_ids)
-        except MonitorError:
-            return None
-
     def _wait_ready(self, waiting: list[int], expected: set[int], doing: str) -> None:
         """Block until every node in `waiting` answers with metadata listing all `expected` brokers."""
         deadline = time.monotonic() + self.start_timeout
@@ -440,7 +313,7 @@ class DevKafkaCluster:
                         raise self._died_error(node_id, doing)
                     continue
                 missing.pop(node_id, None)
-                last_seen[node_id] = seen = self._brokers_seen_by(node_id)
+                last_seen[node_id] = seen = kafka_node.brokers_seen_by(node_id, self.broker_port(node_id))
                 if seen is not None and expected <= seen:
                     pending.remove(node_id)
             if not pending:
@@ -490,7 +363,8 @@ class DevKafkaCluster:
         # 1. Record the layout: ports follow the configuration unless some node is still up.
         base_port = state.base_port if state is not None and running else self.config.base_port
         cluster_id = state.cluster_id if state is not None else new_cluster_id()
-        self._write_state(_State(cluster_id, self.config.version, wanted, base_port, self.config.security))
+        recorded = ClusterState(cluster_id, self.config.version, wanted, base_port, self.config.security)
+        write_state(self.home, recorded)
         if self.secured:
             self.security.ensure()
             self.security.write_clusters_file(
@@ -526,64 +400,19 @@ class DevKafkaCluster:
             raise
         report(f"Kafka {self.config.version} is up: {self.bootstrap_servers}")
 
-    def _check_existing(self, wanted: int) -> _State | None:
+    def _check_existing(self, wanted: int) -> ClusterState | None:
         state = self._read_state()
         if state is None:
             if any(self._formatted(n) for n in self._existing_node_ids()):
-                raise DevEnvironmentError(f"{self.home} holds Kafka data but no cluster.json; {_PURGE_HINT}")
+                raise DevEnvironmentError(f"{self.home} holds Kafka data but no cluster.json; {PURGE_HINT}")
             return None
-        if state.nodes != wanted:
-            raise DevEnvironmentError(
-                f"the cluster in {self.home} was formatted for {state.nodes} node(s), not {wanted}; "
-                f"start it with --nodes {state.nodes}, or {_PURGE_HINT}"
-            )
-        if state.version != self.config.version:
-            raise DevEnvironmentError(
-                f"the cluster in {self.home} was formatted by Kafka {state.version}, not "
-                f"{self.config.version}; set dev_kafka.version to {state.version}, or {_PURGE_HINT}"
-            )
-        if state.security != self.config.security:
-            raise DevEnvironmentError(
-                f"the cluster in {self.home} was made with security {state.security}, not "
-                f"{self.config.security}; start it with --security {state.security}, or {_PURGE_HINT}"
-            )
+        check_recorded(state, self.home, wanted, self.config)
         return state
 
     def _format(self, node_ids: list[int], cluster_id: str, report: Report) -> None:
-        if not node_ids:
-            return
-        report(f"formatting storage of node(s) {', '.join(map(str, node_ids))} (cluster id {cluster_id})")
-
-        def format_one(node_id: int) -> subprocess.CompletedProcess[str]:
-            node = self.node_dir(node_id)
-            command = [
-                self._java(),
-                *self.jit_options(),
-                f"-Dlog4j2.configurationFile={node / 'log4j2.properties'}",
-                "-cp", f"{self.libs_dir}/*", "kafka.tools.StorageTool", "format",
-                "-t", cluster_id, "-c", str(node / "server.properties"),
-            ]  # fmt: skip
-            command += self.mode.format_features()
-            if self.secured:  # the SCRAM user, written into the metadata with the storage
-                command += self.security.format_arguments()
-            return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-
-        with ThreadPoolExecutor(max_workers=len(node_ids)) as pool:
-            results = dict(zip(node_ids, pool.map(format_one, node_ids), strict=True))
-        for node_id, result in results.items():
-            if result.returncode != 0:
-                text = scrub(result.stdout + result.stderr, self._secret_values())
-                output = text.strip().splitlines()[-TAIL_LINES:]
-                raise DevEnvironmentError(
-                    f"formatting the storage of Kafka node {node_id} failed (exit code "
-                    f"{result.returncode}):\n" + ("\n".join(output) or "(no output)")
-                )
-
-    def _secret_values(self) -> list[str]:
-        if not self.secured:
-            return []
-        secrets = self.security.secrets()
-        return [secrets.scram_password.get_secret_value(), secrets.key_passphrase.get_secret_value()]
+        if node_ids:
+            report(f"formatting storage of node(s) {', '.join(map(str, node_ids))} (cluster id {cluster_id})")
+            kafka_node.format_storage(self, node_ids, cluster_id, self._java())
 
     def down(self, purge: bool = False) -> None:
         """Stop every node (SIGTERM, then SIGKILL after the stop timeout); `purge` deletes the data."""

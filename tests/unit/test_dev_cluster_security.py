@@ -19,8 +19,9 @@ from pydantic import SecretStr
 
 from monitor.core.errors import DevEnvironmentError, KafkaAuthenticationError, KafkaUnavailableError
 from monitor.core.settings import ClusterConfig, DevKafkaConfig, SaslMechanism, Security, SecurityProtocol
-from monitor.devtools.kafka_cluster import DevKafkaCluster, new_cluster_id
+from monitor.devtools.kafka_cluster import DevKafkaCluster
 from monitor.devtools.kafka_security import SCRAM_USER, DevSecurity, OidcIssuer
+from monitor.devtools.kafka_state import new_cluster_id
 from monitor.devtools.oidc_provider import DevOidcProvider
 from monitor.kafka import KafkaAdmin
 from monitor.kafka.translate import is_security_failure

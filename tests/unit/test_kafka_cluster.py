@@ -17,7 +17,8 @@ from confluent_kafka import KafkaError, KafkaException
 from monitor.core.errors import DevEnvironmentError, KafkaRequestError, KafkaUnavailableError
 from monitor.core.records import PartitionInfo
 from monitor.core.settings import ClusterConfig, DevKafkaConfig, Security
-from monitor.devtools.kafka_cluster import DevKafkaCluster, new_cluster_id
+from monitor.devtools.kafka_cluster import DevKafkaCluster
+from monitor.devtools.kafka_state import new_cluster_id
 from monitor.kafka import KafkaAdmin, client_config
 from tests.fixtures.dev_cluster import fake_jars, make_cluster, properties, write_state
 from tests.fixtures.receivers import free_port
