@@ -53,7 +53,6 @@ import io
 import json
 import logging
 import os
-import platform
 import pstats
 import random
 import resource
@@ -64,18 +63,14 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib.metadata import version as package_version
 from pathlib import Path
 from statistics import median
-from typing import Any, TypeVar
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka import libversion as librdkafka_version
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka import Consumer, TopicPartition
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
@@ -97,326 +92,26 @@ from monitor.store.runs import RunRecorder
 from monitor.store.samples import offsets as samples_offsets
 from monitor.store.samples import staging as samples_staging
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.collector_load import (
+    PARTITIONS_PER_TOPIC,
+    TP,
+    T,
+    Workload,
+    churn,
+    commit_groups,
+    create_topics,
+    note,
+    plan_workload,
+    produce,
+)
+from bench.collector_report import RESULTS, exact_share, machine, save
+
 BENCH_KAFKA_PORT = int(os.environ.get("KAFKA_HEALTH_BENCH_KAFKA_PORT", "59092"))
 """First broker port (controllers 100 higher; sizes take slots of ten up to 199 above it)."""
 BENCH_PG_PORT = int(os.environ.get("KAFKA_HEALTH_BENCH_PG_PORT", "55473"))
-PARTITIONS_PER_TOPIC = 100
 SMALL_CLUSTER_MAX_PARTITIONS = 10_000
-RECORDS_PER_PARTITION = (5, 20)
-PARTITIONS_PER_GROUP = (20, 200)
-CHURN_GROUPS = 10
-CHURN_PARTITIONS_PER_GROUP = 20
-CHURN_PRODUCE_PARTITIONS = 50
-CHURN_RECORDS = 3
-TARGET_CYCLE_SECONDS = 10.0
-TARGET_EXACT = 0.95
-TARGET_RSS_MB = 500.0
-TARGET_SIZE = 10_000
-RESULTS = Path(__file__).resolve().parent / "results"
-VALUE = b"v" * 100
-
-TP = tuple[str, int]
-T = TypeVar("T")
-
-_TRANSIENT = frozenset(
-    {
-        KafkaError.NOT_COORDINATOR,
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError._WAIT_COORD,
-        KafkaError._TIMED_OUT,
-        KafkaError._TRANSPORT,
-    }
-)
-
-_UNKNOWN_YET = frozenset(
-    {
-        KafkaError._UNKNOWN_PARTITION,
-        KafkaError._UNKNOWN_TOPIC,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError._MSG_TIMED_OUT,
-    }
-)
-
-# Where a cycle's time goes: (key, label). Keys marked nested are inside another step, or run
-# beside other steps, and are not added to the total.
-STEPS: list[tuple[str, str]] = [
-    ("list_group_ids", "1. list groups (ListGroups, every broker)"),
-    ("describe_groups", "1. describe groups (DescribeGroups, beside steps 2 and 3)"),
-    ("committed_offsets", "2. committed offsets (one OffsetFetch per group)"),
-    ("list_offsets", "3. list offsets (earliest/latest/max-timestamp)"),
-    ("targets", "4. timestamp targets (lag.*_targets)"),
-    ("cache_memory", "4. timestamp cache in memory"),
-    ("cache_db", "4. timestamp cache in PostgreSQL (cached_timestamps)"),
-    ("reader", "4. timestamp reader (Kafka consumer, within the budget)"),
-    ("history", "5. end-offset history (end_offset_brackets)"),
-    ("samples", "6. lag samples and commit observations (lag.*)"),
-    ("previous", "6. previous commits (latest_committed)"),
-    ("db_batch", "6. write the batch (submit: transaction + commit)"),
-    ("db_batch_sql", "   of which write_offsets_batch"),
-    ("db_run", "run row (start insert, finish update)"),
-    ("db_history", "cold cycle's history rows (own thread, after its run, beside the next cycle)"),
-]
-NESTED = {"db_batch_sql", "describe_groups", "db_history"}
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _chunks(items: list[T], size: int) -> Iterator[list[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-# ---------------------------------------------------------------------------------------------
-# The workload
-
-
-@dataclass
-class Workload:
-    """What the setup wrote, so the results can be checked: record counts and committed offsets."""
-
-    size: int
-    topics: list[str]
-    base_ms: int
-    records: dict[TP, int] = field(default_factory=dict)
-    commits: dict[str, dict[TP, int]] = field(default_factory=dict)
-
-    @property
-    def partitions(self) -> list[TP]:
-        return list(self.records)
-
-
-def plan_workload(size: int, groups: int, rng: random.Random, per_group: int | None = None) -> Workload:
-    """`groups` groups, each committing on `per_group` partitions (None: a random 20-200)."""
-    topics = [f"bench-{n:03d}" for n in range(size // PARTITIONS_PER_TOPIC)]
-    base_ms = (int(time.time()) - 3600) * 1000
-    workload = Workload(size, topics, base_ms)
-    for topic in topics:
-        for partition in range(PARTITIONS_PER_TOPIC):
-            workload.records[(topic, partition)] = rng.randint(*RECORDS_PER_PARTITION)
-    partitions = workload.partitions
-    high = min(PARTITIONS_PER_GROUP[1], len(partitions))
-    low = min(PARTITIONS_PER_GROUP[0], high)
-    for g in range(groups):
-        count = min(per_group, len(partitions)) if per_group is not None else rng.randint(low, high)
-        chosen = rng.sample(partitions, count)
-        offsets = {}
-        for tp in chosen:
-            end = workload.records[tp]
-            offsets[tp] = end if rng.random() < 0.5 else rng.randrange(0, end)
-        workload.commits[f"bench-group-{g:04d}"] = offsets
-    return workload
-
-
-def create_topics(bootstrap: str, topics: list[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for n, chunk in enumerate(_chunks(topics, 20)):
-        new = [NewTopic(t, num_partitions=PARTITIONS_PER_TOPIC, replication_factor=1) for t in chunk]
-        futures = admin.create_topics(new, operation_timeout=120, request_timeout=180)
-        for future in futures.values():
-            future.result(timeout=240)
-        _log(f"  topics {min((n + 1) * 20, len(topics))}/{len(topics)}")
-    # Every broker's metadata cache, not just one: they apply the controller's log each at its own
-    # pace, and a client asking a broker that lags is told the topic does not exist.
-    deadline = time.monotonic() + 300
-    for server in bootstrap.split(","):
-        while True:
-            missing = _partitions_without_leader(server, topics)
-            if not missing:
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{missing} partitions still have no leader on {server} after 300 s")
-            _log(f"  waiting for leaders: {missing} partitions without one on {server}")
-            time.sleep(2)
-    # A leader in the metadata may not have created the partition's log yet (a broker creates
-    # thousands one by one): ListOffsets answers only once it has.
-    while True:
-        unready = _partitions_not_ready(bootstrap, topics)
-        if not unready:
-            return
-        if time.monotonic() > deadline + 300:
-            raise RuntimeError(f"{unready} partitions still not ready after 600 s")
-        _log(f"  waiting for the brokers to create the logs: {unready} partitions not ready yet")
-        time.sleep(3)
-
-
-def _partitions_not_ready(bootstrap: str, topics: list[str]) -> int:
-    """Partitions whose latest offset cannot be listed yet. A new client each time: one that was
-    told a topic is unknown keeps failing its partitions for a while after it exists."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    wanted = {TopicPartition(t, p): OffsetSpec.latest() for t in topics for p in range(PARTITIONS_PER_TOPIC)}
-    futures = admin.list_offsets(wanted, request_timeout=60)
-    unready = 0
-    for future in futures.values():
-        try:
-            if future.result(timeout=90).offset < 0:
-                unready += 1
-        except Exception:
-            unready += 1
-    return unready
-
-
-def _partitions_without_leader(server: str, topics: list[str]) -> int:
-    """Partitions of `topics` without a leader in the metadata of the broker at `server` (a new
-    client bootstrapped from it alone sends its first request there)."""
-    metadata = AdminClient({"bootstrap.servers": server}).list_topics(timeout=30)
-    missing = 0
-    for topic in topics:
-        found = metadata.topics.get(topic)
-        if found is None or found.error is not None or len(found.partitions) != PARTITIONS_PER_TOPIC:
-            missing += PARTITIONS_PER_TOPIC
-        else:
-            missing += sum(1 for p in found.partitions.values() if p.leader < 0)
-    return missing
-
-
-def produce(bootstrap: str, workload: Workload, plan: Iterable[tuple[TP, int, int]]) -> int:
-    """Produce, for each (partition, first index, count), records first..first+count-1 stamped
-    base + index seconds, in order; returns how many were produced.
-
-    A partition whose records all failed because the producer did not know it yet (a broker's
-    metadata lagging behind the controller's right after the topics were made) is produced again;
-    a partition with some records written and some failed would break the offset -> timestamp
-    mapping the check relies on, and stops the benchmark.
-    """
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            # Without idempotence, a retried batch whose first attempt was written after all
-            # (a timeout on a loaded broker) is written twice, or after a later batch: the
-            # records' offsets then no longer give their timestamps, and the check fails on rows
-            # the collector got right.
-            "enable.idempotence": True,
-            "linger.ms": 50,
-            "queue.buffering.max.messages": 2_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            "log_level": 3,  # not a warning per partition missing from the metadata cache
-        }
-    )
-    pending = list(plan)
-    sent = 0
-    ok: dict[TP, int] = defaultdict(int)
-    failed: dict[TP, KafkaError] = {}
-
-    def delivered(error: KafkaError | None, message: Any) -> None:
-        key = (str(message.topic()), int(message.partition()))
-        if error is None:
-            ok[key] += 1
-        else:
-            failed[key] = error
-
-    for attempt in range(6):
-        ok.clear()
-        failed.clear()
-        for (topic, partition), first, count in pending:
-            for index in range(first, first + count):
-                try:
-                    _produce_one(producer, workload, topic, partition, index, delivered)
-                except KafkaException as exc:
-                    failed[(topic, partition)] = exc.args[0]  # a topic the producer thinks missing
-                    break
-                sent += 1
-                if sent % 20_000 == 0:
-                    producer.poll(0)
-                    _log(f"  produced {sent:,} records")
-        left = producer.flush(300)
-        if left:
-            raise RuntimeError(f"producing failed: {left} records undelivered after 300 s")
-        if not failed:
-            return sent
-        broken = {tp: e for tp, e in failed.items() if ok[tp] or e.code() not in _UNKNOWN_YET}
-        if broken:
-            raise RuntimeError(f"producing failed on {len(broken)} partitions: {list(broken.items())[:3]}")
-        pending = [item for item in pending if item[0] in failed]
-        sent -= sum(ok[tp] for tp, _, _ in pending)  # none: a partition with any is `broken`
-        _log(f"  {len(pending)} partitions were not known to the producer yet; producing them again")
-        time.sleep(2 * (attempt + 1))
-    raise RuntimeError(f"{len(pending)} partitions stayed unknown to the producer")
-
-
-def _produce_one(
-    producer: Producer,
-    workload: Workload,
-    topic: str,
-    partition: int,
-    index: int,
-    delivered: Callable[[KafkaError | None, Any], None],
-) -> None:
-    while True:
-        try:
-            producer.produce(
-                topic,
-                value=VALUE,
-                key=f"key-{topic}-{partition}-{index}".encode(),
-                partition=partition,
-                timestamp=workload.base_ms + index * 1000,
-                on_delivery=delivered,
-            )
-            return
-        except BufferError:
-            producer.poll(0.1)
-
-
-def _commit(bootstrap: str, group: str, offsets: dict[TP, int]) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        wanted = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
-        deadline = time.monotonic() + 120
-        while True:
-            error: KafkaError | None
-            try:
-                answer = consumer.commit(offsets=wanted, asynchronous=False) or []
-                failed = [tp.error for tp in answer if tp.error is not None]
-                if not failed:
-                    return
-                error = failed[0]
-            except KafkaException as exc:
-                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-                if error is None:
-                    raise
-            if not (error.code() in _TRANSIENT or error.retriable()) or time.monotonic() > deadline:
-                raise RuntimeError(f"commit of group {group} failed: {error}")
-            time.sleep(0.2)
-    finally:
-        consumer.close()
-
-
-def commit_groups(bootstrap: str, commits: dict[str, dict[TP, int]], threads: int) -> None:
-    """Commit every group's offsets, one consumer per group, `threads` groups at a time."""
-    done = 0
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        futures = [pool.submit(_commit, bootstrap, group, offsets) for group, offsets in commits.items()]
-        for future in as_completed(futures):
-            future.result()
-            done += 1
-            if done % 50 == 0 or done == len(futures):
-                _log(f"  committed {done}/{len(futures)} groups")
-
-
-def churn(bootstrap: str, workload: Workload, rng: random.Random, threads: int) -> dict[str, int]:
-    """New records on a few partitions, then a handful of groups committing further on."""
-    chosen = rng.sample(workload.partitions, min(CHURN_PRODUCE_PARTITIONS, len(workload.records)))
-    plan = [(tp, workload.records[tp], CHURN_RECORDS) for tp in chosen]
-    produced = produce(bootstrap, workload, plan)
-    for tp in chosen:
-        workload.records[tp] += CHURN_RECORDS
-    moved: dict[str, dict[TP, int]] = {}
-    for group in rng.sample(sorted(workload.commits), min(CHURN_GROUPS, len(workload.commits))):
-        current = workload.commits[group]
-        keys = rng.sample(sorted(current), min(CHURN_PARTITIONS_PER_GROUP, len(current)))
-        moved[group] = {tp: rng.randint(current[tp], workload.records[tp]) for tp in keys}
-        current.update(moved[group])
-    commit_groups(bootstrap, moved, threads)
-    return {"records": produced, "groups": len(moved), "group_partitions": sum(map(len, moved.values()))}
-
-
-# ---------------------------------------------------------------------------------------------
-# The measuring process: the collector and nothing else
 
 
 class StepTimer:
@@ -732,7 +427,7 @@ def free_base_port(index: int, nodes: int) -> int:
         port = BENCH_KAFKA_PORT + 10 * ((index + 3 * attempt) % 10)
         if _ports_free(port, nodes):
             return port
-        _log(f"  ports {port}+ are taken (by a client connection?); trying the next slot")
+        note(f"  ports {port}+ are taken (by a client connection?); trying the next slot")
         time.sleep(1)
     raise RuntimeError(f"no free Kafka ports between {BENCH_KAFKA_PORT} and {BENCH_KAFKA_PORT + 199}")
 
@@ -745,7 +440,7 @@ def cluster_plan(size: int, index: int) -> ClusterPlan:
     fits, why = single_node_fits(size)
     if fits:
         return ClusterPlan(1, 2048, free_base_port(index, 1))
-    _log(f"[{size:,} partitions] one broker cannot hold them here ({why}): using three")
+    note(f"[{size:,} partitions] one broker cannot hold them here ({why}): using three")
     return ClusterPlan(3, 1024, free_base_port(index, 3), why)
 
 
@@ -812,7 +507,7 @@ def verify(engine: Engine, cluster: str, workload: Workload) -> dict[str, int]:
                 "latest_ms": _ms(latest),
             })  # fmt: skip
     if examples:
-        _log(f"  verification found wrong rows, e.g. {json.dumps(examples[:5])}")
+        note(f"  verification found wrong rows, e.g. {json.dumps(examples[:5])}")
     return {
         "exact_checked": checked,
         "exact_wrong": wrong,
@@ -946,13 +641,13 @@ def measure(spec: dict[str, Any], workload: Workload, rng: random.Random, thread
             message = json.loads(line)
             event = message.pop("event")
             if event == "churn":
-                _log(f"  churn before cycle {message['before_cycle']}")
+                note(f"  churn before cycle {message['before_cycle']}")
                 churned.append(churn(spec["bootstrap"], workload, rng, threads))
                 child.stdin.write("go\n")
                 child.stdin.flush()
             elif event == "cycle":
                 counts = message["run"]["counts"]
-                _log(
+                note(
                     f"  cycle {message['cycle']}: {message['seconds']:.2f} s, {message['run']['status']}, "
                     f"exact {counts.get('exact', 0):,}/{counts.get('lagging_group_partitions', 0):,} "
                     f"lagging, read {counts.get('timestamps_read', 0):,}, "
@@ -960,7 +655,7 @@ def measure(spec: dict[str, Any], workload: Workload, rng: random.Random, thread
                     f"RSS {message['memory']['rss_mb']:.0f} MB"
                 )
             elif event == "steady":
-                _log(
+                note(
                     f"  steady state: {message['seconds']:.0f} s, "
                     f"a commit timed every {PROBE_EVERY_SECONDS:g} s"
                 )
@@ -970,7 +665,7 @@ def measure(spec: dict[str, Any], workload: Workload, rng: random.Random, thread
                 child.stdin.write("go\n")
                 child.stdin.flush()
             elif event == "steady_done":
-                _log(
+                note(
                     f"  steady: {message['cpu_seconds']:.1f} CPU s in {message['wall_seconds']:.0f} s "
                     f"({message['cpu_per_minute']:.2f} per minute)"
                 )
@@ -1011,7 +706,7 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
     return {
         "seconds": [c["seconds"] for c in run["cycles"]],
-        "exact": [_exact(c["run"]["counts"]) for c in run["cycles"]],
+        "exact": [exact_share(c["run"]["counts"]) for c in run["cycles"]],
         "loadavg": [c["loadavg"] for c in run["cycles"]],
         "peak_mb": run["memory"]["peak_mb"],
         "verification": run["verification"],
@@ -1039,17 +734,17 @@ def run_size(
             config = DevKafkaConfig(nodes=plan.nodes, base_port=plan.base_port, heap_mb=plan.heap_mb)
             cluster = DevKafkaCluster(config, home, cache_dir())
             cluster.down(purge=True)
-            _log(
+            note(
                 f"[{size:,} partitions] Kafka: {plan.nodes} node(s), {plan.heap_mb} MB heap each, "
                 f"ports {plan.base_port}+"
             )
             try:
-                cluster.up(report=lambda m: _log(f"  {m}"))
+                cluster.up(report=lambda m: note(f"  {m}"))
                 break
             except DevEnvironmentError as exc:
                 if "already in use" not in str(exc) or attempt == 2:
                     raise
-                _log(f"  {exc}; trying other ports")
+                note(f"  {exc}; trying other ports")
         setup["kafka_up"] = time.perf_counter() - started
         result.update(
             kafka_nodes=plan.nodes,
@@ -1070,14 +765,14 @@ def run_size(
         workload = plan_workload(size, groups, rng, args.partitions_per_group)
         bootstrap = cluster.bootstrap_servers
         started = time.perf_counter()
-        _log(f"  creating {len(workload.topics)} topics of {PARTITIONS_PER_TOPIC} partitions (RF 1)")
+        note(f"  creating {len(workload.topics)} topics of {PARTITIONS_PER_TOPIC} partitions (RF 1)")
         create_topics(bootstrap, workload.topics)
         setup["topics"] = time.perf_counter() - started
 
         started = time.perf_counter()
         result["records"] = produce(bootstrap, workload, [(tp, 0, n) for tp, n in workload.records.items()])
         setup["produce"] = time.perf_counter() - started
-        _log(f"  produced {result['records']:,} records in {setup['produce']:.1f} s")
+        note(f"  produced {result['records']:,} records in {setup['produce']:.1f} s")
 
         started = time.perf_counter()
         commit_groups(bootstrap, workload.commits, args.threads)
@@ -1085,7 +780,7 @@ def run_size(
         result["groups"] = len(workload.commits)
         result["group_partitions_committed"] = sum(map(len, workload.commits.values()))
         result["setup"] = setup
-        _log(
+        note(
             f"  setup: {sum(setup.values()):.1f} s ({', '.join(f'{k} {v:.1f} s' for k, v in setup.items())})"
         )
 
@@ -1106,7 +801,7 @@ def run_size(
         for repeat in range(args.repeat):
             if repeat:
                 # Cold again: a new measuring process (empty memory cache) and a fresh database.
-                _log(f"  run {repeat + 1}/{args.repeat}: a fresh database, a new measuring process")
+                note(f"  run {repeat + 1}/{args.repeat}: a fresh database, a new measuring process")
                 postgres.drop_database(admin_url, name)
                 postgres.create_database(admin_url, name)
                 migrate.upgrade(url)
@@ -1125,376 +820,13 @@ def run_size(
             postgres.drop_database(admin_url, name)
     finally:
         if not args.keep and cluster is not None:
-            _log(f"  stopping the {size:,}-partition cluster")
+            note(f"  stopping the {size:,}-partition cluster")
             cluster.down(purge=True)
     return result
 
 
 # ---------------------------------------------------------------------------------------------
 # Report
-
-
-def _memory_total() -> str:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            return f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-    return "unknown"
-
-
-def machine(pg_version: str) -> dict[str, Any]:
-    return {
-        "cpus": len(os.sched_getaffinity(0)),
-        "memory": _memory_total(),
-        "system": f"{platform.system()} {platform.release()} {platform.machine()}",
-        "kafka": DevKafkaConfig().version,
-        "postgresql": pg_version,
-        "python": platform.python_version(),
-        "confluent_kafka": package_version("confluent-kafka"),
-        "librdkafka": librdkafka_version()[0],
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "loadavg_start": os.getloadavg()[0],
-    }
-
-
-def _exact(counts: dict[str, int]) -> float | None:
-    lagging = counts.get("lagging_group_partitions", 0)
-    return counts.get("exact", 0) / lagging if lagging else None
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}"
-
-
-def verdicts(sizes: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
-    """(target, met, detail) for each target; met is None when the size was not run."""
-    at = next((s for s in sizes if s["partitions"] == TARGET_SIZE and "cycles" in s), None)
-    found: list[tuple[str, bool | None, str]] = []
-    if at is None:
-        found.append((f"cycle < {TARGET_CYCLE_SECONDS:g} s at 10k partitions", None, "10k not run"))
-        found.append((f"exact >= {TARGET_EXACT:.0%} of lagging at 10k", None, "10k not run"))
-    else:
-        runs = at.get("runs", [])
-        times = [c["seconds"] for c in at["cycles"]]
-        if len(runs) > 1:
-            times = [median(r["seconds"][i] for r in runs) for i in range(len(runs[0]["seconds"]))]
-        found.append(
-            (
-                f"cycle < {TARGET_CYCLE_SECONDS:g} s at 10k partitions, {at['groups']} groups",
-                all(t < TARGET_CYCLE_SECONDS for t in times),
-                "cycles " + ", ".join(f"{t:.2f} s" for t in times),
-            )
-        )
-        # A cycle still filling after a start leaves append times for the next on purpose.
-        filling = [c for c in at["cycles"] if (c["run"]["counts"] or {}).get("filling")]
-        exact = [_exact(c["run"]["counts"]) for c in at["cycles"] if c not in filling]
-        found.append(
-            (
-                f"exact timestamps for >= {TARGET_EXACT:.0%} of lagging group-partitions at 10k",
-                all(e is not None and e >= TARGET_EXACT for e in exact),
-                "cycles "
-                + ", ".join(f"{_pct(e)} %" for e in exact)
-                + (f"; {len(filling)} cycle(s) still filling after the start left out" if filling else ""),
-            )
-        )
-    found += stream_verdicts(sizes)
-    measured = [s for s in sizes if "memory" in s]
-    if measured:
-        peaks = [(s["partitions"], s["memory"]["peak_mb"]) for s in measured]
-        found.append(
-            (
-                f"collector RSS < {TARGET_RSS_MB:g} MB",
-                all(p < TARGET_RSS_MB for _, p in peaks),
-                "peak " + ", ".join(f"{p:.0f} MB at {n:,}" for n, p in peaks),
-            )
-        )
-    return found
-
-
-# Issue 19's targets, at 100k group-partitions (2 cores, quiet machine).
-TARGET_GROUP_PARTITIONS = 100_000
-TARGET_FIRST_ANSWER_SECONDS = 2.5
-TARGET_VISIBLE_MEDIAN_SECONDS = 1.0
-TARGET_VISIBLE_P95_SECONDS = 2.0
-TARGET_CPU_PER_MINUTE = 3.0
-TARGET_WARM_CYCLE_SECONDS = 2.0
-TARGET_PEAK_RSS_MB = 300.0
-
-
-def _warm_cycles(size: dict[str, Any]) -> list[float]:
-    """The cycle times of the steady state, else of the cycles after the cold one and its fill."""
-    steady = size.get("steady") or {}
-    if steady.get("cycles"):
-        return list(steady["cycles"])
-    cycles = size.get("cycles", [])
-    return [c["seconds"] for c in cycles[1:] if not c.get("asked")]
-
-
-def stream_verdicts(sizes: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
-    """Issue 19's targets at the size with 100k group-partitions (None: not run)."""
-    at = next(
-        (
-            s
-            for s in sizes
-            if s.get("group_partitions_committed") == TARGET_GROUP_PARTITIONS and "cycles" in s
-        ),
-        None,
-    )
-    names = [
-        f"first complete answer <= {TARGET_FIRST_ANSWER_SECONDS:g} s after start at 100k group-partitions",
-        f"a commit visible <= {TARGET_VISIBLE_MEDIAN_SECONDS:g} s median, "
-        f"<= {TARGET_VISIBLE_P95_SECONDS:g} s p95",
-        f"steady CPU <= {TARGET_CPU_PER_MINUTE:g} CPU-seconds per minute",
-        f"offsets cycle <= {TARGET_WARM_CYCLE_SECONDS:g} s (warm)",
-        f"peak RSS <= {TARGET_PEAK_RSS_MB:g} MB at 100k group-partitions",
-    ]
-    if at is None:
-        return [(name, None, "100k group-partitions not run") for name in names]
-    cold = at.get("cold") or {}
-    steady = at.get("steady") or {}
-    visible = steady.get("commit_visible") or {}
-    first = cold.get("first_complete_seconds")
-    warm = _warm_cycles(at)
-    found: list[tuple[str, bool | None, str]] = [
-        (names[0], None if first is None else first <= TARGET_FIRST_ANSWER_SECONDS, _secs(first)),
-    ]
-    middle, p95 = visible.get("median_seconds"), visible.get("p95_seconds")
-    found.append(
-        (
-            names[1],
-            None
-            if middle is None or p95 is None
-            else middle <= TARGET_VISIBLE_MEDIAN_SECONDS
-            and p95 <= TARGET_VISIBLE_P95_SECONDS
-            and not visible.get("unseen"),
-            f"median {_secs(middle)}, p95 {_secs(p95)}, {visible.get('unseen', 0)} of "
-            f"{visible.get('probes', 0)} not seen",
-        )
-    )
-    cpu = steady.get("cpu_per_minute")
-    found.append(
-        (names[2], None if cpu is None else cpu <= TARGET_CPU_PER_MINUTE, f"{cpu:.2f}" if cpu else "-")
-    )
-    found.append(
-        (
-            names[3],
-            all(t <= TARGET_WARM_CYCLE_SECONDS for t in warm) if warm else None,
-            ", ".join(f"{t:.2f} s" for t in warm) or "-",
-        )
-    )
-    peak = at["memory"]["peak_mb"]
-    found.append((names[4], peak <= TARGET_PEAK_RSS_MB, f"{peak:.0f} MB"))
-    return found
-
-
-def _secs(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f} s"
-
-
-def stream_table(sizes: list[dict[str, Any]]) -> list[str]:
-    """Start to the first complete answer, commit to visible, steady CPU and cycles, per size."""
-    measured = [s for s in sizes if "cycles" in s and ("cold" in s or "steady" in s)]
-    if not measured:
-        return []
-    lines = [
-        "",
-        "### Cold start, commit latency and steady cost",
-        "",
-        "| partitions | group-partitions | first complete answer s | append times filled s | commit visible "
-        "median s | p95 s | probes (unseen) | steady CPU s / min | steady cycles s | peak RSS MB |",
-        "|---:|---:|---:|---:|---:|---:|---|---:|---|---:|",
-    ]
-    for s in measured:
-        cold, steady = s.get("cold") or {}, s.get("steady") or {}
-        visible = steady.get("commit_visible") or {}
-        cpu = steady.get("cpu_per_minute")
-        lines.append(
-            f"| {s['partitions']:,} | {s['group_partitions_committed']:,} "
-            f"| {_secs(cold.get('first_complete_seconds'))} | {_secs(cold.get('filled_seconds'))} "
-            f"| {_secs(visible.get('median_seconds'))} | {_secs(visible.get('p95_seconds'))} "
-            f"| {visible.get('probes', 0)} ({visible.get('unseen', 0)}) "
-            f"| {'-' if cpu is None else f'{cpu:.2f}'} "
-            f"| {', '.join(f'{t:.2f}' for t in steady.get('cycles', [])) or '-'} "
-            f"| {s['memory']['peak_mb']:.0f} |"
-        )
-    lines += [
-        "",
-        "First complete answer: from the measuring process's start (clients built, the commit stream "
-        "started, the metadata job) until the store holds a lag sampled since then for every committed "
-        "group-partition; the daemon adds the offsets job's first_run_in (1 s). Append times filled: "
-        "until a run's `filling` count is 0 (the cycles the job asks for at once). Commit visible: from "
-        "a commit request (one a second, by a consumer of the group) to its commit observation found "
-        "in the store (polled every 10 ms). Steady CPU: user + system seconds of the measuring process "
-        "(every thread) over whole offsets intervals with the commit stream on, per minute.",
-    ]
-    return lines
-
-
-def report(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, Any]]) -> str:
-    if sizes and "collect" in sizes[0]:  # the settings of the first size; the others say so if they differ
-        collect = {k: v for k, v in sizes[0]["collect"].items() if k in collect}
-    lines = [
-        "## Offsets collector: cycle time, exact timestamps, memory",
-        "",
-        f"Machine: {info['cpus']} CPU (nproc), {info['memory']} RAM, {info['system']}; "
-        f"Kafka {info['kafka']} (local KRaft, RF 1); PostgreSQL {info['postgresql']}; "
-        f"Python {info['python']}; confluent-kafka {info['confluent_kafka']} "
-        f"(librdkafka {info['librdkafka']}); {info['date']}; load average (1 min) at start "
-        f"{info['loadavg_start']:.2f} (a decaying average: it still counts what ran in the minutes "
-        "before, an earlier benchmark's setup too).",
-        "",
-        "Collect settings: " + ", ".join(f"{k} = {v}" for k, v in collect.items()) + ".",
-        "",
-        "Measured: "
-        + "; ".join(
-            f"{s['partitions']:,} partitions at {s.get('measured_at', info['date'])}"
-            + (
-                f" (request timeout {s['collect']['request_timeout_seconds']:g} s)"
-                if s.get("collect", collect).get("request_timeout_seconds")
-                != collect["request_timeout_seconds"]
-                else ""
-            )
-            for s in sizes
-        )
-        + ".",
-        "",
-        "| partitions | Kafka nodes | groups | group-partitions | lagging | cycle 1 s (cold) | cycle 2 s "
-        "| cycle 3 s | exact % (1 / 2 / 3) | peak RSS MB | RSS MB | load avg |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
-    ]
-    for s in sizes:
-        if "cycles" not in s:
-            lines.append(
-                f"| {s['partitions']:,} | {s.get('kafka_nodes', '')} | failed: {s.get('error', '')} |"
-            )
-            continue
-        ran = [c["run"]["counts"] for c in s["cycles"] if c["run"]["status"] != "failed"]
-        first = ran[0] if ran else {}
-        secs = [
-            f"{c['seconds']:.2f}" + (" failed" if c["run"]["status"] == "failed" else "") for c in s["cycles"]
-        ] + ["-"] * (3 - len(s["cycles"]))
-        runs = s.get("runs", [])
-        if len(runs) > 1:  # the median of each cycle over the runs, then each run's figure
-            secs = [
-                f"{median(r['seconds'][i] for r in runs):.2f} ("
-                + ", ".join(f"{r['seconds'][i]:.2f}" for r in runs)
-                + ")"
-                for i in range(len(runs[0]["seconds"]))
-            ] + ["-"] * (3 - len(runs[0]["seconds"]))
-        exact = " / ".join(_pct(_exact(c["run"]["counts"])) for c in s["cycles"])
-        load = max([s["loadavg_before"]] + [c["loadavg"] for c in s["cycles"]])
-        load = max([load] + [a for r in runs for a in r["loadavg"]])
-        lines.append(
-            f"| {s['partitions']:,} | {s['kafka_nodes']} | {first.get('groups', 0)} "
-            f"| {first.get('group_partitions', 0):,} | {first.get('lagging_group_partitions', 0):,} "
-            f"| {' | '.join(secs[:3])} | {exact} | {s['memory']['peak_mb']:.0f} "
-            f"| {s['memory']['rss_mb']:.0f} | {load:.1f} |"
-        )
-    for s in sizes:
-        if s.get("why_not_single_node"):
-            lines += [
-                "",
-                f"{s['partitions']:,} partitions ran on {s['kafka_nodes']} brokers, not one: "
-                f"{s['why_not_single_node']}.",
-            ]
-    lines += [
-        "",
-        "Cycle times with figures in brackets: the median over that many cold-started runs "
-        "(--repeat), then each run's; the other columns and the tables below are of the run with the "
-        "median cold cycle. "
-        "Exact % = counts.exact / counts.lagging_group_partitions of the cycle's collection_runs row. "
-        "RSS is the measuring process (the collector alone: Python, its clients, caches and batch); "
-        "Kafka and PostgreSQL run in their own processes and are not counted. Load avg is the highest "
-        "1-minute load average seen during the size (2 CPUs).",
-        "",
-        "### Per cycle",
-        "",
-        "| partitions | cycle | s | status | groups | group-partitions | lagging | exact % | timestamps "
-        "needed | read | unread | interpolated | rows |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for s in sizes:
-        for c in s.get("cycles", []):
-            n = c["run"]["counts"]
-            lines.append(
-                f"| {s['partitions']:,} | {c['cycle']} | {c['seconds']:.2f} | {c['run']['status']} "
-                f"| {n.get('groups', 0)} | {n.get('group_partitions', 0):,} "
-                f"| {n.get('lagging_group_partitions', 0):,} | {_pct(_exact(n))} "
-                f"| {n.get('timestamps_needed', 0):,} | {n.get('timestamps_read', 0):,} "
-                f"| {n.get('timestamps_unread', 0):,} | {n.get('interpolated', 0):,} | {n.get('rows', 0):,} |"
-            )
-    lines += stream_table(sizes)
-    problems = [
-        f"- {s['partitions']:,} partitions, cycle {c['cycle']} ({c['run']['status']}): {c['run']['error']}"
-        for s in sizes
-        for c in s.get("cycles", [])
-        if c["run"].get("error")
-    ]
-    if problems:
-        lines += ["", *problems]
-    lines += ["", "### Where a cycle's time goes (seconds)", ""]
-    measured = [s for s in sizes if "cycles" in s]
-    if measured:
-        header = ["step"]
-        for s in measured:
-            header += [f"{s['partitions'] // 1000}k c{c['cycle']}" for c in s["cycles"]]
-        lines.append("| " + " | ".join(header) + " |")
-        lines.append("|---" + "|---:" * (len(header) - 1) + "|")
-        sql = sorted({k for s in measured for c in s["cycles"] for k in c["steps"] if k.startswith("sql ")})
-        rows = [*STEPS, *((k, f"   - {k}") for k in sql)]
-        rows += [("other", "other (filtering, building the batch, counts)"), ("", "")]
-        for key, label in rows:
-            if not key:
-                label = "**cycle wall time**"
-            cells = [label]
-            for s in measured:
-                for c in s["cycles"]:
-                    steps = c["steps"]
-                    if key == "other":
-                        value = c["seconds"] - sum(
-                            v["seconds"]
-                            for k, v in steps.items()
-                            if k not in NESTED and not k.startswith("sql ")
-                        )
-                    elif not key:
-                        value = c["seconds"]
-                    else:
-                        value = steps.get(key, {}).get("seconds", 0.0)
-                    cells.append(f"{value:.3f}")
-            lines.append("| " + " | ".join(cells) + " |")
-        lines += ["", "Metadata job (once per size, before cycle 1): "]
-        lines[-1] += (
-            ", ".join(f"{s['partitions']:,}: {s['metadata']['seconds']:.2f} s" for s in measured) + "."
-        )
-    if len(measured) > 1:
-        base = measured[0]
-        growth = []
-        for s in measured:
-            ratio = s["cycles"][0]["seconds"] / base["cycles"][0]["seconds"]
-            warm = s["cycles"][-1]["seconds"] / base["cycles"][-1]["seconds"]
-            growth.append(
-                f"{s['partitions']:,} partitions: x{ratio:.1f} cold, x{warm:.1f} warm "
-                f"(for x{s['partitions'] / base['partitions']:.0f} partitions)"
-            )
-        lines += ["", "Growth against the smallest size: " + "; ".join(growth) + "."]
-    lines += ["", "### Setup (not part of the measurement)", ""]
-    lines.append(
-        "| partitions | records | groups committed | group-partitions | Kafka up s | topics s "
-        "| produce s | commits s | check: exact ok | check: partitions ok |"
-    )
-    lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
-    for s in measured:
-        st, v = s["setup"], s["verification"]
-        lines.append(
-            f"| {s['partitions']:,} | {s['records']:,} | {s['groups']} | {s['group_partitions_committed']:,} "
-            f"| {st['kafka_up']:.1f} | {st['topics']:.1f} | {st['produce']:.1f} | {st['commits']:.1f} "
-            f"| {v['exact_checked'] - v['exact_wrong']:,}/{v['exact_checked']:,} "
-            f"| {v['partitions_checked'] - v['partitions_wrong']:,}/{v['partitions_checked']:,} |"
-        )
-    lines += ["", "### Targets", ""]
-    for target, met, detail in verdicts(sizes):
-        mark = "not measured" if met is None else ("met" if met else "NOT met")
-        lines.append(f"- {target}: **{mark}** ({detail})")
-    return "\n".join(lines) + "\n"
 
 
 def _counts(value: str) -> list[int]:
@@ -1608,7 +940,7 @@ def main() -> int:
         "timestamp_cache_entries": defaults.timestamp_cache_entries,
         "buffer_max_rows": defaults.buffer_max_rows,
     }
-    _log(
+    note(
         f"timestamp budget {defaults.timestamp_budget_seconds:g} s, "
         f"request timeout {request_timeout:g} s "
         f"({'set by flags' if overrides or args.request_timeout else 'the defaults'})"
@@ -1616,7 +948,7 @@ def main() -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGHUP, _stop)
-    server = postgres.LocalPostgres(var_dir() / "bench" / "postgres-collector", BENCH_PG_PORT, log=_log)
+    server = postgres.LocalPostgres(var_dir() / "bench" / "postgres-collector", BENCH_PG_PORT, log=note)
     server.up()
     sizes: list[dict[str, Any]] = []
     try:
@@ -1640,7 +972,7 @@ def main() -> int:
             try:
                 sizes.append(run_size(size, index, args, admin_url, collect))
             except Exception as exc:
-                _log(f"[{size:,} partitions] failed: {type(exc).__name__}: {exc}")
+                note(f"[{size:,} partitions] failed: {type(exc).__name__}: {exc}")
                 sizes.append({"partitions": size, "error": f"{type(exc).__name__}: {exc}"})
             sizes[-1]["measured_at"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
             save(info, collect, sorted(earlier + sizes, key=lambda s: s["partitions"]))
@@ -1648,18 +980,8 @@ def main() -> int:
         if not args.keep:
             server.down()
     print(save(info, collect, sorted(earlier + sizes, key=lambda s: s["partitions"])))
-    _log(f"wrote {RESULTS / 'collector.json'} and {RESULTS / 'collector.md'}")
+    note(f"wrote {RESULTS / 'collector.json'} and {RESULTS / 'collector.md'}")
     return 0 if all("cycles" in s for s in sizes) else 1
-
-
-def save(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, Any]]) -> str:
-    """Write the report of `sizes` to bench/results/collector.{md,json}; return the Markdown."""
-    text_report = report(info, {k: v for k, v in collect.items() if k != "buffer_max_rows"}, sizes)
-    targets = [{"target": t, "met": m, "detail": d} for t, m, d in verdicts(sizes)]
-    document = {"machine": info, "collect": collect, "sizes": sizes, "targets": targets}
-    (RESULTS / "collector.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
-    (RESULTS / "collector.md").write_text(text_report)
-    return text_report
 
 
 def _stop(signum: int, _frame: object) -> None:

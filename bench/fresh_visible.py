@@ -47,13 +47,13 @@ from sqlalchemy import Engine, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.collector import (
+from bench.collector import database_url
+from bench.collector_load import (
     PARTITIONS_PER_TOPIC,
     TP,
     Workload,
     commit_groups,
     create_topics,
-    database_url,
     plan_workload,
     produce,
 )

@@ -1,11 +1,11 @@
-"""The offsets collector benchmark's report of issue 19's targets (bench/collector.py): which
+"""The offsets collector benchmark's report of issue 19's targets (bench/collector_report.py): which
 figures each verdict takes, and that the table shows them."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.collector import report, stream_table, stream_verdicts
+from bench.collector_report import report, stream_table, stream_verdicts
 
 
 def _size(
