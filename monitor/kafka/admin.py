@@ -264,10 +264,10 @@ class KafkaAdmin:
             with self._call("describe the cluster") as call:
                 future = self._admin().describe_cluster(request_timeout=self.timeout / 2)
                 info = records.cluster_info(future.result(timeout=min(call.remaining(), self.timeout / 2)))
-            leader = self._registry.active_controller()
+            quorum, leader = self._registry.active_controller()
             return replace(
                 info,
-                controller_id=info.controller_id if leader is None else leader,
+                controller_id=leader if quorum else info.controller_id,
                 registered=self._registry.registered_brokers(),
                 kafka_version=self._registry.kafka_version(info.broker_ids),
             )

@@ -73,29 +73,39 @@ class BrokerRegistryClient(KafkaPythonClient):
             return None
         return tuple(sorted(int(b.broker_id) for b in response.brokers))
 
-    def active_controller(self) -> int | None:
-        """The node id of the KRaft metadata quorum's leader, the active controller; None when the
-        cluster has no such quorum (ZooKeeper mode, or a release before 3.3) or did not answer.
-        Blocks for at most one request timeout; never raises."""
+    def active_controller(self) -> tuple[bool, int | None]:
+        """(whether the cluster has a KRaft metadata quorum, the node id of its leader: the active
+        controller). (False, None) when it has none (ZooKeeper mode, or a release before 3.3) or
+        did not answer: the caller keeps DescribeCluster's controller, the real one in ZooKeeper
+        mode. (True, None) when the quorum's leader is not known: Kafka 3.3 to 3.7 answer
+        DescribeQuorum in versions 0 and 1, which kafka-python cannot read (it looks for the
+        partition's error message, added in version 2), and there DescribeCluster names any live
+        broker, so the controller is reported unknown rather than wrong. Blocks for at most one
+        request timeout; never raises."""
         with self._lock:
             self._require_started()
             try:
                 quorum = self._connect().admin.describe_metadata_quorum()
             except (kafka.errors.IncompatibleBrokerVersion, kafka.errors.UnsupportedVersionError):
-                return None
+                return False, None
+            except KeyError as exc:  # an answer kafka-python cannot read (before Kafka 3.8)
+                self._say_quorum_unknown(f"its DescribeQuorum answer is unreadable (no {exc})")
+                return True, None
             except Exception as exc:  # unknown for now: the next sample asks again
-                if not self._quorum_unknown:
-                    self._quorum_unknown = True
-                    name, why = self._cluster.name, self._text(exc)
-                    log.info("cluster %s: the active controller is unknown: %s (said once)", name, why)
-                return None
+                self._say_quorum_unknown(self._text(exc))
+                return False, None
         self._quorum_unknown = False
         for topic in quorum.get("topics") or ():
             for partition in topic.get("partitions") or ():
                 leader = partition.get("leader_id")
                 if partition.get("error") is None and isinstance(leader, int) and leader >= 0:
-                    return leader
-        return None
+                    return True, leader
+        return True, None
+
+    def _say_quorum_unknown(self, why: str) -> None:
+        if not self._quorum_unknown:
+            self._quorum_unknown = True
+            log.info("cluster %s: the active controller is unknown: %s (said once)", self._cluster.name, why)
 
     def kafka_version(self, broker_ids: Sequence[int]) -> KafkaVersion | None:
         """The oldest Kafka release among the brokers `broker_ids` (during a rolling upgrade the
