@@ -60,14 +60,26 @@ Key = tuple[str, int]
 """(topic, partition)"""
 
 
-def groups_lags(conn: Connection, cluster: str, group_ids: Sequence[str]) -> dict[str, dict[Key, FreshLag]]:
-    """group id -> `partition_lags` of each of `group_ids` the store holds fresh lags of, in one
-    query: a page of a list of groups, or the groups whose commits changed (the `/metrics`
-    snapshot); its cost follows those groups' partitions."""
+FRESH_PARTITIONS_OF_TOPIC = FRESH_PARTITIONS.replace(
+    "AND o.gone_at IS NULL", "AND o.topic = :t AND o.gone_at IS NULL"
+)
+"""FRESH_PARTITIONS of one topic `:t` only (the groups reading a topic, on its page)."""
+
+
+def groups_lags(
+    conn: Connection, cluster: str, group_ids: Sequence[str], topic: str | None = None
+) -> dict[str, dict[Key, FreshLag]]:
+    """group id -> `partition_lags` of each of `group_ids` the store holds fresh lags of (on
+    `topic` only, when given), in one query: a page of a list of groups, the groups reading a
+    topic, or the groups whose commits changed (the `/metrics` snapshot); its cost follows those
+    groups' partitions."""
     found: dict[str, dict[Key, FreshLag]] = {}
     if not group_ids:
         return found
-    for r in conn.execute(text(FRESH_PARTITIONS), {"c": cluster, "gs": list(group_ids)}):
+    query, params = FRESH_PARTITIONS, {"c": cluster, "gs": list(group_ids)}
+    if topic is not None:
+        query, params = FRESH_PARTITIONS_OF_TOPIC, {**params, "t": topic}
+    for r in conn.execute(text(query), params):
         found.setdefault(str(r.group_id), {})[(str(r.topic), int(r.partition))] = FreshLag(
             int(r.committed_offset),
             int(r.end_offset),

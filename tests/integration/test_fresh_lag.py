@@ -212,6 +212,12 @@ def test_a_commit_shows_in_the_list_of_groups_and_on_metrics_before_the_next_eva
     page = client.get("/clusters/fresh/groups", params={"q": group})
     assert page.status_code == 200 and 'data-role="offset-lag" title="as of' in page.text
     assert '">60</td>' in page.text
+    # The topic's list of the groups reading it, in the API and on its page, as fresh.
+    (reading,) = client.get(f"/api/v1/clusters/fresh/topics/{topic}").json()["consumers"]
+    assert (reading["group_id"], reading["offset_lag"], reading["max_offset_lag"]) == (group, 60, 40)
+    assert reading["offset_lag_as_of"] == listed["offset_lag_as_of"]
+    page = client.get(f"/clusters/fresh/topics/{topic}")
+    assert page.status_code == 200 and '">60</td>' in page.text.split('id="topic-groups"')[1]
 
     wanted = {
         ("kafka_consumer_group_lag_in_offsets", "0"): 40,

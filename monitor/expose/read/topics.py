@@ -4,18 +4,21 @@ A topic joins the collected metadata (`topics`, the open `topic_configs` rows) w
 evaluation (`topic_state`) and counts its lagging groups (`group_topic_lag`). A partition joins
 `replication_state` (current replicas, ISR, leader, with the evaluated flags) and
 `retention_headroom` (size against retention.bytes, time coverage against retention.ms, and the
-most urgent lagging group). See `monitor.expose.read.queries` for the conventions.
+most urgent lagging group). The groups reading a topic carry their offset lag on it as fresh as
+the store holds it (`monitor.expose.read.fresh`). See `monitor.expose.read.queries` for the
+conventions.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
 from monitor.expose.read.fields import Described
+from monitor.expose.read.fresh import total
 from monitor.expose.read.queries import (
     FIRST_PAGE,
     Listing,
@@ -25,6 +28,7 @@ from monitor.expose.read.queries import (
     like_pattern,
     records,
 )
+from monitor.store.fresh_lag import groups_lags
 
 TopicSort = Literal[
     "topic",
@@ -160,6 +164,12 @@ class TopicConsumer(Described):
     data_loss_margin_seconds: float | None
     data_loss_occurred: bool | None
     status: str | None
+    evaluated_at: datetime
+    offset_lag_as_of: datetime | None = None
+
+
+_CONSUMER_FIELDS = tuple(f for f in TopicConsumer.__dataclass_fields__ if f != "offset_lag_as_of")
+"""The columns read from `group_topic_lag`; `offset_lag_as_of` is the fresh read's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,20 +367,34 @@ def topic_partitions(
 
 def consumers(conn: Connection, cluster: str, name: str) -> list[TopicConsumer]:
     """The groups with committed offsets on topic `name`: data lost first, then the smallest
-    data-loss margin, then the largest lag."""
-    return records(
+    data-loss margin, then the largest lag (the evaluation's), each with its offset lag on the
+    topic as fresh as the store holds it (as the lists of groups show it)."""
+    found = records(
         conn,
         TopicConsumer,
-        """
-        SELECT group_id, group_state, members, partitions, offset_lag, max_offset_lag, lag_seconds,
-               max_lag_seconds, append_lag_seconds, consume_rate, time_to_catch_up_seconds,
-               time_until_data_loss_seconds, data_loss_margin_seconds, data_loss_occurred, status
+        f"""
+        SELECT {", ".join(_CONSUMER_FIELDS)}
         FROM group_topic_lag WHERE cluster = :c AND topic = :t
         ORDER BY data_loss_occurred DESC NULLS LAST, data_loss_margin_seconds NULLS LAST,
                  offset_lag DESC NULLS LAST, group_id
         """,
         {"c": cluster, "t": name},
     )
+    lags = groups_lags(conn, cluster, [c.group_id for c in found], topic=name)
+    out = []
+    for consumer in found:
+        fresh = total(list(lags.get(consumer.group_id, {}).values()))
+        out.append(
+            replace(consumer, offset_lag_as_of=consumer.evaluated_at)
+            if fresh is None
+            else replace(
+                consumer,
+                offset_lag=fresh.offset_lag,
+                max_offset_lag=fresh.max_offset_lag,
+                offset_lag_as_of=fresh.offset_lag_as_of,
+            )
+        )
+    return out
 
 
 def topic_names(conn: Connection, cluster: str) -> list[str]:
