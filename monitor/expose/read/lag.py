@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
-from monitor.core.vocabulary import CONSUMER_STATUSES
+from monitor.core.vocabulary import worst_status_first
 from monitor.expose.read.fields import Described
 from monitor.expose.read.fresh import partition_lags, total
 from monitor.expose.read.queries import (
@@ -30,7 +30,7 @@ from monitor.expose.read.queries import (
 )
 from monitor.store.fresh_lag import FRESH_PARTITIONS, FreshLag, Key, groups_lags
 
-WORST_STATUS_FIRST = f"array_position(ARRAY{list(CONSUMER_STATUSES)!r}, status) DESC NULLS LAST"
+WORST_STATUS_FIRST = worst_status_first()
 """A SQL sort key: the worst consumer status first (the vocabulary's order, best to worst)."""
 
 GroupSort = Literal[
