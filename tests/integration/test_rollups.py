@@ -8,11 +8,13 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import Connection, Engine, text
 
 from monitor.core.clock import FakeClock
 from monitor.core.settings import DatabaseConfig
 from monitor.expose.read import history as read_history
+from monitor.expose.web.app import create_app
 from monitor.store.partitions import create_day_partitions, existing_partitions, partition_name
 from monitor.store.service import StoreService
 from tests.fixtures import rollups
@@ -36,6 +38,14 @@ def rolled(engine: Engine, db_url: str) -> StoreService:
         for table in ("derived_group", "derived_group_partition"):
             create_day_partitions(conn, table, DAY_LIST)
         rollups.write(conn, "r", "g", ROWS)
+        rollups.write(conn, "r", "old", [e for e in ROWS if e.at < START + timedelta(days=2)])
+        conn.execute(
+            text(
+                "INSERT INTO clusters (name, bootstrap, controller_id, first_seen, last_seen)"
+                " VALUES ('r', 'k:9092', 1, :t, :t)"
+            ),
+            {"t": START},
+        )
     store = StoreService(db_url, CONFIG, FakeClock(NOW))
     store.start()  # maintains once
     return store
@@ -155,3 +165,24 @@ def test_maintenance_again_changes_nothing(rolled: StoreService, engine: Engine,
     rolled.maintain()
     StoreService(db_url, CONFIG, FakeClock(NOW + timedelta(hours=2))).start()  # a second instance, later
     assert counts() == before
+
+
+def test_the_api_and_the_group_page_show_90_days_even_of_a_group_only_rollups_remember(
+    rolled: StoreService, engine: Engine
+) -> None:
+    app = create_app(engine, stale_after=timedelta(minutes=5), clock=FakeClock(NOW))
+    with TestClient(app) as client:
+        answer = client.get("/api/v1/clusters/r/groups/g/history?window=90d")
+        assert answer.status_code == 200, answer.text
+        points = answer.json()["points"]
+        assert points[0]["evaluated_at"].startswith(DAY_LIST[0].isoformat())
+        assert max(p["offset_lag"] for p in points) == max(e.offset_lag for e in ROWS)
+        old = client.get("/api/v1/clusters/r/groups/old/history?window=90d&max_points=2160")
+        assert old.status_code == 200, old.text
+        old_rows = [e for e in ROWS if e.at < START + timedelta(days=2)]
+        assert [p["evaluated_at"][:13] for p in old.json()["points"]] == sorted(
+            {e.at.isoformat()[:13] for e in old_rows}
+        )
+        page = client.get("/clusters/r/groups/g?window=90d")
+        assert page.status_code == 200, page.text
+        assert "90d" in page.text

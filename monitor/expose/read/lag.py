@@ -324,9 +324,10 @@ def freshened_partitions(
 
 
 def group_known(conn: Connection, cluster: str, group_id: str) -> bool:
-    """Whether any stored evaluation has the group (its history outlives its latest row)."""
+    """Whether any stored evaluation has the group, raw or rolled up (its history outlives its
+    latest row)."""
     found = conn.execute(
-        text("SELECT 1 FROM derived_group WHERE cluster = :c AND group_id = :g LIMIT 1"),
+        text("SELECT 1 FROM group_lag_history WHERE cluster = :c AND group_id = :g LIMIT 1"),
         {"c": cluster, "g": group_id},
     ).first()
     return found is not None
