@@ -20,6 +20,7 @@ from sqlalchemy import Connection, text
 
 from monitor.store.rollups import (
     RESOLUTIONS,
+    ROLLUP_DAYS_PER_PASS,
     ROLLUP_GRACE,
     SOURCES,
     roll_up_day,
@@ -150,7 +151,10 @@ def drop_expired_partitions(
     dropped = []
     for table in PARTITIONED_TABLES:
         cutoff = _utc(now) - timedelta(days=longer.get(table, retention_days))
+        rolled = rolled_days(conn, table) if table in SOURCES else None
         for day in partition_days(conn, table):
+            if rolled is not None and day not in rolled:
+                continue  # waits for its rollup (a later pass: `roll_up_complete_days`)
             if datetime.combine(day + timedelta(days=1), time(), tzinfo=UTC) <= cutoff:
                 name = partition_name(table, day)
                 conn.execute(text(f'DROP TABLE IF EXISTS "{name}"'))
@@ -158,17 +162,24 @@ def drop_expired_partitions(
     return sorted(dropped)
 
 
-def roll_up_complete_days(conn: Connection, now: datetime) -> list[str]:
-    """Roll up every complete day of the rolled-up raw tables not rolled up yet (each day once:
-    `monitor.store.rollups`); return them as ``table YYYY-MM-DD``."""
+def roll_up_complete_days(conn: Connection, now: datetime, max_days: int = ROLLUP_DAYS_PER_PASS) -> list[str]:
+    """Roll up the oldest complete days of the rolled-up raw tables not rolled up yet, at most
+    `max_days` of each (each day once: `monitor.store.rollups`); return them as ``table
+    YYYY-MM-DD``. A raw day is not dropped before its rollup, so a backlog (the first pass over
+    days kept before rollups existed) is worked off pass by pass, each pass bounded."""
+    if max_days < 1:
+        raise ValueError(f"max_days must be >= 1, got {max_days}")
     _lock(conn)
     done = []
     for source in SOURCES:
         marked = rolled_days(conn, source)
-        for day in partition_days(conn, source):
-            complete = datetime.combine(day + timedelta(days=1), time(), tzinfo=UTC) + ROLLUP_GRACE
-            if day in marked or complete > _utc(now):
-                continue
+        complete = [
+            day
+            for day in partition_days(conn, source)
+            if day not in marked
+            and datetime.combine(day + timedelta(days=1), time(), tzinfo=UTC) + ROLLUP_GRACE <= _utc(now)
+        ]
+        for day in complete[:max_days]:
             for resolution in RESOLUTIONS:
                 create_day_partitions(conn, rollup_table_name(source, resolution), [day])
             roll_up_day(conn, source, day, now)

@@ -13,7 +13,8 @@ columns, so a reader never chooses a resolution.
 A day is rolled up once, when it is complete (`ROLLUP_GRACE` after its end), raw into 15 minutes
 and those into hours in one transaction, and marked in `rollup_days`; a rerun or a second
 instance finds the mark (and waits on the partition lock while the first one writes). Raw days
-are dropped after that, by retention (`monitor.store.partitions`).
+are dropped after that, by retention, and never before (`monitor.store.partitions`); a pass rolls
+up at most `ROLLUP_DAYS_PER_PASS` days of each table, the oldest first.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ from monitor.store.evaluation import DERIVED_TABLES
 
 ROLLUP_GRACE = timedelta(minutes=10)
 """How long after a day's end its last evaluations may still be written: rolled up after that."""
+ROLLUP_DAYS_PER_PASS = 2
+"""Days of each raw table one maintenance pass rolls up at most: a day of 100,000 group-partitions
+is about an hour's work (docs/bench/storage.md), and the pass holds the partition lock meanwhile."""
 ORIGIN = "2000-01-03 00:00:00+00"
 """The instant buckets are counted from (a Monday at midnight UTC): buckets align to days."""
 

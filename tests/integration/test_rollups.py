@@ -16,6 +16,7 @@ from monitor.core.settings import DatabaseConfig
 from monitor.expose.read import history as read_history
 from monitor.expose.web.app import create_app
 from monitor.store.partitions import create_day_partitions, existing_partitions, partition_name
+from monitor.store.rollups import ROLLUP_DAYS_PER_PASS
 from monitor.store.service import StoreService
 from tests.fixtures import rollups
 
@@ -30,6 +31,17 @@ DAY_LIST = [START.date() + timedelta(days=n) for n in range(DAYS)]
 
 def _day(at: datetime) -> date:
     return at.astimezone(UTC).date()
+
+
+def _marks(engine: Engine) -> list[tuple[str, date]]:
+    with engine.connect() as conn:
+        return [
+            (str(s), d) for s, d in conn.execute(text("SELECT source, day FROM rollup_days ORDER BY 1, 2"))
+        ]
+
+
+FIRST_PASS: dict[str, object] = {}
+"""What the first maintenance pass left: its marks and the raw partitions."""
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +60,14 @@ def rolled(engine: Engine, db_url: str) -> StoreService:
         )
     store = StoreService(db_url, CONFIG, FakeClock(NOW))
     store.start()  # maintains once
+    FIRST_PASS["marks"] = _marks(engine)
+    with engine.connect() as conn:
+        FIRST_PASS["raw"] = set(existing_partitions(conn, "derived_group"))
+    for _ in range(DAYS):  # the backlog, a bounded number of days a pass
+        before = _marks(engine)
+        store.maintain()
+        if _marks(engine) == before:
+            break
     return store
 
 
@@ -89,19 +109,28 @@ def test_rollups_hold_the_worst_least_newest_lag_and_worst_status_of_their_bucke
     assert len(hour_group) == DAYS * 24 and all(row[2] == 12 for row in hour_group)
 
 
+def test_a_pass_rolls_up_the_oldest_days_first_and_no_raw_day_goes_before_its_rollup(
+    rolled: StoreService,
+) -> None:
+    sources = ("derived_group", "derived_group_partition")
+    assert FIRST_PASS["marks"] == [(s, day) for s in sources for day in DAY_LIST[:ROLLUP_DAYS_PER_PASS]]
+    raw = FIRST_PASS["raw"]
+    assert isinstance(raw, set)
+    assert {partition_name("derived_group", day) for day in DAY_LIST[:ROLLUP_DAYS_PER_PASS]}.isdisjoint(raw)
+    assert {partition_name("derived_group", day) for day in DAY_LIST[ROLLUP_DAYS_PER_PASS:]} <= raw
+
+
 def test_raw_days_past_retention_are_dropped_and_rolled_up_days_marked(
     rolled: StoreService, engine: Engine
 ) -> None:
     with engine.connect() as conn:
         raw = set(existing_partitions(conn, "derived_group"))
         fine = set(existing_partitions(conn, "derived_group_15m"))
-        marks = conn.execute(text("SELECT source, day FROM rollup_days ORDER BY 1, 2")).all()
     assert {partition_name("derived_group", day) for day in DAY_LIST[7:]} <= raw
     assert not {partition_name("derived_group", day) for day in DAY_LIST[:7]} & raw
     assert not {partition_name("derived_group_15m", day) for day in DAY_LIST[:5]} & fine
-    assert marks == [
-        (source, day) for source in ("derived_group", "derived_group_partition") for day in DAY_LIST
-    ]
+    sources = ("derived_group", "derived_group_partition")
+    assert _marks(engine) == [(source, day) for source in sources for day in DAY_LIST]
 
 
 def test_history_views_read_raw_then_15_minutes_then_hours(rolled: StoreService, engine: Engine) -> None:
