@@ -532,6 +532,34 @@ def fresh_visible_rows(doc: dict[str, Any]) -> list[Row]:
     return rows
 
 
+STORAGE_TARGETS = (5.0, 0.5)
+"""bench/storage.py's (issue 31): a day of rollups costs <= 5 % of a day of raw evaluations; a
+90-day history read of one group at 100,000 group-partitions answers in <= 0.5 s."""
+
+
+def storage_rows(doc: dict[str, Any]) -> list[Row]:
+    """A day of rollups against a day of raw evaluations per size, and the 90-day read."""
+    when, load = doc.get("measured_at", ""), (doc.get("loadavg_before") or [None])[0]
+    rows: list[Row] = []
+    for size in doc.get("sizes", []):
+        count = int(size["group_partitions"])
+        share = 100 * (size["15m"] + size["1h"]) / size["raw"]
+        note = f"raw {size['raw'] / 1e9:,.1f} GB/day, rollups {(size['15m'] + size['1h']) / 1e6:,.0f} MB/day"
+        rows.append(
+            Row("storage", f"{count:,} group-partitions", count, "a day of rollups, % of a day of raw",
+                share, "%", f"<= {STORAGE_TARGETS[0]:g} %", share <= STORAGE_TARGETS[0], when, load, note)
+        )  # fmt: skip
+    read = doc.get("read")
+    if read:
+        median = float(read["median_s"])
+        rows.append(
+            Row("storage", "100,000 group-partitions", 100_000, "90-day history read of one group s (median)",
+                median, "s", f"<= {STORAGE_TARGETS[1]:g} s", median <= STORAGE_TARGETS[1], when, load,
+                f"slowest {read['slowest_s']:.2f} s of {read['repeats']}, {read['points']} points")
+        )  # fmt: skip
+    return rows
+
+
 READERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "collector": collector_rows,
     "ingest": ingest_rows,
@@ -543,6 +571,7 @@ READERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "push": push_rows,
     "fresh-visible": fresh_visible_rows,
     "detect": detect_rows,
+    "storage": storage_rows,
 }
 
 

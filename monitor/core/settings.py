@@ -22,6 +22,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -115,7 +116,15 @@ class DatabaseConfig(Strict):
         default=None,
         description="SQLAlchemy URL (postgresql+psycopg://...). Unset: the project-local PostgreSQL.",
     )
-    sample_retention_days: int = Field(default=14, ge=1, le=3650)
+    sample_retention_days: int = Field(
+        default=7, ge=1, le=3650, description="Days of raw samples and evaluations kept."
+    )
+    rollup_15m_retention_days: int = Field(
+        default=30, ge=1, le=3650, description="Days of the lag history's 15-minute rollups kept."
+    )
+    rollup_1h_retention_days: int = Field(
+        default=400, ge=1, le=3650, description="Days of the lag history's hourly rollups kept."
+    )
     partitions_ahead_days: int = Field(default=3, ge=1, le=60)
     local_port: int = Field(default=DEFAULT_DEV_POSTGRES_PORT, gt=0, lt=65536)
 
@@ -128,6 +137,21 @@ class DatabaseConfig(Strict):
                 "postgresql+psycopg://user:password@host:5432/dbname"
             )
         return value
+
+    @model_validator(mode="after")
+    def _coarser_keeps_longer(self) -> DatabaseConfig:
+        pairs = (
+            ("rollup_15m_retention_days", "sample_retention_days"),
+            ("rollup_1h_retention_days", "rollup_15m_retention_days"),
+        )
+        for longer, shorter in pairs:
+            if getattr(self, longer) < getattr(self, shorter):
+                raise ValueError(
+                    f"{longer} ({getattr(self, longer)}) is shorter than {shorter} "
+                    f"({getattr(self, shorter)}): a coarser history must be kept at least as long as "
+                    f"the finer one it summarises; raise {longer} to {getattr(self, shorter)} or more"
+                )
+        return self
 
 
 class SparkConfig(Strict):

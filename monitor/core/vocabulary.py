@@ -40,6 +40,13 @@ CONSUMER_STATUSES: Final[tuple[ConsumerStatus, ...]] = ("OK", "WARN", "ERR", "ST
 partitions keep them apart."""
 STATUS_RANK: Final[Mapping[str, int]] = {name: rank for rank, name in enumerate(CONSUMER_STATUSES, start=1)}
 """Higher is worse: `OK` 1 ... `REWIND` 6; the worst partition is the one with the highest rank."""
+
+
+def worst_status_first(column: str = "status") -> str:
+    """A SQL sort key: the worst consumer status in `column` first (the order above)."""
+    return f"array_position(ARRAY{list(CONSUMER_STATUSES)!r}, {column}) DESC NULLS LAST"
+
+
 BAD_STATUSES: Final[frozenset[str]] = frozenset(
     s for s in CONSUMER_STATUSES if STATUS_RANK[s] >= STATUS_RANK["ERR"]
 )

@@ -12,12 +12,21 @@ maintenance at once wait for each other instead of failing on a duplicate name.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 from sqlalchemy import Connection, text
 
+from monitor.store.rollups import (
+    RESOLUTIONS,
+    ROLLUP_DAYS_PER_PASS,
+    ROLLUP_GRACE,
+    SOURCES,
+    roll_up_day,
+    rolled_days,
+    rollup_table_name,
+)
 from monitor.store.schema import partitioned_tables
 
 PARTITIONED_TABLES: dict[str, str] = partitioned_tables()
@@ -31,6 +40,7 @@ _SUFFIX = re.compile(r"_p(\d{8})$")
 class MaintenanceResult:
     created: list[str]
     dropped: list[str]
+    rolled_up: list[str]
 
 
 def partition_name(table: str, day: date) -> str:
@@ -110,34 +120,84 @@ def ensure_partitions(conn: Connection, now: datetime, ahead_days: int) -> list[
     return created
 
 
-def drop_expired_partitions(conn: Connection, now: datetime, retention_days: int) -> list[str]:
-    """Drop the day partitions whose every row is older than `retention_days`; return their names.
+def partition_days(conn: Connection, table: str) -> list[date]:
+    """The days of `table`'s ``<table>_pYYYYMMDD`` partitions, oldest first."""
+    days = []
+    for name in existing_partitions(conn, table):
+        match = _SUFFIX.search(name)
+        if match is not None and name == f"{table}{match.group(0)}":
+            days.append(datetime.strptime(match.group(1), "%Y%m%d").date())
+    return sorted(days)
+
+
+def _utc(now: datetime) -> datetime:
+    return now.astimezone(UTC) if now.tzinfo else now.replace(tzinfo=UTC)
+
+
+def drop_expired_partitions(
+    conn: Connection, now: datetime, retention_days: int, longer: Mapping[str, int] | None = None
+) -> list[str]:
+    """Drop the day partitions whose every row is older than `retention_days` (or the table's
+    own retention in `longer`: the rollups'); return their names.
 
     A partition for day D goes once D + 1 <= now - retention_days, so no sample younger than the
     retention is ever dropped. Tables that are not ``<table>_pYYYYMMDD`` partitions are ignored.
     """
-    if retention_days < 1:
-        raise ValueError(f"retention_days must be >= 1, got {retention_days}")
-    cutoff = now.astimezone(UTC) if now.tzinfo else now.replace(tzinfo=UTC)
-    cutoff -= timedelta(days=retention_days)
+    longer = longer or {}
+    for days in (retention_days, *longer.values()):
+        if days < 1:
+            raise ValueError(f"retention days must be >= 1, got {days}")
     _lock(conn)
     dropped = []
     for table in PARTITIONED_TABLES:
-        for name in existing_partitions(conn, table):
-            match = _SUFFIX.search(name)
-            if match is None or name != f"{table}{match.group(0)}":
-                continue
-            day = datetime.strptime(match.group(1), "%Y%m%d").replace(tzinfo=UTC)
-            if day + timedelta(days=1) <= cutoff:
+        cutoff = _utc(now) - timedelta(days=longer.get(table, retention_days))
+        rolled = rolled_days(conn, table) if table in SOURCES else None
+        for day in partition_days(conn, table):
+            if rolled is not None and day not in rolled:
+                continue  # waits for its rollup (a later pass: `roll_up_complete_days`)
+            if datetime.combine(day + timedelta(days=1), time(), tzinfo=UTC) <= cutoff:
+                name = partition_name(table, day)
                 conn.execute(text(f'DROP TABLE IF EXISTS "{name}"'))
                 dropped.append(name)
     return sorted(dropped)
 
 
+def roll_up_complete_days(conn: Connection, now: datetime, max_days: int = ROLLUP_DAYS_PER_PASS) -> list[str]:
+    """Roll up the oldest complete days of the rolled-up raw tables not rolled up yet, at most
+    `max_days` of each (each day once: `monitor.store.rollups`); return them as ``table
+    YYYY-MM-DD``. A raw day is not dropped before its rollup, so a backlog (the first pass over
+    days kept before rollups existed) is worked off pass by pass, each pass bounded."""
+    if max_days < 1:
+        raise ValueError(f"max_days must be >= 1, got {max_days}")
+    _lock(conn)
+    done = []
+    for source in SOURCES:
+        marked = rolled_days(conn, source)
+        complete = [
+            day
+            for day in partition_days(conn, source)
+            if day not in marked
+            and datetime.combine(day + timedelta(days=1), time(), tzinfo=UTC) + ROLLUP_GRACE <= _utc(now)
+        ]
+        for day in complete[:max_days]:
+            for resolution in RESOLUTIONS:
+                create_day_partitions(conn, rollup_table_name(source, resolution), [day])
+            roll_up_day(conn, source, day, now)
+            done.append(f"{source} {day.isoformat()}")
+    return done
+
+
 def maintain_partitions(
-    conn: Connection, now: datetime, *, ahead_days: int, retention_days: int
+    conn: Connection,
+    now: datetime,
+    *,
+    ahead_days: int,
+    retention_days: int,
+    longer: Mapping[str, int] | None = None,
 ) -> MaintenanceResult:
-    """The periodic maintenance step: create the coming days, then drop the expired ones."""
+    """The periodic maintenance step: create the coming days, roll up the complete ones, then
+    drop the expired ones (a raw day is rolled up before it can be dropped)."""
     created = ensure_partitions(conn, now, ahead_days)
-    dropped = drop_expired_partitions(conn, now, retention_days)
-    return MaintenanceResult(created=created, dropped=dropped)
+    rolled_up = roll_up_complete_days(conn, now)
+    dropped = drop_expired_partitions(conn, now, retention_days, longer)
+    return MaintenanceResult(created=created, dropped=dropped, rolled_up=rolled_up)

@@ -15,9 +15,16 @@ from monitor.store.engine import make_engine, mask_url
 from monitor.store.metadata import prune_runs
 from monitor.store.models import Cluster
 from monitor.store.partitions import maintain_partitions
+from monitor.store.rollups import COARSE, FINE, SOURCES, prune_marks, rollup_table_name
 from monitor.store.samples import prune_record_timestamps
 
 log = logging.getLogger(__name__)
+
+
+def rollup_retention(config: DatabaseConfig) -> dict[str, int]:
+    """Rollup table -> the days it keeps (every other partitioned table keeps the samples')."""
+    days = {FINE: config.rollup_15m_retention_days, COARSE: config.rollup_1h_retention_days}
+    return {rollup_table_name(s, r): n for s in SOURCES for r, n in days.items()}
 
 
 class StoreService:
@@ -48,7 +55,8 @@ class StoreService:
         self.maintain()
 
     def maintain(self) -> None:
-        """Create the coming days' sample partitions, drop those past retention, and prune the
+        """Create the coming days' sample partitions, roll up the lag history of complete days
+        (`monitor.store.rollups`), drop what is past its retention, and prune the
         record-timestamp cache of entries older than the retention (their records are deleted
         by Kafka's own retention long before, or re-read when still needed), and the
         collection runs older than the retention."""
@@ -59,11 +67,15 @@ class StoreService:
                 now,
                 ahead_days=self._config.partitions_ahead_days,
                 retention_days=self._config.sample_retention_days,
+                longer=rollup_retention(self._config),
             )
             clusters = conn.execute(select(Cluster.name)).scalars().all()
             cutoff = now - timedelta(days=self._config.sample_retention_days)
             pruned = sum(prune_record_timestamps(conn, cluster, cutoff) for cluster in clusters)
             runs = prune_runs(conn, cutoff)
+            prune_marks(conn, (now - timedelta(days=self._config.rollup_1h_retention_days)).date())
+        if result.rolled_up:
+            log.info("rolled up the lag history of %s", ", ".join(result.rolled_up))
         if result.dropped:
             log.info("dropped expired sample partitions: %s", ", ".join(result.dropped))
         if pruned:

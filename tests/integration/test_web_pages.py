@@ -390,7 +390,7 @@ def test_unknown_names_are_404_pages_that_link_back(client: TestClient) -> None:
 def test_a_bad_window_is_a_422_page(client: TestClient) -> None:
     page = client.get("/clusters/prod/groups/billing?window=2w")
     assert page.status_code == 422
-    assert "must be one of 15m, 1h, 6h, 24h, 7d, not '2w'" in unescape(page.text)
+    assert "must be one of 15m, 1h, 6h, 24h, 7d, 30d, 90d, not '2w'" in unescape(page.text)
     assert 'href="/clusters/prod/groups/billing?window=1h"' in page.text
 
 

@@ -180,3 +180,32 @@ def test_cli_config_check_missing_file(tmp_path: Path) -> None:
     result = runner.invoke(app, ["config", "check", str(tmp_path / "nope.yaml")])
     assert result.exit_code == 2
     assert "cannot read" in result.output
+
+
+@pytest.mark.parametrize(
+    ("database", "expected"),
+    [
+        (
+            "  sample_retention_days: 10\n  rollup_15m_retention_days: 5\n",
+            "line 1: database: rollup_15m_retention_days (5) is shorter than sample_retention_days (10): "
+            "a coarser history must be kept at least as long as the finer one it summarises; "
+            "raise rollup_15m_retention_days to 10 or more",
+        ),
+        (
+            "  rollup_1h_retention_days: 20\n",
+            "line 1: database: rollup_1h_retention_days (20) is shorter than rollup_15m_retention_days (30): "
+            "a coarser history must be kept at least as long as the finer one it summarises; "
+            "raise rollup_1h_retention_days to 30 or more",
+        ),
+    ],
+)
+def test_a_rollup_kept_shorter_than_what_it_summarises_is_refused(
+    tmp_path: Path, database: str, expected: str
+) -> None:
+    assert problems_of(write(tmp_path, f"database:\n{database}")) == [expected]
+
+
+def test_history_is_kept_7_days_raw_30_in_15_minutes_and_400_in_hours_by_default() -> None:
+    database = Settings().database
+    assert (database.sample_retention_days, database.rollup_15m_retention_days) == (7, 30)
+    assert database.rollup_1h_retention_days == 400

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
-from monitor.core.vocabulary import CONSUMER_STATUSES
+from monitor.core.vocabulary import worst_status_first
 from monitor.expose.read.fields import Described
 from monitor.expose.read.fresh import partition_lags, total
 from monitor.expose.read.queries import (
@@ -30,7 +30,7 @@ from monitor.expose.read.queries import (
 )
 from monitor.store.fresh_lag import FRESH_PARTITIONS, FreshLag, Key, groups_lags
 
-WORST_STATUS_FIRST = f"array_position(ARRAY{list(CONSUMER_STATUSES)!r}, status) DESC NULLS LAST"
+WORST_STATUS_FIRST = worst_status_first()
 """A SQL sort key: the worst consumer status first (the vocabulary's order, best to worst)."""
 
 GroupSort = Literal[
@@ -324,9 +324,10 @@ def freshened_partitions(
 
 
 def group_known(conn: Connection, cluster: str, group_id: str) -> bool:
-    """Whether any stored evaluation has the group (its history outlives its latest row)."""
+    """Whether any stored evaluation has the group, raw or rolled up (its history outlives its
+    latest row)."""
     found = conn.execute(
-        text("SELECT 1 FROM derived_group WHERE cluster = :c AND group_id = :g LIMIT 1"),
+        text("SELECT 1 FROM group_lag_history WHERE cluster = :c AND group_id = :g LIMIT 1"),
         {"c": cluster, "g": group_id},
     ).first()
     return found is not None

@@ -43,6 +43,8 @@ WINDOWS: Final = {
     "6h": timedelta(hours=6),
     "24h": timedelta(hours=24),
     "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+    "90d": timedelta(days=90),
 }
 
 DEFAULT_WINDOW: Final = "1h"
