@@ -12,17 +12,41 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from monitor.core.errors import DevEnvironmentError, MonitorError
-from monitor.core.settings import ClusterConfig
-from monitor.devtools.kafka_modes import ZOOKEEPER_PORT_OFFSET
+from monitor.core.settings import ClusterConfig, DevKafkaConfig
+from monitor.devtools.kafka_modes import ZOOKEEPER_PORT_OFFSET, KafkaMode
+from monitor.devtools.kafka_security import DevSecurity
 from monitor.devtools.processes import TAIL_LINES
 from monitor.kafka import KafkaAdmin
 from monitor.kafka.properties import scrub
 
-if TYPE_CHECKING:
-    from monitor.devtools.kafka_cluster import DevKafkaCluster
+
+class Layout(Protocol):
+    """What a node's files and command line are made from: the cluster's layout
+    (`monitor.devtools.kafka_cluster.DevKafkaCluster` is one)."""
+
+    config: DevKafkaConfig
+
+    @property
+    def node_ids(self) -> list[int]: ...
+    @property
+    def base_port(self) -> int: ...
+    @property
+    def secured(self) -> bool: ...
+    @property
+    def security(self) -> DevSecurity: ...
+    @property
+    def mode(self) -> KafkaMode: ...
+    @property
+    def libs_dir(self) -> Path: ...
+    def node_dir(self, node_id: int) -> Path: ...
+    def broker_port(self, node_id: int) -> int: ...
+    def controller_port(self, node_id: int) -> int: ...
+    def sasl_ssl_port(self, node_id: int) -> int: ...
+    def ssl_port(self, node_id: int) -> int: ...
+
 
 HOST: Final = "127.0.0.1"
 _PROBE_TIMEOUT_SECONDS: Final = 3.0
@@ -39,7 +63,7 @@ class NodeStatus:
     ssl_port: int | None = None
 
 
-def server_properties(cluster: DevKafkaCluster, node_id: int) -> str:
+def server_properties(cluster: Layout, node_id: int) -> str:
     """The broker configuration of one node (combined broker + controller)."""
     nodes = len(cluster.node_ids)
     replication, min_isr = min(3, nodes), min(2, nodes)
@@ -111,7 +135,7 @@ def jit_options(quick_start: bool) -> list[str]:
     return ["-XX:+UseG1GC"]
 
 
-def java_command(cluster: DevKafkaCluster, node_id: int, java: str) -> list[str]:
+def java_command(cluster: Layout, node_id: int, java: str) -> list[str]:
     """The command line that runs one node (heap from `config.heap_mb`)."""
     node = cluster.node_dir(node_id)
     heap = cluster.config.heap_mb
@@ -132,7 +156,7 @@ def java_command(cluster: DevKafkaCluster, node_id: int, java: str) -> list[str]
     ]
 
 
-def format_storage(cluster: DevKafkaCluster, node_ids: list[int], cluster_id: str, java: str) -> None:
+def format_storage(cluster: Layout, node_ids: list[int], cluster_id: str, java: str) -> None:
     """Format the storage of `node_ids` at once (KRaft), with the SCRAM user of a secured cluster;
     a failure names the node and the tail of the tool's output, its secrets scrubbed."""
 
@@ -162,7 +186,7 @@ def format_storage(cluster: DevKafkaCluster, node_ids: list[int], cluster_id: st
             )
 
 
-def _secret_values(cluster: DevKafkaCluster) -> list[str]:
+def _secret_values(cluster: Layout) -> list[str]:
     if not cluster.secured:
         return []
     secrets = cluster.security.secrets()

@@ -453,6 +453,8 @@ def test_every_bench_script_is_run_and_summarised() -> None:
         "demo_timeline.py",
         "fresh_lag_plan.py",  # a query plan at a size, not a timed run (docs/bench/fresh-lag.md)
         "fresh_metrics.py",  # the cost of the fresh /metrics offset lag at a size (docs/bench/fresh-lag.md)
+        "collector_load.py",  # collector.py's load on the cluster
+        "collector_report.py",  # collector.py's report and results files
     }
     assert {script for script, _, _ in run.BENCHMARKS.values()} == scripts - not_benchmarks
     assert set(summary.READERS) == set(run.BENCHMARKS)
