@@ -76,7 +76,7 @@ def test_default_pack_is_valid_and_covers_day_one() -> None:
 
 def test_routing_owner_and_policy_files_are_not_rule_files(tmp_path: Path) -> None:
     (tmp_path / "alert_rules").mkdir()
-    for name in ("routing.yaml", "owners.yaml", "retention-policy.yaml"):
+    for name in ("routing.yaml", "owners.yaml", "retention-policy.yaml", "objectives.yaml"):
         write(tmp_path / "alert_rules", name, "route: {}\n")
     rule_file(tmp_path / "alert_rules", "lag.yaml")
     assert [p.name for p in default_rule_paths(tmp_path)] == ["lag.yaml"]
