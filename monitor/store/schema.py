@@ -5,10 +5,20 @@ from __future__ import annotations
 
 from sqlalchemy import MetaData
 
-from monitor.store import alerting, audit, evaluation, leases, models, repairs, retention, share_groups
+from monitor.store import (
+    alerting,
+    audit,
+    evaluation,
+    leases,
+    models,
+    objectives,
+    repairs,
+    retention,
+    share_groups,
+)
 from monitor.store.base import PARTITION_COLUMN_KEY, Base
 
-TABLE_MODULES = (models, evaluation, alerting, audit, retention, repairs, share_groups, leases)
+TABLE_MODULES = (models, evaluation, alerting, audit, retention, repairs, share_groups, leases, objectives)
 """Imported for their tables; a new table module goes here."""
 
 metadata: MetaData = Base.metadata

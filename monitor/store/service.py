@@ -14,6 +14,7 @@ from monitor.store import migrate
 from monitor.store.engine import make_engine, mask_url
 from monitor.store.metadata import prune_runs
 from monitor.store.models import Cluster
+from monitor.store.objectives import prune_minutes
 from monitor.store.partitions import maintain_partitions
 from monitor.store.samples import prune_record_timestamps
 
@@ -51,7 +52,8 @@ class StoreService:
         """Create the coming days' sample partitions, drop those past retention, and prune the
         record-timestamp cache of entries older than the retention (their records are deleted
         by Kafka's own retention long before, or re-read when still needed), and the
-        collection runs older than the retention."""
+        collection runs older than the retention, and the lag objectives' minutes past the
+        longest window (store.objectives)."""
         now = self._clock.now()
         with self.engine.begin() as conn:
             result = maintain_partitions(
@@ -64,6 +66,7 @@ class StoreService:
             cutoff = now - timedelta(days=self._config.sample_retention_days)
             pruned = sum(prune_record_timestamps(conn, cluster, cutoff) for cluster in clusters)
             runs = prune_runs(conn, cutoff)
+            prune_minutes(conn, now)
         if result.dropped:
             log.info("dropped expired sample partitions: %s", ", ".join(result.dropped))
         if pruned:

@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from monitor.cli.main import app
+from monitor.core.derived import LAG_OBJECTIVE
 from monitor.core.errors import ConfigError
 from monitor.core.objectives import (
     BURN_ALERTS,
@@ -113,3 +115,20 @@ def test_the_alerts_pair_the_windows_of_the_common_practice() -> None:
         ("LagObjectiveFastBurn", 6 * 3600, 1800, 6.0),
         ("LagObjectiveSlowBurn", 3 * 86400, 6 * 3600, 1.0),
     }
+
+
+def test_the_shipped_rules_spell_the_windows_and_factors_of_the_alerts() -> None:
+    shipped = yaml.safe_load((default_objectives_path().parent / "lag_objectives.yaml").read_text())
+    rules = {rule["name"]: rule for rule in shipped["rules"]}
+    for alert in BURN_ALERTS:
+        rule = rules[alert.rule]
+        assert f"{alert.long} >= {alert.factor:g}" in rule["condition"], (alert, rule["condition"])
+        assert f"{alert.short} >= {alert.factor:g}" in rule["condition"], (alert, rule["condition"])
+        assert [tier["severity"] for tier in rule["severities"]] == [alert.severity]
+    assert rules["LagObjectiveFastBurn"]["labels"]["page"] == "true"
+    assert rules["LagObjectiveSlowBurn"]["labels"]["page"] == "false"
+
+
+def test_every_burn_window_is_a_column_of_the_entity() -> None:
+    names = [c.name for c in LAG_OBJECTIVE]
+    assert [w.column for w in BURN_WINDOWS] == [n for n in names if n.startswith("burn_rate_")]

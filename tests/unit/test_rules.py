@@ -52,7 +52,8 @@ def problems(path: Path) -> list[str]:
 def test_default_pack_is_valid_and_covers_day_one() -> None:
     paths = default_rule_paths(ROOT)
     assert [p.name for p in paths] == [
-        "cluster.yaml", "lag.yaml", "probe.yaml", "replication.yaml", "retention.yaml", "share.yaml",
+        "cluster.yaml", "lag.yaml", "lag_objectives.yaml", "probe.yaml", "replication.yaml", "retention.yaml",
+        "share.yaml",
     ]  # fmt: skip
     ruleset = load_rules(paths)
     assert ruleset.ok, [e.problems for e in ruleset.errors]
@@ -64,6 +65,7 @@ def test_default_pack_is_valid_and_covers_day_one() -> None:
         "PartitionReplicasLost", "PartitionUnderMinIsr", "PartitionOffline", "LeaderImbalance",
         "NonPreferredLeaders", "ReplicasSharingRack", "BrokerDown", "ClusterUnreachable",
         "ProbeFailing", "ProbeSlow", "ShareGroupLag", "ShareGroupNoMembers", "ShareGroupStalled",
+        "LagObjectiveFastBurn", "LagObjectiveSlowBurn",
     } <= names  # fmt: skip
     rules = ruleset.by_name()
     assert [t.severity for t in rules["ProbeFailing"].severities] == ["critical"]
