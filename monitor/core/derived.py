@@ -420,9 +420,9 @@ ENTITIES: dict[str, tuple[Column, ...]] = {
     "topic": TOPIC,
     "share_group_topic": SHARE_GROUP_TOPIC,
     "share_group": SHARE_GROUP,
+    "lag_objective": LAG_OBJECTIVE,
     "broker": BROKER,
     "cluster": CLUSTER,
-    "lag_objective": LAG_OBJECTIVE,
 }
 """Entity name -> its derived columns (besides `evaluated_at` and `cluster`)."""
 
@@ -434,9 +434,9 @@ KEYS: dict[str, tuple[str, ...]] = {
     "topic": ("topic",),
     "share_group_topic": ("group_id", "topic"),
     "share_group": ("group_id",),
+    "lag_objective": ("objective", "group_id"),
     "broker": ("broker_id",),
     "cluster": (),
-    "lag_objective": ("objective", "group_id"),
 }
 """Entity name -> the columns (besides `cluster`) that identify one entity."""
 
@@ -448,9 +448,9 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "topic": ("metadata", "offsets", "log_dirs"),
     "share_group_topic": ("share_groups",),
     "share_group": ("share_groups",),
+    "lag_objective": ("offsets",),
     "broker": ("metadata", "log_dirs", "probe"),
     "cluster": (),
-    "lag_objective": ("offsets",),
 }
 """Entity name -> the collection jobs (`collection_runs.job`) whose samples its rows are derived
 from. A rule's match is as new as the newest of those samples: a finding's `for` is measured from

@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from monitor.cli.main import app
-from monitor.core.derived import LAG_OBJECTIVE
+from monitor.core.derived import ENTITIES, LAG_OBJECTIVE
 from monitor.core.errors import ConfigError
 from monitor.core.objectives import (
     BURN_ALERTS,
@@ -132,3 +132,10 @@ def test_the_shipped_rules_spell_the_windows_and_factors_of_the_alerts() -> None
 def test_every_burn_window_is_a_column_of_the_entity() -> None:
     names = [c.name for c in LAG_OBJECTIVE]
     assert [w.column for w in BURN_WINDOWS] == [n for n in names if n.startswith("burn_rate_")]
+
+
+def test_the_cluster_entity_stays_the_last_one_written() -> None:
+    # An evaluation publishes its derived_cluster row after every other entity's rows
+    # (monitor.store.versions): the objectives come before it.
+    assert list(ENTITIES)[-1] == "cluster"
+    assert list(ENTITIES).index("lag_objective") < list(ENTITIES).index("cluster")
