@@ -11,18 +11,22 @@ not before. `steady`, caught up, stays inside its objective: no alert.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
+from monitor.core.clock import FakeClock
 from monitor.core.objectives import BURN_ALERTS, Objective, burn_rate
 from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import default_rule_paths, load_rules
 from monitor.evaluate.spark import jdbc_target
-from tests.fixtures.objectives import offsets_run, record_minutes
+from monitor.expose.web.app import create_app
+from tests.fixtures.objectives import offsets_run, record_minutes, register_cluster
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,18 +53,20 @@ def first_fast_burn_minute() -> int:
 
 
 def findings(engine: Engine, rule: str) -> dict[str, str]:
+    """The open findings of `rule`: group -> summary."""
     with engine.connect() as conn:
         rows = conn.execute(
-            text("SELECT entity_key, state FROM findings WHERE rule = :r AND resolved_at IS NULL"),
+            text("SELECT entity_key, summary FROM findings WHERE rule = :r AND resolved_at IS NULL"),
             {"r": rule},
         )
-        return {row.entity_key.rsplit("/", 1)[1]: row.state for row in rows}
+        return {row.entity_key.rsplit("/", 1)[1]: row.summary for row in rows}
 
 
 def test_the_fast_burn_pages_when_the_arithmetic_says_and_not_inside_the_objective(
     spark: SparkSession, db_url: str, engine: Engine
 ) -> None:
     start = T0 - timedelta(minutes=HISTORY)
+    register_cluster(engine, CLUSTER, start)
     record_minutes(engine, CLUSTER, OBJECTIVE.name, "steady", start, HISTORY + 6,
                    bad=[T0 - timedelta(minutes=100), T0 - timedelta(minutes=30)])  # fmt: skip
     record_minutes(engine, CLUSTER, OBJECTIVE.name, "ledger", start, HISTORY + 6,
@@ -104,3 +110,27 @@ def test_the_fast_burn_pages_when_the_arithmetic_says_and_not_inside_the_objecti
     assert steady.compliance == pytest.approx(100 * (HISTORY + 8) / (HISTORY + 10))
     assert "steady" not in findings(engine, "LagObjectiveSlowBurn")
     assert "ledger" in findings(engine, "LagObjectiveSlowBurn")
+    summary = findings(engine, "LagObjectiveFastBurn")["ledger"]
+    # Rendered at an evaluation since it fired: 15.0x and 37.5 % left at the first, 16.7x and 30.6 % at the last.
+    assert re.fullmatch(
+        r"Group ledger burns the error budget of objective ledger-fresh at (15\.0|16\.7)x over the last hour; "
+        r"(37\.5|30\.6) % of it is left",
+        summary,
+    ), summary
+
+    # The API's group resource and the group page show the objective and its budget.
+    app = create_app(engine, stale_after=timedelta(minutes=5), clock=FakeClock(T0 + timedelta(minutes=10)))
+    with TestClient(app) as client:
+        (objective,) = client.get(f"/api/v1/clusters/{CLUSTER}/groups/ledger").json()["objectives"]
+        assert objective["objective"] == OBJECTIVE.name
+        assert objective["budget_remaining"] == pytest.approx(1 - 10 / 14.4)
+        assert objective["burn_rate_1h"] == pytest.approx(10 / 60 / 0.01)
+        assert (
+            client.get(f"/api/v1/clusters/{CLUSTER}/groups/steady").json()["objectives"][0]["bad_minutes"]
+            == 2
+        )
+        page = client.get(f"/clusters/{CLUSTER}/groups/ledger")
+        assert page.status_code == 200, page.text
+        assert 'data-role="budget-left">30.6 %' in page.text
+        assert 'data-role="budget-chart"' in page.text
+        assert "of the budget left" in page.text  # the chart's words
