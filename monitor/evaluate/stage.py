@@ -56,6 +56,7 @@ class EvaluateStage:
         self._on_findings_changed = on_findings_changed
         self._due = due
         self._previous_states: tuple[int, int] | None = None
+        self._good_objectives: tuple[Objective, ...] = ()
         self._spark_config = spark
         self._config = config
         self._interval = interval_seconds
@@ -127,16 +128,16 @@ class EvaluateStage:
 
     def _objectives(self, run: Run) -> tuple[Objective, ...]:
         """The lag objectives of `evaluate.objectives_file` (reloaded every evaluation, like the
-        rules); none without a file, and none while it has a problem (recorded on the run, as a
-        rule file's are)."""
+        rules); none without a file. While the file has a problem (recorded on the run, as a rule
+        file's are), the last good version stays in force."""
         if self._config.objectives_file is None:
             return ()
         try:
-            return load_objectives(self._config.objectives_file)
+            self._good_objectives = load_objectives(self._config.objectives_file)
         except ConfigError as exc:
             for line in exc.lines():
                 run.problem(line)
-            return ()
+        return self._good_objectives
 
     def _after(self, findings: dict[str, int]) -> None:
         """Run the alert cycle now when findings were opened, resolved, or moved between pending

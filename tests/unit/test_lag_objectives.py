@@ -9,6 +9,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from monitor.app import check_operator_files
 from monitor.cli.main import app
 from monitor.core.derived import ENTITIES, LAG_OBJECTIVE
 from monitor.core.errors import ConfigError
@@ -21,6 +22,7 @@ from monitor.core.objectives import (
     default_objectives_path,
     load_objectives,
 )
+from monitor.core.settings import load_settings
 
 pytestmark = pytest.mark.unit
 
@@ -139,3 +141,17 @@ def test_the_cluster_entity_stays_the_last_one_written() -> None:
     # (monitor.store.versions): the objectives come before it.
     assert list(ENTITIES)[-1] == "cluster"
     assert list(ENTITIES).index("lag_objective") < list(ENTITIES).index("cluster")
+
+
+def test_the_daemon_refuses_a_bad_objectives_file_before_it_starts(tmp_path: Path) -> None:
+    objectives = _file(tmp_path, "objectives:\n  - {name: a, group: g, lag_seconds: 1, target: 100}\n")
+    config = tmp_path / "monitor.yaml"
+    config.write_text(
+        "clusters:\n  - name: c\n    bootstrap_servers: ['127.0.0.1:9']\n"
+        f"evaluate:\n  objectives_file: {objectives}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        check_operator_files(load_settings(config))
+    assert f"{objectives}: line 2: objectives.0.target: Input should be less than 100" in caught.value.lines()
+    objectives.write_text("objectives:\n  - {name: a, group: g, lag_seconds: 1, target: 99.9}\n")
+    check_operator_files(load_settings(config))
