@@ -26,6 +26,7 @@ from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import default_rule_paths, load_rules
 from monitor.evaluate.spark import jdbc_target
 from monitor.expose.web.app import create_app
+from monitor.store.objectives import prune_minutes
 from tests.fixtures.objectives import offsets_run, record_minutes, register_cluster
 
 if TYPE_CHECKING:
@@ -134,3 +135,15 @@ def test_the_fast_burn_pages_when_the_arithmetic_says_and_not_inside_the_objecti
         assert 'data-role="budget-left">30.6 %' in page.text
         assert 'data-role="budget-chart"' in page.text
         assert "of the budget left" in page.text  # the chart's words
+
+
+def test_the_maintenance_prunes_minutes_past_the_longest_window(engine: Engine) -> None:
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    record_minutes(engine, "pruned", "old-and-new", "g", now - timedelta(days=91), 2)
+    record_minutes(engine, "pruned", "old-and-new", "g", now - timedelta(days=89), 2)
+    with engine.begin() as conn:
+        assert prune_minutes(conn, now) == 2
+        left = conn.execute(
+            text("SELECT min(minute) FROM objective_minutes WHERE cluster = 'pruned'")
+        ).scalar_one()
+    assert left == now - timedelta(days=89)
