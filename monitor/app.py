@@ -107,8 +107,8 @@ class App:
 
 
 def check_operator_files(settings: Settings) -> Routing | None:
-    """Load every file an operator edits that the enabled stages use (rule files, routing and
-    ownership, retention policy), so that a bad one stops the daemon before anything starts.
+    """Load every file an operator edits that the enabled stages use (rule files, lag objectives,
+    routing and ownership, retention policy), so that a bad one stops the daemon before anything starts.
     Returns the routing the checks loaded (None with the alert stage off), for the settings the
     web layer takes from it.
 
@@ -122,6 +122,13 @@ def check_operator_files(settings: Settings) -> Routing | None:
         from monitor.evaluate.rules import load_rules, rule_files
 
         errors += load_rules(rule_files(settings.evaluate.rules_dir)).errors
+        if settings.evaluate.objectives_file is not None:
+            from monitor.core.objectives import load_objectives
+
+            try:
+                load_objectives(settings.evaluate.objectives_file)
+            except ConfigError as exc:
+                errors.append(exc)
     if settings.alert.enabled:
         from monitor.alert.config import check_routing, routing_paths
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0029"
-down_revision: str | Sequence[str] | None = "0027"
+down_revision: str | Sequence[str] | None = "0028"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -87,6 +87,36 @@ def list_rules(paths: PathsArgument = None) -> None:
         )
 
 
+@app.command("objectives")
+def objectives(
+    path: Annotated[
+        Path | None,
+        typer.Argument(
+            help="The objectives file; default: the shipped alert_rules/objectives.yaml.", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Validate a lag objectives file and list its objectives. Exits 2 when it has a problem."""
+    from monitor.core.errors import ConfigError
+    from monitor.core.objectives import budget_fraction, objectives_of
+
+    try:
+        found = objectives_of(path)
+    except ConfigError as exc:
+        for line in exc.lines():
+            err.print(line, markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    table = Table("name", "group", "cluster", "lag", "target", "window", "budget")
+    for o in found:
+        budget = budget_fraction(o.target) * o.window_days * 1440
+        table.add_row(
+            o.name, o.group, o.cluster, f"{o.lag_seconds:g} s", f"{o.target:g} %", f"{o.window_days} d",
+            f"{budget:.0f} bad minutes",
+        )  # fmt: skip
+    out.print(table)
+    out.print(f"OK ({len(found)} objective(s))", highlight=False)
+
+
 @app.command("columns")
 def columns(
     entity: Annotated[str | None, typer.Argument(help="One entity; default: all of them.")] = None,

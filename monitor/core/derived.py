@@ -379,6 +379,39 @@ SHARE_GROUP = _cols(
     *_SHARE_LAG,
 )
 
+LAG_OBJECTIVE = _cols(
+    ("objective", "string", "the lag objective's name (objectives file)"),
+    ("group_id", "string", "consumer group the objective applies to"),
+    ("lag_threshold_seconds", "double", "the objective's lag_seconds: a minute is bad above it"),
+    ("target", "double", "percent of the minutes that must be good"),
+    ("window_days", "int", "days the target and the error budget are counted over"),
+    ("max_lag_seconds", "double", "the group's largest partition lag in seconds now"),
+    (
+        "minute_bad",
+        "boolean",
+        "this minute is bad: an evaluation in it saw max_lag_seconds above lag_threshold_seconds; "
+        "null when the group's lag is not known",
+    ),
+    *(
+        (window, "double", f"bad-minute fraction over the last {span} / the budget fraction (1 - target); "
+         "1 spends the budget exactly over window_days; null before any minute is recorded")
+        for window, span in (
+            ("burn_rate_5m", "5 minutes"), ("burn_rate_30m", "30 minutes"), ("burn_rate_1h", "hour"),
+            ("burn_rate_6h", "6 hours"), ("burn_rate_3d", "3 days"),
+        )
+    ),
+    ("bad_minutes", "bigint", "bad minutes over the last window_days"),
+    ("recorded_minutes", "bigint", "minutes with a known lag over the last window_days"),
+    (
+        "budget_remaining",
+        "double",
+        "fraction of the error budget (window_days of minutes x (1 - target)) not spent by bad_minutes: "
+        "1 untouched, 0 spent, negative overspent",
+    ),
+    ("compliance", "double", "percent of the recorded minutes over window_days that were good"),
+    _SAMPLED,
+)  # fmt: skip
+
 ENTITIES: dict[str, tuple[Column, ...]] = {
     "group_partition": GROUP_PARTITION,
     "group_topic": GROUP_TOPIC,
@@ -387,6 +420,7 @@ ENTITIES: dict[str, tuple[Column, ...]] = {
     "topic": TOPIC,
     "share_group_topic": SHARE_GROUP_TOPIC,
     "share_group": SHARE_GROUP,
+    "lag_objective": LAG_OBJECTIVE,
     "broker": BROKER,
     "cluster": CLUSTER,
 }
@@ -400,6 +434,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "topic": ("topic",),
     "share_group_topic": ("group_id", "topic"),
     "share_group": ("group_id",),
+    "lag_objective": ("objective", "group_id"),
     "broker": ("broker_id",),
     "cluster": (),
 }
@@ -413,6 +448,7 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "topic": ("metadata", "offsets", "log_dirs"),
     "share_group_topic": ("share_groups",),
     "share_group": ("share_groups",),
+    "lag_objective": ("offsets",),
     "broker": ("metadata", "log_dirs", "probe"),
     "cluster": (),
 }

@@ -237,6 +237,10 @@ class EvaluateConfig(Strict):
     window_seconds: float = Field(default=900, ge=60, description="Sample window each evaluation reads.")
     window_commits: int = Field(default=10, ge=2, le=100, description="Commits in the sliding-window status.")
     rules_dir: Path | None = Field(default=None, description="Rule files; default: the shipped alert_rules/.")
+    objectives_file: Path | None = Field(
+        default=None,
+        description="Lag objectives; default: the shipped alert_rules/objectives.yaml (an example).",
+    )
 
 
 MAX_SILENCES_PER_TEAM = 100

@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from monitor.core.objectives import BURN_WINDOWS, LONGEST_BURN_WINDOW, Objective, objectives_rows
 from monitor.evaluate.io import read_table
 from monitor.evaluate.spark import JdbcTarget
 from monitor.evaluate.transforms import Inputs
 from monitor.evaluate.transforms.inputs import READ_COLUMNS, table_names
+from monitor.evaluate.transforms.objectives import OBJECTIVES_DDL, ObjectiveInputs, no_objectives
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -174,3 +176,49 @@ def clock_column(spark: SparkSession, target: JdbcTarget, plan_id: str) -> Colum
         f"FROM evaluation_clocks WHERE plan_id = {_quote(plan_id)}) AS clock"
     )
     return F.timestamp_micros(read_table(spark, target, micros).scalar().cast("long"))
+
+
+def objectives_history_query(clusters: Sequence[str], objectives: Sequence[Objective], plan_id: str) -> str:
+    """The SQL (a JDBC `dbtable` subquery) counting each (cluster, objective, group)'s recorded
+    and bad minutes of `objective_minutes` per burn window and per objective window, before the
+    minute of the plan's clock, and whether that minute is already recorded bad
+    (transforms.objectives.HISTORY_DDL). PostgreSQL counts: an objective's 28 days are 40,320
+    rows per group, of which the evaluation needs a dozen numbers."""
+    values = ", ".join(f"({_quote(o.name)}, {int(o.window_days)})" for o in objectives)
+    minute = f"date_trunc('minute', {clock(plan_id)})"
+    before = "m.minute < n.at"
+
+    def count(since: str, column: str) -> str:
+        return (
+            f"count(*) FILTER (WHERE m.bad AND m.minute > n.at - {since} AND {before}) AS bad_{column}, "
+            f"count(*) FILTER (WHERE m.minute > n.at - {since} AND {before}) AS minutes_{column}"
+        )
+
+    counts = [count(f"make_interval(secs => {w.length.total_seconds()!r})", w.column) for w in BURN_WINDOWS]
+    counts.append(count("make_interval(days => o.window_days)", "window"))
+    longest = f"make_interval(secs => {LONGEST_BURN_WINDOW.total_seconds()!r})"
+    return (
+        "(SELECT m.cluster, m.objective, m.group_id, "
+        "bool_or(m.bad) FILTER (WHERE m.minute = n.at) AS stored_bad, "
+        f"{', '.join(counts)} FROM objective_minutes m CROSS JOIN (SELECT {minute} AS at) n "
+        f"JOIN (VALUES {values}) AS o(objective, window_days) ON o.objective = m.objective "
+        f"WHERE m.cluster IN ({', '.join(_quote(c) for c in clusters)}) AND m.minute <= n.at "
+        f"AND m.minute > n.at - greatest(make_interval(days => o.window_days), {longest}) "
+        "GROUP BY m.cluster, m.objective, m.group_id) AS objective_history_q"
+    )
+
+
+def read_objectives(
+    spark: SparkSession,
+    target: JdbcTarget,
+    clusters: Sequence[str],
+    objectives: Sequence[Objective],
+    plan_id: str,
+) -> ObjectiveInputs:
+    """The objectives as a DataFrame and their counted history, read when a job needs it (none
+    without an objective)."""
+    if not objectives:
+        return no_objectives(spark)
+    frame = spark.createDataFrame(objectives_rows(objectives), OBJECTIVES_DDL)
+    history = read_table(spark, target, objectives_history_query(clusters, objectives, plan_id))
+    return ObjectiveInputs(frame, history.coalesce(1))

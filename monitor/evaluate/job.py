@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Engine, delete, text
 
 from monitor.core.derived import ENTITIES, SOURCES, sources_of, table_of
+from monitor.core.objectives import Objective
 from monitor.evaluate.engine import render, render_annotations
 from monitor.evaluate.io import write_table
 from monitor.evaluate.metrics import JdbcReads, jdbc_reads
@@ -58,6 +59,7 @@ from monitor.evaluate.spark import JdbcTarget
 from monitor.store.evaluation import DERIVED_TABLES, drop_clocks, set_clock
 from monitor.store.findings import Match, merge_findings
 from monitor.store.ingest import copy_rows
+from monitor.store.objectives import record_minutes
 from monitor.store.partitions import create_day_partitions, day_of
 from monitor.store.runs import newest_reached
 
@@ -85,6 +87,9 @@ class EvaluationResult:
 class JobSettings:
     window: timedelta = timedelta(minutes=15)
     window_commits: int = 10
+    objectives: tuple[Objective, ...] = ()
+    """The lag objectives (monitor.core.objectives): each evaluation records their minute
+    (store.objectives) after writing its rows."""
 
 
 @contextmanager
@@ -143,6 +148,7 @@ def run_evaluation(
             else:
                 result.rows = _write_derived(target, engine, plan.frames, clusters, evaluated_at)
             with engine.begin() as conn:
+                record_minutes(conn, clusters, evaluated_at)
                 result.findings = merge_findings(
                     conn,
                     _observed(conn, matches, rules, clusters, evaluated_at, settings.window),
@@ -218,7 +224,15 @@ def _plan(
     (kept in `plans`, whose dropped plans' clocks are removed)."""
     readers, one_action = sized
     key = plan_key(
-        spark, target, clusters, rules, settings.window, settings.window_commits, readers, one_action
+        spark,
+        target,
+        clusters,
+        rules,
+        settings.window,
+        settings.window_commits,
+        readers,
+        one_action,
+        settings.objectives,
     )
     plan = plans.get(key) if plans is not None else None
     if plan is not None:
@@ -425,6 +439,7 @@ def _match(row: dict[str, Any], rule: Rule) -> Match:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point for spark-submit: one evaluation, at the current time unless --evaluated-at."""
+    from monitor.core.objectives import load_objectives
     from monitor.core.settings import load_settings
     from monitor.evaluate.rules import default_rule_paths, load_rules, rule_files_in
     from monitor.evaluate.spark import jdbc_target, submitted_session
@@ -459,7 +474,11 @@ def main(argv: list[str] | None = None) -> None:
         ruleset.rules,
         [c.name for c in settings.clusters],
         args.evaluated_at or datetime.now(UTC),
-        JobSettings(timedelta(seconds=settings.evaluate.window_seconds), settings.evaluate.window_commits),
+        JobSettings(
+            timedelta(seconds=settings.evaluate.window_seconds),
+            settings.evaluate.window_commits,
+            load_objectives(settings.evaluate.objectives_file) if settings.evaluate.objectives_file else (),
+        ),
     )
     seconds = ", ".join(f"{phase} {value:.1f} s" for phase, value in result.seconds.items())
     print(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from cachetools import LRUCache
 
 from monitor.core.derived import columns_of
+from monitor.core.objectives import Objective
 from monitor.evaluate import extract
 from monitor.evaluate.engine import evaluate_rules, unsampled_keys, with_unsampled
 from monitor.evaluate.rules import Rule
@@ -53,6 +54,8 @@ class PlanKey:
     """The read slices and shuffle partitions it was sized for (monitor.evaluate.job)."""
     one_action: bool
     """Whether it runs as one action (`Plan.gathered`)."""
+    objectives: tuple[Objective, ...] = ()
+    """The lag objectives (reloaded every evaluation, like the rules)."""
 
 
 def plan_key(
@@ -64,6 +67,7 @@ def plan_key(
     window_commits: int,
     readers: int,
     one_action: bool,
+    objectives: Sequence[Objective] = (),
 ) -> PlanKey:
     digest = hashlib.sha256()
     for rule in rules:
@@ -77,6 +81,7 @@ def plan_key(
         window_commits,
         readers,
         one_action,
+        tuple(objectives),
     )
 
 
@@ -111,7 +116,8 @@ def build_plan(
         kept.append(frame)
         return frame
 
-    frames = derive(inputs, key.window_commits, keep)
+    objectives = extract.read_objectives(spark, target, key.clusters, key.objectives, plan_id)
+    frames = derive(inputs, key.window_commits, keep, objectives)
     verdicts = with_unsampled(evaluate_rules(frames, rules, inputs.now), unsampled_keys(frames, rules))
     gathered = gather(frames, verdicts) if key.one_action else None
     return Plan(plan_id, frames, verdicts, tuple(kept), gathered)

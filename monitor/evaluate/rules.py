@@ -47,8 +47,9 @@ from monitor.core.vocabulary import SEVERITY_RANK, Severity, parse_duration
 from monitor.core.yaml_files import format_validation_error, line_of, read_yaml
 from monitor.evaluate.rule_sql import columns_in, expression_problems, suggest
 
-NOT_RULE_FILES = frozenset({"routing.yaml", "owners.yaml", "retention-policy.yaml"})
-"""Files of `alert_rules/` that hold routing, ownership and retention policy, not rules."""
+NOT_RULE_FILES = frozenset({"routing.yaml", "owners.yaml", "retention-policy.yaml", "objectives.yaml"})
+"""Files of `alert_rules/` that hold routing, ownership, retention policy and lag objectives, not
+rules."""
 
 TEMPLATE_EXTRAS = ("value", "severity")
 """Template variables besides the entity's columns (which include `cluster` and the key columns)."""

@@ -16,6 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.core.clock import Clock
 from monitor.core.errors import ConfigError
+from monitor.core.objectives import Objective, load_objectives
 from monitor.core.scheduler import DueRun, Scheduler
 from monitor.core.settings import EvaluateConfig, SparkConfig
 from monitor.evaluate.job import JobSettings, run_evaluation
@@ -55,6 +56,7 @@ class EvaluateStage:
         self._on_findings_changed = on_findings_changed
         self._due = due
         self._previous_states: tuple[int, int] | None = None
+        self._good_objectives: tuple[Objective, ...] = ()
         self._spark_config = spark
         self._config = config
         self._interval = interval_seconds
@@ -97,6 +99,7 @@ class EvaluateStage:
         ruleset = load_rules(rule_files(self._config.rules_dir))
         for problem in ruleset.problems:
             run.problem(problem)
+        objectives = self._objectives(run)
         result = run_evaluation(
             session,
             self._target,
@@ -104,7 +107,9 @@ class EvaluateStage:
             ruleset.rules,
             self._clusters,
             self._clock.now(),
-            JobSettings(timedelta(seconds=self._config.window_seconds), self._config.window_commits),
+            JobSettings(
+                timedelta(seconds=self._config.window_seconds), self._config.window_commits, objectives
+            ),
             self._plans,
         )
         for entity, rows in result.rows.items():
@@ -120,6 +125,19 @@ class EvaluateStage:
         if result.rows_read is not None:
             run.count("rows_read", result.rows_read)
         run.count("rules", len(ruleset.rules))
+
+    def _objectives(self, run: Run) -> tuple[Objective, ...]:
+        """The lag objectives of `evaluate.objectives_file` (reloaded every evaluation, like the
+        rules); none without a file. While the file has a problem (recorded on the run, as a rule
+        file's are), the last good version stays in force."""
+        if self._config.objectives_file is None:
+            return ()
+        try:
+            self._good_objectives = load_objectives(self._config.objectives_file)
+        except ConfigError as exc:
+            for line in exc.lines():
+                run.problem(line)
+        return self._good_objectives
 
     def _after(self, findings: dict[str, int]) -> None:
         """Run the alert cycle now when findings were opened, resolved, or moved between pending

@@ -11,6 +11,7 @@ from monitor.store import (
     evaluation,
     leases,
     models,
+    objectives,
     repairs,
     retention,
     rollups,
@@ -18,7 +19,9 @@ from monitor.store import (
 )
 from monitor.store.base import PARTITION_COLUMN_KEY, Base
 
-TABLE_MODULES = (models, evaluation, alerting, audit, retention, repairs, share_groups, leases, rollups)
+TABLE_MODULES = (
+    models, evaluation, alerting, audit, retention, repairs, share_groups, leases, objectives, rollups,
+)  # fmt: skip
 """Imported for their tables; a new table module goes here."""
 
 metadata: MetaData = Base.metadata

@@ -14,6 +14,7 @@ from monitor.store import migrate
 from monitor.store.engine import make_engine, mask_url
 from monitor.store.metadata import prune_runs
 from monitor.store.models import Cluster
+from monitor.store.objectives import prune_minutes
 from monitor.store.partitions import maintain_partitions
 from monitor.store.rollups import COARSE, FINE, SOURCES, prune_marks, rollup_table_name
 from monitor.store.samples import prune_record_timestamps
@@ -59,7 +60,8 @@ class StoreService:
         (`monitor.store.rollups`), drop what is past its retention, and prune the
         record-timestamp cache of entries older than the retention (their records are deleted
         by Kafka's own retention long before, or re-read when still needed), and the
-        collection runs older than the retention."""
+        collection runs older than the retention, and the lag objectives' minutes past the
+        longest window (store.objectives)."""
         now = self._clock.now()
         with self.engine.begin() as conn:
             result = maintain_partitions(
@@ -74,6 +76,7 @@ class StoreService:
             pruned = sum(prune_record_timestamps(conn, cluster, cutoff) for cluster in clusters)
             runs = prune_runs(conn, cutoff)
             prune_marks(conn, (now - timedelta(days=self._config.rollup_1h_retention_days)).date())
+            prune_minutes(conn, now)
         if result.rolled_up:
             log.info("rolled up the lag history of %s", ", ".join(result.rolled_up))
         if result.dropped:

@@ -412,6 +412,12 @@ def _fill(conn: Connection) -> None:
         {**log, "outbox_id": 3, "receiver": "ops-slack", "kind": "repeat", "dedup_key": "d3", "attempt": 1,
          "at": day_before, "outcome": "retry", "status": 429, "reason": "rate limited"},
     )  # fmt: skip
+    # The billing group's lag objective: 3 minutes of the hour before T0 bad, and one minute the day before.
+    _insert(conn, "objective_minutes", *(
+        {"cluster": "prod", "objective": "billing-fresh", "group_id": "billing", "minute": T0 - n * MINUTE,
+         "bad": n <= 3} for n in range(1, 61)
+    ), {"cluster": "prod", "objective": "billing-fresh", "group_id": "billing", "minute": day_before, "bad": True},
+       {"cluster": "stage", "objective": "billing-fresh", "group_id": "billing", "minute": T0, "bad": True})  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -669,6 +675,10 @@ EXPECTED: dict[str, tuple[tuple[str, ...], list[tuple[Any, ...]]]] = {
     "share_groups_waiting.sql": (
         ("group_id", "state", "members", "partitions", "records_waiting", "lag_method", "sampled_at"),
         [("jobs", "Empty", 0, 2, 420, "broker", T0), ("mails", "Stable", 2, 2, 0, "broker", T0)],
+    ),
+    "lag_objective_compliance_by_day.sql": (
+        ("objective", "group_id", "day", "good_minutes", "bad_minutes", "compliance"),
+        [("billing-fresh", "billing", T0.replace(hour=0), 57, 3, Decimal("95.000"))],
     ),
     "group_members_now.sql": (
         ("client_id", "host", "assignment", "group_state", "status", "group_offset_lag"),

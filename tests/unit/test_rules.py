@@ -52,7 +52,8 @@ def problems(path: Path) -> list[str]:
 def test_default_pack_is_valid_and_covers_day_one() -> None:
     paths = default_rule_paths(ROOT)
     assert [p.name for p in paths] == [
-        "cluster.yaml", "lag.yaml", "probe.yaml", "replication.yaml", "retention.yaml", "share.yaml",
+        "cluster.yaml", "lag.yaml", "lag_objectives.yaml", "probe.yaml", "replication.yaml", "retention.yaml",
+        "share.yaml",
     ]  # fmt: skip
     ruleset = load_rules(paths)
     assert ruleset.ok, [e.problems for e in ruleset.errors]
@@ -64,6 +65,7 @@ def test_default_pack_is_valid_and_covers_day_one() -> None:
         "PartitionReplicasLost", "PartitionUnderMinIsr", "PartitionOffline", "LeaderImbalance",
         "NonPreferredLeaders", "ReplicasSharingRack", "BrokerDown", "ClusterUnreachable",
         "ProbeFailing", "ProbeSlow", "ShareGroupLag", "ShareGroupNoMembers", "ShareGroupStalled",
+        "LagObjectiveFastBurn", "LagObjectiveSlowBurn",
     } <= names  # fmt: skip
     rules = ruleset.by_name()
     assert [t.severity for t in rules["ProbeFailing"].severities] == ["critical"]
@@ -76,7 +78,7 @@ def test_default_pack_is_valid_and_covers_day_one() -> None:
 
 def test_routing_owner_and_policy_files_are_not_rule_files(tmp_path: Path) -> None:
     (tmp_path / "alert_rules").mkdir()
-    for name in ("routing.yaml", "owners.yaml", "retention-policy.yaml"):
+    for name in ("routing.yaml", "owners.yaml", "retention-policy.yaml", "objectives.yaml"):
         write(tmp_path / "alert_rules", name, "route: {}\n")
     rule_file(tmp_path / "alert_rules", "lag.yaml")
     assert [p.name for p in default_rule_paths(tmp_path)] == ["lag.yaml"]

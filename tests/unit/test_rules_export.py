@@ -34,6 +34,8 @@ NOT_EXPORTED: dict[str, str] = {
     "ShareGroupLag": "no series of entity share_group_topic",
     "ShareGroupNoMembers": "column 'produce_rate' of entity share_group",
     "ShareGroupStalled": "no series of entity share_group_topic",
+    "LagObjectiveFastBurn": "no series of entity lag_objective",
+    "LagObjectiveSlowBurn": "no series of entity lag_objective",
 }
 """Default rules that need what /metrics does not serve, and the reason's words."""
 

@@ -15,6 +15,7 @@ from monitor.evaluate.transforms.advice import ADVICE_COLUMNS
 from monitor.evaluate.transforms.common import PARTITION_KEYS, conform, topic_settings
 from monitor.evaluate.transforms.inputs import SCHEMAS, Inputs, empty_inputs
 from monitor.evaluate.transforms.lag import group_partition_frame
+from monitor.evaluate.transforms.objectives import ObjectiveInputs, lag_objectives, no_objectives
 from monitor.evaluate.transforms.probe import broker_probe
 from monitor.evaluate.transforms.replication import broker_frame, partition_replication
 from monitor.evaluate.transforms.retention import partition_storage
@@ -28,7 +29,7 @@ from monitor.evaluate.transforms.share import (
 )
 from monitor.evaluate.transforms.status import DEFAULT_WINDOW_COMMITS
 
-__all__ = ["DEFAULT_WINDOW_COMMITS", "SCHEMAS", "Inputs", "derive", "empty_inputs"]
+__all__ = ["DEFAULT_WINDOW_COMMITS", "SCHEMAS", "Inputs", "ObjectiveInputs", "derive", "empty_inputs"]
 
 
 def _as_is(frame: DataFrame) -> DataFrame:
@@ -39,8 +40,9 @@ def derive(
     inputs: Inputs,
     window_commits: int = DEFAULT_WINDOW_COMMITS,
     keep: Callable[[DataFrame], DataFrame] = _as_is,
+    objectives: ObjectiveInputs | None = None,
 ) -> dict[str, DataFrame]:
-    """The nine entity DataFrames, keyed by entity name (the keys of columns.ENTITIES), each
+    """The ten entity DataFrames, keyed by entity name (the keys of columns.ENTITIES), each
     with exactly `evaluated_at`, `cluster` and that entity's columns, in order, with their types.
 
     `window_commits` is the number of commits the sliding-window status looks at. Raises
@@ -55,6 +57,9 @@ def derive(
     computation needs no "now" is cached without the clock's subquery, which Spark runs as a job
     of its own for each cached frame that holds it. A caller using the entities more than once
     passes a `keep` that caches.
+
+    `objectives` are the lag objectives and their counted history (transforms.objectives); none
+    by default.
     """
     if window_commits < 1:
         raise ValueError(f"window_commits must be at least 1, not {window_commits}")
@@ -98,11 +103,19 @@ def derive(
         "share_group": conform(keep(share_groups(share_topic, share_group_states)), "share_group", at),
         "broker": broker,
         "cluster": conform(keep(clusters(partition, broker, inputs.collection_runs, at)), "cluster", at),
+        "lag_objective": conform(
+            lag_objectives(group, *_objectives(inputs, objectives)), "lag_objective", at
+        ),
     }
     return {entity: frames[entity] for entity in ENTITIES}
 
 
 _GP_EXTRA = ("window_start_lag",)
+
+
+def _objectives(inputs: Inputs, objectives: ObjectiveInputs | None) -> tuple[DataFrame, DataFrame]:
+    chosen = objectives if objectives is not None else no_objectives(inputs.group_offsets.sparkSession)
+    return chosen.objectives, chosen.history
 
 
 def _partition_keys(inputs: Inputs) -> DataFrame:

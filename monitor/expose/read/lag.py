@@ -10,7 +10,7 @@ groups on the page (`freshened_groups`). The lag over time is
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -19,6 +19,7 @@ from sqlalchemy import Connection, text
 from monitor.core.vocabulary import worst_status_first
 from monitor.expose.read.fields import Described
 from monitor.expose.read.fresh import partition_lags, total
+from monitor.expose.read.objectives import GroupObjective, group_objectives
 from monitor.expose.read.queries import (
     FIRST_PAGE,
     Listing,
@@ -189,11 +190,17 @@ class GroupDetail(Described):
     """One group: its summary, its members, and its lag per topic (most urgent first: data lost,
     then the smallest data-loss margin, then the largest lag)."""
 
-    __overrides__ = {"group": "the group's lag summed over its partitions", "topics": "lag per topic"}
+    __overrides__ = {
+        "group": "the group's lag summed over its partitions",
+        "topics": "lag per topic",
+        "objectives": "the lag objectives the group is held to (evaluate.objectives_file), by name: "
+        "burn rates and the error budget left",
+    }
 
     group: GroupSummary
     members: list[GroupMember]
     topics: list[GroupTopicLag]
+    objectives: list[GroupObjective] = field(default_factory=list)
 
 
 def _group_lag_query(where: Sequence[str]) -> str:
@@ -250,7 +257,10 @@ def group(conn: Connection, cluster: str, group_id: str) -> GroupDetail | None:
         " offset_lag DESC NULLS LAST, topic",
         params,
     )
-    return freshened(GroupDetail(found[0], members, topics), partition_lags(conn, cluster, group_id))
+    objectives = group_objectives(conn, cluster, group_id)
+    return freshened(
+        GroupDetail(found[0], members, topics, objectives), partition_lags(conn, cluster, group_id)
+    )
 
 
 def freshened(detail: GroupDetail, lags: dict[Key, FreshLag]) -> GroupDetail:
@@ -274,7 +284,7 @@ def freshened(detail: GroupDetail, lags: dict[Key, FreshLag]) -> GroupDetail:
                 offset_lag_as_of=fresh.offset_lag_as_of,
             )
         )
-    return GroupDetail(freshened_summary(detail.group, lags), detail.members, topics)
+    return replace(detail, group=freshened_summary(detail.group, lags), topics=topics)
 
 
 def freshened_summary(summary: GroupSummary, lags: dict[Key, FreshLag]) -> GroupSummary:

@@ -72,7 +72,7 @@ _BARS = _style(GREEN, GREY)
 """Leaders (green in the legend; each bar coloured by its health) beside the fair share (grey)."""
 _LINES = _style(BLUE, AMBER)
 """The lag (blue) and, on the lag in messages, its projection (amber, dashed)."""
-_COMMON: Final[dict[str, Any]] = {
+COMMON: Final[dict[str, Any]] = {
     "js": [],  # the default tooltip script comes from a CDN
     "disable_xml_declaration": True,
     "legend_at_bottom": True,
@@ -139,7 +139,7 @@ def _leader_balance(cluster: str, brokers: tuple[BrokerBar, ...]) -> Chart:
         height=220,
         value_formatter=lambda v: number_filter(v, 0 if float(v).is_integer() else 1),
         style=_BARS,
-        **_COMMON,
+        **COMMON,
     )
     chart.x_labels = [_label(b) for b in brokers]
     chart.y_labels = _integer_ticks(max((max(b.leaders or 0, b.fair_share or 0) for b in brokers), default=1))
@@ -152,7 +152,7 @@ def _leader_balance(cluster: str, brokers: tuple[BrokerBar, ...]) -> Chart:
         f"broker {_label(b)}: {number_filter(b.leaders)} leaders, fair share {number_filter(b.fair_share, 1)}"
         for b in brokers
     )
-    return _finish(chart, ("leaders", cluster, brokers), title, alt or "no brokers")
+    return finish(chart, ("leaders", cluster, brokers), title, alt or "no brokers")
 
 
 def disk_usage(cluster: str, brokers: Sequence[BrokerBar]) -> Chart:
@@ -173,7 +173,7 @@ def _disk_usage(cluster: str, brokers: tuple[BrokerBar, ...]) -> Chart:
         show_legend=False,
         value_formatter=lambda v: f"{v:.0f}%",
         style=_BARS,
-        **_COMMON,
+        **COMMON,
     )
     chart.x_labels = [_label(b) for b in brokers]
     chart.add(
@@ -186,7 +186,7 @@ def _disk_usage(cluster: str, brokers: tuple[BrokerBar, ...]) -> Chart:
         ],
     )
     alt = "; ".join(f"broker {_label(b)}: {percent_filter(b.disk_used_ratio)} used" for b in brokers)
-    return _finish(chart, ("disk", cluster, brokers), title, alt or "no brokers")
+    return finish(chart, ("disk", cluster, brokers), title, alt or "no brokers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,13 +249,13 @@ def _lag_history(
             peak = max(peak, *(v for _, v in projection.points))
             alt = f"{alt}; {projection.words}"
         chart.y_labels = _integer_ticks(peak)
-        offsets_chart = _finish(
+        offsets_chart = finish(
             chart, (*key, "offsets"), f"Lag in messages of {group} over the last {window}", alt
         )
     if seconds:
         chart = _line("Lag in seconds", seconds, duration_filter, start, end)
         chart.y_labels = duration_ticks(max(v for _, v in seconds))
-        seconds_chart = _finish(
+        seconds_chart = finish(
             chart,
             (*key, "seconds"),
             f"Lag in seconds of {group} over the last {window}",
@@ -290,7 +290,7 @@ def _line(
         min_scale=2,
         max_scale=6,
         style=_LINES,
-        **_COMMON,
+        **COMMON,
     )
     chart.x_labels = time_ticks(start, end)
     chart.add(title, values)
@@ -363,6 +363,15 @@ _INLINE_STYLE: Final = re.compile(r'style="((?:\s*(?:fill|stroke|opacity): [#\w.
 the SVG presentation attributes they are (`fill="#c5221f"`)."""
 
 
+def budget_style() -> Style:
+    return _style(GREEN)
+
+
+def budget_colour(remaining: float) -> str:
+    """An error budget's colour: red when spent, amber under a quarter left, else green."""
+    return RED if remaining <= 0 else AMBER if remaining < 0.25 else GREEN
+
+
 def _as_attributes(found: re.Match[str]) -> str:
     pairs = (part.split(":") for part in found.group(1).split(";") if part.strip())
     return " ".join(f'{name.strip()}="{value.strip()}"' for name, value in pairs)
@@ -372,7 +381,7 @@ _STYLE: Final = '<style type="text/css">'
 """pygal's one `<style>` element, scoped to its chart."""
 
 
-def _finish(chart: Any, key: tuple[Any, ...], title: str, alt: str) -> Chart:
+def finish(chart: Any, key: tuple[Any, ...], title: str, alt: str) -> Chart:
     """Render with a stable id and make the SVG an accessible image."""
     chart.uuid = "kh-" + hashlib.blake2s(repr(key).encode(), digest_size=8).hexdigest()
     svg: str = _INLINE_STYLE.sub(_as_attributes, _SCRIPT.sub("", chart.render(is_unicode=True)))
@@ -421,7 +430,7 @@ def _probe_latency(
         value_formatter=latency_filter,
         xrange=(start, end),
         style=_style(*_PROBE_LINES),
-        **_COMMON,
+        **COMMON,
     )
     chart.x_labels = time_ticks(start, end)
     brokers = sorted({b for b, _, _ in points})
@@ -437,7 +446,7 @@ def _probe_latency(
         parts.append(f"broker {broker}: peak {latency_filter(peak)}, {failed} failed rounds")
     peaks = "; ".join(parts)
     window = duration_filter((end - start).total_seconds())
-    return _finish(
+    return finish(
         chart,
         ("probe", cluster, points, start, end),
         f"End-to-end probe latency per broker of {cluster} over the last {window}",
@@ -458,13 +467,13 @@ def _probe_outcomes(cluster: str, rows: tuple[tuple[int, int, int], ...]) -> Cha
         height=220,
         value_formatter=lambda v: number_filter(v, 0),
         style=_style(GREEN, RED),
-        **_COMMON,
+        **COMMON,
     )
     chart.x_labels = [str(b) for b, _, _ in rows]
     chart.y_labels = _integer_ticks(max((s + f for _, s, f in rows), default=1))
     chart.add("succeeded", [s for _, s, _ in rows])
     chart.add("failed", [f for _, _, f in rows])
     alt = "; ".join(f"broker {b}: {s} succeeded, {f} failed" for b, s, f in rows)
-    return _finish(
+    return finish(
         chart, ("probe-outcomes", cluster, rows), f"Probe rounds per broker, {cluster}", alt or "no rounds"
     )

@@ -22,8 +22,9 @@ from monitor.expose.read import fresh as read_fresh
 from monitor.expose.read import gone as read_gone
 from monitor.expose.read import history as read_history
 from monitor.expose.read import lag as read_lag
+from monitor.expose.read import objectives as read_objectives
 from monitor.expose.read.queries import ALL
-from monitor.expose.web import charts, health
+from monitor.expose.web import budget_chart, charts, health
 from monitor.expose.web.context import Context
 from monitor.expose.web.inputs import ANY_NAME
 from monitor.expose.web.pages.toolkit import (
@@ -189,7 +190,27 @@ def _group_context(
         "alerts": read_pages.firing_alerts(conn, cluster, group_id=group),
         "charts": charts.lag_history(group, points, since, until, _projection(judged, points, until - since)),
         "history_points": len(points),
+        "objectives": _objectives(conn, cluster, group, detail.objectives if detail else [], until),
     }
+
+
+def _objectives(
+    conn: Connection,
+    cluster: str,
+    group: str,
+    objectives: list[read_objectives.GroupObjective],
+    until: datetime,
+) -> list[dict[str, Any]]:
+    """Each objective of the group with its budget chart (the budget left per day)."""
+    return [
+        {
+            **row(o),
+            "chart": budget_chart.budget(
+                group, o.objective, read_objectives.budget_days(conn, cluster, group, o, until)
+            ),
+        }
+        for o in objectives
+    ]
 
 
 def backlog_projection(
