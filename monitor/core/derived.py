@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from monitor.core import objective_columns
+
 
 @dataclass(frozen=True, slots=True)
 class Column:
@@ -379,38 +381,7 @@ SHARE_GROUP = _cols(
     *_SHARE_LAG,
 )
 
-LAG_OBJECTIVE = _cols(
-    ("objective", "string", "the lag objective's name (objectives file)"),
-    ("group_id", "string", "consumer group the objective applies to"),
-    ("lag_threshold_seconds", "double", "the objective's lag_seconds: a minute is bad above it"),
-    ("target", "double", "percent of the minutes that must be good"),
-    ("window_days", "int", "days the target and the error budget are counted over"),
-    ("max_lag_seconds", "double", "the group's largest partition lag in seconds now"),
-    (
-        "minute_bad",
-        "boolean",
-        "this minute is bad: an evaluation in it saw max_lag_seconds above lag_threshold_seconds; "
-        "null when the group's lag is not known",
-    ),
-    *(
-        (window, "double", f"bad-minute fraction over the last {span} / the budget fraction (1 - target); "
-         "1 spends the budget exactly over window_days; null before any minute is recorded")
-        for window, span in (
-            ("burn_rate_5m", "5 minutes"), ("burn_rate_30m", "30 minutes"), ("burn_rate_1h", "hour"),
-            ("burn_rate_6h", "6 hours"), ("burn_rate_3d", "3 days"),
-        )
-    ),
-    ("bad_minutes", "bigint", "bad minutes over the last window_days"),
-    ("recorded_minutes", "bigint", "minutes with a known lag over the last window_days"),
-    (
-        "budget_remaining",
-        "double",
-        "fraction of the error budget (window_days of minutes x (1 - target)) not spent by bad_minutes: "
-        "1 untouched, 0 spent, negative overspent",
-    ),
-    ("compliance", "double", "percent of the recorded minutes over window_days that were good"),
-    _SAMPLED,
-)  # fmt: skip
+LAG_OBJECTIVE = _cols(*objective_columns.COLUMNS, _SAMPLED)
 
 ENTITIES: dict[str, tuple[Column, ...]] = {
     "group_partition": GROUP_PARTITION,
