@@ -106,7 +106,7 @@ from bench.collector_load import (
     plan_workload,
     produce,
 )
-from bench.collector_report import RESULTS, exact_share, machine, save
+from bench.collector_report import RESULTS, exact_share, machine, results_stem, save
 
 BENCH_KAFKA_PORT = int(os.environ.get("KAFKA_HEALTH_BENCH_KAFKA_PORT", "59092"))
 """First broker port (controllers 100 higher; sizes take slots of ten up to 199 above it)."""
@@ -731,7 +731,10 @@ def run_size(
         started = time.perf_counter()
         for attempt in range(3):
             plan = cluster_plan(size, index + attempt)
-            config = DevKafkaConfig(nodes=plan.nodes, base_port=plan.base_port, heap_mb=plan.heap_mb)
+            versioned = {"version": args.kafka_version} if args.kafka_version else {}
+            config = DevKafkaConfig(
+                nodes=plan.nodes, base_port=plan.base_port, heap_mb=plan.heap_mb, **versioned
+            )
             cluster = DevKafkaCluster(config, home, cache_dir())
             cluster.down(purge=True)
             note(
@@ -909,6 +912,11 @@ def main() -> int:
         default=BENCH_PG_PORT,
         help="the private PostgreSQL's port (default: $KAFKA_HEALTH_BENCH_PG_PORT or 55473)",
     )
+    parser.add_argument(
+        "--kafka-version",
+        help="the Apache Kafka version of the clusters (default: dev_kafka.version's); results go to "
+        "bench/results/collector-kafka-<version>.{json,md}",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile each cycle into bench/results/")
     parser.add_argument(
         "--merge",
@@ -959,10 +967,11 @@ def main() -> int:
                 pg_version = str(conn.execute(text("SHOW server_version")).scalar_one())
         finally:
             engine.dispose()
-        info = machine(pg_version)
+        info = machine(pg_version, args.kafka_version)
+        stem = results_stem(args.kafka_version)
         earlier: list[dict[str, Any]] = []
-        if args.merge and (RESULTS / "collector.json").is_file():
-            previous = json.loads((RESULTS / "collector.json").read_text())
+        if args.merge and (RESULTS / f"{stem}.json").is_file():
+            previous = json.loads((RESULTS / f"{stem}.json").read_text())
             earlier = [s for s in previous["sizes"] if s["partitions"] not in args.sizes]
             info["earlier_runs"] = sorted(
                 {s.get("measured_at", previous["machine"]["date"]) for s in earlier}
@@ -975,12 +984,12 @@ def main() -> int:
                 note(f"[{size:,} partitions] failed: {type(exc).__name__}: {exc}")
                 sizes.append({"partitions": size, "error": f"{type(exc).__name__}: {exc}"})
             sizes[-1]["measured_at"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-            save(info, collect, sorted(earlier + sizes, key=lambda s: s["partitions"]))
+            save(info, collect, sorted(earlier + sizes, key=lambda s: s["partitions"]), stem)
     finally:
         if not args.keep:
             server.down()
-    print(save(info, collect, sorted(earlier + sizes, key=lambda s: s["partitions"])))
-    note(f"wrote {RESULTS / 'collector.json'} and {RESULTS / 'collector.md'}")
+    print(save(info, collect, sorted(earlier + sizes, key=lambda s: s["partitions"]), stem))
+    note(f"wrote {RESULTS / (stem + '.json')} and {RESULTS / (stem + '.md')}")
     return 0 if all("cycles" in s for s in sizes) else 1
 
 

@@ -51,12 +51,12 @@ def _memory_total() -> str:
     return "unknown"
 
 
-def machine(pg_version: str) -> dict[str, Any]:
+def machine(pg_version: str, kafka_version: str | None = None) -> dict[str, Any]:
     return {
         "cpus": len(os.sched_getaffinity(0)),
         "memory": _memory_total(),
         "system": f"{platform.system()} {platform.release()} {platform.machine()}",
-        "kafka": DevKafkaConfig().version,
+        "kafka": kafka_version or DevKafkaConfig().version,
         "postgresql": pg_version,
         "python": platform.python_version(),
         "confluent_kafka": package_version("confluent-kafka"),
@@ -246,7 +246,7 @@ def report(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, 
         "## Offsets collector: cycle time, exact timestamps, memory",
         "",
         f"Machine: {info['cpus']} CPU (nproc), {info['memory']} RAM, {info['system']}; "
-        f"Kafka {info['kafka']} (local KRaft, RF 1); PostgreSQL {info['postgresql']}; "
+        f"Kafka {info['kafka']} (local, RF 1); PostgreSQL {info['postgresql']}; "
         f"Python {info['python']}; confluent-kafka {info['confluent_kafka']} "
         f"(librdkafka {info['librdkafka']}); {info['date']}; load average (1 min) at start "
         f"{info['loadavg_start']:.2f} (a decaying average: it still counts what ran in the minutes "
@@ -407,11 +407,19 @@ def report(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, 
     return "\n".join(lines) + "\n"
 
 
-def save(info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, Any]]) -> str:
-    """Write the report of `sizes` to bench/results/collector.{md,json}; return the Markdown."""
+def results_stem(kafka_version: str | None) -> str:
+    """The results files' name: `collector` at the default Kafka version, `collector-kafka-X` at
+    another (the version comparison keeps both)."""
+    return "collector" if kafka_version is None else f"collector-kafka-{kafka_version}"
+
+
+def save(
+    info: dict[str, Any], collect: dict[str, Any], sizes: list[dict[str, Any]], stem: str = "collector"
+) -> str:
+    """Write the report of `sizes` to bench/results/<stem>.{md,json}; return the Markdown."""
     text_report = report(info, {k: v for k, v in collect.items() if k != "buffer_max_rows"}, sizes)
     targets = [{"target": t, "met": m, "detail": d} for t, m, d in verdicts(sizes)]
     document = {"machine": info, "collect": collect, "sizes": sizes, "targets": targets}
-    (RESULTS / "collector.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
-    (RESULTS / "collector.md").write_text(text_report)
+    (RESULTS / f"{stem}.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
+    (RESULTS / f"{stem}.md").write_text(text_report)
     return text_report
