@@ -82,7 +82,7 @@ class PartitionDetails:
         self._share_floor = now - SHARE_LOOKBACK
         self._limit = limit
         self._groups: dict[tuple[str, str], list[PartitionDetail]] = {}
-        self._shares: dict[tuple[str, str, str], list[PartitionDetail]] = {}
+        self._shares: dict[tuple[str, str], list[PartitionDetail]] = {}
         self._since: dict[tuple[str, str, str, int], datetime | None] = {}
 
     def for_alert(
@@ -106,7 +106,7 @@ class PartitionDetails:
         return tuple(replace(d, since=self._since_of(cluster, group_id, d)) for d in worst), total
 
     def _share(self, cluster: str, group_id: str) -> list[PartitionDetail]:
-        key = ("share", cluster, group_id)
+        key = (cluster, group_id)
         if key not in self._shares:
             floor = self._share_floor
             self._shares[key] = state.latest_share_partitions(self._conn, cluster, group_id, floor)

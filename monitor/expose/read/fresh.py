@@ -21,12 +21,19 @@ latest tables: its cost follows those groups' partitions, never the fleet's
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy import Connection
 
 from monitor.store.fresh_lag import FreshLag, Key, groups_lags
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+R = TypeVar("R", bound="DataclassInstance")
 
 
 def partition_lags(conn: Connection, cluster: str, group_id: str) -> dict[Key, FreshLag]:
@@ -52,4 +59,18 @@ def total(lags: list[FreshLag]) -> LagTotal | None:
         sum(lag.offset_lag for lag in lags),
         max(lag.offset_lag for lag in lags),
         min(lag.offset_lag_as_of for lag in lags),
+    )
+
+
+def with_fresh_lag(record: R, lags: Iterable[FreshLag], evaluated_at: datetime) -> R:
+    """`record` (a read record with `offset_lag`, `max_offset_lag` and `offset_lag_as_of`) with
+    the total of `lags`; without fresh lags, its evaluation's offset lag, as of `evaluated_at`."""
+    fresh = total(list(lags))
+    if fresh is None:
+        return replace(record, offset_lag_as_of=evaluated_at)
+    return replace(
+        record,
+        offset_lag=fresh.offset_lag,
+        max_offset_lag=fresh.max_offset_lag,
+        offset_lag_as_of=fresh.offset_lag_as_of,
     )

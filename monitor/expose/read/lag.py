@@ -18,7 +18,7 @@ from sqlalchemy import Connection, text
 
 from monitor.core.vocabulary import worst_status_first
 from monitor.expose.read.fields import Described
-from monitor.expose.read.fresh import partition_lags, total
+from monitor.expose.read.fresh import partition_lags, with_fresh_lag
 from monitor.expose.read.objectives import GroupObjective, group_objectives
 from monitor.expose.read.queries import (
     FIRST_PAGE,
@@ -271,41 +271,16 @@ def freshened(detail: GroupDetail, lags: dict[Key, FreshLag]) -> GroupDetail:
     by_topic: dict[str, list[FreshLag]] = {}
     for (topic, _), lag in lags.items():
         by_topic.setdefault(topic, []).append(lag)
-    topics = []
-    for t in detail.topics:
-        fresh = total(by_topic.get(t.topic, []))
-        topics.append(
-            replace(t, offset_lag_as_of=evaluated_at)
-            if fresh is None
-            else replace(
-                t,
-                offset_lag=fresh.offset_lag,
-                max_offset_lag=fresh.max_offset_lag,
-                offset_lag_as_of=fresh.offset_lag_as_of,
-            )
-        )
-    return replace(detail, group=freshened_summary(detail.group, lags), topics=topics)
-
-
-def freshened_summary(summary: GroupSummary, lags: dict[Key, FreshLag]) -> GroupSummary:
-    """`summary` with the offset lag of `lags` summed, as of the oldest partition; without fresh
-    lags, the evaluation's, as of the evaluation."""
-    fresh = total(list(lags.values()))
-    if fresh is None:
-        return replace(summary, offset_lag_as_of=summary.evaluated_at)
-    return replace(
-        summary,
-        offset_lag=fresh.offset_lag,
-        max_offset_lag=fresh.max_offset_lag,
-        offset_lag_as_of=fresh.offset_lag_as_of,
-    )
+    topics = [with_fresh_lag(t, by_topic.get(t.topic, []), evaluated_at) for t in detail.topics]
+    group = with_fresh_lag(detail.group, lags.values(), evaluated_at)
+    return replace(detail, group=group, topics=topics)
 
 
 def freshened_groups(conn: Connection, cluster: str, listing: Listing[GroupSummary]) -> Listing[GroupSummary]:
     """A page of `groups` (picked and ordered by the evaluation's lag) with the fresh offset lag of
     the groups on it: one query over the page's groups, read each time the page is shown."""
     lags = groups_lags(conn, cluster, [g.group_id for g in listing.items])
-    items = [freshened_summary(g, lags.get(g.group_id, {})) for g in listing.items]
+    items = [with_fresh_lag(g, lags.get(g.group_id, {}).values(), g.evaluated_at) for g in listing.items]
     return replace(listing, items=items)
 
 

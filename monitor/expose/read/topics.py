@@ -11,14 +11,14 @@ conventions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
 from monitor.expose.read.fields import Described
-from monitor.expose.read.fresh import total
+from monitor.expose.read.fresh import with_fresh_lag
 from monitor.expose.read.queries import (
     FIRST_PAGE,
     Listing,
@@ -365,10 +365,11 @@ def topic_partitions(
     return fetch_page(conn, PartitionState, body, params, "partition", page, latest_evaluation(conn, cluster))
 
 
-def consumers(conn: Connection, cluster: str, name: str) -> list[TopicConsumer]:
+def consumers(conn: Connection, cluster: str, name: str, *, fresh: bool = True) -> list[TopicConsumer]:
     """The groups with committed offsets on topic `name`: data lost first, then the smallest
     data-loss margin, then the largest lag (the evaluation's), each with its offset lag on the
-    topic as fresh as the store holds it (as the lists of groups show it)."""
+    topic as fresh as the store holds it (as the lists of groups show it), unless not `fresh`
+    (the evaluation's, for a caller that reads only which groups they are)."""
     found = records(
         conn,
         TopicConsumer,
@@ -380,21 +381,10 @@ def consumers(conn: Connection, cluster: str, name: str) -> list[TopicConsumer]:
         """,
         {"c": cluster, "t": name},
     )
+    if not fresh:
+        return found
     lags = groups_lags(conn, cluster, [c.group_id for c in found], topic=name)
-    out = []
-    for consumer in found:
-        fresh = total(list(lags.get(consumer.group_id, {}).values()))
-        out.append(
-            replace(consumer, offset_lag_as_of=consumer.evaluated_at)
-            if fresh is None
-            else replace(
-                consumer,
-                offset_lag=fresh.offset_lag,
-                max_offset_lag=fresh.max_offset_lag,
-                offset_lag_as_of=fresh.offset_lag_as_of,
-            )
-        )
-    return out
+    return [with_fresh_lag(c, lags.get(c.group_id, {}).values(), c.evaluated_at) for c in found]
 
 
 def topic_names(conn: Connection, cluster: str) -> list[str]:

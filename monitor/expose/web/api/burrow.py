@@ -131,7 +131,7 @@ def topic_consumers(
     with ctx.engine.connect() as conn:
         if not cluster_exists(conn, cluster):
             return _error(request, "cluster not found")
-        groups = sorted(c.group_id for c in read_topics.consumers(conn, cluster, topic))
+        groups = sorted(c.group_id for c in read_topics.consumers(conn, cluster, topic, fresh=False))
     return TopicConsumers(message="consumers of topic returned", consumers=groups, request=_info(request))
 
 
