@@ -12,9 +12,10 @@ PYTEST_ARGS ?=
 COMPAT_KAFKA_VERSIONS ?= 2.8.2 3.6.2 3.9.1 4.1.2 4.4.0
 CI_KAFKA_VERSIONS     ?= 2.8.2 3.9.1
 COMPAT_JOBS           ?= 1
+TEST_SHARDS           ?= 2
 BENCH_ARGS  ?=
 
-.PHONY: demo test test-compat test-spark-standalone test-unit soak lint format setup install bootstrap bench clean down help image
+.PHONY: demo test durations test-compat test-spark-standalone test-unit soak lint format setup install bootstrap bench clean down help image
 
 help:
 	@echo "make demo   - local 3-node Kafka + PostgreSQL + Spark, and the monitor daemon with its web UI"
@@ -49,13 +50,20 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The whole suite at the default Kafka version, then the matrix at the versions CI adds.
+# The whole suite at the default Kafka version, as TEST_SHARDS sessions side by side
+# (scripts/test-shards.sh; `make durations` rebalances them after a run), then the matrix at the
+# versions CI adds.
 test: bootstrap lint
-	$(BIN)/pytest --durations=40 --junitxml=$${KAFKA_HEALTH_VAR:-var}/test-report.xml $(PYTEST_ARGS)
+	@$(BIN)/python -m tests.prefetch
+	@TEST_SHARDS=$(TEST_SHARDS) bash scripts/test-shards.sh $(BIN)/pytest --durations=25 $(PYTEST_ARGS)
 	@COMPAT_JOBS=2 PYTEST_ARGS="$(PYTEST_ARGS)" bash scripts/compat-runs.sh $(BIN)/pytest $(CI_KAFKA_VERSIONS)
 
 test-compat: bootstrap
 	@COMPAT_JOBS=$(COMPAT_JOBS) PYTEST_ARGS="$(PYTEST_ARGS)" bash scripts/compat-runs.sh $(BIN)/pytest $(COMPAT_KAFKA_VERSIONS)
+
+# tests/durations.json from the JUnit reports of the last `make test`: the shards' balance.
+durations: install
+	$(BIN)/python scripts/test-durations.py $${KAFKA_HEALTH_VAR:-var}/test-report-*.xml
 
 # The evaluation on a Spark standalone master and worker equals local mode's (left out of `make test`).
 test-spark-standalone: bootstrap

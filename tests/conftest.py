@@ -39,6 +39,7 @@ from tests.session import SESSION_STARTED
 
 pytest_plugins = [
     "tests.tiers",
+    "tests.shards",
     "tests.fixtures.kafka",
     "tests.fixtures.share",
     "tests.fixtures.postgres",

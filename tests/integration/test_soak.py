@@ -76,7 +76,7 @@ MAX_SAMPLE_GAP = timedelta(seconds=30)
 """Offsets are sampled every 5 s; a cycle may wait out a 10 s request timeout on a broker that has
 just stopped."""
 
-SOAK_PG_PORT = int(os.environ.get("KAFKA_HEALTH_TEST_SOAK_PG_PORT", "55463"))
+SOAK_PG_PORT = int(os.environ.get("KAFKA_HEALTH_TEST_SOAK_PG_PORT", "24533"))
 TOPICS = ("soak-orders", "soak-payments", "soak-audit")
 PARTITIONS = 6
 MESSAGES_PER_SECOND = 150

@@ -1,0 +1,80 @@
+"""Shards: `pytest --shard K/N` runs the K-th of N parts of the suite, so that N sessions, each with
+its own services (scripts/test-shards.sh gives each its own state directory and ports), run the
+suite side by side.
+
+A test module stays whole in one shard: its module-scoped fixtures start clusters, daemons and
+workloads that a split would start twice. Modules go to shards by their time in an earlier whole
+run (`tests/durations.json`, written by `scripts/test-durations.py` from a JUnit report), the
+longest first, each to the shard with the least time so far; a module the file does not know
+counts `UNKNOWN_TEST_SECONDS` per test. Every shard collects the same tests, so every shard makes
+the same assignment.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+DURATIONS = Path(__file__).parent / "durations.json"
+UNKNOWN_TEST_SECONDS = 2.0
+"""What a test of a module missing from the durations file is taken to cost."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="run the K-th (1-based) of N parts of the collected tests, whole modules balanced by "
+        "tests/durations.json",
+    )
+
+
+def parse_shard(value: str) -> tuple[int, int]:
+    """`K/N` -> (K, N); a clear usage error otherwise."""
+    try:
+        k, n = (int(part) for part in value.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"--shard {value!r}: expected K/N, e.g. 1/2") from None
+    if not 1 <= k <= n:
+        raise pytest.UsageError(f"--shard {value!r}: K must be between 1 and N")
+    return k, n
+
+
+def assign(modules: dict[str, int], known: dict[str, float], shards: int) -> dict[str, int]:
+    """Module -> shard index (0-based): the longest module first, each to the least loaded shard.
+    `modules` maps a module's path to its number of collected tests."""
+    cost = {m: known.get(m, UNKNOWN_TEST_SECONDS * count) for m, count in modules.items()}
+    load = [0.0] * shards
+    placed: dict[str, int] = {}
+    for module in sorted(cost, key=lambda m: (-cost[m], m)):
+        target = min(range(shards), key=lambda s: (load[s], s))
+        placed[module] = target
+        load[target] += cost[module]
+    return placed
+
+
+def _durations() -> dict[str, float]:
+    if not DURATIONS.exists():
+        return {}
+    return {str(k): float(v) for k, v in json.loads(DURATIONS.read_text()).items()}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    value = config.getoption("--shard")
+    if not value:
+        return
+    k, n = parse_shard(value)
+    counts: dict[str, int] = defaultdict(int)
+    for item in items:
+        counts[item.nodeid.split("::", 1)[0]] += 1
+    placed = assign(counts, _durations(), n)
+    mine = [item for item in items if placed[item.nodeid.split("::", 1)[0]] == k - 1]
+    others = [item for item in items if placed[item.nodeid.split("::", 1)[0]] != k - 1]
+    if others:
+        config.hook.pytest_deselected(items=others)
+        items[:] = mine
