@@ -79,15 +79,23 @@ def test_a_lagging_group_is_notified_and_a_stopped_broker_paged(
     proc = e2e_daemon(rules_dir=rules)
     log = tmp_path / "daemon.log"
 
+    def wait(predicate: Callable[[], object], timeout: float, what: str) -> None:
+        """`kafka.wait_for`, whose failure ends with the daemon's log."""
+        try:
+            kafka.wait_for(predicate, timeout, what)
+        except AssertionError as exc:
+            tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no daemon log)"
+            raise AssertionError(f"{exc}; the daemon's log ends:\n{tail}") from None
+
     # The first evaluation waits for Spark to start: minutes on a busy two-core machine.
-    kafka.wait_for(lambda: evaluated(engine) or proc.poll() is not None, 480, "the daemon's first evaluation")
+    wait(lambda: evaluated(engine) or proc.poll() is not None, 480, "the daemon's first evaluation")
     assert proc.poll() is None, log.read_text()[-3000:]
     _says_its_release(engine, "e2e")
 
     def notified() -> list[dict[str, object]]:
         return [n for n in _console(tmp_path / "console.jsonl") if "compat-lagging" in json.dumps(n)]
 
-    kafka.wait_for(lambda: notified() or proc.poll() is not None, 180, "the lagging group's notification")
+    wait(lambda: notified() or proc.poll() is not None, 180, "the lagging group's notification")
     assert proc.poll() is None, log.read_text()[-3000:]
     assert "8 messages behind" in json.dumps(notified()[0])
     assert fake_pagerduty.events == [], "nothing pages while every broker is up"
@@ -98,7 +106,7 @@ def test_a_lagging_group_is_notified_and_a_stopped_broker_paged(
         triggers = [e for e in fake_pagerduty.events if e.get("event_action") == "trigger"]
         return bool(triggers) or proc.poll() is not None
 
-    kafka.wait_for(paged, 180, "a page at the local PagerDuty server")
+    wait(paged, 180, "a page at the local PagerDuty server")
     assert proc.poll() is None, log.read_text()[-3000:]
     triggers = [e for e in fake_pagerduty.events if e["event_action"] == "trigger"]
     assert "Broker 3" in triggers[0]["payload"]["summary"]
