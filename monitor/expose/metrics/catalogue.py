@@ -36,6 +36,7 @@ KLG_GROUP_TOPIC = ("cluster", "clustername", "group", "topic")
 KLG_GROUP = ("cluster", "clustername", "group")
 GROUP_TOPIC = ("cluster", "group", "topic")
 GROUP = ("cluster", "group")
+OBJECTIVE = ("cluster", "group", "objective")
 PARTITION = ("cluster", "topic", "partition")
 TOPIC = ("cluster", "topic")
 BROKER = ("cluster", "broker")
@@ -135,6 +136,23 @@ GROUPS: tuple[MetricSpec, ...] = (
     _ours("group_state", (*GROUP, "state"), "group", "one",
           "1, labelled with the consumer group state: Stable, PreparingRebalance, CompletingRebalance, "
           "Empty, Dead or Unknown."),
+)  # fmt: skip
+
+OBJECTIVES: tuple[MetricSpec, ...] = (
+    _ours("lag_objective_budget_remaining", OBJECTIVE, "objective", "budget_remaining",
+          "Fraction of the lag objective's error budget (window_days of minutes x (1 - target)) the group "
+          "has not spent: 1 untouched, 0 spent, negative overspent."),
+    _ours("lag_objective_compliance_ratio", OBJECTIVE, "objective", "compliance_ratio",
+          "Fraction of the group's recorded minutes over the objective's window_days that were good (lag "
+          "at most its lag_seconds). Absent before any minute is recorded."),
+    _ours("lag_objective_target_ratio", OBJECTIVE, "objective", "target_ratio",
+          "The objective's target as a fraction (99.5 % is 0.995), to compare the compliance with."),
+    _ours("lag_objective_bad_minutes", OBJECTIVE, "objective", "bad_minutes",
+          "Bad minutes of the group over the objective's window_days."),
+    _ours("lag_objective_burn_rate", (*OBJECTIVE, "window"), "objective_burn", "burn_rate",
+          "Bad-minute fraction over the window (5m, 30m, 1h, 6h, 3d) / the budget fraction (1 - target): 1 "
+          "spends the budget exactly over window_days; the burn-rate alerts page at 14.4 (1h and 5m) or 6 "
+          "(6h and 30m). Absent before any minute of the window is recorded."),
 )  # fmt: skip
 
 PARTITIONS: tuple[MetricSpec, ...] = (
@@ -349,7 +367,7 @@ PROCESS: tuple[MetricSpec, ...] = (
 )  # fmt: skip
 
 STATE: tuple[MetricSpec, ...] = (
-    *COMPATIBLE, *GROUPS, *SHARE_GROUPS, *PARTITIONS, *TOPICS, *BROKERS, *PROBE, *CLUSTERS,
+    *COMPATIBLE, *GROUPS, *OBJECTIVES, *SHARE_GROUPS, *PARTITIONS, *TOPICS, *BROKERS, *PROBE, *CLUSTERS,
 )  # fmt: skip
 """The metrics read from the views once per evaluation (the snapshot)."""
 
@@ -377,6 +395,8 @@ VIEWS: dict[str, str] = {
     "broker": "broker_state",
     "cluster": "cluster_state",
     "share_group": "share_group_state (migration 0018)",
+    "objective": "derived_lag_objective of latest_evaluations (migration 0028)",
+    "objective_burn": "derived_lag_objective of latest_evaluations (migration 0028)",
 }
 """State query -> the views it reads (migration 0005), for people checking a value in SQL."""
 
@@ -390,6 +410,7 @@ NOT_SERVED = (
 _TITLES = (
     ("kafka-lag-go compatible", COMPATIBLE),
     ("Consumer groups", GROUPS),
+    ("Lag objectives (`evaluate.objectives_file`)", OBJECTIVES),
     ("Share groups (KIP-932, Kafka 4.1+)", SHARE_GROUPS),
     ("Partitions (partition-level: `metrics.partition_series`, `metrics.max_partition_series`)", PARTITIONS),
     ("Topics", TOPICS),
@@ -457,6 +478,9 @@ _COMPUTED = {
     "min_headroom_bytes": "retention_headroom: min of `headroom_bytes`",
     "evaluated_at_seconds": "cluster_state: `evaluated_at` as Unix time",
     "one": "1 per row",
+    "compliance_ratio": "derived_lag_objective: `compliance` / 100",
+    "target_ratio": "derived_lag_objective: `target` / 100",
+    "burn_rate": "derived_lag_objective: `burn_rate_<window>`, one row per window",
 }
 """Columns the state queries compute rather than read from a view, as the docs describe them."""
 
