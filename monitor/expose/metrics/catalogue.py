@@ -138,21 +138,24 @@ GROUPS: tuple[MetricSpec, ...] = (
           "Empty, Dead or Unknown."),
 )  # fmt: skip
 
+
+def _objective(name: str, column: str, meaning: str, window: bool = False) -> MetricSpec:
+    """`kafka_health_lag_objective_<name>` per (cluster, group, objective[, burn-rate window])."""
+    labels, query = ((*OBJECTIVE, "window"), "objective_burn") if window else (OBJECTIVE, "objective")
+    return _ours(f"lag_objective_{name}", labels, query, column, meaning)
+
+
 OBJECTIVES: tuple[MetricSpec, ...] = (
-    _ours("lag_objective_budget_remaining", OBJECTIVE, "objective", "budget_remaining",
-          "Fraction of the lag objective's error budget (window_days of minutes x (1 - target)) the group "
-          "has not spent: 1 untouched, 0 spent, negative overspent."),
-    _ours("lag_objective_compliance_ratio", OBJECTIVE, "objective", "compliance_ratio",
-          "Fraction of the group's recorded minutes over the objective's window_days that were good (lag "
-          "at most its lag_seconds). Absent before any minute is recorded."),
-    _ours("lag_objective_target_ratio", OBJECTIVE, "objective", "target_ratio",
-          "The objective's target as a fraction (99.5 % is 0.995), to compare the compliance with."),
-    _ours("lag_objective_bad_minutes", OBJECTIVE, "objective", "bad_minutes",
-          "Bad minutes of the group over the objective's window_days."),
-    _ours("lag_objective_burn_rate", (*OBJECTIVE, "window"), "objective_burn", "burn_rate",
-          "Bad-minute fraction over the window (5m, 30m, 1h, 6h, 3d) / the budget fraction (1 - target): 1 "
-          "spends the budget exactly over window_days; the burn-rate alerts page at 14.4 (1h and 5m) or 6 "
-          "(6h and 30m). Absent before any minute of the window is recorded."),
+    _objective("budget_remaining", "budget_remaining", "Fraction of the lag objective's error budget "
+               "(window_days of minutes x (1 - target)) the group has not spent: 1 untouched, 0 spent, "
+               "negative overspent."),
+    _objective("compliance_ratio", "compliance_ratio", "Fraction of the group's recorded minutes over the "
+               "window_days that were good (lag at most lag_seconds). Absent before any is recorded."),
+    _objective("target_ratio", "target_ratio", "The objective's target as a fraction (99.5 % is 0.995)."),
+    _objective("bad_minutes", "bad_minutes", "Bad minutes of the group over the objective's window_days."),
+    _objective("burn_rate", "burn_rate", "Bad-minute fraction over the window (5m, 30m, 1h, 6h, 3d) / the "
+               "budget fraction (1 - target): 1 spends the budget exactly over window_days (the alerts page "
+               "at 14.4 over 1h and 5m). Absent before any minute of the window is recorded.", window=True),
 )  # fmt: skip
 
 PARTITIONS: tuple[MetricSpec, ...] = (
