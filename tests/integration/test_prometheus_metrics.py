@@ -114,9 +114,10 @@ def filled(engine: Engine) -> Engine:
         ])  # fmt: skip
         _insert(conn, "derived_group", T1, [
             {"group_id": "billing", "offset_lag": 300, "max_offset_lag": 250, "max_lag_seconds": 40.0,
-             "members": 2, "status": "WARN", "group_state": "Stable", "consumers_needed": 3},
+             "members": 2, "status": "WARN", "group_state": "Stable", "consumers_needed": 3,
+             "time_to_catch_up_seconds": 750.0, "catching_up": True},
             {"group_id": "audit", "offset_lag": 7, "max_offset_lag": 7, "members": 0, "status": "ERR",
-             "group_state": "Empty"},
+             "group_state": "Empty", "catching_up": False},
         ])  # fmt: skip
         _insert(conn, "derived_lag_objective", T1, [
             _objective("billing", "ledger-fresh", burn_rate_5m=20.0, burn_rate_30m=4.0, burn_rate_1h=2.5,
@@ -252,6 +253,9 @@ def test_our_metrics_serve_the_latest_evaluation(filled: Engine) -> None:
     assert of(samples, "kafka_health_group_members") == {("prod", "billing"): 2, ("prod", "audit"): 0}
     # The advice: billing's; audit, with no member, has none (no series, not a 0).
     assert of(samples, "kafka_health_group_consumers_needed") == {("prod", "billing"): 3}
+    # The forecast: billing catches up in 12.5 min; audit does not gain (no time, not a 0).
+    assert of(samples, "kafka_health_group_time_to_catch_up_seconds") == {("prod", "billing"): 750.0}
+    assert of(samples, "kafka_health_group_catching_up") == {("prod", "billing"): 1, ("prod", "audit"): 0}
 
     # The lag objectives of the latest evaluation (the older one's budget of 0.1 must not show).
     ledger = ("prod", "billing", "ledger-fresh")

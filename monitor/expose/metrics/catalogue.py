@@ -25,49 +25,22 @@ None) are this process's counters since it started.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from typing import Literal
 
-MetricType = Literal["gauge", "counter", "histogram"]
-Origin = Literal["kafka-lag-go", "kminion", "ours", "prometheus_client"]
-
-KLG_GROUP_PARTITION = ("cluster", "clustername", "group", "topic", "partition")
-KLG_GROUP_TOPIC = ("cluster", "clustername", "group", "topic")
-KLG_GROUP = ("cluster", "clustername", "group")
-GROUP_TOPIC = ("cluster", "group", "topic")
-GROUP = ("cluster", "group")
-OBJECTIVE = ("cluster", "group", "objective")
-PARTITION = ("cluster", "topic", "partition")
-TOPIC = ("cluster", "topic")
-BROKER = ("cluster", "broker")
-CLUSTER = ("cluster",)
-
-
-@dataclass(frozen=True, slots=True)
-class MetricSpec:
-    name: str
-    """As queried in PromQL (counters end in `_total`)."""
-    type: MetricType
-    labels: tuple[str, ...]
-    meaning: str
-    origin: Origin
-    query: str | None = None
-    """The state query the value comes from; None for process metrics."""
-    column: str | None = None
-
-    @property
-    def family(self) -> str:
-        """The family name in the exposition's TYPE line parsed back (counters lose `_total`)."""
-        return self.name.removesuffix("_total") if self.type == "counter" else self.name
-
-
-def _klg(name: str, labels: tuple[str, ...], query: str, column: str, meaning: str) -> MetricSpec:
-    return MetricSpec(name, "gauge", labels, meaning, "kafka-lag-go", query, column)
-
-
-def _ours(name: str, labels: tuple[str, ...], query: str, column: str, meaning: str) -> MetricSpec:
-    return MetricSpec(f"kafka_health_{name}", "gauge", labels, meaning, "ours", query, column)
-
+from monitor.expose.metrics.spec import (
+    BROKER,
+    CLUSTER,
+    GROUP,
+    GROUP_TOPIC,
+    KLG_GROUP,
+    KLG_GROUP_PARTITION,
+    KLG_GROUP_TOPIC,
+    OBJECTIVE,
+    PARTITION,
+    TOPIC,
+)
+from monitor.expose.metrics.spec import MetricSpec as MetricSpec
+from monitor.expose.metrics.spec import klg as _klg
+from monitor.expose.metrics.spec import ours as _ours
 
 _SECONDS_LAG = (
     "age of the oldest unconsumed message, now - append_time(committed); 0 when caught up. Exact "
@@ -129,6 +102,13 @@ GROUPS: tuple[MetricSpec, ...] = (
           "ahead), at the rate one of its consumers read over the evaluation window; at most its "
           "partitions. Absent when the group is not lagging, has no consume rate yet or no member (start "
           "its consumers first). For autoscalers: docs/keda.md."),
+    _ours("group_time_to_catch_up_seconds", GROUP, "group", "time_to_catch_up_seconds",
+          "Catch-up forecast: seconds until the group has read its backlog at the consume and produce "
+          "rates of the evaluation window (offset lag / (consume - produce), its slowest partition's); 0 "
+          "when caught up. Absent when a lagging partition does not gain on its producers."),
+    _ours("group_catching_up", GROUP, "group", "catching_up",
+          "1 when every lagging partition of the group gains on its producers, 0 when one does not. "
+          "Absent when the group is caught up or its rates are not known yet."),
     _ours("group_status", (*GROUP, "status"), "group", "one",
           "1, labelled with the group's sliding-window status (Burrow's rules without false STOPs; WARN: "
           "falling behind): OK, "

@@ -114,7 +114,7 @@ QUERIES: tuple[StateQuery, ...] = (
         f"""
         SELECT g.cluster, g.group_id, g.offset_lag, g.max_offset_lag, g.max_lag_seconds,
                s.sum_lag_seconds, g.members, g.status, g.group_state, g.consumers_needed,
-               1 AS one
+               g.time_to_catch_up_seconds, g.catching_up, 1 AS one
         FROM group_lag g
         LEFT JOIN ({_SUM_LAG_SECONDS.format(keys="", group_by="")}) s USING (cluster, group_id)
         """,
