@@ -102,13 +102,14 @@ GROUPS: tuple[MetricSpec, ...] = (
           "ahead), at the rate one of its consumers read over the evaluation window; at most its "
           "partitions. Absent when the group is not lagging, has no consume rate yet or no member (start "
           "its consumers first). For autoscalers: docs/keda.md."),
-    _ours("group_time_to_catch_up_seconds", GROUP, "group", "time_to_catch_up_seconds",
-          "Catch-up forecast: seconds until the group has read its backlog at the consume and produce "
-          "rates of the evaluation window (offset lag / (consume - produce), its slowest partition's); 0 "
-          "when caught up. Absent when a lagging partition does not gain on its producers."),
-    _ours("group_catching_up", GROUP, "group", "catching_up",
-          "1 when every lagging partition of the group gains on its producers, 0 when one does not. "
-          "Absent when the group is caught up or its rates are not known yet."),
+    *(_ours(f"group_{forecast}", GROUP, "group", forecast, meaning) for forecast, meaning in (
+        ("time_to_catch_up_seconds", "Catch-up forecast: seconds until the group has read its backlog at "
+         "the consume and produce rates of the evaluation window (offset lag / (consume - produce), its "
+         "slowest partition's); 0 when caught up. Absent when a lagging partition does not gain on its "
+         "producers."),
+        ("catching_up", "1 when every lagging partition of the group gains on its producers, 0 when one "
+         "does not. Absent when the group is caught up or its rates are not known yet."),
+    )),
     _ours("group_status", (*GROUP, "status"), "group", "one",
           "1, labelled with the group's sliding-window status (Burrow's rules without false STOPs; WARN: "
           "falling behind): OK, "
