@@ -36,12 +36,14 @@ from monitor.core.formatting import (
     percent_filter,
     printable_markup,
 )
+from monitor.core.objectives import BURN_WINDOWS
 from monitor.core.settings import load_settings
 from monitor.core.vocabulary import BAD_STATUSES, SEVERITY_RANK
 from monitor.expose.read import clusters as read_clusters
 from monitor.expose.read import lag as read_lag
 from monitor.expose.read import queries
 from monitor.expose.read import topics as read_topics
+from monitor.expose.read.objectives import GroupObjective
 
 ClusterOption = Annotated[
     str | None,
@@ -129,7 +131,8 @@ def lag(
     config: ConfigOption = None,
 ) -> None:
     """A consumer group's lag: status, members, lag in offsets and seconds per topic and per
-    partition, time until data loss."""
+    partition, time until data loss, the catch-up forecast and the consumer advice, and the lag
+    objectives it is held to (budget left, burn rates)."""
     with _connection(config) as conn:
         name = _cluster_of(conn, cluster, group, read_lag.group_ids, "consumer group")
         detail = read_lag.group(conn, name, group)
@@ -185,6 +188,29 @@ def lag(
             _mark(p.status or "-", (p.status or "") in BAD_STATUSES), _text(p.owner or "unassigned"),
         )  # fmt: skip
     out.print(table)
+    if detail.objectives:
+        out.print(_objectives(detail.objectives))
+
+
+def _objectives(objectives: Sequence[GroupObjective]) -> Table:
+    """The group's lag objectives as the group page shows them: a burn rate of 1 spends the error
+    budget exactly over the objective's window."""
+    table = Table(title="Lag objectives (burn rate 1 = the budget spent exactly over the window)")
+    burns = [w.column.removeprefix("burn_rate_") for w in BURN_WINDOWS]
+    for column in ("objective", "lag at most", "target", "window", *(f"burn {b}" for b in burns),
+                   "bad minutes", "compliance", "budget left"):  # fmt: skip
+        table.add_column(column, overflow="fold")
+    for o in objectives:
+        rates = [getattr(o, w.column) for w in BURN_WINDOWS]
+        table.add_row(
+            _text(o.objective) + (" (bad this minute)" if o.minute_bad else ""),
+            duration_filter(o.lag_threshold_seconds), f"{o.target:g} %", f"{o.window_days} d",
+            *("-" if r is None else _mark(f"{number_filter(r, 1)}x", r >= 1, "yellow") for r in rates),
+            f"{_count(o.bad_minutes)} of {_count(o.recorded_minutes)}",
+            "-" if o.compliance is None else f"{number_filter(o.compliance, 2)} %",
+            _mark(f"{number_filter(o.budget_remaining * 100, 1)} %", o.budget_remaining <= 0),
+        )  # fmt: skip
+    return table
 
 
 def topic(

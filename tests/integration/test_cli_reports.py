@@ -12,13 +12,22 @@ from typer.testing import CliRunner
 
 from monitor.cli import reports as cli_reports
 from monitor.cli.main import app
-from tests.fixtures.read_model import fill
+from tests.fixtures.read_model import T0, T1, fill, insert
 
 
 @pytest.fixture(scope="module")
 def filled(engine: Engine) -> Engine:
     with engine.begin() as conn:
         fill(conn)
+        # billing's lag objective in both evaluations: the report shows the newest's.
+        insert(conn, "derived_lag_objective", [
+            {"cluster": "prod", "objective": "ledger-fresh", "group_id": "billing", "evaluated_at": at,
+             "lag_threshold_seconds": 60.0, "target": 99.5, "window_days": 28, "minute_bad": True,
+             "burn_rate_5m": 12.5, "burn_rate_30m": 3.0, "burn_rate_1h": 2.25, "burn_rate_6h": 0.5,
+             "burn_rate_3d": None, "bad_minutes": bad, "recorded_minutes": 1200, "budget_remaining": left,
+             "compliance": 99.0}
+            for at, bad, left in ((T0, 150, 0.25), (T1, 12, 0.9405))
+        ])  # fmt: skip
     return engine
 
 
@@ -60,6 +69,25 @@ def test_lag_of_a_group_per_partition(run: CliRunner) -> None:
     rows = [line for line in result.output.splitlines() if line.startswith("│ orders")]
     assert len(rows) == 1 and "│ 150 " in rows[0] and "│ 200 " in rows[0], "only the lagging partition"
     assert "/10.0.0.1" in rows[0], "the member that owns orders/0"
+
+
+def test_lag_shows_the_groups_objectives_with_budget_and_burn_rates(run: CliRunner) -> None:
+    result = run.invoke(app, ["lag", "billing"])
+    assert result.exit_code == 0, result.output
+    assert "Lag objectives" in result.output
+    (row,) = [line for line in result.output.splitlines() if line.startswith("│ ledger-fresh")]
+    cells = [cell.strip() for cell in row.strip("│").split("│")]
+    assert cells == [
+        "ledger-fresh (bad this minute)", "1 min", "99.5 %", "28 d", "12.5x", "3.0x", "2.2x", "0.5x", "-",
+        "12 of 1,200", "99.00 %", "94.0 %",
+    ], cells  # fmt: skip
+
+    data = json.loads(run.invoke(app, ["lag", "billing", "--json"]).output)
+    (objective,) = data["objectives"]
+    assert objective["objective"] == "ledger-fresh" and objective["budget_remaining"] == 0.9405
+    assert objective["burn_rate_1h"] == 2.25 and objective["burn_rate_3d"] is None
+    others = json.loads(run.invoke(app, ["lag", "audit", "--json"]).output)
+    assert others["objectives"] == [], "a group no objective matches has none"
 
 
 def test_lag_json_and_unknown_group(run: CliRunner) -> None:

@@ -49,6 +49,11 @@ def _gp(
             "lag_seconds": seconds, "time_until_data_loss_seconds": tudl}  # fmt: skip
 
 
+def _objective(group: str, objective: str, **values: object) -> dict[str, object]:
+    return {"group_id": group, "objective": objective, "lag_threshold_seconds": 60.0, "target": 99.5,
+            "window_days": 28, "bad_minutes": 0, "recorded_minutes": 0, **values}  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def filled(engine: Engine) -> Engine:
     with engine.begin() as conn:
@@ -81,6 +86,9 @@ def filled(engine: Engine) -> Engine:
         _insert(conn, "derived_cluster", T0, [{"brokers": 9}])
         _insert(conn, "derived_group_partition", T0, [_gp("billing", "orders", 0, 100, 99.0, None)])
         _insert(conn, "derived_group", T0, [{"group_id": "gone", "offset_lag": 5, "max_offset_lag": 5}])
+        _insert(
+            conn, "derived_lag_objective", T0, [_objective("billing", "ledger-fresh", budget_remaining=0.1)]
+        )
 
         _insert(conn, "derived_cluster", T1, [{
             "brokers": 3, "brokers_down": 1, "partitions": 3, "offline_partitions": 1,
@@ -106,9 +114,17 @@ def filled(engine: Engine) -> Engine:
         ])  # fmt: skip
         _insert(conn, "derived_group", T1, [
             {"group_id": "billing", "offset_lag": 300, "max_offset_lag": 250, "max_lag_seconds": 40.0,
-             "members": 2, "status": "WARN", "group_state": "Stable", "consumers_needed": 3},
+             "members": 2, "status": "WARN", "group_state": "Stable", "consumers_needed": 3,
+             "time_to_catch_up_seconds": 750.0, "catching_up": True},
             {"group_id": "audit", "offset_lag": 7, "max_offset_lag": 7, "members": 0, "status": "ERR",
-             "group_state": "Empty"},
+             "group_state": "Empty", "catching_up": False},
+        ])  # fmt: skip
+        _insert(conn, "derived_lag_objective", T1, [
+            _objective("billing", "ledger-fresh", burn_rate_5m=20.0, burn_rate_30m=4.0, burn_rate_1h=2.5,
+                       burn_rate_6h=0.5, bad_minutes=12, recorded_minutes=1200, budget_remaining=0.9405,
+                       compliance=99.0),
+            # Its first minute not recorded yet: a budget, no compliance and no burn rate.
+            _objective("audit", "ledger-fresh", budget_remaining=1.0),
         ])  # fmt: skip
         _insert(conn, "derived_partition", T1, [
             {"topic": "orders", "partition": 0, "size_bytes": 900, "retention_bytes": 1000,
@@ -237,6 +253,22 @@ def test_our_metrics_serve_the_latest_evaluation(filled: Engine) -> None:
     assert of(samples, "kafka_health_group_members") == {("prod", "billing"): 2, ("prod", "audit"): 0}
     # The advice: billing's; audit, with no member, has none (no series, not a 0).
     assert of(samples, "kafka_health_group_consumers_needed") == {("prod", "billing"): 3}
+    # The forecast: billing catches up in 12.5 min; audit does not gain (no time, not a 0).
+    assert of(samples, "kafka_health_group_time_to_catch_up_seconds") == {("prod", "billing"): 750.0}
+    assert of(samples, "kafka_health_group_catching_up") == {("prod", "billing"): 1, ("prod", "audit"): 0}
+
+    # The lag objectives of the latest evaluation (the older one's budget of 0.1 must not show).
+    ledger = ("prod", "billing", "ledger-fresh")
+    fresh_audit = ("prod", "audit", "ledger-fresh")
+    assert of(samples, "kafka_health_lag_objective_budget_remaining") == {ledger: 0.9405, fresh_audit: 1.0}
+    assert of(samples, "kafka_health_lag_objective_compliance_ratio") == {ledger: pytest.approx(0.99)}
+    assert of(samples, "kafka_health_lag_objective_target_ratio") == {
+        ledger: pytest.approx(0.995), fresh_audit: pytest.approx(0.995),
+    }  # fmt: skip
+    assert of(samples, "kafka_health_lag_objective_bad_minutes") == {ledger: 12, fresh_audit: 0}
+    assert of(samples, "kafka_health_lag_objective_burn_rate") == {
+        (*ledger, "5m"): 20.0, (*ledger, "30m"): 4.0, (*ledger, "1h"): 2.5, (*ledger, "6h"): 0.5,
+    }  # fmt: skip
 
     assert of(samples, "kafka_health_partition_retention_headroom_bytes") == {
         ("prod", "orders", "0"): 100, ("prod", "orders", "1"): 900,

@@ -25,48 +25,22 @@ None) are this process's counters since it started.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from typing import Literal
 
-MetricType = Literal["gauge", "counter", "histogram"]
-Origin = Literal["kafka-lag-go", "kminion", "ours", "prometheus_client"]
-
-KLG_GROUP_PARTITION = ("cluster", "clustername", "group", "topic", "partition")
-KLG_GROUP_TOPIC = ("cluster", "clustername", "group", "topic")
-KLG_GROUP = ("cluster", "clustername", "group")
-GROUP_TOPIC = ("cluster", "group", "topic")
-GROUP = ("cluster", "group")
-PARTITION = ("cluster", "topic", "partition")
-TOPIC = ("cluster", "topic")
-BROKER = ("cluster", "broker")
-CLUSTER = ("cluster",)
-
-
-@dataclass(frozen=True, slots=True)
-class MetricSpec:
-    name: str
-    """As queried in PromQL (counters end in `_total`)."""
-    type: MetricType
-    labels: tuple[str, ...]
-    meaning: str
-    origin: Origin
-    query: str | None = None
-    """The state query the value comes from; None for process metrics."""
-    column: str | None = None
-
-    @property
-    def family(self) -> str:
-        """The family name in the exposition's TYPE line parsed back (counters lose `_total`)."""
-        return self.name.removesuffix("_total") if self.type == "counter" else self.name
-
-
-def _klg(name: str, labels: tuple[str, ...], query: str, column: str, meaning: str) -> MetricSpec:
-    return MetricSpec(name, "gauge", labels, meaning, "kafka-lag-go", query, column)
-
-
-def _ours(name: str, labels: tuple[str, ...], query: str, column: str, meaning: str) -> MetricSpec:
-    return MetricSpec(f"kafka_health_{name}", "gauge", labels, meaning, "ours", query, column)
-
+from monitor.expose.metrics.spec import (
+    BROKER,
+    CLUSTER,
+    GROUP,
+    GROUP_TOPIC,
+    KLG_GROUP,
+    KLG_GROUP_PARTITION,
+    KLG_GROUP_TOPIC,
+    OBJECTIVE,
+    PARTITION,
+    TOPIC,
+)
+from monitor.expose.metrics.spec import MetricSpec as MetricSpec
+from monitor.expose.metrics.spec import klg as _klg
+from monitor.expose.metrics.spec import ours as _ours
 
 _SECONDS_LAG = (
     "age of the oldest unconsumed message, now - append_time(committed); 0 when caught up. Exact "
@@ -128,6 +102,14 @@ GROUPS: tuple[MetricSpec, ...] = (
           "ahead), at the rate one of its consumers read over the evaluation window; at most its "
           "partitions. Absent when the group is not lagging, has no consume rate yet or no member (start "
           "its consumers first). For autoscalers: docs/keda.md."),
+    *(_ours(f"group_{forecast}", GROUP, "group", forecast, meaning) for forecast, meaning in (
+        ("time_to_catch_up_seconds", "Catch-up forecast: seconds until the group has read its backlog at "
+         "the consume and produce rates of the evaluation window (offset lag / (consume - produce), its "
+         "slowest partition's); 0 when caught up. Absent when a lagging partition does not gain on its "
+         "producers."),
+        ("catching_up", "1 when every lagging partition of the group gains on its producers, 0 when one "
+         "does not. Absent when the group is caught up or its rates are not known yet."),
+    )),
     _ours("group_status", (*GROUP, "status"), "group", "one",
           "1, labelled with the group's sliding-window status (Burrow's rules without false STOPs; WARN: "
           "falling behind): OK, "
@@ -135,6 +117,26 @@ GROUPS: tuple[MetricSpec, ...] = (
     _ours("group_state", (*GROUP, "state"), "group", "one",
           "1, labelled with the consumer group state: Stable, PreparingRebalance, CompletingRebalance, "
           "Empty, Dead or Unknown."),
+)  # fmt: skip
+
+
+def _objective(name: str, column: str, meaning: str, window: bool = False) -> MetricSpec:
+    """`kafka_health_lag_objective_<name>` per (cluster, group, objective[, burn-rate window])."""
+    labels, query = ((*OBJECTIVE, "window"), "objective_burn") if window else (OBJECTIVE, "objective")
+    return _ours(f"lag_objective_{name}", labels, query, column, meaning)
+
+
+OBJECTIVES: tuple[MetricSpec, ...] = (
+    _objective("budget_remaining", "budget_remaining", "Fraction of the lag objective's error budget "
+               "(window_days of minutes x (1 - target)) the group has not spent: 1 untouched, 0 spent, "
+               "negative overspent."),
+    _objective("compliance_ratio", "compliance_ratio", "Fraction of the group's recorded minutes over the "
+               "window_days that were good (lag at most lag_seconds). Absent before any is recorded."),
+    _objective("target_ratio", "target_ratio", "The objective's target as a fraction (99.5 % is 0.995)."),
+    _objective("bad_minutes", "bad_minutes", "Bad minutes of the group over the objective's window_days."),
+    _objective("burn_rate", "burn_rate", "Bad-minute fraction over the window (5m, 30m, 1h, 6h, 3d) / the "
+               "budget fraction (1 - target): 1 spends the budget exactly over window_days (the alerts page "
+               "at 14.4 over 1h and 5m). Absent before any minute of the window is recorded.", window=True),
 )  # fmt: skip
 
 PARTITIONS: tuple[MetricSpec, ...] = (
@@ -349,7 +351,7 @@ PROCESS: tuple[MetricSpec, ...] = (
 )  # fmt: skip
 
 STATE: tuple[MetricSpec, ...] = (
-    *COMPATIBLE, *GROUPS, *SHARE_GROUPS, *PARTITIONS, *TOPICS, *BROKERS, *PROBE, *CLUSTERS,
+    *COMPATIBLE, *GROUPS, *OBJECTIVES, *SHARE_GROUPS, *PARTITIONS, *TOPICS, *BROKERS, *PROBE, *CLUSTERS,
 )  # fmt: skip
 """The metrics read from the views once per evaluation (the snapshot)."""
 
@@ -377,6 +379,8 @@ VIEWS: dict[str, str] = {
     "broker": "broker_state",
     "cluster": "cluster_state",
     "share_group": "share_group_state (migration 0018)",
+    "objective": "derived_lag_objective of latest_evaluations (migration 0028)",
+    "objective_burn": "derived_lag_objective of latest_evaluations (migration 0028)",
 }
 """State query -> the views it reads (migration 0005), for people checking a value in SQL."""
 
@@ -390,6 +394,7 @@ NOT_SERVED = (
 _TITLES = (
     ("kafka-lag-go compatible", COMPATIBLE),
     ("Consumer groups", GROUPS),
+    ("Lag objectives (`evaluate.objectives_file`)", OBJECTIVES),
     ("Share groups (KIP-932, Kafka 4.1+)", SHARE_GROUPS),
     ("Partitions (partition-level: `metrics.partition_series`, `metrics.max_partition_series`)", PARTITIONS),
     ("Topics", TOPICS),
@@ -457,6 +462,9 @@ _COMPUTED = {
     "min_headroom_bytes": "retention_headroom: min of `headroom_bytes`",
     "evaluated_at_seconds": "cluster_state: `evaluated_at` as Unix time",
     "one": "1 per row",
+    "compliance_ratio": "derived_lag_objective: `compliance` / 100",
+    "target_ratio": "derived_lag_objective: `target` / 100",
+    "burn_rate": "derived_lag_objective: `burn_rate_<window>`, one row per window",
 }
 """Columns the state queries compute rather than read from a view, as the docs describe them."""
 

@@ -1,11 +1,13 @@
 """The set-based SQL a build of the `/metrics` snapshot runs: one query per group of metric
-families (never one per series), over the views of migration 0005.
+families (never one per series), over the views of migration 0005 and, for the lag objectives,
+`derived_lag_objective` at each cluster's newest evaluation.
 
 Each query returns the label columns (`cluster`, `group_id`, `topic`, `partition`, `broker_id`,
-`status`, `group_state`) and the value columns the catalogue names. The partition-level queries
-also come ordered by urgency and limited: the cap keeps the rows that matter most, and the
-window sum `total_series` (computed before LIMIT) says how much was left out; they leave out the
-clusters whose partition-level series are switched off (`clusters[].partition_series`).
+`status`, `group_state`, `objective`, `burn_window`) and the value columns the catalogue names.
+The partition-level queries also come ordered by urgency and limited: the cap keeps the rows that
+matter most, and the window sum `total_series` (computed before LIMIT) says how much was left
+out; they leave out the clusters whose partition-level series are switched off
+(`clusters[].partition_series`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from monitor.core.objectives import BURN_WINDOWS
 from monitor.expose.metrics.catalogue import STATE, MetricSpec
 
 LABEL_COLUMNS: dict[str, str] = {
@@ -24,6 +27,8 @@ LABEL_COLUMNS: dict[str, str] = {
     "broker": "broker_id",
     "status": "status",
     "state": "group_state",
+    "objective": "objective",
+    "window": "burn_window",
 }
 """Prometheus label -> the query column it is read from."""
 
@@ -82,6 +87,14 @@ PARTITION = StateQuery(
     " min_time_until_data_loss_seconds NULLS LAST, headroom_bytes NULLS LAST, cluster, topic, partition",
 )
 
+_LATEST_OBJECTIVES = """
+    FROM derived_lag_objective d
+    JOIN latest_evaluations l ON l.cluster = d.cluster AND l.evaluated_at = d.evaluated_at
+"""
+
+_BURN_WINDOWS = ", ".join(f"('{w.column.removeprefix('burn_rate_')}', d.{w.column})" for w in BURN_WINDOWS)
+"""One (window label, burn rate) row per burn-rate column: `window` is a label, not a name part."""
+
 QUERIES: tuple[StateQuery, ...] = (
     GROUP_PARTITION,
     PARTITION,
@@ -101,9 +114,25 @@ QUERIES: tuple[StateQuery, ...] = (
         f"""
         SELECT g.cluster, g.group_id, g.offset_lag, g.max_offset_lag, g.max_lag_seconds,
                s.sum_lag_seconds, g.members, g.status, g.group_state, g.consumers_needed,
-               1 AS one
+               g.time_to_catch_up_seconds, g.catching_up, 1 AS one
         FROM group_lag g
         LEFT JOIN ({_SUM_LAG_SECONDS.format(keys="", group_by="")}) s USING (cluster, group_id)
+        """,
+    ),
+    StateQuery(
+        "objective",
+        f"""
+        SELECT d.cluster, d.group_id, d.objective, d.budget_remaining, d.bad_minutes,
+               d.compliance / 100.0 AS compliance_ratio, d.target / 100.0 AS target_ratio
+        {_LATEST_OBJECTIVES}
+        """,
+    ),
+    StateQuery(
+        "objective_burn",
+        f"""
+        SELECT d.cluster, d.group_id, d.objective, w.burn_window, w.burn_rate
+        {_LATEST_OBJECTIVES}
+        CROSS JOIN LATERAL (VALUES {_BURN_WINDOWS}) AS w (burn_window, burn_rate)
         """,
     ),
     StateQuery(
