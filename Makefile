@@ -14,7 +14,7 @@ CI_KAFKA_VERSIONS     ?= 2.8.2 3.9.1
 COMPAT_JOBS           ?= 1
 BENCH_ARGS  ?=
 
-.PHONY: demo test test-compat test-spark-standalone test-unit soak lint format setup install bootstrap bench clean down help image
+.PHONY: demo test test-compat test-spark-standalone test-unit soak lint format records setup install bootstrap bench clean down help image
 
 help:
 	@echo "make demo   - local 3-node Kafka + PostgreSQL + Spark, and the monitor daemon with its web UI"
@@ -22,6 +22,7 @@ help:
 	@echo "make test-compat - the Kafka contract suite and an end-to-end run against every supported broker version"
 	@echo "make test-unit - the fast tier: tests that start no JVM and no server (under a minute)"
 	@echo "make lint   - ruff, mypy (strict on monitor/) and the import layering contracts"
+	@echo "make records - regenerate the read records' typed columns from monitor/core/derived.py"
 	@echo "make down   - stop the local Kafka cluster and PostgreSQL started by the demo"
 	@echo "make soak   - only the soak test: ten minutes of traffic through broker, PostgreSQL and receiver outages"
 	@echo "make bench  - every benchmark, a results table and plots in bench/results/ (BENCH_ARGS=--quick)"
@@ -87,6 +88,11 @@ down: install
 format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# The read records' columns (monitor/expose/read/derived_records.py) from the derived contract: run
+# after adding or changing a column in monitor/core/derived.py (a unit test fails until then).
+records: install
+	$(BIN)/python -m monitor.expose.read.record_columns
 
 clean: down
 	rm -rf var .pytest_cache .mypy_cache .ruff_cache

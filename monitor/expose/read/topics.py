@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
+from monitor.expose.read.derived_records import TopicConsumerColumns
 from monitor.expose.read.fields import Described
 from monitor.expose.read.fresh import with_fresh_lag
 from monitor.expose.read.queries import (
@@ -25,9 +26,11 @@ from monitor.expose.read.queries import (
     Page,
     fetch_page,
     latest_evaluation,
+    latest_rows,
     like_pattern,
     records,
 )
+from monitor.expose.read.record_columns import select_list
 from monitor.store.fresh_lag import groups_lags
 
 TopicSort = Literal[
@@ -144,32 +147,13 @@ class PartitionState(Described):
 
 
 @dataclass(frozen=True, slots=True)
-class TopicConsumer(Described):
+class TopicConsumer(TopicConsumerColumns, Described):
     """A consumer group reading the topic, with its lag on it and its time until data loss."""
 
     __entity__ = "group_topic"
 
-    group_id: str
-    group_state: str | None
-    members: int | None
-    partitions: int | None
-    offset_lag: int | None
-    max_offset_lag: int | None
-    lag_seconds: float | None
-    max_lag_seconds: float | None
-    append_lag_seconds: float | None
-    consume_rate: float | None
-    time_to_catch_up_seconds: float | None
-    time_until_data_loss_seconds: float | None
-    data_loss_margin_seconds: float | None
-    data_loss_occurred: bool | None
-    status: str | None
     evaluated_at: datetime
     offset_lag_as_of: datetime | None = None
-
-
-_CONSUMER_FIELDS = tuple(f for f in TopicConsumer.__dataclass_fields__ if f != "offset_lag_as_of")
-"""The columns read from `group_topic_lag`; `offset_lag_as_of` is the fresh read's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,8 +358,8 @@ def consumers(conn: Connection, cluster: str, name: str, *, fresh: bool = True) 
         conn,
         TopicConsumer,
         f"""
-        SELECT {", ".join(_CONSUMER_FIELDS)}
-        FROM group_topic_lag WHERE cluster = :c AND topic = :t
+        SELECT {select_list(TopicConsumerColumns)}, evaluated_at
+        FROM {latest_rows("group_topic")} t WHERE cluster = :c AND topic = :t
         ORDER BY data_loss_occurred DESC NULLS LAST, data_loss_margin_seconds NULLS LAST,
                  offset_lag DESC NULLS LAST, group_id
         """,

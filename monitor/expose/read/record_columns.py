@@ -1,0 +1,137 @@
+"""Which derived columns each read record carries, and the generator of their typed bases.
+
+A read record that shows a derived entity (`monitor.core.derived`) extends a base dataclass made
+from the entity's columns: `derived_records.py`, written by `make records` (`python -m
+monitor.expose.read.record_columns`) from `RECORDS`. Each base has every column of its entity, in
+the contract's order, but those a record leaves out (each with the reason), typed from the
+column's Spark type: a key column (`derived.KEYS`, never null in its table) or one the record
+requires has its plain type, any other may be null. A column added to an entity is therefore a
+field of its records, and of the SQL that reads them (`select_list`), after a regeneration; a
+unit test fails while `derived_records.py` is not what `render()` writes now.
+
+The meanings shown in the API and on the pages stay in `fields.py` and the contract.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from monitor.core.derived import ENTITIES, KEYS, Column
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+PYTHON_TYPES: dict[str, str] = {
+    "string": "str",
+    "int": "int",
+    "bigint": "int",
+    "double": "float",
+    "boolean": "bool",
+    "timestamp": "datetime",
+}
+"""A column's Spark SQL type -> the Python type of its field."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordColumns:
+    """The base `name` of the read record `record` (module.class) showing `entity`: its columns but
+    `left_out` (column -> why the record does not carry it); `required` are never null in it."""
+
+    name: str
+    entity: str
+    record: str
+    left_out: Mapping[str, str] = field(default_factory=dict)
+    required: tuple[str, ...] = ()
+
+    def columns(self) -> tuple[Column, ...]:
+        return tuple(c for c in ENTITIES[self.entity] if c.name not in self.left_out)
+
+    def annotation(self, column: Column) -> str:
+        python = PYTHON_TYPES[column.type]
+        if column.name in KEYS[self.entity] or column.name in self.required:
+            return python
+        return f"{python} | None"
+
+
+_UNDER_GROUP = "the record is read under its group (the group's own record has the id)"
+_UNDER_TOPIC = "the record is read under its topic (the topic's own record has the name)"
+
+RECORDS: tuple[RecordColumns, ...] = (
+    RecordColumns("GroupColumns", "group", "lag.GroupSummary"),
+    RecordColumns(
+        "GroupTopicColumns", "group_topic", "lag.GroupTopicLag", left_out={"group_id": _UNDER_GROUP}
+    ),
+    RecordColumns(
+        "GroupPartitionColumns",
+        "group_partition",
+        "lag.GroupPartitionLag",
+        left_out={"group_id": _UNDER_GROUP},
+    ),
+    RecordColumns(
+        "TopicConsumerColumns", "group_topic", "topics.TopicConsumer", left_out={"topic": _UNDER_TOPIC}
+    ),
+    RecordColumns(
+        "GroupObjectiveColumns",
+        "lag_objective",
+        "objectives.GroupObjective",
+        left_out={"group_id": _UNDER_GROUP},
+        required=(
+            "lag_threshold_seconds",
+            "target",
+            "window_days",
+            "bad_minutes",
+            "recorded_minutes",
+            "budget_remaining",
+        ),
+    ),
+)
+"""Every read record base `derived_records.py` has."""
+
+
+def column_names(base: type[DataclassInstance]) -> tuple[str, ...]:
+    """The columns of `base` (a class of `derived_records`), in order."""
+    return tuple(f.name for f in fields(base))
+
+
+def select_list(base: type[DataclassInstance], alias: str | None = None) -> str:
+    """The SQL select list of `base`'s columns, each `alias.` when given."""
+    prefix = "" if alias is None else f"{alias}."
+    return ", ".join(f"{prefix}{name}" for name in column_names(base))
+
+
+_HEADER = '''"""The derived columns each read record carries, typed: generated from `monitor.core.derived` by
+`monitor.expose.read.record_columns` (`make records`). Do not edit; regenerate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+{datetime}'''
+
+
+def render() -> str:
+    """The text of `derived_records.py` as `RECORDS` and the contract make it now."""
+    timestamps = any(c.type == "timestamp" for spec in RECORDS for c in spec.columns())
+    parts = [_HEADER.format(datetime="from datetime import datetime\n" if timestamps else "")]
+    for spec in RECORDS:
+        doc = f'    """The columns of `derived_{spec.entity}` that `{spec.record}` carries."""'
+        lines = ["", "", "@dataclass(frozen=True, slots=True)", f"class {spec.name}:", doc, ""]
+        lines += [f"    {c.name}: {spec.annotation(c)}" for c in spec.columns()]
+        parts.append("\n".join(lines) + "\n")
+    return "".join(parts)
+
+
+GENERATED = Path(__file__).with_name("derived_records.py")
+
+
+def main() -> int:
+    GENERATED.write_text(render(), encoding="utf-8")
+    sys.stdout.write(f"wrote {GENERATED}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
