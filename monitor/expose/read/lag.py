@@ -29,11 +29,10 @@ from monitor.expose.read.queries import (
     Page,
     fetch_page,
     latest_evaluation,
-    latest_rows,
     like_pattern,
     records,
 )
-from monitor.expose.read.record_columns import column_names, select_list
+from monitor.expose.read.record_columns import column_names, latest_rows, select_list
 from monitor.store.fresh_lag import FRESH_PARTITIONS, FreshLag, Key, groups_lags
 
 WORST_STATUS_FIRST = worst_status_first()

@@ -11,8 +11,8 @@ from sqlalchemy import Connection, text
 from monitor.core.objectives import budget_fraction
 from monitor.expose.read.derived_records import GroupObjectiveColumns
 from monitor.expose.read.fields import Described
-from monitor.expose.read.queries import latest_rows, records
-from monitor.expose.read.record_columns import select_list
+from monitor.expose.read.queries import records
+from monitor.expose.read.record_columns import latest_rows, select_list
 
 
 @dataclass(frozen=True, slots=True)

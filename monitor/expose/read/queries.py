@@ -25,7 +25,6 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection, text
 
-from monitor.core.derived import table_of
 from monitor.core.vocabulary import REACHED_RUN_STATUSES
 from monitor.expose.read.fields import Described
 
@@ -104,16 +103,6 @@ def fetch_page(
 def records(conn: Connection, record: type[T], sql: str, params: Mapping[str, Any]) -> list[T]:
     """Every row of `sql` as a `record` (the columns are its fields)."""
     return [record(**row._mapping) for row in conn.execute(text(sql), dict(params))]
-
-
-def latest_rows(entity: str) -> str:
-    """The rows of the derived entity `entity` from the newest evaluation of their cluster, as a
-    subquery: what the `*_lag` views show, with every column the entity's table has now (a view
-    keeps the columns it was created with)."""
-    return (
-        f"(SELECT d.* FROM {table_of(entity)} d JOIN latest_evaluations l"
-        " ON l.cluster = d.cluster AND l.evaluated_at = d.evaluated_at)"
-    )
 
 
 def like_pattern(fragment: str) -> str:

@@ -3,11 +3,14 @@
 A read record that shows a derived entity (`monitor.core.derived`) extends a base dataclass made
 from the entity's columns: `derived_records.py`, written by `make records` (`python -m
 monitor.expose.read.record_columns`) from `RECORDS`. Each base has every column of its entity, in
-the contract's order, but those a record leaves out (each with the reason), typed from the
-column's Spark type: a key column (`derived.KEYS`, never null in its table) or one the record
-requires has its plain type, any other may be null. A column added to an entity is therefore a
-field of its records, and of the SQL that reads them (`select_list`), after a regeneration; a
-unit test fails while `derived_records.py` is not what `render()` writes now.
+the contract's order, but those its records read from elsewhere (each with the reason), typed
+from the column's Spark type: a key column (`derived.KEYS`, never null in its table) or one the
+records require has its plain type, any other may be null (None when not given: the fields are
+keyword-only, so a record adds its own fields after them in any order). The records' SQL selects the bases'
+fields (`select_list`) from the derived tables' newest rows (`latest_rows`: a view keeps the
+columns it was created with). A column added to an entity is therefore a field of its records,
+read and shown, after a regeneration; a unit test fails while `derived_records.py` is not what
+`render()` writes now.
 
 The meanings shown in the API and on the pages stay in `fields.py` and the contract.
 """
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from monitor.core.derived import ENTITIES, KEYS, Column
+from monitor.core.derived import ENTITIES, KEYS, Column, table_of
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -38,12 +41,12 @@ PYTHON_TYPES: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class RecordColumns:
-    """The base `name` of the read record `record` (module.class) showing `entity`: its columns but
-    `left_out` (column -> why the record does not carry it); `required` are never null in it."""
+    """The base `name` of the read records `records` (module.class) showing `entity`: its columns
+    but `left_out` (column -> why they are not read from the entity); `required` are never null."""
 
     name: str
     entity: str
-    record: str
+    records: tuple[str, ...]
     left_out: Mapping[str, str] = field(default_factory=dict)
     required: tuple[str, ...] = ()
 
@@ -51,34 +54,41 @@ class RecordColumns:
         return tuple(c for c in ENTITIES[self.entity] if c.name not in self.left_out)
 
     def annotation(self, column: Column) -> str:
+        """The field's annotation, with its default: None for a column that may be null."""
         python = PYTHON_TYPES[column.type]
         if column.name in KEYS[self.entity] or column.name in self.required:
             return python
-        return f"{python} | None"
+        return f"{python} | None = None"
 
 
-_UNDER_GROUP = "the record is read under its group (the group's own record has the id)"
-_UNDER_TOPIC = "the record is read under its topic (the topic's own record has the name)"
+_METADATA = "the record has the collected metadata's (the brokers table), known before any evaluation"
+_TOPIC_SETTINGS = "the record has the topic's settings as configured now (topics, topic_configs)"
 
 RECORDS: tuple[RecordColumns, ...] = (
-    RecordColumns("GroupColumns", "group", "lag.GroupSummary"),
+    RecordColumns("GroupColumns", "group", ("lag.GroupSummary",)),
+    RecordColumns("GroupTopicColumns", "group_topic", ("lag.GroupTopicLag", "topics.TopicConsumer")),
+    RecordColumns("GroupPartitionColumns", "group_partition", ("lag.GroupPartitionLag",)),
     RecordColumns(
-        "GroupTopicColumns", "group_topic", "lag.GroupTopicLag", left_out={"group_id": _UNDER_GROUP}
+        "TopicColumns",
+        "topic",
+        ("topics.TopicSummary",),
+        left_out=dict.fromkeys(("partitions", "retention_ms", "retention_bytes"), _TOPIC_SETTINGS),
     ),
+    RecordColumns("ClusterColumns", "cluster", ("clusters.ClusterState",)),
     RecordColumns(
-        "GroupPartitionColumns",
-        "group_partition",
-        "lag.GroupPartitionLag",
-        left_out={"group_id": _UNDER_GROUP},
-    ),
-    RecordColumns(
-        "TopicConsumerColumns", "group_topic", "topics.TopicConsumer", left_out={"topic": _UNDER_TOPIC}
+        "BrokerColumns",
+        "broker",
+        ("clusters.BrokerState",),
+        left_out={
+            "rack": _METADATA,
+            "up": _METADATA,
+            "down": "the record's `up` (the metadata's) says it: a broker gone from it is up = false",
+        },
     ),
     RecordColumns(
         "GroupObjectiveColumns",
         "lag_objective",
-        "objectives.GroupObjective",
-        left_out={"group_id": _UNDER_GROUP},
+        ("objectives.GroupObjective",),
         required=(
             "lag_threshold_seconds",
             "target",
@@ -103,6 +113,16 @@ def select_list(base: type[DataclassInstance], alias: str | None = None) -> str:
     return ", ".join(f"{prefix}{name}" for name in column_names(base))
 
 
+def latest_rows(entity: str) -> str:
+    """The rows of the derived entity `entity` from the newest evaluation of their cluster, as a
+    subquery: what the `*_lag` views show, with every column the entity's table has now (a view
+    keeps the columns it was created with)."""
+    return (
+        f"(SELECT d.* FROM {table_of(entity)} d JOIN latest_evaluations l"
+        " ON l.cluster = d.cluster AND l.evaluated_at = d.evaluated_at)"
+    )
+
+
 _HEADER = '''"""The derived columns each read record carries, typed: generated from `monitor.core.derived` by
 `monitor.expose.read.record_columns` (`make records`). Do not edit; regenerate."""
 
@@ -117,8 +137,9 @@ def render() -> str:
     timestamps = any(c.type == "timestamp" for spec in RECORDS for c in spec.columns())
     parts = [_HEADER.format(datetime="from datetime import datetime\n" if timestamps else "")]
     for spec in RECORDS:
-        doc = f'    """The columns of `derived_{spec.entity}` that `{spec.record}` carries."""'
-        lines = ["", "", "@dataclass(frozen=True, slots=True)", f"class {spec.name}:", doc, ""]
+        carried = " and ".join(f"`{record}`" for record in spec.records)
+        doc = f'    """The columns of `derived_{spec.entity}` read into {carried}."""'
+        lines = ["", "", "@dataclass(frozen=True, slots=True, kw_only=True)", f"class {spec.name}:", doc, ""]
         lines += [f"    {c.name}: {spec.annotation(c)}" for c in spec.columns()]
         parts.append("\n".join(lines) + "\n")
     return "".join(parts)

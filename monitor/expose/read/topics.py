@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
-from monitor.expose.read.derived_records import TopicConsumerColumns
+from monitor.expose.read.derived_records import GroupTopicColumns, TopicColumns
 from monitor.expose.read.fields import Described
 from monitor.expose.read.fresh import with_fresh_lag
 from monitor.expose.read.queries import (
@@ -26,11 +26,10 @@ from monitor.expose.read.queries import (
     Page,
     fetch_page,
     latest_evaluation,
-    latest_rows,
     like_pattern,
     records,
 )
-from monitor.expose.read.record_columns import select_list
+from monitor.expose.read.record_columns import column_names, latest_rows, select_list
 from monitor.store.fresh_lag import groups_lags
 
 TopicSort = Literal[
@@ -58,7 +57,7 @@ under min ISR, the smallest data-loss margin, under-replicated, retention shortf
 
 
 @dataclass(frozen=True, slots=True)
-class TopicSummary(Described):
+class TopicSummary(TopicColumns, Described):
     """A topic: its settings as configured now, and its newest evaluation (null before one)."""
 
     __entity__ = "topic"
@@ -69,7 +68,6 @@ class TopicSummary(Described):
         "retention_bytes": "retention.bytes: the size limit per partition (null when unlimited)",
     }
 
-    topic: str
     internal: bool
     partitions: int
     replication_factor: int
@@ -78,20 +76,13 @@ class TopicSummary(Described):
     retention_bytes: int | None
     min_insync_replicas: int | None
     remote_storage: bool
-    size_bytes: int | None
-    produce_rate: float | None
-    produce_bytes_rate: float | None
-    max_size_ratio: float | None
-    min_time_coverage_seconds: float | None
-    retention_shortfall_seconds: float | None
-    max_replicas_lost: int | None
-    under_replicated_partitions: int | None
-    under_min_isr_partitions: int | None
-    offline_partitions: int | None
-    min_time_until_data_loss_seconds: float | None
-    min_data_loss_margin_seconds: float | None
     lagging_groups: int
     evaluated_at: datetime | None
+
+
+_TOPIC_COLUMNS = ", ".join(f"t.{c}" if c == "topic" else f"s.{c}" for c in column_names(TopicColumns))
+"""The topic's name from the metadata (a topic not evaluated yet has one), its numbers from the
+newest evaluation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +138,7 @@ class PartitionState(Described):
 
 
 @dataclass(frozen=True, slots=True)
-class TopicConsumer(TopicConsumerColumns, Described):
+class TopicConsumer(GroupTopicColumns, Described):
     """A consumer group reading the topic, with its lag on it and its time until data loss."""
 
     __entity__ = "group_topic"
@@ -184,17 +175,13 @@ def _topics_sql(match: str) -> str:
     comparison: the page's names, or one name), the aggregations narrowed to them too."""
     only = f"AND topic {match}"
     return f"""
-    SELECT t.topic, t.internal, t.partition_count AS partitions, t.replication_factor,
+    SELECT {_TOPIC_COLUMNS}, t.internal, t.partition_count AS partitions, t.replication_factor,
            cfg.cleanup_policy, cfg.retention_ms, cfg.retention_bytes, cfg.min_insync_replicas,
            coalesce(cfg.remote_storage, false) AS remote_storage,
-           s.size_bytes, s.produce_rate, s.produce_bytes_rate, s.max_size_ratio,
-           s.min_time_coverage_seconds, s.retention_shortfall_seconds, s.max_replicas_lost,
-           s.under_replicated_partitions, s.under_min_isr_partitions, s.offline_partitions,
-           s.min_time_until_data_loss_seconds, s.min_data_loss_margin_seconds,
            coalesce(lg.lagging_groups, 0) AS lagging_groups,
            s.evaluated_at
     FROM topics t
-    LEFT JOIN topic_state s ON s.cluster = t.cluster AND s.topic = t.topic
+    LEFT JOIN {latest_rows("topic")} s ON s.cluster = t.cluster AND s.topic = t.topic
     LEFT JOIN (
         SELECT topic, max(value) FILTER (WHERE name = 'cleanup.policy') AS cleanup_policy,
                {_number("retention.ms")} AS retention_ms,
@@ -358,7 +345,7 @@ def consumers(conn: Connection, cluster: str, name: str, *, fresh: bool = True) 
         conn,
         TopicConsumer,
         f"""
-        SELECT {select_list(TopicConsumerColumns)}, evaluated_at
+        SELECT {select_list(GroupTopicColumns)}, evaluated_at
         FROM {latest_rows("group_topic")} t WHERE cluster = :c AND topic = :t
         ORDER BY data_loss_occurred DESC NULLS LAST, data_loss_margin_seconds NULLS LAST,
                  offset_lag DESC NULLS LAST, group_id
