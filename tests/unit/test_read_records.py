@@ -26,6 +26,7 @@ READ_RECORDS: dict[str, type[Any]] = {
     "lag.GroupPartitionLag": lag.GroupPartitionLag,
     "topics.TopicConsumer": topics.TopicConsumer,
     "topics.TopicSummary": topics.TopicSummary,
+    "topics.PartitionState": topics.PartitionState,
     "objectives.GroupObjective": objectives.GroupObjective,
     "clusters.ClusterState": clusters.ClusterState,
     "clusters.BrokerState": clusters.BrokerState,

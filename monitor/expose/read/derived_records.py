@@ -129,6 +129,32 @@ class TopicColumns:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionColumns:
+    """The columns of `derived_partition` read into `topics.PartitionState`."""
+
+    topic: str
+    partition: int
+    start_offset: int | None = None
+    end_offset: int | None = None
+    produce_rate: float | None = None
+    produce_bytes_rate: float | None = None
+    size_bytes: int | None = None
+    retention_bytes: int | None = None
+    retention_ms: int | None = None
+    size_ratio: float | None = None
+    time_coverage_seconds: float | None = None
+    retention_shortfall_seconds: float | None = None
+    replication_factor: int | None = None
+    min_insync_replicas: int | None = None
+    replicas_lost: int | None = None
+    under_replicated: bool | None = None
+    under_min_isr: bool | None = None
+    offline: bool | None = None
+    non_preferred_leader: bool | None = None
+    replicas_sharing_rack: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterColumns:
     """The columns of `derived_cluster` read into `clusters.ClusterState`."""
 

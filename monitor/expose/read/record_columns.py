@@ -63,6 +63,7 @@ class RecordColumns:
 
 _METADATA = "the record has the collected metadata's (the brokers table), known before any evaluation"
 _TOPIC_SETTINGS = "the record has the topic's settings as configured now (topics, topic_configs)"
+_REPLICAS = "the record has the partition's current leader and in-sync replicas (the partitions table)"
 
 RECORDS: tuple[RecordColumns, ...] = (
     RecordColumns("GroupColumns", "group", ("lag.GroupSummary",)),
@@ -73,6 +74,12 @@ RECORDS: tuple[RecordColumns, ...] = (
         "topic",
         ("topics.TopicSummary",),
         left_out=dict.fromkeys(("partitions", "retention_ms", "retention_bytes"), _TOPIC_SETTINGS),
+    ),
+    RecordColumns(
+        "PartitionColumns",
+        "partition",
+        ("topics.PartitionState",),
+        left_out=dict.fromkeys(("leader", "isr"), _REPLICAS),
     ),
     RecordColumns("ClusterColumns", "cluster", ("clusters.ClusterState",)),
     RecordColumns(

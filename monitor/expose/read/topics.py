@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
-from monitor.expose.read.derived_records import GroupTopicColumns, TopicColumns
+from monitor.expose.read.derived_records import GroupTopicColumns, PartitionColumns, TopicColumns
 from monitor.expose.read.fields import Described
 from monitor.expose.read.fresh import with_fresh_lag
 from monitor.expose.read.queries import (
@@ -86,7 +86,7 @@ newest evaluation."""
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionState(Described):
+class PartitionState(PartitionColumns, Described):
     """A partition: current replicas, ISR and leader with the evaluated replication flags, and
     its retention headroom with the most urgent lagging group."""
 
@@ -104,30 +104,11 @@ class PartitionState(Described):
         "newest sample)",
     }
 
-    partition: int
     leader: int | None
     replicas: list[int]
     isr: list[int]
     preferred_leader: int | None
-    replication_factor: int | None
-    min_insync_replicas: int | None
-    replicas_lost: int | None
-    under_replicated: bool | None
-    under_min_isr: bool | None
-    offline: bool | None
-    non_preferred_leader: bool | None
-    replicas_sharing_rack: int | None
-    start_offset: int | None
-    end_offset: int | None
-    size_bytes: int | None
-    retention_bytes: int | None
     headroom_bytes: int | None
-    size_ratio: float | None
-    retention_ms: int | None
-    time_coverage_seconds: float | None
-    retention_shortfall_seconds: float | None
-    produce_rate: float | None
-    produce_bytes_rate: float | None
     lagging_groups: int
     min_time_until_data_loss_seconds: float | None
     min_data_loss_margin_seconds: float | None
@@ -306,17 +287,19 @@ def configs(conn: Connection, cluster: str, name: str) -> dict[str, str | None]:
     }
 
 
+_PARTITION_COLUMNS = ", ".join(
+    f"r.{c}" if c in ("topic", "partition") else f"d.{c}" for c in column_names(PartitionColumns)
+)
+"""The partition's key from the metadata (a partition not evaluated yet has one), its numbers from
+the newest evaluation."""
+
+
 def topic_partitions(
     conn: Connection, cluster: str, name: str, page: Page = FIRST_PAGE
 ) -> Listing[PartitionState]:
     """The partitions of one topic by number."""
-    body = """
-        SELECT r.partition, r.leader, r.replicas, r.isr, r.preferred_leader, r.replication_factor,
-               r.min_insync_replicas, r.replicas_lost, r.under_replicated, r.under_min_isr,
-               r.offline, r.non_preferred_leader, r.replicas_sharing_rack,
-               d.start_offset, d.end_offset, h.size_bytes, h.retention_bytes, h.headroom_bytes,
-               h.size_ratio, h.retention_ms, h.time_coverage_seconds,
-               h.retention_shortfall_seconds, h.produce_rate, h.produce_bytes_rate,
+    body = f"""
+        SELECT {_PARTITION_COLUMNS}, r.leader, r.replicas, r.isr, r.preferred_leader, h.headroom_bytes,
                coalesce(h.lagging_groups, 0)::int AS lagging_groups,
                h.min_time_until_data_loss_seconds, h.min_data_loss_margin_seconds,
                coalesce(h.data_loss_occurred, false) AS data_loss_occurred,
@@ -325,9 +308,8 @@ def topic_partitions(
         FROM replication_state r
         LEFT JOIN retention_headroom h
             ON h.cluster = r.cluster AND h.topic = r.topic AND h.partition = r.partition
-        LEFT JOIN derived_partition d
-            ON d.cluster = h.cluster AND d.topic = h.topic AND d.partition = h.partition
-            AND d.evaluated_at = h.evaluated_at
+        LEFT JOIN {latest_rows("partition")} d
+            ON d.cluster = r.cluster AND d.topic = r.topic AND d.partition = r.partition
         LEFT JOIN latest_partition_offsets o
             ON o.cluster = r.cluster AND o.topic = r.topic AND o.partition = r.partition
         WHERE r.cluster = :c AND r.topic = :t
