@@ -15,7 +15,7 @@ COMPAT_JOBS           ?= 1
 TEST_SHARDS           ?= 2
 BENCH_ARGS  ?=
 
-.PHONY: demo test durations test-compat test-spark-standalone test-unit soak lint format setup install bootstrap bench clean down help image
+.PHONY: demo test durations test-compat test-spark-standalone test-unit soak lint format records setup install bootstrap bench clean down help image
 
 help:
 	@echo "make demo   - local 3-node Kafka + PostgreSQL + Spark, and the monitor daemon with its web UI"
@@ -23,6 +23,7 @@ help:
 	@echo "make test-compat - the Kafka contract suite and an end-to-end run against every supported broker version"
 	@echo "make test-unit - the fast tier: tests that start no JVM and no server (under a minute)"
 	@echo "make lint   - ruff, mypy (strict on monitor/) and the import layering contracts"
+	@echo "make records - regenerate the read records' typed columns from monitor/core/derived.py"
 	@echo "make down   - stop the local Kafka cluster and PostgreSQL started by the demo"
 	@echo "make soak   - only the soak test: ten minutes of traffic through broker, PostgreSQL and receiver outages"
 	@echo "make bench  - every benchmark, a results table and plots in bench/results/ (BENCH_ARGS=--quick)"
@@ -95,6 +96,11 @@ down: install
 format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# The read records' columns (monitor/expose/read/derived_records.py) from the derived contract: run
+# after adding or changing a column in monitor/core/derived.py (a unit test fails until then).
+records: install
+	$(BIN)/python -m monitor.expose.read.record_columns
 
 clean: down
 	rm -rf var .pytest_cache .mypy_cache .ruff_cache

@@ -114,7 +114,6 @@ def evaluate_once(spark: Any, engine: Engine, url: str, n: int, plans: Plans) ->
         "cpu_s": cpu,
         "seconds": dict(result.seconds),
         "transactions": statements,
-        "rows_read": result.rows_read,
         "findings": dict(result.findings),
         "load": load,
         **_spark_work(spark, group),

@@ -7,8 +7,8 @@ of any size spread evenly), one per executor core.
 
 The reads are lazy: Spark runs them inside the jobs that need the rows, streaming them into the
 first transforms rather than keeping a copy (which cost as much CPU as the reads, and memory the
-aggregations need). Each large input is used by one transform only, so it is read once. How long
-the reads took comes from Spark's own metrics afterwards (`monitor.evaluate.metrics`).
+aggregations need). Each large input is used by one transform only, so it is read once. Their
+time is part of the evaluation's compute phase (`job`).
 """
 
 from __future__ import annotations

@@ -7,10 +7,11 @@
    `evaluated_at`), and the matches are merged into the findings; the findings of entities this
    evaluation did not sample keep their state for up to the window (store.findings).
 
-`EvaluationResult.seconds` times the phases: `read` (the inputs over JDBC), `compute` (transform
+`EvaluationResult.seconds` times the phases on the driver's clock: `compute` (extract, transform
 and evaluate, the findings' texts included) and `write` (load); the daemon records them in its
-evaluation run row. The reads run lazily inside the compute jobs, so their share is taken from
-Spark's metrics (`metrics.py`) and moved out of `compute`.
+evaluation run row. The JDBC reads run lazily inside the compute jobs, alongside the transforms, so
+their time is part of `compute`: Spark has no public interface that gives a job's scan metrics
+(only its physical plan, through the JVM objects behind a DataFrame, or its UI's REST API).
 
 Sized to the data: the number of group-partitions and partitions (one count before the job)
 sets the shuffle partitions, the read slices and the writers (`ROWS_PER_SHUFFLE_PARTITION`); a
@@ -42,7 +43,6 @@ from monitor.core.derived import ENTITIES, SOURCES, sources_of, table_of
 from monitor.core.objectives import Objective
 from monitor.evaluate.engine import render, render_annotations
 from monitor.evaluate.io import write_table
-from monitor.evaluate.metrics import JdbcReads, jdbc_reads
 from monitor.evaluate.plan import (
     PART,
     VERDICT,
@@ -72,15 +72,12 @@ log = logging.getLogger(__name__)
 @dataclass
 class EvaluationResult:
     """What one evaluation did: derived rows per entity, findings counts (merge_findings), and
-    the seconds of each phase (see the module docstring); `rows_read` and the `read` seconds come
-    from Spark's metrics of the JDBC reads (None and absent when Spark's plan could not be read).
-    """
+    the seconds of each phase (see the module docstring)."""
 
     evaluated_at: datetime
     rows: dict[str, int] = field(default_factory=dict)
     findings: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
-    rows_read: int | None = None
 
 
 @dataclass(frozen=True)
@@ -139,8 +136,8 @@ def run_evaluation(
             for frame in plan.kept:  # in the order built: each is computed from those before it
                 kept.append(frame.persist())
             # The rules read every entity: this reads the inputs and computes (and keeps) them all.
-            ran = fresh(plan.gathered if plan.gathered is not None else plan.verdicts)
-            matches, unsampled, rows = _sorted(ran.collect(), rules, gathered=plan.gathered is not None)
+            ran = fresh(plan.gathered if plan.gathered is not None else plan.verdicts).collect()
+            matches, unsampled, rows = _sorted(ran, rules, gathered=plan.gathered is not None)
         result.seconds["compute"] += built
         with _phase(result, "write"), _sized_to(spark, size):
             if plan.gathered is not None:
@@ -158,7 +155,6 @@ def run_evaluation(
                     unsampled=unsampled,
                     stale_before=evaluated_at - settings.window,
                 )
-        _split_reads(result, jdbc_reads([ran]), spark.sparkContext.defaultParallelism)
     finally:
         for frame in reversed(kept):  # the frames read from others first
             frame.unpersist()
@@ -325,20 +321,6 @@ def _sized_to(spark: SparkSession, rows: int) -> Iterator[int]:
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, old)
-
-
-def _split_reads(result: EvaluationResult, reads: JdbcReads | None, cores: int) -> None:
-    """Move the JDBC reads out of the compute phase they ran in: their task time spread over the
-    cores (an estimate of their share of the wall time; they run alongside other tasks)."""
-    if reads is None:
-        return
-    result.rows_read = reads.rows
-    read = min(reads.task_seconds / max(1, cores), result.seconds["compute"])
-    result.seconds = {
-        "read": read,
-        "compute": result.seconds["compute"] - read,
-        "write": result.seconds["write"],
-    }
 
 
 def _observed(

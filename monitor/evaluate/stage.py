@@ -122,8 +122,6 @@ class EvaluateStage:
                 self._due.set(next_due(conn, self._clusters))
         for step, seconds in result.seconds.items():
             run.count(f"ms_{step}", int(seconds * 1000))
-        if result.rows_read is not None:
-            run.count("rows_read", result.rows_read)
         run.count("rules", len(ruleset.rules))
 
     def _objectives(self, run: Run) -> tuple[Objective, ...]:

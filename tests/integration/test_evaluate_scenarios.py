@@ -76,10 +76,9 @@ def test_idle_topic_raises_nothing(kafka: KafkaTestHelper, scenario: Any) -> Non
     result = s.evaluate()
     assert result["rows"]["group_partition"] >= 1
     assert s.rules_for(group) == {}, s.findings()
-    # The phases are timed, and Spark's metrics of the lazy JDBC reads are found in its plans.
-    assert set(result["seconds"]) == {"read", "compute", "write"}
-    assert all(seconds >= 0 for seconds in result["seconds"].values())
-    assert result["rows_read"] is not None and result["rows_read"] > result["rows"]["group_partition"]
+    # The phases are timed on the driver's clock: the lazy JDBC reads are part of compute.
+    assert set(result["seconds"]) == {"compute", "write"}
+    assert all(seconds > 0 for seconds in result["seconds"].values())
 
 
 def test_retention_shortfall_from_retention_bytes(kafka: KafkaTestHelper, scenario: Any) -> None:

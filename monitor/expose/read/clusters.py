@@ -1,9 +1,10 @@
 """Read layer: clusters, their brokers, and the open findings.
 
-A cluster's numbers come from `cluster_state` (its newest evaluation, joined to the collected
-metadata), with counts the overview needs beside them: brokers up, topics, consumer groups by
-status, open findings by severity; and the Kafka release its brokers run, with what that release
-cannot give (`monitor.core.kafka_features`). See `monitor.expose.read.queries` for the conventions.
+A cluster's numbers come from its newest evaluation (`derived_cluster`, what `cluster_state`
+shows) joined to the collected metadata, with counts the overview needs beside them: brokers up,
+topics, consumer groups by status, open findings by severity; and the Kafka release its brokers
+run, with what that release cannot give (`monitor.core.kafka_features`). See
+`monitor.expose.read.queries` for the conventions.
 """
 
 from __future__ import annotations
@@ -23,8 +24,17 @@ from monitor.core.kafka_features import (
     version_text,
 )
 from monitor.core.vocabulary import most_severe_first_sql
+from monitor.expose.read.derived_records import BrokerColumns, ClusterColumns
 from monitor.expose.read.fields import Described
-from monitor.expose.read.queries import FIRST_PAGE, Listing, Page, fetch_page, latest_evaluation, records
+from monitor.expose.read.queries import (
+    FIRST_PAGE,
+    Listing,
+    Page,
+    fetch_page,
+    latest_evaluation,
+    records,
+)
+from monitor.expose.read.record_columns import column_names, latest_rows, select_list
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +66,7 @@ def kafka_releases(conn: Connection) -> dict[str, tuple[str | None, list[Unavail
 
 
 @dataclass(frozen=True, slots=True)
-class ClusterState(Described):
+class ClusterState(ClusterColumns, Described):
     """A cluster: its metadata, the health numbers of its newest evaluation, and the counts an
     overview shows. The evaluated numbers are null before the first evaluation."""
 
@@ -69,17 +79,8 @@ class ClusterState(Described):
     controller_id: int | None
     first_seen: datetime
     last_seen: datetime
-    brokers: int | None
     brokers_up: int
-    brokers_down: int | None
     topics: int
-    partitions: int | None
-    offline_partitions: int | None
-    under_replicated_partitions: int | None
-    under_min_isr_partitions: int | None
-    max_leader_imbalance: float | None
-    collection_age_seconds: float | None
-    unreachable: bool | None
     consumer_groups: int
     lagging_groups: int
     groups_by_status: dict[str, int]
@@ -90,26 +91,17 @@ class ClusterState(Described):
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerState(Described):
-    """A broker as the metadata shows it, with its leadership and disk numbers."""
+class BrokerState(BrokerColumns, Described):
+    """A broker as the metadata shows it, with its leadership, disk and probe numbers."""
 
     __entity__ = "broker"
 
-    broker_id: int
     host: str
     port: int
     rack: str | None
     up: bool
     first_seen: datetime
     last_seen: datetime
-    leaders: int | None
-    fair_share_leaders: float | None
-    leader_imbalance: float | None
-    non_preferred_leaders: int | None
-    replicas: int | None
-    disk_total_bytes: int | None
-    disk_usable_bytes: int | None
-    disk_used_ratio: float | None
     evaluated_at: datetime | None
 
 
@@ -140,31 +132,29 @@ class Finding(Described):
     evaluated_at: datetime
 
 
-_CLUSTER_STATE = """
-    SELECT s.cluster, s.cluster_id, s.bootstrap, s.controller_id, s.first_seen, s.last_seen,
-           s.brokers, s.brokers_down, s.partitions, s.offline_partitions,
-           s.under_replicated_partitions, s.under_min_isr_partitions, s.max_leader_imbalance,
-           s.collection_age_seconds, s.unreachable, s.evaluated_at,
-           (SELECT c.kafka_version FROM clusters c WHERE c.name = s.cluster) AS kafka_version,
-           (SELECT count(*) FROM brokers b WHERE b.cluster = s.cluster AND b.up) AS brokers_up,
-           (SELECT count(*) FROM topics t WHERE t.cluster = s.cluster AND t.deleted_at IS NULL)
+_CLUSTER_STATE = f"""
+    SELECT s.name AS cluster, s.cluster_id, s.bootstrap, s.controller_id, s.first_seen, s.last_seen,
+           {select_list(ClusterColumns, "d")}, d.evaluated_at, s.kafka_version,
+           (SELECT count(*) FROM brokers b WHERE b.cluster = s.name AND b.up) AS brokers_up,
+           (SELECT count(*) FROM topics t WHERE t.cluster = s.name AND t.deleted_at IS NULL)
                AS topics,
            coalesce(g.consumer_groups, 0) AS consumer_groups,
            coalesce(g.lagging_groups, 0) AS lagging_groups,
-           coalesce(g.groups_by_status, '{}'::jsonb) AS groups_by_status,
-           coalesce(f.findings_by_severity, '{}'::jsonb) AS findings_by_severity
-    FROM cluster_state s
+           coalesce(g.groups_by_status, '{{}}'::jsonb) AS groups_by_status,
+           coalesce(f.findings_by_severity, '{{}}'::jsonb) AS findings_by_severity
+    FROM clusters s
+    LEFT JOIN {latest_rows("cluster")} d ON d.cluster = s.name
     LEFT JOIN LATERAL (
         SELECT sum(n)::int AS consumer_groups, sum(lagging)::int AS lagging_groups,
                jsonb_object_agg(status, n) AS groups_by_status
         FROM (SELECT coalesce(status, 'UNKNOWN') AS status, count(*) AS n,
                      count(*) FILTER (WHERE offset_lag > 0) AS lagging
-              FROM group_lag WHERE cluster = s.cluster GROUP BY 1) x
+              FROM group_lag WHERE cluster = s.name GROUP BY 1) x
     ) g ON true
     LEFT JOIN LATERAL (
         SELECT jsonb_object_agg(severity, n) AS findings_by_severity
         FROM (SELECT severity, count(*) AS n FROM findings
-              WHERE cluster = s.cluster AND state <> 'resolved' GROUP BY severity) y
+              WHERE cluster = s.name AND state <> 'resolved' GROUP BY severity) y
     ) f ON true
 """
 
@@ -178,13 +168,18 @@ def _cluster_states(conn: Connection, where: str, params: dict[str, Any]) -> lis
 
 def clusters(conn: Connection) -> list[ClusterState]:
     """Every cluster the monitor has seen, by name."""
-    return _cluster_states(conn, " ORDER BY s.cluster", {})
+    return _cluster_states(conn, " ORDER BY s.name", {})
 
 
 def cluster(conn: Connection, name: str) -> ClusterState | None:
     """One cluster, or None when the monitor has never seen it."""
-    found = _cluster_states(conn, " WHERE s.cluster = :c", {"c": name})
+    found = _cluster_states(conn, " WHERE s.name = :c", {"c": name})
     return found[0] if found else None
+
+
+_BROKER_COLUMNS = ", ".join(f"b.{c}" if c == "broker_id" else f"d.{c}" for c in column_names(BrokerColumns))
+"""The broker's id from the metadata (a broker not evaluated yet has one), its numbers from the
+newest evaluation."""
 
 
 def brokers(conn: Connection, cluster: str) -> list[BrokerState]:
@@ -192,11 +187,11 @@ def brokers(conn: Connection, cluster: str) -> list[BrokerState]:
     return records(
         conn,
         BrokerState,
-        """
-        SELECT broker_id, host, port, rack, up, first_seen, last_seen, leaders, fair_share_leaders,
-               leader_imbalance, non_preferred_leaders, replicas, disk_total_bytes,
-               disk_usable_bytes, disk_used_ratio, evaluated_at
-        FROM broker_state WHERE cluster = :c ORDER BY broker_id
+        f"""
+        SELECT {_BROKER_COLUMNS}, b.host, b.port, b.rack, b.up, b.first_seen, b.last_seen, d.evaluated_at
+        FROM brokers b
+        LEFT JOIN {latest_rows("broker")} d ON d.cluster = b.cluster AND d.broker_id = b.broker_id
+        WHERE b.cluster = :c ORDER BY b.broker_id
         """,
         {"c": cluster},
     )

@@ -1,10 +1,12 @@
 """Read layer: consumer groups, their members, and their lag per topic and per partition, from
-`group_lag`, `group_topic_lag` and `group_partition_lag` (the newest evaluation of the cluster),
-with one group's offset lag (its committed and end offsets, per partition, per topic and summed)
-as fresh as the store holds it (`monitor.expose.read.fresh`, `offset_lag_as_of`). The lists of
-groups sort, filter and page by the evaluation's offset lag, then show the fresh offset lag of the
-groups on the page (`freshened_groups`). The lag over time is
-`monitor.expose.read.history`. See `monitor.expose.read.queries` for the conventions.
+the newest evaluation's rows of `derived_group`, `derived_group_topic` and `derived_group_partition`
+(what the `group_lag`, `group_topic_lag` and `group_partition_lag` views show; the records carry
+the columns `record_columns` gives them), with one group's offset lag (its committed and end
+offsets, per partition, per topic and summed) as fresh as the store holds it
+(`monitor.expose.read.fresh`, `offset_lag_as_of`). The lists of groups sort, filter and page by
+the evaluation's offset lag, then show the fresh offset lag of the groups on the page
+(`freshened_groups`). The lag over time is `monitor.expose.read.history`. See
+`monitor.expose.read.queries` for the conventions.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection, text
 
 from monitor.core.vocabulary import worst_status_first
+from monitor.expose.read.derived_records import GroupColumns, GroupPartitionColumns, GroupTopicColumns
 from monitor.expose.read.fields import Described
 from monitor.expose.read.fresh import partition_lags, with_fresh_lag
 from monitor.expose.read.objectives import GroupObjective, group_objectives
@@ -29,6 +32,7 @@ from monitor.expose.read.queries import (
     like_pattern,
     records,
 )
+from monitor.expose.read.record_columns import column_names, latest_rows, select_list
 from monitor.store.fresh_lag import FRESH_PARTITIONS, FreshLag, Key, groups_lags
 
 WORST_STATUS_FIRST = worst_status_first()
@@ -56,56 +60,18 @@ _GROUP_ORDER: dict[str, str] = {
 """`worst` follows the facts that colour a group (`monitor.expose.web.health.group`): data lost,
 the worst status, the smallest data-loss margin, the largest lag in seconds."""
 
-_LAG = """offset_lag, lag_seconds, append_lag_seconds, commit_lag_seconds,
-    time_since_last_commit_seconds, consume_rate, produce_rate, time_to_catch_up_seconds,
-    time_until_data_loss_seconds, data_loss_margin_seconds, data_loss_occurred, status"""
-
-_FORECAST = "catch_up_low_seconds, catch_up_high_seconds, catching_up"
-"""The catch-up forecast's columns beyond time_to_catch_up_seconds (the group views have them)."""
-_ADVICE = "consumers_needed, advice_limited_by, hot_topic, hot_partition"
-"""The consumer advice's columns (a group-topic carries its group's)."""
+_FRESH = ("committed_offset", "end_offset", "offset_lag")
+"""The columns of a group's partition read as fresh as the store holds them (`fresh`)."""
 
 
 @dataclass(frozen=True, slots=True)
-class GroupSummary(Described):
+class GroupSummary(GroupColumns, Described):
     """A consumer group's lag summed over its partitions, with its state and worst status."""
 
     __entity__ = "group"
 
-    group_id: str
-    group_state: str | None
-    members: int | None
-    topics: int | None
-    partitions: int | None
-    offset_lag: int | None
-    max_offset_lag: int | None
-    lag_seconds: float | None
-    max_lag_seconds: float | None
-    append_lag_seconds: float | None
-    commit_lag_seconds: float | None
-    time_since_last_commit_seconds: float | None
-    consume_rate: float | None
-    produce_rate: float | None
-    time_to_catch_up_seconds: float | None
-    time_until_data_loss_seconds: float | None
-    data_loss_margin_seconds: float | None
-    data_loss_occurred: bool | None
-    status: str | None
-    lag_growing: bool | None
-    partitions_beyond_end: int | None
     evaluated_at: datetime
-    catch_up_low_seconds: float | None
-    catch_up_high_seconds: float | None
-    catching_up: bool | None
-    consumers_needed: int | None
-    advice_limited_by: str | None
-    hot_topic: str | None
-    hot_partition: int | None
     offset_lag_as_of: datetime | None = None
-
-
-_GROUP_FIELDS = tuple(f for f in GroupSummary.__dataclass_fields__ if f != "offset_lag_as_of")
-"""The columns read from `group_lag`; `offset_lag_as_of` is the fresh read's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,63 +87,20 @@ class GroupMember(Described):
 
 
 @dataclass(frozen=True, slots=True)
-class GroupTopicLag(Described):
+class GroupTopicLag(GroupTopicColumns, Described):
     """A group's lag on one topic, summed over the topic's partitions."""
 
     __entity__ = "group_topic"
 
-    topic: str
-    partitions: int | None
-    offset_lag: int | None
-    max_offset_lag: int | None
-    lag_seconds: float | None
-    max_lag_seconds: float | None
-    append_lag_seconds: float | None
-    commit_lag_seconds: float | None
-    time_since_last_commit_seconds: float | None
-    consume_rate: float | None
-    produce_rate: float | None
-    time_to_catch_up_seconds: float | None
-    time_until_data_loss_seconds: float | None
-    data_loss_margin_seconds: float | None
-    data_loss_occurred: bool | None
-    status: str | None
-    catch_up_low_seconds: float | None
-    catch_up_high_seconds: float | None
-    catching_up: bool | None
-    consumers_needed: int | None
-    advice_limited_by: str | None
-    hot_topic: str | None
-    hot_partition: int | None
     offset_lag_as_of: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class GroupPartitionLag(Described):
+class GroupPartitionLag(GroupPartitionColumns, Described):
     """A group's lag on one partition, and the member it is assigned to."""
 
     __entity__ = "group_partition"
 
-    topic: str
-    partition: int
-    committed_offset: int | None
-    end_offset: int | None
-    offset_lag: int | None
-    lag_seconds: float | None
-    lag_seconds_method: str | None
-    lag_seconds_error: float | None
-    append_lag_seconds: float | None
-    commit_lag_seconds: float | None
-    time_since_last_commit_seconds: float | None
-    consume_rate: float | None
-    produce_rate: float | None
-    time_to_catch_up_seconds: float | None
-    time_until_data_loss_seconds: float | None
-    time_to_read_seconds: float | None
-    data_loss_margin_seconds: float | None
-    data_loss_limit: str | None
-    data_loss_occurred: bool | None
-    status: str | None
     owner: str | None
     client_id: str | None
     committed_offset_as_of: datetime | None = None
@@ -204,8 +127,9 @@ class GroupDetail(Described):
 
 
 def _group_lag_query(where: Sequence[str]) -> str:
-    """The rows of `group_lag` (as `GroupSummary` fields) meeting every condition of `where`."""
-    return f"SELECT {', '.join(_GROUP_FIELDS)} FROM group_lag WHERE {' AND '.join(where)}"
+    """The groups of the newest evaluation (as `GroupSummary` fields) meeting every condition of `where`."""
+    columns = f"{select_list(GroupColumns)}, evaluated_at"
+    return f"SELECT {columns} FROM {latest_rows('group')} g WHERE {' AND '.join(where)}"
 
 
 def groups(
@@ -250,8 +174,7 @@ def group(conn: Connection, cluster: str, group_id: str) -> GroupDetail | None:
     topics = records(
         conn,
         GroupTopicLag,
-        f"SELECT topic, partitions, max_offset_lag, max_lag_seconds, {_LAG}, {_FORECAST}, {_ADVICE}"
-        " FROM group_topic_lag"
+        f"SELECT {select_list(GroupTopicColumns)} FROM {latest_rows('group_topic')} t"
         " WHERE cluster = :c AND group_id = :g"
         " ORDER BY data_loss_occurred DESC NULLS LAST, data_loss_margin_seconds NULLS LAST,"
         " offset_lag DESC NULLS LAST, topic",
@@ -345,15 +268,15 @@ def group_partitions(
         params["t"] = topic
     if lagging:
         where.append("coalesce(f.offset_lag, g.offset_lag) > 0")
-    fresh = ("committed_offset", "end_offset", "offset_lag")
-    evaluated = ", ".join(f"g.{c.strip()}" for c in _LAG.split(",") if c.strip() not in fresh)
+    columns = ", ".join(
+        f"coalesce(f.{c}, g.{c}) AS {c}" if c in _FRESH else f"g.{c}"
+        for c in column_names(GroupPartitionColumns)
+    )
     body = f"""
-        SELECT g.topic, g.partition, g.lag_seconds_method, g.lag_seconds_error, g.data_loss_limit,
-               g.time_to_read_seconds, o.host AS owner, o.client_id,
-               {", ".join(f"coalesce(f.{c}, g.{c}) AS {c}" for c in fresh)},
+        SELECT {columns}, o.host AS owner, o.client_id,
                f.committed_offset_as_of, f.end_offset_as_of,
-               coalesce(f.offset_lag_as_of, g.evaluated_at) AS offset_lag_as_of, {evaluated}
-        FROM group_partition_lag g
+               coalesce(f.offset_lag_as_of, g.evaluated_at) AS offset_lag_as_of
+        FROM {latest_rows("group_partition")} g
         LEFT JOIN ({FRESH_PARTITIONS}) f ON f.topic = g.topic AND f.partition = g.partition
         LEFT JOIN LATERAL (
             SELECT m.host, m.client_id FROM group_members m

@@ -9,30 +9,18 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection, text
 
 from monitor.core.objectives import budget_fraction
+from monitor.expose.read.derived_records import GroupObjectiveColumns
 from monitor.expose.read.fields import Described
 from monitor.expose.read.queries import records
+from monitor.expose.read.record_columns import latest_rows, select_list
 
 
 @dataclass(frozen=True, slots=True)
-class GroupObjective(Described):
+class GroupObjective(GroupObjectiveColumns, Described):
     """One lag objective of a group, as the newest evaluation counted it."""
 
     __entity__ = "lag_objective"
 
-    objective: str
-    lag_threshold_seconds: float
-    target: float
-    window_days: int
-    minute_bad: bool | None
-    burn_rate_5m: float | None
-    burn_rate_30m: float | None
-    burn_rate_1h: float | None
-    burn_rate_6h: float | None
-    burn_rate_3d: float | None
-    bad_minutes: int
-    recorded_minutes: int
-    budget_remaining: float
-    compliance: float | None
     evaluated_at: datetime
 
 
@@ -41,10 +29,8 @@ def group_objectives(conn: Connection, cluster: str, group_id: str) -> list[Grou
     return records(
         conn,
         GroupObjective,
-        f"SELECT {', '.join(f'd.{name}' for name in GroupObjective.__dataclass_fields__)}"
-        " FROM derived_lag_objective d"
-        " JOIN latest_evaluations l ON l.cluster = d.cluster AND l.evaluated_at = d.evaluated_at"
-        " WHERE d.cluster = :c AND d.group_id = :g ORDER BY d.objective",
+        f"SELECT {select_list(GroupObjectiveColumns)}, evaluated_at FROM {latest_rows('lag_objective')} o"
+        " WHERE cluster = :c AND group_id = :g ORDER BY objective",
         {"c": cluster, "g": group_id},
     )
 

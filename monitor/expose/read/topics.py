@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
+from monitor.expose.read.derived_records import GroupTopicColumns, PartitionColumns, TopicColumns
 from monitor.expose.read.fields import Described
 from monitor.expose.read.fresh import with_fresh_lag
 from monitor.expose.read.queries import (
@@ -28,6 +29,7 @@ from monitor.expose.read.queries import (
     like_pattern,
     records,
 )
+from monitor.expose.read.record_columns import column_names, latest_rows, select_list
 from monitor.store.fresh_lag import groups_lags
 
 TopicSort = Literal[
@@ -55,7 +57,7 @@ under min ISR, the smallest data-loss margin, under-replicated, retention shortf
 
 
 @dataclass(frozen=True, slots=True)
-class TopicSummary(Described):
+class TopicSummary(TopicColumns, Described):
     """A topic: its settings as configured now, and its newest evaluation (null before one)."""
 
     __entity__ = "topic"
@@ -66,7 +68,6 @@ class TopicSummary(Described):
         "retention_bytes": "retention.bytes: the size limit per partition (null when unlimited)",
     }
 
-    topic: str
     internal: bool
     partitions: int
     replication_factor: int
@@ -75,24 +76,17 @@ class TopicSummary(Described):
     retention_bytes: int | None
     min_insync_replicas: int | None
     remote_storage: bool
-    size_bytes: int | None
-    produce_rate: float | None
-    produce_bytes_rate: float | None
-    max_size_ratio: float | None
-    min_time_coverage_seconds: float | None
-    retention_shortfall_seconds: float | None
-    max_replicas_lost: int | None
-    under_replicated_partitions: int | None
-    under_min_isr_partitions: int | None
-    offline_partitions: int | None
-    min_time_until_data_loss_seconds: float | None
-    min_data_loss_margin_seconds: float | None
     lagging_groups: int
     evaluated_at: datetime | None
 
 
+_TOPIC_COLUMNS = ", ".join(f"t.{c}" if c == "topic" else f"s.{c}" for c in column_names(TopicColumns))
+"""The topic's name from the metadata (a topic not evaluated yet has one), its numbers from the
+newest evaluation."""
+
+
 @dataclass(frozen=True, slots=True)
-class PartitionState(Described):
+class PartitionState(PartitionColumns, Described):
     """A partition: current replicas, ISR and leader with the evaluated replication flags, and
     its retention headroom with the most urgent lagging group."""
 
@@ -110,30 +104,11 @@ class PartitionState(Described):
         "newest sample)",
     }
 
-    partition: int
     leader: int | None
     replicas: list[int]
     isr: list[int]
     preferred_leader: int | None
-    replication_factor: int | None
-    min_insync_replicas: int | None
-    replicas_lost: int | None
-    under_replicated: bool | None
-    under_min_isr: bool | None
-    offline: bool | None
-    non_preferred_leader: bool | None
-    replicas_sharing_rack: int | None
-    start_offset: int | None
-    end_offset: int | None
-    size_bytes: int | None
-    retention_bytes: int | None
     headroom_bytes: int | None
-    size_ratio: float | None
-    retention_ms: int | None
-    time_coverage_seconds: float | None
-    retention_shortfall_seconds: float | None
-    produce_rate: float | None
-    produce_bytes_rate: float | None
     lagging_groups: int
     min_time_until_data_loss_seconds: float | None
     min_data_loss_margin_seconds: float | None
@@ -144,32 +119,13 @@ class PartitionState(Described):
 
 
 @dataclass(frozen=True, slots=True)
-class TopicConsumer(Described):
+class TopicConsumer(GroupTopicColumns, Described):
     """A consumer group reading the topic, with its lag on it and its time until data loss."""
 
     __entity__ = "group_topic"
 
-    group_id: str
-    group_state: str | None
-    members: int | None
-    partitions: int | None
-    offset_lag: int | None
-    max_offset_lag: int | None
-    lag_seconds: float | None
-    max_lag_seconds: float | None
-    append_lag_seconds: float | None
-    consume_rate: float | None
-    time_to_catch_up_seconds: float | None
-    time_until_data_loss_seconds: float | None
-    data_loss_margin_seconds: float | None
-    data_loss_occurred: bool | None
-    status: str | None
     evaluated_at: datetime
     offset_lag_as_of: datetime | None = None
-
-
-_CONSUMER_FIELDS = tuple(f for f in TopicConsumer.__dataclass_fields__ if f != "offset_lag_as_of")
-"""The columns read from `group_topic_lag`; `offset_lag_as_of` is the fresh read's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,17 +156,13 @@ def _topics_sql(match: str) -> str:
     comparison: the page's names, or one name), the aggregations narrowed to them too."""
     only = f"AND topic {match}"
     return f"""
-    SELECT t.topic, t.internal, t.partition_count AS partitions, t.replication_factor,
+    SELECT {_TOPIC_COLUMNS}, t.internal, t.partition_count AS partitions, t.replication_factor,
            cfg.cleanup_policy, cfg.retention_ms, cfg.retention_bytes, cfg.min_insync_replicas,
            coalesce(cfg.remote_storage, false) AS remote_storage,
-           s.size_bytes, s.produce_rate, s.produce_bytes_rate, s.max_size_ratio,
-           s.min_time_coverage_seconds, s.retention_shortfall_seconds, s.max_replicas_lost,
-           s.under_replicated_partitions, s.under_min_isr_partitions, s.offline_partitions,
-           s.min_time_until_data_loss_seconds, s.min_data_loss_margin_seconds,
            coalesce(lg.lagging_groups, 0) AS lagging_groups,
            s.evaluated_at
     FROM topics t
-    LEFT JOIN topic_state s ON s.cluster = t.cluster AND s.topic = t.topic
+    LEFT JOIN {latest_rows("topic")} s ON s.cluster = t.cluster AND s.topic = t.topic
     LEFT JOIN (
         SELECT topic, max(value) FILTER (WHERE name = 'cleanup.policy') AS cleanup_policy,
                {_number("retention.ms")} AS retention_ms,
@@ -335,17 +287,19 @@ def configs(conn: Connection, cluster: str, name: str) -> dict[str, str | None]:
     }
 
 
+_PARTITION_COLUMNS = ", ".join(
+    f"r.{c}" if c in ("topic", "partition") else f"d.{c}" for c in column_names(PartitionColumns)
+)
+"""The partition's key from the metadata (a partition not evaluated yet has one), its numbers from
+the newest evaluation."""
+
+
 def topic_partitions(
     conn: Connection, cluster: str, name: str, page: Page = FIRST_PAGE
 ) -> Listing[PartitionState]:
     """The partitions of one topic by number."""
-    body = """
-        SELECT r.partition, r.leader, r.replicas, r.isr, r.preferred_leader, r.replication_factor,
-               r.min_insync_replicas, r.replicas_lost, r.under_replicated, r.under_min_isr,
-               r.offline, r.non_preferred_leader, r.replicas_sharing_rack,
-               d.start_offset, d.end_offset, h.size_bytes, h.retention_bytes, h.headroom_bytes,
-               h.size_ratio, h.retention_ms, h.time_coverage_seconds,
-               h.retention_shortfall_seconds, h.produce_rate, h.produce_bytes_rate,
+    body = f"""
+        SELECT {_PARTITION_COLUMNS}, r.leader, r.replicas, r.isr, r.preferred_leader, h.headroom_bytes,
                coalesce(h.lagging_groups, 0)::int AS lagging_groups,
                h.min_time_until_data_loss_seconds, h.min_data_loss_margin_seconds,
                coalesce(h.data_loss_occurred, false) AS data_loss_occurred,
@@ -354,9 +308,8 @@ def topic_partitions(
         FROM replication_state r
         LEFT JOIN retention_headroom h
             ON h.cluster = r.cluster AND h.topic = r.topic AND h.partition = r.partition
-        LEFT JOIN derived_partition d
-            ON d.cluster = h.cluster AND d.topic = h.topic AND d.partition = h.partition
-            AND d.evaluated_at = h.evaluated_at
+        LEFT JOIN {latest_rows("partition")} d
+            ON d.cluster = r.cluster AND d.topic = r.topic AND d.partition = r.partition
         LEFT JOIN latest_partition_offsets o
             ON o.cluster = r.cluster AND o.topic = r.topic AND o.partition = r.partition
         WHERE r.cluster = :c AND r.topic = :t
@@ -374,8 +327,8 @@ def consumers(conn: Connection, cluster: str, name: str, *, fresh: bool = True) 
         conn,
         TopicConsumer,
         f"""
-        SELECT {", ".join(_CONSUMER_FIELDS)}
-        FROM group_topic_lag WHERE cluster = :c AND topic = :t
+        SELECT {select_list(GroupTopicColumns)}, evaluated_at
+        FROM {latest_rows("group_topic")} t WHERE cluster = :c AND topic = :t
         ORDER BY data_loss_occurred DESC NULLS LAST, data_loss_margin_seconds NULLS LAST,
                  offset_lag DESC NULLS LAST, group_id
         """,
