@@ -4,7 +4,8 @@ with the default rule pack, and the alert cycle with the shipped routing
 
 - Healthy controls next to a fault: a group that keeps up on a topic whose retention.bytes keeps
   about a minute of data, and one that keeps up on a topic whose retention.ms is 3 minutes, are
-  never told about (no finding, no alert, no notification of any tier), although the oldest
+  never told about (no finding, no alert, no notification of any tier, but for the commit-beyond-
+  end race that its rule's `for` absorbs while pending), although the oldest
   message they have not read yet is deleted within minutes; the group that stopped on the
   short-retention topic next to them pages (TimeUntilDataLoss, critical).
 - A broker stop neither resolves nor resets unrelated alerts: the broker coordinating a group
@@ -107,10 +108,17 @@ def test_groups_that_keep_up_are_never_told_about_next_to_one_that_stopped(
 
     # The fault: a stopped group on the short-retention topic pages.
     assert s.rules_for(stopped).get("TimeUntilDataLoss") == "critical", s.findings()
-    # The controls: nothing, of any tier, in findings, alerts or notifications.
+    # The controls: nothing, of any tier, in findings, alerts or notifications. One race is the
+    # rule's to absorb: a commit the commit stream reads a moment after the offsets run listed
+    # the end offset is above that end (on a loaded machine, for a group reading within a
+    # second of each write), so ConsumerCommittedBeyondEnd may be pending, which its `for: 2m`
+    # lets pass (alert_rules/lag.yaml). It must never fire.
+    race = "ConsumerCommittedBeyondEnd"
     for group in controls:
-        assert findings_ever(engine, cluster, group) == [], group
-        assert group_alerts(engine, cluster, group) == [], group
+        found = findings_ever(engine, cluster, group)
+        assert [f for f in found if f["rule"] != race or f["state"] == "firing"] == [], (group, found)
+        alerts = group_alerts(engine, cluster, group)
+        assert [a for a in alerts if a["rule"] != race or a["starts_at"] is not None] == [], (group, alerts)
         assert not [n for n in notifications(engine) if group in n["payload"] or group in n["group_key"]], (
             group
         )

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import pytest
 from sqlalchemy import text
 
-from tests.fixtures.browser import BrowserPage
+from tests.fixtures.browser import BrowserPage, populated_app, serve_app
 from tests.fixtures.objectives import forget_objective, objective_row, record_minutes
 from tests.fixtures.populated import Populated
 
@@ -53,6 +53,15 @@ def objective(populated: Populated) -> Iterator[list[datetime]]:
         yield days
     finally:
         forget_objective(engine, cluster, OBJECTIVE)
+
+
+@pytest.fixture
+def web_url(populated: Populated, objective: list[datetime]) -> Iterator[str]:
+    """An app of its own, started once the objective is seeded: the session's app may already
+    keep the group's page as an earlier test read it, until the cluster's next evaluation, which
+    seeding rows does not make."""
+    with serve_app(populated_app(populated)) as url:
+        yield url
 
 
 def test_the_group_page_plots_the_lag_with_its_projection_and_the_objectives_budget(
