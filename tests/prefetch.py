@@ -7,8 +7,6 @@ cluster's Kafka jars and the OpenID provider's. Test sessions that run side by s
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from monitor.devtools.kafka_cluster import DevKafkaCluster
 from monitor.devtools.oidc_provider import DevOidcProvider
 from monitor.devtools.paths import cache_dir, var_dir
@@ -19,7 +17,7 @@ def main() -> None:
     scratch = var_dir() / "test" / "prefetch"
     DevKafkaCluster(share_cluster_config(), scratch / "kafka-share", cache_dir()).ensure_jars(lambda _: None)
     DevOidcProvider(scratch / "oidc", cache_dir(), 0).ensure_jars()
-    print(f"fetched: Kafka jars for the share-group cluster, the OpenID provider ({Path(cache_dir())})")
+    print(f"fetched: Kafka jars for the share-group cluster, the OpenID provider ({cache_dir()})")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ the same assignment.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -69,12 +69,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not value:
         return
     k, n = parse_shard(value)
-    counts: dict[str, int] = defaultdict(int)
-    for item in items:
-        counts[item.nodeid.split("::", 1)[0]] += 1
-    placed = assign(counts, _durations(), n)
-    mine = [item for item in items if placed[item.nodeid.split("::", 1)[0]] == k - 1]
-    others = [item for item in items if placed[item.nodeid.split("::", 1)[0]] != k - 1]
+    module = {item: item.nodeid.split("::", 1)[0] for item in items}
+    placed = assign(Counter(module.values()), _durations(), n)
+    mine = [item for item in items if placed[module[item]] == k - 1]
+    others = [item for item in items if placed[module[item]] != k - 1]
     if others:
         config.hook.pytest_deselected(items=others)
         items[:] = mine

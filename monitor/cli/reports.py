@@ -196,7 +196,7 @@ def _objectives(objectives: Sequence[GroupObjective]) -> Table:
     """The group's lag objectives as the group page shows them: a burn rate of 1 spends the error
     budget exactly over the objective's window."""
     table = Table(title="Lag objectives (burn rate 1 = the budget spent exactly over the window)")
-    burns = [w.column.removeprefix("burn_rate_") for w in BURN_WINDOWS]
+    burns = [w.label for w in BURN_WINDOWS]
     for column in ("objective", "lag at most", "target", "window", *(f"burn {b}" for b in burns),
                    "bad minutes", "compliance", "budget left"):  # fmt: skip
         table.add_column(column, overflow="fold")

@@ -44,6 +44,11 @@ class BurnWindow:
     column: str
     length: timedelta
 
+    @property
+    def label(self) -> str:
+        """The window as labels and headings name it: `5m`, `1h`, `3d`."""
+        return self.column.removeprefix("burn_rate_")
+
 
 BURN_WINDOWS: tuple[BurnWindow, ...] = (
     BurnWindow("burn_rate_5m", timedelta(minutes=5)),

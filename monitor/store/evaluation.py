@@ -129,6 +129,16 @@ CLOCKS_KEPT_FOR = "1 day"
 """A plan's clock row untouched this long belongs to a plan that is gone: it is removed."""
 
 
+def latest_rows(entity: str) -> str:
+    """The rows of the derived entity `entity` from the newest evaluation of their cluster, as a
+    subquery to alias: what the `*_lag` views show, with every column the entity's table has now
+    (a view keeps the columns it was created with)."""
+    return (
+        f"(SELECT d.* FROM {table_of(entity)} d JOIN latest_evaluations l"
+        " ON l.cluster = d.cluster AND l.evaluated_at = d.evaluated_at)"
+    )
+
+
 def set_clock(conn: Connection, plan_id: str, evaluated_at: datetime) -> None:
     """Set the time the plan `plan_id` evaluates at next (and drop the rows of plans gone)."""
     statement = insert(EvaluationClock).values(plan_id=plan_id, evaluated_at=evaluated_at)

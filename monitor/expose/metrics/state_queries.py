@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from monitor.core.objectives import BURN_WINDOWS
 from monitor.expose.metrics.catalogue import STATE, MetricSpec
+from monitor.store.evaluation import latest_rows
 
 LABEL_COLUMNS: dict[str, str] = {
     "cluster": "cluster",
@@ -87,12 +88,9 @@ PARTITION = StateQuery(
     " min_time_until_data_loss_seconds NULLS LAST, headroom_bytes NULLS LAST, cluster, topic, partition",
 )
 
-_LATEST_OBJECTIVES = """
-    FROM derived_lag_objective d
-    JOIN latest_evaluations l ON l.cluster = d.cluster AND l.evaluated_at = d.evaluated_at
-"""
+_LATEST_OBJECTIVES = f"FROM {latest_rows('lag_objective')} d"
 
-_BURN_WINDOWS = ", ".join(f"('{w.column.removeprefix('burn_rate_')}', d.{w.column})" for w in BURN_WINDOWS)
+_BURN_WINDOWS = ", ".join(f"('{w.label}', d.{w.column})" for w in BURN_WINDOWS)
 """One (window label, burn rate) row per burn-rate column: `window` is a label, not a name part."""
 
 QUERIES: tuple[StateQuery, ...] = (

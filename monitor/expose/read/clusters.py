@@ -34,7 +34,8 @@ from monitor.expose.read.queries import (
     latest_evaluation,
     records,
 )
-from monitor.expose.read.record_columns import column_names, latest_rows, select_list
+from monitor.expose.read.record_columns import select_list
+from monitor.store.evaluation import latest_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +178,7 @@ def cluster(conn: Connection, name: str) -> ClusterState | None:
     return found[0] if found else None
 
 
-_BROKER_COLUMNS = ", ".join(f"b.{c}" if c == "broker_id" else f"d.{c}" for c in column_names(BrokerColumns))
+_BROKER_COLUMNS = select_list(BrokerColumns, "d", {"broker_id": "b"})
 """The broker's id from the metadata (a broker not evaluated yet has one), its numbers from the
 newest evaluation."""
 

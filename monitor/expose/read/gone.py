@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlalchemy import Connection, text
 
 from monitor.core.vocabulary import RESOLVED_GONE
+from monitor.store.evaluation import latest_rows
 
 
 def group_gone_since(conn: Connection, cluster: str, group_id: str) -> datetime | None:
@@ -53,8 +54,7 @@ def beyond_end(conn: Connection, cluster: str, group_id: str) -> set[tuple[str, 
     cluster's newest evaluation."""
     rows = conn.execute(
         text(
-            "SELECT d.topic, d.partition FROM derived_group_partition d"
-            " JOIN latest_evaluations l ON l.cluster = d.cluster AND l.evaluated_at = d.evaluated_at"
+            f"SELECT d.topic, d.partition FROM {latest_rows('group_partition')} d"
             " WHERE d.cluster = :cluster AND d.group_id = :group_id AND d.committed_beyond_end"
         ),
         {"cluster": cluster, "group_id": group_id},

@@ -32,7 +32,8 @@ from monitor.expose.read.queries import (
     like_pattern,
     records,
 )
-from monitor.expose.read.record_columns import column_names, latest_rows, select_list
+from monitor.expose.read.record_columns import column_names, select_list
+from monitor.store.evaluation import latest_rows
 from monitor.store.fresh_lag import FRESH_PARTITIONS, FreshLag, Key, groups_lags
 
 WORST_STATUS_FIRST = worst_status_first()

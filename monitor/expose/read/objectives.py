@@ -12,7 +12,8 @@ from monitor.core.objectives import budget_fraction
 from monitor.expose.read.derived_records import GroupObjectiveColumns
 from monitor.expose.read.fields import Described
 from monitor.expose.read.queries import records
-from monitor.expose.read.record_columns import latest_rows, select_list
+from monitor.expose.read.record_columns import select_list
+from monitor.store.evaluation import latest_rows
 
 
 @dataclass(frozen=True, slots=True)

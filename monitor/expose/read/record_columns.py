@@ -6,11 +6,11 @@ monitor.expose.read.record_columns`) from `RECORDS`. Each base has every column 
 the contract's order, but those its records read from elsewhere (each with the reason), typed
 from the column's Spark type: a key column (`derived.KEYS`, never null in its table) or one the
 records require has its plain type, any other may be null (None when not given: the fields are
-keyword-only, so a record adds its own fields after them in any order). The records' SQL selects the bases'
-fields (`select_list`) from the derived tables' newest rows (`latest_rows`: a view keeps the
-columns it was created with). A column added to an entity is therefore a field of its records,
-read and shown, after a regeneration; a unit test fails while `derived_records.py` is not what
-`render()` writes now.
+keyword-only, so a record adds its own fields after them in any order). The records' SQL selects
+the bases' fields (`select_list`) from the derived tables' newest rows
+(`monitor.store.evaluation.latest_rows`: a view keeps the columns it was created with). A column
+added to an entity is therefore a field of its records, read and shown, after a regeneration; a
+unit test fails while `derived_records.py` is not what `render()` writes now.
 
 The meanings shown in the API and on the pages stay in `fields.py` and the contract.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from monitor.core.derived import ENTITIES, KEYS, Column, table_of
+from monitor.core.derived import ENTITIES, KEYS, Column
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -114,19 +114,15 @@ def column_names(base: type[DataclassInstance]) -> tuple[str, ...]:
     return tuple(f.name for f in fields(base))
 
 
-def select_list(base: type[DataclassInstance], alias: str | None = None) -> str:
-    """The SQL select list of `base`'s columns, each `alias.` when given."""
-    prefix = "" if alias is None else f"{alias}."
-    return ", ".join(f"{prefix}{name}" for name in column_names(base))
-
-
-def latest_rows(entity: str) -> str:
-    """The rows of the derived entity `entity` from the newest evaluation of their cluster, as a
-    subquery: what the `*_lag` views show, with every column the entity's table has now (a view
-    keeps the columns it was created with)."""
-    return (
-        f"(SELECT d.* FROM {table_of(entity)} d JOIN latest_evaluations l"
-        " ON l.cluster = d.cluster AND l.evaluated_at = d.evaluated_at)"
+def select_list(
+    base: type[DataclassInstance], alias: str | None = None, elsewhere: Mapping[str, str] | None = None
+) -> str:
+    """The SQL select list of `base`'s columns, each `alias.` when given, but those `elsewhere`
+    maps to another alias (e.g. a key the metadata's table has before any evaluation)."""
+    other = elsewhere or {}
+    return ", ".join(
+        f"{other[name]}.{name}" if name in other else name if alias is None else f"{alias}.{name}"
+        for name in column_names(base)
     )
 
 

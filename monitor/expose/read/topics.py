@@ -29,7 +29,8 @@ from monitor.expose.read.queries import (
     like_pattern,
     records,
 )
-from monitor.expose.read.record_columns import column_names, latest_rows, select_list
+from monitor.expose.read.record_columns import select_list
+from monitor.store.evaluation import latest_rows
 from monitor.store.fresh_lag import groups_lags
 
 TopicSort = Literal[
@@ -80,7 +81,7 @@ class TopicSummary(TopicColumns, Described):
     evaluated_at: datetime | None
 
 
-_TOPIC_COLUMNS = ", ".join(f"t.{c}" if c == "topic" else f"s.{c}" for c in column_names(TopicColumns))
+_TOPIC_COLUMNS = select_list(TopicColumns, "s", {"topic": "t"})
 """The topic's name from the metadata (a topic not evaluated yet has one), its numbers from the
 newest evaluation."""
 
@@ -287,9 +288,7 @@ def configs(conn: Connection, cluster: str, name: str) -> dict[str, str | None]:
     }
 
 
-_PARTITION_COLUMNS = ", ".join(
-    f"r.{c}" if c in ("topic", "partition") else f"d.{c}" for c in column_names(PartitionColumns)
-)
+_PARTITION_COLUMNS = select_list(PartitionColumns, "d", dict.fromkeys(("topic", "partition"), "r"))
 """The partition's key from the metadata (a partition not evaluated yet has one), its numbers from
 the newest evaluation."""
 
@@ -362,8 +361,7 @@ def end_offsets(conn: Connection, cluster: str, name: str) -> list[int] | None:
         int(row.partition): row.end_offset
         for row in conn.execute(
             text(
-                "SELECT d.partition, d.end_offset FROM derived_partition d JOIN latest_evaluations l"
-                " ON l.cluster = d.cluster AND l.evaluated_at = d.evaluated_at"
+                f"SELECT d.partition, d.end_offset FROM {latest_rows('partition')} d"
                 " WHERE d.cluster = :c AND d.topic = :t"
             ),
             {"c": cluster, "t": name},
