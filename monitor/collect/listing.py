@@ -81,8 +81,11 @@ class Lister:
         # group-partitions: 1.1 s one after the other, 0.9 s side by side, both decoding in
         # Python). The max timestamps are asked only of the partitions that moved since the
         # previous listing: the others keep theirs (`monitor.kafka.listoffsets`).
+        # The stream's committed offsets are taken before the end offsets are asked for, so a
+        # commit it reads meanwhile cannot look ahead of its partition's end (DOMAIN.md section 1).
+        streamed_offsets = self._streamed(group_ids)
         listing = self._beside.submit(admin.list_offsets, topology.partitions, topology.leaders, previous)
-        committed_result, streamed = self._committed(run, group_ids)
+        committed_result, streamed = self._committed(run, group_ids, streamed_offsets)
         listed = listing.result()
         # A broker that just died can leave every group request of this cycle unanswered (its
         # coordinators have not moved yet); the partitions on the other brokers are still
@@ -109,26 +112,35 @@ class Lister:
         answered_any = committed_result is not None
         return Listing(described, committed, answered_any, streamed, listed, listed_groups, groups_answered)
 
+    def _streamed(self, group_ids: list[str]) -> dict[str, list[CommittedOffset]] | None:
+        """The groups' committed offsets from the commit stream's state; None while it is not live."""
+        commits = self._ctx.commits
+        return commits.committed(group_ids) if commits.live else None
+
     def _committed(
-        self, run: Run, group_ids: list[str]
+        self, run: Run, group_ids: list[str], streamed: dict[str, list[CommittedOffset]] | None
     ) -> tuple[Partial[dict[str, list[CommittedOffset]]] | None, bool]:
         """Step 2: (the groups' committed offsets, None when no coordinator answered; whether
-        they came from the commit stream). OffsetFetch when the stream is not live or a
-        reconciliation is due; its answer then seeds or checks the stream's state."""
+        they came from the commit stream). `streamed`, the stream's, when it is live; OffsetFetch
+        when it is not, or when a reconciliation is due: its answer then seeds or checks the
+        stream's state (the cycle keeps the stream's offsets, taken before the end offsets; a
+        correction shows in the next cycle)."""
         ctx = self._ctx
         commits = ctx.commits
         due = time.monotonic() - self._reconciled_at >= ctx.config.commit_reconcile_seconds
-        if commits.live and not due:
-            return Partial(commits.committed(group_ids), {}), True
+        if streamed is not None and not due:
+            return Partial(streamed, {}), True
         asked_at = time.monotonic()
         try:
             result = ctx.admin.committed_offsets(group_ids)
         except KafkaUnavailableError as exc:
             run.problem(f"no committed offsets this cycle: {exc}")
-            return None, False
+            return (Partial(streamed, {}), True) if streamed is not None else (None, False)
         if commits.positioned:
             run.count("commits_reconciled", commits.reconcile(result.value, asked_at))
             self._reconciled_at = asked_at
+        if streamed is not None:
+            return Partial(streamed, result.errors), True
         return result, False
 
     def _group_ids(self, run: Run) -> list[str]:

@@ -109,10 +109,11 @@ def test_groups_that_keep_up_are_never_told_about_next_to_one_that_stopped(
     # The fault: a stopped group on the short-retention topic pages.
     assert s.rules_for(stopped).get("TimeUntilDataLoss") == "critical", s.findings()
     # The controls: nothing, of any tier, in findings, alerts or notifications. One race is the
-    # rule's to absorb: a commit the commit stream reads a moment after the offsets run listed
-    # the end offset is above that end (on a loaded machine, for a group reading within a
-    # second of each write), so ConsumerCommittedBeyondEnd may be pending, which its `for: 2m`
-    # lets pass (alert_rules/lag.yaml). It must never fire.
+    # rule's to absorb: before the commit stream is live, OffsetFetch runs beside the listing of
+    # end offsets, and a commit it answers a moment after its partition's end was listed is
+    # above that end (on a loaded machine, for a group reading within a second of each write),
+    # so ConsumerCommittedBeyondEnd may be pending, which its `for: 2m` lets pass
+    # (alert_rules/lag.yaml). It must never fire.
     race = "ConsumerCommittedBeyondEnd"
     for group in controls:
         found = findings_ever(engine, cluster, group)

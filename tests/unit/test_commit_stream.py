@@ -345,3 +345,32 @@ def test_a_commit_the_stream_saw_before_the_snapshot_is_observed_once(rig: Strea
 
     # The streamed commit came before any snapshot: its previous offset was not known then.
     assert rig.streamed() == [(0, None, 6), (1, 4, 5)], "0 streamed, 1 sampled: each once"
+
+
+def test_the_streamed_committed_offsets_are_taken_before_the_end_offsets_are_asked_for(
+    rig: StreamRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit the stream reads while the end offsets are on their way must not be compared with
+    them (it could look ahead of its partition's end): the stream's state is read first, even in
+    a cycle that reconciles it with OffsetFetch."""
+    live(rig)
+    calls: list[str] = []
+    state, admin = rig.context.commits, rig.context.admin
+    committed, list_offsets = state.committed, admin.list_offsets
+
+    def recording(name: str, call: Callable[..., object]) -> Callable[..., object]:
+        def wrapper(*args: object, **kwargs: object) -> object:
+            calls.append(name)
+            return call(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(state, "committed", recording("stream", committed))
+    monkeypatch.setattr(admin, "list_offsets", recording("ends", list_offsets))
+    rig.cycle()
+    assert calls == ["stream", "ends"]
+    calls.clear()
+    due = rig.context.config.model_copy(update={"commit_reconcile_seconds": 0.0})  # every cycle
+    monkeypatch.setattr(rig.context, "config", due)
+    reconciling = rig.cycle()
+    assert calls == ["stream", "ends"] and "commits_reconciled" in reconciling.counts

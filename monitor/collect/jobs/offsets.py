@@ -1,9 +1,12 @@
 """The offsets job: consumer groups, committed offsets, partition offsets and exact record
 timestamps of one cluster, every `intervals.offsets_seconds`.
 
-Steps, in this order (committed offsets are read before end offsets so that a commit can never
-look ahead of the end it is compared with, DOMAIN.md section 1); steps 1-3, and the end offsets
-standing in for partitions held back, are `monitor.collect.listing`'s:
+Steps, in this order (the commit stream's committed offsets are taken before the end offsets are
+asked for, so that a commit can never look ahead of the end it is compared with, DOMAIN.md
+section 1; OffsetFetch, while the stream is not live, runs beside the listing, and a commit it
+answers after its partition's end was listed can sit above that end for one cycle, which the
+`for:` of ConsumerCommittedBeyondEnd absorbs); steps 1-3, and the end offsets standing in for
+partitions held back, are `monitor.collect.listing`'s:
 
 1. list the allowed groups and describe them (state, members, assignments), the description
    running beside steps 2 and 3;
