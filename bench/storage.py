@@ -1,16 +1,16 @@
 """What a day of lag history costs on disk, raw and rolled up, and how fast 90 days of one group
-read back (`monitor/store/rollups.py`, migration 0029).
+read back (`monitor/store/rollups.py`, migrations 0029 and 0030).
 
 For each size (group-partitions; the collector benchmark's shape: 200 partitions per group),
 EVALUATIONS evaluations 30 s apart are written into `derived_group_partition` and `derived_group`
 with every column the evaluation fills and the collector benchmark's churn (each evaluation moves
-every committed and end offset and every lag), then that day is rolled up by the maintenance's own
-statement (`roll_up_day`). Bytes per row (heap, indexes and TOAST of the day's partitions) times
-rows per day gives a day: raw at one evaluation per 30 s (2,880 a day), 96 fifteen-minute rows and
-24 hourly rows per key.
+every committed and end offset and every lag), then that day's 24 hours are rolled up by the
+maintenance's own statements (`roll_up_hours`). Bytes per row (heap, indexes and TOAST of the
+day's partitions) times rows per day gives a day: raw at one evaluation per 30 s (2,880 a day),
+96 fifteen-minute rows and 24 hourly rows per key.
 
 At 100,000 group-partitions it then gives one group 90 days of history the way maintenance leaves
-it (raw evaluations every 30 s rolled up day by day, raw kept 7 days and 15-minute rows 30, the
+it (raw evaluations every 30 s rolled up hour by hour, raw kept 7 days and 15-minute rows 30, the
 hourly partitions of 400 days present) and times the group history read of the API and the group
 page (`read.history.group_history`, 500 points) over 90 days: the median of REPEATS.
 
@@ -34,7 +34,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.alerts import on_server, scratch_database, server_parser
 from monitor.expose.read.history import group_history
 from monitor.store.partitions import create_day_partitions, drop_expired_partitions, partition_name
-from monitor.store.rollups import COARSE, FINE, RESOLUTIONS, SOURCES, roll_up_day, rollup_table_name
+from monitor.store.rollups import (
+    COARSE,
+    FINE,
+    RESOLUTIONS,
+    SOURCES,
+    day_hours,
+    roll_up_hours,
+    rollup_table_name,
+)
 
 PORT = 27640
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -98,7 +106,7 @@ def weigh(engine: Engine, size: int) -> dict[str, float]:
     evaluations = EVALUATIONS.get(size, 2)
     start = datetime.combine(DAY, datetime.min.time(), tzinfo=UTC)
     with engine.begin() as conn:
-        conn.execute(text("DELETE FROM rollup_days"))
+        conn.execute(text("DELETE FROM rollup_hours"))
         for source in SOURCES:
             tables = [source, *(rollup_table_name(source, r) for r in RESOLUTIONS)]
             for table in tables:
@@ -114,7 +122,7 @@ def weigh(engine: Engine, size: int) -> dict[str, float]:
     began = time.monotonic()
     with engine.begin() as conn:
         for source in SOURCES:
-            roll_up_day(conn, source, DAY, NOW)
+            roll_up_hours(conn, source, day_hours(DAY), NOW)
     rolled = time.monotonic() - began
     _log(f"{size:,}: rolled up in {rolled:.1f} s")
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
@@ -156,7 +164,7 @@ def read_90_days(engine: Engine) -> tuple[float, float, int]:
                 ),
                 {"d": datetime.combine(day, datetime.min.time(), tzinfo=UTC)},
             )
-            roll_up_day(conn, "derived_group", day, NOW)
+            roll_up_hours(conn, "derived_group", day_hours(day), NOW)
     with engine.begin() as conn:
         longer = {rollup_table_name(s, r): RETENTION[r.suffix] for s in SOURCES for r in RESOLUTIONS}
         drop_expired_partitions(conn, NOW, RETENTION["raw"], longer)

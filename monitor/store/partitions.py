@@ -19,12 +19,15 @@ from datetime import UTC, date, datetime, time, timedelta
 from sqlalchemy import Connection, text
 
 from monitor.store.rollups import (
+    HOUR,
     RESOLUTIONS,
-    ROLLUP_DAYS_PER_PASS,
     ROLLUP_GRACE,
+    ROLLUP_HOURS_PER_PASS,
     SOURCES,
-    roll_up_day,
+    day_hours,
+    roll_up_hours,
     rolled_days,
+    rolled_hours,
     rollup_table_name,
 )
 from monitor.store.schema import partitioned_tables
@@ -154,7 +157,7 @@ def drop_expired_partitions(
         rolled = rolled_days(conn, table) if table in SOURCES else None
         for day in partition_days(conn, table):
             if rolled is not None and day not in rolled:
-                continue  # waits for its rollup (a later pass: `roll_up_complete_days`)
+                continue  # waits for its rollup (a later pass: `roll_up_complete_hours`)
             if datetime.combine(day + timedelta(days=1), time(), tzinfo=UTC) <= cutoff:
                 name = partition_name(table, day)
                 conn.execute(text(f'DROP TABLE IF EXISTS "{name}"'))
@@ -162,28 +165,33 @@ def drop_expired_partitions(
     return sorted(dropped)
 
 
-def roll_up_complete_days(conn: Connection, now: datetime, max_days: int = ROLLUP_DAYS_PER_PASS) -> list[str]:
-    """Roll up the oldest complete days of the rolled-up raw tables not rolled up yet, at most
-    `max_days` of each (each day once: `monitor.store.rollups`); return them as ``table
-    YYYY-MM-DD``. A raw day is not dropped before its rollup, so a backlog (the first pass over
-    days kept before rollups existed) is worked off pass by pass, each pass bounded."""
-    if max_days < 1:
-        raise ValueError(f"max_days must be >= 1, got {max_days}")
+def roll_up_complete_hours(
+    conn: Connection, now: datetime, max_hours: int = ROLLUP_HOURS_PER_PASS
+) -> list[str]:
+    """Roll up the oldest complete hours of the rolled-up raw tables not rolled up yet, at most
+    `max_hours` of each (each hour once: `monitor.store.rollups`); return them as ``table
+    YYYY-MM-DD HH:00`` ranges, one per day. A raw day is not dropped before its 24 hours are rolled
+    up, so a backlog (days kept before rollups existed, a daemon that was down) is worked off pass
+    by pass, each pass bounded."""
+    if max_hours < 1:
+        raise ValueError(f"max_hours must be >= 1, got {max_hours}")
     _lock(conn)
     done = []
     for source in SOURCES:
-        marked = rolled_days(conn, source)
-        complete = [
-            day
+        marked = rolled_hours(conn, source)
+        due = [
+            hour
             for day in partition_days(conn, source)
-            if day not in marked
-            and datetime.combine(day + timedelta(days=1), time(), tzinfo=UTC) + ROLLUP_GRACE <= _utc(now)
-        ]
-        for day in complete[:max_days]:
+            for hour in day_hours(day)
+            if hour not in marked and hour + HOUR + ROLLUP_GRACE <= _utc(now)
+        ][:max_hours]
+        for day in sorted({hour.date() for hour in due}):
             for resolution in RESOLUTIONS:
                 create_day_partitions(conn, rollup_table_name(source, resolution), [day])
-            roll_up_day(conn, source, day, now)
-            done.append(f"{source} {day.isoformat()}")
+        roll_up_hours(conn, source, due, now)
+        for day in sorted({hour.date() for hour in due}):
+            hours = [hour for hour in due if hour.date() == day]
+            done.append(f"{source} {day.isoformat()} {hours[0]:%H}:00-{hours[-1] + HOUR:%H}:00")
     return done
 
 
@@ -195,9 +203,9 @@ def maintain_partitions(
     retention_days: int,
     longer: Mapping[str, int] | None = None,
 ) -> MaintenanceResult:
-    """The periodic maintenance step: create the coming days, roll up the complete ones, then
-    drop the expired ones (a raw day is rolled up before it can be dropped)."""
+    """The periodic maintenance step: create the coming days, roll up the complete hours, then
+    drop the expired days (a raw day is rolled up before it can be dropped)."""
     created = ensure_partitions(conn, now, ahead_days)
-    rolled_up = roll_up_complete_days(conn, now)
+    rolled_up = roll_up_complete_hours(conn, now)
     dropped = drop_expired_partitions(conn, now, retention_days, longer)
     return MaintenanceResult(created=created, dropped=dropped, rolled_up=rolled_up)

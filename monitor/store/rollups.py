@@ -1,5 +1,6 @@
-"""Rollups of the lag history: each complete day of `derived_group` and `derived_group_partition`
-summarised into 15-minute and 1-hour buckets, kept longer than the raw evaluations.
+"""Rollups of the lag history: `derived_group` and `derived_group_partition` summarised into
+15-minute and 1-hour buckets, hour by hour as the evaluations arrive, kept longer than the raw
+evaluations.
 
 A rollup row has the key of its raw table, `evaluated_at` (the newest evaluation in its bucket,
 so it sorts and windows like a raw row), `bucket` (the bucket's start), `samples` (evaluations
@@ -10,11 +11,15 @@ members and offsets the newest. The history views (`group_lag_history`, `lag_his
 0029) read raw rows where raw partitions remain and the rollups before them, with the same
 columns, so a reader never chooses a resolution.
 
-A day is rolled up once, when it is complete (`ROLLUP_GRACE` after its end), raw into 15 minutes
-and those into hours in one transaction, and marked in `rollup_days`; a rerun or a second
-instance finds the mark (and waits on the partition lock while the first one writes). Raw days
-are dropped after that, by retention, and never before (`monitor.store.partitions`); a pass rolls
-up at most `ROLLUP_DAYS_PER_PASS` days of each table, the oldest first.
+An hour is rolled up once, when it is complete (`ROLLUP_GRACE` after its end): raw into 15
+minutes and those into the hour in one statement per cluster (the hour's rows found through the
+raw table's (cluster, evaluated_at) index, so an hour costs its own rows, never its day's), and
+marked in `rollup_hours`; a rerun or a second instance finds the mark (and waits on the partition
+lock while the first one writes). A raw day is dropped by retention only once its 24 hours are
+marked (`monitor.store.partitions`); a pass rolls up at most `ROLLUP_HOURS_PER_PASS` hours of
+each table, the oldest first, so the work keeps pace with the evaluations instead of
+arriving as a whole day at once (an hour of a million group-partitions, evaluated every 30 s,
+is 120 million raw rows: most of an hour's work on two CPUs, docs/bench/storage.md).
 """
 
 from __future__ import annotations
@@ -27,7 +32,6 @@ from sqlalchemy import (
     Boolean,
     Column,
     Connection,
-    Date,
     DateTime,
     Double,
     Integer,
@@ -43,10 +47,12 @@ from monitor.store.base import PARTITION_COLUMN_KEY, Base, Timestamp
 from monitor.store.evaluation import DERIVED_TABLES
 
 ROLLUP_GRACE = timedelta(minutes=10)
-"""How long after a day's end its last evaluations may still be written: rolled up after that."""
-ROLLUP_DAYS_PER_PASS = 2
-"""Days of each raw table one maintenance pass rolls up at most: a day of 100,000 group-partitions
-is about an hour's work (docs/bench/storage.md), and the pass holds the partition lock meanwhile."""
+"""How long after an hour's end its last evaluations may still be written: rolled up after that."""
+ROLLUP_HOURS_PER_PASS = 48
+"""Hours of each raw table one maintenance pass (hourly by default) rolls up at most: one hour is
+due each pass, and a backlog (the days kept before rollups existed, or a daemon that was down) is
+worked off 47 hours a pass while the pass stays bounded (it holds the partition lock)."""
+HOUR = timedelta(hours=1)
 ORIGIN = "2000-01-03 00:00:00+00"
 """The instant buckets are counted from (a Monday at midnight UTC): buckets align to days."""
 
@@ -160,14 +166,14 @@ ROLLUP_TABLES: dict[str, Table] = {
     for resolution in RESOLUTIONS
 }
 
-rollup_days = Table(
-    "rollup_days",
+rollup_hours = Table(
+    "rollup_hours",
     Base.metadata,
     Column("source", Text(), primary_key=True),
-    Column("day", Date(), primary_key=True),
+    Column("hour", DateTime(timezone=True), primary_key=True),
     Column("rolled_at", Timestamp, nullable=False),
 )
-"""Which raw days are rolled up (into both resolutions): the mark that makes a rerun a no-op."""
+"""Which raw hours are rolled up (into both resolutions): the mark that makes a rerun a no-op."""
 
 
 def _aggregate(measure: Measure, *, from_rollup: bool) -> str:
@@ -188,55 +194,116 @@ def _aggregate(measure: Measure, *, from_rollup: bool) -> str:
     raise ValueError(f"unknown aggregate {measure.aggregate!r}; one of {', '.join(AGGREGATES)}")
 
 
-def rollup_sql(source: str, resolution: Resolution) -> str:
-    """INSERT ... SELECT of one day (:since, :until) of `source` into its `resolution` rollup:
-    from the raw table for the fine one, from the fine rollup for the coarse one."""
+def _select(source: str, resolution: Resolution, reads: str, where: str) -> str:
+    """SELECT of `source`'s buckets at `resolution` from `reads` (the raw table, or the fine
+    rows just written), in the rollup table's column order."""
     from_rollup = resolution != FINE
-    reads = rollup_table_name(source, FINE) if from_rollup else source
     keys = ", ".join(["cluster", *_keys(source)])
-    measures = MEASURES[source]
     bucket = (
         f"date_bin(CAST('{resolution.width}' AS interval), {'bucket' if from_rollup else 'evaluated_at'}, "
+        f"CAST('{ORIGIN}' AS timestamptz))"
     )
-    bucket += f"CAST('{ORIGIN}' AS timestamptz))"
     values = [
         "max(evaluated_at)",
         bucket,
         "sum(samples)" if from_rollup else "count(*)",
-        *(_aggregate(m, from_rollup=from_rollup) for m in measures),
+        *(_aggregate(m, from_rollup=from_rollup) for m in MEASURES[source]),
     ]
-    columns = ", ".join([keys, "evaluated_at", "bucket", "samples", *(m.name for m in measures)])
+    return f"SELECT {keys}, {', '.join(values)} FROM {reads} {where} GROUP BY {keys}, {bucket}"
+
+
+def _columns(source: str) -> str:
+    return ", ".join(
+        ["cluster", *_keys(source), "evaluated_at", "bucket", "samples", *(m.name for m in MEASURES[source])]
+    )
+
+
+def rollup_sql(source: str) -> str:
+    """One cluster's (:cluster) hour (:since, :until) of `source` into both rollups: the raw rows
+    into 15-minute buckets, and the rows that wrote into the hour's bucket, in one statement."""
+    columns = _columns(source)
+    raw = _select(
+        source, FINE, source, "WHERE cluster = :cluster AND evaluated_at >= :since AND evaluated_at < :until"
+    )
     return f"""
-        INSERT INTO {rollup_table_name(source, resolution)} ({columns})
-        SELECT {keys}, {", ".join(values)} FROM {reads}
-        WHERE evaluated_at >= :since AND evaluated_at < :until
-        GROUP BY {keys}, {bucket}
+        WITH fine AS (
+            INSERT INTO {rollup_table_name(source, FINE)} ({columns}) {raw}
+            ON CONFLICT DO NOTHING RETURNING {columns}
+        )
+        INSERT INTO {rollup_table_name(source, COARSE)} ({columns}) {_select(source, COARSE, "fine", "")}
         ON CONFLICT DO NOTHING
     """
+
+
+def hour_start(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def day_start(day: date) -> datetime:
     return datetime.combine(day, time(), tzinfo=UTC)
 
 
+def day_hours(day: date) -> list[datetime]:
+    return [day_start(day) + HOUR * n for n in range(24)]
+
+
+def rolled_hours(conn: Connection, source: str) -> set[datetime]:
+    rows = conn.execute(text("SELECT hour FROM rollup_hours WHERE source = :s"), {"s": source})
+    return {hour_start(hour) for hour in rows.scalars()}
+
+
 def rolled_days(conn: Connection, source: str) -> set[date]:
-    rows = conn.execute(text("SELECT day FROM rollup_days WHERE source = :s"), {"s": source})
+    """The days of `source` whose every hour is rolled up."""
+    rows = conn.execute(
+        text(
+            "SELECT CAST(hour AT TIME ZONE 'UTC' AS date) FROM rollup_hours WHERE source = :s "
+            "GROUP BY 1 HAVING count(*) = 24"
+        ),
+        {"s": source},
+    )
     return set(rows.scalars())
 
 
-def roll_up_day(conn: Connection, source: str, day: date, now: datetime) -> None:
-    """Summarise one day of `source` into both resolutions and mark it; the caller holds the
-    partition lock and has created the rollups' partitions for `day`."""
-    window = {"since": day_start(day), "until": day_start(day + timedelta(days=1))}
-    for resolution in RESOLUTIONS:
-        conn.execute(text(rollup_sql(source, resolution)), window)
-    conn.execute(
-        text("INSERT INTO rollup_days (source, day, rolled_at) VALUES (:s, :d, :now) ON CONFLICT DO NOTHING"),
-        {"s": source, "d": day, "now": now},
+def _clusters(conn: Connection, source: str) -> list[str]:
+    """The clusters with rows in `source`: one index descent per cluster and partition (a loose
+    scan of the (cluster, evaluated_at) index), never a read of the rows."""
+    rows = conn.execute(
+        text(
+            f"""
+            WITH RECURSIVE c(cluster) AS (
+                (SELECT cluster FROM {source} ORDER BY cluster LIMIT 1)
+                UNION ALL
+                SELECT (
+                    SELECT s.cluster FROM {source} s WHERE s.cluster > c.cluster ORDER BY s.cluster LIMIT 1
+                ) FROM c WHERE c.cluster IS NOT NULL
+            )
+            SELECT cluster FROM c WHERE cluster IS NOT NULL
+            """
+        )
     )
+    return [str(cluster) for cluster in rows.scalars()]
+
+
+def roll_up_hours(conn: Connection, source: str, hours: list[datetime], now: datetime) -> None:
+    """Summarise `hours` of `source` into both resolutions and mark them; the caller holds the
+    partition lock and has created the rollups' partitions for their days."""
+    if not hours:
+        return
+    clusters = _clusters(conn, source)
+    statement = text(rollup_sql(source))
+    for hour in hours:
+        for cluster in clusters:
+            conn.execute(statement, {"cluster": cluster, "since": hour, "until": hour + HOUR})
+        conn.execute(
+            text(
+                "INSERT INTO rollup_hours (source, hour, rolled_at) VALUES (:s, :h, :now)"
+                " ON CONFLICT DO NOTHING"
+            ),
+            {"s": source, "h": hour, "now": now},
+        )
 
 
 def prune_marks(conn: Connection, before: date) -> int:
     """Forget the marks of days whose rollups are gone too."""
-    result = conn.execute(text("DELETE FROM rollup_days WHERE day < :d"), {"d": before})
+    result = conn.execute(text("DELETE FROM rollup_hours WHERE hour < :d"), {"d": day_start(before)})
     return int(result.rowcount or 0)

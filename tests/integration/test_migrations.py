@@ -245,3 +245,32 @@ def test_each_revision_steps_down_and_up(scratch_url: str) -> None:
         migrate.downgrade(scratch_url, "-1")
         migrate.upgrade(scratch_url, revision)
         assert migrate.current(scratch_url) == revision
+
+
+def test_0030_marks_every_hour_of_a_day_rolled_up_and_back(scratch_url: str) -> None:
+    migrate.upgrade(scratch_url, "0029")
+    engine = make_engine(scratch_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO rollup_days (source, day, rolled_at) VALUES ('derived_group', '2032-01-02', :t)"
+                ),
+                {"t": NOW},
+            )
+        migrate.upgrade(scratch_url, "0030")
+        with engine.connect() as conn:
+            hours = conn.execute(text("SELECT hour FROM rollup_hours ORDER BY 1")).scalars().all()
+        first = datetime(2032, 1, 2, tzinfo=UTC)
+        assert [h.astimezone(UTC) for h in hours] == [first + timedelta(hours=n) for n in range(24)]
+        with engine.begin() as conn:  # a day of which one hour is rolled up is not a rolled-up day
+            conn.execute(
+                text("INSERT INTO rollup_hours (source, hour, rolled_at) VALUES ('derived_group', :h, :t)"),
+                {"h": first + timedelta(days=1), "t": NOW},
+            )
+        migrate.downgrade(scratch_url, "0029")
+        with engine.connect() as conn:
+            days = conn.execute(text("SELECT source, day FROM rollup_days")).all()
+        assert [tuple(d) for d in days] == [("derived_group", first.date())]
+    finally:
+        engine.dispose()

@@ -1,5 +1,6 @@
-"""The lag history outlives its raw evaluations: maintenance rolls each complete day up into
-15-minute and hourly buckets before retention drops it, the rollups say what the raw rows said,
+"""The lag history outlives its raw evaluations: maintenance rolls each complete hour up into
+15-minute and hourly buckets as the evaluations arrive, and retention drops a raw day only once
+its 24 hours are rolled up; the rollups say what the raw rows said,
 the history views and reads answer a 90-day window from whatever resolution is kept, and a
 rerun changes nothing."""
 
@@ -16,7 +17,7 @@ from monitor.core.settings import DatabaseConfig
 from monitor.expose.read import history as read_history
 from monitor.expose.web.app import create_app
 from monitor.store.partitions import create_day_partitions, existing_partitions, partition_name
-from monitor.store.rollups import ROLLUP_DAYS_PER_PASS
+from monitor.store.rollups import ROLLUP_HOURS_PER_PASS
 from monitor.store.service import StoreService
 from tests.fixtures import rollups
 
@@ -34,10 +35,18 @@ def _day(at: datetime) -> date:
 
 
 def _marks(engine: Engine) -> list[tuple[str, date]]:
+    """The (source, day) whose 24 hours are marked rolled up."""
     with engine.connect() as conn:
-        return [
-            (str(s), d) for s, d in conn.execute(text("SELECT source, day FROM rollup_days ORDER BY 1, 2"))
-        ]
+        rows = conn.execute(
+            text(
+                "SELECT source, CAST(hour AT TIME ZONE 'UTC' AS date) FROM rollup_hours"
+                " GROUP BY 1, 2 HAVING count(*) = 24 ORDER BY 1, 2"
+            )
+        )
+        return [(str(s), d) for s, d in rows]
+
+
+DAYS_PER_PASS = ROLLUP_HOURS_PER_PASS // 24
 
 
 FIRST_PASS: dict[str, object] = {}
@@ -63,7 +72,7 @@ def rolled(engine: Engine, db_url: str) -> StoreService:
     FIRST_PASS["marks"] = _marks(engine)
     with engine.connect() as conn:
         FIRST_PASS["raw"] = set(existing_partitions(conn, "derived_group"))
-    for _ in range(DAYS):  # the backlog, a bounded number of days a pass
+    for _ in range(DAYS):  # the backlog, a bounded number of hours a pass
         before = _marks(engine)
         store.maintain()
         if _marks(engine) == before:
@@ -113,11 +122,11 @@ def test_a_pass_rolls_up_the_oldest_days_first_and_no_raw_day_goes_before_its_ro
     rolled: StoreService,
 ) -> None:
     sources = ("derived_group", "derived_group_partition")
-    assert FIRST_PASS["marks"] == [(s, day) for s in sources for day in DAY_LIST[:ROLLUP_DAYS_PER_PASS]]
+    assert FIRST_PASS["marks"] == [(s, day) for s in sources for day in DAY_LIST[:DAYS_PER_PASS]]
     raw = FIRST_PASS["raw"]
     assert isinstance(raw, set)
-    assert {partition_name("derived_group", day) for day in DAY_LIST[:ROLLUP_DAYS_PER_PASS]}.isdisjoint(raw)
-    assert {partition_name("derived_group", day) for day in DAY_LIST[ROLLUP_DAYS_PER_PASS:]} <= raw
+    assert {partition_name("derived_group", day) for day in DAY_LIST[:DAYS_PER_PASS]}.isdisjoint(raw)
+    assert {partition_name("derived_group", day) for day in DAY_LIST[DAYS_PER_PASS:]} <= raw
 
 
 def test_raw_days_past_retention_are_dropped_and_rolled_up_days_marked(
@@ -188,7 +197,10 @@ def test_maintenance_again_changes_nothing(rolled: StoreService, engine: Engine,
 
     def counts() -> dict[str, int]:
         with engine.connect() as conn:
-            return {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one() for t in tables}
+            return {
+                t: conn.execute(text(f"SELECT count(*) FROM {t} WHERE cluster = 'r'")).scalar_one()
+                for t in tables
+            }
 
     before = counts()
     rolled.maintain()
@@ -215,3 +227,51 @@ def test_the_api_and_the_group_page_show_90_days_even_of_a_group_only_rollups_re
         page = client.get("/clusters/r/groups/g?window=90d")
         assert page.status_code == 200, page.text
         assert "90d" in page.text
+
+
+def test_the_hours_of_today_are_rolled_up_as_they_complete_and_their_day_is_kept_raw(
+    rolled: StoreService, engine: Engine, db_url: str
+) -> None:
+    today = NOW.date()  # day 10: its raw partitions exist (maintenance creates today's)
+    midnight = datetime.combine(today, datetime.min.time(), tzinfo=UTC)
+    first = midnight + timedelta(hours=4)  # after the hours the other tests' passes marked
+    evaluations = rollups.evaluations(first, 1, EVERY)[: 4 * 12]  # 04:00 .. 07:55
+    with engine.begin() as conn:
+        rollups.write(conn, "h", "g", evaluations)
+
+    def hours_of_h() -> list[datetime]:
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT bucket FROM derived_group_1h WHERE cluster = 'h' ORDER BY 1"))
+            return [b.astimezone(UTC) for b in rows.scalars()]
+
+    StoreService(db_url, CONFIG, FakeClock(first + timedelta(hours=2, minutes=5))).start()
+    assert hours_of_h() == [first]  # 05:00-06:00 is complete only 10 minutes after its end
+    StoreService(db_url, CONFIG, FakeClock(first + timedelta(hours=3, minutes=15))).start()
+    assert hours_of_h() == [first + timedelta(hours=n) for n in range(3)]
+    with engine.connect() as conn:
+        fine = [
+            (b.astimezone(UTC), n)
+            for b, n in conn.execute(
+                text("SELECT bucket, samples FROM derived_group_15m WHERE cluster = 'h' ORDER BY 1")
+            )
+        ]
+        raw = set(existing_partitions(conn, "derived_group"))
+    assert fine == [(first + timedelta(minutes=15 * n), 3) for n in range(12)]
+    assert partition_name("derived_group", today) in raw
+    assert ("derived_group", today) not in _marks(engine)
+    expected = [
+        b for b in rollups.buckets(evaluations, timedelta(hours=1)) if b.start < first + timedelta(hours=3)
+    ]
+    with engine.connect() as conn:
+        got = list(
+            conn.execute(
+                text(
+                    "SELECT evaluated_at, samples, offset_lag, offset_lag_min, offset_lag_last, status"
+                    " FROM derived_group_1h WHERE cluster = 'h' ORDER BY bucket"
+                )
+            )
+        )
+    assert [tuple(row) for row in got] == [
+        (b.evaluated_at, b.samples, b.offset_lag, b.offset_lag_min, b.offset_lag_last, b.status)
+        for b in expected
+    ]
