@@ -17,7 +17,7 @@ keeps the two equal.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -204,6 +204,21 @@ def default_objectives_path() -> Path:
 def objectives_of(path: Path | None) -> tuple[Objective, ...]:
     """The objectives of `path`, else of the shipped file."""
     return load_objectives(path if path is not None else default_objectives_path())
+
+
+def matching_groups(
+    objectives: Sequence[Objective], groups: Iterable[tuple[str, str]]
+) -> list[tuple[str, str, str]]:
+    """(objective, cluster, group_id) of each of `groups` ((cluster, group_id)) each objective's
+    patterns match whole. RE2 matches them, in time linear in the names, as the file was checked:
+    a pattern that would backtrack for ever in another regex engine costs no more than any other."""
+    compiled = [(o.name, compile_name_pattern(o.cluster), compile_name_pattern(o.group)) for o in objectives]
+    return [
+        (name, cluster, group_id)
+        for cluster, group_id in groups
+        for name, cluster_pattern, group_pattern in compiled
+        if cluster_pattern.fullmatch(cluster) and group_pattern.fullmatch(group_id)
+    ]
 
 
 def objectives_rows(objectives: Sequence[Objective]) -> list[tuple[str, str, str, float, float, int]]:

@@ -215,10 +215,16 @@ def read_objectives(
     objectives: Sequence[Objective],
     plan_id: str,
 ) -> ObjectiveInputs:
-    """The objectives as a DataFrame and their counted history, read when a job needs it (none
-    without an objective)."""
+    """The objectives as a DataFrame, the groups each applies to (written beside the plan's clock
+    before each evaluation: monitor.store.objectives) and their counted history, read when a job
+    needs them (none without an objective)."""
     if not objectives:
         return no_objectives(spark)
     frame = spark.createDataFrame(objectives_rows(objectives), OBJECTIVES_DDL)
+    groups_sql = (
+        "(SELECT objective, cluster, group_id FROM objective_groups "
+        f"WHERE plan_id = {_quote(plan_id)}) AS objective_groups_q"
+    )
+    groups = read_table(spark, target, groups_sql)
     history = read_table(spark, target, objectives_history_query(clusters, objectives, plan_id))
-    return ObjectiveInputs(frame, history.coalesce(1))
+    return ObjectiveInputs(frame, groups.coalesce(1), history.coalesce(1))

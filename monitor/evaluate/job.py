@@ -59,7 +59,7 @@ from monitor.evaluate.spark import JdbcTarget
 from monitor.store.evaluation import DERIVED_TABLES, drop_clocks, set_clock
 from monitor.store.findings import Match, merge_findings
 from monitor.store.ingest import copy_rows
-from monitor.store.objectives import record_minutes
+from monitor.store.objectives import record_minutes, set_objective_groups
 from monitor.store.partitions import create_day_partitions, day_of
 from monitor.store.runs import newest_reached
 
@@ -130,6 +130,7 @@ def run_evaluation(
     built = time.monotonic() - started
     with engine.begin() as conn:
         set_clock(conn, plan.plan_id, evaluated_at)
+        set_objective_groups(conn, plan.plan_id, clusters, settings.objectives)
     kept: list[DataFrame] = []
     try:
         with _phase(result, "compute"), _sized_to(spark, size):

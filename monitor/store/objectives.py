@@ -3,6 +3,11 @@ stage: one row per (cluster, objective, group, minute), bad when an evaluation i
 the group's lag above the objective's threshold. The burn rates and error budgets of the next
 evaluations are counted from it (monitor.evaluate.extract), not from the raw samples, so an
 objective's 28 days cost one small row a minute per group, whatever the sample retention.
+
+Which groups each objective applies to (`objective_groups`) is decided before each evaluation on
+the driver, with RE2 (core.objectives.matching_groups), and read by the evaluation plan like its
+clock: Spark's regular expressions are Java's, which backtrack, and a pattern the file accepts
+could keep an evaluation busy for ever.
 """
 
 from __future__ import annotations
@@ -10,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import Boolean, Connection, DateTime, Index, Text, delete, text
+from sqlalchemy import Boolean, Connection, DateTime, ForeignKey, Index, Text, delete, insert, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from monitor.core.derived import table_of
-from monitor.core.objectives import LONGEST_BURN_WINDOW, MAX_WINDOW_DAYS
+from monitor.core.objectives import LONGEST_BURN_WINDOW, MAX_WINDOW_DAYS, Objective, matching_groups
 from monitor.store.base import Base
 
 KEPT = max(timedelta(days=MAX_WINDOW_DAYS), LONGEST_BURN_WINDOW)
@@ -55,3 +60,54 @@ def record_minutes(conn: Connection, clusters: Sequence[str], evaluated_at: date
 def prune_minutes(conn: Connection, now: datetime) -> int:
     """Delete the minutes older than any window looks at (`KEPT`); returns how many."""
     return conn.execute(delete(ObjectiveMinute).where(ObjectiveMinute.minute < now - KEPT)).rowcount
+
+
+class ObjectiveGroup(Base):
+    """An objective applies to (cluster, group_id) in the evaluations of plan `plan_id` (gone with
+    the plan's clock)."""
+
+    __tablename__ = "objective_groups"
+
+    plan_id: Mapped[str] = mapped_column(
+        Text, ForeignKey("evaluation_clocks.plan_id", ondelete="CASCADE"), primary_key=True
+    )
+    objective: Mapped[str] = mapped_column(Text, primary_key=True)
+    cluster: Mapped[str] = mapped_column(Text, primary_key=True)
+    group_id: Mapped[str] = mapped_column(Text, primary_key=True)
+
+
+_KNOWN_GROUPS = text(
+    """
+    WITH RECURSIVE g(cluster, group_id) AS (
+        (SELECT cluster, group_id FROM latest_group_offsets WHERE cluster = ANY(:clusters)
+         ORDER BY cluster, group_id LIMIT 1)
+        UNION ALL
+        SELECT n.cluster, n.group_id FROM g CROSS JOIN LATERAL (
+            SELECT l.cluster, l.group_id FROM latest_group_offsets l
+            WHERE l.cluster = ANY(:clusters) AND (l.cluster, l.group_id) > (g.cluster, g.group_id)
+            ORDER BY l.cluster, l.group_id LIMIT 1
+        ) n
+    )
+    SELECT cluster, group_id FROM g
+    """
+)
+"""The (cluster, group_id) with committed offsets in the store: one descent of the primary key
+per group (a loose index scan), not a read of its partitions."""
+
+
+def set_objective_groups(
+    conn: Connection, plan_id: str, clusters: Sequence[str], objectives: Sequence[Objective]
+) -> int:
+    """Decide which groups of `clusters` each objective applies to for the next evaluation of the
+    plan `plan_id` (whose clock row exists); returns how many (objective, group) there are."""
+    conn.execute(delete(ObjectiveGroup).where(ObjectiveGroup.plan_id == plan_id))
+    if not objectives:
+        return 0
+    groups = [(str(c), str(g)) for c, g in conn.execute(_KNOWN_GROUPS, {"clusters": list(clusters)})]
+    rows = [
+        {"plan_id": plan_id, "objective": objective, "cluster": cluster, "group_id": group_id}
+        for objective, cluster, group_id in matching_groups(objectives, groups)
+    ]
+    if rows:
+        conn.execute(insert(ObjectiveGroup), rows)
+    return len(rows)

@@ -16,11 +16,13 @@ from monitor.core.errors import ConfigError
 from monitor.core.objectives import (
     BURN_ALERTS,
     BURN_WINDOWS,
+    Objective,
     budget_fraction,
     budget_remaining,
     burn_rate,
     default_objectives_path,
     load_objectives,
+    matching_groups,
 )
 from monitor.core.settings import load_settings
 
@@ -155,3 +157,26 @@ def test_the_daemon_refuses_a_bad_objectives_file_before_it_starts(tmp_path: Pat
     assert f"{objectives}: line 2: objectives.0.target: Input should be less than 100" in caught.value.lines()
     objectives.write_text("objectives:\n  - {name: a, group: g, lag_seconds: 1, target: 99.9}\n")
     check_operator_files(load_settings(config))
+
+
+def test_an_objective_applies_to_the_groups_its_patterns_match_whole() -> None:
+    objectives = [
+        Objective("billing", "billing-.*", "prod-.*", 60, 99.5, 28),
+        Objective("one", "orders", ".*", 30, 99, 7),
+    ]
+    groups = [("prod-eu", "billing-eu"), ("prod-eu", "billing"), ("dev", "billing-x"), ("dev", "orders"),
+              ("prod-us", "orders-replay"), ("prod-us", "billing-\nline")]  # fmt: skip
+    assert matching_groups(objectives, groups) == [
+        ("billing", "prod-eu", "billing-eu"),
+        ("one", "dev", "orders"),
+        ("billing", "prod-us", "billing-\nline"),
+    ]
+
+
+@pytest.mark.timeout(10)
+def test_a_pattern_that_backtracks_in_other_engines_is_matched_at_once() -> None:
+    """`(a+)+b` against a run of n `a`s takes a backtracking engine (Java's, which Spark's RLIKE
+    uses) about 2**n steps: with 100 of them, for ever. RE2 takes one pass."""
+    hostile = Objective("hostile", "(a+)+b", ".*", 60, 99, 28)
+    groups = [("c", "a" * 100), ("c", "a" * 99 + "b")]
+    assert matching_groups([hostile], groups) == [("hostile", "c", "a" * 99 + "b")]

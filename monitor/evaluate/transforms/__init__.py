@@ -113,9 +113,9 @@ def derive(
 _GP_EXTRA = ("window_start_lag",)
 
 
-def _objectives(inputs: Inputs, objectives: ObjectiveInputs | None) -> tuple[DataFrame, DataFrame]:
+def _objectives(inputs: Inputs, objectives: ObjectiveInputs | None) -> tuple[DataFrame, DataFrame, DataFrame]:
     chosen = objectives if objectives is not None else no_objectives(inputs.group_offsets.sparkSession)
-    return chosen.objectives, chosen.history
+    return chosen.objectives, chosen.groups, chosen.history
 
 
 def _partition_keys(inputs: Inputs) -> DataFrame:

@@ -23,6 +23,10 @@ OBJECTIVES_DDL = (
 )
 """The objectives file, one row per objective (monitor.core.objectives.objectives_rows)."""
 
+GROUPS_DDL = "objective string, cluster string, group_id string"
+"""The groups each objective applies to (decided with RE2 before each evaluation:
+monitor.store.objectives)."""
+
 HISTORY_DDL = ", ".join(
     [
         "cluster string, objective string, group_id string, stored_bad boolean",
@@ -33,17 +37,16 @@ HISTORY_DDL = ", ".join(
 """The counted history (see the module docstring); `bad_<window column>`, `minutes_<...>`."""
 
 
-def _whole(column: str, pattern: str) -> Column:
-    """`column` matches the whole of the pattern in `pattern` (`.` matching a newline too, as the
-    file's patterns are checked: core.settings_base.compile_name_pattern)."""
-    return F.expr(f"{column} RLIKE concat('^(?s:', {pattern}, ')$')")
-
-
-def lag_objectives(group: DataFrame, objectives: DataFrame, history: DataFrame) -> DataFrame:
-    """One row per (cluster, objective, group) of the groups an objective matches, with the
-    columns of the lag_objective entity (monitor.core.derived) besides `evaluated_at`."""
-    matched = group.select("cluster", "group_id", "max_lag_seconds", "sampled").join(
-        objectives, _whole("cluster", "cluster_pattern") & _whole("group_id", "group_pattern")
+def lag_objectives(
+    group: DataFrame, objectives: DataFrame, groups: DataFrame, history: DataFrame
+) -> DataFrame:
+    """One row per (cluster, objective, group) of `groups` (GROUPS_DDL: the groups each objective
+    applies to), with the columns of the lag_objective entity (monitor.core.derived) besides
+    `evaluated_at`."""
+    matched = (
+        group.select("cluster", "group_id", "max_lag_seconds", "sampled")
+        .join(groups, ["cluster", "group_id"])
+        .join(objectives.drop("group_pattern", "cluster_pattern"), "objective")
     )
     now_bad = F.col("max_lag_seconds") > F.col("lag_threshold_seconds")
     stored = F.col("stored_bad")
@@ -88,13 +91,18 @@ def lag_objectives(group: DataFrame, objectives: DataFrame, history: DataFrame) 
 
 @dataclass(frozen=True)
 class ObjectiveInputs:
-    """What `lag_objectives` reads besides the groups: the objectives (OBJECTIVES_DDL) and their
-    counted history (HISTORY_DDL)."""
+    """What `lag_objectives` reads besides the groups: the objectives (OBJECTIVES_DDL), the groups
+    each applies to (GROUPS_DDL) and their counted history (HISTORY_DDL)."""
 
     objectives: DataFrame
+    groups: DataFrame
     history: DataFrame
 
 
 def no_objectives(spark: SparkSession) -> ObjectiveInputs:
     """No objective and no history: the groups have no lag_objective row."""
-    return ObjectiveInputs(spark.createDataFrame([], OBJECTIVES_DDL), spark.createDataFrame([], HISTORY_DDL))
+    return ObjectiveInputs(
+        spark.createDataFrame([], OBJECTIVES_DDL),
+        spark.createDataFrame([], GROUPS_DDL),
+        spark.createDataFrame([], HISTORY_DDL),
+    )
