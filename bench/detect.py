@@ -85,6 +85,29 @@ def rule_for_seconds(rule: str) -> int:
     raise SystemExit(f"rule {rule} is not in alert_rules/")
 
 
+def spark_jvm_pid() -> int:
+    """The process id of this process's Spark JVM (local mode: a descendant started by PySpark,
+    the one running SparkSubmit), found in /proc rather than asked of the JVM through PySpark."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    todo = [child for child, parent in parents.items() if parent == os.getpid()]
+    while todo:
+        pid = todo.pop()
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"org.apache.spark.deploy.SparkSubmit" in command:
+            return pid
+        todo += [child for child, parent in parents.items() if parent == pid]
+    raise RuntimeError("no Spark JVM among this process's descendants: start the session first")
+
+
 def cpu_seconds(root: int) -> tuple[float, float]:
     """User + system CPU seconds of `root`, and of its live descendants."""
     tick = os.sysconf("SC_CLK_TCK")

@@ -58,6 +58,8 @@ from typing import Any
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.detect import spark_jvm_pid
 from monitor.core.settings import SparkConfig
 from monitor.devtools import postgres
 from monitor.devtools.jdbc import ensure_jdbc_driver
@@ -578,8 +580,7 @@ def main() -> int:
             engine.dispose()
         _log("starting Spark (local[2])")
         spark = build_session(spark_config, ensure_jdbc_driver())
-        jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-        pids: list[int | str] = ["self", int(jvm_pid)]
+        pids: list[int | str] = ["self", spark_jvm_pid()]
         shown = {"spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions", *extra}
         info = machine(pg_version, {k: v for k, v in spark.sparkContext.getConf().getAll() if k in shown})
         try:

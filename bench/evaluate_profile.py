@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
+from bench.detect import spark_jvm_pid
 from bench.evaluate import CLUSTER, RUN_SPACING, T0, fill
 from monitor.core.settings import SparkConfig
 from monitor.devtools import postgres
@@ -99,7 +100,7 @@ def evaluate_once(spark: Any, engine: Engine, url: str, n: int, plans: Plans) ->
     time.sleep(0.6)
     before = _transactions(engine)
     load = os.getloadavg()[0]
-    pids: list[int | str] = ["self", int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())]
+    pids: list[int | str] = ["self", spark_jvm_pid()]
     cpu = _cpu_seconds(pids)
     started = time.perf_counter()
     result = run_evaluation(
