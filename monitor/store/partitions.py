@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Engine, text
 
 from monitor.store.rollups import (
     HOUR,
@@ -196,7 +196,7 @@ def roll_up_complete_hours(
 
 
 def maintain_partitions(
-    conn: Connection,
+    engine: Engine,
     now: datetime,
     *,
     ahead_days: int,
@@ -204,8 +204,30 @@ def maintain_partitions(
     longer: Mapping[str, int] | None = None,
 ) -> MaintenanceResult:
     """The periodic maintenance step: create the coming days, roll up the complete hours, then
-    drop the expired days (a raw day is rolled up before it can be dropped)."""
-    created = ensure_partitions(conn, now, ahead_days)
-    rolled_up = roll_up_complete_hours(conn, now)
-    dropped = drop_expired_partitions(conn, now, retention_days, longer)
-    return MaintenanceResult(created=created, dropped=dropped, rolled_up=rolled_up)
+    drop the expired days (a raw day is rolled up before it can be dropped). Each step, and each
+    hour rolled up, is a transaction of its own: at a million group-partitions an hour is most of
+    an hour of PostgreSQL's work, and one transaction for the pass would hold the partition lock
+    and keep every table's dead rows from being vacuumed that long."""
+    with engine.begin() as conn:
+        created = ensure_partitions(conn, now, ahead_days)
+    rolled_up: list[str] = []
+    for _ in range(ROLLUP_HOURS_PER_PASS):
+        with engine.begin() as conn:
+            hour = roll_up_complete_hours(conn, now, max_hours=1)
+        if not hour:
+            break
+        rolled_up += hour
+    with engine.begin() as conn:
+        dropped = drop_expired_partitions(conn, now, retention_days, longer)
+    return MaintenanceResult(created=created, dropped=dropped, rolled_up=_ranges(rolled_up))
+
+
+def _ranges(hours: list[str]) -> list[str]:
+    """``table YYYY-MM-DD HH:00-HH:00`` of consecutive hours of a table's day as one range."""
+    merged: dict[tuple[str, str], tuple[str, str]] = {}
+    for entry in hours:
+        table, day, span = entry.split(" ")
+        start, end = span.split("-")
+        first, _ = merged.get((table, day), (start, end))
+        merged[(table, day)] = (first, end)
+    return [f"{table} {day} {start}-{end}" for (table, day), (start, end) in sorted(merged.items())]

@@ -56,21 +56,21 @@ class StoreService:
         self.maintain()
 
     def maintain(self) -> None:
-        """Create the coming days' sample partitions, roll up the lag history of complete days
+        """Create the coming days' sample partitions, roll up the lag history of complete hours
         (`monitor.store.rollups`), drop what is past its retention, and prune the
         record-timestamp cache of entries older than the retention (their records are deleted
         by Kafka's own retention long before, or re-read when still needed), and the
         collection runs older than the retention, and the lag objectives' minutes past the
         longest window (store.objectives)."""
         now = self._clock.now()
+        result = maintain_partitions(
+            self.engine,
+            now,
+            ahead_days=self._config.partitions_ahead_days,
+            retention_days=self._config.sample_retention_days,
+            longer=rollup_retention(self._config),
+        )
         with self.engine.begin() as conn:
-            result = maintain_partitions(
-                conn,
-                now,
-                ahead_days=self._config.partitions_ahead_days,
-                retention_days=self._config.sample_retention_days,
-                longer=rollup_retention(self._config),
-            )
             clusters = conn.execute(select(Cluster.name)).scalars().all()
             cutoff = now - timedelta(days=self._config.sample_retention_days)
             pruned = sum(prune_record_timestamps(conn, cluster, cutoff) for cluster in clusters)
