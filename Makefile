@@ -13,6 +13,7 @@ COMPAT_KAFKA_VERSIONS ?= 2.8.2 3.6.2 3.9.1 4.1.2 4.4.0
 CI_KAFKA_VERSIONS     ?= 2.8.2 3.9.1
 COMPAT_JOBS           ?= 1
 TEST_SHARDS           ?= 2
+UNIT_WORKERS          ?= 2
 BENCH_ARGS  ?=
 
 .PHONY: demo test durations test-compat test-spark-standalone test-unit soak lint format records setup install bootstrap bench clean down help image
@@ -72,8 +73,10 @@ test-spark-standalone: bootstrap
 
 # The fast tier: no Kafka, PostgreSQL, Spark or browser is set up or started (the unit tests and
 # the fake half of the Kafka contract suite).
+# Two workers, each taking whole modules (a module's shared fixtures are made once); UNIT_WORKERS=0
+# runs the tier in one process.
 test-unit: install
-	$(BIN)/pytest tests/unit tests/contract -m unit $(PYTEST_ARGS)
+	$(BIN)/pytest tests/unit tests/contract -m unit -n $(UNIT_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 soak: bootstrap
 	$(BIN)/pytest -m soak -s $(PYTEST_ARGS)

@@ -18,7 +18,7 @@ from monitor.core.errors import DevEnvironmentError, MonitorError
 from monitor.core.settings import ClusterConfig, DevKafkaConfig
 from monitor.devtools.kafka_modes import ZOOKEEPER_PORT_OFFSET, KafkaMode
 from monitor.devtools.kafka_security import DevSecurity
-from monitor.devtools.processes import TAIL_LINES
+from monitor.devtools.processes import TAIL_LINES, accepts_connections
 from monitor.kafka import KafkaAdmin
 from monitor.kafka.properties import scrub
 
@@ -195,6 +195,8 @@ def _secret_values(cluster: Layout) -> list[str]:
 
 def brokers_seen_by(node_id: int, port: int) -> set[int] | None:
     """Broker ids in the metadata a client bootstrapped from one node's port gets; None if no answer."""
+    if not accepts_connections(HOST, port):
+        return None  # not listening (yet, or any more): no client's timeout to wait out
     probe = ClusterConfig(
         name=f"dev-node-{node_id}",
         bootstrap_servers=[f"{HOST}:{port}"],

@@ -32,6 +32,7 @@ from psycopg import sql
 from sqlalchemy.engine import URL, make_url
 
 from monitor.core.errors import DevEnvironmentError
+from monitor.devtools.processes import accepts_connections
 
 SUPERUSER = "kafka_health"
 DEFAULT_DATABASE = "kafka_health"
@@ -161,14 +162,6 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -232,7 +225,9 @@ class LocalPostgres:
     def status(self) -> bool:
         """True when this server's postmaster is alive and accepting TCP connections."""
         postmaster = self._postmaster()
-        return postmaster is not None and _pid_alive(postmaster[0]) and _accepts(postmaster[1])
+        if postmaster is None:
+            return False
+        return _pid_alive(postmaster[0]) and accepts_connections("127.0.0.1", postmaster[1])
 
     def up(self) -> None:
         """Start the server (initialising it the first time) and create the kafka_health database.

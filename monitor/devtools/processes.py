@@ -56,6 +56,16 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
+def accepts_connections(host: str, port: int) -> bool:
+    """Whether something accepts a TCP connection on `port` now: refused at once when nothing
+    listens, so a caller need not wait out a client's timeout to learn it."""
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 def process_alive(pid: int) -> bool:
     """True until the process has released its resources (ports included): a zombie (exited,
     not yet reaped) counts as gone."""

@@ -247,12 +247,25 @@ ORDER = ["collector", "ingest", "evaluate", "alerts", "silences", "web", "push",
 """The benchmarks in the table's order (the issues')."""
 
 
+def write_documents(directory: Path) -> Path:
+    for name, doc in DOCUMENTS.items():
+        (directory / f"{name}.json").write_text(json.dumps(doc))
+    (directory / "unrelated.json").write_text("{}")
+    return directory
+
+
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
-    for name, doc in DOCUMENTS.items():
-        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
-    (tmp_path / "unrelated.json").write_text("{}")
-    return tmp_path
+    return write_documents(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def summarized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, list[Path]]:
+    """The results directory, the summary's text and the plots of one `run.summarize`, shared by
+    the tests of what it writes: drawing the plots takes seconds."""
+    results = write_documents(tmp_path_factory.mktemp("results"))
+    text, written = run.summarize(results, {"ingest": "ok (40 s)"}, results / "plots")
+    return results, text, written
 
 
 def _row(table: list[summary.Row], benchmark: str, size: float, cost: str) -> summary.Row:
@@ -352,8 +365,8 @@ def test_web_rows_give_the_slowest_endpoint_of_each_kind_at_the_highest_concurre
     assert api.input == "1,000 topics, 16 clients"
 
 
-def test_summary_files_and_markdown(results: Path) -> None:
-    text, _ = run.summarize(results, {"ingest": "ok (40 s)"}, results / "plots")
+def test_summary_files_and_markdown(summarized: tuple[Path, str, list[Path]]) -> None:
+    results, text, _ = summarized
     assert (results / "summary.md").read_text() == text
     doc = json.loads((results / "summary.json").read_text())
     assert doc["status"] == {"ingest": "ok (40 s)"}
@@ -482,10 +495,9 @@ def test_quick_preset_and_ports() -> None:
 # -- plots ----------------------------------------------------------------------------------------
 
 
-def test_plots_are_png_files(results: Path, tmp_path: Path) -> None:
-    from bench import plots
-
-    written = plots.draw(summary.load(results), tmp_path / "plots", "test machine")
+def test_plots_are_png_files(summarized: tuple[Path, str, list[Path]]) -> None:
+    results, _, written = summarized
+    assert all(path.parent == results / "plots" for path in written)
     assert sorted(p.name for p in written) == ["alerts.png", "collector.png", "evaluate.png", "ingest.png",
                                                "web.png"]  # fmt: skip
     for path in written:

@@ -15,13 +15,13 @@ in `getattr`, and no private module or name is imported. What is not a private n
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Iterable, Iterator
 
 import pytest
 from confluent_kafka import KafkaError
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fixtures.source import monitor_modules
+
 LIBRARIES = ("kafka", "confluent_kafka")
 
 
@@ -38,10 +38,10 @@ def _error_code(node: ast.Attribute) -> bool:
     )
 
 
-def protocol_members(tree: ast.Module) -> set[str]:
-    """The private members declared by the `Protocol` classes of a module."""
+def protocol_members(nodes: Iterable[ast.AST]) -> set[str]:
+    """The private members declared by the `Protocol` classes of a module (`nodes`: all of its nodes)."""
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.ClassDef) and any(ast.unparse(b).endswith("Protocol") for b in node.bases):
             for item in node.body:
                 if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
@@ -51,8 +51,8 @@ def protocol_members(tree: ast.Module) -> set[str]:
     return {name for name in found if _private(name)}
 
 
-def imports_a_client_library(tree: ast.Module) -> bool:
-    for node in ast.walk(tree):
+def imports_a_client_library(nodes: Iterable[ast.AST]) -> bool:
+    for node in nodes:
         if isinstance(node, ast.Import) and any(a.name.split(".")[0] in LIBRARIES for a in node.names):
             return True
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in LIBRARIES:
@@ -60,15 +60,20 @@ def imports_a_client_library(tree: ast.Module) -> bool:
     return False
 
 
-def private_uses(tree: ast.Module, own: set[str]) -> Iterator[str]:
-    """Each private name of another object or module that `tree` uses, as `line: code`."""
-    for node in ast.walk(tree):
+def private_uses(nodes: Iterable[ast.AST], own: set[str]) -> Iterator[str]:
+    """Each private name of another object or module that a module uses (`nodes`: all of its
+    nodes), as `line: code`."""
+    for node in nodes:
         used: str | None = None
         if isinstance(node, ast.Attribute) and _private(node.attr):
             ours = ast.unparse(node.value) in ("self", "cls", "super()")
             if not ours and node.attr not in own and not _error_code(node):
                 used = ast.unparse(node)
-        elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("getattr", "setattr", "hasattr"):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr")
+        ):
             named = node.args[1] if len(node.args) > 1 else None
             if isinstance(named, ast.Constant) and isinstance(named.value, str) and _private(named.value):
                 used = ast.unparse(node)
@@ -86,8 +91,8 @@ def private_uses(tree: ast.Module, own: set[str]) -> Iterator[str]:
 
 
 def _uses(source: str) -> list[str]:
-    tree = ast.parse(source)
-    return list(private_uses(tree, protocol_members(tree)))
+    nodes = list(ast.walk(ast.parse(source)))
+    return list(private_uses(nodes, protocol_members(nodes)))
 
 
 @pytest.mark.parametrize(
@@ -127,15 +132,11 @@ def test_what_is_not_a_private_name_of_a_library(source: str) -> None:
 
 
 def test_no_module_of_the_monitor_uses_a_private_name_of_a_kafka_client_library() -> None:
-    trees = {path: ast.parse(path.read_text()) for path in sorted((ROOT / "monitor").rglob("*.py"))}
-    own = set().union(*(protocol_members(tree) for tree in trees.values()))
-    scanned = {
-        path.relative_to(ROOT).as_posix(): tree
-        for path, tree in trees.items()
-        if imports_a_client_library(tree)
-    }
+    modules = monitor_modules()
+    own = set().union(*(protocol_members(module.nodes) for module in modules))
+    scanned = {module.name: module.nodes for module in modules if imports_a_client_library(module.nodes)}
 
-    found = [f"{path}:{use}" for path, tree in scanned.items() for use in private_uses(tree, own)]
+    found = [f"{path}:{use}" for path, nodes in scanned.items() for use in private_uses(nodes, own)]
 
     assert {"monitor/kafka/describe.py", "monitor/kafka/groups.py", "monitor/kafka/pyclient.py"} <= set(
         scanned

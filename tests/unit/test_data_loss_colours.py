@@ -12,8 +12,9 @@ import pytest
 
 from monitor.devtools.paths import project_root
 from monitor.evaluate.rule_sql import upper_bound
-from monitor.evaluate.rules import Rule, default_rule_paths, load_rules
+from monitor.evaluate.rules import Rule
 from monitor.expose.web.health import BAD, OK, WARN, LossScale, RuleScale, group, loss_scale
+from tests.fixtures.rules import default_ruleset
 
 
 @pytest.mark.parametrize(
@@ -35,7 +36,7 @@ def test_the_bound_of_a_tier(when: str | None, bound: float | None) -> None:
 
 
 def test_the_shipped_rule_pack_pages_under_30_minutes_and_warns_under_6_hours() -> None:
-    scale = loss_scale(load_rules(default_rule_paths()).rules)
+    scale = loss_scale(default_ruleset().rules)
     assert scale == LossScale(1800.0, 21600.0)
     assert [scale.health(m) for m in (None, -5.0, 1799.0, 1800.0, 21599.0, 21600.0)] == [
         OK, BAD, BAD, WARN, WARN, OK,

@@ -9,11 +9,12 @@ import pytest
 
 from monitor.core.derived import COLUMN_SOURCES, ENTITIES, SOURCES, sources_of
 from monitor.evaluate.job import observed_at
-from monitor.evaluate.rules import Rule, default_rule_paths, load_rules, match_columns
+from monitor.evaluate.rules import Rule, match_columns
 from monitor.store.findings import Match
+from tests.fixtures.rules import default_ruleset
 
 T = datetime(2026, 11, 26, 8, 0, tzinfo=UTC)
-SHIPPED = load_rules(default_rule_paths()).by_name()
+SHIPPED = default_ruleset().by_name()
 
 
 def _match(rule: Rule, cluster: str = "prod") -> Match:

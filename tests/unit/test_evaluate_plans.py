@@ -7,8 +7,8 @@ from datetime import timedelta
 from typing import Any
 
 from monitor.evaluate.plan import Plan, Plans, plan_key
-from monitor.evaluate.rules import default_rule_paths, load_rules
 from monitor.evaluate.spark import JdbcTarget
+from tests.fixtures.rules import default_ruleset
 
 
 def _plan(plan_id: str) -> Plan:
@@ -35,7 +35,7 @@ def test_the_least_recently_used_plan_is_dropped_past_the_limit() -> None:
 
 
 def test_a_plan_belongs_to_its_session_its_size_and_its_rules() -> None:
-    rules = load_rules(default_rule_paths()).rules
+    rules = default_ruleset().rules
     session, other = object(), object()
     assert _key(session, rules=rules) == _key(session, rules=rules)
     assert _key(session, rules=rules) != _key(other, rules=rules), "another SparkSession"

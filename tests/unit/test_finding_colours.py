@@ -3,7 +3,6 @@ so a rule edited, added or removed moves the page with the pager."""
 
 from __future__ import annotations
 
-from monitor.evaluate.rules import default_rule_paths, load_rules
 from monitor.expose.read.dashboard import OpenFinding
 from monitor.expose.web.health import (
     BAD,
@@ -21,8 +20,9 @@ from monitor.expose.web.health import (
     rule_reads,
     topic,
 )
+from tests.fixtures.rules import default_ruleset
 
-READS = rule_reads(load_rules(default_rule_paths()).rules)
+READS = rule_reads(default_ruleset().rules)
 
 
 def finding(rule: str, entity: str, severity: str, **labels: str) -> OpenFinding:

@@ -22,15 +22,15 @@ scan proves the absence of every other one.
 from __future__ import annotations
 
 import ast
-import functools
 import sys
-from pathlib import Path
+from collections.abc import Iterable, Sequence
 
 import pytest
 
+from tests.fixtures.source import MONITOR, SourceModule, monitor_modules, parsed
+
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[2] / "monitor"
 DOCUMENTED = frozenset(
     {"_mapping", "_asdict", "_fields", "_replace", "_make", "_t", "_tuple", "_field_defaults"}
 )
@@ -41,13 +41,6 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-@functools.cache
-def _trees() -> tuple[tuple[Path, ast.Module], ...]:
-    return tuple(
-        (path, ast.parse(path.read_text(encoding="utf-8"), str(path))) for path in sorted(ROOT.rglob("*.py"))
-    )
-
-
 def _own(node: ast.expr) -> bool:
     """`self`, `cls` or `super()`: the monitor's own object."""
     if isinstance(node, ast.Name):
@@ -55,11 +48,12 @@ def _own(node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
 
 
-def defined_names(tree: ast.Module) -> set[str]:
-    """The private names a module of the monitor defines: functions, methods, classes, class and
-    module attributes, attributes it assigns on `self`/`cls`, and its imports of its own modules."""
+def defined_names(nodes: Iterable[ast.AST]) -> set[str]:
+    """The private names a module of the monitor defines (`nodes`: all of its nodes): functions,
+    methods, classes, class and module attributes, attributes it assigns on `self`/`cls`, and its
+    imports of its own modules."""
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -81,25 +75,25 @@ def _kafka_error_code(node: ast.Attribute) -> bool:
     return isinstance(node.value, ast.Name) and node.value.id == "KafkaError" and node.attr.isupper()
 
 
-def foreign_private_reads(trees: tuple[tuple[Path, ast.Module], ...]) -> list[str]:
+def foreign_private_reads(modules: Sequence[SourceModule]) -> list[str]:
     """`path:line expression` of every private attribute read off an object that is not the
     monitor's own, whose name the monitor does not define."""
-    ours = set().union(*(defined_names(tree) for _, tree in trees))
+    ours = set().union(*(defined_names(module.nodes) for module in modules))
     found = []
-    for path, tree in trees:
-        for node in ast.walk(tree):
+    for module in modules:
+        for node in module.nodes:
             if not (isinstance(node, ast.Attribute) and _private(node.attr)):
                 continue
             if _own(node.value) or node.attr in ours or node.attr in DOCUMENTED:
                 continue
             if _standard_library(node.value) or _kafka_error_code(node):
                 continue
-            found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno} {ast.unparse(node)}")
+            found.append(f"{module.name}:{node.lineno} {ast.unparse(node)}")
     return found
 
 
 def test_monitor_reads_no_private_name_of_a_third_party_library() -> None:
-    assert foreign_private_reads(_trees()) == []
+    assert foreign_private_reads(monitor_modules()) == []
 
 
 def test_the_scan_finds_a_private_attribute_of_a_library_object() -> None:
@@ -114,5 +108,5 @@ class Reader:
     def engine(self, other):
         return other._engine, self._engine
 """
-    trees = (*_trees(), (ROOT / "example.py", ast.parse(source)))
-    assert foreign_private_reads(trees) == ["monitor/example.py:3 frame._jdf"]
+    modules = (*monitor_modules(), parsed(MONITOR / "example.py", source))
+    assert foreign_private_reads(modules) == ["monitor/example.py:3 frame._jdf"]

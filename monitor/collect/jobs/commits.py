@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -114,7 +113,7 @@ class CommitStreamCollector:
         """Why the last attempt to position the stream failed (None: it did not)."""
         self._failure: BaseException | None = None
         self._warned: set[str] = set()
-        self._supervised: list[float] = []  # monotonic times of the last two runs
+        self._supervised: list[float] = []  # the clock's monotonic times of the last two runs
         context.closers.append(self.close)
 
     def __call__(self, run: Run) -> None:
@@ -123,7 +122,7 @@ class CommitStreamCollector:
             run.count("stream_enabled", 0)
             return
         run.count("stream_enabled", 1)
-        self._supervised = [*self._supervised[-1:], time.monotonic()]
+        self._supervised = [*self._supervised[-1:], self._ctx.clock.monotonic()]
         if self._denied is not None:
             run.count("stream_denied", 1)
         failure, self._failure = self._failure, None
@@ -158,7 +157,7 @@ class CommitStreamCollector:
 
     def _unsupervised(self) -> bool:
         runs = self._supervised
-        return bool(runs) and time.monotonic() - runs[-1] > self.unsupervised_limit()
+        return bool(runs) and self._ctx.clock.monotonic() - runs[-1] > self.unsupervised_limit()
 
     def _report(self, run: Run) -> None:
         with self._lock:
