@@ -533,7 +533,9 @@ def main() -> int:
     parser.add_argument(
         "--runs", type=int, default=1, help="timed runs per size after the warm-up (default 1)"
     )
-    parser.add_argument("--driver-memory", help="spark.driver.memory (default: SparkConfig's)")
+    parser.add_argument(
+        "--driver-memory", help="spark.driver.memory (default: auto, sized to the largest size)"
+    )
     parser.add_argument(
         "--conf",
         action="append",
@@ -577,7 +579,7 @@ def main() -> int:
         finally:
             engine.dispose()
         _log("starting Spark (local[2])")
-        spark = build_session(spark_config, ensure_jdbc_driver())
+        spark = build_session(spark_config, ensure_jdbc_driver(), max(args.sizes))
         jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
         pids: list[int | str] = ["self", int(jvm_pid)]
         shown = {"spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions", *extra}
