@@ -56,17 +56,10 @@ from sqlalchemy import Engine, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import collector_load as setup_load
 from bench.collector import database_url
-from bench.collector_load import (
-    PARTITIONS_PER_TOPIC,
-    VALUE,
-    Workload,
-    commit_groups,
-    create_topics,
-    plan_workload,
-    produce,
-)
-from bench.detect import cpu_seconds, evaluation_seconds
+from bench.collector_load import PARTITIONS_PER_TOPIC, VALUE, Workload
+from bench.detect import cpu_seconds, evaluation_seconds, start_daemon
 from monitor.core.settings import DevKafkaConfig
 from monitor.devtools import postgres
 from monitor.devtools.kafka_cluster import DevKafkaCluster
@@ -77,10 +70,11 @@ from monitor.store.engine import make_engine
 CLUSTER = "bench"
 RESULTS = Path(__file__).resolve().parent / "results"
 PER_GROUP = 200
-COMMIT_EVERY_SECONDS = 10.0
-SCRAPE_EVERY_SECONDS = 15.0
-READ_EVERY_SECONDS = 10.0
-SAMPLE_EVERY_SECONDS = 5.0
+"""Partitions each group commits on: 50 groups make issue 31's 10,000 group-partitions."""
+EVERY = {"commit": 10.0, "scrape": 15.0, "read": 10.0, "sample": 5.0}
+"""Seconds between two of each: every group's commits while the daemon runs; in the steady state,
+a scrape of `/metrics` (a common Prometheus interval), a read of one group's lag through the API,
+a memory sample of the daemon's tree."""
 LAG_SERIES = "kafka_consumer_group_lag_in_offsets{"
 
 
@@ -162,7 +156,7 @@ class Load(threading.Thread):
     def run(self) -> None:
         partitions = self.workload.partitions
         rng = random.Random(3)
-        tick, next_commit, sent = 0.1, time.monotonic() + COMMIT_EVERY_SECONDS, 0
+        tick, next_commit, sent = 0.1, time.monotonic() + EVERY["commit"], 0
         while not self.stopping.wait(tick):
             for _ in range(max(1, int(self.rate * tick))):
                 tp = partitions[sent % len(partitions)]
@@ -171,7 +165,7 @@ class Load(threading.Thread):
                 sent += 1
             self.producer.poll(0)
             if time.monotonic() >= next_commit:
-                next_commit += COMMIT_EVERY_SECONDS
+                next_commit += EVERY["commit"]
                 for group, offsets in self.workload.commits.items():
                     for tp in offsets:
                         offsets[tp] = max(offsets[tp], self.workload.records[tp] - rng.randint(2, 6))
@@ -259,7 +253,7 @@ def steady(base: str, workload: Workload, daemon: int, cpu: Cpu, seconds: int) -
         while (now := time.monotonic()) < end:
             if now >= next_scrape:
                 lag_series(client)
-                next_scrape += SCRAPE_EVERY_SECONDS
+                next_scrape += EVERY["scrape"]
             if now >= next_read:
                 items = group_lag(client, group)
                 served = [
@@ -267,10 +261,10 @@ def steady(base: str, workload: Workload, daemon: int, cpu: Cpu, seconds: int) -
                 ]
                 if served:
                     ages.append((datetime.now(UTC) - min(served)).total_seconds())
-                next_read += READ_EVERY_SECONDS
+                next_read += EVERY["read"]
             if now >= next_sample:
                 samples.append(memory_mb(daemon))
-                next_sample += SAMPLE_EVERY_SECONDS
+                next_sample += EVERY["sample"]
             time.sleep(max(0.0, min(next_scrape, next_read, next_sample, end) - time.monotonic()))
     last = cpu.read()
     return {
@@ -333,10 +327,11 @@ def setup(args: argparse.Namespace, cluster: DevKafkaCluster, admin_url: str) ->
     postgres.create_database(admin_url, name)
     url = database_url(admin_url, name)
     migrate.upgrade(url)
-    workload = plan_workload(args.partitions, args.groups, rng, PER_GROUP)
-    create_topics(cluster.bootstrap_servers, workload.topics)
-    produce(cluster.bootstrap_servers, workload, [(tp, 0, n) for tp, n in workload.records.items()])
-    commit_groups(cluster.bootstrap_servers, workload.commits, 16)
+    workload = setup_load.plan_workload(args.partitions, args.groups, rng, PER_GROUP)
+    bootstrap = cluster.bootstrap_servers
+    setup_load.create_topics(bootstrap, workload.topics)
+    setup_load.produce(bootstrap, workload, [(tp, 0, n) for tp, n in workload.records.items()])
+    setup_load.commit_groups(bootstrap, workload.commits, 16)
     return url, workload
 
 
@@ -352,13 +347,7 @@ def measure(
     engine = make_engine(url)
     started_at = datetime.now(UTC)
     base = f"http://127.0.0.1:{args.web_port}"
-    with (work / "daemon.log").open("wb") as out:
-        daemon = subprocess.Popen(
-            [sys.executable, "-m", "monitor", "run", "--config", str(config)],
-            env={**os.environ, "DATABASE_URL": url},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    daemon = start_daemon(config, url, work / "daemon.log")
     cpu = Cpu(daemon.pid, postmaster)
     try:
         _log("the daemon starts; waiting for a complete answer through the API and /metrics")
@@ -468,8 +457,8 @@ def report(document: dict[str, Any]) -> str:
         f"# The whole daemon's footprint at {runs[-1]['group_partitions']:,} group-partitions\n",
         f"{runs[-1]['partitions']:,} partitions, {runs[-1]['groups']} groups of {PER_GROUP} partitions, "
         f"{runs[-1]['produce_rate']} records/s produced, every group committing every "
-        f"{COMMIT_EVERY_SECONDS:g} s; {runs[-1]['machine']}. Steady: {runs[-1]['steady_seconds']} s after "
-        f"{runs[-1]['settle_seconds']} s of settling, `/metrics` scraped every {SCRAPE_EVERY_SECONDS:g} s.\n",
+        f"{EVERY['commit']:g} s; {runs[-1]['machine']}. Steady: {runs[-1]['steady_seconds']} s after "
+        f"{runs[-1]['settle_seconds']} s of settling, `/metrics` scraped every {EVERY['scrape']:g} s.\n",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
     ]

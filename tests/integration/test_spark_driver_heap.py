@@ -41,7 +41,7 @@ session.stop()
 """
 
 
-@pytest.mark.parametrize(("rows", "heap"), [(11_000, "512m"), (101_000, "1024m")])
+@pytest.mark.parametrize(("rows", "heap"), [(11_000, "768m"), (101_000, "1280m")])
 def test_an_auto_driver_starts_with_the_heap_of_its_fleet(rows: int, heap: str) -> None:
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(ensure_jdbc_driver()), str(rows)],
