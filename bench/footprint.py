@@ -439,6 +439,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+METHOD = """## The method
+
+`bench/footprint.py` starts a private 1-node Kafka 4 cluster and PostgreSQL, creates the topics
+(100 partitions each, 5-20 records per partition), has every group commit on its 200 partitions
+(half caught up, half lagging), then starts `kafka-health run` as a child process with the
+shipped rule pack and the default intervals (offsets every 15 s, evaluation every 30 s), alerts
+written to a file. From then on one producer writes 500 records a second round-robin over every
+partition and every group commits every 10 s a few records short of the end. The clock starts
+when the process is started. "Complete" is the first moment every group's
+`/api/v1/clusters/{c}/groups/{g}/lag` lists all 200 partitions with an offset lag, and `/metrics`
+has a `kafka_consumer_group_lag_in_offsets` series for each of the 10,000 group-partitions (two
+pollers, one each). CPU-seconds are user + system time from /proc of the daemon's Python process,
+of its live children (the Spark JVM) and of the PostgreSQL postmaster's tree (every backend,
+the checkpointer, autovacuum), taken at the start, at each complete answer and over the steady
+window; resident memory is the sum of VmRSS (and of Pss from smaps_rollup) over the daemon's
+tree, sampled every 5 s. The age of the lag served is now minus the oldest `offset_lag_as_of` of
+one group's answer, read every 10 s. The benchmark's own producer, consumers and pollers are in
+its own process and not counted; everything shares the machine's CPUs with whatever else runs,
+which is why each run gives the load average (1 minute) at its start and end."""
+
+
 def at(run: dict[str, Any], path: str) -> Any:
     """The figure at `path` (keys joined by dots) in `run`; `-` where the run has none."""
     value: Any = run
@@ -446,7 +467,7 @@ def at(run: dict[str, Any], path: str) -> Any:
         if not isinstance(value, dict) or key not in value:
             return "-"
         value = value[key]
-    return value
+    return "-" if value is None else value
 
 
 def report(document: dict[str, Any]) -> str:
@@ -487,6 +508,7 @@ def report(document: dict[str, Any]) -> str:
         "steady.evaluations / steady.evaluation_median_seconds")  # fmt: skip
     row("the JVM's heap at the end, used / committed MB", "heap_mb.used / heap_mb.committed")
     row("Spark JVM options", "jvm_options")
+    lines += ["", METHOD]
     return "\n".join(lines) + "\n"
 
 
