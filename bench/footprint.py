@@ -411,6 +411,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     server = postgres.LocalPostgres(var_dir() / "bench" / "postgres-footprint", args.pg_port, log=_log)
     result: dict[str, Any] = {"label": args.label, "loadavg_before": [round(v, 2) for v in os.getloadavg()]}
+    result["commit"] = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()  # the code measured: taken at the start, as the daemon imports it
     cluster.down(purge=True)
     server.up()
     try:
@@ -429,9 +432,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         produce_rate=args.produce_rate,
         settle_seconds=args.settle,
         steady_seconds=args.steady,
-        commit=subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip(),
         loadavg_after=[round(v, 2) for v in os.getloadavg()],
         machine=f"{platform.node()} ({os.cpu_count()} CPUs, {memory_gb:.1f} GB)",
         measured_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -478,8 +478,8 @@ def report(document: dict[str, Any]) -> str:
         f"# The whole daemon's footprint at {runs[-1]['group_partitions']:,} group-partitions\n",
         f"{runs[-1]['partitions']:,} partitions, {runs[-1]['groups']} groups of {PER_GROUP} partitions, "
         f"{runs[-1]['produce_rate']} records/s produced, every group committing every "
-        f"{EVERY['commit']:g} s; {runs[-1]['machine']}. Steady: {runs[-1]['steady_seconds']} s after "
-        f"{runs[-1]['settle_seconds']} s of settling, `/metrics` scraped every {EVERY['scrape']:g} s.\n",
+        f"{EVERY['commit']:g} s; {runs[-1]['machine']}. In the steady window `/metrics` is scraped every "
+        f"{EVERY['scrape']:g} s.\n",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
     ]
@@ -496,6 +496,7 @@ def report(document: dict[str, Any]) -> str:
         "complete.api.cpu.daemon / complete.api.cpu.postgres")  # fmt: skip
     row("CPU-s to the complete /metrics answer, daemon / PostgreSQL",
         "complete.metrics.cpu.daemon / complete.metrics.cpu.postgres")  # fmt: skip
+    row("settling after the complete answer / steady window, s", "settle_seconds / steady_seconds")
     row("steady CPU-s per minute, daemon and PostgreSQL", "steady.cpu_per_minute.total", "<= 6")
     for part in ("python", "jvm", "postgres"):
         row(f"  of which {part}", f"steady.cpu_per_minute.{part}")

@@ -101,8 +101,9 @@ is built."""
 SMALL_FLEET_ROWS = 20_000
 SMALL_HEAP_MB = 768
 """The heap of a fleet up to 20,000 group-partitions and partitions. At 10,000 group-partitions
-on 1,000 partitions a 512m driver's old generation stayed 80-90 % full through the first
-evaluations, G1 marking again and again (docs/bench/footprint.md): 768m leaves it room."""
+on 1,000 partitions a 512m driver's old generation stayed 83-88 % full through the first
+evaluations, G1 marking again and again (the README's notes on bench/footprint.py): 768m leaves
+it room."""
 MB_PER_THOUSAND_ROWS = 4
 """Heap per 1,000 rows beyond a small fleet: bench/evaluate.py's 1M group-partitions need 4g."""
 HEAP_STEP_MB = 256
