@@ -131,6 +131,17 @@ def cpu_seconds(root: int) -> tuple[float, float]:
     return times.get(root, 0.0), children
 
 
+def start_daemon(config: Path, url: str, log: Path) -> subprocess.Popen[bytes]:
+    """`kafka-health run --config CONFIG` on the database at `url`, its output into `log`."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "monitor", "run", "--config", str(config)],
+            env={**os.environ, "DATABASE_URL": url},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
 def create_topics(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = [
@@ -267,13 +278,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         config_path.write_text(yaml.safe_dump(config))
         _log("starting the daemon")
         started = datetime.now(UTC)
-        with (work / "daemon.log").open("wb") as out:
-            daemon = subprocess.Popen(
-                [sys.executable, "-m", "monitor", "run", "--config", str(config_path)],
-                env={**os.environ, "DATABASE_URL": url},
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+        daemon = start_daemon(config_path, url, work / "daemon.log")
         deadline = time.monotonic() + 300
         while not evaluation_seconds(engine, started):
             if daemon.poll() is not None or time.monotonic() > deadline:

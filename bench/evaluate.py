@@ -535,7 +535,9 @@ def main() -> int:
     parser.add_argument(
         "--runs", type=int, default=1, help="timed runs per size after the warm-up (default 1)"
     )
-    parser.add_argument("--driver-memory", help="spark.driver.memory (default: SparkConfig's)")
+    parser.add_argument(
+        "--driver-memory", help="spark.driver.memory (default: auto, sized to the largest size)"
+    )
     parser.add_argument(
         "--conf",
         action="append",
@@ -579,7 +581,7 @@ def main() -> int:
         finally:
             engine.dispose()
         _log("starting Spark (local[2])")
-        spark = build_session(spark_config, ensure_jdbc_driver())
+        spark = build_session(spark_config, ensure_jdbc_driver(), max(args.sizes))
         pids: list[int | str] = ["self", spark_jvm_pid()]
         shown = {"spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions", *extra}
         info = machine(pg_version, {k: v for k, v in spark.sparkContext.getConf().getAll() if k in shown})

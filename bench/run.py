@@ -7,8 +7,9 @@
     .venv/bin/python bench/run.py --no-run --publish   # and copy the table and plots to docs/bench/
 
 Runs bench/ingest.py, alerts.py, silences.py, web.py, collector.py, fresh_visible.py, evaluate.py, push.py,
-detect.py and storage.py one after the other (each starts and stops its own servers; their output goes to this
-terminal). A script that fails is reported as failed and the others still run. Then it reads each
+detect.py, storage.py and footprint.py one after the other (each starts and stops its own servers;
+their output goes to this terminal). A script that fails is reported as failed and the others still
+run. Then it reads each
 script's JSON from bench/results/ and writes bench/results/summary.md and summary.json (benchmark,
 input size, cost, target, met, when measured) and one PNG per benchmark into bench/results/plots/. A
 benchmark that did not run this time keeps the rows of its last run, with their date (from its JSON
@@ -61,6 +62,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "push": ("push.py", ["--series", "20000", "--cycles", "2"], []),
     "detect": ("detect.py", ["--idle", "60"], []),
     "storage": ("storage.py", ["--sizes", "10000,100000"], ["--sizes", "10000,100000,1000000"]),
+    "footprint": ("footprint.py", ["--settle", "30", "--steady", "60"], []),
 }
 PORT_OPTION = {"ingest": 0, "alerts": 1, "web": 2, "metrics": 3, "silences": 4, "storage": 5}
 """Scripts that take --port for their PostgreSQL: its offset from --port-base."""

@@ -560,6 +560,36 @@ def storage_rows(doc: dict[str, Any]) -> list[Row]:
     return rows
 
 
+FOOTPRINT_TARGETS = (5.0, 6.0, 1200.0)
+"""bench/footprint.py's (issue 31) at 10,000 group-partitions: the whole daemon's complete lag
+through the API <= 5 s after its start, <= 6 CPU-s per minute steady with PostgreSQL's, and
+<= 1.2 GB resident with the Spark driver."""
+
+
+def footprint_rows(doc: dict[str, Any]) -> list[Row]:
+    """The newest run's time to a complete answer, steady CPU and resident memory."""
+    if not doc.get("runs"):
+        return []
+    run = doc["runs"][-1]
+    when, load = run.get("measured_at", ""), (run.get("loadavg_before") or [None])[0]
+    label = f"{int(run['group_partitions']):,} group-partitions"
+    size = float(run["group_partitions"])
+    api, cpu = run["complete"]["api"]["seconds"], run["steady"]["cpu_per_minute"]
+    rss = run["steady"]["memory_mb"]["rss_max"]
+    limits = FOOTPRINT_TARGETS
+    return [
+        Row("footprint", label, size, "start -> complete lag through the API s", api, "s",
+            f"<= {limits[0]:g} s", api <= limits[0], when, load,
+            f"/metrics {run['complete']['metrics']['seconds']} s; run `{run['label']}`"),
+        Row("footprint", label, size, "steady CPU-s per minute, daemon and PostgreSQL", cpu["total"], "CPU-s",
+            f"<= {limits[1]:g}", cpu["total"] <= limits[1], when, load,
+            f"Python {cpu['python']}, JVM {cpu['jvm']}, PostgreSQL {cpu['postgres']}"),
+        Row("footprint", label, size, "resident MB, daemon and Spark JVM (RSS)", rss, "MB",
+            f"<= {limits[2]:,.0f} MB", rss <= limits[2], when, load,
+            f"PSS {run['steady']['memory_mb']['pss_max']} MB"),
+    ]  # fmt: skip
+
+
 READERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "collector": collector_rows,
     "ingest": ingest_rows,
@@ -572,6 +602,7 @@ READERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "fresh-visible": fresh_visible_rows,
     "detect": detect_rows,
     "storage": storage_rows,
+    "footprint": footprint_rows,
 }
 
 

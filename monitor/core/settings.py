@@ -154,10 +154,15 @@ class DatabaseConfig(Strict):
         return self
 
 
+AUTO_MEMORY = "auto"  # spark.driver_memory sized to the fleet (monitor.evaluate.spark.fleet_heap_mb)
+
+
 class SparkConfig(Strict):
     master: str = "local[*]"
     app_name: str = "kafka-health-evaluate"
-    driver_memory: str = Field(default="1g", pattern=r"^\d+[kmgKMG]$")
+    driver_memory: str = Field(
+        default=AUTO_MEMORY, pattern=r"^(auto|\d+[kmgKMG])$", description="The driver's heap, or auto."
+    )
     executor_memory: str = Field(default="1g", pattern=r"^\d+[kmgKMG]$")
     shuffle_partitions: int = Field(default=8, ge=1, le=100000)
     conf: dict[str, str] = Field(default_factory=dict, description="Extra spark.* settings.")

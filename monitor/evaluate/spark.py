@@ -9,6 +9,7 @@ session's classpath.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import make_url
 
 from monitor.core.errors import ConfigError
-from monitor.core.settings import SparkConfig
+from monitor.core.settings import AUTO_MEMORY, SparkConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -97,12 +98,59 @@ instead of 300 (about 10 ms each on a 2-core machine). A static setting: given w
 is built."""
 
 
-def session_conf(config: SparkConfig, jdbc_jar: Path) -> dict[str, str]:
-    """Every setting the session is built with: ours first, then the user's `spark.conf`."""
+SMALL_FLEET_ROWS = 20_000
+SMALL_HEAP_MB = 768
+"""The heap of a fleet up to 20,000 group-partitions and partitions. At 10,000 group-partitions
+on 1,000 partitions a 512m driver's old generation stayed 83-88 % full through the first
+evaluations, G1 marking again and again (the README's notes on bench/footprint.py): 768m leaves
+it room."""
+MB_PER_THOUSAND_ROWS = 4
+"""Heap per 1,000 rows beyond a small fleet: bench/evaluate.py's 1M group-partitions need 4g."""
+HEAP_STEP_MB = 256
+
+DRIVER_JAVA_OPTIONS = (
+    "-Dlog4j2.level=WARN -XX:+UseG1GC -XX:G1PeriodicGCInterval=60000 "
+    "-XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
+)
+"""The driver JVM's options: quiet logs, and heap it does not use given back to the system. The
+daemon's session idles between evaluations; without a periodic collection G1 keeps every page
+the largest evaluation touched, so the JVM's resident memory sits at its heap's maximum."""
+
+
+def fleet_heap_mb(rows: int) -> int:
+    """The driver heap, in MB, for an evaluation of `rows` group-partitions and partitions:
+    768 up to 20,000 rows, then 4 MB more per 1,000 rows, in steps of 256 MB."""
+    if rows <= SMALL_FLEET_ROWS:
+        return SMALL_HEAP_MB
+    needed = SMALL_HEAP_MB + MB_PER_THOUSAND_ROWS * (rows - SMALL_FLEET_ROWS) / 1000
+    return math.ceil(needed / HEAP_STEP_MB) * HEAP_STEP_MB
+
+
+def driver_memory(config: SparkConfig, fleet_rows: int) -> str:
+    """`spark.driver_memory` as given, or with `auto` the heap for a fleet of `fleet_rows`."""
+    return f"{fleet_heap_mb(fleet_rows)}m" if config.driver_memory == AUTO_MEMORY else config.driver_memory
+
+
+def outgrown(config: SparkConfig, session_rows: int, fleet_rows: int) -> str | None:
+    """What to do when an `auto` heap chosen for `session_rows` is too small for `fleet_rows`;
+    None while it fits (or the heap was given)."""
+    if config.driver_memory != AUTO_MEMORY or fleet_heap_mb(fleet_rows) <= fleet_heap_mb(session_rows):
+        return None
+    return (
+        f"spark.driver_memory auto chose {fleet_heap_mb(session_rows)}m for {session_rows:,} "
+        f"group-partitions and partitions when the evaluation started; the fleet has {fleet_rows:,} "
+        f"now, which needs {fleet_heap_mb(fleet_rows)}m: an evaluation may run out of heap. Restart "
+        "the daemon (auto then sizes the heap to the fleet again) or set spark.driver_memory"
+    )
+
+
+def session_conf(config: SparkConfig, jdbc_jar: Path, fleet_rows: int = 0) -> dict[str, str]:
+    """Every setting the session is built with: ours first, then the user's `spark.conf`;
+    `fleet_rows` (group-partitions and partitions) sizes an `auto` driver heap."""
     conf = {
         "spark.master": config.master,
         "spark.app.name": config.app_name,
-        "spark.driver.memory": config.driver_memory,
+        "spark.driver.memory": driver_memory(config, fleet_rows),
         "spark.executor.memory": config.executor_memory,
         **sql_conf(config),
         "spark.jars": str(jdbc_jar),
@@ -110,7 +158,7 @@ def session_conf(config: SparkConfig, jdbc_jar: Path) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.bindAddress": "127.0.0.1" if config.master.startswith("local") else "0.0.0.0",  # noqa: S104
         "spark.driver.host": "127.0.0.1" if config.master.startswith("local") else "",
-        "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
+        "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
         **RETAINED_STATUS,
         "spark.sql.codegen.cache.maxEntries": CODEGEN_CACHE_ENTRIES,
     }
@@ -119,8 +167,9 @@ def session_conf(config: SparkConfig, jdbc_jar: Path) -> dict[str, str]:
     return conf
 
 
-def build_session(config: SparkConfig, jdbc_jar: Path) -> SparkSession:
-    """A SparkSession for `config.master` with the JDBC driver on its classpath and quiet logs.
+def build_session(config: SparkConfig, jdbc_jar: Path, fleet_rows: int = 0) -> SparkSession:
+    """A SparkSession for `config.master` with the JDBC driver on its classpath and quiet logs,
+    its driver heap sized to `fleet_rows` when `spark.driver_memory` is `auto`.
 
     Blocks while the JVM starts (a few seconds on `local[*]`). Reuses a live session of this
     process if one exists (getOrCreate), so the daemon keeps one warm session.
@@ -128,7 +177,7 @@ def build_session(config: SparkConfig, jdbc_jar: Path) -> SparkSession:
     from pyspark.sql import SparkSession
 
     builder: Any = SparkSession.builder
-    for key, value in session_conf(config, jdbc_jar).items():
+    for key, value in session_conf(config, jdbc_jar, fleet_rows).items():
         builder = builder.config(key, value)
     session: SparkSession = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")

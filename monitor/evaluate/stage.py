@@ -18,12 +18,12 @@ from monitor.core.clock import Clock
 from monitor.core.errors import ConfigError
 from monitor.core.objectives import Objective, load_objectives
 from monitor.core.scheduler import DueRun, Scheduler
-from monitor.core.settings import EvaluateConfig, SparkConfig
+from monitor.core.settings import AUTO_MEMORY, EvaluateConfig, SparkConfig
 from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import load_rules, rule_files
-from monitor.evaluate.spark import build_session, jdbc_target
-from monitor.store.evaluation import drop_clocks
+from monitor.evaluate.spark import build_session, driver_memory, fleet_heap_mb, jdbc_target, outgrown
+from monitor.store.evaluation import drop_clocks, fleet_rows
 from monitor.store.findings import next_due
 from monitor.store.runs import Run, RunRecorder
 
@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+
+FLEET_CHECK_EVERY = 10
+"""Evaluations between two counts of the fleet against the heap an `auto` driver was given."""
 
 
 class EvaluateStage:
@@ -67,11 +70,17 @@ class EvaluateStage:
         self._scheduler = scheduler
         self._jdbc_jar = jdbc_jar
         self._session: SparkSession | None = None
+        self._jar: Path | None = None
+        self._session_rows = 0
+        self._evaluations = 0
+        self._told_heap_mb = 0
         self._plans = Plans()
         self._recorder: RunRecorder | None = None
 
     def start(self) -> None:
-        """Start the SparkSession (blocks a few seconds on local[*]) and schedule the job."""
+        """Start the SparkSession (blocks a few seconds on local[*]) and schedule the job. With
+        `spark.driver_memory: auto` and nothing collected yet (a first start), the session starts
+        at the first evaluation instead, when the store knows how large the fleet is."""
         jar = self._jdbc_jar()
         if not jar.is_file():
             raise ConfigError(
@@ -80,15 +89,54 @@ class EvaluateStage:
                     "`kafka-health setup` (it fetches it once), or give its jar in spark.jdbc_jar"
                 ]
             )
-        self._session = build_session(self._spark_config, jar)
+        self._jar = jar
+        rows = self._fleet_rows()
+        if rows or self._spark_config.driver_memory != AUTO_MEMORY:
+            self._start_session(rows)
+        else:
+            log.info(
+                "the store holds no partition yet: the Spark session starts at the first evaluation, "
+                "its heap sized to what the collectors have found by then"
+            )
         self._recorder = RunRecorder(self._engine(), self._clock)
         self._scheduler.every("evaluate", self._interval, self.evaluate, first_run_in=self._interval)
 
+    def _fleet_rows(self) -> int:
+        with self._engine().connect() as conn:
+            return fleet_rows(conn, self._clusters)
+
+    def _start_session(self, rows: int) -> SparkSession:
+        assert self._jar is not None
+        self._session = build_session(self._spark_config, self._jar, rows)
+        self._session_rows = rows
+        log.info(
+            "Spark driver heap %s (%d group-partitions and partitions in the store)",
+            driver_memory(self._spark_config, rows),
+            rows,
+        )
+        return self._session
+
+    def _check_fleet(self, run: Run) -> None:
+        """Every few evaluations, whether the fleet has outgrown an `auto` heap: a problem on the
+        run (shown with the evaluations) and a warning in the log each time it needs more."""
+        self._evaluations += 1
+        if self._spark_config.driver_memory != AUTO_MEMORY or self._evaluations % FLEET_CHECK_EVERY:
+            return
+        rows = self._fleet_rows()
+        problem = outgrown(self._spark_config, self._session_rows, rows)
+        if problem is not None:
+            run.problem(problem)
+            if fleet_heap_mb(rows) > self._told_heap_mb:
+                log.warning(problem)
+                self._told_heap_mb = fleet_heap_mb(rows)
+
     def evaluate(self) -> None:
-        assert self._recorder is not None and self._session is not None
+        assert self._recorder is not None
         try:
             with self._recorder.run(None, "evaluate") as run:
-                self._evaluate(run, self._session)
+                session = self._session or self._start_session(self._fleet_rows())
+                self._evaluate(run, session)
+                self._check_fleet(run)
         finally:
             # An evaluation's DataFrames reach Python's cycle collector only, and until it runs
             # the JVM keeps their plans (about 170 MB per evaluation here): collected now, the

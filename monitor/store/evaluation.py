@@ -156,3 +156,18 @@ def drop_clocks(conn: Connection, plan_ids: Collection[str]) -> None:
     """Remove the clocks of plans that will not run again."""
     if plan_ids:
         conn.execute(delete(EvaluationClock).where(EvaluationClock.plan_id.in_(list(plan_ids))))
+
+
+def fleet_rows(conn: Connection, clusters: Collection[str]) -> int:
+    """The group-partitions (with a committed offset the cluster still has) and the partitions
+    the store holds of `clusters`: the rows an evaluation reads, to size the Spark driver by."""
+    return int(
+        conn.execute(
+            text(
+                "SELECT (SELECT count(*) FROM latest_group_offsets"
+                "        WHERE cluster = ANY(:c) AND gone_at IS NULL)"
+                "     + (SELECT count(*) FROM latest_partition_offsets WHERE cluster = ANY(:c))"
+            ),
+            {"c": list(clusters)},
+        ).scalar_one()
+    )

@@ -574,3 +574,29 @@ def test_collector_rows_of_the_100k_case_are_held_to_its_targets() -> None:
     )  # fmt: skip
     smaller = {**size, "group_partitions_committed": 10_000}
     assert {row.met for row in summary.collector_rows({"sizes": [smaller]}) if "first" in row.cost} == {None}
+
+
+def test_footprint_rows_hold_the_newest_run_to_the_whole_daemons_targets() -> None:
+    def run_of(label: str, api: float, total: float, rss: float) -> dict[str, Any]:
+        return {
+            "label": label, "measured_at": "2026-11-30 04:30 UTC", "loadavg_before": [9.5, 9, 9],
+            "group_partitions": 10_000,
+            "complete": {"api": {"seconds": api}, "metrics": {"seconds": api + 1}},
+            "steady": {
+                "cpu_per_minute": {"python": 2.0, "jvm": 2.5, "postgres": total - 4.5, "total": total},
+                "memory_mb": {"rss_max": rss, "pss_max": rss - 50},
+            },
+        }  # fmt: skip
+
+    document = {"runs": [run_of("before", 700.0, 37.3, 2040.0), run_of("after", 4.0, 6.0, 1300.0)]}
+    table = summary.footprint_rows(document)
+    assert [(r.cost.split(",")[0], r.value, r.met) for r in table] == [
+        ("start -> complete lag through the API s", 4.0, True),
+        ("steady CPU-s per minute", 6.0, True),
+        ("resident MB", 1300.0, False),
+    ]
+    assert {(r.input, r.measured, r.load) for r in table} == {
+        ("10,000 group-partitions", "2026-11-30 04:30 UTC", 9.5)
+    }
+    assert "run `after`" in table[0].note and "PostgreSQL 1.5" in table[1].note
+    assert summary.footprint_rows({"runs": []}) == []
