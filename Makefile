@@ -74,9 +74,12 @@ test-spark-standalone: bootstrap
 # The fast tier: no Kafka, PostgreSQL, Spark or browser is set up or started (the unit tests and
 # the fake half of the Kafka contract suite).
 # Two workers, each taking whole modules (a module's shared fixtures are made once); UNIT_WORKERS=0
-# runs the tier in one process.
+# runs the tier in one process. Bytecode is cached even where the environment says not to (each of
+# the three processes compiled every module again, 6 s), and the schema and property-testing
+# plugins, which no test of the tier uses, are not loaded.
 test-unit: install
-	$(BIN)/pytest tests/unit tests/contract -m unit -n $(UNIT_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest tests/unit tests/contract -m unit -n $(UNIT_WORKERS) --dist loadfile \
+		-p no:schemathesis -p no:hypothesispytest $(PYTEST_ARGS)
 
 soak: bootstrap
 	$(BIN)/pytest -m soak -s $(PYTEST_ARGS)
