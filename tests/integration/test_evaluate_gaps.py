@@ -80,8 +80,12 @@ def run(
         ))  # fmt: skip
 
 
-def evaluate_and_alert(spark: SparkSession, db_url: str, engine: Engine, at: datetime) -> dict[str, int]:
-    result = run_evaluation(spark, jdbc_target(db_url), engine, [RULE], [CLUSTER], at, JobSettings())
+def evaluate_and_alert(
+    spark: SparkSession, db_url: str, engine: Engine, at: datetime, plans: Plans
+) -> dict[str, int]:
+    """One evaluation at `at` and an alert cycle. The plan in `plans` runs again, as in the daemon:
+    built once (seconds of driver time), not once per evaluation."""
+    result = run_evaluation(spark, jdbc_target(db_url), engine, [RULE], [CLUSTER], at, JobSettings(), plans)
     with engine.begin() as conn:
         run_cycle(conn, load_routing(*default_routing_paths()), at, "http://monitor.test")
     return result.findings
@@ -114,8 +118,9 @@ def finding_states(engine: Engine) -> dict[str, tuple[str, datetime]]:
 def test_a_group_missing_from_a_partial_run_keeps_its_alert(
     spark: SparkSession, db_url: str, engine: Engine
 ) -> None:
+    plans = Plans()
     run(engine, T, "ok", 1000, {"missing": 900, "blind": 900, "healed": 900, "behind": 900})
-    evaluate_and_alert(spark, db_url, engine, T)
+    evaluate_and_alert(spark, db_url, engine, T, plans)
     first = alerts(engine)
     assert {group: [state for _, state, _ in rows] for group, rows in first.items()} == {
         "missing": ["pending"], "blind": ["pending"], "healed": ["pending"], "behind": ["pending"],
@@ -123,7 +128,7 @@ def test_a_group_missing_from_a_partial_run_keeps_its_alert(
 
     at = T + timedelta(seconds=30)
     run(engine, at, "partial", 1100, {"blind": 950, "healed": 1100, "behind": 950}, blind=("blind",))
-    counts = evaluate_and_alert(spark, db_url, engine, at)
+    counts = evaluate_and_alert(spark, db_url, engine, at, plans)
     assert (counts["resolved"], counts["kept"]) == (1, 2)
     pending = ("pending", T - timedelta(seconds=1))  # since the first run's sample, not the evaluation
     assert finding_states(engine) == {"missing": pending, "blind": pending, "behind": pending}
@@ -137,7 +142,7 @@ def test_a_group_missing_from_a_partial_run_keeps_its_alert(
 
     at = T + timedelta(seconds=60)
     run(engine, at, "ok", 1200, {"missing": 1000, "blind": 1000, "healed": 1200, "behind": 1000})
-    counts = evaluate_and_alert(spark, db_url, engine, at)
+    counts = evaluate_and_alert(spark, db_url, engine, at, plans)
     assert (counts["new"], counts["updated"], counts["resolved"], counts["kept"]) == (0, 3, 0, 0)
     assert finding_states(engine) == {"missing": pending, "blind": pending, "behind": pending}
     third = alerts(engine)

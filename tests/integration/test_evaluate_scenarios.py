@@ -1,41 +1,57 @@
 """Scenarios end to end on the real cluster: collect -> evaluate (Spark, default rule pack) ->
-findings, asserting the rule and the severity each incident raises."""
+findings, asserting the rule and the severity each incident raises.
+
+The scenarios that stop no broker are each a cluster of their own, set up one after another and
+then evaluated in one evaluation of all their clusters, as the daemon evaluates every cluster it
+watches at once: an entity's verdict reads the rows of its own cluster only, so each scenario
+raises what it would alone. The two that stop brokers change the whole Kafka cluster and are
+evaluated each on its own."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from sqlalchemy import Engine
 
 from tests.fixtures.kafka import KafkaTestHelper
-from tests.fixtures.populated import MINUTE, now_ms
+from tests.fixtures.populated import MINUTE, Scenario, evaluate_together, now_ms
 
 if TYPE_CHECKING:
-    pass
+    from pyspark.sql import SparkSession
 
-pytestmark = pytest.mark.spark
+# The shared evaluation's fixture does the work of seven tests within one test's timeout.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
+
+Make = Callable[[str, list[str]], Scenario]
 
 
-def test_lagging_consumer(kafka: KafkaTestHelper, scenario: Any) -> None:
+@dataclass(frozen=True)
+class Case:
+    scenario: Scenario
+    subject: str
+    """The group or topic its findings are about."""
+
+
+def _lagging(kafka: KafkaTestHelper, make: Make) -> Case:
     topic = kafka.create_topic()
     start = now_ms() - 20 * MINUTE  # records appended over the last 20 minutes
     kafka.produce(topic, [b"m"] * 50, timestamps_ms=[start + i * 24_000 for i in range(50)])
     group = f"slow-{topic}"
     kafka.consume_and_commit(group, topic, 10)
-    s = scenario("lagging", [topic])
+    s = make("lagging", [topic])
     s.collect()
-    s.evaluate()
-    found = s.rules_for(group)
-    assert found.get("ConsumerAppendLag") == "warning", s.findings()  # 40 records x 24 s = 16 min behind
-    assert found.get("ConsumerLagSeconds") == "warning"  # the oldest unread message is 16 min old
+    return Case(s, group)
 
 
-def test_stopped_consumer(kafka: KafkaTestHelper, scenario: Any) -> None:
+def _stopped(kafka: KafkaTestHelper, make: Make) -> Case:
     topic = kafka.create_topic()
     kafka.produce(topic, [b"s"] * 100)
     group = f"stopped-{topic}"
-    s = scenario("stopped", [topic])
+    s = make("stopped", [topic])
     committed_at: list[float] = []
     for n in (5, 5, 5):  # commits about a second apart, then nothing
         kafka.consume_and_commit(group, topic, n)
@@ -47,41 +63,34 @@ def test_stopped_consumer(kafka: KafkaTestHelper, scenario: Any) -> None:
     span = committed_at[-1] - committed_at[0]
     time.sleep(max(0.0, committed_at[-1] + span + 1.5 - time.monotonic()))
     s.collect()
-    s.evaluate()
-    assert "ConsumerGroupStatus" in s.rules_for(group), s.findings()
+    return Case(s, group)
 
 
-def test_all_consumers_dead_while_producers_write(kafka: KafkaTestHelper, scenario: Any) -> None:
+def _dead(kafka: KafkaTestHelper, make: Make) -> Case:
     topic = kafka.create_topic()
     kafka.produce(topic, [b"d"] * 10)
     group = f"dead-{topic}"
     kafka.consume_and_commit(group, topic, 10)  # caught up, then every consumer is gone
-    s = scenario("deadgroup", [topic])
+    s = make("deadgroup", [topic])
     s.collect()
     kafka.produce(topic, [b"d"] * 30)
     s.collect()
-    s.evaluate()
-    assert s.rules_for(group).get("ConsumerGroupNoMembers") == "warning", s.findings()
+    return Case(s, group)
 
 
-def test_idle_topic_raises_nothing(kafka: KafkaTestHelper, scenario: Any) -> None:
+def _idle(kafka: KafkaTestHelper, make: Make) -> Case:
     topic = kafka.create_topic()
     kafka.produce(topic, [b"i"] * 5)
     group = f"idle-{topic}"
     kafka.consume_and_commit(group, topic, 5)
-    s = scenario("idle", [topic])
+    s = make("idle", [topic])
     for _ in range(3):
         s.collect()
         time.sleep(1.5)
-    result = s.evaluate()
-    assert result["rows"]["group_partition"] >= 1
-    assert s.rules_for(group) == {}, s.findings()
-    # The phases are timed on the driver's clock: the lazy JDBC reads are part of compute.
-    assert set(result["seconds"]) == {"compute", "write"}
-    assert all(seconds > 0 for seconds in result["seconds"].values())
+    return Case(s, group)
 
 
-def test_retention_shortfall_from_retention_bytes(kafka: KafkaTestHelper, scenario: Any) -> None:
+def _shortfall(kafka: KafkaTestHelper, make: Make) -> Case:
     mib = 1024 * 1024
     topic = kafka.create_topic(
         config={"retention.bytes": str(mib), "segment.bytes": str(mib), "retention.ms": str(24 * 3600_000)}
@@ -98,10 +107,9 @@ def test_retention_shortfall_from_retention_bytes(kafka: KafkaTestHelper, scenar
         return s_offsets > 0
 
     kafka.wait_for(trimmed, 60, "retention.bytes to delete the oldest segments")
-    s = scenario("shortfall", [topic])
+    s = make("shortfall", [topic])
     s.collect(log_dirs=True)
-    s.evaluate()
-    assert s.rules_for(topic).get("RetentionShortfall") == "warning", s.findings()
+    return Case(s, topic)
 
 
 def kafka_low_watermark(kafka: KafkaTestHelper, topic: str) -> int:
@@ -115,23 +123,20 @@ def kafka_low_watermark(kafka: KafkaTestHelper, topic: str) -> int:
         consumer.close()
 
 
-def test_group_about_to_lose_data(kafka: KafkaTestHelper, scenario: Any) -> None:
+def _at_risk(kafka: KafkaTestHelper, make: Make) -> Case:
     retention_ms = 7 * 3600_000
     topic = kafka.create_topic(config={"retention.ms": str(retention_ms)})
     old = now_ms() - retention_ms + 10 * MINUTE  # deleted by retention in about 10 minutes
     kafka.produce(topic, [b"a"] * 20, timestamps_ms=[old + i for i in range(20)])
     group = f"atrisk-{topic}"
     kafka.consume_and_commit(group, topic, 2)
-    s = scenario("atrisk", [topic])
+    s = make("atrisk", [topic])
     s.collect()
     s.collect()  # two samples: the group made no progress between them, so it will not read in time
-    s.evaluate()
-    assert s.rules_for(group).get("TimeUntilDataLoss") == "critical", s.findings()
-    (value,) = [f["value"] for f in s.findings() if f["rule"] == "TimeUntilDataLoss"]
-    assert 8 * 60 <= value <= 10 * 60 + 5
+    return Case(s, group)
 
 
-def test_group_that_lost_data(kafka: KafkaTestHelper, scenario: Any) -> None:
+def _lost_data(kafka: KafkaTestHelper, make: Make) -> Case:
     topic = kafka.create_topic(
         config={"retention.ms": "1000", "segment.ms": "500", "file.delete.delay.ms": "0"}
     )
@@ -144,10 +149,90 @@ def test_group_that_lost_data(kafka: KafkaTestHelper, scenario: Any) -> None:
         return kafka_low_watermark(kafka, topic) > 2
 
     kafka.wait_for(deleted, 60, "retention to delete past the committed offset")
-    s = scenario("lostdata", [topic])
+    s = make("lostdata", [topic])
     s.collect()
-    s.evaluate()
-    assert s.rules_for(group).get("DataLossOccurred") == "critical", s.findings()
+    return Case(s, group)
+
+
+# The ones that wait for retention first; the one whose value is a time until deletion last,
+# nearest the evaluation.
+CASES: dict[str, Callable[[KafkaTestHelper, Make], Case]] = {
+    "shortfall": _shortfall, "lostdata": _lost_data, "stopped": _stopped, "idle": _idle,
+    "deadgroup": _dead, "lagging": _lagging, "atrisk": _at_risk,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    cases: dict[str, Case]
+    result: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def evaluated(kafka: KafkaTestHelper, engine: Engine, spark: SparkSession, db_url: str) -> Evaluated:
+    made: list[Scenario] = []
+
+    def make(name: str, topics: list[str]) -> Scenario:
+        made.append(Scenario(name, kafka, engine, spark, db_url, topics))
+        return made[-1]
+
+    try:
+        cases = {name: build(kafka, make) for name, build in CASES.items()}
+        result = evaluate_together(made)
+    finally:
+        for s in made:  # their findings stay readable; their collectors stop before a broker does
+            s.close()
+    return Evaluated(cases, result)
+
+
+def test_lagging_consumer(evaluated: Evaluated) -> None:
+    case = evaluated.cases["lagging"]
+    found = case.scenario.rules_for(case.subject)
+    # 40 records x 24 s = 16 min behind
+    assert found.get("ConsumerAppendLag") == "warning", case.scenario.findings()
+    assert found.get("ConsumerLagSeconds") == "warning"  # the oldest unread message is 16 min old
+
+
+def test_stopped_consumer(evaluated: Evaluated) -> None:
+    case = evaluated.cases["stopped"]
+    assert "ConsumerGroupStatus" in case.scenario.rules_for(case.subject), case.scenario.findings()
+
+
+def test_all_consumers_dead_while_producers_write(evaluated: Evaluated) -> None:
+    case = evaluated.cases["deadgroup"]
+    assert case.scenario.rules_for(case.subject).get("ConsumerGroupNoMembers") == "warning", (
+        case.scenario.findings()
+    )
+
+
+def test_idle_topic_raises_nothing(evaluated: Evaluated) -> None:
+    case, result = evaluated.cases["idle"], evaluated.result
+    assert result["rows"]["group_partition"] >= 1
+    assert case.scenario.rules_for(case.subject) == {}, case.scenario.findings()
+    # The phases are timed on the driver's clock: the lazy JDBC reads are part of compute.
+    assert set(result["seconds"]) == {"compute", "write"}
+    assert all(seconds > 0 for seconds in result["seconds"].values())
+
+
+def test_retention_shortfall_from_retention_bytes(evaluated: Evaluated) -> None:
+    case = evaluated.cases["shortfall"]
+    assert case.scenario.rules_for(case.subject).get("RetentionShortfall") == "warning", (
+        case.scenario.findings()
+    )
+
+
+def test_group_about_to_lose_data(evaluated: Evaluated) -> None:
+    s = evaluated.cases["atrisk"].scenario
+    assert s.rules_for(evaluated.cases["atrisk"].subject).get("TimeUntilDataLoss") == "critical", s.findings()
+    (value,) = [f["value"] for f in s.findings() if f["rule"] == "TimeUntilDataLoss"]
+    assert 8 * 60 <= value <= 10 * 60 + 5
+
+
+def test_group_that_lost_data(evaluated: Evaluated) -> None:
+    case = evaluated.cases["lostdata"]
+    assert case.scenario.rules_for(case.subject).get("DataLossOccurred") == "critical", (
+        case.scenario.findings()
+    )
 
 
 def test_one_broker_stopped_is_the_warning_tier(kafka: KafkaTestHelper, scenario: Any) -> None:
