@@ -6,7 +6,9 @@ A test module stays whole in one shard: its module-scoped fixtures start cluster
 workloads that a split would start twice. Modules go to shards by their time in an earlier whole
 run (`tests/durations.json`, written by `scripts/test-durations.py` from a JUnit report), the
 longest first, each to the shard with the least time so far; a module the file does not know
-counts `UNKNOWN_TEST_SECONDS` per test. Every shard collects the same tests, so every shard makes
+counts `UNKNOWN_TEST_SECONDS` per test. Modules that use one of the session fixtures of
+`KEPT_TOGETHER` (a workload, or a cluster only some modules need) go to one shard together, so it
+is made once per run, not once per shard. Every shard collects the same tests, so every shard makes
 the same assignment.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,9 @@ import pytest
 DURATIONS = Path(__file__).parent / "durations.json"
 UNKNOWN_TEST_SECONDS = 2.0
 """What a test of a module missing from the durations file is taken to cost."""
+KEPT_TOGETHER = ("lag_workload", "share_kafka_cluster", "secured_kafka_cluster")
+"""Session fixtures that take minutes to make and serve a few modules: the lagging groups' workload
+(about 200 s), the share-group cluster and the secured cluster."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,16 +50,29 @@ def parse_shard(value: str) -> tuple[int, int]:
     return k, n
 
 
-def assign(modules: dict[str, int], known: dict[str, float], shards: int) -> dict[str, int]:
-    """Module -> shard index (0-based): the longest module first, each to the least loaded shard.
+def assign(
+    modules: dict[str, int], known: dict[str, float], shards: int, together: Iterable[set[str]] = ()
+) -> dict[str, int]:
+    """Module -> shard index (0-based): the longest unit first, each to the least loaded shard. A
+    unit is a module, or the modules of a set of `together` (sets that share a module merge).
     `modules` maps a module's path to its number of collected tests."""
     cost = {m: known.get(m, UNKNOWN_TEST_SECONDS * count) for m, count in modules.items()}
+    units: list[set[str]] = []
+    for group in [*together, *({m} for m in modules)]:
+        group = {m for m in group if m in modules}
+        joined = [u for u in units if u & group]
+        for unit in joined:
+            units.remove(unit)
+            group |= unit
+        if group:
+            units.append(group)
     load = [0.0] * shards
     placed: dict[str, int] = {}
-    for module in sorted(cost, key=lambda m: (-cost[m], m)):
+    for unit in sorted(units, key=lambda u: (-sum(cost[m] for m in u), min(u))):
         target = min(range(shards), key=lambda s: (load[s], s))
-        placed[module] = target
-        load[target] += cost[module]
+        for module in unit:
+            placed[module] = target
+        load[target] += sum(cost[m] for m in unit)
     return placed
 
 
@@ -70,7 +89,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     k, n = parse_shard(value)
     module = {item: item.nodeid.split("::", 1)[0] for item in items}
-    placed = assign(Counter(module.values()), _durations(), n)
+    sharing: dict[str, set[str]] = {name: set() for name in KEPT_TOGETHER}
+    for item in items:
+        for name in set(getattr(item, "fixturenames", ())) & set(KEPT_TOGETHER):
+            sharing[name].add(module[item])
+    placed = assign(Counter(module.values()), _durations(), n, sharing.values())
     mine = [item for item in items if placed[module[item]] == k - 1]
     others = [item for item in items if placed[module[item]] != k - 1]
     if others:

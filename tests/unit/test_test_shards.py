@@ -18,6 +18,17 @@ def test_the_longest_modules_go_first_each_to_the_least_loaded_shard() -> None:
     assert loads == [110.0, 110.0]
 
 
+def test_modules_sharing_a_costly_session_fixture_go_to_one_shard_together() -> None:
+    known = {"a.py": 100.0, "b.py": 90.0, "c.py": 50.0, "d.py": 40.0, "e.py": 10.0}
+    apart = assign({m: 1 for m in known}, known, 2)
+    assert apart["a.py"] != apart["b.py"]
+    together = [{"a.py", "b.py"}, {"b.py", "e.py"}, {"gone.py"}]  # b.py joins the first two sets
+    placed = assign({m: 1 for m in known}, known, 2, together)
+    assert placed["a.py"] == placed["b.py"] == placed["e.py"]
+    assert placed["c.py"] == placed["d.py"] != placed["a.py"]
+    assert set(placed) == set(known)
+
+
 def test_a_module_without_a_recorded_time_counts_its_tests() -> None:
     placed = assign({"old.py": 1, "new.py": 40}, {"old.py": 50.0}, 2)
     assert 40 * UNKNOWN_TEST_SECONDS > 50.0
