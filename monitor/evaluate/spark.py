@@ -99,27 +99,25 @@ is built."""
 
 
 SMALL_FLEET_ROWS = 20_000
-SMALL_HEAP_MB = 768
+SMALL_HEAP_MB = 1024
 """The heap of a fleet up to 20,000 group-partitions and partitions. At 10,000 group-partitions
-on 1,000 partitions a 512m driver's old generation stayed 83-88 % full through the first
-evaluations, G1 marking again and again (the README's notes on bench/footprint.py): 768m leaves
-it room."""
+on 1,000 partitions, on a quiet machine (docs/bench/footprint.md), a 768m driver used 374 MB less
+than a 1g one but its evaluations took 36 s (median) against 22 s, longer than the 30 s
+interval: G1 collected again and again in a heap 85 % full. 512m was worse."""
 MB_PER_THOUSAND_ROWS = 4
 """Heap per 1,000 rows beyond a small fleet: bench/evaluate.py's 1M group-partitions need 4g."""
 HEAP_STEP_MB = 256
 
-DRIVER_JAVA_OPTIONS = (
-    "-Dlog4j2.level=WARN -XX:+UseG1GC -XX:G1PeriodicGCInterval=60000 "
-    "-XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
-)
-"""The driver JVM's options: quiet logs, and heap it does not use given back to the system. The
-daemon's session idles between evaluations; without a periodic collection G1 keeps every page
-the largest evaluation touched, so the JVM's resident memory sits at its heap's maximum."""
+DRIVER_JAVA_OPTIONS = "-Dlog4j2.level=WARN -XX:+UseG1GC -XX:G1PeriodicGCInterval=60000"
+"""The driver JVM's options: quiet logs, and a collection of an idle heap every minute, which gives
+back to the system what an evaluation touched and no longer uses. The free heap is not bounded
+(MaxHeapFreeRatio): the slow 768m runs bounded it too, and which of the two slowed them is not
+measured apart."""
 
 
 def fleet_heap_mb(rows: int) -> int:
     """The driver heap, in MB, for an evaluation of `rows` group-partitions and partitions:
-    768 up to 20,000 rows, then 4 MB more per 1,000 rows, in steps of 256 MB."""
+    1024 up to 20,000 rows, then 4 MB more per 1,000 rows, in steps of 256 MB."""
     if rows <= SMALL_FLEET_ROWS:
         return SMALL_HEAP_MB
     needed = SMALL_HEAP_MB + MB_PER_THOUSAND_ROWS * (rows - SMALL_FLEET_ROWS) / 1000

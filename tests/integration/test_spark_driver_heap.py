@@ -41,7 +41,7 @@ session.stop()
 """
 
 
-@pytest.mark.parametrize(("rows", "heap"), [(11_000, "768m"), (101_000, "1280m")])
+@pytest.mark.parametrize(("rows", "heap"), [(11_000, "1024m"), (101_000, "1536m")])
 def test_an_auto_driver_starts_with_the_heap_of_its_fleet(rows: int, heap: str) -> None:
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(ensure_jdbc_driver()), str(rows)],
@@ -56,4 +56,3 @@ def test_an_auto_driver_starts_with_the_heap_of_its_fleet(rows: int, heap: str) 
     assert started["memory"] == heap
     assert f"-Xmx{heap}" in started["java"]
     assert "-XX:G1PeriodicGCInterval=60000" in started["java"]
-    assert "-XX:MaxHeapFreeRatio=30" in started["java"]
