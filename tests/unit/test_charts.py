@@ -64,16 +64,6 @@ def test_lag_history_is_two_charts_over_the_window() -> None:
     assert "<script" not in str(drawn.seconds.svg)
 
 
-def test_a_single_evaluation_in_the_window_is_a_dot_not_a_line_from_zero() -> None:
-    point = [LagPoint(NOW - timedelta(minutes=5), 500, 30.0)]
-    drawn = charts.lag_history("billing", point, NOW - timedelta(hours=1), NOW)
-    for chart in (drawn.offsets, drawn.seconds):
-        svg = str(chart.svg)
-        assert 'class="dot' in svg
-        series = re.findall(r'<path d="M([^"]*)" class="line reactive', svg)
-        assert all("L" not in d for d in series), series  # no segment drawn
-
-
 def test_thinning_keeps_each_buckets_peak() -> None:
     points = [LagPoint(NOW + timedelta(seconds=i), 5, 1.0) for i in range(1000)]
     points[517] = LagPoint(points[517].at, 99_999, 3600.0)

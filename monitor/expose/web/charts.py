@@ -279,7 +279,7 @@ def _line(
         height=220,
         show_dots=len(values) < 40,
         dots_size=2,
-        fill=len(values) > 1,  # one point filled is a line from zero: a dot alone says it
+        fill=True,
         show_legend=False,
         x_label_rotation=0,
         truncate_label=-1,
