@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole suite as TEST_SHARDS pytest sessions side by side (`make test`'s default: 2; 1 runs
-# the whole suite in one session; tests/shards.py: whole modules, balanced by tests/durations.json).
+# The whole suite as TEST_SHARDS pytest sessions side by side (`make test`'s default: 1, the
+# whole suite in one session; tests/shards.py: whole modules, balanced by tests/durations.json).
 # Beside others, each session has its own state directory (var/shards/<k>) and its own ports:
 # shard k at the test ports minus 2000 * (k - 1) (Kafka, which moves its OpenID provider with it)
 # and plus 10 * (k - 1) (PostgreSQL, the soak's PostgreSQL, Spark), all below the kernel's
