@@ -157,7 +157,7 @@ def drop_expired_partitions(
         rolled = rolled_days(conn, table) if table in SOURCES else None
         for day in partition_days(conn, table):
             if rolled is not None and day not in rolled:
-                continue  # waits for its rollup (a later pass: `roll_up_complete_hours`)
+                continue  # waits for its rollup (a later pass: `due_hours`, `roll_up_hour`)
             if datetime.combine(day + timedelta(days=1), time(), tzinfo=UTC) <= cutoff:
                 name = partition_name(table, day)
                 conn.execute(text(f'DROP TABLE IF EXISTS "{name}"'))
@@ -165,34 +165,36 @@ def drop_expired_partitions(
     return sorted(dropped)
 
 
-def roll_up_complete_hours(
+def due_hours(
     conn: Connection, now: datetime, max_hours: int = ROLLUP_HOURS_PER_PASS
-) -> list[str]:
-    """Roll up the oldest complete hours of the rolled-up raw tables not rolled up yet, at most
-    `max_hours` of each (each hour once: `monitor.store.rollups`); return them as ``table
-    YYYY-MM-DD HH:00`` ranges, one per day. A raw day is not dropped before its 24 hours are rolled
-    up, so a backlog (days kept before rollups existed, a daemon that was down) is worked off pass
-    by pass, each pass bounded."""
+) -> dict[str, list[datetime]]:
+    """Raw table -> its oldest complete hours not rolled up yet, at most `max_hours` of each. A
+    raw day is not dropped before its 24 hours are rolled up, so a backlog (days kept before
+    rollups existed, a daemon that was down) is worked off pass by pass, each pass bounded."""
     if max_hours < 1:
         raise ValueError(f"max_hours must be >= 1, got {max_hours}")
-    _lock(conn)
-    done = []
+    due: dict[str, list[datetime]] = {}
     for source in SOURCES:
         marked = rolled_hours(conn, source)
-        due = [
+        due[source] = [
             hour
             for day in partition_days(conn, source)
             for hour in day_hours(day)
             if hour not in marked and hour + HOUR + ROLLUP_GRACE <= _utc(now)
         ][:max_hours]
-        for day in sorted({hour.date() for hour in due}):
-            for resolution in RESOLUTIONS:
-                create_day_partitions(conn, rollup_table_name(source, resolution), [day])
-        roll_up_hours(conn, source, due, now)
-        for day in sorted({hour.date() for hour in due}):
-            hours = [hour for hour in due if hour.date() == day]
-            done.append(f"{source} {day.isoformat()} {hours[0]:%H}:00-{hours[-1] + HOUR:%H}:00")
-    return done
+    return due
+
+
+def roll_up_hour(conn: Connection, source: str, hour: datetime, now: datetime) -> bool:
+    """Roll up one hour of `source` under the partition lock (each hour once: another instance
+    may have rolled it up since it was found due); whether this call did."""
+    _lock(conn)
+    if hour in rolled_hours(conn, source, since=hour):
+        return False
+    for resolution in RESOLUTIONS:
+        create_day_partitions(conn, rollup_table_name(source, resolution), [hour.date()])
+    roll_up_hours(conn, source, [hour], now)
+    return True
 
 
 def maintain_partitions(
@@ -210,24 +212,17 @@ def maintain_partitions(
     and keep every table's dead rows from being vacuumed that long."""
     with engine.begin() as conn:
         created = ensure_partitions(conn, now, ahead_days)
-    rolled_up: list[str] = []
-    for _ in range(ROLLUP_HOURS_PER_PASS):
-        with engine.begin() as conn:
-            hour = roll_up_complete_hours(conn, now, max_hours=1)
-        if not hour:
-            break
-        rolled_up += hour
+        due = due_hours(conn, now)
+    rolled: dict[tuple[str, date], list[datetime]] = {}
+    for source, hours in due.items():
+        for hour in hours:
+            with engine.begin() as conn:
+                if roll_up_hour(conn, source, hour, now):
+                    rolled.setdefault((source, hour.date()), []).append(hour)
     with engine.begin() as conn:
         dropped = drop_expired_partitions(conn, now, retention_days, longer)
-    return MaintenanceResult(created=created, dropped=dropped, rolled_up=_ranges(rolled_up))
-
-
-def _ranges(hours: list[str]) -> list[str]:
-    """``table YYYY-MM-DD HH:00-HH:00`` of consecutive hours of a table's day as one range."""
-    merged: dict[tuple[str, str], tuple[str, str]] = {}
-    for entry in hours:
-        table, day, span = entry.split(" ")
-        start, end = span.split("-")
-        first, _ = merged.get((table, day), (start, end))
-        merged[(table, day)] = (first, end)
-    return [f"{table} {day} {start}-{end}" for (table, day), (start, end) in sorted(merged.items())]
+    rolled_up = [
+        f"{source} {day.isoformat()} {hours[0]:%H}:00-{hours[-1] + HOUR:%H}:00"
+        for (source, day), hours in sorted(rolled.items())
+    ]
+    return MaintenanceResult(created=created, dropped=dropped, rolled_up=rolled_up)

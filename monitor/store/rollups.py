@@ -247,8 +247,10 @@ def day_hours(day: date) -> list[datetime]:
     return [day_start(day) + HOUR * n for n in range(24)]
 
 
-def rolled_hours(conn: Connection, source: str) -> set[datetime]:
-    rows = conn.execute(text("SELECT hour FROM rollup_hours WHERE source = :s"), {"s": source})
+def rolled_hours(conn: Connection, source: str, since: datetime | None = None) -> set[datetime]:
+    """The hours of `source` marked rolled up (from `since` on, when given)."""
+    query = "SELECT hour FROM rollup_hours WHERE source = :s" + (" AND hour >= :since" if since else "")
+    rows = conn.execute(text(query), {"s": source, "since": since})
     return {hour_start(hour) for hour in rows.scalars()}
 
 
