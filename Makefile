@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 COMPAT_KAFKA_VERSIONS ?= 2.8.2 3.6.2 3.9.1 4.1.2 4.4.0
 CI_KAFKA_VERSIONS     ?= 2.8.2 3.9.1
 COMPAT_JOBS           ?= 1
-TEST_SHARDS           ?= 1
+TEST_SHARDS           ?= 2
 UNIT_WORKERS          ?= 2
 BENCH_ARGS  ?=
 
@@ -52,7 +52,7 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The whole suite at the default Kafka version, as TEST_SHARDS sessions side by side (one unless
+# The whole suite at the default Kafka version, as TEST_SHARDS sessions side by side (two unless
 # set: scripts/test-shards.sh; `make durations` rebalances them after a run), then the matrix at
 # the versions CI adds.
 test: bootstrap lint

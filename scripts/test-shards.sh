@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole suite as TEST_SHARDS pytest sessions side by side (`make test`'s default: 1, the
+# The whole suite as TEST_SHARDS pytest sessions side by side (`make test`'s default: 2; 1 runs the
 # whole suite in one session; tests/shards.py: whole modules, balanced by tests/durations.json).
 # Beside others, each session has its own state directory (var/shards/<k>) and its own ports:
 # shard k at the test ports minus 2000 * (k - 1) (Kafka, which moves its OpenID provider with it)
@@ -13,7 +13,7 @@ set -uo pipefail
 
 pytest=$1
 shift
-shards=${TEST_SHARDS:-1}
+shards=${TEST_SHARDS:-2}
 var=${KAFKA_HEALTH_VAR:-var}
 mkdir -p "$var"
 

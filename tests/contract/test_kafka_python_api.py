@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import tenacity
 from kafka.admin import KafkaAdminClient
-from kafka.errors import NodeNotReadyError
+from kafka.errors import CoordinatorLoadInProgressError, NodeNotReadyError
 from kafka.net import KafkaConnectionManager, KafkaNetClient, NetworkSelector
 from kafka.protocol.broker_version_data import BrokerVersionData
 from kafka.protocol.consumer.group import OffsetFetchRequest
@@ -133,7 +134,15 @@ def test_the_admin_calls_answer_in_the_shape_the_monitor_reads(connection: Conne
     group = f"contract-{time.monotonic_ns()}"
     kafka.commit(group, topic, 0, 0)
 
-    listed = connection.admin.list_groups()
+    # A coordinator still loading its part of __consumer_offsets after the broker's start says so
+    # (a retriable error) until it has: the call is asked again until then.
+    loaded = tenacity.retry(
+        retry=tenacity.retry_if_exception_type(CoordinatorLoadInProgressError),
+        stop=tenacity.stop_after_delay(60),
+        wait=tenacity.wait_fixed(0.5),
+        reraise=True,
+    )
+    listed = loaded(connection.admin.list_groups)()
     offsets = connection.admin.list_group_offsets([group])
     versions = connection.admin.get_broker_version_data(kafka.broker_ids[0]).api_versions
     topics = connection.admin.describe_topics([topic])
