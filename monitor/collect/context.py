@@ -30,6 +30,29 @@ log = logging.getLogger(__name__)
 JobRun = Callable[[Run], None]
 """One collection of one job of one cluster, inside its recorded run."""
 
+NAMES_REMEMBERED = 100_000
+"""The most topic and group names whose verdict a cluster's filters remember (`Verdicts`)."""
+
+
+class Verdicts:
+    """A name filter's verdicts, remembered: the commit stream asks for every commit it reads,
+    and a fleet has a few thousand names where it reads tens of thousands of commits a minute.
+    Bounded (forgets all at NAMES_REMEMBERED); a filter's verdict on a name never changes (the
+    settings are frozen), so forgetting costs only the asking again."""
+
+    def __init__(self, accepts: Callable[[str], bool]) -> None:
+        self._accepts = accepts
+        self._known: dict[str, bool] = {}
+
+    def __call__(self, name: str) -> bool:
+        known = self._known.get(name)
+        if known is None:
+            known = self._accepts(name)
+            if len(self._known) >= NAMES_REMEMBERED:
+                self._known.clear()
+            self._known[name] = known
+        return known
+
 
 @dataclass
 class Topology:
@@ -76,6 +99,13 @@ class ClusterContext:
     later (None: runs come at their interval only)."""
     closers: list[Callable[[], None]] = field(default_factory=list)
     """What the jobs started beside their runs (threads), stopped before the clients close."""
+    watches_topic: Callable[[str], bool] = field(init=False, repr=False, compare=False)
+    """Whether the cluster's topic filter accepts a topic (remembered: `Verdicts`)."""
+    _group_filter: Callable[[str], bool] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.watches_topic = Verdicts(self.cluster.topics.accepts)
+        self._group_filter = Verdicts(self.cluster.groups.accepts)
 
     def client(self, kind: ClientKind[C]) -> C:
         """The client of `kind` (one the job declared); LookupError when the cluster has none."""
@@ -97,14 +127,14 @@ class ClusterContext:
         return [
             name
             for name in self.admin.list_topic_names(include_internal=self.cluster.include_internal_topics)
-            if self.cluster.topics.accepts(name)
+            if self.watches_topic(name)
         ]
 
     def watches_group(self, group_id: str) -> bool:
         """Whether the cluster's groups are sampled with `group_id`: its group filter accepts it
         and it is not the end-to-end probe's own group, which the probe measures itself (as a
         group it would only be an empty phantom beside the users' groups, in every list)."""
-        return group_id != self.config.probe.group_id and self.cluster.groups.accepts(group_id)
+        return group_id != self.config.probe.group_id and self._group_filter(group_id)
 
     def critical(self, run: Run, job: str, changed: bool) -> None:
         """Ask for an evaluation now when `changed` (an input of a critical rule changed)."""

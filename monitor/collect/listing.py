@@ -103,7 +103,7 @@ class Lister:
         # The topic filter once per topic, not per committed offset (100,000 of them, on 10,000
         # topics at most): a pattern match costs microseconds.
         allowed = {c.topic for offsets in answered for c in offsets}
-        allowed = {topic for topic in allowed if ctx.cluster.topics.accepts(topic)}
+        allowed = {topic for topic in allowed if ctx.watches_topic(topic)}
         committed = [c for offsets in answered for c in offsets if c.topic in allowed]
         groups_answered = frozenset(
             group_ids if streamed else committed_result.value if committed_result is not None else ()

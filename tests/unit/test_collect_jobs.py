@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from monitor.collect import context as context_module
 from monitor.collect import stage as stage_module
 from monitor.collect.clients import ADMIN, ClientKind
-from monitor.collect.context import ClusterContext, CollectorJob
+from monitor.collect.context import ClusterContext, CollectorJob, Verdicts
 from monitor.collect.jobs import JOBS, job_intervals
 from monitor.collect.stage import ClusterCollector, CollectStage
 from monitor.core.clock import FakeClock
@@ -198,3 +199,23 @@ def test_a_new_job_is_its_module_and_one_registry_line(monkeypatch: pytest.Monke
     assert events[1:] == ["started", "ran with the client of east", "recorded echo", "closed"]
     with pytest.raises(LookupError, match="no job of cluster east declared the 'admin' client"):
         collector.context.client(ADMIN)
+
+
+def test_a_filter_is_asked_once_per_name_and_its_verdicts_are_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[str] = []
+
+    def accepts(name: str) -> bool:
+        asked.append(name)
+        return name.startswith("orders")
+
+    monkeypatch.setattr(context_module, "NAMES_REMEMBERED", 3)
+    verdicts = Verdicts(accepts)
+    assert [verdicts(n) for n in ("orders", "audit", "orders", "audit", "orders-eu")] == [
+        True, False, True, False, True,
+    ]  # fmt: skip
+    assert asked == ["orders", "audit", "orders-eu"]
+    verdicts("billing")  # a fourth name: the remembered three are forgotten
+    verdicts("orders")
+    assert asked == ["orders", "audit", "orders-eu", "billing", "orders"]

@@ -99,3 +99,35 @@ def test_fresh_offset_lag_replaces_the_lines_of_the_groups_that_committed() -> N
     assert snapshot.text.count(b"20.0") == 3, "the snapshot it came from is left as it was"
     (summed,) = fresh.families
     assert sorted(s.value for s in summed.samples) == [5.0, 20.0, 20.0]
+
+
+def _lag_family(values: dict[tuple[str, int], float], group: str) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(
+        "kafka_consumer_group_lag_in_offsets",
+        "lag",
+        labels=["cluster", "clustername", "group", "topic", "partition"],
+    )
+    for (topic, partition), value in values.items():
+        family.add_metric(["prod", "prod", group, topic, str(partition)], value)
+    return family
+
+
+def test_fresh_lines_are_the_lines_a_whole_encoding_of_the_new_values_gives() -> None:
+    # Label values the text format escapes (a quote, a backslash, a newline) and one outside ASCII.
+    group, topic = 'pay"ments\\eu\nblue', "töpic"
+    before = {(topic, 0): 10.0, (topic, 1): 2.5e20}
+    snapshot = build(
+        StateRead((_lag_family(before, group),), ("group",), frozenset({"group"}), 0.1, 2, 0), ()
+    )
+    at = datetime(2026, 6, 1, tzinfo=UTC)
+    once = freshened(snapshot, {("prod", group): {(topic, 0): FreshLag(6, 10, 4, at, at, at)}}, ())
+    twice = freshened(once, {("prod", group): {(topic, 1): FreshLag(0, 3, 3, at, at, at)}}, ())
+
+    def whole(values: dict[tuple[str, int], float]) -> bytes:
+        return build(
+            StateRead((_lag_family(values, group),), ("group",), frozenset({"group"}), 0.1, 2, 0), ()
+        ).text
+
+    assert once.text == whole({(topic, 0): 4.0, (topic, 1): 2.5e20})
+    assert twice.text == whole({(topic, 0): 4.0, (topic, 1): 3.0})
+    assert b"\\n" in twice.text and b'\\"' in twice.text, "the labels stay escaped"

@@ -241,9 +241,7 @@ class CommitStreamCollector:
         assert self._stream is not None
         batch = self._stream.poll(POLL_SECONDS)
         now_ms = to_millis(ctx.clock.now())
-        accepted = [
-            c for c in batch.commits if ctx.watches_group(c.group_id) and ctx.cluster.topics.accepts(c.topic)
-        ]
+        accepted = [c for c in batch.commits if ctx.watches_group(c.group_id) and ctx.watches_topic(c.topic)]
         deleted = {g.group_id for g in batch.groups if g.deleted and ctx.cluster.groups.accepts(g.group_id)}
         # A deleted group's offsets go first: a commit after the group's tombstone in this batch
         # (the group made again) stays, and its offset tombstones came before it anyway.

@@ -8,8 +8,9 @@ last check (`monitor.store.fresh_lag.committed_since`: a range of the commits' t
 cost follows the commits since then), reads the fresh offset lag of those groups only
 (`monitor.store.fresh_lag.groups_lags`: their partitions' rows of the latest tables) and puts it
 in the series of those groups (`LagSection.overlaid`: the offset lag families are kept as each
-group's encoded lines, so only the lines of those groups are encoded again, and the rest of the
-snapshot, encoded and compressed once per build, is not touched). The first check after a
+group's encoded lines, so only the lines of those groups are encoded again, and only their
+values: each line's name and labels are encoded once per build; the rest of the snapshot,
+encoded and compressed once per build, is not touched). The first check after a
 build looks back from the oldest newest evaluation by `LOOK_BACK_AFTER_BUILD`, so the commits
 the evaluation did not see yet are read again; later checks from the previous check's time by
 `LOOK_BACK`, which covers a commit stored a little after the time it was observed.
@@ -30,6 +31,7 @@ from datetime import timedelta
 from prometheus_client import generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 from monitor.expose.metrics.catalogue import BY_NAME
 from monitor.store.fresh_lag import FreshLag, Key
@@ -76,19 +78,21 @@ GroupKey = tuple[str, str]
 
 class LagSection:
     """The offset lag families of a snapshot in the text format, kept as each group's lines, so
-    that new values of a few groups cost the encoding of their lines only (`overlaid`) and the
-    section is their concatenation (`text`): a family's lines need not be in any order."""
+    that new values of a few groups cost the encoding of their values only (`overlaid`: each
+    line's name and labels, its prefix, are encoded once per build) and the section is their
+    concatenation (`text`): a family's lines need not be in any order."""
 
     def __init__(
         self,
         families: Sequence[GaugeMetricFamily],
         samples: dict[str, dict[GroupKey, list[Sample]]] | None = None,
         chunks: dict[str, dict[GroupKey, bytes]] | None = None,
+        prefixes: dict[str, dict[GroupKey, list[bytes]]] | None = None,
     ) -> None:
         self._families = {family.name: _with(family, []) for family in families}
         self._headers = {name: generate_latest(Families([f])) for name, f in self._families.items()}
-        if samples is None or chunks is None:
-            samples, chunks = {}, {}
+        if samples is None or chunks is None or prefixes is None:
+            samples, chunks, prefixes = {}, {}, {}
             for family in families:
                 by_group: dict[GroupKey, list[Sample]] = {}
                 for sample in family.samples:
@@ -97,7 +101,8 @@ class LagSection:
                 chunks[family.name] = {
                     key: self._encode(family.name, group) for key, group in by_group.items()
                 }
-        self._samples, self._chunks = samples, chunks
+                prefixes[family.name] = {key: _prefixes(chunk) for key, chunk in chunks[family.name].items()}
+        self._samples, self._chunks, self._prefixes = samples, chunks, prefixes
 
     def _encode(self, name: str, samples: list[Sample]) -> bytes:
         return generate_latest(Families([_with(self._families[name], samples)]))[len(self._headers[name]) :]
@@ -108,10 +113,17 @@ class LagSection:
         samples = {name: dict(by_group) for name, by_group in self._samples.items()}
         chunks = {name: dict(by_group) for name, by_group in self._chunks.items()}
         for name, by_group in samples.items():
+            prefixes = self._prefixes[name]
             for key in fresh.keys() & by_group.keys():
-                by_group[key] = _overlaid_samples(name, by_group[key], fresh[key])
-                chunks[name][key] = self._encode(name, by_group[key])
-        return LagSection(list(self._families.values()), samples, chunks)
+                changed = _overlaid_samples(name, by_group[key], fresh[key])
+                if changed == by_group[key]:
+                    continue
+                by_group[key] = changed
+                chunks[name][key] = b"".join(
+                    prefix + floatToGoString(sample.value).encode() + b"\n"
+                    for prefix, sample in zip(prefixes[key], changed, strict=True)
+                )
+        return LagSection(list(self._families.values()), samples, chunks, self._prefixes)
 
     def text(self) -> bytes:
         """The families in the text format (a family without samples is left out)."""
@@ -126,6 +138,12 @@ class LagSection:
             for name, family in self._families.items()
             if name in names and self._samples[name]
         )
+
+
+def _prefixes(chunk: bytes) -> list[bytes]:
+    """Each line's name and labels with the space before its value (a gauge's line is those and
+    its value: no timestamp; a label value's newline is escaped, so lines split on newlines)."""
+    return [line[: line.rindex(b" ") + 1] for line in chunk.split(b"\n")[:-1]]
 
 
 def _group(sample: Sample) -> GroupKey:
