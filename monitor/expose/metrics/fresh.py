@@ -25,8 +25,9 @@ A group whose commits did not move keeps the evaluation's offset lag until the n
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import timedelta
+from typing import Final
 
 from prometheus_client import generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
@@ -51,6 +52,9 @@ OFFSET_LAG_FAMILIES: frozenset[str] = frozenset(
 )
 """The families whose values the fresh offset lag replaces (the catalogue's offset lag columns of
 the group-partition, group-topic and group queries)."""
+
+_go_float: Final[Callable[[float], str]] = floatToGoString
+"""A value as the text format writes it (prometheus_client's own, which is not typed)."""
 
 Fresh = Mapping[tuple[str, str], Mapping[Key, FreshLag]]
 """(cluster, group) -> (topic, partition) -> the fresh offset lag of the partition."""
@@ -120,7 +124,7 @@ class LagSection:
                     continue
                 by_group[key] = changed
                 chunks[name][key] = b"".join(
-                    prefix + floatToGoString(sample.value).encode() + b"\n"
+                    prefix + _go_float(sample.value).encode() + b"\n"
                     for prefix, sample in zip(prefixes[key], changed, strict=True)
                 )
         return LagSection(list(self._families.values()), samples, chunks, self._prefixes)
