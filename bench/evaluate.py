@@ -337,7 +337,13 @@ def peak_mb(pids: list[int | str]) -> float | None:
 
 
 def measure(
-    spark: Any, engine: Engine, url: str, evaluated_at: datetime, pids: list[int | str], plans: Plans
+    spark: Any,
+    engine: Engine,
+    url: str,
+    evaluated_at: datetime,
+    pids: list[int | str],
+    plans: Plans,
+    full: bool = False,
 ) -> dict[str, Any]:
     ruleset = load_rules(default_rule_paths())
     for problem in ruleset.problems:  # as the daemon does: report a bad file, run the other rules
@@ -346,8 +352,9 @@ def measure(
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     result = run_evaluation(
-        spark, jdbc_target(url), engine, ruleset.rules, [CLUSTER], evaluated_at, JobSettings(), plans
-    )
+        spark, jdbc_target(url), engine, ruleset.rules, [CLUSTER], evaluated_at, JobSettings(), plans,
+        full=full,
+    )  # fmt: skip
     wall = time.perf_counter() - started
     findings = result.findings
     return {
@@ -355,6 +362,8 @@ def measure(
         "rows": dict(result.rows), "findings": dict(findings),
         "findings_written": findings.get("new", 0) + findings.get("updated", 0), "rules": len(ruleset.rules),
         "peak_mb": peak_mb(pids), "loadavg_before": load_before, "loadavg_after": os.getloadavg()[0],
+        "kind": result.kind, "carried_groups": result.carried_groups,
+        "carried_rows": sum(result.carried_rows.values()),
     }  # fmt: skip
 
 
@@ -380,7 +389,7 @@ def run_size(
             _log(f"[{rows:,}] warm-up {result['warmup']['wall_s']:.1f} s {_split(result['warmup'])}")
             result["runs"] = []
             for n in range(1, args.runs + 1):
-                run = measure(spark, engine, url, T0 + n * RUN_SPACING, pids, plans)
+                run = measure(spark, engine, url, T0 + n * RUN_SPACING, pids, plans, full=args.full)
                 result["runs"].append(run)
                 _log(f"[{rows:,}] run {n}: {run['wall_s']:.1f} s {_split(run)}, "
                      f"peak {run['peak_mb'] or 0:.0f} MB, load {run['loadavg_after']:.1f}")  # fmt: skip
@@ -391,6 +400,13 @@ def run_size(
         if not args.keep:
             postgres.drop_database(admin_url, name)
     return result
+
+
+def _kind(run: dict[str, Any]) -> str:
+    """A run's kind and the groups it carried (a run recorded before the kinds existed was full)."""
+    if run.get("kind", "full") == "full":
+        return "full"
+    return f"incremental, {run.get('carried_groups') or 0:,} ({run.get('carried_rows', 0):,} rows)"
 
 
 def _split(run: dict[str, Any]) -> str:
@@ -443,18 +459,19 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
         f"Machine: {info['cpus']} CPU, {info['memory']} RAM, {info['system']}, Python {info['python']}, "
         f"PySpark {info['pyspark']}, PostgreSQL {info['postgresql']}; {info['date']}. Spark: {conf}.",
         f"Samples: {args.samples} offsets cycles {args.interval} s apart in the 15-minute window. "
-        f"Median of {args.runs} timed run(s) after a warm-up run.",
+        f"Median of {args.runs} timed run(s) after a warm-up run, "
+        + ("full." if args.full else "as the daemon runs them (incremental: still groups carried)."),
         "",
         "| group-partitions | partitions | rows read | JDBC read s | compute s | write s | total s "
         "| derived rows written | findings written | peak RSS MB (driver + JVM) | load avg "
-        "| measured, driver memory |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| kind, groups carried | measured, driver memory |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for size in sizes:
         measured = size.get("measured", {})
         when = f"{measured.get('date', '?')}, {measured.get('driver_memory', '?')}"
         if "error" in size:
-            lines.append(f"| {size['rows']:,} | | | | | | failed: {size['error']} | | | | | {when} |")
+            lines.append(f"| {size['rows']:,} | | | | | | failed: {size['error']} | | | | | | {when} |")
             continue
         run = _median_run(size)
         s = run["seconds"]
@@ -464,7 +481,7 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
             f"| {_read_seconds(run)} | {s.get('compute', 0):.1f} | {s.get('write', 0):.1f} "
             f"| {run['wall_s']:.1f} "
             f"| {sum(run['rows'].values()):,} | {run['findings_written']:,} | {peak} "
-            f"| {run['loadavg_before']:.1f} -> {run['loadavg_after']:.1f} | {when} |"
+            f"| {run['loadavg_before']:.1f} -> {run['loadavg_after']:.1f} | {_kind(run)} | {when} |"
         )
     target = [s for s in sizes if s["rows"] == TARGET_SIZE and s.get("runs")]
     if target:
@@ -546,6 +563,9 @@ def main() -> int:
         help="an extra Spark setting, as spark.conf in monitor.yaml (repeatable)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the databases (and the server) afterwards")
+    parser.add_argument(
+        "--full", action="store_true", help="timed runs are full evaluations (default: as the daemon's)"
+    )
     parser.add_argument(
         "--merge",
         action="store_true",

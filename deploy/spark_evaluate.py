@@ -3,7 +3,7 @@
     spark-submit --master spark://host:7077 --jars postgresql-42.7.4.jar \\
         deploy/spark_evaluate.py --config monitor.yaml [--evaluated-at 2031-03-01T12:00:00Z]
 
-The arguments after the file are those of `monitor.evaluate.job.main` (`--help` lists them); the
+The arguments after the file are those of `monitor.evaluate.submit.main` (`--help` lists them); the
 `monitor` package must be importable by the driver's Python. README.md, "Running the evaluation
 on a Spark cluster", covers the jars, the Python files and the masters.
 
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import monitor
-from monitor.evaluate.job import main
+from monitor.evaluate.submit import main
 
 if __name__ == "__main__":
     # Which copy of the package runs (an installed one, or the zip given to --py-files) is the

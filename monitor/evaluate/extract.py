@@ -51,6 +51,9 @@ PARALLEL = (
 """Inputs read in parallel slices (the ones that grow with partitions x groups)."""
 
 GROUP_KEYS = ("cluster", "group_id", "topic", "partition")
+GROUP_INPUTS = ("latest_group_offsets", "group_offsets", "commit_observations", "group_states")
+"""Inputs keyed by consumer group: an incremental evaluation reads none of the groups it carries
+(`evaluation_carried`, monitor.store.carry)."""
 NEWER_THAN_LATEST = {"commit_observations": "last_commit_observed_at"}
 """Inputs of which the transforms use only a key's newest row, and only when it is newer than the
 key's `latest_group_offsets` column named here (they take the later of the two): only those rows
@@ -95,21 +98,31 @@ def query(table: str, clusters: Sequence[str], window: timedelta, plan_id: str) 
         now = clock(plan_id)
         where.append(f"{column} > {now} - make_interval(secs => {span.total_seconds()!r})")
         where.append(f"{column} <= {now}")
-    condition = " AND ".join(where)
     columns = ", ".join(f'"{c}"' for c in READ_COLUMNS[table])
     if table in NEWER_THAN_LATEST:
-        return _newer_than_latest(table, str(column), where)
+        return _newer_than_latest(table, str(column), where, plan_id)
+    if table in GROUP_INPUTS:
+        where.append(_not_carried(table, plan_id))
+    condition = " AND ".join(where)
     return f"(SELECT {columns} FROM {table} WHERE {condition}) AS {table}_q"
 
 
-def _newer_than_latest(table: str, column: str, where: list[str]) -> str:
+def _not_carried(alias: str, plan_id: str) -> str:
+    """The condition leaving out the rows of the groups the plan's next evaluation carries."""
+    return (
+        f"NOT EXISTS (SELECT 1 FROM evaluation_carried k WHERE k.plan_id = {_quote(plan_id)} "
+        f"AND k.cluster = {alias}.cluster AND k.group_id = {alias}.group_id)"
+    )
+
+
+def _newer_than_latest(table: str, column: str, where: list[str], plan_id: str) -> str:
     """The newest row per key of `table` that is newer than the key's latest group offset row says
     (see NEWER_THAN_LATEST); keys without a latest row are not evaluated, so not read."""
     keys = ", ".join(f't."{c}"' for c in GROUP_KEYS)
     columns = ", ".join(f't."{c}"' for c in READ_COLUMNS[table])
     latest = f'l."{NEWER_THAN_LATEST[table]}"'
     newer = f'({latest} IS NULL OR t."{column}" > {latest})'
-    condition = " AND ".join([*(f"t.{w}" for w in where), newer])
+    condition = " AND ".join([*(f"t.{w}" for w in where), newer, _not_carried("t", plan_id)])
     join = " AND ".join(f't."{c}" = l."{c}"' for c in GROUP_KEYS)
     return (
         f"(SELECT DISTINCT ON ({keys}) {columns} FROM {table} AS t JOIN latest_group_offsets AS l ON {join} "

@@ -7,6 +7,14 @@
    `evaluated_at`), and the matches are merged into the findings; the findings of entities this
    evaluation did not sample keep their state for up to the window (store.findings).
 
+Incremental: a kept plan's evaluation (the daemon's) carries the consumer groups that stood still
+since its previous one, caught up (monitor.store.carry decides which, in PostgreSQL): their
+inputs are not read, their rows are copied from the previous evaluation (the time since their
+last commit moved on), and nothing about them is matched or resolved (nothing is open on them).
+Every other entity and group is evaluated as in a full evaluation, which runs instead when asked
+(`full`), for a plan's first evaluation, and when a rule's condition reads the time since the
+last commit of a group (it moves with the clock).
+
 `EvaluationResult.seconds` times the phases on the driver's clock: `compute` (extract, transform
 and evaluate, the findings' texts included) and `write` (load); the daemon records them in its
 evaluation run row. The JDBC reads run lazily inside the compute jobs, alongside the transforms, so
@@ -19,8 +27,8 @@ small cluster is evaluated in one partition without adaptive re-planning, in a d
 where Spark's defaults made it 70 (docs/bench/evaluation-profile.md).
 
 The same job runs inside the daemon on a warm session, or through spark-submit, whose entry file
-(spark-submit runs a file, not a module) calls `main` (README: "Running the evaluation on a Spark
-cluster"):
+(spark-submit runs a file, not a module) calls `monitor.evaluate.submit.main` (README: "Running
+the evaluation on a Spark cluster"):
 
     spark-submit --master spark://host:7077 --jars postgresql.jar \
         deploy/spark_evaluate.py --config monitor.yaml
@@ -28,20 +36,21 @@ cluster"):
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, delete, text
 
 from monitor.core.derived import ENTITIES, SOURCES, sources_of, table_of
 from monitor.core.objectives import Objective
+from monitor.core.vocabulary import FULL_EVALUATION, INCREMENTAL_EVALUATION
 from monitor.evaluate.engine import render, render_annotations
+from monitor.evaluate.incremental import Carry, choose
 from monitor.evaluate.io import write_table
 from monitor.evaluate.plan import (
     PART,
@@ -56,6 +65,7 @@ from monitor.evaluate.plan import (
 )
 from monitor.evaluate.rules import Rule, match_columns
 from monitor.evaluate.spark import JdbcTarget
+from monitor.store.carry import carry_rows, mark_completed
 from monitor.store.evaluation import DERIVED_TABLES, drop_clocks, set_clock
 from monitor.store.findings import Match, merge_findings
 from monitor.store.ingest import copy_rows
@@ -78,6 +88,14 @@ class EvaluationResult:
     rows: dict[str, int] = field(default_factory=dict)
     findings: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    carried_groups: int | None = None
+    """Groups carried from the previous evaluation (an incremental evaluation); None: a full one."""
+    carried_rows: dict[str, int] = field(default_factory=dict)
+    """The rows copied per group entity (`rows` are the rows computed)."""
+
+    @property
+    def kind(self) -> str:
+        return FULL_EVALUATION if self.carried_groups is None else INCREMENTAL_EVALUATION
 
 
 @dataclass(frozen=True)
@@ -107,8 +125,12 @@ def run_evaluation(
     evaluated_at: datetime,
     settings: JobSettings = JobSettings(),
     plans: Plans | None = None,
+    full: bool = False,
 ) -> EvaluationResult:
     """One evaluation of `clusters` at `evaluated_at`. Idempotent for a given `evaluated_at`.
+
+    Incremental (see the module's docstring) with `plans` unless `full`; a one-off plan has no
+    previous evaluation, so without `plans` it is always full.
 
     With `plans` (a long-lived evaluator's), the plan built for the same clusters, rules and
     settings by an earlier evaluation runs again (monitor.evaluate.plan); without, one is built
@@ -131,6 +153,10 @@ def run_evaluation(
     with engine.begin() as conn:
         set_clock(conn, plan.plan_id, evaluated_at)
         set_objective_groups(conn, plan.plan_id, clusters, settings.objectives)
+        kept_plan = plans is not None and not full
+        carry, result.carried_groups = choose(
+            conn, plan.plan_id, clusters, rules, kept_plan, evaluated_at, settings.window
+        )
     kept: list[DataFrame] = []
     try:
         with _phase(result, "compute"), _sized_to(spark, size):
@@ -142,9 +168,11 @@ def run_evaluation(
         result.seconds["compute"] += built
         with _phase(result, "write"), _sized_to(spark, size):
             if plan.gathered is not None:
-                result.rows = _copy_derived(engine, rows, clusters, evaluated_at)
+                result.rows, result.carried_rows = _copy_derived(engine, rows, clusters, evaluated_at, carry)
             else:
-                result.rows = _write_derived(target, engine, plan.frames, clusters, evaluated_at)
+                result.rows, result.carried_rows = _write_derived(
+                    target, engine, plan.frames, clusters, evaluated_at, carry
+                )
             with engine.begin() as conn:
                 record_minutes(conn, clusters, evaluated_at)
                 result.findings = merge_findings(
@@ -156,6 +184,7 @@ def run_evaluation(
                     unsampled=unsampled,
                     stale_before=evaluated_at - settings.window,
                 )
+                mark_completed(conn, plan.plan_id, evaluated_at)
     finally:
         for frame in reversed(kept):  # the frames read from others first
             frame.unpersist()
@@ -194,16 +223,20 @@ def _sorted(
 
 
 def _copy_derived(
-    engine: Engine, rows: dict[str, list[dict[str, Any]]], clusters: Sequence[str], evaluated_at: datetime
-) -> dict[str, int]:
-    """Replace this evaluation's rows with `rows` (entity -> rows), in one transaction. Returns the
-    rows written per entity."""
+    engine: Engine,
+    rows: dict[str, list[dict[str, Any]]],
+    clusters: Sequence[str],
+    evaluated_at: datetime,
+    carry: Carry,
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Replace this evaluation's rows with `rows` (entity -> rows) and the carried ones, in one
+    transaction. Returns the rows written and the rows carried per entity."""
     with engine.begin() as conn:
-        _replace_derived(conn, clusters, evaluated_at)
+        carried = _replace_derived(conn, clusters, evaluated_at, carry)
         for entity, entity_rows in rows.items():
             columns = list(entity_rows[0])
             copy_rows(conn, table_of(entity), columns, [tuple(r[c] for c in columns) for r in entity_rows])
-    return {entity: len(rows.get(entity, ())) for entity in ENTITIES}
+    return {entity: len(rows.get(entity, ())) for entity in ENTITIES}, carried
 
 
 def _plan(
@@ -370,16 +403,17 @@ def _write_derived(
     frames: dict[str, DataFrame],
     clusters: Sequence[str],
     evaluated_at: datetime,
-) -> dict[str, int]:
-    """Replace this evaluation's rows: delete any earlier attempt at `evaluated_at`, then append
-    each entity's rows, one connection per writer (one per core, at most one per shuffle partition:
-    a small cluster's rows go through one). Returns the rows written per entity (counted by the
-    writes themselves, not by another pass)."""
+    carry: Carry,
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Replace this evaluation's rows: delete any earlier attempt at `evaluated_at` and copy the
+    carried rows, then append each entity's rows, one connection per writer (one per core, at
+    most one per shuffle partition: a small cluster's rows go through one). Returns the rows
+    written per entity (counted by the writes themselves, not by another pass) and the rows carried."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     with engine.begin() as conn:
-        _replace_derived(conn, clusters, evaluated_at)
+        carried = _replace_derived(conn, clusters, evaluated_at, carry)
     rows = {}
     for entity, planned in frames.items():
         frame = fresh(planned)
@@ -389,18 +423,24 @@ def _write_derived(
         written = frame.coalesce(writers).observe(counted, F.count(F.lit(1)).alias("rows"))
         write_table(written, target, table_of(entity), mode="append")
         rows[entity] = int(counted.get["rows"])
-    return rows
+    return rows, carried
 
 
-def _replace_derived(conn: Connection, clusters: Sequence[str], evaluated_at: datetime) -> None:
+def _replace_derived(
+    conn: Connection, clusters: Sequence[str], evaluated_at: datetime, carry: Carry
+) -> dict[str, int]:
     """Make room for this evaluation's rows: the day's partitions, and no rows of an earlier
-    attempt at the same `evaluated_at`."""
+    attempt at the same `evaluated_at`; then copy the carried groups' rows (returns how many)."""
     for entity in ENTITIES:
         table = DERIVED_TABLES[entity]
         create_day_partitions(conn, table.name, [day_of(evaluated_at)])
         conn.execute(
             delete(table).where(table.c.evaluated_at == evaluated_at, table.c.cluster.in_(list(clusters)))
         )
+    if carry is None:
+        return {}
+    plan_id, previous = carry
+    return carry_rows(conn, plan_id, previous, evaluated_at)
 
 
 def _match(row: dict[str, Any], rule: Rule) -> Match:
@@ -418,63 +458,3 @@ def _match(row: dict[str, Any], rule: Rule) -> Match:
         labels=dict(row["labels"] or {}),
         annotations=render_annotations(row, rule),
     )
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Entry point for spark-submit: one evaluation, at the current time unless --evaluated-at."""
-    from monitor.core.objectives import load_objectives
-    from monitor.core.settings import load_settings
-    from monitor.evaluate.rules import default_rule_paths, load_rules, rule_files_in
-    from monitor.evaluate.spark import jdbc_target, submitted_session
-    from monitor.store.engine import make_engine
-
-    parser = argparse.ArgumentParser(description="One evaluation of the configured clusters.")
-    parser.add_argument("--config", help="monitor.yaml (the database comes from database.url / DATABASE_URL)")
-    parser.add_argument("--rules", nargs="*", help="rule files (default: as the daemon, evaluate.rules_dir)")
-    parser.add_argument("--evaluated-at", type=_aware, help="ISO time (default: now); a re-run replaces it")
-    args = parser.parse_args(argv)
-    from pathlib import Path
-
-    settings = load_settings(Path(args.config) if args.config else None)
-    if settings.database.url is None:
-        parser.error("set database.url or DATABASE_URL: spark-submit does not start a local PostgreSQL")
-    url = settings.database.url.get_secret_value()
-    if args.rules:
-        paths = [Path(p) for p in args.rules]
-    else:  # as the daemon's evaluate stage chooses them
-        rules_dir = settings.evaluate.rules_dir
-        paths = rule_files_in(rules_dir) if rules_dir is not None else default_rule_paths()
-    if not paths:  # e.g. the package shipped as a zip: no alert_rules/ beside it
-        parser.error("no rule files found: set evaluate.rules_dir in the configuration or pass --rules")
-    ruleset = load_rules(paths)
-    for problem in ruleset.problems:
-        log.error("%s", problem)
-    spark = submitted_session(settings.spark)
-    result = run_evaluation(
-        spark,
-        jdbc_target(url),
-        make_engine(url),
-        ruleset.rules,
-        [c.name for c in settings.clusters],
-        args.evaluated_at or datetime.now(UTC),
-        JobSettings(
-            timedelta(seconds=settings.evaluate.window_seconds),
-            settings.evaluate.window_commits,
-            load_objectives(settings.evaluate.objectives_file) if settings.evaluate.objectives_file else (),
-        ),
-    )
-    seconds = ", ".join(f"{phase} {value:.1f} s" for phase, value in result.seconds.items())
-    print(
-        f"evaluated at {result.evaluated_at.isoformat()}: rows {result.rows}, findings {result.findings}, "
-        f"{seconds}"
-    )
-
-
-def _aware(value: str) -> datetime:
-    """An ISO time; without an offset it is UTC."""
-    at = datetime.fromisoformat(value)
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,8 @@
 """The evaluate stage as an app component: a warm SparkSession, the rules reloaded every cycle
 (operators change thresholds without a restart; a bad rule file is reported and the other files
-still run), and one evaluation every `intervals.evaluate_seconds`, recorded as a run."""
+still run), and one evaluation every `intervals.evaluate_seconds`, recorded as a run:
+incremental (`evaluate.incremental`, monitor.evaluate.job) but every `evaluate.full_every`-th,
+its kind and what it carried and computed among the run's counts (the collection page shows them)."""
 
 from __future__ import annotations
 
@@ -159,7 +161,12 @@ class EvaluateStage:
                 timedelta(seconds=self._config.window_seconds), self._config.window_commits, objectives
             ),
             self._plans,
+            full=not self._config.incremental or self._evaluations % self._config.full_every == 0,
         )
+        run.count(result.kind, 1)
+        if result.carried_groups is not None:
+            run.count("carried_groups", result.carried_groups)
+            run.count("carried_rows", sum(result.carried_rows.values()))
         for entity, rows in result.rows.items():
             run.count(f"rows_{entity}", rows)
         for key, value in result.findings.items():

@@ -123,6 +123,9 @@ class EvaluationClock(Base):
     plan_id: Mapped[str] = mapped_column(Text, primary_key=True)
     evaluated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     touched_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=text("now()"))
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    """The plan's last evaluation that wrote all its rows (store.carry): the next one may carry
+    groups from it."""
 
 
 CLOCKS_KEPT_FOR = "1 day"

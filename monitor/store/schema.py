@@ -8,6 +8,7 @@ from sqlalchemy import MetaData
 from monitor.store import (
     alerting,
     audit,
+    carry,
     evaluation,
     leases,
     models,
@@ -20,7 +21,7 @@ from monitor.store import (
 from monitor.store.base import PARTITION_COLUMN_KEY, Base
 
 TABLE_MODULES = (
-    models, evaluation, alerting, audit, retention, repairs, share_groups, leases, objectives, rollups,
+    models, evaluation, carry, alerting, audit, retention, repairs, share_groups, leases, objectives, rollups,
 )  # fmt: skip
 """Imported for their tables; a new table module goes here."""
 

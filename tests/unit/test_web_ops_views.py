@@ -108,3 +108,28 @@ def test_the_collection_page_says_which_offsets_runs_are_still_filling(
         assert filling == []
     else:
         assert len(filling) == 1 and shown in filling[0]
+
+
+@pytest.mark.parametrize(
+    ("counts", "shown"),
+    [
+        ({"incremental": 1, "carried_groups": 4950, "rows_group": 50}, "incremental: 4,950 groups carried"),
+        ({"incremental": 1, "carried_groups": 1}, "incremental: 1 group carried"),
+        ({"full": 1, "rows_group": 5000}, "full"),
+        ({"rules": 12}, None),
+    ],
+)
+def test_the_collection_page_says_which_kind_each_evaluation_was(
+    counts: dict[str, int], shown: str | None
+) -> None:
+    last = {"status": "ok", "started_at": T0, "duration_ms": 900, "counts": counts, "error": None}
+    job = JobHealth(None, "evaluate", last, T0, 30.0, 1.0)
+    html = template_environment().get_template("web/collection.html").render(
+        clusters={None: [job]}, stale=[], failures=[], as_of=T0, now=T0, stale_intervals=3, kafka={},
+        title="Collection health", inbox_nav=False, generated_at="",
+    )  # fmt: skip
+    kinds = [line for line in html.splitlines() if 'data-role="evaluation-kind"' in line]
+    if shown is None:
+        assert kinds == []
+    else:
+        assert len(kinds) == 1 and f">{shown}</span>" in kinds[0]
