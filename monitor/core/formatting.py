@@ -171,6 +171,10 @@ NUMBER_FILTERS: Final[dict[str, Callable[..., str]]] = {
 }
 """The filters by the names templates use."""
 
+ROW_VALUE_FILTERS: Final = frozenset({"catch_up", "advice"})
+"""The filters whose arguments are values of the row (an offset lag, a number of consumers), not
+widths or counts: a template's size bound does not apply to them."""
+
 
 # ---------------------------------------------------------------------------------------------
 # Names are data: what reaches a terminal or a log line

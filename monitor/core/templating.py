@@ -30,6 +30,8 @@ from jinja2.nodes import Concat
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from monitor.core.formatting import ROW_VALUE_FILTERS
+
 MAX_TEMPLATE_TEXT: Final = 65_536
 """Characters a rule's summary or description may render to, and the longest text (or list) one
 step of a template may build; also the largest size argument (a width, a count) it may pass."""
@@ -40,8 +42,9 @@ MAX_TEMPLATE_NUMBER_BITS: Final = 256
 RENDER_SECONDS: Final = 1.0
 """Time one render of a rule's template may take; a summary takes well under a millisecond."""
 
-_SIZE_FREE_FILTERS: Final = frozenset({"default", "d", "format"})
-"""Filters whose extra arguments are values, not sizes (`format` has its specification checked)."""
+_SIZE_FREE_FILTERS: Final = frozenset({"default", "d", "format", *ROW_VALUE_FILTERS})
+"""Filters whose extra arguments are values, not sizes (`format` has its specification checked;
+the consumer advice takes a group's offset lag, millions of messages)."""
 
 _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
 _DIGITS = re.compile(r"\d+")
