@@ -93,13 +93,14 @@ CARRIED = text(
         FROM latest_group_offsets l
         LEFT JOIN prev p USING (cluster, group_id, topic, "partition")
         LEFT JOIN runs r ON r.cluster = l.cluster
-        WHERE l.cluster = ANY(:clusters)
+        WHERE l.cluster = ANY(:clusters) AND (l.cluster, l.group_id) IN (SELECT cluster, group_id FROM quiet)
         GROUP BY l.cluster, l.group_id
     ), samples AS (
         SELECT cluster, group_id, count(*) AS partitions FROM (
             SELECT o.cluster, o.group_id FROM group_offsets o
             JOIN latest_group_offsets l USING (cluster, group_id, topic, "partition")
             WHERE o.cluster = ANY(:clusters) AND o.sampled_at > :since AND o.sampled_at <= :now
+              AND (o.cluster, o.group_id) IN (SELECT cluster, group_id FROM quiet)
             GROUP BY o.cluster, o.group_id, o.topic, o."partition"
             HAVING bool_and(coalesce(
                 o.committed_offset = l.committed_offset AND o.lag = 0
@@ -115,6 +116,9 @@ CARRIED = text(
         SELECT o.cluster, o.topic, o."partition", min(o.end_offset) AS end_offset
         FROM partition_offsets o
         WHERE o.cluster = ANY(:clusters) AND o.sampled_at > :since AND o.sampled_at <= :now
+          AND (o.cluster, o.topic, o."partition") IN (
+            SELECT p.cluster, p.topic, p."partition" FROM prev p JOIN quiet q USING (cluster, group_id)
+          )
         GROUP BY o.cluster, o.topic, o."partition"
         HAVING min(o.end_offset) = max(o.end_offset)
            AND count(*) FILTER (WHERE o.sampled_at > CAST(:now AS timestamptz) - :window) >= 2
@@ -161,7 +165,9 @@ CARRIED = text(
     """
 )
 """The statement deciding the carried groups (see the module's docstring; `bool_and` skips a null,
-so each condition is false when unknown). A finding names its
+so each condition is false when unknown). The scans of the window's samples are limited to the
+groups that were `quiet` at the previous evaluation: in a busy fleet, where none is, they read
+nothing. A finding names its
 group in its `entity_key` escaped as the evaluation escapes it (evaluate.engine: '%' and the key
 separator)."""
 
