@@ -241,13 +241,8 @@ class EvaluateConfig(Strict):
     enabled: bool = True
     window_seconds: float = Field(default=900, ge=60, description="Sample window each evaluation reads.")
     window_commits: int = Field(default=10, ge=2, le=100, description="Commits in the sliding-window status.")
-    incremental: bool = Field(
-        default=True,
-        description="Carry the consumer groups that stood still, caught up, from the previous evaluation.",
-    )
-    full_every: int = Field(
-        default=20, ge=1, le=10_000, description="A full evaluation every this many (the first is one)."
-    )
+    incremental: bool = Field(default=True, description="Carry the groups that stood still, caught up.")
+    full_every: int = Field(default=20, ge=1, le=10_000, description="A full evaluation every this many.")
     rules_dir: Path | None = Field(default=None, description="Rule files; default: the shipped alert_rules/.")
     objectives_file: Path | None = Field(
         default=None,
