@@ -66,16 +66,17 @@ ALERT_STATES: Final = ("pending", "firing", "resolved")
 RUN_STATUSES: Final = ("running", "ok", "partial", "failed", "skipped")
 """A collection or evaluation run."""
 REACHED_RUN_STATUSES: Final = ("ok", "partial")
+"""Runs that reached the cluster (a partial run failed only for some entities): what counts as
+a job's latest success."""
+FAULTY_RUN_STATUSES: Final = ("failed", "partial")
+"""Runs with errors to show."""
 
 FULL_EVALUATION: Final = "full"
 """An evaluation that computes every entity from its inputs."""
 INCREMENTAL_EVALUATION: Final = "incremental"
 """An evaluation that copies the rows of the consumer groups that stood still since the previous one
 (monitor.store.carry) and computes the rest."""
-"""Runs that reached the cluster (a partial run failed only for some entities): what counts as
-a job's latest success."""
-FAULTY_RUN_STATUSES: Final = ("failed", "partial")
-"""Runs with errors to show."""
+
 OUTBOX_STATES: Final = ("pending", "sending", "sent", "failed", "dropped")
 """A notification in the outbox."""
 RESOLVED_GONE: Final = "gone"

@@ -186,12 +186,13 @@ def choose_carried(
     reached: Sequence[str],
 ) -> int:
     """Decide which groups of `clusters` the evaluation of plan `plan_id` at `now` carries from
-    its evaluation at `previous` (none without one); returns how many. Run after the plan's
-    objective groups are set, in the same transaction. `stale_after`, `separator`, `offsets_job`
-    and `reached` are the evaluation's own: a sample older than it is not current, the key
-    separator of a finding, the offsets job and its run statuses that reached the cluster."""
+    its evaluation at `previous` (earlier than `now`; none without one); returns how many. Run
+    after the plan's objective groups are set, in the same transaction. `stale_after`,
+    `separator`, `offsets_job` and `reached` are the evaluation's own: a sample older than it is
+    not current, the key separator of a finding, the offsets job and its run statuses that reached
+    the cluster."""
     conn.execute(delete(EvaluationCarried).where(EvaluationCarried.plan_id == plan_id))
-    if previous is None or previous >= now:
+    if previous is None:
         return 0
     result = conn.execute(
         CARRIED,

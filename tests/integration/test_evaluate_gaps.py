@@ -33,6 +33,7 @@ from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import Rule
 from monitor.evaluate.spark import jdbc_target
 from monitor.store.samples import write_offsets_batch
+from tests.fixtures.sql import record_offsets_run
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,11 +62,7 @@ def run(
     message of a lagging group is a minute old; the groups in `blind` have no partition offsets."""
     sampled = at - timedelta(seconds=1)
     with engine.begin() as conn:
-        conn.execute(
-            text("INSERT INTO collection_runs (cluster, job, instance, started_at, finished_at, status)"
-                 " VALUES (:c, 'offsets', 'test', :s, :f, :status)"),
-            {"c": cluster, "s": at - timedelta(seconds=2), "f": sampled, "status": status},
-        )  # fmt: skip
+        record_offsets_run(conn, cluster, at - timedelta(seconds=2), sampled, status)
         ms = to_millis(sampled)
         write_offsets_batch(conn, OffsetsBatch(
             cluster, sampled,

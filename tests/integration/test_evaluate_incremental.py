@@ -35,6 +35,7 @@ from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import Rule, default_rule_paths, load_rules
 from monitor.evaluate.spark import jdbc_target
 from monitor.store.samples import write_offsets_batch
+from tests.fixtures.sql import record_offsets_run, rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -105,11 +106,9 @@ def write_step(engine: Engine, step: int) -> None:
                 when = ms - (300_000 if step == 0 else 500)
                 observed.append(CommitObservation(group, topic, partition, committed, previous, when))
     with engine.begin() as conn:
-        conn.execute(
-            text("INSERT INTO collection_runs (cluster, job, instance, started_at, finished_at, status)"
-                 " VALUES (:c, 'offsets', 'test', :s, :f, :status)"),
-            {"c": CLUSTER, "s": at - timedelta(seconds=2), "f": sampled, "status": "partial" if step == 5 else "ok"},
-        )  # fmt: skip
+        record_offsets_run(
+            conn, CLUSTER, at - timedelta(seconds=2), sampled, "partial" if step == 5 else "ok"
+        )
         partitions = [
             PartitionSample(PartitionOffsets(topic, partition, 0, offset), appended(0), appended(offset - 1), "CreateTime")
             for (topic, partition), offset in end.items()
@@ -125,26 +124,16 @@ def write_step(engine: Engine, step: int) -> None:
 
 def derived(engine: Engine, at: datetime) -> dict[str, list[dict[str, Any]]]:
     """Every entity's rows of the evaluation at `at`, by key."""
-    rows = {}
-    with engine.connect() as conn:
-        for entity in ENTITIES:
-            order = ", ".join(f'"{key}"' for key in KEYS[entity]) or "cluster"
-            result = conn.execute(
-                text(
-                    f"SELECT * FROM {table_of(entity)} WHERE cluster = :c AND evaluated_at = :at ORDER BY {order}"
-                ),
-                {"c": CLUSTER, "at": at},
-            )
-            rows[entity] = [dict(row._mapping) for row in result]
-    return rows
+    found = {}
+    for entity in ENTITIES:
+        order = ", ".join(f'"{key}"' for key in KEYS[entity]) or "cluster"
+        sql = f"SELECT * FROM {table_of(entity)} WHERE cluster = :c AND evaluated_at = :at ORDER BY {order}"
+        found[entity] = rows(engine, sql, c=CLUSTER, at=at)
+    return found
 
 
 def findings(engine: Engine) -> list[dict[str, Any]]:
-    with engine.connect() as conn:
-        result = conn.execute(
-            text("SELECT * FROM findings WHERE cluster = :c ORDER BY rule, entity_key, id"), {"c": CLUSTER}
-        )
-        return [dict(row._mapping) for row in result]
+    return rows(engine, "SELECT * FROM findings WHERE cluster = :c ORDER BY rule, entity_key, id", c=CLUSTER)
 
 
 def carried(engine: Engine) -> set[str]:

@@ -23,12 +23,13 @@ from datetime import datetime, timedelta
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from monitor.core.vocabulary import REACHED_RUN_STATUSES
 from monitor.evaluate.transforms.advice import consumer_advice, need_parts, regrouped_need_parts
 from monitor.evaluate.transforms.common import newest, seconds_since
 from monitor.evaluate.transforms.status import as_group_status, worst
 
 OFFSETS_JOB = "offsets"
-REACHED = ("ok", "partial")
+REACHED = REACHED_RUN_STATUSES
 """Run statuses that reached the cluster (a partial run failed only for some entities)."""
 FINISHED = (*REACHED, "failed")
 UNREACHABLE_AFTER = timedelta(minutes=2)
