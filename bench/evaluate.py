@@ -27,18 +27,19 @@ For each size (a number of group-partitions, a multiple of 2,000):
    log. 2% of the topics keep 8 hours, 10% are capped by retention.bytes, the others keep 3
    days; a few partitions are under-replicated, under min ISR or offline.
 3. The evaluation the daemon runs (`monitor.evaluate.job.run_evaluation`, default rule pack,
-   default window), on one warm SparkSession (master local[2], the daemon's other defaults unless
-   --driver-memory or --conf): once to warm up, then --runs timed runs, each 30 s later than the
-   one before (new derived rows, findings updated), as the daemon's cycles are. The warm-up builds
-   the evaluation plan and the timed runs reuse it, as the daemon's evaluate stage keeps its plans
-   (monitor.evaluate.plan; spark-submit builds one per run, a few seconds more).
+   default window), on one warm SparkSession (master local[2] unless --master, the daemon's
+   other defaults unless --driver-memory or --conf): once to warm up, then --runs timed runs,
+   each 30 s later than the one before (new derived rows, findings updated), as the daemon's
+   cycles are. The warm-up builds the evaluation plan and the timed runs reuse it, as the
+   daemon's evaluate stage keeps its plans (monitor.evaluate.plan; spark-submit builds one per
+   run, a few seconds more).
 
 Per timed run it reports the job's own phase durations (compute, the lazy JDBC reads of the
 inputs included, and write of the derived tables and findings), the derived rows and findings
-written, the peak resident memory of the driver (this Python process) plus Spark's JVM (reset
-before each run through /proc/<pid>/clear_refs), and the load average. Prints Markdown on stdout
-(progress on stderr) and writes bench/results/evaluate.md and evaluate.json after each size.
-"""
+written, the peak resident memory of the driver (this Python process) plus Spark's JVM and, on a
+standalone cluster, the executors' JVMs (reset before each run through /proc/<pid>/clear_refs),
+and the load average. Prints Markdown on stdout (progress on stderr) and writes
+bench/results/evaluate.md and evaluate.json after each size."""
 
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ from monitor.core.settings import SparkConfig
 from monitor.devtools import postgres
 from monitor.devtools.jdbc import ensure_jdbc_driver
 from monitor.devtools.paths import var_dir
+from monitor.devtools.spark_cluster import DRIVER_CONF
 from monitor.evaluate.extract import SLOW_WINDOW, WINDOWED
 from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.plan import Plans
@@ -324,6 +326,55 @@ def _status_kb(pid: int | str) -> dict[str, int]:
     return values
 
 
+def executor_pids(app_id: str) -> list[int]:
+    """The executor JVMs a standalone cluster's workers started for the application `app_id`
+    (none in local mode, where the driver's JVM runs the tasks). They start when the application
+    registers, so they are looked for again until one shows, for at most a minute."""
+    if not app_id.startswith("app-"):
+        return []
+    deadline = time.monotonic() + 60
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                command = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if (
+                b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in command
+                and app_id.encode() in command
+            ):
+                found.append(int(entry.name))
+        if found or time.monotonic() > deadline:
+            return sorted(found)
+        time.sleep(0.5)
+
+
+def executor_tasks(spark: Any) -> list[dict[str, Any]] | None:
+    """Each executor's tasks and task time so far, from the driver's REST API (the "driver" entry
+    is the local mode's one executor); None without the API."""
+    import httpx
+
+    url = spark.sparkContext.uiWebUrl
+    if not url:
+        return None
+    try:
+        answer = httpx.get(
+            f"{url}/api/v1/applications/{spark.sparkContext.applicationId}/executors", timeout=10
+        )
+        answer.raise_for_status()
+        return [
+            {"id": e["id"], "host": e["hostPort"], "cores": e["totalCores"], "tasks": e["totalTasks"],
+             "task_s": round(e["totalDuration"] / 1000, 1), "gc_s": round(e["totalGCTime"] / 1000, 1)}
+            for e in answer.json()
+        ]  # fmt: skip
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        _log(f"executors' tasks not read: {exc}")
+        return None
+
+
 def reset_peaks(pids: list[int | str]) -> None:
     """Reset the peak RSS (VmHWM) of each process (Linux 4.0+; ignored where refused)."""
     for pid in pids:
@@ -387,12 +438,15 @@ def run_size(
                  f"filled in {result['fill_s']:.0f} s; warm-up evaluation")  # fmt: skip
             result["warmup"] = measure(spark, engine, url, T0, pids, plans)
             _log(f"[{rows:,}] warm-up {result['warmup']['wall_s']:.1f} s {_split(result['warmup'])}")
+            # Every executor has registered by now: count each one's memory in the runs' peak.
+            pids[2:] = executor_pids(spark.sparkContext.applicationId)
             result["runs"] = []
             for n in range(1, args.runs + 1):
                 run = measure(spark, engine, url, T0 + n * RUN_SPACING, pids, plans, full=args.full)
                 result["runs"].append(run)
                 _log(f"[{rows:,}] run {n}: {run['wall_s']:.1f} s {_split(run)}, "
                      f"peak {run['peak_mb'] or 0:.0f} MB, load {run['loadavg_after']:.1f}")  # fmt: skip
+            result["executors"] = executor_tasks(spark)
         finally:
             engine.dispose()
     finally:
@@ -463,7 +517,7 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
         + ("full." if args.full else "as the daemon runs them (incremental: still groups carried)."),
         "",
         "| group-partitions | partitions | rows read | JDBC read s | compute s | write s | total s "
-        "| derived rows written | findings written | peak RSS MB (driver + JVM) | load avg "
+        "| derived rows written | findings written | peak RSS MB (driver + JVMs) | load avg "
         "| kind, groups carried | measured, driver memory |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
@@ -562,6 +616,12 @@ def main() -> int:
         metavar="KEY=VALUE",
         help="an extra Spark setting, as spark.conf in monitor.yaml (repeatable)",
     )
+    parser.add_argument(
+        "--master",
+        default="local[2]",
+        help="spark.master (default local[2]); a standalone master on 127.0.0.1 (kafka-health dev-spark "
+        "up --workers 2) gets the driver settings it needs, and its executors' memory counts in the peak",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the databases (and the server) afterwards")
     parser.add_argument(
         "--full", action="store_true", help="timed runs are full evaluations (default: as the daemon's)"
@@ -580,7 +640,9 @@ def main() -> int:
         )
     extra = dict(item.split("=", 1) for item in args.conf)
     memory = {"driver_memory": args.driver_memory} if args.driver_memory else {}
-    spark_config = SparkConfig(master="local[2]", conf=extra, **memory)
+    if args.master.startswith("spark://127.0.0.1:"):
+        extra = {**DRIVER_CONF, **extra}
+    spark_config = SparkConfig(master=args.master, conf=extra, **memory)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGHUP, _stop)
     server, started = None, False
@@ -600,10 +662,13 @@ def main() -> int:
                 pg_version = str(conn.execute(text("SHOW server_version")).scalar_one())
         finally:
             engine.dispose()
-        _log("starting Spark (local[2])")
+        _log(f"starting Spark ({args.master})")
         spark = build_session(spark_config, ensure_jdbc_driver(), max(args.sizes))
-        pids: list[int | str] = ["self", spark_jvm_pid()]
-        shown = {"spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions", *extra}
+        pids: list[int | str] = ["self", spark_jvm_pid(), *executor_pids(spark.sparkContext.applicationId)]
+        shown = {
+            "spark.master", "spark.driver.memory", "spark.executor.memory", "spark.sql.shuffle.partitions",
+            *(k for k in extra if k not in DRIVER_CONF),
+        }  # fmt: skip
         info = machine(pg_version, {k: v for k, v in spark.sparkContext.getConf().getAll() if k in shown})
         try:
             kept = earlier_sizes(args.sizes) if args.merge else []

@@ -1,4 +1,4 @@
-"""`kafka-health dev-spark ...`: a local Spark standalone cluster (one master, one worker)."""
+"""`kafka-health dev-spark ...`: a local Spark standalone cluster (one master, one or more workers)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from rich.table import Table
 from monitor.cli.common import number_parser
 from monitor.core.errors import MonitorError
 from monitor.devtools.paths import var_dir
-from monitor.devtools.spark_cluster import DEFAULT_BASE_PORT, DRIVER_CONF, DevSparkCluster
+from monitor.devtools.spark_cluster import DEFAULT_BASE_PORT, DRIVER_CONF, MAX_WORKERS, DevSparkCluster
 
 app = typer.Typer(
-    help="Run a Spark standalone master and worker on 127.0.0.1 from the installed PySpark.",
+    help="Run a Spark standalone master and workers on 127.0.0.1 from the installed PySpark.",
     no_args_is_help=True,
 )
 
@@ -25,15 +25,20 @@ BasePortOption = Annotated[
     int,
     typer.Option(
         "--base-port",
-        help="Master port; its web UI at +1, the worker at +2 and its web UI at +3 "
+        help="Master port; its web UI at +1, the first worker at +2 and its web UI at +3, the next "
+        "worker at +4 and +5 ... "
         "(ignored while a cluster runs: it keeps its ports).",
         parser=number_parser("--base-port", 1024, 65_000),
     ),
 ]
 
 
-def _cluster(base_port: int = DEFAULT_BASE_PORT, cores: int = 1, memory: str = "1g") -> DevSparkCluster:
-    return DevSparkCluster(var_dir() / "spark", base_port=base_port, worker_cores=cores, worker_memory=memory)
+def _cluster(
+    base_port: int = DEFAULT_BASE_PORT, cores: int = 1, memory: str = "1g", workers: int = 1
+) -> DevSparkCluster:
+    return DevSparkCluster(
+        var_dir() / "spark", base_port=base_port, worker_cores=cores, worker_memory=memory, workers=workers
+    )
 
 
 def _say(message: str) -> None:
@@ -64,11 +69,21 @@ def _print_status(cluster: DevSparkCluster) -> None:
 @app.command()
 def up(
     base_port: BasePortOption = DEFAULT_BASE_PORT,
-    cores: Annotated[int, typer.Option("--cores", help="Cores the worker offers.")] = 1,
-    memory: Annotated[str, typer.Option("--memory", help="Memory the worker offers (e.g. 1g).")] = "1g",
+    cores: Annotated[
+        int, typer.Option("--cores", help="Cores each worker offers.", parser=number_parser("--cores", 1, 64))
+    ] = 1,
+    memory: Annotated[str, typer.Option("--memory", help="Memory each worker offers (e.g. 1g).")] = "1g",
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            help=f"Workers to run (1-{MAX_WORKERS}; ignored while a cluster runs: it keeps its layout).",
+            parser=number_parser("--workers", 1, MAX_WORKERS),
+        ),
+    ] = 1,
 ) -> None:
-    """Start the master and the worker (those not running) and wait until the worker is registered."""
-    cluster = _cluster(base_port, cores, memory)
+    """Start the master and the workers (those not running) and wait until every worker is registered."""
+    cluster = _cluster(base_port, cores, memory, workers)
     cluster.up(report=_say)
     _print_status(cluster)
     options = " ".join(f"--conf {key}={value}" for key, value in DRIVER_CONF.items())
@@ -82,7 +97,7 @@ def up(
 
 @app.command()
 def down(base_port: BasePortOption = DEFAULT_BASE_PORT) -> None:
-    """Stop the worker (with its executors) and the master."""
+    """Stop the workers (with their executors) and the master."""
     cluster = _cluster(base_port)
     cluster.down(report=_say)
     _out.print(f"stopped: {cluster.home}", highlight=False)

@@ -1,19 +1,21 @@
-"""A local Spark standalone cluster on 127.0.0.1: one master and one worker, run from the
-installed PySpark (its `bin/spark-class`), so the evaluation job can be tried beyond `local[*]`
-(`spark.master: spark://127.0.0.1:17077`, or spark-submit against it) without a real cluster.
+"""A local Spark standalone cluster on 127.0.0.1: one master and one or more workers, run from
+the installed PySpark (its `bin/spark-class`), so the evaluation job can be tried beyond
+`local[*]` (`spark.master: spark://127.0.0.1:17077`, or spark-submit against it) without a real
+cluster.
 
-Ports come from one base port: the master listens on `base_port`, its web UI on `base_port + 1`,
-the worker on `base_port + 2` and its web UI on `base_port + 3`. Each JVM runs detached in a
-session of its own, so the cluster outlives the command that started it and a stop reaches the
-executors the worker launched (they share the worker's process group).
+Ports come from one base port: the master listens on `base_port`, its web UI on `base_port + 1`;
+worker k (from 0) on `base_port + 2 + 2k` and its web UI on the port after. The first worker's
+files are named `worker`, the others `worker2`, `worker3` ... Each JVM runs detached in a session
+of its own, so the cluster outlives the command that started it and a stop reaches the executors
+a worker launched (they share the worker's process group).
 
 State under `home/`:
 
-    cluster.json           {"base_port", "worker_cores", "worker_memory"}, written at `up`
+    cluster.json           {"base_port", "worker_cores", "worker_memory", "workers"}, written at `up`
     spark-defaults.conf    the daemons' properties file (it also marks their command lines)
-    master.log, worker.log each JVM's stdout and stderr
+    master.log, worker.log each JVM's stdout and stderr (worker2.log ... for the other workers)
     master.pid, worker.pid "<pid> <process group>"
-    work/                  the worker's work dir: each executor's stdout and stderr
+    work/                  the workers' work dir: each executor's stdout and stderr
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import httpx
 
@@ -44,8 +46,10 @@ DAEMON_MEMORY: Final = "256m"
 DRIVER_CONF: Final = {"spark.driver.host": HOST, "spark.driver.bindAddress": HOST}
 """What a driver on this machine needs so the executors can reach it on 127.0.0.1."""
 _POLL_SECONDS: Final = 0.5
+MAX_WORKERS: Final = 16
 
-Role = Literal["master", "worker"]
+Role = str
+"""A daemon's name: "master", "worker" (the first worker), "worker2", "worker3" ..."""
 Report = Callable[[str], None]
 
 
@@ -80,6 +84,20 @@ class _State:
     base_port: int
     worker_cores: int
     worker_memory: str
+    workers: int = 1  # absent from a cluster.json written before there could be more than one
+
+    @property
+    def roles(self) -> list[Role]:
+        return ["master", *(worker_role(k) for k in range(self.workers))]
+
+
+def worker_role(index: int) -> Role:
+    """The name of worker `index` (from 0): its pid, log and `status` row."""
+    return "worker" if index == 0 else f"worker{index + 1}"
+
+
+def _worker_index(role: Role) -> int:
+    return 0 if role == "worker" else int(role.removeprefix("worker")) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,11 +139,18 @@ class DevSparkCluster:
         base_port: int = DEFAULT_BASE_PORT,
         worker_cores: int = 1,
         worker_memory: str = "1g",
+        workers: int = 1,
         start_timeout: float = 120.0,
         stop_timeout: float = 20.0,
     ) -> None:
-        if not 1024 <= base_port <= 65532:
-            raise DevEnvironmentError(f"the base port must be within 1024-65532, not {base_port}")
+        if not 1 <= workers <= MAX_WORKERS:
+            raise DevEnvironmentError(f"the cluster takes 1 to {MAX_WORKERS} workers, not {workers}")
+        highest = 65534 - 2 * workers
+        if not 1024 <= base_port <= highest:
+            raise DevEnvironmentError(
+                f"the base port must be within 1024-{highest} ({workers} worker(s) take the "
+                f"{1 + 2 * workers} ports after it), not {base_port}"
+            )
         if worker_cores < 1:
             raise DevEnvironmentError(f"the worker needs at least one core, not {worker_cores}")
         if home.exists() and not home.is_dir():
@@ -133,7 +158,7 @@ class DevSparkCluster:
         if start_timeout <= 0 or stop_timeout <= 0:
             raise ValueError("start_timeout and stop_timeout must be positive")
         self.home = home
-        self._requested = _State(base_port, worker_cores, worker_memory)
+        self._requested = _State(base_port, worker_cores, worker_memory, workers)
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
 
@@ -146,7 +171,7 @@ class DevSparkCluster:
     def _state(self) -> _State:
         """The running cluster's layout (recorded at `up`) while one runs, else the requested one."""
         path = self.home / "cluster.json"
-        if path.exists() and any(self._running_pid(role) for role in ("master", "worker")):
+        if path.exists() and any(self._running_pid(role) for role in self._requested_and_recorded_roles()):
             try:
                 return _State(**json.loads(path.read_text(encoding="utf-8")))
             except (OSError, ValueError, TypeError) as exc:
@@ -156,8 +181,20 @@ class DevSparkCluster:
                 ) from exc
         return self._requested
 
+    def _requested_and_recorded_roles(self) -> list[Role]:
+        """Every daemon that may run: those requested, and the workers whose pid files are left."""
+        roles = self._requested.roles
+        found = sorted(self.home.glob("worker*.pid")) if self.home.is_dir() else []
+        return roles + [p.stem for p in found if p.stem not in roles and _is_worker_role(p.stem)]
+
+    @property
+    def roles(self) -> list[Role]:
+        """The master and the workers of the running cluster (else of the requested one)."""
+        return self._state.roles
+
     def port(self, role: Role) -> int:
-        return self._state.base_port + (0 if role == "master" else 2)
+        base = self._state.base_port
+        return base if role == "master" else base + 2 + 2 * _worker_index(role)
 
     def webui_port(self, role: Role) -> int:
         return self.port(role) + 1
@@ -218,7 +255,7 @@ class DevSparkCluster:
         Running `up` twice is harmless; a running cluster keeps the layout it was started with.
         """
         java_executable("Spark")
-        running = {role: self._running_pid(role) for role in ("master", "worker")}
+        running = {role: self._running_pid(role) for role in self._requested_and_recorded_roles()}
         if not any(running.values()):
             self.home.mkdir(parents=True, exist_ok=True)
             (self.home / "cluster.json").write_text(
@@ -233,16 +270,19 @@ class DevSparkCluster:
             report(f"starting the Spark master on {self.master_url}")
             self._launch("master")
         self._wait(lambda state: state.get("status") == "ALIVE", "master", "the master to answer")
-        if running["worker"] is None:
-            report(f"starting a Spark worker on {HOST}:{self.port('worker')}")
-            self._launch("worker")
-        self._wait(self._worker_registered, "worker", "the worker to register with the master")
+        workers = self.roles[1:]
+        for role in workers:
+            if running.get(role) is None:
+                report(f"starting a Spark worker on {HOST}:{self.port(role)}")
+                self._launch(role)
+        for role in workers:
+            self._wait(self._registered(role), role, f"the worker on port {self.port(role)} to register")
         report(f"Spark standalone cluster ready: {self.master_url} (web UI {self.web_url})")
 
     def down(self, report: Report = _quiet) -> None:
-        """Stop the worker (and its executors), then the master: SIGTERM to each process group,
+        """Stop the workers (and their executors), then the master: SIGTERM to each process group,
         SIGKILL to what is left after `stop_timeout`."""
-        for role in ("worker", "master"):
+        for role in reversed(self._requested_and_recorded_roles()):
             pid = self._running_pid(role)
             if pid is not None:
                 report(f"stopping the Spark {role} (pid {pid})")
@@ -252,7 +292,7 @@ class DevSparkCluster:
     def status(self) -> list[ProcessStatus]:
         return [
             ProcessStatus(role, self.port(role), self.webui_port(role), self._running_pid(role))
-            for role in ("master", "worker")
+            for role in self.roles
         ]
 
     def workers(self) -> list[Worker]:
@@ -300,7 +340,7 @@ class DevSparkCluster:
                     f"port {port} on {HOST} (the Spark {role}'s {what}) is already in use; stop what "
                     "listens there or choose another base port (--base-port)"
                 )
-        if role == "worker":
+        if role != "master":
             self.work_dir.mkdir(parents=True, exist_ok=True)
         # `sh` backgrounds the JVM and exits, so the daemon is nobody's child here (never our
         # zombie); the new session makes it the leader of a process group its executors join.
@@ -341,13 +381,17 @@ class DevSparkCluster:
             return None
         return state if isinstance(state, dict) else None
 
-    def _worker_registered(self, state: dict[str, Any]) -> bool:
-        workers = state.get("workers")
-        if not isinstance(workers, list):
-            return False
-        port = self.port("worker")
-        alive = (w for w in workers if isinstance(w, dict) and w.get("state") == "ALIVE")
-        return any(w.get("port") == port for w in alive)
+    def _registered(self, role: Role) -> Callable[[dict[str, Any]], bool]:
+        port = self.port(role)
+
+        def registered(state: dict[str, Any]) -> bool:
+            workers = state.get("workers")
+            if not isinstance(workers, list):
+                return False
+            alive = (w for w in workers if isinstance(w, dict) and w.get("state") == "ALIVE")
+            return any(w.get("port") == port for w in alive)
+
+        return registered
 
     def _wait(self, ready: Callable[[dict[str, Any]], bool], role: Role, doing: str) -> None:
         """Poll the master's state until `ready`; fail early when `role`'s JVM exits."""
@@ -376,6 +420,10 @@ class DevSparkCluster:
         return DevEnvironmentError(
             f"the Spark {role} exited while {doing}.\nLast lines of {log}:\n{tail(log)}"
         )
+
+
+def _is_worker_role(name: str) -> bool:
+    return name == "worker" or (name.startswith("worker") and name[6:].isdigit() and int(name[6:]) >= 2)
 
 
 def _signal_group(group: int, signum: signal.Signals) -> None:

@@ -26,6 +26,36 @@ def test_ports_and_command_lines_follow_the_base_port(tmp_path: Path) -> None:
     assert [s.running for s in cluster.status()] == [False, False]
 
 
+def test_each_worker_takes_the_next_two_ports(tmp_path: Path) -> None:
+    cluster = DevSparkCluster(tmp_path / "spark", base_port=27050, workers=3)
+    assert cluster.roles == ["master", "worker", "worker2", "worker3"]
+    assert [(s.role, s.port, s.webui_port) for s in cluster.status()] == [
+        ("master", 27050, 27051),
+        ("worker", 27052, 27053),
+        ("worker2", 27054, 27055),
+        ("worker3", 27056, 27057),
+    ]
+    third = cluster.command("worker3")
+    assert third[1:3] == [WORKER_CLASS, "spark://127.0.0.1:27050"]
+    assert third[third.index("--port") + 1] == "27056"
+    assert third[third.index("--webui-port") + 1] == "27057"
+    assert cluster.log_file("worker2") == tmp_path / "spark" / "worker2.log"
+
+
+def test_a_running_cluster_keeps_its_recorded_workers(tmp_path: Path) -> None:
+    """Asked with the defaults (one worker), a cluster recorded with two still shows and stops two."""
+    home = tmp_path / "spark"
+    home.mkdir()
+    (home / "cluster.json").write_text(
+        '{"base_port": 27050, "worker_cores": 1, "worker_memory": "1g", "workers": 2}', encoding="utf-8"
+    )
+    (home / "worker2.pid").write_text("999999999 999999999\n", encoding="utf-8")  # no such process
+    cluster = DevSparkCluster(home, base_port=27060)
+    assert cluster.roles == ["master", "worker"], "nothing runs: the requested layout"
+    cluster.down()
+    assert not (home / "worker2.pid").exists(), "a left pid file of an extra worker is cleared"
+
+
 def test_up_names_the_busy_port_and_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The port is checked before anything is launched, so no Java is needed: only its path.
     monkeypatch.setattr(spark_cluster, "java_executable", lambda needed_by: str(tmp_path / "bin" / "java"))
@@ -53,3 +83,7 @@ def test_bad_settings_are_refused(tmp_path: Path) -> None:
         DevSparkCluster(tmp_path, worker_cores=0)
     with pytest.raises(DevEnvironmentError, match="base port"):
         DevSparkCluster(tmp_path, base_port=80)
+    with pytest.raises(DevEnvironmentError, match=r"1024-65526 \(4 worker\(s\) take the 9 ports"):
+        DevSparkCluster(tmp_path, base_port=65530, workers=4)
+    with pytest.raises(DevEnvironmentError, match="1 to 16 workers, not 0"):
+        DevSparkCluster(tmp_path, workers=0)
