@@ -13,9 +13,12 @@ collected metadata (counts, worst rows, lists, a topic's partitions and consumer
 statuses, the findings that colour a page's rows), never rendered HTML nor anything per user.
 What is not kept, because it changes between evaluations and must show at once: alerts
 (acknowledgements, silences), retention requests, repairs, audit, probe rounds, lag history over
-a window that moves with the clock, and the offset lag of the groups a list shows (the commits
-land between evaluations); the routes read those live, and they are cheap (bounded by
-the rows a page shows). The topic page reads the topic's settings and configuration live too; a
+a window that moves with the clock, and the offset lag of the groups a list shows, the lagging
+groups of the topics a list shows, the lists that pick by them (the `lagging` filter, the sort by
+lagging groups) and a list of groups before the first evaluation (the commits land between
+evaluations); the routes read those live: the offset lag of a page's groups is bounded by the
+rows a page shows, a count of lagging groups is one pass over the cluster's latest offsets
+(docs/bench/fresh-lag.md). The topic page reads the topic's settings and configuration live too; a
 list's retention columns follow a configuration change at the next metadata collection.
 
 Bounded: an LRU of at most `maxsize` entries, each at most one page of a list (`queries.MAX_LIMIT`
@@ -148,13 +151,19 @@ class ClusterReads:
         sort: read_topics.TopicSort = "topic",
         page: Page = FIRST_PAGE,
     ) -> Listing[read_topics.TopicSummary]:
-        """`read_topics.topics` of the cluster, kept."""
-        return self.get(
+        """`read_topics.topics` of the cluster, kept; the lagging groups of the topics on the page
+        counted live (`read_topics.freshened_topics`), and the page read live when sorted by them."""
+        if sort == "lagging_groups":
+            return read_topics.topics(
+                self.conn, self.cluster, search=search, problems=problems, sort=sort, page=page
+            )
+        listing = self.get(
             ("topics", search, problems, sort, page),
             lambda conn: read_topics.topics(
                 conn, self.cluster, search=search, problems=problems, sort=sort, page=page
             ),
         )
+        return read_topics.freshened_topics(self.conn, self.cluster, listing)
 
     def groups(
         self,
@@ -166,12 +175,17 @@ class ClusterReads:
         page: Page = FIRST_PAGE,
     ) -> Listing[read_lag.GroupSummary]:
         """`read_lag.groups` of the cluster, kept; the offset lag of the groups on the page read
-        live (`read_lag.freshened_groups`)."""
+        live (`read_lag.freshened_groups`). Read live altogether when the groups picked follow the
+        offsets the store holds: the `lagging` filter, and the list before the first evaluation."""
         statuses = tuple(status)
-        listing = self.get(
-            ("groups", search, statuses, lagging, sort, page),
-            lambda conn: read_lag.groups(
+
+        def read(conn: Connection) -> Listing[read_lag.GroupSummary]:
+            return read_lag.groups(
                 conn, self.cluster, search=search, status=statuses, lagging=lagging, sort=sort, page=page
-            ),
+            )
+
+        live = lagging or self.evaluated_at is None
+        listing = (
+            read(self.conn) if live else self.get(("groups", search, statuses, lagging, sort, page), read)
         )
         return read_lag.freshened_groups(self.conn, self.cluster, listing)
