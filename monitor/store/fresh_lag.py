@@ -27,7 +27,9 @@ FROM (
                AS committed_offset,
            greatest(o.sampled_at, c.observed_at) AS committed_offset_as_of,
            p.end_offset, p.end_offset_as_of
-    FROM latest_group_offsets o
+    FROM (
+        SELECT * FROM latest_group_offsets o WHERE o.cluster = :c{only} AND o.gone_at IS NULL OFFSET 0
+    ) o
     JOIN LATERAL (
         SELECT p.end_offset, coalesce(p.end_offset_listed_at, p.sampled_at) AS end_offset_as_of
         FROM latest_partition_offsets p
@@ -38,7 +40,6 @@ FROM (
         WHERE c.cluster = o.cluster AND c.group_id = o.group_id AND c.topic = o.topic
           AND c.partition = o.partition{probe}
     ) c ON true
-    WHERE o.cluster = :c{only} AND o.gone_at IS NULL
 ) f"""
 
 
@@ -49,7 +50,10 @@ def _fresh_partitions(only: str, *, probe: bool) -> str:
     the partitions' and the commits' tables one primary key probe per partition (LIMIT 1 keeps
     the planner from turning them into a scan of the cluster's rows for a hash join): for a few
     groups. Without it the lookups are plain joins, which the planner makes one pass over the
-    cluster's rows of each table: for the whole cluster."""
+    cluster's rows of each table: for the whole cluster. OFFSET 0 keeps the group offsets read as
+    `only` says (the groups' range of the primary key, the topics' of the topic index, or the
+    cluster's rows): let free, the planner read the whole cluster's through the topic index once
+    per partition, 2-3 times slower than one pass (docs/bench/fresh-lag.md)."""
     return _FRESH.format(only=only, probe=" LIMIT 1" if probe else "")
 
 
