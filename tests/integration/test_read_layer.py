@@ -321,6 +321,12 @@ def test_lagging_groups_are_counted_from_the_offsets_stored_after_the_evaluation
     )  # a partition not sampled yet: not counted
     assert _lagging(stored) == (1, ["audit"], 1)
     assert latest_evaluation(stored, "prod") == T1
+    # A group the evaluation does not have yet, whose offsets the store holds: listed from them.
+    store_offsets(stored, "prod", sampled, {("newcomer", "signups", 0): (120, 200)})
+    (new,) = read_lag.group_partitions(stored, "prod", "newcomer").items
+    assert (new.offset_lag, new.status, new.offset_lag_as_of) == (80, None, sampled)
+    evaluated = read_lag.group_partitions(stored, "prod", "billing")
+    assert all(p.status is not None for p in evaluated.items), "an evaluated group lists its evaluated rows"
 
 
 def test_before_the_first_evaluation_the_groups_are_those_the_store_has_offsets_of(
@@ -346,6 +352,20 @@ def test_before_the_first_evaluation_the_groups_are_those_the_store_has_offsets_
     idle = read_clusters.cluster(stored, "idle")
     assert idle is not None
     assert (idle.consumer_groups, idle.lagging_groups, idle.offset_lag_as_of) == (2, 1, at)
+    partitions = read_lag.group_partitions(stored, "idle", "newcomer")
+    assert [(p.topic, p.partition, p.committed_offset, p.end_offset, p.offset_lag) for p in partitions.items] == [
+        ("events", 0, 10, 40, 30), ("events", 1, 5, 5, 0),
+    ]  # fmt: skip
+    assert {(p.status, p.lag_seconds, p.offset_lag_as_of) for p in partitions.items} == {(None, None, at)}
+    assert read_lag.group_partitions(stored, "idle", "newcomer", lagging=True).total == 1
+    assert read_lag.group_partitions(stored, "idle", "newcomer", topic="other").total == 0
+    detail = read_lag.group(stored, "idle", "newcomer")
+    assert detail is not None and detail.group.evaluated_at is None
+    assert (detail.group.offset_lag, detail.group.partitions, detail.group.offset_lag_as_of) == (30, 2, at)
+    assert [(t.topic, t.partitions, t.offset_lag, t.max_offset_lag) for t in detail.topics] == [
+        ("events", 2, 30, 30)
+    ]
+    assert read_lag.group(stored, "idle", "nobody") is None
     cached = ReadCache().of(stored, "idle")
     assert cached is not None and [g.group_id for g in cached.groups(sort="group_id").items] == [
         "newcomer",

@@ -17,9 +17,11 @@ a window that moves with the clock, and the offset lag of the groups a list show
 groups of the topics a list shows, the lists that pick by them (the `lagging` filter, the sort by
 lagging groups) and a list of groups before the first evaluation (the commits land between
 evaluations); the routes read those live: the offset lag of a page's groups is bounded by the
-rows a page shows, a count of lagging groups is one pass over the cluster's latest offsets
-(docs/bench/fresh-lag.md). The topic page reads the topic's settings and configuration live too; a
-list's retention columns follow a configuration change at the next metadata collection.
+rows a page shows, a topic's count of lagging groups is a range of an index. A cluster's count of
+groups and lagging groups is one pass over the cluster's latest offsets (docs/bench/fresh-lag.md),
+so it is kept for a moment (`counts`: at least a second, longer where a count costs more). The
+topic page reads the topic's settings and configuration live too; a list's retention columns
+follow a configuration change at the next metadata collection.
 
 Bounded: an LRU of at most `maxsize` entries, each at most one page of a list (`queries.MAX_LIMIT`
 rows) or one topic's partitions. Thread-safe; concurrent misses of one entry run the read once,
@@ -39,6 +41,7 @@ from sqlalchemy import Connection
 
 from monitor.expose.read import lag as read_lag
 from monitor.expose.read import topics as read_topics
+from monitor.expose.read.fresh import KeptCounts
 from monitor.expose.read.queries import FIRST_PAGE, Listing, Page
 from monitor.store.versions import Version, cluster_version
 
@@ -66,6 +69,9 @@ class ReadCache:
         self._lock = threading.Lock()
         self._building: dict[_Key, threading.Lock] = {}
         self._newest: dict[str, Version] = {}
+        self.counts = KeptCounts()
+        """Each cluster's groups and lagging groups, counted at most about once a second
+        (`fresh.KeptCounts`): what the overview and the cluster pages and resources show."""
         self.hits = 0
         self.misses = 0
 
@@ -87,6 +93,7 @@ class ReadCache:
         with self._lock:
             self._entries.clear()
             self._newest.clear()
+        self.counts = KeptCounts()
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -28,7 +28,7 @@ from monitor.core.kafka_features import (
 from monitor.core.vocabulary import most_severe_first_sql
 from monitor.expose.read.derived_records import BrokerColumns, ClusterColumns
 from monitor.expose.read.fields import Described
-from monitor.expose.read.fresh import group_count
+from monitor.expose.read.fresh import Counter, group_count
 from monitor.expose.read.queries import (
     FIRST_PAGE,
     Listing,
@@ -160,32 +160,35 @@ _CLUSTER_STATE = f"""
 """
 
 
-def _cluster_states(conn: Connection, where: str, params: dict[str, Any]) -> list[ClusterState]:
+def _cluster_states(
+    conn: Connection, where: str, params: dict[str, Any], count: Counter
+) -> list[ClusterState]:
     rows = conn.execute(text(_CLUSTER_STATE + where), params).all()
     return [
         ClusterState(
             **row._mapping,
-            **asdict(group_count(conn, row.cluster)),
+            **asdict(count(conn, row.cluster)),
             unavailable=unavailable(row._mapping["kafka_version"]),
         )
         for row in rows
     ]
 
 
-def counted(conn: Connection, state: ClusterState) -> ClusterState:
+def counted(conn: Connection, state: ClusterState, count: Counter = group_count) -> ClusterState:
     """`state` (kept between evaluations) with its groups and lagging groups counted again from the
-    offsets the store holds now (`fresh.group_count`)."""
-    return replace(state, **asdict(group_count(conn, state.cluster)))
+    offsets the store holds now (`fresh.group_count`, or `count`)."""
+    return replace(state, **asdict(count(conn, state.cluster)))
 
 
-def clusters(conn: Connection) -> list[ClusterState]:
-    """Every cluster the monitor has seen, by name."""
-    return _cluster_states(conn, " ORDER BY s.name", {})
+def clusters(conn: Connection, count: Counter = group_count) -> list[ClusterState]:
+    """Every cluster the monitor has seen, by name; their groups counted by `count` (live unless
+    a reader keeps the counts: `fresh.KeptCounts`)."""
+    return _cluster_states(conn, " ORDER BY s.name", {}, count)
 
 
-def cluster(conn: Connection, name: str) -> ClusterState | None:
-    """One cluster, or None when the monitor has never seen it."""
-    found = _cluster_states(conn, " WHERE s.name = :c", {"c": name})
+def cluster(conn: Connection, name: str, count: Counter = group_count) -> ClusterState | None:
+    """One cluster, or None when the monitor has never seen it; its groups counted by `count`."""
+    found = _cluster_states(conn, " WHERE s.name = :c", {"c": name}, count)
     return found[0] if found else None
 
 

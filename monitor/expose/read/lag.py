@@ -181,10 +181,13 @@ def groups(
 
 
 def group(conn: Connection, cluster: str, group_id: str) -> GroupDetail | None:
-    """One group as of the newest evaluation, or None when that evaluation does not have it."""
+    """One group as of the newest evaluation. A group no evaluation has yet (a new group, or any
+    group before its cluster's first evaluation) as the store holds its offsets: its topics and
+    partitions with their offset lag, the evaluation's columns empty. None when neither has it."""
     params = {"c": cluster, "g": group_id}
     found = records(conn, GroupSummary, _group_lag_query(["group_id = :g"]), params)
-    if not found:
+    lags = partition_lags(conn, cluster, group_id)
+    if not found and not lags:
         return None
     members = records(
         conn,
@@ -203,9 +206,25 @@ def group(conn: Connection, cluster: str, group_id: str) -> GroupDetail | None:
         params,
     )
     objectives = group_objectives(conn, cluster, group_id)
-    return freshened(
-        GroupDetail(found[0], members, topics, objectives), partition_lags(conn, cluster, group_id)
-    )
+    if not found:
+        return _stored_group(group_id, members, lags)
+    return freshened(GroupDetail(found[0], members, topics, objectives), lags)
+
+
+def _stored_group(group_id: str, members: list[GroupMember], lags: dict[Key, FreshLag]) -> GroupDetail:
+    """A group not evaluated yet, from the offset lag of its partitions the store holds (`lags`)."""
+    by_topic: dict[str, list[FreshLag]] = {}
+    for (topic, _), lag in sorted(lags.items()):
+        by_topic.setdefault(topic, []).append(lag)
+    topics = [
+        with_fresh_lag(
+            GroupTopicLag(group_id=group_id, topic=topic, partitions=len(of_topic)), of_topic, None
+        )
+        for topic, of_topic in by_topic.items()
+    ]
+    topics.sort(key=lambda t: (-(t.offset_lag or 0), t.topic))
+    summary = GroupSummary(group_id=group_id, topics=len(topics), partitions=len(lags), evaluated_at=None)
+    return GroupDetail(with_fresh_lag(summary, lags.values(), None), members, topics, [])
 
 
 def freshened(detail: GroupDetail, lags: dict[Key, FreshLag]) -> GroupDetail:
@@ -282,31 +301,43 @@ def group_partitions(
 ) -> Listing[GroupPartitionLag]:
     """A group's lag per partition by topic and partition, with the owning member; the committed
     offset, end offset and offset lag fresh where the store holds them (`fresh`), else the
-    evaluation's (`offset_lag_as_of` says which: then it is `evaluated_at`)."""
-    where = ["g.cluster = :c", "g.group_id = :g"]
+    evaluation's (`offset_lag_as_of` says which: then it is `evaluated_at`).
+
+    A group no evaluation has yet (a new group, or any group before its cluster's first
+    evaluation) is listed from the offsets the store holds: its partitions with their committed
+    offset, end offset and offset lag, the evaluation's columns (lag in seconds, status ...)
+    empty until it is evaluated. So the lag of every group is served as soon as the collector
+    stored it, while the evaluation starts."""
     params = dict[str, Any](c=cluster, g=group_id, gs=[group_id])
+    only_topic = ""
     if topic is not None:
-        where.append("g.topic = :t")
+        only_topic = " AND g.topic = :t"
         params["t"] = topic
+    evaluated = f"SELECT * FROM {latest_rows('group_partition')} g WHERE g.cluster = :c AND g.group_id = :g"
+    params["evaluated"] = bool(conn.execute(text(f"SELECT EXISTS ({evaluated})"), params).scalar_one())
+    where = ["(g.topic IS NOT NULL OR NOT :evaluated)"]
+    if topic is not None:
+        where.append("f.topic IS NULL OR f.topic = :t")
     if lagging:
         where.append(lagging_sql("coalesce(f.offset_lag, g.offset_lag)"))
+    keys = ("group_id", "topic", "partition", *_FRESH)
     columns = ", ".join(
-        f"coalesce(f.{c}, g.{c}) AS {c}" if c in _FRESH else f"g.{c}"
+        f"coalesce(f.{c}, g.{c}) AS {c}" if c in keys else f"g.{c}"
         for c in column_names(GroupPartitionColumns)
     )
     body = f"""
         SELECT {columns}, o.host AS owner, o.client_id,
                f.committed_offset_as_of, f.end_offset_as_of,
                coalesce(f.offset_lag_as_of, g.evaluated_at) AS offset_lag_as_of
-        FROM {latest_rows("group_partition")} g
-        LEFT JOIN ({FRESH_PARTITIONS}) f ON f.topic = g.topic AND f.partition = g.partition
+        FROM ({evaluated}{only_topic}) g
+        FULL JOIN ({FRESH_PARTITIONS}) f ON f.topic = g.topic AND f.partition = g.partition
         LEFT JOIN LATERAL (
             SELECT m.host, m.client_id FROM group_members m
-            WHERE m.cluster = g.cluster AND m.group_id = g.group_id
-              AND g.topic || ':' || g.partition = ANY(m.assignment)
+            WHERE m.cluster = :c AND m.group_id = :g
+              AND coalesce(g.topic, f.topic) || ':' || coalesce(g.partition, f.partition) = ANY(m.assignment)
             ORDER BY m.member_id LIMIT 1
         ) o ON true
-        WHERE {" AND ".join(where)}
+        WHERE {" AND ".join(f"({w})" for w in where)}
     """
     evaluated_at = latest_evaluation(conn, cluster)
     return fetch_page(conn, GroupPartitionLag, body, params, "topic, partition", page, evaluated_at)
