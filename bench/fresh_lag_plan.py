@@ -1,9 +1,10 @@
 """The plans and times of the fresh offset lag reads (`monitor.store.fresh_lag`) at a fleet's
 size: GROUPS x PARTITIONS group-partitions in `latest_group_offsets`, their commits in
 `latest_commits` and the partitions' end offsets in `latest_partition_offsets`, and an
-evaluation's `derived_group_partition` rows. Prints EXPLAIN (ANALYZE, BUFFERS) of one group's
-fresh read and of its partition listing (the API's `…/groups/{group}/lag`), each the median of
-REPEATS runs.
+evaluation's group, group-topic and group-partition rows. Prints EXPLAIN (ANALYZE, BUFFERS) of
+one group's fresh read and of its partition listing (the API's `…/groups/{group}/lag`), and of
+the counts of lagging groups (the cluster's, every topic's: one pass over the cluster), each
+the median of REPEATS runs.
 
     python bench/fresh_lag_plan.py postgresql+psycopg://.../scratch [GROUPS] [PARTITIONS]
 
@@ -21,13 +22,16 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, text
 
 from monitor.expose.read import lag as read_lag
-from monitor.expose.read.fresh import partition_lags
+from monitor.expose.read.fresh import GROUP_COUNT, LAGGING_BY_TOPIC, LAGGING_OF_TOPICS, partition_lags
 from monitor.expose.read.queries import ALL
 from monitor.store.engine import make_engine
 from monitor.store.fresh_lag import FRESH_PARTITIONS
 from monitor.store.partitions import ensure_partitions
 
 REPEATS = 20
+TOPICS_PAGE = [f"t{t}" for t in range(100)]
+"""The topics of a page of the list of topics (`queries.MAX_LIMIT`)."""
+
 AT = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 
 FILL = [
@@ -48,6 +52,12 @@ FILL = [
                                             committed_offset, end_offset, offset_lag, status)
        SELECT cluster, group_id, topic, partition, :at, committed_offset, end_offset, lag, 'OK'
        FROM latest_group_offsets WHERE cluster = 'bench'""",
+    """INSERT INTO derived_group_topic (cluster, group_id, topic, evaluated_at, offset_lag, status)
+       SELECT cluster, group_id, topic, :at, sum(offset_lag), 'OK' FROM derived_group_partition
+       WHERE cluster = 'bench' GROUP BY cluster, group_id, topic""",
+    """INSERT INTO derived_group (cluster, group_id, evaluated_at, offset_lag, status)
+       SELECT cluster, group_id, :at, sum(offset_lag), 'OK' FROM derived_group_topic
+       WHERE cluster = 'bench' GROUP BY cluster, group_id""",
 ]
 
 
@@ -61,6 +71,8 @@ def fill(conn: Connection, groups: int, per_group: int) -> None:
         "latest_group_offsets",
         "latest_commits",
         "derived_group_partition",
+        "derived_group_topic",
+        "derived_group",
     ):
         conn.execute(text(f"ANALYZE {table}"))
 
@@ -94,6 +106,22 @@ def main() -> None:
         fresh = median_ms(lambda: partition_lags(conn, "bench", group))
         listing = median_ms(lambda: read_lag.group_partitions(conn, "bench", group, page=ALL))
         print(f"\nmedian of {REPEATS}: partition_lags {fresh:.1f} ms, group_partitions {listing:.1f} ms")
+        counts = {
+            "the cluster's lagging groups": GROUP_COUNT,
+            "every topic's lagging groups": LAGGING_BY_TOPIC,
+            "one topic's lagging groups": LAGGING_OF_TOPICS,
+            "a page of 100 topics' lagging groups": LAGGING_OF_TOPICS,
+        }
+        pages = {"one topic's lagging groups": ["t0"], "a page of 100 topics' lagging groups": TOPICS_PAGE}
+        times = []
+        for name, query in counts.items():
+            params = {"c": "bench", "ts": pages.get(name, [])}
+            plan = conn.execute(text(f"EXPLAIN (ANALYZE, BUFFERS) {query}"), params)
+            print(f"\n## {name}, {groups * per_group} group-partitions\n")
+            print("\n".join(str(r[0]) for r in plan))
+            ms = median_ms(lambda q=query, p=params: conn.execute(text(q), p).all())
+            times.append(f"{name} {ms:.1f} ms")
+        print(f"\nmedian of {REPEATS}: " + ", ".join(times))
     engine.dispose()
 
 

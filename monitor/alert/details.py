@@ -26,7 +26,7 @@ from sqlalchemy import Connection
 
 from monitor.alert import state
 from monitor.alert.model import PartitionDetail
-from monitor.core.vocabulary import STATUS_RANK
+from monitor.core.vocabulary import STATUS_RANK, is_lagging
 
 MAX_PARTITIONS: Final = 5
 """Partitions listed per alert: enough to tell what is wrong, short enough for a pager."""
@@ -46,7 +46,7 @@ def is_flagged(detail: PartitionDetail) -> bool:
     """A partition worth naming: not OK, behind, or at risk of losing data."""
     return (
         detail.status != "OK"
-        or (detail.offset_lag or 0) > 0
+        or is_lagging(detail.offset_lag)
         or detail.time_until_data_loss_seconds is not None
     )
 

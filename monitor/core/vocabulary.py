@@ -59,6 +59,20 @@ NOT_FOUND_STATUS: Final = "NOTFOUND"
 
 
 # ---------------------------------------------------------------------------------------------
+# Lagging: a group (on a topic, a partition) with messages it has not read
+
+
+def is_lagging(offset_lag: int | None) -> bool:
+    """Whether an offset lag says lagging: offset lag > 0 (DOMAIN.md; unknown is not lagging)."""
+    return offset_lag is not None and offset_lag > 0
+
+
+def lagging_sql(offset_lag: str = "offset_lag") -> str:
+    """A SQL condition: the offset lag in the column `offset_lag` says lagging (`is_lagging`)."""
+    return f"{offset_lag} > 0"
+
+
+# ---------------------------------------------------------------------------------------------
 # States and statuses kept in the database (each table's CHECK constraint uses these)
 
 ALERT_STATES: Final = ("pending", "firing", "resolved")

@@ -1,9 +1,11 @@
 """The offset lag of groups as fresh as the store holds it, between two evaluations: read from the
 three latest tables (each group-partition's newest commit in `latest_commits`, the offsets job's
 newest sample in `latest_group_offsets`, each partition's newest end offset in
-`latest_partition_offsets`) for the groups asked; `monitor.expose.read.fresh` says what each
-figure means. Also which groups had a commit since a time (`committed_since`), so that a reader
-keeping the lag of the whole fleet (the `/metrics` snapshot) re-reads only those.
+`latest_partition_offsets`) for the groups asked, or for every group of a cluster summed per
+topic and per group (`FRESH_GROUP_TOPICS`, `FRESH_GROUPS`: what the counts of lagging groups
+read); `monitor.expose.read.fresh` says what each figure means. Also which groups had a commit
+since a time (`committed_since`), so that a reader keeping the lag of the whole fleet (the
+`/metrics` snapshot) re-reads only those.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, text
 
-FRESH_PARTITIONS = """
+_FRESH = """
 SELECT f.group_id, f.topic, f.partition, f.committed_offset, f.end_offset,
        greatest(f.end_offset - f.committed_offset, 0) AS offset_lag,
        f.committed_offset_as_of, f.end_offset_as_of,
@@ -25,23 +27,75 @@ FROM (
                AS committed_offset,
            greatest(o.sampled_at, c.observed_at) AS committed_offset_as_of,
            p.end_offset, p.end_offset_as_of
-    FROM latest_group_offsets o
+    FROM (
+        SELECT * FROM latest_group_offsets o WHERE o.cluster = :c{only} AND o.gone_at IS NULL OFFSET 0
+    ) o
     JOIN LATERAL (
         SELECT p.end_offset, coalesce(p.end_offset_listed_at, p.sampled_at) AS end_offset_as_of
         FROM latest_partition_offsets p
-        WHERE p.cluster = o.cluster AND p.topic = o.topic AND p.partition = o.partition LIMIT 1
+        WHERE p.cluster = o.cluster AND p.topic = o.topic AND p.partition = o.partition{probe}
     ) p ON true
     LEFT JOIN LATERAL (
         SELECT c.committed_offset, c.observed_at FROM latest_commits c
         WHERE c.cluster = o.cluster AND c.group_id = o.group_id AND c.topic = o.topic
-          AND c.partition = o.partition LIMIT 1
+          AND c.partition = o.partition{probe}
     ) c ON true
-    WHERE o.cluster = :c AND o.group_id = ANY(CAST(:gs AS text[])) AND o.gone_at IS NULL
 ) f"""
-"""The fresh offset lag of each partition of the groups `:gs` (an array) on cluster `:c` that the
-store holds a committed and an end offset of (a partition gone from the group is left out). The lookups in
-the partitions' and the commits' tables are one primary key probe per partition of the group
-(LIMIT 1 keeps the planner from turning them into a scan of the cluster's rows for a hash join)."""
+
+
+def _fresh_partitions(only: str, *, probe: bool) -> str:
+    """The fresh offset lag of each partition of the groups on cluster `:c` that `only` keeps (SQL
+    conditions on `o`, the row of `latest_group_offsets`), of which the store holds a committed
+    and an end offset (a partition gone from the group is left out). `probe` makes the lookups in
+    the partitions' and the commits' tables one primary key probe per partition (LIMIT 1 keeps
+    the planner from turning them into a scan of the cluster's rows for a hash join): for a few
+    groups. Without it the lookups are plain joins, which the planner makes one pass over the
+    cluster's rows of each table: for the whole cluster. OFFSET 0 keeps the group offsets read as
+    `only` says (the groups' range of the primary key, the topics' of the topic index, or the
+    cluster's rows): let free, the planner read the whole cluster's through the topic index once
+    per partition, 2-3 times slower than one pass (docs/bench/fresh-lag.md)."""
+    return _FRESH.format(only=only, probe=" LIMIT 1" if probe else "")
+
+
+FRESH_PARTITIONS = _fresh_partitions(" AND o.group_id = ANY(CAST(:gs AS text[]))", probe=True)
+"""The fresh offset lag of each partition of the groups `:gs` (an array) on cluster `:c`: one
+range of each group in `latest_group_offsets`' primary key and a probe per partition."""
+
+FRESH_PARTITIONS_OF_TOPIC = _fresh_partitions(
+    " AND o.group_id = ANY(CAST(:gs AS text[])) AND o.topic = :t", probe=True
+)
+"""FRESH_PARTITIONS of one topic `:t` only (the groups reading a topic, on its page)."""
+
+
+def _group_topics(partitions: str) -> str:
+    """The offset lag of `partitions` (a `_fresh_partitions`) per group and topic: the partitions,
+    their lag summed and the largest, as of the oldest."""
+    return f"""
+SELECT group_id, topic, count(*)::int AS partitions, sum(offset_lag)::bigint AS offset_lag,
+       max(offset_lag) AS max_offset_lag, min(offset_lag_as_of) AS offset_lag_as_of
+FROM ({partitions}) p
+GROUP BY group_id, topic"""
+
+
+FRESH_GROUP_TOPICS = _group_topics(_fresh_partitions("", probe=False))
+"""The fresh offset lag of every group of cluster `:c` on each topic it has committed offsets on:
+one pass over the cluster's rows of the three latest tables, whatever the number of groups,
+never a read per group (docs/bench/fresh-lag.md has its plan)."""
+
+FRESH_GROUP_TOPICS_OF_TOPICS = _group_topics(
+    _fresh_partitions(" AND o.topic = ANY(CAST(:ts AS text[]))", probe=True)
+)
+"""FRESH_GROUP_TOPICS of the topics `:ts` (an array) only: their group-partitions from
+`latest_group_offsets`' (cluster, topic, partition) index, and a probe per partition."""
+
+FRESH_GROUPS = f"""
+SELECT group_id, count(*)::int AS topics, sum(partitions)::int AS partitions,
+       sum(offset_lag)::bigint AS offset_lag,
+       max(max_offset_lag) AS max_offset_lag, min(offset_lag_as_of) AS offset_lag_as_of
+FROM ({FRESH_GROUP_TOPICS}) t
+GROUP BY group_id"""
+"""FRESH_GROUP_TOPICS summed per group: every group of cluster `:c` with committed offsets in the
+store, its topics and partitions, its offset lag summed and the largest partition's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +112,6 @@ class FreshLag:
 
 Key = tuple[str, int]
 """(topic, partition)"""
-
-
-FRESH_PARTITIONS_OF_TOPIC = FRESH_PARTITIONS.replace(
-    "AND o.gone_at IS NULL", "AND o.topic = :t AND o.gone_at IS NULL"
-)
-"""FRESH_PARTITIONS of one topic `:t` only (the groups reading a topic, on its page)."""
 
 
 def groups_lags(

@@ -51,8 +51,7 @@ LAST = 100
 """`sort_order` of columns that follow a mixin's columns (mixin columns come after the class's own)."""
 
 LATEST_FILLFACTOR = 70
-"""Latest tables are rewritten every cycle: free space on each page lets an update stay on the
-page (a HOT update, no index write)."""
+"""Latest tables are rewritten each cycle: free space keeps an update on its page (HOT, no index write)."""
 
 IntArray = ARRAY(Integer)
 TextArray = ARRAY(Text)
@@ -358,6 +357,7 @@ class LatestGroupOffset(_GroupOffsetValues, Base):
     __tablename__ = "latest_group_offsets"
     __table_args__ = (
         CheckConstraint(one_of("timestamp_method", TIMESTAMP_METHODS), name="timestamp_method"),
+        Index("ix_latest_group_offsets_cluster_topic", "cluster", "topic", "partition"),
         {"postgresql_with": {"fillfactor": LATEST_FILLFACTOR}},
     )
 

@@ -232,4 +232,82 @@ def test_a_commit_shows_in_the_list_of_groups_and_on_metrics_before_the_next_eva
     )
     scraped = client.get("/metrics").text
     assert "kafka_health_offset_lag_age_seconds" in scraped
+
+    # Caught up on both partitions: the counts of lagging groups and the `lagging` filter follow.
+    lagging_before = _lagging_counts(client, topic)
+    assert lagging_before[1:] == (1, 1, True)
+    collector.run("commits")
+    wait_for(lambda: commits.positioned, 60, "the commit stream to be positioned")
+    one_node.commit(group, topic, 0, 100)
+    one_node.commit(group, topic, 1, 30)
+    # The cluster's count is kept for a second (fresh.KeptCounts), the others are read live.
+    wait_for(
+        lambda: _lagging_counts(client, topic) == (lagging_before[0] - 1, 0, 0, False),
+        VISIBLE_WITHIN,
+        "the cluster's and the topic's lagging groups and the lagging filter to show the group caught up",
+    )
+    cluster = client.get("/api/v1/clusters/fresh").json()
+    assert cluster["offset_lag_as_of"] is not None and cluster["evaluated_at"] is not None
     assert _evaluated_lag(engine, group) == 110, "the evaluation did not run again: the lists read the store"
+
+
+def _lagging_counts(client: TestClient, topic: str) -> tuple[int, int, int, bool]:
+    """The lagging groups of the cluster, of the topic on its page's API and in the list of topics,
+    and whether the topic's group is in the list of lagging groups."""
+    cluster = client.get("/api/v1/clusters/fresh").json()
+    detail = client.get(f"/api/v1/clusters/fresh/topics/{topic}").json()["topic"]
+    (listed,) = client.get("/api/v1/clusters/fresh/topics", params={"search": topic}).json()["items"]
+    assert detail["lagging_groups"] == listed["lagging_groups"], "the list and the page count alike"
+    lagging = client.get("/api/v1/clusters/fresh/groups", params={"lagging": True, "search": topic}).json()
+    return (
+        cluster["lagging_groups"],
+        detail["lagging_groups"],
+        listed["lagging_groups"],
+        f"fresh-{topic}" in [g["group_id"] for g in lagging["items"]],
+    )
+
+
+def test_before_the_first_evaluation_the_overview_and_the_groups_list_show_the_stored_groups(
+    one_node: KafkaTestHelper, engine: Engine
+) -> None:
+    topic = one_node.create_topic(partitions=1, replication_factor=1)
+    one_node.produce(topic, [f"m{i}".encode() for i in range(20)], partition=0)
+    group = f"new-{topic}"
+    one_node.commit(group, topic, 0, 5)
+    clock = SystemClock()
+    writer = BufferedWriter(engine, 1_000_000, clock)
+    config = one_node.cluster_config(
+        "unevaluated", topics=NameFilter(allow=[topic]), request_timeout_seconds=10
+    )
+    collector = ClusterCollector(
+        config, engine, clock, RunRecorder(engine, clock, writer=writer), writer, CollectConfig()
+    )
+    collector.start()
+    try:
+        for job in ("metadata", "offsets"):  # no commit stream: the offsets job reads the commits
+            collector.run(job)
+    finally:
+        collector.stop()
+    client = TestClient(create_app(engine, stale_after=timedelta(minutes=5)))
+
+    cluster = client.get("/api/v1/clusters/unevaluated").json()
+    assert (cluster["evaluated_at"], cluster["consumer_groups"], cluster["lagging_groups"]) == (None, 1, 1)
+    (listed,) = client.get("/api/v1/clusters/unevaluated/groups").json()["items"]
+    assert (listed["group_id"], listed["offset_lag"], listed["max_offset_lag"]) == (group, 15, 15)
+    assert (listed["status"], listed["lag_seconds"], listed["evaluated_at"]) == (None, None, None)
+    assert listed["offset_lag_as_of"] == cluster["offset_lag_as_of"] is not None
+    card = client.get("/").text.split('data-cluster="unevaluated"')[1].split("</section>")[0]
+    assert "</span> of 1</dd>" in card, "the overview counts the stored group"
+    page = client.get("/clusters/unevaluated/groups")
+    assert page.status_code == 200 and group in page.text
+    # The group's own lag, resource and page: from the stored offsets, while the evaluation starts.
+    (lag,) = client.get(f"/api/v1/clusters/unevaluated/groups/{group}/lag").json()["items"]
+    assert (lag["topic"], lag["partition"], lag["committed_offset"], lag["end_offset"], lag["offset_lag"]) == (
+        topic, 0, 5, 20, 15,
+    )  # fmt: skip
+    assert (lag["status"], lag["lag_seconds"]) == (None, None) and lag["offset_lag_as_of"] is not None
+    detail = client.get(f"/api/v1/clusters/unevaluated/groups/{group}").json()
+    assert (detail["group"]["offset_lag"], detail["group"]["evaluated_at"]) == (15, None)
+    assert [(t["topic"], t["offset_lag"]) for t in detail["topics"]] == [(topic, 15)]
+    group_page = client.get(f"/clusters/unevaluated/groups/{group}")
+    assert group_page.status_code == 200 and topic in group_page.text

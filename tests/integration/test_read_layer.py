@@ -15,12 +15,13 @@ from monitor.expose.read import clusters as read_clusters
 from monitor.expose.read import history as read_history
 from monitor.expose.read import lag as read_lag
 from monitor.expose.read import topics as read_topics
+from monitor.expose.read.cache import ReadCache
 from monitor.expose.read.clusters import BrokerState, ClusterState
 from monitor.expose.read.fields import Described
 from monitor.expose.read.history import Commit, GroupLagPoint
 from monitor.expose.read.lag import GroupMember
 from monitor.expose.read.queries import ALL, Page, cluster_exists, latest_evaluation
-from tests.fixtures.read_model import SEEN, T0, T1, fill
+from tests.fixtures.read_model import SEEN, T0, T1, fill, store_commit, store_offsets
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def test_clusters_carry_their_newest_evaluation_and_counts(conn: Connection) -> 
         max_leader_imbalance=1.5, collection_age_seconds=12.0, unreachable=False, consumer_groups=2,
         lagging_groups=1, groups_by_status={"OK": 1, "WARN": 1},
         findings_by_severity={"critical": 1, "warning": 2}, evaluated_at=T1, kafka_version="3.9",
-        unavailable=read_clusters.unavailable("3.9"),
+        unavailable=read_clusters.unavailable("3.9"), offset_lag_as_of=T1,
     )  # fmt: skip
     assert [u.feature for u in prod.unavailable] == [
         "kip848_groups",
@@ -278,3 +279,95 @@ def test_every_field_of_every_record_is_described() -> None:
         if not record.field_description(field.name)
     ]
     assert missing == []
+
+
+@pytest.fixture
+def stored(engine: Engine) -> Iterator[Connection]:
+    """A connection whose writes to the store are rolled back after the test."""
+    with engine.connect() as connection:
+        try:
+            yield connection
+        finally:
+            connection.rollback()
+
+
+def _lagging(conn: Connection) -> tuple[int, list[str], int]:
+    """prod's lagging groups: the cluster's count, the `lagging` list's ids, the count on orders."""
+    count = read_clusters.cluster(conn, "prod")
+    orders = read_topics.summary(conn, "prod", "orders")
+    assert count is not None and orders is not None
+    listed = [g.group_id for g in read_lag.groups(conn, "prod", lagging=True, sort="group_id").items]
+    return count.lagging_groups, listed, orders.lagging_groups
+
+
+def test_lagging_groups_are_counted_from_the_offsets_stored_after_the_evaluation(stored: Connection) -> None:
+    assert _lagging(stored) == (1, ["billing"], 1), "without stored offsets, the evaluation's lag"
+    sampled, committed = T1 + timedelta(seconds=5), T1 + timedelta(seconds=10)
+    store_offsets(
+        stored, "prod", sampled, {("billing", "orders", 0): (150, 200), ("audit", "orders", 0): (200, 200)}
+    )
+    assert _lagging(stored) == (1, ["billing"], 1)
+
+    # billing reads to the end and audit rewinds: the commit stream's rows, no new evaluation
+    store_commit(stored, "prod", ("billing", "orders", 0), 200, committed)
+    store_commit(stored, "prod", ("audit", "orders", 0), 190, committed)
+    assert _lagging(stored) == (1, ["audit"], 1)
+    state = read_clusters.cluster(stored, "prod")
+    assert state is not None and (state.consumer_groups, state.offset_lag_as_of) == (2, sampled)
+    orders = read_topics.summary(stored, "prod", "orders")
+    assert orders is not None and orders.offset_lag_as_of == sampled, "as of the older end offsets"
+    store_commit(
+        stored, "prod", ("audit", "payments", 0), 0, committed
+    )  # a partition not sampled yet: not counted
+    assert _lagging(stored) == (1, ["audit"], 1)
+    assert latest_evaluation(stored, "prod") == T1
+    # A group the evaluation does not have yet, whose offsets the store holds: listed from them.
+    store_offsets(stored, "prod", sampled, {("newcomer", "signups", 0): (120, 200)})
+    (new,) = read_lag.group_partitions(stored, "prod", "newcomer").items
+    assert (new.offset_lag, new.status, new.offset_lag_as_of) == (80, None, sampled)
+    evaluated = read_lag.group_partitions(stored, "prod", "billing")
+    assert all(p.status is not None for p in evaluated.items), "an evaluated group lists its evaluated rows"
+
+
+def test_before_the_first_evaluation_the_groups_are_those_the_store_has_offsets_of(
+    stored: Connection,
+) -> None:
+    assert read_lag.groups(stored, "idle").total == 0
+    at = T1 + timedelta(seconds=5)
+    store_offsets(stored, "idle", at, {
+        ("newcomer", "events", 0): (10, 40), ("newcomer", "events", 1): (5, 5), ("steady", "events", 0): (40, 40),
+    })  # fmt: skip
+    listing = read_lag.groups(stored, "idle", sort="group_id")
+    assert listing.evaluated_at is None
+    newcomer, steady = listing.items
+    assert (newcomer.group_id, newcomer.offset_lag, newcomer.max_offset_lag, newcomer.partitions) == (
+        "newcomer", 30, 30, 2,
+    )  # fmt: skip
+    assert (newcomer.status, newcomer.lag_seconds, newcomer.evaluated_at, newcomer.offset_lag_as_of) == (
+        None, None, None, at,
+    )  # fmt: skip
+    assert (steady.group_id, steady.offset_lag) == ("steady", 0)
+    assert [g.group_id for g in read_lag.groups(stored, "idle", lagging=True).items] == ["newcomer"]
+    assert read_lag.groups(stored, "idle", status=["OK"]).total == 0, "no status before an evaluation"
+    idle = read_clusters.cluster(stored, "idle")
+    assert idle is not None
+    assert (idle.consumer_groups, idle.lagging_groups, idle.offset_lag_as_of) == (2, 1, at)
+    partitions = read_lag.group_partitions(stored, "idle", "newcomer")
+    assert [(p.topic, p.partition, p.committed_offset, p.end_offset, p.offset_lag) for p in partitions.items] == [
+        ("events", 0, 10, 40, 30), ("events", 1, 5, 5, 0),
+    ]  # fmt: skip
+    assert {(p.status, p.lag_seconds, p.offset_lag_as_of) for p in partitions.items} == {(None, None, at)}
+    assert read_lag.group_partitions(stored, "idle", "newcomer", lagging=True).total == 1
+    assert read_lag.group_partitions(stored, "idle", "newcomer", topic="other").total == 0
+    detail = read_lag.group(stored, "idle", "newcomer")
+    assert detail is not None and detail.group.evaluated_at is None
+    assert (detail.group.offset_lag, detail.group.partitions, detail.group.offset_lag_as_of) == (30, 2, at)
+    assert [(t.topic, t.partitions, t.offset_lag, t.max_offset_lag) for t in detail.topics] == [
+        ("events", 2, 30, 30)
+    ]
+    assert read_lag.group(stored, "idle", "nobody") is None
+    cached = ReadCache().of(stored, "idle")
+    assert cached is not None and [g.group_id for g in cached.groups(sort="group_id").items] == [
+        "newcomer",
+        "steady",
+    ]

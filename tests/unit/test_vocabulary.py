@@ -19,6 +19,8 @@ from monitor.core.vocabulary import (
     SEVERITY_RANK,
     STATUS_RANK,
     format_duration,
+    is_lagging,
+    lagging_sql,
     most_severe_first_sql,
     parse_duration,
 )
@@ -32,6 +34,11 @@ def test_critical_outranks_warning_outranks_info() -> None:
 def test_queries_list_the_most_severe_first() -> None:
     key = most_severe_first_sql("a.severity")
     assert key == "array_position(ARRAY['critical', 'warning', 'info'], a.severity) NULLS LAST"
+
+
+def test_lagging_is_an_offset_lag_above_zero_in_python_and_in_sql() -> None:
+    assert [is_lagging(lag) for lag in (None, 0, 1)] == [False, False, True]
+    assert lagging_sql("coalesce(f.offset_lag, g.offset_lag)") == "coalesce(f.offset_lag, g.offset_lag) > 0"
 
 
 def test_statuses_rank_in_burrows_order() -> None:

@@ -13,10 +13,15 @@ collected metadata (counts, worst rows, lists, a topic's partitions and consumer
 statuses, the findings that colour a page's rows), never rendered HTML nor anything per user.
 What is not kept, because it changes between evaluations and must show at once: alerts
 (acknowledgements, silences), retention requests, repairs, audit, probe rounds, lag history over
-a window that moves with the clock, and the offset lag of the groups a list shows (the commits
-land between evaluations); the routes read those live, and they are cheap (bounded by
-the rows a page shows). The topic page reads the topic's settings and configuration live too; a
-list's retention columns follow a configuration change at the next metadata collection.
+a window that moves with the clock, and the offset lag of the groups a list shows, the lagging
+groups of the topics a list shows, the lists that pick by them (the `lagging` filter, the sort by
+lagging groups) and a list of groups before the first evaluation (the commits land between
+evaluations); the routes read those live: the offset lag of a page's groups is bounded by the
+rows a page shows, a topic's count of lagging groups is a range of an index. A cluster's count of
+groups and lagging groups is one pass over the cluster's latest offsets (docs/bench/fresh-lag.md),
+so it is kept for a moment (`counts`: at least a second, longer where a count costs more). The
+topic page reads the topic's settings and configuration live too; a list's retention columns
+follow a configuration change at the next metadata collection.
 
 Bounded: an LRU of at most `maxsize` entries, each at most one page of a list (`queries.MAX_LIMIT`
 rows) or one topic's partitions. Thread-safe; concurrent misses of one entry run the read once,
@@ -36,6 +41,7 @@ from sqlalchemy import Connection
 
 from monitor.expose.read import lag as read_lag
 from monitor.expose.read import topics as read_topics
+from monitor.expose.read.fresh import KeptCounts
 from monitor.expose.read.queries import FIRST_PAGE, Listing, Page
 from monitor.store.versions import Version, cluster_version
 
@@ -63,6 +69,9 @@ class ReadCache:
         self._lock = threading.Lock()
         self._building: dict[_Key, threading.Lock] = {}
         self._newest: dict[str, Version] = {}
+        self.counts = KeptCounts()
+        """Each cluster's groups and lagging groups, counted at most about once a second
+        (`fresh.KeptCounts`): what the overview and the cluster pages and resources show."""
         self.hits = 0
         self.misses = 0
 
@@ -84,6 +93,7 @@ class ReadCache:
         with self._lock:
             self._entries.clear()
             self._newest.clear()
+        self.counts = KeptCounts()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -148,13 +158,19 @@ class ClusterReads:
         sort: read_topics.TopicSort = "topic",
         page: Page = FIRST_PAGE,
     ) -> Listing[read_topics.TopicSummary]:
-        """`read_topics.topics` of the cluster, kept."""
-        return self.get(
+        """`read_topics.topics` of the cluster, kept; the lagging groups of the topics on the page
+        counted live (`read_topics.freshened_topics`), and the page read live when sorted by them."""
+        if sort == "lagging_groups":
+            return read_topics.topics(
+                self.conn, self.cluster, search=search, problems=problems, sort=sort, page=page
+            )
+        listing = self.get(
             ("topics", search, problems, sort, page),
             lambda conn: read_topics.topics(
                 conn, self.cluster, search=search, problems=problems, sort=sort, page=page
             ),
         )
+        return read_topics.freshened_topics(self.conn, self.cluster, listing)
 
     def groups(
         self,
@@ -166,12 +182,17 @@ class ClusterReads:
         page: Page = FIRST_PAGE,
     ) -> Listing[read_lag.GroupSummary]:
         """`read_lag.groups` of the cluster, kept; the offset lag of the groups on the page read
-        live (`read_lag.freshened_groups`)."""
+        live (`read_lag.freshened_groups`). Read live altogether when the groups picked follow the
+        offsets the store holds: the `lagging` filter, and the list before the first evaluation."""
         statuses = tuple(status)
-        listing = self.get(
-            ("groups", search, statuses, lagging, sort, page),
-            lambda conn: read_lag.groups(
+
+        def read(conn: Connection) -> Listing[read_lag.GroupSummary]:
+            return read_lag.groups(
                 conn, self.cluster, search=search, status=statuses, lagging=lagging, sort=sort, page=page
-            ),
+            )
+
+        live = lagging or self.evaluated_at is None
+        listing = (
+            read(self.conn) if live else self.get(("groups", search, statuses, lagging, sort, page), read)
         )
         return read_lag.freshened_groups(self.conn, self.cluster, listing)

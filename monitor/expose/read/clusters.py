@@ -3,14 +3,16 @@
 A cluster's numbers come from its newest evaluation (`derived_cluster`, what `cluster_state`
 shows) joined to the collected metadata, with counts the overview needs beside them: brokers up,
 topics, consumer groups by status, open findings by severity; and the Kafka release its brokers
-run, with what that release cannot give (`monitor.core.kafka_features`). See
-`monitor.expose.read.queries` for the conventions.
+run, with what that release cannot give (`monitor.core.kafka_features`). Its consumer groups and
+lagging groups are counted from the offset lag as fresh as the store holds it
+(`monitor.expose.read.fresh.group_count`), so a commit moves them between evaluations and the
+groups count before the first. See `monitor.expose.read.queries` for the conventions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +28,7 @@ from monitor.core.kafka_features import (
 from monitor.core.vocabulary import most_severe_first_sql
 from monitor.expose.read.derived_records import BrokerColumns, ClusterColumns
 from monitor.expose.read.fields import Described
+from monitor.expose.read.fresh import Counter, group_count
 from monitor.expose.read.queries import (
     FIRST_PAGE,
     Listing,
@@ -89,6 +92,7 @@ class ClusterState(ClusterColumns, Described):
     evaluated_at: datetime | None
     kafka_version: str | None
     unavailable: list[Unavailable]
+    offset_lag_as_of: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,17 +143,13 @@ _CLUSTER_STATE = f"""
            (SELECT count(*) FROM brokers b WHERE b.cluster = s.name AND b.up) AS brokers_up,
            (SELECT count(*) FROM topics t WHERE t.cluster = s.name AND t.deleted_at IS NULL)
                AS topics,
-           coalesce(g.consumer_groups, 0) AS consumer_groups,
-           coalesce(g.lagging_groups, 0) AS lagging_groups,
            coalesce(g.groups_by_status, '{{}}'::jsonb) AS groups_by_status,
            coalesce(f.findings_by_severity, '{{}}'::jsonb) AS findings_by_severity
     FROM clusters s
     LEFT JOIN {latest_rows("cluster")} d ON d.cluster = s.name
     LEFT JOIN LATERAL (
-        SELECT sum(n)::int AS consumer_groups, sum(lagging)::int AS lagging_groups,
-               jsonb_object_agg(status, n) AS groups_by_status
-        FROM (SELECT coalesce(status, 'UNKNOWN') AS status, count(*) AS n,
-                     count(*) FILTER (WHERE offset_lag > 0) AS lagging
+        SELECT jsonb_object_agg(status, n) AS groups_by_status
+        FROM (SELECT coalesce(status, 'UNKNOWN') AS status, count(*) AS n
               FROM group_lag WHERE cluster = s.name GROUP BY 1) x
     ) g ON true
     LEFT JOIN LATERAL (
@@ -160,21 +160,35 @@ _CLUSTER_STATE = f"""
 """
 
 
-def _cluster_states(conn: Connection, where: str, params: dict[str, Any]) -> list[ClusterState]:
-    rows = conn.execute(text(_CLUSTER_STATE + where), params)
+def _cluster_states(
+    conn: Connection, where: str, params: dict[str, Any], count: Counter
+) -> list[ClusterState]:
+    rows = conn.execute(text(_CLUSTER_STATE + where), params).all()
     return [
-        ClusterState(**row._mapping, unavailable=unavailable(row._mapping["kafka_version"])) for row in rows
+        ClusterState(
+            **row._mapping,
+            **asdict(count(conn, row.cluster)),
+            unavailable=unavailable(row._mapping["kafka_version"]),
+        )
+        for row in rows
     ]
 
 
-def clusters(conn: Connection) -> list[ClusterState]:
-    """Every cluster the monitor has seen, by name."""
-    return _cluster_states(conn, " ORDER BY s.name", {})
+def counted(conn: Connection, state: ClusterState, count: Counter = group_count) -> ClusterState:
+    """`state` (kept between evaluations) with its groups and lagging groups counted again from the
+    offsets the store holds now (`fresh.group_count`, or `count`)."""
+    return replace(state, **asdict(count(conn, state.cluster)))
 
 
-def cluster(conn: Connection, name: str) -> ClusterState | None:
-    """One cluster, or None when the monitor has never seen it."""
-    found = _cluster_states(conn, " WHERE s.name = :c", {"c": name})
+def clusters(conn: Connection, count: Counter = group_count) -> list[ClusterState]:
+    """Every cluster the monitor has seen, by name; their groups counted by `count` (live unless
+    a reader keeps the counts: `fresh.KeptCounts`)."""
+    return _cluster_states(conn, " ORDER BY s.name", {}, count)
+
+
+def cluster(conn: Connection, name: str, count: Counter = group_count) -> ClusterState | None:
+    """One cluster, or None when the monitor has never seen it; its groups counted by `count`."""
+    found = _cluster_states(conn, " WHERE s.name = :c", {"c": name}, count)
     return found[0] if found else None
 
 

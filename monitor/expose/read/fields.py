@@ -23,7 +23,8 @@ FIELDS: dict[str, str] = {
     "group's own answers and the lists of groups, every figure but the offset lag and the offsets, which say "
     "their own time)",
     "offset_lag_as_of": "how old the offset lag is: the older of the times of the committed and the end "
-    "offset it is computed from (the oldest over the partitions of a sum); the offset lag is read from the "
+    "offset it is computed from (the oldest over the partitions of a sum, over the groups of a count of "
+    "lagging groups); the offset lag is read from the "
     "newest offsets the store holds, so it moves between evaluations; equal to evaluated_at when it is the "
     "evaluation's",
     "committed_offset_as_of": "when the committed offset was seen: the commit's time from the commit stream, "
@@ -38,8 +39,10 @@ FIELDS: dict[str, str] = {
     "updated_at": "when the collector last wrote this row",
     "brokers_up": "brokers in the cluster metadata now",
     "topics": "topics in the cluster (deleted ones excluded)",
-    "consumer_groups": "consumer groups with an evaluated lag",
-    "lagging_groups": "consumer groups with offset lag > 0",
+    "consumer_groups": "consumer groups of the newest evaluation or with committed offsets in the store "
+    "(before the first evaluation, the latter)",
+    "lagging_groups": "consumer groups with offset lag > 0, by the offset lag as fresh as the store holds it "
+    "(offset_lag_as_of says how old); the evaluation's for a group the store holds no offsets of",
     "groups_by_status": "consumer groups per sliding-window status (OK, WARN, ERR)",
     "findings_by_severity": "open findings (pending or firing rule matches) per severity",
     "kafka_version": "the Kafka release (major.minor) of the cluster's oldest live broker, from the "

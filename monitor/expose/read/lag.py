@@ -3,10 +3,12 @@ the newest evaluation's rows of `derived_group`, `derived_group_topic` and `deri
 (what the `group_lag`, `group_topic_lag` and `group_partition_lag` views show; the records carry
 the columns `record_columns` gives them), with one group's offset lag (its committed and end
 offsets, per partition, per topic and summed) as fresh as the store holds it
-(`monitor.expose.read.fresh`, `offset_lag_as_of`). The lists of groups sort, filter and page by
-the evaluation's offset lag, then show the fresh offset lag of the groups on the page
-(`freshened_groups`). The lag over time is `monitor.expose.read.history`. See
-`monitor.expose.read.queries` for the conventions.
+(`monitor.expose.read.fresh`, `offset_lag_as_of`). The lists of groups sort and page by the
+evaluation's offset lag, then show the fresh offset lag of the groups on the page
+(`freshened_groups`); their `lagging` filter keeps the groups lagging by the fresh offset lag
+(`fresh.LAGGING_GROUP_IDS`). Before a cluster's first evaluation, its list is the groups the
+store has committed offsets of, with their offset lag and nothing the evaluation gives. The lag
+over time is `monitor.expose.read.history`. See `monitor.expose.read.queries` for the conventions.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, text
 
-from monitor.core.vocabulary import worst_status_first
+from monitor.core.vocabulary import lagging_sql, worst_status_first
 from monitor.expose.read.derived_records import GroupColumns, GroupPartitionColumns, GroupTopicColumns
 from monitor.expose.read.fields import Described
-from monitor.expose.read.fresh import partition_lags, with_fresh_lag
+from monitor.expose.read.fresh import LAGGING_GROUP_IDS, partition_lags, with_fresh_lag
 from monitor.expose.read.objectives import GroupObjective, group_objectives
 from monitor.expose.read.queries import (
     FIRST_PAGE,
@@ -34,7 +36,7 @@ from monitor.expose.read.queries import (
 )
 from monitor.expose.read.record_columns import column_names, select_list
 from monitor.store.evaluation import latest_rows
-from monitor.store.fresh_lag import FRESH_PARTITIONS, FreshLag, Key, groups_lags
+from monitor.store.fresh_lag import FRESH_GROUPS, FRESH_PARTITIONS, FreshLag, Key, groups_lags
 
 WORST_STATUS_FIRST = worst_status_first()
 """A SQL sort key: the worst consumer status first (the vocabulary's order, best to worst)."""
@@ -71,7 +73,7 @@ class GroupSummary(GroupColumns, Described):
 
     __entity__ = "group"
 
-    evaluated_at: datetime
+    evaluated_at: datetime | None
     offset_lag_as_of: datetime | None = None
 
 
@@ -128,9 +130,26 @@ class GroupDetail(Described):
 
 
 def _group_lag_query(where: Sequence[str]) -> str:
-    """The groups of the newest evaluation (as `GroupSummary` fields) meeting every condition of `where`."""
+    """The groups of the newest evaluation of cluster `:c` (as `GroupSummary` fields) meeting
+    every condition of `where`."""
     columns = f"{select_list(GroupColumns)}, evaluated_at"
-    return f"SELECT {columns} FROM {latest_rows('group')} g WHERE {' AND '.join(where)}"
+    return f"SELECT {columns} FROM {latest_rows('group')} g WHERE {' AND '.join(['cluster = :c', *where])}"
+
+
+_STORED = ("group_id", "topics", "partitions", "offset_lag", "max_offset_lag")
+"""The columns of a group the store gives before an evaluation (`FRESH_GROUPS`)."""
+
+
+def _stored_groups_query(where: Sequence[str]) -> str:
+    """The groups of cluster `:c` with committed offsets in the store (as `GroupSummary` fields:
+    what the evaluation gives null) meeting every condition of `where`: a list before the first
+    evaluation."""
+    columns = ", ".join(c if c in _STORED else f"NULL AS {c}" for c in column_names(GroupColumns))
+    return f"""
+        SELECT * FROM (
+            SELECT {columns}, CAST(NULL AS timestamptz) AS evaluated_at, offset_lag_as_of
+            FROM ({FRESH_GROUPS}) f
+        ) g WHERE {" AND ".join(["true", *where])}"""
 
 
 def groups(
@@ -143,9 +162,11 @@ def groups(
     sort: GroupSort = "status",
     page: Page = FIRST_PAGE,
 ) -> Listing[GroupSummary]:
-    """The evaluated consumer groups of `cluster`, worst status first by default. `search` keeps
-    ids containing it, `status` the given statuses, `lagging` groups with offset lag > 0."""
-    where, params = ["cluster = :c"], dict[str, Any](c=cluster)
+    """The evaluated consumer groups of `cluster` (before its first evaluation, those with
+    committed offsets in the store), worst status first by default. `search` keeps ids containing
+    it, `status` the given statuses, `lagging` groups with offset lag > 0 (as fresh as the store
+    holds it: `fresh.GROUP_LAGS`)."""
+    where, params = list[str](), dict[str, Any](c=cluster)
     if search:
         where.append("group_id LIKE :search")
         params["search"] = like_pattern(search)
@@ -153,17 +174,20 @@ def groups(
         where.append("status = ANY(:status)")
         params["status"] = list(status)
     if lagging:
-        where.append("offset_lag > 0")
-    body = _group_lag_query(where)
+        where.append(f"group_id IN ({LAGGING_GROUP_IDS})")
     evaluated_at = latest_evaluation(conn, cluster)
+    body = _group_lag_query(where) if evaluated_at is not None else _stored_groups_query(where)
     return fetch_page(conn, GroupSummary, body, params, _GROUP_ORDER[sort], page, evaluated_at)
 
 
 def group(conn: Connection, cluster: str, group_id: str) -> GroupDetail | None:
-    """One group as of the newest evaluation, or None when that evaluation does not have it."""
+    """One group as of the newest evaluation. A group no evaluation has yet (a new group, or any
+    group before its cluster's first evaluation) as the store holds its offsets: its topics and
+    partitions with their offset lag, the evaluation's columns empty. None when neither has it."""
     params = {"c": cluster, "g": group_id}
-    found = records(conn, GroupSummary, _group_lag_query(["cluster = :c", "group_id = :g"]), params)
-    if not found:
+    found = records(conn, GroupSummary, _group_lag_query(["group_id = :g"]), params)
+    lags = partition_lags(conn, cluster, group_id)
+    if not found and not lags:
         return None
     members = records(
         conn,
@@ -182,9 +206,25 @@ def group(conn: Connection, cluster: str, group_id: str) -> GroupDetail | None:
         params,
     )
     objectives = group_objectives(conn, cluster, group_id)
-    return freshened(
-        GroupDetail(found[0], members, topics, objectives), partition_lags(conn, cluster, group_id)
-    )
+    if not found:
+        return _stored_group(group_id, members, lags)
+    return freshened(GroupDetail(found[0], members, topics, objectives), lags)
+
+
+def _stored_group(group_id: str, members: list[GroupMember], lags: dict[Key, FreshLag]) -> GroupDetail:
+    """A group not evaluated yet, from the offset lag of its partitions the store holds (`lags`)."""
+    by_topic: dict[str, list[FreshLag]] = {}
+    for (topic, _), lag in sorted(lags.items()):
+        by_topic.setdefault(topic, []).append(lag)
+    topics = [
+        with_fresh_lag(
+            GroupTopicLag(group_id=group_id, topic=topic, partitions=len(of_topic)), of_topic, None
+        )
+        for topic, of_topic in by_topic.items()
+    ]
+    topics.sort(key=lambda t: (-(t.offset_lag or 0), t.topic))
+    summary = GroupSummary(group_id=group_id, topics=len(topics), partitions=len(lags), evaluated_at=None)
+    return GroupDetail(with_fresh_lag(summary, lags.values(), None), members, topics, [])
 
 
 def freshened(detail: GroupDetail, lags: dict[Key, FreshLag]) -> GroupDetail:
@@ -261,31 +301,43 @@ def group_partitions(
 ) -> Listing[GroupPartitionLag]:
     """A group's lag per partition by topic and partition, with the owning member; the committed
     offset, end offset and offset lag fresh where the store holds them (`fresh`), else the
-    evaluation's (`offset_lag_as_of` says which: then it is `evaluated_at`)."""
-    where = ["g.cluster = :c", "g.group_id = :g"]
+    evaluation's (`offset_lag_as_of` says which: then it is `evaluated_at`).
+
+    A group no evaluation has yet (a new group, or any group before its cluster's first
+    evaluation) is listed from the offsets the store holds: its partitions with their committed
+    offset, end offset and offset lag, the evaluation's columns (lag in seconds, status ...)
+    empty until it is evaluated. So the lag of every group is served as soon as the collector
+    stored it, while the evaluation starts."""
     params = dict[str, Any](c=cluster, g=group_id, gs=[group_id])
+    only_topic = ""
     if topic is not None:
-        where.append("g.topic = :t")
+        only_topic = " AND g.topic = :t"
         params["t"] = topic
+    evaluated = f"SELECT * FROM {latest_rows('group_partition')} g WHERE g.cluster = :c AND g.group_id = :g"
+    params["evaluated"] = bool(conn.execute(text(f"SELECT EXISTS ({evaluated})"), params).scalar_one())
+    where = ["(g.topic IS NOT NULL OR NOT :evaluated)"]
+    if topic is not None:
+        where.append("f.topic IS NULL OR f.topic = :t")
     if lagging:
-        where.append("coalesce(f.offset_lag, g.offset_lag) > 0")
+        where.append(lagging_sql("coalesce(f.offset_lag, g.offset_lag)"))
+    keys = ("group_id", "topic", "partition", *_FRESH)
     columns = ", ".join(
-        f"coalesce(f.{c}, g.{c}) AS {c}" if c in _FRESH else f"g.{c}"
+        f"coalesce(f.{c}, g.{c}) AS {c}" if c in keys else f"g.{c}"
         for c in column_names(GroupPartitionColumns)
     )
     body = f"""
         SELECT {columns}, o.host AS owner, o.client_id,
                f.committed_offset_as_of, f.end_offset_as_of,
                coalesce(f.offset_lag_as_of, g.evaluated_at) AS offset_lag_as_of
-        FROM {latest_rows("group_partition")} g
-        LEFT JOIN ({FRESH_PARTITIONS}) f ON f.topic = g.topic AND f.partition = g.partition
+        FROM ({evaluated}{only_topic}) g
+        FULL JOIN ({FRESH_PARTITIONS}) f ON f.topic = g.topic AND f.partition = g.partition
         LEFT JOIN LATERAL (
             SELECT m.host, m.client_id FROM group_members m
-            WHERE m.cluster = g.cluster AND m.group_id = g.group_id
-              AND g.topic || ':' || g.partition = ANY(m.assignment)
+            WHERE m.cluster = :c AND m.group_id = :g
+              AND coalesce(g.topic, f.topic) || ':' || coalesce(g.partition, f.partition) = ANY(m.assignment)
             ORDER BY m.member_id LIMIT 1
         ) o ON true
-        WHERE {" AND ".join(where)}
+        WHERE {" AND ".join(f"({w})" for w in where)}
     """
     evaluated_at = latest_evaluation(conn, cluster)
     return fetch_page(conn, GroupPartitionLag, body, params, "topic, partition", page, evaluated_at)

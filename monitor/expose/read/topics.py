@@ -1,7 +1,9 @@
 """Read layer: topics, their partitions, and the consumer groups reading them.
 
 A topic joins the collected metadata (`topics`, the open `topic_configs` rows) with its newest
-evaluation (`topic_state`) and counts its lagging groups (`group_topic_lag`). A partition joins
+evaluation (`topic_state`) and counts its lagging groups by their offset lag on it as fresh as
+the store holds it (`monitor.expose.read.fresh.LAGGING_BY_TOPIC`; `offset_lag_as_of` says how
+old). A partition joins
 `replication_state` (current replicas, ISR, leader, with the evaluated flags) and
 `retention_headroom` (size against retention.bytes, time coverage against retention.ms, and the
 most urgent lagging group). The groups reading a topic carry their offset lag on it as fresh as
@@ -11,7 +13,7 @@ conventions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -19,7 +21,7 @@ from sqlalchemy import Connection, text
 
 from monitor.expose.read.derived_records import GroupTopicColumns, PartitionColumns, TopicColumns
 from monitor.expose.read.fields import Described
-from monitor.expose.read.fresh import with_fresh_lag
+from monitor.expose.read.fresh import LAGGING_BY_TOPIC, LAGGING_OF_TOPICS, with_fresh_lag
 from monitor.expose.read.queries import (
     FIRST_PAGE,
     Listing,
@@ -79,6 +81,7 @@ class TopicSummary(TopicColumns, Described):
     remote_storage: bool
     lagging_groups: int
     evaluated_at: datetime | None
+    offset_lag_as_of: datetime | None = None
 
 
 _TOPIC_COLUMNS = select_list(TopicColumns, "s", {"topic": "t"})
@@ -154,14 +157,15 @@ def _number(name: str) -> str:
 
 def _topics_sql(match: str) -> str:
     """Every column of `TopicSummary` for the topics whose name matches `match` (a fixed
-    comparison: the page's names, or one name), the aggregations narrowed to them too."""
+    comparison: the page's names, or one name), the aggregations narrowed to them too (the
+    lagging groups to the topics `:ts`, the same names as an array)."""
     only = f"AND topic {match}"
     return f"""
     SELECT {_TOPIC_COLUMNS}, t.internal, t.partition_count AS partitions, t.replication_factor,
            cfg.cleanup_policy, cfg.retention_ms, cfg.retention_bytes, cfg.min_insync_replicas,
            coalesce(cfg.remote_storage, false) AS remote_storage,
            coalesce(lg.lagging_groups, 0) AS lagging_groups,
-           s.evaluated_at
+           s.evaluated_at, lg.offset_lag_as_of
     FROM topics t
     LEFT JOIN {latest_rows("topic")} s ON s.cluster = t.cluster AND s.topic = t.topic
     LEFT JOIN (
@@ -172,14 +176,10 @@ def _topics_sql(match: str) -> str:
                bool_or(name = 'remote.storage.enable' AND value = 'true') AS remote_storage
         FROM topic_configs WHERE cluster = :c AND valid_to IS NULL {only} GROUP BY topic
     ) cfg ON cfg.topic = t.topic
-    LEFT JOIN ({_LAGGING} {only} GROUP BY topic) lg ON lg.topic = t.topic
+    LEFT JOIN ({LAGGING_OF_TOPICS}) lg ON lg.topic = t.topic
     WHERE t.cluster = :c AND t.deleted_at IS NULL AND t.topic {match}
 """
 
-
-_LAGGING = (
-    "SELECT topic, count(*)::int AS lagging_groups FROM group_topic_lag WHERE cluster = :c AND offset_lag > 0"
-)
 
 _KEYS = """
     SELECT t.topic, s.size_bytes, s.produce_rate, s.retention_shortfall_seconds,
@@ -232,7 +232,7 @@ def topics(
     by_lag = sort == "lagging_groups"
     body = _KEYS.format(
         lagging=", coalesce(lg.lagging_groups, 0) AS lagging_groups" if by_lag else "",
-        join=f" LEFT JOIN ({_LAGGING} GROUP BY topic) lg ON lg.topic = t.topic" if by_lag else "",
+        join=f" LEFT JOIN ({LAGGING_BY_TOPIC}) lg ON lg.topic = t.topic" if by_lag else "",
     )
     params: dict[str, Any] = {"c": cluster}
     if search:
@@ -245,12 +245,30 @@ def topics(
         rows: list[TopicSummary] = []
     else:
         names = [k.topic for k in keys.items]
-        found = records(conn, TopicSummary, _topics_sql("= ANY(:names)"), {"c": cluster, "names": names})
+        found = records(
+            conn, TopicSummary, _topics_sql("= ANY(:names)"), {"c": cluster, "names": names, "ts": names}
+        )
         by_name = {t.topic: t for t in found}
         rows = [by_name[n] for n in names if n in by_name]
     return Listing(
         rows, keys.total, page.limit, page.offset, latest_evaluation(conn, cluster), keys.next_offset
     )
+
+
+def freshened_topics(conn: Connection, cluster: str, listing: Listing[TopicSummary]) -> Listing[TopicSummary]:
+    """A page of `topics` (kept between evaluations) with its topics' lagging groups counted again
+    from the offset lag as fresh as the store holds it: one read, each time the page is shown."""
+    if not listing.items:
+        return listing
+    rows = conn.execute(text(LAGGING_OF_TOPICS), {"c": cluster, "ts": [t.topic for t in listing.items]})
+    counts = {str(r.topic): (int(r.lagging_groups), r.offset_lag_as_of) for r in rows}
+    items = [
+        replace(t, lagging_groups=counts[t.topic][0], offset_lag_as_of=counts[t.topic][1])
+        if t.topic in counts
+        else replace(t, lagging_groups=0, offset_lag_as_of=None)
+        for t in listing.items
+    ]
+    return replace(listing, items=items)
 
 
 def topic(conn: Connection, cluster: str, name: str, *, page: Page = FIRST_PAGE) -> TopicDetail | None:
@@ -270,7 +288,7 @@ def topic(conn: Connection, cluster: str, name: str, *, page: Page = FIRST_PAGE)
 def summary(conn: Connection, cluster: str, name: str) -> TopicSummary | None:
     """One topic's settings and evaluated numbers; None when the cluster has no such topic (or
     it was deleted)."""
-    found = records(conn, TopicSummary, _topics_sql("= :t"), {"c": cluster, "t": name})
+    found = records(conn, TopicSummary, _topics_sql("= :t"), {"c": cluster, "t": name, "ts": [name]})
     return found[0] if found else None
 
 

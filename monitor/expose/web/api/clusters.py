@@ -172,7 +172,7 @@ def clusters(ctx: Context) -> list[ClusterState]:
     """Every cluster the monitor has seen, with broker, partition, group and finding counts, and
     its Kafka release with what that release cannot give."""
     with ctx.engine.connect() as conn:
-        return read_clusters.clusters(conn)
+        return read_clusters.clusters(conn, ctx.reads.counts.count)
 
 
 @router.get("/clusters/{cluster}", tags=["clusters"], response_model=ClusterState)
@@ -180,7 +180,7 @@ def cluster(ctx: Context, cluster: ClusterName) -> ClusterState:
     """One cluster: metadata, its Kafka release with what that release cannot give, the health
     numbers of its newest evaluation, and counts."""
     with ctx.engine.connect() as conn:
-        found = read_clusters.cluster(conn, cluster)
+        found = read_clusters.cluster(conn, cluster, ctx.reads.counts.count)
     if found is None:
         raise _no_cluster(cluster)
     return found

@@ -49,7 +49,7 @@ router = APIRouter(include_in_schema=False)
 def overview(ctx: Context) -> HTMLResponse:
     now = ctx.clock.now()
     with ctx.engine.connect() as conn:
-        states = read_clusters.clusters(conn)
+        states = read_clusters.clusters(conn, ctx.reads.counts.count)
         trouble = read_pages.cluster_trouble(conn)
         brokers = {s.cluster: read_clusters.brokers(conn, s.cluster) for s in states}
         flags = {s.cluster: _broker_flags(ctx, conn, s.cluster) for s in states}  # a card colours its brokers
@@ -100,7 +100,8 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
         unregistered = read_gone.unregistered_brokers(conn, cluster)
         shares = read_share.share_groups(conn, cluster, Page(WORST_ROWS))
         share_worst = read_share.worst_open(conn, cluster, [g.group_id for g in shares.items])
-    card = _card(view.state, trouble, view.brokers, flags, now, ctx)
+        state = read_clusters.counted(conn, view.state, ctx.reads.counts.count)
+    card = _card(state, trouble, view.brokers, flags, now, ctx)
     loss = ctx.data_loss()
     topic_rows = health.topics_worst_first(judged_topics(topics.items, loss, flags))
     group_rows = health.groups_worst_first(judge_groups(map(row, groups.items), loss, flags))

@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import Connection
 
 from monitor.core.formatting import duration_filter, number_filter
-from monitor.core.vocabulary import COMMITTED_BEYOND_END, STATUS_RANK
+from monitor.core.vocabulary import COMMITTED_BEYOND_END, STATUS_RANK, is_lagging
 from monitor.expose.read import dashboard as read_pages
 from monitor.expose.read import fresh as read_fresh
 from monitor.expose.read import gone as read_gone
@@ -267,7 +267,7 @@ def _projection(
 
 def _method(partitions: list[dict[str, Any]]) -> str:
     """How the lag in seconds was measured, over the lagging partitions."""
-    lagging = [p for p in partitions if (p["offset_lag"] or 0) > 0]
+    lagging = [p for p in partitions if is_lagging(p["offset_lag"])]
     if not lagging:
         return "caught up" if partitions else "not evaluated"
     methods = [p["lag_seconds_method"] or "none" for p in lagging]
