@@ -67,7 +67,7 @@ test-compat: bootstrap
 durations: install
 	$(BIN)/python scripts/test-durations.py $${KAFKA_HEALTH_VAR:-var}/test-report-*.xml
 
-# The evaluation on a Spark standalone master and worker equals local mode's (left out of `make test`).
+# The evaluation on a Spark standalone master and two workers equals local mode's (left out of `make test`).
 test-spark-standalone: bootstrap
 	$(BIN)/pytest -m standalone $(PYTEST_ARGS)
 

@@ -1,5 +1,5 @@
-"""The evaluation beyond local mode: a Spark standalone master and worker, started from the installed
-PySpark on 127.0.0.1, run the same job and write exactly what local mode writes.
+"""The evaluation beyond local mode: a Spark standalone master and two workers, started from the
+installed PySpark on 127.0.0.1, run the same job and write exactly what local mode writes.
 
 One synthetic cluster (the evaluation benchmark's generator, at its smallest size: every input
 table, groups that keep up, fall behind, stopped or lost data, partitions under-replicated or
@@ -13,7 +13,7 @@ between:
    Python process (`run_stage`).
 
 The standalone runs must equal the local one (order-insensitive), and the master must list both
-applications as finished, each with the worker's core.
+applications as finished, each with the two workers' cores.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.spark, pytest.mark.standalone]
 
 BASE_PORT = int(os.environ.get("KAFKA_HEALTH_TEST_SPARK_PORT", "27077"))
-"""The master's port; its web UI, the worker and the worker's web UI take the next three."""
+"""The master's port; its web UI, then each worker and its web UI take the next five."""
+WORKERS = 2
 GROUP_PARTITIONS = 2_000
 SHUFFLE_PARTITIONS = 2
 """As the session-wide local session has them: few tasks for a small input on one core."""
@@ -57,7 +58,10 @@ SUBMIT_TIMEOUT = 300
 @pytest.fixture(scope="module")
 def standalone() -> Iterator[DevSparkCluster]:
     cluster = DevSparkCluster(
-        var_dir() / "test" / f"spark-standalone-{BASE_PORT}", base_port=BASE_PORT, worker_cores=1
+        var_dir() / "test" / f"spark-standalone-{BASE_PORT}",
+        base_port=BASE_PORT,
+        worker_cores=1,
+        workers=WORKERS,
     )
     try:
         cluster.up()
@@ -238,7 +242,8 @@ def test_standalone_cluster_writes_what_local_mode_writes(
     assert status == "ok", counts
     assert {e: counts[f"rows_{e}"] for e in DERIVED_TABLES} == local.rows
 
-    # Both ran on the standalone cluster, on the worker's core.
+    # Both ran on the standalone cluster, on a core of each worker.
+    assert [w.state for w in standalone.workers()] == ["ALIVE"] * WORKERS
     apps = {app["name"]: app for app in finished_apps(standalone)}
     assert {"standalone-submit", "standalone-stage"} <= set(apps), list(apps)
-    assert all(apps[name]["cores"] == 1 for name in ("standalone-submit", "standalone-stage")), apps
+    assert all(apps[name]["cores"] == WORKERS for name in ("standalone-submit", "standalone-stage")), apps
