@@ -423,7 +423,7 @@ class DevSparkCluster:
 
 
 def _is_worker_role(name: str) -> bool:
-    return name == "worker" or (name.startswith("worker") and name[6:].isdigit() and int(name[6:]) >= 2)
+    return name in {worker_role(k) for k in range(MAX_WORKERS)}
 
 
 def _signal_group(group: int, signum: signal.Signals) -> None:

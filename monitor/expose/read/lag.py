@@ -13,6 +13,7 @@ over time is `monitor.expose.read.history`. See `monitor.expose.read.queries` fo
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -196,6 +197,8 @@ def group(conn: Connection, cluster: str, group_id: str) -> GroupDetail | None:
         " FROM group_members WHERE cluster = :c AND group_id = :g ORDER BY member_id",
         params,
     )
+    if not found:
+        return _stored_group(group_id, members, lags)
     topics = records(
         conn,
         GroupTopicLag,
@@ -206,25 +209,21 @@ def group(conn: Connection, cluster: str, group_id: str) -> GroupDetail | None:
         params,
     )
     objectives = group_objectives(conn, cluster, group_id)
-    if not found:
-        return _stored_group(group_id, members, lags)
     return freshened(GroupDetail(found[0], members, topics, objectives), lags)
 
 
 def _stored_group(group_id: str, members: list[GroupMember], lags: dict[Key, FreshLag]) -> GroupDetail:
-    """A group not evaluated yet, from the offset lag of its partitions the store holds (`lags`)."""
-    by_topic: dict[str, list[FreshLag]] = {}
-    for (topic, _), lag in sorted(lags.items()):
-        by_topic.setdefault(topic, []).append(lag)
-    topics = [
-        with_fresh_lag(
-            GroupTopicLag(group_id=group_id, topic=topic, partitions=len(of_topic)), of_topic, None
-        )
-        for topic, of_topic in by_topic.items()
-    ]
-    topics.sort(key=lambda t: (-(t.offset_lag or 0), t.topic))
-    summary = GroupSummary(group_id=group_id, topics=len(topics), partitions=len(lags), evaluated_at=None)
-    return GroupDetail(with_fresh_lag(summary, lags.values(), None), members, topics, [])
+    """A group not evaluated yet, from the offset lag of its partitions the store holds (`lags`),
+    summed per topic and for the group by `freshened`; its topics by offset lag, then name."""
+    partitions = Counter(topic for topic, _ in lags)
+    blank = GroupDetail(
+        GroupSummary(group_id=group_id, topics=len(partitions), partitions=len(lags), evaluated_at=None),
+        members,
+        [GroupTopicLag(group_id=group_id, topic=topic, partitions=n) for topic, n in partitions.items()],
+        [],
+    )
+    detail = freshened(blank, lags)
+    return replace(detail, topics=sorted(detail.topics, key=lambda t: (-(t.offset_lag or 0), t.topic)))
 
 
 def freshened(detail: GroupDetail, lags: dict[Key, FreshLag]) -> GroupDetail:
@@ -314,8 +313,8 @@ def group_partitions(
         only_topic = " AND g.topic = :t"
         params["t"] = topic
     evaluated = f"SELECT * FROM {latest_rows('group_partition')} g WHERE g.cluster = :c AND g.group_id = :g"
-    params["evaluated"] = bool(conn.execute(text(f"SELECT EXISTS ({evaluated})"), params).scalar_one())
-    where = ["(g.topic IS NOT NULL OR NOT :evaluated)"]
+    # The store's rows alone only for a group not evaluated (PostgreSQL runs the EXISTS once).
+    where = [f"g.topic IS NOT NULL OR NOT EXISTS ({evaluated})"]
     if topic is not None:
         where.append("f.topic IS NULL OR f.topic = :t")
     if lagging:

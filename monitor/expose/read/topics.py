@@ -262,12 +262,10 @@ def freshened_topics(conn: Connection, cluster: str, listing: Listing[TopicSumma
         return listing
     rows = conn.execute(text(LAGGING_OF_TOPICS), {"c": cluster, "ts": [t.topic for t in listing.items]})
     counts = {str(r.topic): (int(r.lagging_groups), r.offset_lag_as_of) for r in rows}
-    items = [
-        replace(t, lagging_groups=counts[t.topic][0], offset_lag_as_of=counts[t.topic][1])
-        if t.topic in counts
-        else replace(t, lagging_groups=0, offset_lag_as_of=None)
-        for t in listing.items
-    ]
+    items = []
+    for t in listing.items:
+        lagging, as_of = counts.get(t.topic, (0, None))
+        items.append(replace(t, lagging_groups=lagging, offset_lag_as_of=as_of))
     return replace(listing, items=items)
 
 

@@ -25,6 +25,7 @@ from monitor.expose.read import gone as read_gone
 from monitor.expose.read import probe as read_probe
 from monitor.expose.read import queries
 from monitor.expose.read import share_groups as read_share
+from monitor.expose.read.fresh import Counter
 from monitor.expose.read.queries import Page
 from monitor.expose.web import charts, health
 from monitor.expose.web.context import Context, WebContext
@@ -77,7 +78,11 @@ def cluster_page(ctx: Context, cluster: str) -> HTMLResponse:
     now = ctx.clock.now()
     with ctx.engine.connect() as conn:
         reads = ctx.reads.of(conn, cluster)
-        view = reads.get("cluster page", lambda c: _cluster_view(c, cluster)) if reads else None
+        view = (
+            reads.get("cluster page", lambda c: _cluster_view(c, cluster, ctx.reads.counts.count))
+            if reads
+            else None
+        )
         if reads is None or view is None:
             return unknown_cluster(ctx, cluster)
         # the worst first, as the full lists' first pages and the API (`sort=worst`) read them
@@ -141,8 +146,8 @@ class _ClusterView:
     trouble: read_pages.ClusterTrouble
 
 
-def _cluster_view(conn: Connection, cluster: str) -> _ClusterView | None:
-    state = read_clusters.cluster(conn, cluster)
+def _cluster_view(conn: Connection, cluster: str, count: Counter) -> _ClusterView | None:
+    state = read_clusters.cluster(conn, cluster, count)
     if state is None:
         return None
     trouble = read_pages.cluster_trouble(conn, cluster).get(cluster) or read_pages.ClusterTrouble(
