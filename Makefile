@@ -46,10 +46,15 @@ bootstrap: install
 image:
 	@bash scripts/image.sh
 
+# mypy keeps its cache beside the other downloads (~/.cache/kafka-health/mypy), not in the
+# checkout: a fresh clone (CI's) checks only what changed since the last check on this machine,
+# seconds instead of minutes (mypy compares each module's hash, so a stale entry is rechecked).
+MYPY_CACHE_DIR ?= $(or $(KAFKA_HEALTH_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kafka-health)/mypy
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	$(BIN)/mypy --cache-dir "$(MYPY_CACHE_DIR)"
 	$(BIN)/lint-imports
 
 # The whole suite at the default Kafka version, as TEST_SHARDS sessions side by side (two unless
