@@ -144,6 +144,23 @@ def create_database(admin_url: str, name: str) -> bool:
         return True
 
 
+def copy_database(admin_url: str, name: str, template: str) -> None:
+    """Create database `name` as a copy of `template` (CREATE DATABASE ... TEMPLATE, which no session
+    may be connected to), with the template's grants on the database itself: a copy starts with the
+    server's default ACL."""
+    with psycopg.connect(**_libpq_params(admin_url), autocommit=True, connect_timeout=10) as conn:
+        names = (sql.Identifier(name), sql.Identifier(template))
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(*names))
+        grants = conn.execute(
+            "SELECT r.rolname, a.privilege_type FROM pg_database d CROSS JOIN LATERAL aclexplode(d.datacl) a"
+            " JOIN pg_roles r ON r.oid = a.grantee WHERE d.datname = %s AND a.grantee <> d.datdba",
+            (template,),
+        ).fetchall()
+        for role, privilege in grants:
+            grant = sql.SQL("GRANT {} ON DATABASE {} TO {}")
+            conn.execute(grant.format(sql.SQL(privilege), sql.Identifier(name), sql.Identifier(role)))
+
+
 def drop_database(admin_url: str, name: str) -> None:
     """Drop database `name` (if it exists), disconnecting its sessions first."""
     with psycopg.connect(**_libpq_params(admin_url), autocommit=True, connect_timeout=10) as conn:
