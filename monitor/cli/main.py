@@ -17,6 +17,7 @@ from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import PrintableLogFormatter
 
 if TYPE_CHECKING:
+    from monitor.app import Checked
     from monitor.core.settings import Settings
 
 
@@ -102,16 +103,15 @@ def config_check(
     out.print(f"{file}: OK ({len(settings.clusters)} cluster(s): {names})", highlight=False)
 
 
-def _checked(settings: Settings) -> Settings:
-    """`settings`, once every operator file the daemon will use is valid: a bad one stops here,
-    before PostgreSQL, Kafka or Spark is started."""
+def _checked(settings: Settings) -> Checked:
+    """Every operator file the daemon will use, checked: a bad one stops here, before
+    PostgreSQL, Kafka or Spark is started."""
     from monitor.app import check_operator_files
 
     try:
-        check_operator_files(settings)
+        return check_operator_files(settings)
     except ConfigError as exc:
         raise fail_config(exc) from exc
-    return settings
 
 
 def _setup_logging(level: str) -> None:
@@ -151,10 +151,11 @@ def run(config: ConfigOption = None) -> None:
     from monitor.app import build_app
     from monitor.devtools import stack
 
-    settings = _checked(settings_from(config))
+    settings = settings_from(config)
+    checked = _checked(settings)
     _setup_logging(settings.log_level)
     with stack.local_services(settings, _say, with_kafka=False) as services:
-        daemon = build_app(settings, services.database_url)
+        daemon = build_app(settings, services.database_url, checked=checked)
         _say(f"web UI on http://{settings.web.host}:{settings.web.port}  (Ctrl-C stops)")
         daemon.run_until_signalled()
 
@@ -196,7 +197,8 @@ def demo(
 
     # Inbox files instead of Slack, email and PagerDuty, the retention button in the labelled
     # development mode, shorter collection intervals, and the workload (monitor/devtools/demo.py).
-    settings = _checked(demo_settings(settings_from(config)))
+    settings = demo_settings(settings_from(config))
+    checked = _checked(settings)
     _setup_logging(settings.log_level)
     with stack.local_services(settings, _say, with_kafka=True) as services, ExitStack() as extras:
         if with_prometheus:
@@ -212,7 +214,8 @@ def demo(
             )  # fmt: skip
             prometheus.start()
             extras.callback(prometheus.stop)
-            settings = _checked(with_prometheus_push(settings, prometheus.remote_write_url))
+            settings = with_prometheus_push(settings, prometheus.remote_write_url)
+            checked = _checked(settings)
             _say(
                 f"Prometheus on {prometheus.url}: scraping the daemon and receiving its remote write; "
                 "try  max by (group) (kafka_consumer_group_max_lag_in_seconds)"
@@ -222,7 +225,7 @@ def demo(
                 f"/metrics: `kafka-health rules export --format prometheus`): {prometheus.url}/alerts"
             )
         ensure_demo_topic(settings, _say)
-        daemon = build_app(settings, services.database_url)
+        daemon = build_app(settings, services.database_url, checked=checked)
         if settings.web.identity.mode == "development":
             _say(f"development mode: no sign-in, everyone is {settings.web.identity.development_user}")
         workload = start_workload(settings, stack.dev_kafka(settings), _say)
