@@ -2,9 +2,12 @@
 and rolls back a failed start.
 
 Constructors validate and never connect; `start()` connects. The order puts the lag first: the
-store (the schema checked, today's partitions), the collectors, the scheduler (so their first
-runs start at once), the web server, then alert, act and push, which schedule their jobs on the
-running scheduler. What can wait waits for the collectors' first answer, on a thread of its own
+store (the schema checked, today's partitions), the web server (its modules imported as it
+starts: before the collectors' runs, whose second offsets run, asked for at once to read the
+append times, would otherwise hold the import back), the collectors and the scheduler (the
+offsets job's first run starts at once, the others' as their `first_run_in` says, counted from
+there), then alert, act and push, which schedule their jobs on the running
+scheduler. What can wait waits for the collectors' first answer, on a thread of its own
 (`_AfterFirstAnswer`): the store's maintenance (rollups, retention) and the evaluate stage, whose
 Spark (pyspark's import, the JVM) would otherwise hold the collectors and the web back for
 seconds. The scheduler is stopped first (`_StopsFirst`), so no job runs while the stages stop.
@@ -264,9 +267,9 @@ def build_app(
     app = App(
         [
             wiring.store,
+            _web(wiring),
             wiring.collect,
             scheduler,
-            _web(wiring),
             *wiring.components,
             later,
             _StopsFirst(scheduler),
@@ -359,7 +362,7 @@ def _metrics(w: Wiring) -> None:
 
 def _web(w: Wiring) -> Component:
     """The web server, built when it starts (the app needs the store's engine), its modules
-    imported then too, while the collectors' first runs are under way."""
+    imported then too."""
     settings, routing = w.settings, w.routing
     stale_after = timedelta(
         seconds=3 * max(settings.intervals.metadata_seconds, settings.intervals.offsets_seconds)
@@ -460,8 +463,9 @@ class _AfterFirstAnswer:
 
 
 class _StopsFirst:
-    """The scheduler, started in its place (before the web server) but stopped before every
-    stage: no job runs while a stage stops. Its own place stops it again, which does nothing."""
+    """The scheduler, started in its place (before the stages that schedule jobs) but stopped
+    before every stage: no job runs while a stage stops. Its own place stops it again, which does
+    nothing."""
 
     name = "the scheduler's jobs"
 

@@ -120,7 +120,6 @@ def test_the_lag_is_answered_first_and_spark_and_the_rollups_follow(
         return next(n for n, line in enumerate(lines) if words in line)
 
     answer = first("first answer: every cluster's offsets run is over")
-    assert first("starting scheduler") < answer
-    assert first("web UI on") < first("starting evaluate")
+    assert first("monitor.expose.web.server: web UI on") < first("starting scheduler") < answer
     assert answer < first("starting evaluate")
     assert answer < first("rolled up the lag history")

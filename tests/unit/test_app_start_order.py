@@ -1,5 +1,5 @@
-"""The daemon's start puts the lag first: the store, the collectors and the scheduler (their first
-runs start at once), the web server, then the stages that schedule jobs; Spark, whose import and
+"""The daemon's start puts the lag first: the store, the web server, the collectors and the
+scheduler (the offsets job's first run starts at once), then the stages that schedule jobs; Spark, whose import and
 JVM take seconds, is neither imported while the daemon is wired nor started before the
 collectors' first answer, and the scheduler stops before any stage."""
 
@@ -26,7 +26,7 @@ print(json.dumps(sorted(sys.modules)))
 def test_the_stages_start_lag_first_and_spark_after_the_first_answer() -> None:
     app = build_app(load_settings(None), NOWHERE)
     names = [component.name for component in app.components]
-    assert names == ["store", "collect", "scheduler", "web", "alert", "act", "after the first answer",
+    assert names == ["store", "web", "collect", "scheduler", "alert", "act", "after the first answer",
                      "the scheduler's jobs"]  # fmt: skip
     later = app.components[names.index("after the first answer")]
     assert isinstance(later, _AfterFirstAnswer)
