@@ -17,7 +17,7 @@ import yaml
 from sqlalchemy import Engine, text
 
 from tests.conditions import wait_for
-from tests.fixtures.daemon import spawn_daemon
+from tests.fixtures.daemon import spawn_daemon, stop_daemon
 from tests.fixtures.kafka import KafkaTestHelper
 from tests.fixtures.receivers import free_port
 
@@ -69,13 +69,7 @@ def daemon(
     env = {**os.environ, "DATABASE_URL": db_url, "KAFKA_HEALTH_WEB__PORT": str(port)}
     proc = spawn_daemon(path, tmp_path / "daemon.log", env)
     yield proc, f"http://127.0.0.1:{port}"
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+    stop_daemon(proc)
 
 
 def _lag(base: str) -> list[dict[str, Any]]:
