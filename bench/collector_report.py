@@ -230,7 +230,8 @@ def stream_table(sizes: list[dict[str, Any]]) -> list[str]:
         "",
         "First complete answer: from the measuring process's start (clients built, the commit stream "
         "started, the metadata job) until the store holds a lag sampled since then for every committed "
-        "group-partition; the daemon adds the offsets job's first_run_in (1 s). Append times filled: "
+        "group-partition; the daemon starts the offsets job's first run at once, beside the metadata "
+        "job's. Append times filled: "
         "until a run's `filling` count is 0 (the cycles the job asks for at once). Commit visible: from "
         "a commit request (one a second, by a consumer of the group) to its commit observation found "
         "in the store (polled every 10 ms). Steady CPU: user + system seconds of the measuring process "

@@ -1,9 +1,16 @@
-"""Composition root: builds every stage from the settings, starts them in flow order, stops them
-in reverse, and rolls back a failed start.
+"""Composition root: builds every stage from the settings, starts them, stops them in reverse,
+and rolls back a failed start.
 
-Constructors validate and never connect; `start()` connects. The order is the flow:
-store -> collect -> evaluate -> alert -> act -> expose, with the scheduler started last so that
-no job runs before every stage it needs is up.
+Constructors validate and never connect; `start()` connects. The order puts the lag first: the
+store (the schema checked, today's partitions), the web server (its modules imported as it
+starts: before the collectors' runs, whose second offsets run, asked for at once to read the
+append times, would otherwise hold the import back), the collectors and the scheduler (the
+offsets job's first run starts at once, the others' as their `first_run_in` says, counted from
+there), then alert, act and push, which schedule their jobs on the running
+scheduler. What can wait waits for the collectors' first answer, on a thread of its own
+(`_AfterFirstAnswer`): the store's maintenance (rollups, retention) and the evaluate stage, whose
+Spark (pyspark's import, the JVM) would otherwise hold the collectors and the web back for
+seconds. The scheduler is stopped first (`_StopsFirst`), so no job runs while the stages stop.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -29,6 +37,7 @@ if TYPE_CHECKING:  # the stages are imported only when enabled
     from monitor.act.repairs import RepairService
     from monitor.act.service import RetentionService
     from monitor.alert.config import Routing
+    from monitor.collect.stage import CollectStage
     from monitor.core.scheduler import DueRun, Scheduler
     from monitor.expose.metrics.snapshot import MetricsSnapshot
     from monitor.store.service import StoreService
@@ -56,6 +65,7 @@ class App:
     components: Sequence[Component]
     _started: list[Component] = field(default_factory=list)
     _stopping: threading.Event = field(default_factory=threading.Event)
+    _failure: BaseException | None = None
 
     def start(self) -> None:
         """Start every component in order; on failure stop the started ones in reverse and re-raise."""
@@ -83,6 +93,12 @@ class App:
     def request_stop(self) -> None:
         self._stopping.set()
 
+    def fail(self, exc: BaseException) -> None:
+        """A component that starts in the background could not start: the daemon stops, and
+        `run_until_signalled` raises `exc` as a failed start in the foreground does."""
+        self._failure = exc
+        self._stopping.set()
+
     def run_until_signalled(self) -> None:
         """Start, block until SIGTERM/SIGINT (or request_stop), then stop.
 
@@ -104,13 +120,22 @@ class App:
             self.stop()
             for sig, old in previous.items():
                 signal.signal(sig, old)
+        if self._failure is not None:
+            raise self._failure
 
 
-def check_operator_files(settings: Settings) -> Routing | None:
+@dataclass(frozen=True)
+class Checked:
+    """The operator files passed `check_operator_files`."""
+
+    routing: Routing | None
+    """The routing the check loaded (None with the alert stage off), for the settings the web
+    layer takes from it."""
+
+
+def check_operator_files(settings: Settings) -> Checked:
     """Load every file an operator edits that the enabled stages use (rule files, lag objectives,
     routing and ownership, retention policy), so that a bad one stops the daemon before anything starts.
-    Returns the routing the checks loaded (None with the alert stage off), for the settings the
-    web layer takes from it.
 
     Raises ConfigError listing every problem as `file: line N: key.path: message`. Reads files
     only: no database, Kafka or Spark. The stages reload the files later; a bad edit then is
@@ -157,7 +182,7 @@ def check_operator_files(settings: Settings) -> Routing | None:
     if errors:
         unique = {(error.source, problem): None for error in errors for problem in error.problems}
         raise ConfigError([f"{source}: {problem}" for source, problem in unique], "configuration")
-    return routing
+    return Checked(routing)
 
 
 def find_jdbc_jar(settings: Settings) -> Callable[[], Path]:
@@ -174,7 +199,8 @@ def find_jdbc_jar(settings: Settings) -> Callable[[], Path]:
 @dataclass
 class Wiring:
     """What every stage's build step reads (the settings, the store, the scheduler, the clock) and
-    what one step makes for a later one; `components` collects the stages in flow order."""
+    what one step makes for a later one; `components` collects the stages started after the web
+    server, `later` those started once the collectors have answered."""
 
     settings: Settings
     database_url: str
@@ -186,7 +212,9 @@ class Wiring:
     """Seconds between runs of every scheduled job, by name (`run_intervals`)."""
     due: DueRun
     """The evaluation that waits for the next sample (a pending alert's `for:` ran out)."""
+    collect: CollectStage | None = None
     components: list[Component] = field(default_factory=list)
+    later: list[Callable[[], Component]] = field(default_factory=list)
     retention: RetentionService | None = None
     repairs: RepairService | None = None
     snapshot: MetricsSnapshot | None = None
@@ -196,11 +224,14 @@ class Wiring:
         return self.store.engine
 
 
-def build_app(settings: Settings, database_url: str, clock: Clock | None = None) -> App:
+def build_app(
+    settings: Settings, database_url: str, clock: Clock | None = None, checked: Checked | None = None
+) -> App:
     """Wire the stages for `settings` against the database at `database_url`. Connects nothing.
 
-    Raises ConfigError when an operator file is invalid (`check_operator_files`)."""
-    routing = check_operator_files(settings)
+    Raises ConfigError when an operator file is invalid (`check_operator_files`; not again when
+    `checked` says the caller checked them)."""
+    checked = checked or check_operator_files(settings)
     for warning in settings.warnings():
         log.warning("configuration: %s", warning)
     from monitor.collect.jobs import job_intervals
@@ -213,7 +244,7 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
         settings,
         database_url,
         clock,
-        routing,
+        checked.routing,
         scheduler,
         StoreService(database_url, settings.database, clock),
         run_intervals(
@@ -222,39 +253,58 @@ def build_app(settings: Settings, database_url: str, clock: Clock | None = None)
         # a pending alert whose `for:` runs out is evaluated at the first sample after that
         DueRun(scheduler, "evaluate"),
     )
-    wiring.components.append(wiring.store)
     # Stages never call one another: each step below hands a stage the scheduler's `run_soon` of
     # the next one (a critical change evaluates now, changed findings run the alert cycle now).
     for step in (_collect, _evaluate, _alert, _act, _metrics):
         step(wiring)
-    web = _web(wiring)
-    return App([*wiring.components, web, scheduler])
+    assert wiring.collect is not None
+    later = _AfterFirstAnswer(
+        wiring.collect.first_answer,
+        wiring.intervals["offsets"],
+        partial(scheduler.run_soon, "store:maintenance"),
+        wiring.later,
+    )
+    app = App(
+        [
+            wiring.store,
+            _web(wiring),
+            wiring.collect,
+            scheduler,
+            *wiring.components,
+            later,
+            _StopsFirst(scheduler),
+        ]
+    )
+    later.on_failure = app.fail
+    return app
 
 
 def _collect(w: Wiring) -> None:
     from monitor.collect.stage import CollectStage
 
-    w.components.append(
-        CollectStage(
-            w.settings.clusters,
-            w.settings.intervals,
-            w.settings.collect,
-            w.engine,
-            w.clock,
-            w.scheduler,
-            on_critical=lambda cluster: w.scheduler.run_soon("evaluate"),
-            on_sample=lambda cluster: w.due.sample_arrived(w.clock.now()),
-        )
+    w.collect = CollectStage(
+        w.settings.clusters,
+        w.settings.intervals,
+        w.settings.collect,
+        w.engine,
+        w.clock,
+        w.scheduler,
+        on_critical=lambda cluster: w.scheduler.run_soon("evaluate"),
+        on_sample=lambda cluster: w.due.sample_arrived(w.clock.now()),
     )
 
 
 def _evaluate(w: Wiring) -> None:
+    """The evaluate stage, built and started once the collectors have answered: its module
+    imports pyspark, and its start may start the JVM. A critical change collected before then
+    is evaluated as soon as it has started (`Scheduler.expect`)."""
     if not w.settings.evaluate.enabled:
         return
-    from monitor.evaluate.stage import EvaluateStage
 
-    w.components.append(
-        EvaluateStage(
+    def build() -> Component:
+        from monitor.evaluate.stage import EvaluateStage
+
+        return EvaluateStage(
             w.settings.spark,
             w.settings.evaluate,
             w.intervals["evaluate"],
@@ -267,7 +317,9 @@ def _evaluate(w: Wiring) -> None:
             on_findings_changed=lambda: w.scheduler.run_soon("alert"),
             due=w.due,
         )
-    )
+
+    w.scheduler.expect("evaluate")
+    w.later.append(build)
 
 
 def _alert(w: Wiring) -> None:
@@ -309,20 +361,21 @@ def _metrics(w: Wiring) -> None:
 
 
 def _web(w: Wiring) -> Component:
-    """The web server, built when it starts (the app needs the store's engine)."""
-    from monitor.expose.web.app import create_app
-    from monitor.expose.web.inbox import inbox_paths
-    from monitor.expose.web.server import WebServer
-
+    """The web server, built when it starts (the app needs the store's engine), its modules
+    imported then too."""
     settings, routing = w.settings, w.routing
     stale_after = timedelta(
         seconds=3 * max(settings.intervals.metadata_seconds, settings.intervals.offsets_seconds)
     )
     # the web forms and API bound silences as the routing file says
     silence_max_seconds = routing.settings.silence_max_duration if routing is not None else 7 * 86400
-    inboxes = inbox_paths(routing) if routing is not None else {}
 
     def build() -> Component:
+        from monitor.expose.web.app import create_app
+        from monitor.expose.web.inbox import inbox_paths
+        from monitor.expose.web.server import WebServer
+
+        inboxes = inbox_paths(routing) if routing is not None else {}
         app = create_app(w.engine(), stale_after=stale_after, clock=w.clock, retention=w.retention,
                          repairs=w.repairs, identity=settings.web.identity, snapshot=w.snapshot,
                          job_intervals=w.intervals, inboxes=inboxes, silence_max_seconds=silence_max_seconds,
@@ -350,3 +403,77 @@ class _LazyWeb:
     def stop(self) -> None:
         if self._server is not None:
             self._server.stop()
+
+
+class _AfterFirstAnswer:
+    """What waits for the collectors' first answer (each cluster's first offsets run, or at most
+    `wait_at_most` seconds): `first` (the store's maintenance, run on the scheduler), then the
+    stages of `later`, built and started in order on a thread of their own, so that the start of
+    the daemon, its collectors and its web server do not wait for them, nor share the CPUs with
+    them before the lag is answered. A stage that cannot start stops the daemon
+    (`on_failure`: `App.fail`), as a failed start in the foreground does."""
+
+    name = "after the first answer"
+
+    def __init__(
+        self,
+        answered: Callable[[float], bool],
+        wait_at_most: float,
+        first: Callable[[], object],
+        later: Sequence[Callable[[], Component]],
+    ) -> None:
+        self._answered = answered
+        self._wait_at_most = wait_at_most
+        self._first = first
+        self._later = later
+        self._stages: App | None = None
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.on_failure: Callable[[BaseException], object] = lambda exc: None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="after-first-answer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        waited = time.monotonic()
+        while not self._answered(0.1):
+            if self._stopping.is_set():
+                return
+            if time.monotonic() - waited >= self._wait_at_most:
+                log.info(
+                    "no first answer from the collectors after %.0f s: starting the rest", self._wait_at_most
+                )
+                break
+        self._first()
+        try:
+            self._stages = App([build() for build in self._later])
+            self._stages.start()
+        except BaseException as exc:
+            log.error("the daemon stops: a stage started after the first answer failed: %s", exc)
+            self.on_failure(exc)
+
+    def stop(self) -> None:
+        """Wait for a stage that is starting (a JVM), then stop the started ones in reverse."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._stages is not None:
+            self._stages.stop()
+
+
+class _StopsFirst:
+    """The scheduler, started in its place (before the stages that schedule jobs) but stopped
+    before every stage: no job runs while a stage stops. Its own place stops it again, which does
+    nothing."""
+
+    name = "the scheduler's jobs"
+
+    def __init__(self, scheduler: Component) -> None:
+        self._scheduler = scheduler
+
+    def start(self) -> None:
+        """Nothing: the scheduler started in its place."""
+
+    def stop(self) -> None:
+        self._scheduler.stop()

@@ -8,19 +8,20 @@ import math
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
 
-from monitor.act.model import RetentionError
 from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import printable
 from monitor.core.identity import Identity
-from monitor.core.settings import Settings, load_settings
 from monitor.core.user_input import BIGINT_MAX, whole_number
+
+if TYPE_CHECKING:  # imported where used: the command line starts without them (monitor.cli.lazy)
+    from sqlalchemy import Engine
+
+    from monitor.core.settings import Settings
 
 T = TypeVar("T")
 WINDOW = timedelta(minutes=1)
@@ -85,6 +86,8 @@ def shown_path(path: Path) -> str:
 
 def settings_from(config: Path | None) -> Settings:
     """The settings of `config` and the environment; an invalid file exits with its problems."""
+    from monitor.core.settings import load_settings
+
     try:
         return load_settings(config)
     except ConfigError as exc:
@@ -118,6 +121,8 @@ def admitted(who: Identity, settings: Settings) -> None:
     changes or attempts in the last minute through the command line, as the web answers 429: a
     script in a loop cannot ask without end (a repair request describes the cluster live). The
     count is the audit trail's, so it holds across processes; the web counts its own."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from monitor.store.audit import recent_entries
 
     limit = settings.web.identity.change_requests_per_minute
@@ -150,6 +155,8 @@ def admitted(who: Identity, settings: Settings) -> None:
 def run_or_exit(action: Callable[[], T]) -> T:
     """`action()`; a refusal of the act stage (retention or repair) is said with its code, exit
     status 1; any other error of the monitor, or a bad value, is `error: ...`, exit status 2."""
+    from monitor.act.model import RetentionError
+
     try:
         return action()
     except RetentionError as exc:

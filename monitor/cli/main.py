@@ -6,46 +6,84 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from monitor.cli import (
-    alerts,
-    db,
-    dev_cluster,
-    dev_spark,
-    repair,
-    reports,
-    retention,
-    routes,
-    rules,
-    share_groups,
-)
 from monitor.cli.common import ConfigOption, err, fail, fail_config, number_parser, out, settings_from
+from monitor.cli.lazy import Deferred, LazyGroup
 from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.formatting import PrintableLogFormatter
-from monitor.core.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from monitor.app import Checked
+    from monitor.core.settings import Settings
+
+
+class Commands(LazyGroup):
+    """The command groups and the report commands, each imported only when it runs."""
+
+    deferred = (
+        Deferred(
+            "status", "monitor.cli.reports", "Every cluster at a glance: brokers down, offline / "
+            "under-min-ISR / under-replicated\npartitions, groups by status, open findings, and how "
+            "fresh the numbers are.", "register", first=True,
+        ),
+        Deferred(
+            "lag", "monitor.cli.reports", "A consumer group's lag: status, members, lag in offsets and "
+            "seconds per topic and per\npartition, time until data loss, the catch-up forecast and the "
+            "consumer advice, and the lag\nobjectives it is held to (budget left, burn rates).",
+            "register", first=True,
+        ),
+        Deferred(
+            "topic", "monitor.cli.reports", "A topic: retention (size vs retention.bytes, time coverage "
+            "vs retention.ms, shortfall),\nreplication per partition, and the groups reading it, "
+            "soonest data loss first.", "register", first=True,
+        ),
+        Deferred(
+            "share-groups", "monitor.cli.share_groups", "Share groups (KIP-932): state, members and "
+            "records waiting, most waiting first; a cluster\nwithout share groups says why.",
+            "register", first=True,
+        ),
+        Deferred(
+            "dev-cluster", "monitor.cli.dev_cluster", "Run a local Apache Kafka cluster on 127.0.0.1 "
+            "(4.x or 3.3+ with KRaft, 2.8 with ZooKeeper).",
+        ),
+        Deferred(
+            "dev-spark", "monitor.cli.dev_spark",
+            "Run a Spark standalone master and workers on 127.0.0.1 from the installed PySpark.",
+        ),
+        Deferred("db", "monitor.cli.db", "Start the local PostgreSQL and migrate the schema."),
+        Deferred("rules", "monitor.cli.rules", "Check and list the alert rules (alert_rules/*.yaml)."),
+        Deferred(
+            "routes", "monitor.cli.routes",
+            "Test, check and show the alert routing (alert_rules/routing.yaml and owners.yaml).",
+        ),
+        Deferred(
+            "alerts", "monitor.cli.alerts",
+            "Alerts: list (the default), acknowledge, silence, and the notification outbox.",
+        ),
+        Deferred(
+            "retention", "monitor.cli.retention",
+            "The retention button: raise, review, revert and extend retention.",
+        ),
+        Deferred(
+            "repair", "monitor.cli.repair",
+            "Reviewed repair actions: preferred leader election, moving leadership off a broker.",
+        ),
+    )  # fmt: skip
+
 
 app = typer.Typer(
     name="kafka-health",
     help="Kafka health monitor: consumer lag, retention and replication, with tiered alerts.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    cls=Commands,
 )
 config_app = typer.Typer(help="Validate configuration files.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
-app.add_typer(dev_cluster.app, name="dev-cluster")
-app.add_typer(dev_spark.app, name="dev-spark")
-app.add_typer(db.app, name="db")
-app.add_typer(rules.app, name="rules")
-app.add_typer(routes.app, name="routes")
-app.add_typer(alerts.app, name="alerts")
-app.add_typer(retention.app, name="retention")
-app.add_typer(repair.app, name="repair")
-reports.register(app)
-share_groups.register(app)
 
 
 @config_app.command("check")
@@ -53,6 +91,8 @@ def config_check(
     file: Annotated[Path, typer.Argument(help="The YAML file to validate.", exists=False)],
 ) -> None:
     """Validate FILE (and the KAFKA_HEALTH_* environment) without starting anything."""
+    from monitor.core.settings import load_settings
+
     try:
         settings = load_settings(file)
     except ConfigError as exc:
@@ -63,16 +103,15 @@ def config_check(
     out.print(f"{file}: OK ({len(settings.clusters)} cluster(s): {names})", highlight=False)
 
 
-def _checked(settings: Settings) -> Settings:
-    """`settings`, once every operator file the daemon will use is valid: a bad one stops here,
-    before PostgreSQL, Kafka or Spark is started."""
+def _checked(settings: Settings) -> Checked:
+    """Every operator file the daemon will use, checked: a bad one stops here, before
+    PostgreSQL, Kafka or Spark is started."""
     from monitor.app import check_operator_files
 
     try:
-        check_operator_files(settings)
+        return check_operator_files(settings)
     except ConfigError as exc:
         raise fail_config(exc) from exc
-    return settings
 
 
 def _setup_logging(level: str) -> None:
@@ -112,10 +151,11 @@ def run(config: ConfigOption = None) -> None:
     from monitor.app import build_app
     from monitor.devtools import stack
 
-    settings = _checked(settings_from(config))
+    settings = settings_from(config)
+    checked = _checked(settings)
     _setup_logging(settings.log_level)
     with stack.local_services(settings, _say, with_kafka=False) as services:
-        daemon = build_app(settings, services.database_url)
+        daemon = build_app(settings, services.database_url, checked=checked)
         _say(f"web UI on http://{settings.web.host}:{settings.web.port}  (Ctrl-C stops)")
         daemon.run_until_signalled()
 
@@ -145,6 +185,7 @@ def demo(
     from contextlib import ExitStack
 
     from monitor.app import build_app
+    from monitor.cli.rules import export_prometheus_rules
     from monitor.devtools import stack
     from monitor.devtools.demo import (
         demo_settings,
@@ -156,7 +197,8 @@ def demo(
 
     # Inbox files instead of Slack, email and PagerDuty, the retention button in the labelled
     # development mode, shorter collection intervals, and the workload (monitor/devtools/demo.py).
-    settings = _checked(demo_settings(settings_from(config)))
+    settings = demo_settings(settings_from(config))
+    checked = _checked(settings)
     _setup_logging(settings.log_level)
     with stack.local_services(settings, _say, with_kafka=True) as services, ExitStack() as extras:
         if with_prometheus:
@@ -165,14 +207,15 @@ def demo(
 
             rules_file = var_dir() / "prometheus" / "kafka-health.rules.yaml"
             rules_file.parent.mkdir(parents=True, exist_ok=True)
-            exported, not_exported = rules.export_prometheus_rules(settings.evaluate.rules_dir, rules_file)
+            exported, not_exported = export_prometheus_rules(settings.evaluate.rules_dir, rules_file)
             prometheus = PrometheusServer(
                 var_dir() / "prometheus", prometheus_port, scrape_targets=[f"127.0.0.1:{settings.web.port}"],
                 scrape_interval="15s", rule_files=[rules_file],
             )  # fmt: skip
             prometheus.start()
             extras.callback(prometheus.stop)
-            settings = _checked(with_prometheus_push(settings, prometheus.remote_write_url))
+            settings = with_prometheus_push(settings, prometheus.remote_write_url)
+            checked = _checked(settings)
             _say(
                 f"Prometheus on {prometheus.url}: scraping the daemon and receiving its remote write; "
                 "try  max by (group) (kafka_consumer_group_max_lag_in_seconds)"
@@ -182,7 +225,7 @@ def demo(
                 f"/metrics: `kafka-health rules export --format prometheus`): {prometheus.url}/alerts"
             )
         ensure_demo_topic(settings, _say)
-        daemon = build_app(settings, services.database_url)
+        daemon = build_app(settings, services.database_url, checked=checked)
         if settings.web.identity.mode == "development":
             _say(f"development mode: no sign-in, everyone is {settings.web.identity.development_user}")
         workload = start_workload(settings, stack.dev_kafka(settings), _say)

@@ -12,13 +12,16 @@ when `collect.probe.enabled`) at its interval. Policy:
   lease in PostgreSQL (`leases`), renewed every third of its TTL; when the holder stops renewing,
   another instance takes the cluster over within two lease periods;
 - sample writes go through one `BufferedWriter`, so a PostgreSQL outage queues samples (bounded)
-  and the queue is flushed when the database is back.
+  and the queue is flushed when the database is back;
+- the first run of every cluster's offsets job is the lag's first answer after a start: the
+  daemon starts what can wait (Spark, the store's maintenance) once it is over (`first_answer`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy import Engine
@@ -26,7 +29,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.collect.clients import Clients
 from monitor.collect.context import ClusterContext, JobRun
-from monitor.collect.jobs import JOBS
+from monitor.collect.jobs import JOBS, offsets
 from monitor.core.clock import Clock
 from monitor.core.errors import MonitorError, StoreUnavailableError
 from monitor.core.gc_pause import gc_paused
@@ -38,6 +41,9 @@ from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import RunRecorder, instance_name
 
 log = logging.getLogger(__name__)
+
+ANSWER_JOB = offsets.JOB.name
+"""The job whose first run answers every group-partition's lag (`first_answer`)."""
 
 
 class ClusterCollector:
@@ -126,9 +132,13 @@ class CollectStage:
         self.collectors: dict[str, ClusterCollector] = {}
         self._held: set[str] = set()
         self._lock = threading.Lock()
+        self._answered: set[str] = set()
+        self._first_answer = threading.Event()
+        self._started_at = 0.0
         self.writer: BufferedWriter | None = None
 
     def start(self) -> None:
+        self._started_at = time.monotonic()
         engine = self._engine()
         self.writer = BufferedWriter(engine, self._config.buffer_max_rows, self._clock)
         recorder = RunRecorder(engine, self._clock, self.instance, self.writer)
@@ -159,6 +169,8 @@ class CollectStage:
         self._scheduler.every("collect:leases", lease_every, self.renew_leases)
         self._scheduler.every("collect:flush", 5.0, self._flush)
         self.renew_leases()
+        if not self.collectors:
+            self._first_answer.set()
 
     def _schedule(self, collector: ClusterCollector) -> None:
         name = collector.cluster.name
@@ -182,11 +194,35 @@ class CollectStage:
         return run_soon
 
     def _leased(self, collector: ClusterCollector, job: str) -> Callable[[], None]:
+        name = collector.cluster.name
+
         def run() -> None:
-            if self.holds(collector.cluster.name):
-                collector.run(job)
+            try:
+                if self.holds(name):
+                    collector.run(job)
+            finally:
+                if job == ANSWER_JOB:
+                    self._answer_ended(name)
 
         return run
+
+    def _answer_ended(self, cluster: str) -> None:
+        with self._lock:
+            self._answered.add(cluster)
+            first = self._answered >= self.collectors.keys() and not self._first_answer.is_set()
+            if first:
+                self._first_answer.set()
+        if first:
+            seconds = time.monotonic() - self._started_at
+            log.info(
+                "first answer: every cluster's offsets run is over, %.1f s after the collectors started",
+                seconds,
+            )
+
+    def first_answer(self, timeout: float) -> bool:
+        """Wait, at most `timeout` seconds, until the first offsets run of every cluster is over
+        (the lag answered, the run failed, or another instance holds the cluster); whether it is."""
+        return self._first_answer.wait(timeout)
 
     def holds(self, cluster: str) -> bool:
         with self._lock:

@@ -15,7 +15,8 @@ instances reached"). A request while a run is under way marks the job pending, a
 is under way runs the job again in its own thread before it lets go, checking the mark under the
 same lock as it lets go. A request while no run is under way claims the job and starts the run in
 a thread of this scheduler's own. A tick that comes while a run is under way is skipped, as
-APScheduler skips it.
+APScheduler skips it. A job `expect`ed (its stage starts in the background, after the scheduler)
+keeps a request made before it is scheduled, and runs it when `every` schedules it.
 """
 
 from __future__ import annotations
@@ -73,7 +74,15 @@ class Scheduler:
         self._jobs: dict[str, tuple[float, Callable[[], None]]] = {}
         self._running: set[str] = set()  # a run is under way (from a tick or from run_soon)
         self._pending: set[str] = set()  # asked to run again while running: one run, not a queue
+        self._expected: set[str] = set()  # scheduled later: a request before then is kept
+        self._early: set[str] = set()  # asked for before it was scheduled
         self._stopping = False
+
+    def expect(self, job_id: str) -> None:
+        """`job_id` is scheduled later (`every`), by a stage that starts after the scheduler: a
+        `run_soon` asked before then is kept, and runs as soon as the job is scheduled."""
+        with self._lock:
+            self._expected.add(job_id)
 
     def every(
         self,
@@ -88,6 +97,8 @@ class Scheduler:
         logged = _logged(job_id, func)
         with self._lock:
             self._jobs[job_id] = (seconds, logged)
+            asked = job_id in self._early
+            self._early.discard(job_id)
         self._scheduler.add_job(
             self._on_tick,
             "interval",
@@ -98,14 +109,22 @@ class Scheduler:
             next_run_time=start,
             replace_existing=True,
         )
+        if asked:
+            self.run_soon(job_id)
 
     def run_soon(self, job_id: str) -> bool:
         """Run `job_id` now rather than at its next tick; its interval counts from this run.
         Returns False when the request was coalesced into a run already pending, or the job is
-        unknown (not scheduled: e.g. its stage is disabled) or the scheduler is stopping."""
+        unknown (not scheduled, nor `expect`ed: e.g. its stage is disabled) or the scheduler is
+        stopping. A job expected but not scheduled yet keeps the request for when it is."""
         with self._lock:
-            if job_id not in self._jobs or self._stopping:
+            if self._stopping:
                 return False
+            if job_id not in self._jobs:
+                if job_id not in self._expected or job_id in self._early:
+                    return False
+                self._early.add(job_id)
+                return True
             if job_id in self._running:
                 queued = job_id not in self._pending
                 self._pending.add(job_id)

@@ -6,28 +6,35 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from monitor.core.settings import Settings
-from monitor.devtools.jdbc import ensure_jdbc_driver
-from monitor.devtools.kafka_cluster import DevKafkaCluster
 from monitor.devtools.paths import cache_dir, var_dir
-from monitor.devtools.postgres import LocalPostgres
-from monitor.store import migrate
+
+if TYPE_CHECKING:  # imported where used: `run` on a configured database needs neither server
+    from monitor.core.settings import Settings
+    from monitor.devtools.kafka_cluster import DevKafkaCluster
+    from monitor.devtools.postgres import LocalPostgres
 
 log = logging.getLogger(__name__)
 Report = Callable[[str], None]
 
 
 def dev_kafka(settings: Settings) -> DevKafkaCluster:
+    from monitor.devtools.kafka_cluster import DevKafkaCluster
+
     return DevKafkaCluster(settings.dev_kafka, var_dir() / "kafka", cache_dir())
 
 
 def local_postgres(settings: Settings, report: Report) -> LocalPostgres:
+    from monitor.devtools.postgres import LocalPostgres
+
     return LocalPostgres(var_dir() / "postgres", settings.database.local_port, log=report)
 
 
 def setup(settings: Settings, report: Report, *, kafka: bool = True, postgres: bool = True) -> None:
     """Fetch or check everything the embedded stack runs on. Idempotent; fast when done."""
+    from monitor.devtools.jdbc import ensure_jdbc_driver
+
     if kafka:
         report(f"Kafka {settings.dev_kafka.version} broker jars: {dev_kafka(settings).ensure_jars(report)}")
     report(f"PostgreSQL JDBC driver: {ensure_jdbc_driver(report=report)}")
@@ -47,6 +54,8 @@ class LocalServices:
 def local_services(settings: Settings, report: Report, *, with_kafka: bool) -> Iterator[LocalServices]:
     """Start the local PostgreSQL when `database.url` is unset (and the local Kafka cluster when
     `with_kafka`), migrate the schema, and stop on exit whatever this call started."""
+    from monitor.store import migrate
+
     services = LocalServices(database_url="")
     try:
         if with_kafka:

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import httpx
-from aws_msk_iam_sasl_signer import MSKAuthTokenProvider
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
 from monitor.core.cluster_security import SaslMechanism, Security
@@ -147,6 +146,9 @@ class MskIamTokens:
         return f"{type(self).__name__}(cluster={self._cluster!r}, region={self._region!r})"
 
     def __call__(self) -> Token:
+        # imported here: boto3, under it, takes longer to import than a daemon takes to start
+        from aws_msk_iam_sasl_signer import MSKAuthTokenProvider
+
         issued = self._clock()
         try:
             if self._security.aws_role_arn is not None:

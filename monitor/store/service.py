@@ -1,4 +1,5 @@
-"""The store as a runtime component: the engine, a schema check, and sample retention."""
+"""The store as a runtime component: the engine, a schema check, the day partitions the writes
+need, and the maintenance (rollups, retention) the daemon schedules once it is up."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from monitor.store.engine import make_engine, mask_url
 from monitor.store.metadata import prune_runs
 from monitor.store.models import Cluster
 from monitor.store.objectives import prune_minutes
-from monitor.store.partitions import maintain_partitions
+from monitor.store.partitions import ensure_partitions, maintain_partitions
 from monitor.store.rollups import COARSE, FINE, SOURCES, prune_marks, rollup_table_name
 from monitor.store.samples import prune_record_timestamps
 
@@ -44,7 +45,10 @@ class StoreService:
         return self._engine
 
     def start(self) -> None:
-        """Connect, refuse a schema that is not at the migrations' head, create partitions ahead."""
+        """Connect, refuse a schema that is not at the migrations' head, create the partitions of
+        today and the days ahead. The rest of the maintenance (`maintain`: the rollups, which can
+        take minutes after a daemon was down, and retention) is not waited for: the daemon runs it
+        in the background once the collectors have answered."""
         self._engine = make_engine(self._url)
         current = migrate.current(self._url)
         heads = migrate.heads()
@@ -53,7 +57,8 @@ class StoreService:
                 f"the schema of {mask_url(self._url)} is at revision {current or 'none'}, "
                 f"the code expects {', '.join(heads)}; run `kafka-health db migrate`"
             )
-        self.maintain()
+        with self._engine.begin() as conn:
+            ensure_partitions(conn, self._clock.now(), self._config.partitions_ahead_days)
 
     def maintain(self) -> None:
         """Create the coming days' sample partitions, roll up the lag history of complete hours

@@ -117,8 +117,11 @@ def test_a_stopped_broker_is_evaluated_and_alerted_without_waiting_for_the_ticks
         closed = all(r["finished_at"] is not None for r in _runs(engine, "evaluate"))
         return (bool(_runs(engine, "alert")) and closed) or daemon.poll() is not None
 
+    # Spark starts once the collectors have answered, in the background: a stop seen before it is
+    # up is evaluated as soon as it is (the JVM's start and a cold evaluation: minutes on a busy
+    # two-core machine).
     kafka.wait_for(
-        alerted, 300, "an alert cycle after the evaluation the broker's stop asked for, and its close"
+        alerted, 600, "an alert cycle after the evaluation the broker's stop asked for, and its close"
     )
     assert daemon.poll() is None, log_tail()
 

@@ -50,7 +50,8 @@ DAYS_PER_PASS = ROLLUP_HOURS_PER_PASS // 24
 
 
 FIRST_PASS: dict[str, object] = {}
-"""What the first maintenance pass left: its marks and the raw partitions."""
+"""What the store's start left (its marks) and the first maintenance pass (its marks and the raw
+partitions)."""
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,9 @@ def rolled(engine: Engine, db_url: str) -> StoreService:
             {"t": START},
         )
     store = StoreService(db_url, CONFIG, FakeClock(NOW))
-    store.start()  # maintains once
+    store.start()  # today's partitions only: the daemon maintains once its collectors have answered
+    FIRST_PASS["started"] = _marks(engine)
+    store.maintain()
     FIRST_PASS["marks"] = _marks(engine)
     with engine.connect() as conn:
         FIRST_PASS["raw"] = set(existing_partitions(conn, "derived_group"))
@@ -78,6 +81,14 @@ def rolled(engine: Engine, db_url: str) -> StoreService:
         if _marks(engine) == before:
             break
     return store
+
+
+def _instance_maintains(db_url: str, at: datetime) -> None:
+    """A daemon's store, started at `at`, and its maintenance (which the daemon runs after its start)."""
+    store = StoreService(db_url, CONFIG, FakeClock(at))
+    store.start()
+    store.maintain()
+    store.stop()
 
 
 def _rows(conn: Connection, table: str, extra: str = "") -> list[tuple[object, ...]]:
@@ -122,6 +133,7 @@ def test_a_pass_rolls_up_the_oldest_days_first_and_no_raw_day_goes_before_its_ro
     rolled: StoreService,
 ) -> None:
     sources = ("derived_group", "derived_group_partition")
+    assert FIRST_PASS["started"] == [], "the store's start rolls nothing up: the maintenance does"
     assert FIRST_PASS["marks"] == [(s, day) for s in sources for day in DAY_LIST[:DAYS_PER_PASS]]
     raw = FIRST_PASS["raw"]
     assert isinstance(raw, set)
@@ -204,7 +216,7 @@ def test_maintenance_again_changes_nothing(rolled: StoreService, engine: Engine,
 
     before = counts()
     rolled.maintain()
-    StoreService(db_url, CONFIG, FakeClock(NOW + timedelta(hours=2))).start()  # a second instance, later
+    _instance_maintains(db_url, NOW + timedelta(hours=2))  # a second instance, later
     assert counts() == before
 
 
@@ -244,9 +256,9 @@ def test_the_hours_of_today_are_rolled_up_as_they_complete_and_their_day_is_kept
             rows = conn.execute(text("SELECT bucket FROM derived_group_1h WHERE cluster = 'h' ORDER BY 1"))
             return [b.astimezone(UTC) for b in rows.scalars()]
 
-    StoreService(db_url, CONFIG, FakeClock(first + timedelta(hours=2, minutes=5))).start()
+    _instance_maintains(db_url, first + timedelta(hours=2, minutes=5))
     assert hours_of_h() == [first]  # 05:00-06:00 is complete only 10 minutes after its end
-    StoreService(db_url, CONFIG, FakeClock(first + timedelta(hours=3, minutes=15))).start()
+    _instance_maintains(db_url, first + timedelta(hours=3, minutes=15))
     assert hours_of_h() == [first + timedelta(hours=n) for n in range(3)]
     with engine.connect() as conn:
         fine = [

@@ -1,11 +1,16 @@
-"""The composition root starts in order, stops in reverse, and rolls back a failed start."""
+"""The composition root starts in order, stops in reverse, and rolls back a failed start; what
+waits for the collectors' first answer starts after it, in the background, and stops the daemon
+when it cannot start; the scheduler stops before the stages."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from monitor.app import App
+from monitor.app import App, _AfterFirstAnswer, _StopsFirst
 from monitor.core.errors import MonitorError
+from tests.conditions import wait_for
 
 
 class Recorder:
@@ -53,11 +58,73 @@ def test_a_failing_stop_does_not_keep_others_running() -> None:
 
 
 def test_request_stop_ends_run_until_signalled() -> None:
-    import threading
-
     log: list[str] = []
     app = App([Recorder("store", log)])
     timer = threading.Timer(0.3, app.request_stop)
     timer.start()
     app.run_until_signalled()
     assert log == ["start store", "stop store"]
+
+
+class Answer:
+    """The collectors' first answer, given when the test says."""
+
+    def __init__(self) -> None:
+        self.given = threading.Event()
+
+    def __call__(self, timeout: float) -> bool:
+        return self.given.wait(timeout)
+
+
+def test_what_waits_for_the_first_answer_starts_after_it_on_its_own_thread() -> None:
+    log: list[str] = []
+    answer = Answer()
+    later = _AfterFirstAnswer(
+        answer, 60, lambda: log.append("maintenance"), [lambda: Recorder("evaluate", log)]
+    )
+    app = App([Recorder("collect", log), later, Recorder("web", log)])
+    app.start()  # returns without waiting for the answer
+    assert log == ["start collect", "start web"]
+    answer.given.set()
+    wait_for(lambda: "start evaluate" in log, 5, "the evaluate stage's start")
+    assert log == ["start collect", "start web", "maintenance", "start evaluate"]
+    app.stop()
+    assert log[4:] == ["stop web", "stop evaluate", "stop collect"]
+
+
+def test_no_answer_within_the_wait_starts_the_rest_anyway() -> None:
+    log: list[str] = []
+    later = _AfterFirstAnswer(Answer(), 0.3, lambda: log.append("maintenance"), [lambda: Recorder("x", log)])
+    later.start()
+    wait_for(lambda: "start x" in log, 5, "the start without an answer")
+    later.stop()
+    assert log == ["maintenance", "start x", "stop x"]
+
+
+def test_a_stop_before_the_answer_starts_nothing() -> None:
+    log: list[str] = []
+    later = _AfterFirstAnswer(Answer(), 60, lambda: log.append("maintenance"), [lambda: Recorder("x", log)])
+    later.start()
+    later.stop()
+    assert log == []
+
+
+def test_a_stage_that_cannot_start_in_the_background_stops_the_daemon_with_its_error() -> None:
+    log: list[str] = []
+    answer = Answer()
+    answer.given.set()
+    later = _AfterFirstAnswer(answer, 60, lambda: None, [lambda: Recorder("evaluate", log, fail=True)])
+    app = App([Recorder("collect", log), later])
+    later.on_failure = app.fail
+    with pytest.raises(MonitorError, match="evaluate cannot start"):
+        app.run_until_signalled()
+    assert log == ["start collect", "start evaluate", "stop collect"]
+
+
+def test_the_scheduler_stops_before_the_stages_it_runs_jobs_of() -> None:
+    log: list[str] = []
+    scheduler = Recorder("scheduler", log)
+    app = App([Recorder("collect", log), scheduler, Recorder("web", log), _StopsFirst(scheduler)])
+    app.start()
+    app.stop()
+    assert log[3:] == ["stop scheduler", "stop web", "stop scheduler", "stop collect"]

@@ -88,8 +88,42 @@ def test_the_stage_schedules_every_enabled_job_for_every_cluster(probe: bool) ->
     assert scheduler.jobs == {
         f"east:{name}": (job.interval(intervals), job.first_run_in) for name, job in enabled.items()
     }
-    assert scheduler.jobs["east:offsets"][0] == 5
+    assert scheduler.jobs["east:offsets"] == (5, 0.0), "the lag's first answer is not put off"
     assert ("east:probe" in scheduler.jobs) is probe
+
+
+def _collector(name: str) -> ClusterCollector:
+    clock = FakeClock()
+    return ClusterCollector(
+        ClusterConfig(name=name, bootstrap_servers=["127.0.0.1:9092"]),
+        None,  # type: ignore[arg-type]
+        clock,
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        CollectConfig(),
+        clients=fake_clients(FakeCluster(name, clock=clock)),
+    )
+
+
+def test_the_first_answer_is_when_every_clusters_first_offsets_run_is_over() -> None:
+    """What the daemon starts after the lag's first answer waits for this: a run that failed
+    and a cluster another instance holds are over too."""
+    stage = CollectStage([], Intervals(), CollectConfig(), lambda: None, FakeClock(), RecordingScheduler())  # type: ignore[arg-type]
+    east, west = _collector("east"), _collector("west")
+    stage.collectors = {"east": east, "west": west}
+    stage._held = {"east"}
+
+    def failing(job: str) -> None:
+        raise RuntimeError(f"{job} failed")
+
+    east.run = failing  # type: ignore[method-assign]
+    stage._leased(west, "metadata")()
+    assert not stage.first_answer(0)
+    with pytest.raises(RuntimeError):
+        stage._leased(east, "offsets")()
+    assert not stage.first_answer(0), "west's first offsets run is not over"
+    stage._leased(west, "offsets")()  # west is another instance's: nothing collected, over
+    assert stage.first_answer(0)
 
 
 def test_an_unknown_job_is_refused_with_the_names_that_exist() -> None:

@@ -180,3 +180,28 @@ def test_no_run_is_started_once_stopping() -> None:
     assert not stopper.is_alive(), "stop() waits for the run under way, then returns"
     assert len(starts) == 1, "the pending run is not started by a scheduler that is stopping"
     assert s.run_soon("evaluate") is False
+
+
+def test_a_request_before_an_expected_job_is_scheduled_runs_when_it_is(scheduler: Scheduler) -> None:
+    """The evaluation's stage starts after the collectors: a critical change they collect before
+    then is evaluated as soon as the job exists, once however often it was asked."""
+    runs: list[float] = []
+    scheduler.expect("evaluate")
+    assert scheduler.run_soon("evaluate") is True
+    assert scheduler.run_soon("evaluate") is False, "coalesced into the request kept"
+    assert scheduler.run_soon("alert") is False, "not expected: unknown"
+    time.sleep(0.2)
+    assert runs == []
+
+    scheduler.every("evaluate", HOUR, lambda: runs.append(time.monotonic()), first_run_in=HOUR)
+    assert wait_until(lambda: len(runs) == 1)
+    time.sleep(0.3)
+    assert len(runs) == 1
+
+
+def test_an_expected_job_not_asked_for_waits_for_its_tick(scheduler: Scheduler) -> None:
+    runs: list[float] = []
+    scheduler.expect("evaluate")
+    scheduler.every("evaluate", HOUR, lambda: runs.append(time.monotonic()), first_run_in=HOUR)
+    time.sleep(0.3)
+    assert runs == []
