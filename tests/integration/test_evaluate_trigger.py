@@ -17,6 +17,7 @@ import pytest
 import yaml
 from sqlalchemy import Engine, text
 
+from tests.fixtures.daemon import stop_daemon
 from tests.fixtures.kafka import KafkaTestHelper
 from tests.fixtures.receivers import free_port
 
@@ -68,13 +69,7 @@ route:
             stderr=subprocess.STDOUT,
         )
     yield proc
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+    stop_daemon(proc)
 
 
 def _runs(engine: Engine, job: str) -> list[dict[str, Any]]:
