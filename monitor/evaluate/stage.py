@@ -1,8 +1,9 @@
-"""The evaluate stage as an app component: a warm SparkSession, the rules reloaded every cycle
-(operators change thresholds without a restart; a bad rule file is reported and the other files
-still run), and one evaluation every `intervals.evaluate_seconds`, recorded as a run:
-incremental (`evaluate.incremental`, monitor.evaluate.job) but every `evaluate.full_every`-th,
-its kind and what it carried and computed among the run's counts (the collection page shows them)."""
+"""The evaluate stage as an app component: a warm SparkSession, the rules read every cycle
+(operators change thresholds without a restart; validated again only when a file changed:
+kept_rules; a bad rule file is reported and the other files still run), and one evaluation every
+`intervals.evaluate_seconds`, recorded as a run: incremental (`evaluate.incremental`,
+monitor.evaluate.job) but every `evaluate.full_every`-th, its kind and what it carried and
+computed among the run's counts (the collection page shows them)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from monitor.core.objectives import Objective, load_objectives
 from monitor.core.scheduler import DueRun, Scheduler
 from monitor.core.settings import AUTO_MEMORY, EvaluateConfig, SparkConfig
 from monitor.evaluate.job import JobSettings, run_evaluation
+from monitor.evaluate.kept_rules import KeptRules
 from monitor.evaluate.plan import Plans
-from monitor.evaluate.rules import load_rules, rule_files
 from monitor.evaluate.spark import build_session, driver_memory, fleet_heap_mb, jdbc_target, outgrown
 from monitor.store.evaluation import drop_clocks, fleet_rows
 from monitor.store.findings import next_due
@@ -77,6 +78,7 @@ class EvaluateStage:
         self._evaluations = 0
         self._told_heap_mb = 0
         self._plans = Plans()
+        self._rules = KeptRules(config.rules_dir)
         self._recorder: RunRecorder | None = None
 
     def start(self) -> None:
@@ -146,7 +148,7 @@ class EvaluateStage:
             gc.collect()
 
     def _evaluate(self, run: Run, session: SparkSession) -> None:
-        ruleset = load_rules(rule_files(self._config.rules_dir))
+        ruleset = self._rules.load()
         for problem in ruleset.problems:
             run.problem(problem)
         objectives = self._objectives(run)
