@@ -12,9 +12,9 @@ cluster and what to check (`KafkaPythonClient._failed`, the run's error). So eve
 - with an exception as its one-line text instead of a traceback;
 - with the secrets of every cluster whose client was made in this process masked;
 - at DEBUG for the connection layer (`kafka.net`) and for any record about a broker that cannot
-  be reached (a connection error or a node not ready, as the metadata refresh logs at ERROR when a
-  broker stops): the monitor reports those itself, a stopped broker as a finding; other records
-  keep their level.
+  be reached (a connection error, a node not ready, or a request cancelled because its
+  connection closed under it, as the metadata refresh logs at ERROR when a broker stops): the
+  monitor reports those itself, a stopped broker as a finding; other records keep their level.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import threading
 from collections.abc import Sequence
 from typing import Final
 
-from kafka.errors import KafkaConnectionError, NodeNotReadyError
+from kafka.errors import Cancelled, KafkaConnectionError, NodeNotReadyError
 
 from monitor.kafka.properties import scrub
 
@@ -32,7 +32,7 @@ TARGET: Final = logging.getLogger("monitor.kafka.python")
 _SOURCE: Final = "kafka"
 _CONNECTION_LAYER: Final = "kafka.net"
 _THREAD_PREFIX: Final = "kafka-io-kafka-health-"
-_UNREACHABLE: Final = (KafkaConnectionError, NodeNotReadyError)
+_UNREACHABLE: Final = (KafkaConnectionError, NodeNotReadyError, Cancelled)
 
 
 class KafkaPythonLog(logging.Handler):

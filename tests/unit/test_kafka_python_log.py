@@ -121,21 +121,24 @@ def test_a_refused_handshake_is_logged_naming_the_cluster_without_traceback_or_s
 
 
 def test_a_broker_that_cannot_be_reached_is_not_an_error_in_the_log() -> None:
-    """kafka-python's metadata refresh logs at ERROR when a broker stops; the monitor reports a
-    stopped broker as a finding, so the line goes to DEBUG. Other errors keep their level."""
-    from kafka.errors import KafkaConnectionError, UnknownError
+    """kafka-python's metadata refresh logs at ERROR when a broker stops (refused, or its request
+    cancelled as the connection closed under it); the monitor reports a stopped broker as a
+    finding, so the line goes to DEBUG. Other errors keep their level."""
+    from kafka.errors import Cancelled, KafkaConnectionError, UnknownError
 
     route_kafka_python_log("eu", [])
     asking("eu")
     source = logging.getLogger("kafka.cluster")
     with RootRecords() as logged:
         source.error("Metadata refresh: failed %s", KafkaConnectionError("111 ECONNREFUSED"))
+        source.error("Metadata refresh: failed %s", Cancelled())
         source.error("Metadata refresh loop error: %s", UnknownError("broken"))
     levels = {r.getMessage(): r.levelno for r in logged.records if r.name == "monitor.kafka.python"}
     assert levels == {
         "kafka-python on cluster 'eu': Metadata refresh: failed KafkaConnectionError: 111 ECONNREFUSED": (
             logging.DEBUG
         ),
+        "kafka-python on cluster 'eu': Metadata refresh: failed Cancelled": logging.DEBUG,
         "kafka-python on cluster 'eu': Metadata refresh loop error: [Error -1] UnknownError: broken": (
             logging.ERROR
         ),
