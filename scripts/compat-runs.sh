@@ -2,12 +2,9 @@
 # The Kafka version matrix: the contract suite and the end-to-end run (COMPAT_TESTS) once per
 # Kafka version given, each version in a pytest session of its own with a fresh dev cluster of
 # that version. COMPAT_JOBS (default 1) versions run at once: each slot has its own state
-# directory (var/compat/<version>) and its own ports, slot n at the test ports minus
-# 1000 * (2n + 1) (Kafka, whose cluster uses its port and the 500 above it) and plus n + 1
-# (PostgreSQL): between the ports of the shards (scripts/test-shards.sh: minus 2000 * k, plus
-# 10 * k), so that the matrix runs beside them (scripts/test-all.sh), and all below the kernel's
-# ephemeral range (32768 up), where a client connection of another session could be holding the
-# port. Each session's
+# directory (var/compat/<version>) and its own ports, slot n at the test ports minus 1000 * n
+# (Kafka) and plus n (PostgreSQL), all below the kernel's ephemeral range (32768 up), where a
+# client connection of another session could be holding the port. Each session's
 # output is printed whole when it ends; the first failure fails the script.
 #
 #   usage: scripts/compat-runs.sh PYTEST VERSION... (PYTEST_ARGS are passed on)
@@ -26,8 +23,8 @@ run_one() { # slot version
     local slot=$1 version=$2
     KAFKA_HEALTH_TEST_KAFKA_VERSION=$version \
     KAFKA_HEALTH_VAR="$var/compat/$version" \
-    KAFKA_HEALTH_TEST_KAFKA_PORT=$((kafka_port - 1000 * (2 * slot + 1))) \
-    KAFKA_HEALTH_TEST_PG_PORT=$((pg_port + slot + 1)) \
+    KAFKA_HEALTH_TEST_KAFKA_PORT=$((kafka_port - 1000 * slot)) \
+    KAFKA_HEALTH_TEST_PG_PORT=$((pg_port + slot)) \
         "$pytest" tests/contract tests/integration/test_compat_e2e.py -m integration ${PYTEST_ARGS:-} \
         >"$logs/$version.log" 2>&1
 }

@@ -5,7 +5,7 @@
 # shard k at the test ports minus 2000 * (k - 1) (Kafka, which moves its OpenID provider with it)
 # and plus 10 * (k - 1) (PostgreSQL, the soak's PostgreSQL, Spark), all below the kernel's
 # ephemeral range; the compat slots (scripts/compat-runs.sh) use the ports in between and run
-# beside these (scripts/test-all.sh). Each session's output is printed whole when it ends. The JUnit report of shard k
+# after these. Each session's output is printed whole when it ends. The JUnit report of shard k
 # is var/test-report-<k>.xml. Any failure fails the script.
 #
 #   usage: scripts/test-shards.sh PYTEST [PYTEST ARGS...]
