@@ -93,7 +93,7 @@ def test_groups_that_keep_up_are_never_told_about_next_to_one_that_stopped(
             ]
             return bool(pages)
 
-        kafka.wait_for(told, 150, "the stopped group's page (group_wait 10 s)")  # a few cycles
+        kafka.wait_for(told, 300, "the stopped group's page (group_wait 10 s)")  # a few cycles
 
         # The controls read within a second of each write, so an evaluation can find one with
         # nothing left to read (no deletion ahead): cycles go on until each was seen behind.
