@@ -207,6 +207,8 @@ class CollectStage:
         return run
 
     def _answer_ended(self, cluster: str) -> None:
+        if self._first_answer.is_set():  # every later offsets run: nothing to count
+            return
         with self._lock:
             self._answered.add(cluster)
             first = self._answered >= self.collectors.keys() and not self._first_answer.is_set()
