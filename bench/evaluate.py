@@ -387,6 +387,46 @@ def peak_mb(pids: list[int | str]) -> float | None:
     return None if any(p is None for p in peaks) else sum(p or 0 for p in peaks) / 1024
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int | str, reaped: bool = False) -> float | None:
+    """The CPU time (user + system) of a process, with its reaped children's when `reaped` (a
+    PostgreSQL postmaster reaps each backend whose connection closed); None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if reaped else 0)
+    return ticks / CLOCK_TICKS
+
+
+def postgres_cpu_seconds(postmaster: int | None) -> float | None:
+    """The CPU time of a local PostgreSQL server: the postmaster with every backend it reaped, plus
+    the backends alive now."""
+    if postmaster is None:
+        return None
+    total = cpu_seconds(postmaster, reaped=True)
+    children = Path(f"/proc/{postmaster}/task/{postmaster}/children")
+    for child in children.read_text().split() if children.exists() else []:
+        total = (total or 0.0) + (cpu_seconds(child) or 0.0)
+    return total
+
+
+def _cpu(pids: list[int | str], postmaster: int | None) -> dict[str, float | None]:
+    """The CPU seconds so far of Spark's JVM (pids[1]) and the bench's PostgreSQL server."""
+    return {"jvm": cpu_seconds(pids[1]), "postgresql": postgres_cpu_seconds(postmaster)}
+
+
+def _used(before: dict[str, float | None], after: dict[str, float | None]) -> dict[str, float | None]:
+    """The CPU seconds spent between two `_cpu` readings (None where either is unknown)."""
+    used: dict[str, float | None] = {}
+    for key, start in before.items():
+        end = after[key]
+        used[key] = None if start is None or end is None else end - start
+    return used
+
+
 def measure(
     spark: Any,
     engine: Engine,
@@ -395,18 +435,23 @@ def measure(
     pids: list[int | str],
     plans: Plans,
     full: bool = False,
+    postmaster: int | None = None,
 ) -> dict[str, Any]:
+    """One evaluation at `evaluated_at`: its phases, rows, findings, peak memory, load and the CPU
+    seconds of Spark's JVM and of the local PostgreSQL server (`postmaster`; None: not measured)."""
     ruleset = load_rules(default_rule_paths())
     for problem in ruleset.problems:  # as the daemon does: report a bad file, run the other rules
         _log(f"rule problem: {problem}")
     reset_peaks(pids)
     load_before = os.getloadavg()[0]
+    cpu_before = _cpu(pids, postmaster)
     started = time.perf_counter()
     result = run_evaluation(
         spark, jdbc_target(url), engine, ruleset.rules, [CLUSTER], evaluated_at, JobSettings(), plans,
         full=full,
     )  # fmt: skip
     wall = time.perf_counter() - started
+    cpu = _used(cpu_before, _cpu(pids, postmaster))
     findings = result.findings
     return {
         "evaluated_at": evaluated_at.isoformat(), "wall_s": wall, "seconds": dict(result.seconds),
@@ -414,7 +459,7 @@ def measure(
         "findings_written": findings.get("new", 0) + findings.get("updated", 0), "rules": len(ruleset.rules),
         "peak_mb": peak_mb(pids), "loadavg_before": load_before, "loadavg_after": os.getloadavg()[0],
         "kind": result.kind, "carried_groups": result.carried_groups,
-        "carried_rows": sum(result.carried_rows.values()),
+        "carried_rows": sum(result.carried_rows.values()), "cpu_s": cpu,
     }  # fmt: skip
 
 
@@ -436,13 +481,14 @@ def run_size(
             result["input_rows"] = input_rows(engine, T0 + RUN_SPACING, JobSettings().window)
             _log(f"[{rows:,}] {result['partitions']:,} partitions, {result['input_rows']:,} input rows, "
                  f"filled in {result['fill_s']:.0f} s; warm-up evaluation")  # fmt: skip
-            result["warmup"] = measure(spark, engine, url, T0, pids, plans)
+            result["warmup"] = measure(spark, engine, url, T0, pids, plans, postmaster=args.postmaster)
             _log(f"[{rows:,}] warm-up {result['warmup']['wall_s']:.1f} s {_split(result['warmup'])}")
             # Every executor has registered by now: count each one's memory in the runs' peak.
             pids[2:] = executor_pids(spark.sparkContext.applicationId)
             result["runs"] = []
             for n in range(1, args.runs + 1):
-                run = measure(spark, engine, url, T0 + n * RUN_SPACING, pids, plans, full=args.full)
+                at = T0 + n * RUN_SPACING
+                run = measure(spark, engine, url, at, pids, plans, full=args.full, postmaster=args.postmaster)
                 result["runs"].append(run)
                 _log(f"[{rows:,}] run {n}: {run['wall_s']:.1f} s {_split(run)}, "
                      f"peak {run['peak_mb'] or 0:.0f} MB, load {run['loadavg_after']:.1f}")  # fmt: skip
@@ -500,6 +546,12 @@ def _read_seconds(run: dict[str, Any]) -> str:
     return "n/a" if read is None else f"{read:.1f}"
 
 
+def _cpu_text(run: dict[str, Any]) -> str:
+    """A run's CPU seconds of Spark's JVM and of PostgreSQL (n/a: not measured)."""
+    cpu = run.get("cpu_s") or {}
+    return ", ".join("n/a" if cpu.get(k) is None else f"{cpu[k]:.1f}" for k in ("jvm", "postgresql"))
+
+
 def _median_run(size: dict[str, Any]) -> dict[str, Any]:
     runs = sorted(size["runs"], key=lambda r: r["wall_s"])
     return runs[len(runs) // 2]
@@ -517,15 +569,15 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
         + ("full." if args.full else "as the daemon runs them (incremental: still groups carried)."),
         "",
         "| group-partitions | partitions | rows read | JDBC read s | compute s | write s | total s "
-        "| derived rows written | findings written | peak RSS MB (driver + JVMs) | load avg "
-        "| kind, groups carried | measured, driver memory |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "| CPU s: Spark JVM, PostgreSQL | derived rows written | findings written "
+        "| peak RSS MB (driver + JVMs) | load avg | kind, groups carried | measured, driver memory |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for size in sizes:
         measured = size.get("measured", {})
         when = f"{measured.get('date', '?')}, {measured.get('driver_memory', '?')}"
         if "error" in size:
-            lines.append(f"| {size['rows']:,} | | | | | | failed: {size['error']} | | | | | | {when} |")
+            lines.append(f"| {size['rows']:,} | | | | | | failed: {size['error']} | | | | | | | {when} |")
             continue
         run = _median_run(size)
         s = run["seconds"]
@@ -533,7 +585,7 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
         lines.append(
             f"| {size['rows']:,} | {size['partitions']:,} | {_rows_read(run)} "
             f"| {_read_seconds(run)} | {s.get('compute', 0):.1f} | {s.get('write', 0):.1f} "
-            f"| {run['wall_s']:.1f} "
+            f"| {run['wall_s']:.1f} | {_cpu_text(run)} "
             f"| {sum(run['rows'].values()):,} | {run['findings_written']:,} | {peak} "
             f"| {run['loadavg_before']:.1f} -> {run['loadavg_after']:.1f} | {_kind(run)} | {when} |"
         )
@@ -646,6 +698,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGHUP, _stop)
     server, started = None, False
+    args.postmaster = None
     if args.url:
         admin_url = normalize_url(args.url)
     else:
@@ -653,6 +706,7 @@ def main() -> int:
         started = not server.status()
         server.up()
         admin_url = server.url("postgres")
+        args.postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
     sizes: list[dict[str, Any]] = []
     kept: list[dict[str, Any]] = []
     try:

@@ -9,6 +9,12 @@ The reads are lazy: Spark runs them inside the jobs that need the rows, streamin
 first transforms rather than keeping a copy (which cost as much CPU as the reads, and memory the
 aggregations need). Each large input is used by one transform only, so it is read once. Their
 time is part of the evaluation's compute phase (`job`).
+
+The consumer lag's inputs (the latest group offsets, the window's samples and the commit
+observations) reach Spark gathered per group-partition by PostgreSQL (`group_windows_query`):
+a row per group-partition with its samples as arrays, where Spark read and grouped a row per
+sample (docs/bench/evaluate-daemon-window.md). The three tables are still given as inputs, read
+only if a transform asks for them.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from monitor.core.objectives import BURN_WINDOWS, LONGEST_BURN_WINDOW, Objective
 from monitor.evaluate.io import read_table
 from monitor.evaluate.spark import JdbcTarget
 from monitor.evaluate.transforms import Inputs
-from monitor.evaluate.transforms.inputs import READ_COLUMNS, table_names
+from monitor.evaluate.transforms.inputs import GROUP_WINDOWS, READ_COLUMNS, table_names
 from monitor.evaluate.transforms.objectives import OBJECTIVES_DDL, ObjectiveInputs, no_objectives
 
 if TYPE_CHECKING:
@@ -89,6 +95,19 @@ def clock(plan_id: str) -> str:
 def query(table: str, clusters: Sequence[str], window: timedelta, plan_id: str) -> str:
     """The SQL (as a JDBC `dbtable` subquery) for one input: the columns `derive` reads
     (READ_COLUMNS) of the rows in the window ending at the plan's clock."""
+    where = _conditions(table, clusters, window, plan_id)
+    columns = ", ".join(f'"{c}"' for c in READ_COLUMNS[table])
+    if table in NEWER_THAN_LATEST:
+        return _newer_than_latest(table, clusters, window, plan_id)
+    if table in GROUP_INPUTS:
+        where.append(_not_carried(table, plan_id))
+    condition = " AND ".join(where)
+    return f"(SELECT {columns} FROM {table} WHERE {condition}) AS {table}_q"
+
+
+def _conditions(table: str, clusters: Sequence[str], window: timedelta, plan_id: str) -> list[str]:
+    """The conditions of `query`'s read of `table` on its own columns: the clusters, open rows,
+    the window ending at the plan's clock."""
     where = [f"cluster IN ({', '.join(_quote(c) for c in clusters)})"]
     column = WINDOWED[table]
     if table == "topic_configs":
@@ -98,13 +117,7 @@ def query(table: str, clusters: Sequence[str], window: timedelta, plan_id: str) 
         now = clock(plan_id)
         where.append(f"{column} > {now} - make_interval(secs => {span.total_seconds()!r})")
         where.append(f"{column} <= {now}")
-    columns = ", ".join(f'"{c}"' for c in READ_COLUMNS[table])
-    if table in NEWER_THAN_LATEST:
-        return _newer_than_latest(table, str(column), where, plan_id)
-    if table in GROUP_INPUTS:
-        where.append(_not_carried(table, plan_id))
-    condition = " AND ".join(where)
-    return f"(SELECT {columns} FROM {table} WHERE {condition}) AS {table}_q"
+    return where
 
 
 def _not_carried(alias: str, plan_id: str) -> str:
@@ -115,18 +128,90 @@ def _not_carried(alias: str, plan_id: str) -> str:
     )
 
 
-def _newer_than_latest(table: str, column: str, where: list[str], plan_id: str) -> str:
+def _newer_than_latest(table: str, clusters: Sequence[str], window: timedelta, plan_id: str) -> str:
     """The newest row per key of `table` that is newer than the key's latest group offset row says
     (see NEWER_THAN_LATEST); keys without a latest row are not evaluated, so not read."""
     keys = ", ".join(f't."{c}"' for c in GROUP_KEYS)
     columns = ", ".join(f't."{c}"' for c in READ_COLUMNS[table])
+    source = _newer_than_latest_source(table, clusters, window, plan_id)
+    order = f'{keys}, t."{WINDOWED[table]}" DESC'
+    return f"(SELECT DISTINCT ON ({keys}) {columns} {source} ORDER BY {order}) AS {table}_q"
+
+
+def _newer_than_latest_source(table: str, clusters: Sequence[str], window: timedelta, plan_id: str) -> str:
+    """The FROM and WHERE of the rows (as `t`) of `table` in the window that are newer than their
+    key's latest group offset row says (NEWER_THAN_LATEST), of the groups not carried."""
     latest = f'l."{NEWER_THAN_LATEST[table]}"'
-    newer = f'({latest} IS NULL OR t."{column}" > {latest})'
+    newer = f'({latest} IS NULL OR t."{WINDOWED[table]}" > {latest})'
+    where = _conditions(table, clusters, window, plan_id)
     condition = " AND ".join([*(f"t.{w}" for w in where), newer, _not_carried("t", plan_id)])
     join = " AND ".join(f't."{c}" = l."{c}"' for c in GROUP_KEYS)
+    return f"FROM {table} AS t JOIN latest_group_offsets AS l ON {join} WHERE {condition}"
+
+
+_SQL_TYPES = {"timestamp": "timestamptz", "string": "text", "bigint": "bigint", "int": "integer"}
+
+
+def _null(spark_type: str) -> str:
+    """A NULL of the PostgreSQL type read as `spark_type` (a union's columns need one type)."""
+    return f"NULL::{_SQL_TYPES[spark_type]}"
+
+
+def _micros(column: str) -> str:
+    return f"(extract(epoch FROM {column}) * 1000000)::bigint"
+
+
+def group_windows_query(clusters: Sequence[str], window: timedelta, plan_id: str) -> str:
+    """The SQL (a JDBC `dbtable` subquery) of `Inputs.group_windows` (inputs.GROUP_WINDOWS): the
+    rows of `latest_group_offsets`, `group_offsets` and `commit_observations` that `query` reads,
+    gathered per group-partition by PostgreSQL in one grouping. Spark then reads a row per
+    group-partition instead of one per sample (about 60 in the daemon's 15-minute window) and
+    does not shuffle them to group them again. A slice's condition on topic and partition reaches
+    every part of the union under the grouping."""
+    latest = [c for c in READ_COLUMNS["latest_group_offsets"] if c not in GROUP_KEYS]
+    values = (*GROUP_KEYS, *latest, "observed_at")
+    types = dict(part.strip().split(" ", 1) for part in GROUP_WINDOWS.split(", "))
+
+    def part(kind: int, source: str, alias: str, columns: Sequence[str]) -> str:
+        chosen = [
+            f'{alias}"{c}"' if c in (*GROUP_KEYS, *columns) else f'{_null(types[c])} AS "{c}"' for c in values
+        ]
+        return f"SELECT {kind} AS kind, {', '.join(chosen)} {source}"
+
+    def plain(table: str) -> str:
+        condition = " AND ".join(
+            [*_conditions(table, clusters, window, plan_id), _not_carried(table, plan_id)]
+        )
+        return f"FROM {table} WHERE {condition}"
+
+    union = " UNION ALL ".join(
+        [
+            part(0, plain("latest_group_offsets"), "", latest),
+            part(
+                1, plain("group_offsets"), "", ("sampled_at", "committed_offset", "lag", "consumed_timestamp")
+            ),
+            part(
+                2,
+                _newer_than_latest_source("commit_observations", clusters, window, plan_id),
+                "t.",
+                ["observed_at"],
+            ),
+        ]
+    )
+    keys = [f'u."{c}"' for c in GROUP_KEYS]
+    sample = "FILTER (WHERE u.kind < 2 AND u.sampled_at IS NOT NULL)"
+    columns = [
+        *keys,
+        *(f'max(u."{c}") FILTER (WHERE u.kind = 0) AS "{c}"' for c in latest),
+        'max(u."observed_at") AS "observed_at"',
+        f"array_agg({_micros('u.sampled_at')}) {sample} AS window_at",
+        f"array_agg(u.committed_offset) {sample} AS window_offset",
+        f"array_agg(u.lag) {sample} AS window_lag",
+        f"array_agg({_micros('u.consumed_timestamp')}) {sample} AS window_consumed",
+    ]
     return (
-        f"(SELECT DISTINCT ON ({keys}) {columns} FROM {table} AS t JOIN latest_group_offsets AS l ON {join} "
-        f'WHERE {condition} ORDER BY {keys}, t."{column}" DESC) AS {table}_q'
+        f"(SELECT {', '.join(columns)} FROM ({union}) AS u GROUP BY {', '.join(keys)} "
+        "HAVING bool_or(u.kind = 0)) AS group_windows_q"
     )
 
 
@@ -170,7 +255,19 @@ def read_inputs(
         statement = session_statement(name)
         frame = read_table(spark, target, sql, predicates=predicates, session_statement=statement)
         frames[name] = frame.coalesce(1) if parallelism == 1 else frame
-    return Inputs(evaluated_at=built_at, clock=clock_column(spark, target, plan_id), **frames)
+    windows = read_table(
+        spark,
+        target,
+        group_windows_query(clusters, window, plan_id),
+        predicates=slices(parallelism) if parallelism > 1 else None,
+        session_statement=WINDOW_SCAN,
+    )
+    return Inputs(
+        evaluated_at=built_at,
+        clock=clock_column(spark, target, plan_id),
+        group_windows=windows.coalesce(1) if parallelism == 1 else windows,
+        **frames,
+    )
 
 
 def clock_column(spark: SparkSession, target: JdbcTarget, plan_id: str) -> Column:

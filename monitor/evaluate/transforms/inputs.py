@@ -130,9 +130,31 @@ these (a sample table's other columns are a third to a half of its bytes). A tes
 inputs holding these columns alone, so a transform that starts to read another column fails it."""
 
 
+def _read_ddl(table: str) -> str:
+    """The DDL of the columns of `table` that `derive` reads (READ_COLUMNS), in order."""
+    types = dict(part.strip().split(" ", 1) for part in SCHEMAS[table].split(","))
+    return ", ".join(f"{name} {types[name]}" for name in READ_COLUMNS[table])
+
+
+GROUP_WINDOWS = (
+    f"{_read_ddl('latest_group_offsets')}, observed_at timestamp, window_at array<bigint>, "
+    "window_offset array<bigint>, window_lag array<bigint>, window_consumed array<bigint>"
+)
+"""The Spark DDL of `Inputs.group_windows`: one row per row of `latest_group_offsets` (the columns
+read of it), with `observed_at`, the newest commit observation newer than the row's
+`last_commit_observed_at` (null if none), and the window's samples (`group_offsets` and the row
+itself, those with a `sampled_at`) as parallel arrays, in any order: their time and consumed
+timestamp in epoch microseconds, their committed offset and lag."""
+
+
 def column_names(table: str) -> tuple[str, ...]:
     """The column names of an input table, in order (parsed from its DDL in SCHEMAS)."""
-    return tuple(part.strip().split(" ", 1)[0] for part in SCHEMAS[table].split(","))
+    return column_names_of(SCHEMAS[table])
+
+
+def column_names_of(ddl: str) -> tuple[str, ...]:
+    """The column names of a Spark DDL of columns, in order."""
+    return tuple(part.strip().split(" ", 1)[0] for part in ddl.split(","))
 
 
 @dataclass(frozen=True)
@@ -165,6 +187,11 @@ class Inputs:
     clock: Column | None = None
     """"Now" as a column read when the plan runs (monitor.evaluate.plan), so that one plan serves
     every evaluation; None: `evaluated_at` as a literal."""
+    group_windows: DataFrame | None = None
+    """The group-partitions with their window's samples gathered per key (GROUP_WINDOWS), as
+    the extract has PostgreSQL group them: the transforms then read one row per group-partition
+    instead of grouping `latest_group_offsets`, `group_offsets` and `commit_observations`
+    themselves, which they do when it is None (monitor.evaluate.transforms.lag)."""
 
     @property
     def now(self) -> Column:
@@ -181,13 +208,20 @@ class Inputs:
             missing, unexpected = needed - got, got - set(column_names(table))
             if missing or unexpected:
                 problems.append(f"{table}: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
+        if self.group_windows is not None:
+            got_windows, wanted = self.group_windows.columns, list(column_names_of(GROUP_WINDOWS))
+            if got_windows != wanted:
+                problems.append(f"group_windows: columns {got_windows}, not {wanted}")
         if problems:
             raise ValueError("inputs do not match their tables: " + "; ".join(problems))
 
 
+_NOT_TABLES = ("evaluated_at", "clock", "group_windows")
+
+
 def table_names() -> tuple[str, ...]:
     """The input tables, in the order of the Inputs fields."""
-    return tuple(f.name for f in fields(Inputs) if f.name not in ("evaluated_at", "clock"))
+    return tuple(f.name for f in fields(Inputs) if f.name not in _NOT_TABLES)
 
 
 def empty_inputs(spark: SparkSession, evaluated_at: datetime) -> Inputs:

@@ -7,6 +7,7 @@ this entity); the window's samples are `group_offsets` plus that current row.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame
@@ -23,7 +24,7 @@ from monitor.evaluate.transforms.common import (
     seconds_between,
     seconds_since,
 )
-from monitor.evaluate.transforms.inputs import Inputs
+from monitor.evaluate.transforms.inputs import READ_COLUMNS, Inputs
 from monitor.evaluate.transforms.retention import with_data_loss
 from monitor.evaluate.transforms.rollups import newest_run, of_newest_run
 from monitor.evaluate.transforms.status_columns import entry, millis, with_status
@@ -80,108 +81,157 @@ def sampled(now: datetime | Column) -> Column:
 
 
 _WORK_COLUMNS: tuple[str, ...] = (
-    "first_at", "last_at", "first_committed_offset", "last_committed_offset", "first_lag", "observed_at",
-    "entries", "consumed", "trend_n", "trend_sxx", "trend_syy", "trend_sxy",
+    "samples", "points", "first_at", "last_at", "first_committed_offset", "last_committed_offset",
+    "first_lag", "observed_at", "entries", "consumed", "trend_n", "trend_sxx", "trend_syy", "trend_sxy",
 )  # fmt: skip
 """Columns of key_summaries' own work, not part of its result."""
 
 
 def key_summaries(inputs: Inputs, window_commits: int) -> DataFrame:
-    """Per row of `latest_group_offsets` (its columns kept): `consume_rate` (committed offset
-    change per second between the oldest and newest sample; negative after a rewind),
+    """Per row of `latest_group_offsets` (the columns read of it): `consume_rate` (committed
+    offset change per second between the oldest and newest sample; negative after a rewind),
     `window_start_lag`, `last_commit_at` (the newest observed commit, from the window's
-    observations or the row's `last_commit_observed_at`; null if never), `commit_lag_seconds` and
-    the sliding-window `status` (status.py).
+    observations or the row's `last_commit_observed_at`; null if never), `commit_lag_seconds`,
+    `lag_trend_error` and the sliding-window `status` (status.py).
 
-    The window's samples (`group_offsets` plus the current row) and the commit observations are
-    brought together per key by one grouping, the only shuffle of the group-partitions: each key's
-    samples become an array that the per-key values are computed from.
+    Every value is computed from one row per key holding the key's window samples as an array
+    (`windows`), in a projection: no shuffle of the group-partitions, when the extract has
+    PostgreSQL gather the samples.
     """
-    keys = list(GROUP_PARTITION_KEYS)
-    is_sample = F.col("sampled_at").isNotNull()
-    window_entry = entry(F.col("sampled_at"), F.col("committed_offset"), F.col("lag"))
-    # Hash-partitioned by key first: the grouping then needs no partial aggregation before a
-    # shuffle (which, for lists, only copies them), and no second shuffle after it.
-    summaries = (
-        _key_rows(inputs)
-        .repartition(*keys)
-        .groupBy(*keys)
-        .agg(
-            F.first("current", ignorenulls=True).alias("current"),
-            *_endpoint_aggregates(),
-            F.max("observed_at").alias("observed_at"),
-            F.collect_list(F.when(is_sample & F.col("lag").isNotNull(), window_entry)).alias("entries"),
-            F.collect_list(F.when(is_sample, F.struct("sampled_at", "consumed_timestamp"))).alias("consumed"),
-            *_trend_aggregates(),
+    # In time order (null fields first at one time): the sums below add in the same order
+    # however the samples were gathered.
+    samples = F.col("samples")
+    first, last = F.get(samples, 0), F.get(samples, F.size(samples) - 1)
+    points = F.col("points")
+    frame = (
+        windows(inputs)
+        .withColumn("samples", F.array_sort(samples))
+        .withColumn("points", F.filter(samples, lambda s: s["lag"].isNotNull()))
+        .select(
+            "*",
+            F.timestamp_micros(first["at"]).alias("first_at"),
+            F.timestamp_micros(last["at"]).alias("last_at"),
+            first["offset"].alias("first_committed_offset"),
+            last["offset"].alias("last_committed_offset"),
+            first["lag"].alias("first_lag"),
+            F.transform(points, lambda s: entry(F.timestamp_micros(s["at"]), s["offset"], s["lag"])).alias(
+                "entries"
+            ),
+            F.transform(
+                samples,
+                lambda s: F.struct(
+                    F.timestamp_micros(s["at"]).alias("sampled_at"),
+                    F.timestamp_micros(s["consumed"]).alias("consumed_timestamp"),
+                ),
+            ).alias("consumed"),
         )
     )
+    frame = _with_trend_sums(frame, "points")
     consumed = rate(
         F.col("first_committed_offset"), F.col("last_committed_offset"), F.col("first_at"), F.col("last_at")
     )
-    frame = (
-        summaries.where(F.col("current").isNotNull())  # the universe is latest_group_offsets
-        .select(*keys, "current.*", *_WORK_COLUMNS)
-        .select(
-            "*",
-            F.greatest(F.col("last_commit_observed_at"), F.col("observed_at")).alias("last_commit_at"),
-            consumed.alias("consume_rate"),
-            F.col("first_lag").alias("window_start_lag"),
-            _trend_error().alias("lag_trend_error"),
-        )
-        .withColumn("commit_lag_seconds", _commit_lag(F.col("consumed"), F.col("last_commit_at")))
-    )
+    frame = frame.select(
+        "*",
+        F.greatest(F.col("last_commit_observed_at"), F.col("observed_at")).alias("last_commit_at"),
+        consumed.alias("consume_rate"),
+        F.col("first_lag").alias("window_start_lag"),
+        _trend_error().alias("lag_trend_error"),
+    ).withColumn("commit_lag_seconds", _commit_lag(F.col("consumed"), F.col("last_commit_at")))
     return with_status(frame, "entries", millis(F.col("last_commit_at")), inputs.now, window_commits).drop(
         *_WORK_COLUMNS
     )
 
 
-def _key_rows(inputs: Inputs) -> DataFrame:
-    """The current rows (with all their columns in the struct `current`), the window's samples
-    and the commit observations (`observed_at`), in one frame of shared columns."""
+SAMPLE_FIELDS = "at bigint, offset bigint, lag bigint, consumed bigint"
+"""A window sample in `windows`' `samples`: its time and consumed timestamp in epoch microseconds,
+its committed offset and lag."""
+
+
+def windows(inputs: Inputs) -> DataFrame:
+    """One row per row of `latest_group_offsets`: the columns read of it, `observed_at` (the
+    newest commit observation, null if none) and `samples`, the window's samples of the key
+    (`group_offsets` and the row itself, those with a `sampled_at`; SAMPLE_FIELDS) in any order.
+
+    From `Inputs.group_windows` (gathered by PostgreSQL, inputs.GROUP_WINDOWS) when given, else by
+    one grouping of the three tables here, the only shuffle of the group-partitions (hash
+    partitioned by key first: the grouping then needs no partial aggregation, which for lists
+    only copies them, and no second shuffle)."""
+    columns = [*READ_COLUMNS["latest_group_offsets"], "observed_at"]
+    if inputs.group_windows is not None:
+        at = F.coalesce(F.col("window_at"), F.array().cast("array<bigint>"))
+
+        def gathered(time: Column, i: Column) -> Column:
+            values = [F.get(F.col(f"window_{name}"), i).alias(name) for name in ("offset", "lag", "consumed")]
+            return F.struct(time.alias("at"), *values)
+
+        return inputs.group_windows.select(*columns, F.transform(at, gathered).alias("samples"))
     keys = list(GROUP_PARTITION_KEYS)
     current = inputs.latest_group_offsets
-    row = F.struct(*[F.col(c) for c in current.columns if c not in keys])
+    row = F.struct(*[F.col(c) for c in READ_COLUMNS["latest_group_offsets"] if c not in keys])
     no_row = F.lit(None).cast(current.select(row.alias("current")).schema["current"].dataType)
     no_time = F.lit(None).cast("timestamp")
-    no_offset = F.lit(None).cast("bigint")
-    sample = (*keys, "sampled_at", "committed_offset", "lag", "consumed_timestamp")
-    observations = inputs.commit_observations.select(
-        *keys, no_time.alias("sampled_at"), no_offset.alias("committed_offset"), no_offset.alias("lag"),
-        no_time.alias("consumed_timestamp"), no_row.alias("current"), "observed_at",
-    )  # fmt: skip
-    return (
-        current.select(*sample, row.alias("current"), no_time.alias("observed_at"))
-        .unionByName(
-            inputs.group_offsets.select(*sample, no_row.alias("current"), no_time.alias("observed_at"))
-        )
-        .unionByName(observations)
+    sample = F.struct(
+        F.unix_micros(F.col("sampled_at")).alias("at"),
+        F.col("committed_offset").cast("bigint").alias("offset"),
+        F.col("lag").cast("bigint").alias("lag"),
+        F.unix_micros(F.col("consumed_timestamp")).alias("consumed"),
     )
+    no_sample = F.lit(None).cast(f"struct<{SAMPLE_FIELDS.replace(' bigint', ': bigint')}>")
+
+    def key_rows(frame: DataFrame, sample: Column, current: Column, observed_at: Column) -> DataFrame:
+        values = (sample.alias("sample"), current.alias("current"), observed_at.alias("observed_at"))
+        return frame.select(*keys, *values)
+
+    rows = (
+        key_rows(current, sample, row, no_time)
+        .unionByName(key_rows(inputs.group_offsets, sample, no_row, no_time))
+        .unionByName(key_rows(inputs.commit_observations, no_sample, no_row, F.col("observed_at")))
+    )
+    grouped = (
+        rows.repartition(*keys)
+        .groupBy(*keys)
+        .agg(
+            F.first("current", ignorenulls=True).alias("current"),
+            F.max("observed_at").alias("observed_at"),
+            F.collect_list(F.when(F.col("sample.at").isNotNull(), F.col("sample"))).alias("samples"),
+        )
+    )
+    grouped = grouped.where(F.col("current").isNotNull()).select(*keys, "current.*", "observed_at", "samples")
+    return grouped.select(*columns, "samples")
 
 
-def _endpoint_aggregates() -> list[Column]:
-    """common.endpoints of the samples: the oldest and newest sample time, and the committed
-    offset (and the lag) at them. Rows without `sampled_at` (commit observations) are skipped."""
-    time = F.col("sampled_at")
-    return [
-        F.min(time).alias("first_at"),
-        F.max(time).alias("last_at"),
-        F.min_by("committed_offset", time).alias("first_committed_offset"),
-        F.max_by("committed_offset", time).alias("last_committed_offset"),
-        F.min_by("lag", time).alias("first_lag"),
-    ]
+def _with_trend_sums(frame: DataFrame, points: str) -> DataFrame:
+    """`frame` plus `trend_n`, `trend_sxx`, `trend_syy` and `trend_sxy`: the count and the centred
+    sums of squares and products of the least-squares line of the lag over time (seconds) through
+    the array `points` (samples with a lag, SAMPLE_FIELDS), as regr_count, regr_sxx, regr_syy
+    and regr_sxy give them. Time counts from the first point and the sums are taken around the
+    means (a second pass), so that neither loses precision to epoch seconds."""
+    array = F.col(points)
+    origin = F.get(array, 0)["at"]
+    mean_x, mean_y = F.col("trend_mean_x"), F.col("trend_mean_y")
 
+    def x(s: Column) -> Column:
+        return (s["at"] - origin) / F.lit(float(MICROS_PER_SECOND))
 
-def _trend_aggregates() -> list[Column]:
-    """The sums of the least-squares line of the lag over time (seconds) through the window's
-    samples: their count and centred sums of squares and products."""
-    lag = F.when(F.col("sampled_at").isNotNull(), F.col("lag")).cast("double")
-    at = F.unix_micros(F.col("sampled_at")) / F.lit(MICROS_PER_SECOND)
-    return [
-        F.regr_count(lag, at).alias("trend_n"),
-        F.regr_sxx(lag, at).alias("trend_sxx"),
-        F.regr_syy(lag, at).alias("trend_syy"),
-        F.regr_sxy(lag, at).alias("trend_sxy"),
-    ]
+    def y(s: Column) -> Column:
+        return s["lag"].cast("double")
+
+    def total(value: Callable[[Column], Column]) -> Column:
+        return F.when(F.size(array) > 0, F.aggregate(array, F.lit(0.0), lambda acc, s: acc + value(s)))
+
+    n = F.col("trend_n").cast("double")
+    means = frame.select(
+        "*",
+        F.size(array).cast("bigint").alias("trend_n"),
+        (total(x) / n).alias("trend_mean_x"),
+        (total(y) / n).alias("trend_mean_y"),
+    )
+    return means.select(
+        "*",
+        total(lambda s: (x(s) - mean_x) * (x(s) - mean_x)).alias("trend_sxx"),
+        total(lambda s: (y(s) - mean_y) * (y(s) - mean_y)).alias("trend_syy"),
+        total(lambda s: (x(s) - mean_x) * (y(s) - mean_y)).alias("trend_sxy"),
+    ).drop("trend_mean_x", "trend_mean_y")
 
 
 def _trend_error() -> Column:
