@@ -214,13 +214,17 @@ def test_the_gathered_window_holds_every_sample_in_it_and_the_newest_newer_obser
 def test_each_slice_gathers_its_own_keys_reading_only_its_own_rows(filled: Engine) -> None:
     sql = extract.group_windows_query(["c"], WINDOW, PLAN)
     with filled.connect() as conn:
+        conn.execute(text(extract.GROUPING_SCAN))
         whole = sorted(tuple(r[:4]) for r in conn.execute(text(f"SELECT * FROM {sql}")))
         parts = []
         for condition in extract.slices(2):
             query = f"SELECT * FROM {sql} WHERE {condition}"
             parts.append(sorted(tuple(r[:4]) for r in conn.execute(text(query))))
             plan = "\n".join(str(r[0]) for r in conn.execute(text(f"EXPLAIN {query}")))
-            # The slice's condition is applied in each of the three reads, under the grouping.
+            # The slice's condition is applied in each of the three reads, under the grouping,
+            # which groups by hash instead of sorting every sample by key.
             assert plan.count("hashtext") >= 3, plan
+            assert "HashAggregate" in plan and "Sort" not in plan, plan
+        conn.execute(text("RESET ALL"))  # the settings are the connection's: not for the pool
     assert parts[0] and parts[1]
     assert sorted(parts[0] + parts[1]) == whole
