@@ -178,8 +178,8 @@ def windows(inputs: Inputs) -> DataFrame:
     )
     no_sample = F.lit(None).cast(f"struct<{SAMPLE_FIELDS.replace(' bigint', ': bigint')}>")
 
-    def key_rows(frame: DataFrame, sample: Column, current: Column, observed_at: Column) -> DataFrame:
-        values = (sample.alias("sample"), current.alias("current"), observed_at.alias("observed_at"))
+    def key_rows(frame: DataFrame, one: Column, current: Column, observed_at: Column) -> DataFrame:
+        values = (one.alias("sample"), current.alias("current"), observed_at.alias("observed_at"))
         return frame.select(*keys, *values)
 
     rows = (
@@ -219,12 +219,11 @@ def _with_trend_sums(frame: DataFrame, points: str) -> DataFrame:
     def total(value: Callable[[Column], Column]) -> Column:
         return F.when(F.size(array) > 0, F.aggregate(array, F.lit(0.0), lambda acc, s: acc + value(s)))
 
-    n = F.col("trend_n").cast("double")
     means = frame.select(
         "*",
         F.size(array).cast("bigint").alias("trend_n"),
-        (total(x) / n).alias("trend_mean_x"),
-        (total(y) / n).alias("trend_mean_y"),
+        ratio(total(x), F.size(array)).alias("trend_mean_x"),
+        ratio(total(y), F.size(array)).alias("trend_mean_y"),
     )
     return means.select(
         "*",
