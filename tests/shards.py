@@ -7,9 +7,9 @@ workloads that a split would start twice. Modules go to shards by their time in 
 run (`tests/durations.json`, written by `scripts/test-durations.py` from a JUnit report), the
 longest first, each to the shard with the least time so far; a module the file does not know
 counts `UNKNOWN_TEST_SECONDS` per test. Modules that use one of the session fixtures of
-`KEPT_TOGETHER` (a workload, or a cluster only some modules need) go to one shard together, so it
-is made once per run, not once per shard. Every shard collects the same tests, so every shard makes
-the same assignment.
+`KEPT_TOGETHER` (a workload, a cluster or a database only some modules need) go to one shard
+together, so it is made once per run, not once per shard. Every shard collects the same tests, so
+every shard makes the same assignment.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ import pytest
 DURATIONS = Path(__file__).parent / "durations.json"
 UNKNOWN_TEST_SECONDS = 2.0
 """What a test of a module missing from the durations file is taken to cost."""
-KEPT_TOGETHER = ("lag_workload", "share_kafka_cluster", "secured_kafka_cluster")
+KEPT_TOGETHER = ("lag_workload", "share_kafka_cluster", "secured_kafka_cluster", "populated")
 """Session fixtures that take minutes to make and serve a few modules: the lagging groups' workload
-(about 200 s), the share-group cluster and the secured cluster."""
+(about 200 s), the share-group cluster, the secured cluster and the populated database (its
+collections, a cold evaluation and an alert cycle: 70 to 130 s, made in each shard that had one of
+its eleven modules)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -4,8 +4,9 @@ findings, asserting the rule and the severity each incident raises.
 The scenarios that stop no broker are each a cluster of their own, set up one after another and
 then evaluated in one evaluation of all their clusters, as the daemon evaluates every cluster it
 watches at once: an entity's verdict reads the rows of its own cluster only, so each scenario
-raises what it would alone. The two that stop brokers change the whole Kafka cluster and are
-evaluated each on its own."""
+raises what it would alone. The two that stop brokers change the whole Kafka cluster: broker 3
+stops and the one's topic is collected, then broker 2 and the other's, and the two are evaluated
+together after the others."""
 
 from __future__ import annotations
 
@@ -235,26 +236,46 @@ def test_group_that_lost_data(evaluated: Evaluated) -> None:
     )
 
 
-def test_one_broker_stopped_is_the_warning_tier(kafka: KafkaTestHelper, scenario: Any) -> None:
-    topic = kafka.create_topic(partitions=3, replication_factor=3)
-    s = scenario("onebroker", [topic])
-    kafka.stop_broker(3)
-    kafka.wait_for(lambda: _isr_sizes(kafka, topic) == {2}, 60, "the ISR to shrink to 2")
-    s.collect()
-    s.evaluate()
+@dataclass(frozen=True)
+class Stopped:
+    one: Scenario
+    """Its topic's 3 partitions collected with broker 3 stopped."""
+    two: Scenario
+    """Its topic (min.insync.replicas 2) collected with brokers 2 and 3 stopped."""
+    topics: tuple[str, str]
+
+
+@pytest.fixture(scope="module")
+def stopped_brokers(kafka: KafkaTestHelper, engine: Engine, spark: SparkSession, db_url: str) -> Stopped:
+    """Broker 3 stopped, then broker 2: each state collected as a cluster of its own (over a topic
+    of its own), then both evaluated at once; the brokers start again after the first test."""
+    one_topic = kafka.create_topic(partitions=3, replication_factor=3)
+    two_topic = kafka.create_topic(partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
+    one = Scenario("onebroker", kafka, engine, spark, db_url, [one_topic])
+    two = Scenario("twobrokers", kafka, engine, spark, db_url, [two_topic])
+    try:
+        kafka.stop_broker(3)
+        kafka.wait_for(lambda: _isr_sizes(kafka, one_topic) == {2}, 60, "the ISR to shrink to 2")
+        one.collect()
+        kafka.stop_broker(2)
+        kafka.wait_for(lambda: _isr_sizes(kafka, two_topic) == {1}, 60, "the ISR to shrink to 1")
+        two.collect()
+        evaluate_together([one, two])
+    finally:
+        one.close()
+        two.close()
+    return Stopped(one, two, (one_topic, two_topic))
+
+
+def test_one_broker_stopped_is_the_warning_tier(stopped_brokers: Stopped) -> None:
+    s, topic = stopped_brokers.one, stopped_brokers.topics[0]
     found = {f["entity_key"]: (f["rule"], f["severity"]) for f in s.findings() if topic in f["entity_key"]}
     assert len(found) == 3 and set(found.values()) == {("PartitionReplicaLost", "warning")}, s.findings()
     assert not any(f["severity"] == "critical" and topic in f["entity_key"] for f in s.findings())
 
 
-def test_two_brokers_stopped_with_min_isr_2_is_critical(kafka: KafkaTestHelper, scenario: Any) -> None:
-    topic = kafka.create_topic(partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
-    s = scenario("twobrokers", [topic])
-    kafka.stop_broker(2)
-    kafka.stop_broker(3)
-    kafka.wait_for(lambda: _isr_sizes(kafka, topic) == {1}, 60, "the ISR to shrink to 1")
-    s.collect()
-    s.evaluate()
+def test_two_brokers_stopped_with_min_isr_2_is_critical(stopped_brokers: Stopped) -> None:
+    s, topic = stopped_brokers.two, stopped_brokers.topics[1]
     found = s.rules_for(topic)
     # The partition rules exclude each other: the worst one (under min ISR: acks=all producers fail) pages.
     assert found == {"PartitionUnderMinIsr": "critical"}, s.findings()

@@ -1,8 +1,9 @@
 """The monitor over a secured cluster, for real: the dev cluster's SASL_SSL listener with each of
 its mechanisms (SCRAM-SHA-512, SCRAM-SHA-256, PLAIN, OAUTHBEARER with tokens from the local
 OpenID provider) and its mutual-TLS listener. Over each: collect (metadata through
-confluent-kafka, offsets and committed offsets, log dirs through kafka-python), evaluate, and
-apply a retention raise through the act stage; and a wrong password, a token the brokers do not
+confluent-kafka, offsets and committed offsets, log dirs through kafka-python) and apply a
+retention raise through the act stage, what was collected over all of them evaluated at once (the
+evaluation reads PostgreSQL only); and a wrong password, a token the brokers do not
 trust or an untrusted client certificate fails with an error naming the cluster, within the
 request timeout, with no secret in any log. OAUTHBEARER tokens live 15 s here: both clients
 fetch new ones and re-authenticate while collection goes on past their expiry. AWS MSK IAM
@@ -16,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,7 +54,7 @@ from monitor.store.partitions import ensure_partitions
 from monitor.store.runs import RunRecorder
 from tests.fixtures.kafka import OIDC_TOKEN_SECONDS, Listener, SecuredKafkaHelper
 from tests.fixtures.logs import RootRecords
-from tests.fixtures.populated import Scenario
+from tests.fixtures.populated import Scenario, evaluate_together
 from tests.fixtures.retention import ALICE, DAY_MS, OWNERS, POLICY
 from tests.fixtures.sql import rows
 
@@ -106,68 +108,121 @@ def _retention_ms(secured: SecuredKafkaHelper, topic: str) -> str:
     return str(entries["retention.ms"].value)
 
 
-def test_collect_evaluate_and_raise_retention_over_each_secured_listener(
-    secured: SecuredKafkaHelper,
+@dataclass
+class Collected:
+    """What was collected over one listener: its monitored cluster, topic and group, or why the
+    set-up or the collection failed (raised again by that listener's test alone)."""
+
+    name: str
+    topic: str = ""
+    group: str = ""
+    error: Exception | None = None
+
+
+def _collect_over(
+    listener: Listener, cluster: DevKafkaCluster, engine: Engine, spark: SparkSession, db_url: str
+) -> tuple[Collected, Scenario | None]:
+    """A topic with 30 records, a group 25 behind, collected twice over `listener` only (the
+    produce rate needs two samples)."""
+    collected = Collected(f"secured-{listener.replace('_', '-')}")
+    helper = SecuredKafkaHelper(cluster, listener)
+    scenario = None
+    try:
+        collected.topic = helper.create_topic(
+            f"payments-{uuid.uuid4().hex[:8]}", config={"retention.ms": str(DAY_MS)}
+        )
+        collected.group = f"readers-{collected.topic}"
+        helper.produce(collected.topic, [f"m{i}".encode() for i in range(20)])
+        assert helper.consume_and_commit(collected.group, collected.topic, 5) == 5
+        scenario = Scenario(collected.name, helper, engine, spark, db_url, [collected.topic])
+        scenario.collect(log_dirs=True)
+        helper.produce(collected.topic, [f"n{i}".encode() for i in range(10)])
+        time.sleep(1)
+        scenario.collect(log_dirs=True)
+    except Exception as exc:  # the listener's own test raises it again
+        collected.error = exc
+    finally:
+        helper.close()
+    return collected, scenario
+
+
+@pytest.fixture(scope="module")
+def collected(
+    request: pytest.FixtureRequest,
+    secured_kafka_cluster: DevKafkaCluster,
     engine: Engine,
     spark: SparkSession,
     db_url: str,
-    tmp_path: Path,
-) -> None:
-    name = f"secured-{secured.listener.replace('_', '-')}"
-    topic = secured.create_topic(f"payments-{uuid.uuid4().hex[:8]}", config={"retention.ms": str(DAY_MS)})
-    group = f"readers-{topic}"
-    secured.produce(topic, [f"m{i}".encode() for i in range(20)])
-    assert secured.consume_and_commit(group, topic, 5) == 5
-    scenario = Scenario(name, secured, engine, spark, db_url, [topic])
+) -> dict[str, Collected]:
+    """Listener -> what was collected over it, for each listener whose test runs; then one
+    evaluation of all their clusters, as the daemon evaluates every cluster it watches at once (it
+    reads PostgreSQL only, whatever listener the rows came over)."""
+    selected = {
+        item.callspec.params["secured"]
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and item.module is request.module
+        and "collected" in item.fixturenames
+    }
+    found: dict[str, Collected] = {}
+    scenarios: list[Scenario] = []
+    for listener in [listener for listener in LISTENERS if listener in selected]:
+        found[listener], scenario = _collect_over(listener, secured_kafka_cluster, engine, spark, db_url)
+        if scenario is not None:
+            scenarios.append(scenario)
     try:
-        # 1. Collect, twice (the produce rate needs two samples), over the secured listener only.
-        scenario.collect(log_dirs=True)
-        secured.produce(topic, [f"n{i}".encode() for i in range(10)])
-        time.sleep(1)
-        scenario.collect(log_dirs=True)
-        latest = runs(engine, name)
-        assert {job: r["status"] for job, r in latest.items()} == {
-            "metadata": "ok", "configs": "ok", "log_dirs": "ok", "offsets": "ok",
-        }, latest  # fmt: skip
-        (partition,) = rows(
-            engine, "SELECT end_offset FROM latest_partition_offsets WHERE cluster = :c AND topic = :t",
-            c=name, t=topic,
-        )  # fmt: skip
-        assert partition["end_offset"] == 30
-        # The committed offset comes from OffsetFetch through kafka-python.
-        (committed,) = rows(
-            engine, "SELECT committed_offset, lag FROM latest_group_offsets WHERE cluster = :c AND group_id = :g",
-            c=name, g=group,
-        )  # fmt: skip
-        assert (committed["committed_offset"], committed["lag"]) == (5, 25)
-        # DescribeLogDirs through kafka-python: the broker's disk and the topic's size.
-        assert rows(engine, "SELECT 1 FROM broker_disks WHERE cluster = :c AND total_bytes > 0", c=name)
-        assert rows(engine, "SELECT 1 FROM log_dir_sizes WHERE cluster = :c AND topic = :t", c=name, t=topic)
-
-        # 2. Evaluate what was collected.
-        evaluated = scenario.evaluate()
-        assert evaluated["rows"].get("partition", 0) > 0, evaluated["rows"]
-        (lag,) = rows(
-            engine, "SELECT offset_lag FROM derived_group_partition WHERE cluster = :c AND group_id = :g",
-            c=name, g=group,
-        )  # fmt: skip
-        assert lag["offset_lag"] == 25
-
-        # 3. An instant retention raise, applied over the same secured listener.
-        service = _retention_service(
-            secured.cluster_config(name, request_timeout_seconds=10), engine, tmp_path
-        )
-        service.start()
-        try:
-            request = service.raise_retention(
-                ALICE, name, topic, {"retention.ms": 2 * DAY_MS}, DAY_MS, "behind"
-            )
-            assert request.state == "pending_review", request
-        finally:
-            service.stop()
-        assert _retention_ms(secured, topic) == str(2 * DAY_MS)
+        if scenarios:
+            evaluate_together(scenarios, plans=scenarios[0].plans)
     finally:
-        scenario.close()
+        for scenario in scenarios:
+            scenario.close()
+    return found
+
+
+def test_collect_evaluate_and_raise_retention_over_each_secured_listener(
+    secured: SecuredKafkaHelper, collected: dict[str, Collected], engine: Engine, tmp_path: Path
+) -> None:
+    mine = collected[secured.listener]
+    if mine.error is not None:
+        raise mine.error
+    name, topic, group = mine.name, mine.topic, mine.group
+    # 1. Collected, twice, over the secured listener only.
+    latest = runs(engine, name)
+    assert {job: r["status"] for job, r in latest.items()} == {
+        "metadata": "ok", "configs": "ok", "log_dirs": "ok", "offsets": "ok",
+    }, latest  # fmt: skip
+    (partition,) = rows(
+        engine, "SELECT end_offset FROM latest_partition_offsets WHERE cluster = :c AND topic = :t",
+        c=name, t=topic,
+    )  # fmt: skip
+    assert partition["end_offset"] == 30
+    # The committed offset comes from OffsetFetch through kafka-python.
+    (committed,) = rows(
+        engine, "SELECT committed_offset, lag FROM latest_group_offsets WHERE cluster = :c AND group_id = :g",
+        c=name, g=group,
+    )  # fmt: skip
+    assert (committed["committed_offset"], committed["lag"]) == (5, 25)
+    # DescribeLogDirs through kafka-python: the broker's disk and the topic's size.
+    assert rows(engine, "SELECT 1 FROM broker_disks WHERE cluster = :c AND total_bytes > 0", c=name)
+    assert rows(engine, "SELECT 1 FROM log_dir_sizes WHERE cluster = :c AND topic = :t", c=name, t=topic)
+
+    # 2. Evaluated (with the other listeners' clusters): the cluster's partitions and its lag.
+    assert rows(engine, "SELECT 1 FROM derived_partition WHERE cluster = :c", c=name)
+    (lag,) = rows(
+        engine, "SELECT offset_lag FROM derived_group_partition WHERE cluster = :c AND group_id = :g",
+        c=name, g=group,
+    )  # fmt: skip
+    assert lag["offset_lag"] == 25
+
+    # 3. An instant retention raise, applied over the same secured listener.
+    service = _retention_service(secured.cluster_config(name, request_timeout_seconds=10), engine, tmp_path)
+    service.start()
+    try:
+        request = service.raise_retention(ALICE, name, topic, {"retention.ms": 2 * DAY_MS}, DAY_MS, "behind")
+        assert request.state == "pending_review", request
+    finally:
+        service.stop()
+    assert _retention_ms(secured, topic) == str(2 * DAY_MS)
 
 
 def _untrusted_client_certificate(directory: Path, passphrase: str) -> tuple[Path, Path]:

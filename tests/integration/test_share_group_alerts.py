@@ -13,6 +13,7 @@ waits for conditions, not minutes: every `for:` 5 s, and the backlog tiers at 5 
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import threading
@@ -42,6 +43,7 @@ from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import load_rules
 from monitor.evaluate.spark import jdbc_target
 from monitor.expose.web.app import create_app
+from monitor.store.evaluation import drop_clocks
 from tests.fixtures.kafka import KafkaTestHelper
 from tests.fixtures.receivers import ROUTING_KEY, FakePagerDuty
 from tests.fixtures.share import ShareConsumers, collected, share_collector
@@ -127,6 +129,7 @@ class AlertLoop:
         db_url: str,
         rules: Path,
         routing: Path,
+        plans: Plans,
     ) -> None:
         ruleset = load_rules([rules])
         assert ruleset.ok, ruleset.errors
@@ -134,7 +137,7 @@ class AlertLoop:
         self._routing = load_routing(routing)
         receivers = build_receivers(self._routing, Templates(URL))
         self._sender = Sender(lambda: engine, lambda: receivers, SystemClock(), "share-e2e")
-        self._plans = Plans()
+        self._plans = plans
         self._collector, self._engine, self._spark, self._db_url = collector, engine, spark, db_url
 
     def cycle(self) -> None:
@@ -158,6 +161,19 @@ class AlertLoop:
 
     def __exit__(self, *_: object) -> None:
         self._sender.close()
+
+
+@pytest.fixture(scope="module")
+def plans(engine: Engine) -> Iterator[Plans]:
+    """The plan of this module's evaluations, kept from one loop and test to the next as the
+    daemon keeps it (built once: seconds of driver time and a full first run, not one per loop)."""
+    kept = Plans()
+    yield kept
+    dropped = kept.clear()
+    if dropped:
+        with engine.begin() as conn:
+            drop_clocks(conn, [plan.plan_id for plan in dropped])
+    gc.collect()  # the plans' DataFrames hold the JVM's plans until collected
 
 
 @pytest.fixture
@@ -186,6 +202,7 @@ def test_a_stopped_share_group_pages_and_one_that_keeps_up_is_never_told(
     routing: Path,
     producing: tuple[str, Producer],
     tmp_path: Path,
+    plans: Plans,
 ) -> None:
     topic, _ = producing
     keeping, stopping = f"sga-keeps-{topic}", f"sga-stops-{topic}"
@@ -200,7 +217,7 @@ def test_a_stopped_share_group_pages_and_one_that_keeps_up_is_never_told(
         "both groups to keep up with the producer",
     )
 
-    with AlertLoop(collector, engine, spark, db_url, share_rules, routing) as loop:
+    with AlertLoop(collector, engine, spark, db_url, share_rules, routing, plans) as loop:
         share_consumers.stop(stopped)  # killed: it leaves when its session times out (10 s here)
 
         def paged() -> list[dict[str, Any]] | None:
@@ -266,7 +283,7 @@ def test_a_stopped_share_group_pages_and_one_that_keeps_up_is_never_told(
     finally:
         admin.close()
     state = "SELECT state, resolved_reason FROM alerts WHERE cluster = :c AND labels->>'group_id' = :g"
-    with AlertLoop(collector, engine, spark, db_url, share_rules, routing) as loop:
+    with AlertLoop(collector, engine, spark, db_url, share_rules, routing, plans) as loop:
 
         def resolved() -> list[dict[str, Any]] | None:
             loop.cycle()
@@ -289,6 +306,7 @@ def test_a_share_group_whose_member_stops_acknowledging_is_stalled_and_says_whic
     routing: Path,
     producing: tuple[str, Producer],
     tmp_path: Path,
+    plans: Plans,
 ) -> None:
     topic, _ = producing
     stuck = f"sga-stuck-{topic}"
@@ -318,7 +336,7 @@ def test_a_share_group_whose_member_stops_acknowledging_is_stalled_and_says_whic
         listed |= {("pager", m) for page in pages for m in re.findall(named, page)}
         return listed or None
 
-    with AlertLoop(collector, engine, spark, db_url, share_rules, routing) as loop:
+    with AlertLoop(collector, engine, spark, db_url, share_rules, routing, plans) as loop:
         listed = share_kafka.wait_for(told, 300, "the stuck share group's ShareGroupStalled notice")
 
     found = "SELECT rule, state FROM findings WHERE cluster = :c AND labels->>'group_id' = :g"
