@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from monitor.evaluate.transforms import Inputs
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.spark
 
 NOW = datetime(2031, 3, 1, 12, 0, tzinfo=UTC)
 PLAN = "b" * 32
