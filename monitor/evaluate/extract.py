@@ -27,7 +27,7 @@ from monitor.core.objectives import BURN_WINDOWS, LONGEST_BURN_WINDOW, Objective
 from monitor.evaluate.io import read_table
 from monitor.evaluate.spark import JdbcTarget
 from monitor.evaluate.transforms import Inputs
-from monitor.evaluate.transforms.inputs import GROUP_WINDOWS, READ_COLUMNS, table_names
+from monitor.evaluate.transforms.inputs import GROUP_WINDOWS, READ_COLUMNS, column_types, table_names
 from monitor.evaluate.transforms.objectives import OBJECTIVES_DDL, ObjectiveInputs, no_objectives
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ def group_windows_query(clusters: Sequence[str], window: timedelta, plan_id: str
     every part of the union under the grouping."""
     latest = [c for c in READ_COLUMNS["latest_group_offsets"] if c not in GROUP_KEYS]
     values = (*GROUP_KEYS, *latest, "observed_at")
-    types = dict(part.strip().split(" ", 1) for part in GROUP_WINDOWS.split(", "))
+    types = column_types(GROUP_WINDOWS)
 
     def part(kind: int, source: str, alias: str, columns: Sequence[str]) -> str:
         chosen = [

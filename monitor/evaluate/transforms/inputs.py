@@ -130,9 +130,14 @@ these (a sample table's other columns are a third to a half of its bytes). A tes
 inputs holding these columns alone, so a transform that starts to read another column fails it."""
 
 
+def column_types(ddl: str) -> dict[str, str]:
+    """The columns of a Spark DDL of columns (no type with a comma in it), name -> type, in order."""
+    return dict(part.strip().split(" ", 1) for part in ddl.split(","))
+
+
 def _read_ddl(table: str) -> str:
     """The DDL of the columns of `table` that `derive` reads (READ_COLUMNS), in order."""
-    types = dict(part.strip().split(" ", 1) for part in SCHEMAS[table].split(","))
+    types = column_types(SCHEMAS[table])
     return ", ".join(f"{name} {types[name]}" for name in READ_COLUMNS[table])
 
 
@@ -149,12 +154,7 @@ timestamp in epoch microseconds, their committed offset and lag."""
 
 def column_names(table: str) -> tuple[str, ...]:
     """The column names of an input table, in order (parsed from its DDL in SCHEMAS)."""
-    return column_names_of(SCHEMAS[table])
-
-
-def column_names_of(ddl: str) -> tuple[str, ...]:
-    """The column names of a Spark DDL of columns, in order."""
-    return tuple(part.strip().split(" ", 1)[0] for part in ddl.split(","))
+    return tuple(column_types(SCHEMAS[table]))
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,7 @@ class Inputs:
             if missing or unexpected:
                 problems.append(f"{table}: missing {sorted(missing)}, unexpected {sorted(unexpected)}")
         if self.group_windows is not None:
-            got_windows, wanted = self.group_windows.columns, list(column_names_of(GROUP_WINDOWS))
+            got_windows, wanted = self.group_windows.columns, list(column_types(GROUP_WINDOWS))
             if got_windows != wanted:
                 problems.append(f"group_windows: columns {got_windows}, not {wanted}")
         if problems:

@@ -196,8 +196,8 @@ def windows(inputs: Inputs) -> DataFrame:
             F.collect_list(F.when(F.col("sample.at").isNotNull(), F.col("sample"))).alias("samples"),
         )
     )
-    grouped = grouped.where(F.col("current").isNotNull()).select(*keys, "current.*", "observed_at", "samples")
-    return grouped.select(*columns, "samples")
+    # The struct holds the columns read after the keys, in order: the same columns as above.
+    return grouped.where(F.col("current").isNotNull()).select(*keys, "current.*", "observed_at", "samples")
 
 
 def _with_trend_sums(frame: DataFrame, points: str) -> DataFrame:
