@@ -66,6 +66,15 @@ log = logging.getLogger(__name__)
 _TOPICS_PER_REQUEST: Final = 100
 _CONSUMER_GROUP_TYPES: Final = {ConsumerGroupType.CLASSIC, ConsumerGroupType.CONSUMER}
 _UNSUPPORTED: Final = frozenset({KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE})
+# A broker learns of a new topic from the controller a moment after it was created, and each
+# describe goes to a broker the client picks: a topic one broker does not know yet is asked for
+# again after these pauses (seconds, within the request's timeout) before it counts as unknown.
+_UNKNOWN_TOPIC_PAUSES: Final = (0.1, 0.3, 1.0)
+
+
+def _is_unknown_topic(exc: KafkaException) -> bool:
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
 def _is_internal_name(name: str) -> bool:
@@ -293,15 +302,29 @@ class KafkaAdmin:
         """
         if not names:
             return []
-        topics: list[TopicInfo] = []
+        found: dict[str, TopicInfo] = {}
+        pending = list(dict.fromkeys(names))
         with self._call("describe topics") as call:
-            futures = self._admin().describe_topics(
-                TopicCollection(list(names)), request_timeout=self.timeout
-            )
-            for name in names:
-                with self._call(f"describe topic {name!r}"):
-                    topics.append(records.topic_info(futures[name].result(timeout=call.remaining())))
-        return topics
+            for pause in (*_UNKNOWN_TOPIC_PAUSES, None):
+                futures = self._admin().describe_topics(
+                    TopicCollection(pending), request_timeout=self.timeout
+                )
+                unknown: list[str] = []
+                for name in pending:
+                    with self._call(f"describe topic {name!r}"):
+                        try:
+                            answer = futures[name].result(timeout=call.remaining())
+                        except KafkaException as exc:
+                            if pause is None or not _is_unknown_topic(exc) or call.remaining() <= pause:
+                                raise
+                            unknown.append(name)
+                        else:
+                            found[name] = records.topic_info(answer)
+                if not unknown or pause is None:
+                    break
+                time.sleep(pause)
+                pending = unknown
+        return [found[name] for name in names]
 
     def create_topic(
         self,

@@ -614,6 +614,44 @@ def test_replaced_clients_are_destroyed_by_the_admin_once_nothing_uses_them() ->
         current.poll(0)
 
 
+class LaggingBrokers(FakeAdminClient):
+    """Describes topics as brokers that learn of `fresh` topics only at the `known_from`-th request."""
+
+    def __init__(self, fresh: set[str], known_from: int) -> None:
+        super().__init__({})
+        self.fresh, self.known_from = fresh, known_from
+        self.asked: list[list[str]] = []
+
+    def describe_topics(self, topics: Any, request_timeout: float) -> dict[str, Any]:
+        names = list(topics.topic_names)
+        self.asked.append(names)
+        unknown = len(self.asked) < self.known_from
+        return {
+            name: done(error=failed(KafkaError.UNKNOWN_TOPIC_OR_PART))
+            if unknown and name in self.fresh
+            else done(SimpleNamespace(name=name, is_internal=False, partitions=[]))
+            for name in names
+        }
+
+
+def test_a_topic_a_broker_does_not_know_yet_is_asked_for_again_and_then_refused() -> None:
+    # Each describe goes to a broker the client picks, and a broker learns of a topic a moment
+    # after the controller created it: a topic listed by one can be unknown to the next.
+    client = LaggingBrokers(fresh={"new"}, known_from=3)
+    admin = admin_with(client)
+
+    described = admin.describe_topics(["old", "new", "old"])
+
+    assert [t.name for t in described] == ["old", "new", "old"]
+    assert client.asked == [["old", "new"], ["new"], ["new"]], "only the unknown one is asked for again"
+
+    never = LaggingBrokers(fresh={"gone"}, known_from=99)
+    started = time.monotonic()
+    with pytest.raises(KafkaRequestError, match=r"'gone'.*UNKNOWN_TOPIC_OR_PART"):
+        admin_with(never).describe_topics(["gone"])
+    assert len(never.asked) == 4 and time.monotonic() - started < 2.0
+
+
 def test_close_destroys_replaced_clients_still_referenced() -> None:
     replaced = FakeAdminClient({})
     admin = admin_with(replaced)
