@@ -23,7 +23,6 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 import jinja2
@@ -59,10 +58,9 @@ def evaluate_rules(
     one match (or null) per rule, exploded into the matches. One scan per entity instead of one
     per rule: the group-partition frame has a million rows.
     """
-    from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
-    from monitor.evaluate.transforms.common import moment
+    from monitor.evaluate.transforms.common import moment, union_by_name
 
     by_entity: dict[str, list[Rule]] = {}
     for rule in rules:
@@ -81,7 +79,7 @@ def evaluate_rules(
             parts.append(exploded.select(at, "m.*"))
     if not parts:
         return _session(frames).createDataFrame([], FINDINGS_DDL)
-    return reduce(DataFrame.unionByName, parts)
+    return union_by_name(parts)
 
 
 def _applicable(frame: DataFrame, rules: Sequence[Rule]) -> list[Column]:
@@ -153,8 +151,9 @@ def unsampled_keys(frames: Mapping[str, DataFrame], rules: Sequence[Rule]) -> Da
     apply to: the rules said nothing about them (no match, and no "condition false" either), so
     what was found on them before keeps its state (store.findings.merge_findings). None when no
     such entity has a `sampled` column."""
-    from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
+
+    from monitor.evaluate.transforms.common import union_by_name
 
     parts = [
         frame.where(~_sampled(frame)).select(
@@ -163,7 +162,7 @@ def unsampled_keys(frames: Mapping[str, DataFrame], rules: Sequence[Rule]) -> Da
         for entity, frame in frames.items()
         if SAMPLED in frame.columns and any(rule.entity == entity for rule in rules)
     ]
-    return reduce(DataFrame.unionByName, parts) if parts else None
+    return union_by_name(parts) if parts else None
 
 
 def with_unsampled(matches: DataFrame, unsampled: DataFrame | None) -> DataFrame:

@@ -160,6 +160,8 @@ def gather(frames: dict[str, DataFrame], verdicts: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql.types import TimestampType
 
+    from monitor.evaluate.transforms.common import union_by_name
+
     def micros(name: str, timestamp: bool) -> Column:
         return (F.unix_micros(F.col(name)) if timestamp else F.col(name)).alias(name)
 
@@ -167,10 +169,7 @@ def gather(frames: dict[str, DataFrame], verdicts: DataFrame) -> DataFrame:
     for entity, frame in frames.items():
         fields = [micros(f.name, isinstance(f.dataType, TimestampType)) for f in frame.schema.fields]
         parts.append(frame.select(F.lit(entity).alias(PART), F.struct(*fields).alias(row_column(entity))))
-    gathered = parts[0]
-    for part in parts[1:]:
-        gathered = gathered.unionByName(part, allowMissingColumns=True)
-    return gathered
+    return union_by_name(parts, allow_missing_columns=True)
 
 
 def fresh(frame: DataFrame) -> DataFrame:

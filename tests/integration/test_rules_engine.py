@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from monitor.core.derived import columns_of
 from monitor.evaluate.engine import FINDINGS_DDL, evaluate_rules, render, severity_case
 from monitor.evaluate.rules import Rule, load_rules
+from monitor.evaluate.transforms.common import union_by_name
 
 pytestmark = pytest.mark.spark
 
@@ -231,3 +232,37 @@ def test_rules_without_a_frame_are_skipped_and_nothing_gives_an_empty_frame(
         "evaluated_at", "rule", "entity", "cluster", "entity_key", "labels", "severity", "value",
         "for_seconds", "context",
     ]  # fmt: skip
+
+
+def test_frames_unioned_in_pairs_are_the_chain_of_unions(spark: SparkSession) -> None:
+    # The findings of each entity and the gathered rows are unioned as a balanced tree of pairs
+    # (Spark analyses each union, the whole plan under it, as it is made): the same columns, in the
+    # order the chain gives them, the same types and the same rows in the same order.
+    frames = [
+        spark.createDataFrame([(i, f"r{i}")], "a INT, b STRING")
+        if i % 3
+        else spark.createDataFrame([(f"s{i}", float(i), i)], "b STRING, c DOUBLE, a INT")
+        for i in range(7)
+    ]
+    for count in range(1, 8):
+        paired = union_by_name(frames[:count], allow_missing_columns=True)
+        linear = frames[0]
+        for frame in frames[1:count]:
+            linear = linear.unionByName(frame, allowMissingColumns=True)
+        assert paired.schema == linear.schema, count
+        assert paired.collect() == linear.collect(), count
+    assert union_by_name(frames, allow_missing_columns=True).columns == ["b", "c", "a"], (
+        "the first frame's order"
+    )
+    with pytest.raises(ValueError, match="at least one"):
+        union_by_name([])
+
+
+def test_the_session_sends_no_python_call_sites_with_its_calls(spark: SparkSession) -> None:
+    # PySpark's DataFrame debugging (on by default) walks the Python stack and sends it to the
+    # JVM around every DataFrame and Column call: a third of the round trips of building a plan.
+    from pyspark.errors.utils import is_debugging_enabled
+
+    spark.range(1).select("id").columns  # noqa: B018  # a call that would send its call site
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert is_debugging_enabled() is False

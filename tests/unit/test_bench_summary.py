@@ -463,6 +463,7 @@ def test_every_bench_script_is_run_and_summarised() -> None:
         "plots.py",
         "__init__.py",
         "evaluate_profile.py",
+        "plan_build.py",  # the seconds of building a plan, a profile beside it (docs/bench/plan-build.md)
         "demo_timeline.py",
         "fresh_lag_plan.py",  # a query plan at a size, not a timed run (docs/bench/fresh-lag.md)
         "fresh_metrics.py",  # the cost of the fresh /metrics offset lag at a size (docs/bench/fresh-lag.md)

@@ -64,6 +64,15 @@ def test_session_keeps_the_code_a_warm_evaluation_reuses(tmp_path: Path) -> None
     assert mine["spark.sql.codegen.cache.maxEntries"] == "50"
 
 
+def test_session_sends_no_python_call_sites_unless_asked_to(tmp_path: Path) -> None:
+    conf = session_conf(SparkConfig(), tmp_path / "postgresql-42.jar")
+    assert conf["spark.python.sql.dataFrameDebugging.enabled"] == "false"
+    mine = session_conf(
+        SparkConfig(conf={"spark.python.sql.dataFrameDebugging.enabled": "true"}), tmp_path / "j.jar"
+    )
+    assert mine["spark.python.sql.dataFrameDebugging.enabled"] == "true", "for a developer reading an error"
+
+
 @pytest.mark.parametrize(
     ("rows", "heap_mb"),
     [

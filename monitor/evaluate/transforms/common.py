@@ -115,3 +115,20 @@ def conform(frame: DataFrame, entity: str, now: Column, extra: Sequence[str] = (
     columns = [now.alias("evaluated_at")]
     columns += [F.col(c.name).cast(c.type).alias(c.name) for c in (*COMMON[1:], *ENTITIES[entity])]
     return frame.select(*columns, *extra)
+
+
+def union_by_name(frames: Sequence[DataFrame], allow_missing_columns: bool = False) -> DataFrame:
+    """`frames` unioned by column name, in their order (`DataFrame.unionByName`), as a balanced
+    tree of pairs: Spark analyses each union as it is made, the whole plan under it, so the chain
+    `((a | b) | c) | d` analyses the first frames again at every step; pairs analyse each frame
+    about log2(n) times (the same rows, columns and types)."""
+    if not frames:
+        raise ValueError("union_by_name needs at least one frame")
+    level = list(frames)
+    while len(level) > 1:
+        paired = [
+            left.unionByName(right, allowMissingColumns=allow_missing_columns)
+            for left, right in zip(level[0::2], level[1::2], strict=False)
+        ]
+        level = paired + level[len(paired) * 2 :]
+    return level[0]
