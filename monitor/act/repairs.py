@@ -163,7 +163,7 @@ class RepairService:
         config = self._clusters[cluster]
         try:
             live = admin.describe_cluster().broker_ids
-            topics = admin.describe_topics(admin.list_topic_names(include_internal=True))
+            topics = admin.describe_topics(admin.list_topic_names(include_internal=True), skip_unknown=True)
         except KafkaUnavailableError as exc:
             raise RepairError("unavailable", f"{exc}; a repair needs the cluster's state now") from exc
         except KafkaRequestError as exc:

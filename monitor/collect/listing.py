@@ -166,7 +166,8 @@ class Lister:
         topology = ctx.topology
         if topology is not None and ctx.clock.now() - topology.observed_at < TOPOLOGY_STALE:
             return topology
-        ctx.topology = Topology.of(ctx.admin.describe_topics(ctx.allowed_topics()), ctx.clock.now())
+        described = ctx.admin.describe_topics(ctx.allowed_topics(), skip_unknown=True)
+        ctx.topology = Topology.of(described, ctx.clock.now())
         return ctx.topology
 
 

@@ -295,10 +295,11 @@ class KafkaAdmin:
         names = sorted(str(name) for name in metadata.topics)
         return [n for n in names if include_internal or not _is_internal_name(n)]
 
-    def describe_topics(self, names: Sequence[str]) -> list[TopicInfo]:
+    def describe_topics(self, names: Sequence[str], skip_unknown: bool = False) -> list[TopicInfo]:
         """Partitions (leader, replicas, ISR) of each named topic, in the order given.
 
-        An unknown topic raises KafkaRequestError naming it.
+        An unknown topic (asked for again first: `_UNKNOWN_TOPIC_PAUSES`) raises KafkaRequestError
+        naming it, or with `skip_unknown` is left out.
         """
         if not names:
             return []
@@ -315,16 +316,19 @@ class KafkaAdmin:
                         try:
                             answer = futures[name].result(timeout=call.remaining())
                         except KafkaException as exc:
-                            if pause is None or not _is_unknown_topic(exc) or call.remaining() <= pause:
+                            if not _is_unknown_topic(exc):
                                 raise
-                            unknown.append(name)
+                            if pause is not None and call.remaining() > pause:
+                                unknown.append(name)
+                            elif not skip_unknown:
+                                raise
                         else:
                             found[name] = records.topic_info(answer)
                 if not unknown or pause is None:
                     break
                 time.sleep(pause)
                 pending = unknown
-        return [found[name] for name in names]
+        return [found[name] for name in names if name in found]
 
     def create_topic(
         self,

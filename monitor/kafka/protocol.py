@@ -73,9 +73,10 @@ class AdminApi(Client, Protocol):
         """Names of all topics, sorted; Kafka's own `__` topics only when `include_internal`."""
         ...
 
-    def describe_topics(self, names: Sequence[str]) -> list[TopicInfo]:
+    def describe_topics(self, names: Sequence[str], skip_unknown: bool = False) -> list[TopicInfo]:
         """Partitions (leader, replicas, ISR) of each named topic, in the order given; an unknown
-        topic raises `KafkaRequestError` naming it."""
+        topic raises `KafkaRequestError` naming it, or with `skip_unknown` is left out (a topic
+        deleted since it was listed)."""
         ...
 
     def create_topic(

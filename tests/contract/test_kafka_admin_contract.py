@@ -287,6 +287,16 @@ def test_an_unknown_topic_is_refused_by_name(backend: Backend) -> None:
         backend.admin.describe_topics(["no-such-topic"])
 
 
+def test_an_unknown_topic_is_left_out_when_asked_to(backend: Backend) -> None:
+    # A topic deleted between the listing and the describe: the collectors describe what is left.
+    topic = backend.create_topic(partitions=2)
+
+    described = backend.admin.describe_topics(["no-such-topic", topic], skip_unknown=True)
+
+    assert [(t.name, len(t.partitions)) for t in described] == [(topic, 2)]
+    assert backend.admin.describe_topics(["no-such-topic"], skip_unknown=True) == []
+
+
 def test_a_topic_that_exists_cannot_be_created_again(backend: Backend) -> None:
     topic = backend.create_topic()
 

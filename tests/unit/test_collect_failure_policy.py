@@ -230,6 +230,25 @@ def test_metadata_sees_a_broker_go_and_its_partition_offline(rig: Rig) -> None:
     assert rig.context.topology.leaders == {("orders", 0): 1, ("orders", 1): 2}
 
 
+def test_a_topic_deleted_after_the_listing_is_a_problem_of_the_run_not_its_failure(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Listed by one broker, unknown to the one asked to describe it (deleted meanwhile): the
+    # others are sampled and the run says which one it could not describe.
+    listed = rig.context.admin.list_topic_names
+    monkeypatch.setattr(
+        rig.context.admin, "list_topic_names", lambda include_internal: [*listed(include_internal), "gone"]
+    )
+
+    run = rig.cycle(rig.metadata, "metadata")
+    offsets = rig.cycle()
+
+    assert run.problems == ["topic gone could not be described"]
+    assert rig.context.topology is not None
+    assert sorted(rig.context.topology.partitions) == [("orders", 0), ("orders", 1), ("orders", 2)]
+    assert offsets.counts["partitions"] == 3
+
+
 def test_groups_of_other_types_are_counted_by_type_and_never_fail_a_cycle(rig: Rig) -> None:
     rig.kafka.unwatched_groups = {"queue-a": "share", "queue-b": "share", "app-1": "streams"}
 

@@ -82,7 +82,7 @@ class FakeKafkaAdmin(FakeClient):
             self._begin("list_topic_names", "list topics")
             return sorted(t.name for t in self.fake.topics.values() if include_internal or not t.internal)
 
-    def describe_topics(self, names: Sequence[str]) -> list[TopicInfo]:
+    def describe_topics(self, names: Sequence[str], skip_unknown: bool = False) -> list[TopicInfo]:
         if not names:
             return []
         with self.fake.lock:
@@ -90,6 +90,8 @@ class FakeKafkaAdmin(FakeClient):
             described = []
             for name in names:
                 topic = self.fake.topics.get(name)
+                if topic is None and skip_unknown:
+                    continue
                 if topic is None:
                     raise KafkaRequestError(
                         f"cannot describe topic {name!r} on cluster {self.fake.name!r}: the cluster "
