@@ -68,10 +68,13 @@ def main() -> int:
     args = parser.parse_args()
     if args.builds < 1:
         parser.error("--builds must be at least 1")
-    if args.url:
+    server = (
+        None if args.url else postgres.LocalPostgres(var_dir() / "bench" / "postgres-plan", BENCH_PG_PORT)
+    )
+    started = server is not None and not server.status()
+    if server is None:
         admin_url = normalize_url(args.url)
     else:
-        server = postgres.LocalPostgres(var_dir() / "bench" / "postgres-plan", BENCH_PG_PORT)
         server.up()
         admin_url = server.url("postgres")
     postgres.drop_database(admin_url, DATABASE)
@@ -82,8 +85,7 @@ def main() -> int:
     spark = build_session(SparkConfig(master="local[2]", conf=extra), ensure_jdbc_driver())
     for name, value in SINGLE_PARTITION.items():
         spark.conf.set(name, value)
-    loaded = load_rules(default_rule_paths())
-    rules, target = list(loaded.rules), jdbc_target(url)
+    rules, target = list(load_rules(default_rule_paths()).rules), jdbc_target(url)
     counted = _round_trips()
     rows: list[tuple[int, float, int]] = []
     for build in range(args.builds + 1):
@@ -94,6 +96,8 @@ def main() -> int:
         print(f"build {build}: {rows[-1][1]:.2f} s", file=sys.stderr)
     spark.stop()
     postgres.drop_database(admin_url, DATABASE)
+    if server is not None and started:
+        server.down()
     timed = rows[1:]
     print(
         f"{len(rules)} rules; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; settings: {extra or 'as the daemon'}\n"

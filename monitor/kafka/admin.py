@@ -57,6 +57,7 @@ from monitor.kafka.translate import (
     KafkaCall,
     Outcome,
     is_security_failure,
+    is_unknown_topic,
     kafka_error,
 )
 
@@ -70,11 +71,6 @@ _UNSUPPORTED: Final = frozenset({KafkaError.UNSUPPORTED_VERSION, KafkaError._UNS
 # describe goes to a broker the client picks: a topic one broker does not know yet is asked for
 # again after these pauses (seconds, within the request's timeout) before it counts as unknown.
 _UNKNOWN_TOPIC_PAUSES: Final = (0.1, 0.3, 1.0)
-
-
-def _is_unknown_topic(exc: KafkaException) -> bool:
-    error = exc.args[0] if exc.args else None
-    return isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
 def _is_internal_name(name: str) -> bool:
@@ -307,28 +303,37 @@ class KafkaAdmin:
         pending = list(dict.fromkeys(names))
         with self._call("describe topics") as call:
             for pause in (*_UNKNOWN_TOPIC_PAUSES, None):
-                futures = self._admin().describe_topics(
-                    TopicCollection(pending), request_timeout=self.timeout
-                )
-                unknown: list[str] = []
-                for name in pending:
-                    with self._call(f"describe topic {name!r}"):
-                        try:
-                            answer = futures[name].result(timeout=call.remaining())
-                        except KafkaException as exc:
-                            if not _is_unknown_topic(exc):
-                                raise
-                            if pause is not None and call.remaining() > pause:
-                                unknown.append(name)
-                            elif not skip_unknown:
-                                raise
-                        else:
-                            found[name] = records.topic_info(answer)
-                if not unknown or pause is None:
+                pending = self._describe_pass(pending, call, found, pause, skip_unknown)
+                if pause is None or not pending:
                     break
                 time.sleep(pause)
-                pending = unknown
         return [found[name] for name in names if name in found]
+
+    def _describe_pass(
+        self,
+        names: list[str],
+        call: KafkaCall,
+        found: dict[str, TopicInfo],
+        pause: float | None,
+        skip_unknown: bool,
+    ) -> list[str]:
+        """Describe `names` into `found`; returns the unknown ones to ask for again after `pause`
+        (while the call has that long left). An unknown one not asked for again raises, or with
+        `skip_unknown` is left out."""
+        futures = self._admin().describe_topics(TopicCollection(names), request_timeout=self.timeout)
+        unknown: list[str] = []
+        for name in names:
+            with self._call(f"describe topic {name!r}"):
+                try:
+                    found[name] = records.topic_info(futures[name].result(timeout=call.remaining()))
+                except KafkaException as exc:
+                    if not is_unknown_topic(exc):
+                        raise
+                    if pause is not None and call.remaining() > pause:
+                        unknown.append(name)
+                    elif not skip_unknown:
+                        raise
+        return unknown
 
     def create_topic(
         self,

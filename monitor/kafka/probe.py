@@ -37,6 +37,7 @@ from monitor.kafka import records
 from monitor.kafka.alter import ConfigChange, TopicConfigWriter, differs
 from monitor.kafka.leaders import LeaderAdmin
 from monitor.kafka.properties import ClientLog, ClientValue, client_config, rejected_configuration, scrub
+from monitor.kafka.translate import is_unknown_topic
 
 log = logging.getLogger(__name__)
 
@@ -167,8 +168,7 @@ class _ProbeAdmin(LeaderAdmin, TopicConfigWriter):
             try:
                 described = futures[name].result(timeout=call.remaining())
             except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                if is_unknown_topic(exc):
                     return None
                 raise
         info = records.topic_info(described)

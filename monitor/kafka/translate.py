@@ -75,6 +75,12 @@ def kafka_error(exc: BaseException) -> KafkaError | None:
     return None
 
 
+def is_unknown_topic(exc: BaseException) -> bool:
+    """True when `exc` is the broker's "unknown topic or partition"."""
+    error = kafka_error(exc)
+    return error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
 def is_unavailable(exc: BaseException) -> bool:
     """True when `exc` means "no answer" rather than "refused"."""
     if isinstance(exc, TimeoutError):
