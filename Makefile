@@ -57,13 +57,11 @@ lint: install
 	$(BIN)/mypy --cache-dir "$(MYPY_CACHE_DIR)"
 	$(BIN)/lint-imports
 
-# The whole suite at the default Kafka version, as TEST_SHARDS sessions side by side (two unless
-# set: scripts/test-shards.sh; `make durations` rebalances them after a run), then the matrix at
-# the versions CI adds.
-test: bootstrap lint
-	@$(BIN)/python -m tests.prefetch
-	@TEST_SHARDS=$(TEST_SHARDS) bash scripts/test-shards.sh $(BIN)/pytest --durations=25 $(PYTEST_ARGS)
-	@COMPAT_JOBS=2 PYTEST_ARGS="$(PYTEST_ARGS)" bash scripts/compat-runs.sh $(BIN)/pytest $(CI_KAFKA_VERSIONS)
+# The lint beside the whole suite at the default Kafka version, as TEST_SHARDS sessions side by
+# side (two unless set: scripts/test-shards.sh; `make durations` rebalances them after a run), then
+# the matrix at the versions CI adds (scripts/test-all.sh).
+test: bootstrap
+	@TEST_SHARDS=$(TEST_SHARDS) PYTEST_ARGS='$(PYTEST_ARGS)' bash scripts/test-all.sh $(BIN) $(CI_KAFKA_VERSIONS)
 
 test-compat: bootstrap
 	@COMPAT_JOBS=$(COMPAT_JOBS) PYTEST_ARGS="$(PYTEST_ARGS)" bash scripts/compat-runs.sh $(BIN)/pytest $(COMPAT_KAFKA_VERSIONS)
