@@ -17,6 +17,8 @@ does. For each run it counts:
   JDBC read or write and every statement of the job's own connection counts);
 - the CPU seconds this process and Spark's JVM used (PostgreSQL's own not counted): on a shared
   machine the wall time follows the load, the CPU time much less;
+- the JVM's CPU seconds by its threads' kind (THREAD_KINDS): planning (the py4j threads), the JIT
+  compilers, the garbage collector, the tasks;
 
 and reports the median wall time, CPU time and phase durations with the load average. Prints
 Markdown.
@@ -77,6 +79,34 @@ def _cpu_seconds(pids: list[int | str]) -> float:
     return total / ticks
 
 
+THREAD_KINDS = (
+    ("planning", ("Thread-",)),
+    ("JIT compilers", ("C1 CompilerThre", "C2 CompilerThre")),
+    ("garbage collector", ("GC Thread", "G1 ", "VM Periodic Tas", "VM Thread")),
+    ("tasks", ("Executor task", "shuffle-exchang")),
+)
+"""The Spark JVM's threads by what they do, from their names (/proc/<pid>/task/<tid>/comm, 15
+characters at most): the py4j threads that answer the Python driver's calls (building and
+planning every query, Spark's own work on the driver), the JIT compilers, the collector's
+threads and the tasks that process the rows; the rest is "other"."""
+
+
+def _jvm_threads(pid: int) -> dict[str, float]:
+    """CPU seconds so far of the JVM's threads per THREAD_KINDS kind (threads that ended are not
+    counted: a difference of two readings undercounts a kind whose threads come and go)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    seconds: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended
+        kind = next((k for k, prefixes in THREAD_KINDS if name.startswith(prefixes)), "other")
+        seconds[kind] = seconds.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return seconds
+
+
 def _spark_work(spark: Any, group: str) -> dict[str, int]:
     tracker = spark.sparkContext.statusTracker()
     jobs = tracker.getJobIdsForGroup(group)
@@ -100,19 +130,24 @@ def evaluate_once(spark: Any, engine: Engine, url: str, n: int, plans: Plans) ->
     time.sleep(0.6)
     before = _transactions(engine)
     load = os.getloadavg()[0]
-    pids: list[int | str] = ["self", spark_jvm_pid()]
+    jvm = spark_jvm_pid()
+    pids: list[int | str] = ["self", jvm]
     cpu = _cpu_seconds(pids)
+    threads = _jvm_threads(jvm)
     started = time.perf_counter()
     result = run_evaluation(
         spark, jdbc_target(url), engine, rules, [CLUSTER], T0 + n * RUN_SPACING, JobSettings(), plans
     )
     wall = time.perf_counter() - started
     cpu = _cpu_seconds(pids) - cpu
+    after = _jvm_threads(jvm)
+    kinds = {k: max(0.0, after.get(k, 0.0) - threads.get(k, 0.0)) for k in (*dict(THREAD_KINDS), "other")}
     time.sleep(0.6)
     statements = _transactions(engine) - before - 1  # the count's own transaction
     return {
         "wall_s": wall,
         "cpu_s": cpu,
+        "jvm_threads": kinds,
         "seconds": dict(result.seconds),
         "transactions": statements,
         "findings": dict(result.findings),
@@ -160,7 +195,10 @@ def main() -> int:
             _log(
                 f"run {n}: {run['wall_s']:.2f} s, cpu {run['cpu_s']:.2f} s, jobs {run['jobs']}, "
                 f"stages {run['stages']}, tasks {run['tasks']}, transactions {run['transactions']}, "
-                f"load {run['load']:.1f}, " + ", ".join(f"{k} {v:.2f}" for k, v in run["seconds"].items())
+                f"load {run['load']:.1f}, "
+                + ", ".join(f"{k} {v:.2f}" for k, v in run["seconds"].items())
+                + "; JVM CPU s: "
+                + ", ".join(f"{k} {v:.2f}" for k, v in run["jvm_threads"].items())
             )
             runs.append(run)
         engine.dispose()
@@ -195,7 +233,15 @@ def report(
         + " | ".join(f"{statistics.median(r['seconds'].get(p, 0.0) for r in runs):.2f}" for p in phases)
         + f" | {median('jobs'):.0f} | {median('stages'):.0f} | {median('tasks'):.0f}"
         + f" | {median('transactions'):.0f} |",
+        "",
+        "The Spark JVM's CPU seconds per run by its threads' kind (median; first and last run):",
+        "",
+        "| threads | median | run 1 | run " + str(len(runs)) + " |",
+        "|---|---:|---:|---:|",
     ]
+    for kind in runs[0]["jvm_threads"]:
+        values = [r["jvm_threads"][kind] for r in runs]
+        lines.append(f"| {kind} | {statistics.median(values):.2f} | {values[0]:.2f} | {values[-1]:.2f} |")
     return "\n".join(lines)
 
 

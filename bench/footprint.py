@@ -340,7 +340,10 @@ def measure(
 ) -> dict[str, Any]:
     work = var_dir() / "bench" / "footprint"
     work.mkdir(parents=True, exist_ok=True)
-    extra = {"spark": {"driver_memory": args.driver_memory}} if args.driver_memory else {}
+    spark: dict[str, Any] = {"driver_memory": args.driver_memory} if args.driver_memory else {}
+    if args.spark_conf:
+        spark["conf"] = dict(item.split("=", 1) for item in args.spark_conf)
+    extra = {"spark": spark} if spark else {}
     config = daemon_config(work, url, bootstrap, args.web_port, extra)
     load = Load(bootstrap, workload, args.produce_rate)
     load.start()
@@ -398,10 +401,16 @@ def heap_mb(pid: int) -> dict[str, float]:
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return {}
-    found = re.search(r"heap\s+total (\d+)K, used (\d+)K", out)
-    return (
-        {"committed": round(int(found[1]) / 1024, 1), "used": round(int(found[2]) / 1024, 1)} if found else {}
-    )
+    # G1 gives the whole heap ("garbage-first heap total ...K, used ...K"); the parallel collector
+    # each generation ("PSYoungGen total ...K, used ...K", "ParOldGen ...").
+    found = re.findall(r"(heap|Gen)\s+total (\d+)K, used (\d+)K", out)
+    parts = [f for f in found if f[0] == "heap"] or found
+    if not parts:
+        return {}
+    return {
+        "committed": round(sum(int(f[1]) for f in parts) / 1024, 1),
+        "used": round(sum(int(f[2]) for f in parts) / 1024, 1),
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -524,6 +533,13 @@ def main() -> int:
     parser.add_argument("--steady", type=int, default=180, help="seconds of steady measurement (180)")
     parser.add_argument(
         "--driver-memory", default=None, help="spark.driver_memory for the daemon (its default)"
+    )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a spark.conf entry of the daemon's configuration (repeatable)",
     )
     parser.add_argument("--label", default="run", help="the run's name in the report (run)")
     parser.add_argument("--kafka-port", type=int, default=59392, help="the broker's port (59392)")

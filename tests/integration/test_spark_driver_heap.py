@@ -1,5 +1,6 @@
 """The Spark driver as the daemon starts it with `spark.driver_memory: auto`: a JVM whose heap is
-the one chosen for the fleet, with the options that give unused heap back, and that runs a job.
+the one chosen for the fleet, with its collector (the parallel one for a small fleet, G1 with the
+options that give unused heap back above), and that runs a job.
 
 A process holds one JVM for every SparkSession it builds, and the test session's is already
 running with its own heap, so the driver starts in a child Python process that reports the JVM
@@ -41,8 +42,16 @@ session.stop()
 """
 
 
-@pytest.mark.parametrize(("rows", "heap"), [(11_000, "1024m"), (101_000, "1536m")])
-def test_an_auto_driver_starts_with_the_heap_of_its_fleet(rows: int, heap: str) -> None:
+@pytest.mark.parametrize(
+    ("rows", "heap", "collector"),
+    [
+        (11_000, "1024m", ["-XX:+UseParallelGC"]),
+        (101_000, "1536m", ["-XX:+UseG1GC", "-XX:G1PeriodicGCInterval=60000"]),
+    ],
+)
+def test_an_auto_driver_starts_with_the_heap_and_collector_of_its_fleet(
+    rows: int, heap: str, collector: list[str]
+) -> None:
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(ensure_jdbc_driver()), str(rows)],
         capture_output=True,
@@ -55,4 +64,6 @@ def test_an_auto_driver_starts_with_the_heap_of_its_fleet(rows: int, heap: str) 
     assert started["answer"] == sum(range(1000))
     assert started["memory"] == heap
     assert f"-Xmx{heap}" in started["java"]
-    assert "-XX:G1PeriodicGCInterval=60000" in started["java"]
+    assert all(option in started["java"] for option in collector), started["java"]
+    other = "G1" if "-XX:+UseParallelGC" in collector else "-XX:+UseParallelGC"
+    assert not any(other in word for word in started["java"]), started["java"]
