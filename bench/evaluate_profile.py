@@ -40,7 +40,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
 from bench.detect import spark_jvm_pid
-from bench.evaluate import CLUSTER, RUN_SPACING, T0, fill
+from bench.evaluate import CLUSTER, RUN_SPACING, T0, cpu_seconds, fill
 from monitor.core.settings import SparkConfig
 from monitor.devtools import postgres
 from monitor.devtools.jdbc import ensure_jdbc_driver
@@ -94,16 +94,16 @@ threads and the tasks that process the rows; the rest is "other"."""
 def _jvm_threads(pid: int) -> dict[str, float]:
     """CPU seconds so far of the JVM's threads per THREAD_KINDS kind (threads that ended are not
     counted: a difference of two readings undercounts a kind whose threads come and go)."""
-    ticks = os.sysconf("SC_CLK_TCK")
     seconds: dict[str, float] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue  # the thread ended
-        kind = next((k for k, prefixes in THREAD_KINDS if name.startswith(prefixes)), "other")
-        seconds[kind] = seconds.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+        used = cpu_seconds(f"{pid}/task/{task.name}")  # a thread's stat reads as a process's
+        if used is not None:
+            kind = next((k for k, prefixes in THREAD_KINDS if name.startswith(prefixes)), "other")
+            seconds[kind] = seconds.get(kind, 0.0) + used
     return seconds
 
 

@@ -108,13 +108,16 @@ MB_PER_THOUSAND_ROWS = 4
 """Heap per 1,000 rows beyond a small fleet: bench/evaluate.py's 1M group-partitions need 4g."""
 HEAP_STEP_MB = 256
 
-DRIVER_JAVA_OPTIONS = "-Dlog4j2.level=WARN -XX:+UseG1GC -XX:G1PeriodicGCInterval=60000"
+QUIET_LOGS = "-Dlog4j2.level=WARN"
+"""The driver JVM's log level, in both sets of options below."""
+
+DRIVER_JAVA_OPTIONS = f"{QUIET_LOGS} -XX:+UseG1GC -XX:G1PeriodicGCInterval=60000"
 """The driver JVM's options above a small fleet: quiet logs, and a collection of an idle heap every
 minute, which gives back to the system what an evaluation touched and no longer uses. The free
 heap is not bounded (MaxHeapFreeRatio): the slow 768m runs bounded it too, and which of the two
 slowed them is not measured apart."""
 
-SMALL_DRIVER_JAVA_OPTIONS = "-Dlog4j2.level=WARN -XX:+UseParallelGC"
+SMALL_DRIVER_JAVA_OPTIONS = f"{QUIET_LOGS} -XX:+UseParallelGC"
 """The driver JVM's options for a small fleet (SMALL_FLEET_ROWS): quiet logs and the parallel
 collector. A small fleet's evaluation is nearly all work on the driver: building and planning its
 queries makes short-lived trees of objects, and G1's concurrent marking and refinement of them
