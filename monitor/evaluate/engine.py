@@ -37,12 +37,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FINDINGS_DDL = (
-    "evaluated_at timestamp, rule string, entity string, cluster string, entity_key string, "
-    "labels map<string,string>, severity string, value double, for_seconds int, context string"
+MATCH_DDL = (
+    "rule string, entity string, cluster string, entity_key string, labels map<string,string>, "
+    "severity string, value double, for_seconds int, context string"
 )
-"""One row per (rule, entity) that matches. `context` is the entity's row as JSON (nulls kept):
+"""A match of a rule on a row of its entity. `context` is the entity's row as JSON (nulls kept):
 what `render` fills the templates from."""
+FINDINGS_DDL = f"evaluated_at timestamp, {MATCH_DDL}"
+"""One row per (rule, entity) that matches."""
 
 KEY_SEPARATOR = "/"
 SAMPLED = "sampled"
@@ -55,17 +57,32 @@ def evaluate_rules(
     """The matches of `rules` on the entity `frames` (entity name -> DataFrame of its columns).
 
     The rules of one entity are applied in one pass over its frame: each row gives an array of
-    one match (or null) per rule, exploded into the matches. One scan per entity instead of one
-    per rule: the group-partition frame has a million rows.
+    one match (or null) per rule (`rule_matches`), exploded into the matches. One scan per entity
+    instead of one per rule: the group-partition frame has a million rows.
     """
     from pyspark.sql import functions as F
 
     from monitor.evaluate.transforms.common import moment, union_by_name
 
+    parts: list[DataFrame] = []
+    for entity, matches in rule_matches(frames, rules).items():
+        exploded = frames[entity].select(F.explode(F.array(*matches)).alias("m"))
+        exploded = exploded.where(F.col("m").isNotNull())
+        at = moment(evaluated_at).alias("evaluated_at")
+        parts.append(exploded.select(at, "m.*"))
+    if not parts:
+        return _session(frames).createDataFrame([], FINDINGS_DDL)
+    return union_by_name(parts)
+
+
+def rule_matches(frames: Mapping[str, DataFrame], rules: Sequence[Rule]) -> dict[str, list[Column]]:
+    """entity -> one column per rule of that entity Spark can apply to its frame: a row's match
+    (`MATCH_DDL`), or null. Entities with no such rule are left out; a rule whose entity has no
+    frame, or that Spark cannot apply, is logged and skipped (the others still run)."""
     by_entity: dict[str, list[Rule]] = {}
     for rule in rules:
         by_entity.setdefault(rule.entity, []).append(rule)
-    parts: list[DataFrame] = []
+    applied: dict[str, list[Column]] = {}
     for entity, entity_rules in by_entity.items():
         frame = frames.get(entity)
         if frame is None:
@@ -74,12 +91,8 @@ def evaluate_rules(
             continue
         matches = _applicable(frame, entity_rules)
         if matches:
-            exploded = frame.select(F.explode(F.array(*matches)).alias("m")).where(F.col("m").isNotNull())
-            at = moment(evaluated_at).alias("evaluated_at")
-            parts.append(exploded.select(at, "m.*"))
-    if not parts:
-        return _session(frames).createDataFrame([], FINDINGS_DDL)
-    return union_by_name(parts)
+            applied[entity] = matches
+    return applied
 
 
 def _applicable(frame: DataFrame, rules: Sequence[Rule]) -> list[Column]:
@@ -146,6 +159,16 @@ def _sampled(frame: DataFrame) -> Column:
     return F.coalesce(F.col(SAMPLED), F.lit(False)) if SAMPLED in frame.columns else F.lit(True)
 
 
+def unsampled_key(entity: str, frame: DataFrame) -> Column | None:
+    """A row's `entity_key` where this evaluation did not sample it, else null (see
+    `unsampled_keys`); None when `entity` has no `sampled` column."""
+    from pyspark.sql import functions as F
+
+    if SAMPLED not in frame.columns:
+        return None
+    return F.when(~_sampled(frame), _entity_key(entity))
+
+
 def unsampled_keys(frames: Mapping[str, DataFrame], rules: Sequence[Rule]) -> DataFrame | None:
     """(entity, entity_key) of the rows not sampled in this evaluation, of the entities `rules`
     apply to: the rules said nothing about them (no match, and no "condition false" either), so
@@ -156,11 +179,11 @@ def unsampled_keys(frames: Mapping[str, DataFrame], rules: Sequence[Rule]) -> Da
     from monitor.evaluate.transforms.common import union_by_name
 
     parts = [
-        frame.where(~_sampled(frame)).select(
-            F.lit(entity).alias("entity"), _entity_key(entity).alias("entity_key")
+        frame.select(F.lit(entity).alias("entity"), key.alias("entity_key")).where(
+            F.col("entity_key").isNotNull()
         )
         for entity, frame in frames.items()
-        if SAMPLED in frame.columns and any(rule.entity == entity for rule in rules)
+        if (key := unsampled_key(entity, frame)) is not None and any(rule.entity == entity for rule in rules)
     ]
     return union_by_name(parts) if parts else None
 
@@ -175,7 +198,7 @@ def with_unsampled(matches: DataFrame, unsampled: DataFrame | None) -> DataFrame
 
 
 def _match(frame: DataFrame, rule: Rule) -> Column:
-    """One row's match of `rule` (a struct of the FINDINGS_DDL columns after `evaluated_at`), or
+    """One row's match of `rule` (a struct of the MATCH_DDL columns), or
     null when the row was not sampled in this evaluation, the condition does not hold or no tier
     does. Only a match computes its key, labels and context."""
     from pyspark.sql import functions as F

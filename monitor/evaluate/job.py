@@ -53,8 +53,9 @@ from monitor.evaluate.engine import render, render_annotations
 from monitor.evaluate.incremental import Carry, choose
 from monitor.evaluate.io import write_table
 from monitor.evaluate.plan import (
+    MATCHES,
     PART,
-    VERDICT,
+    UNSAMPLED,
     Plan,
     Plans,
     build_plan,
@@ -163,7 +164,7 @@ def run_evaluation(
             for frame in plan.kept:  # in the order built: each is computed from those before it
                 kept.append(frame.persist())
             # The rules read every entity: this reads the inputs and computes (and keeps) them all.
-            ran = fresh(plan.gathered if plan.gathered is not None else plan.verdicts).collect()
+            ran = fresh(plan.action).collect()
             matches, unsampled, rows = _sorted(ran, rules, gathered=plan.gathered is not None)
         result.seconds["compute"] += built
         with _phase(result, "write"), _sized_to(spark, size):
@@ -206,19 +207,25 @@ def _sorted(
     """The rows an evaluation's action brought: the rules' matches, with their texts rendered (on
     the driver: they are few), the (entity, entity_key) of the entities this evaluation did not
     sample (engine.unsampled_keys: few, except while a broker is gone), and, from a plan for one
-    action, each entity's rows."""
+    action (plan.gather: each entity row with the verdicts on it), each entity's rows."""
     by_name = {rule.name: rule for rule in rules}
     matches: list[Match] = []
     unsampled: list[tuple[str, str]] = []
     rows: dict[str, list[dict[str, Any]]] = {}
+    if not gathered:
+        for row in collected:
+            if row["rule"] is None:
+                unsampled.append((row["entity"], row["entity_key"]))
+            else:
+                matches.append(_match(row.asDict(recursive=True), by_name[row["rule"]]))
+        return matches, unsampled, rows
     for row in collected:
-        part = row[PART] if gathered else VERDICT
-        if part != VERDICT:
-            rows.setdefault(part, []).append(entity_row(part, row[row_column(part)]))
-        elif row["rule"] is None:
-            unsampled.append((row["entity"], row["entity_key"]))
-        else:
-            matches.append(_match(row.asDict(recursive=True), by_name[row["rule"]]))
+        entity = row[PART]
+        rows.setdefault(entity, []).append(entity_row(entity, row[row_column(entity)]))
+        for found in row[MATCHES] or ():
+            matches.append(_match(found.asDict(recursive=True), by_name[found["rule"]]))
+        if row[UNSAMPLED] is not None:
+            unsampled.append((entity, row[UNSAMPLED]))
     return matches, unsampled, rows
 
 

@@ -29,7 +29,14 @@ from cachetools import LRUCache
 from monitor.core.derived import columns_of
 from monitor.core.objectives import Objective
 from monitor.evaluate import extract
-from monitor.evaluate.engine import evaluate_rules, unsampled_keys, with_unsampled
+from monitor.evaluate.engine import (
+    MATCH_DDL,
+    evaluate_rules,
+    rule_matches,
+    unsampled_key,
+    unsampled_keys,
+    with_unsampled,
+)
 from monitor.evaluate.rules import Rule
 from monitor.evaluate.spark import JdbcTarget
 from monitor.evaluate.transforms import derive
@@ -87,19 +94,27 @@ def plan_key(
 
 @dataclass(frozen=True)
 class Plan:
-    """An evaluation's DataFrames: the entities (monitor.core.derived) and the verdicts (the rules'
-    matches and the unsampled keys, engine.with_unsampled), over the inputs of the window ending at
-    the clock of `plan_id`. `kept` are the frames used more than once, in the order they were built
-    (each may read the ones before it): cached during a run, in that order.
+    """An evaluation's DataFrames: the entities (monitor.core.derived) over the inputs of the
+    window ending at the clock of `plan_id`, and what its one action brings to the driver
+    (`action`). `kept` are the frames used more than once, in the order they were built (each may
+    read the ones before it): cached during a run, in that order.
 
-    `gathered`, in a plan for one action: the verdicts and every entity's rows in one DataFrame
-    (`gather`), which a run brings to the driver at once, with nothing cached."""
+    In a plan for one action, `gathered`: every entity's rows with the rules' verdicts on each
+    (`gather`), brought to the driver at once. Otherwise `verdicts`: the rules' matches and the
+    unsampled keys (engine.with_unsampled), and Spark writes the entities."""
 
     plan_id: str
     frames: dict[str, DataFrame]
-    verdicts: DataFrame
     kept: tuple[DataFrame, ...]
+    verdicts: DataFrame | None = None
     gathered: DataFrame | None = None
+
+    @property
+    def action(self) -> DataFrame:
+        """The DataFrame a run collects: `gathered` or `verdicts`."""
+        action = self.gathered if self.gathered is not None else self.verdicts
+        assert action is not None, "a plan has gathered rows or verdicts"
+        return action
 
 
 def build_plan(
@@ -118,14 +133,18 @@ def build_plan(
 
     objectives = extract.read_objectives(spark, target, key.clusters, key.objectives, plan_id)
     frames = derive(inputs, key.window_commits, keep, objectives)
+    if key.one_action:
+        return Plan(plan_id, frames, tuple(kept), gathered=gather(frames, rules))
     verdicts = with_unsampled(evaluate_rules(frames, rules, inputs.now), unsampled_keys(frames, rules))
-    gathered = gather(frames, verdicts) if key.one_action else None
-    return Plan(plan_id, frames, verdicts, tuple(kept), gathered)
+    return Plan(plan_id, frames, tuple(kept), verdicts=verdicts)
 
 
 PART = "part"
-"""The column of `gather` saying what a row is: VERDICT, or the name of the entity it is a row of."""
-VERDICT = "verdict"
+"""The column of `gather` naming the entity a row is a row of."""
+MATCHES = "matches"
+"""The column of `gather` holding the rules' matches on a row (engine.MATCH_DDL structs)."""
+UNSAMPLED = "unsampled_key"
+"""The column of `gather` holding a row's `entity_key` where it was not sampled (engine.unsampled_key)."""
 
 
 def row_column(entity: str) -> str:
@@ -153,23 +172,64 @@ def _timestamp_columns(entity: str) -> frozenset[str]:
     return frozenset(c.name for c in columns_of(entity).values() if c.type == "timestamp")
 
 
-def gather(frames: dict[str, DataFrame], verdicts: DataFrame) -> DataFrame:
-    """The verdicts (their columns as they are) and the rows of each entity (a struct in the column
-    `row_column(entity)`, with its timestamps as microseconds since the epoch: `entity_row`
-    turns them back, whatever the driver's time zone) in one DataFrame, each row's `PART` saying which."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import TimestampType
+def gather(frames: dict[str, DataFrame], rules: Sequence[Rule]) -> DataFrame:
+    """Every entity's rows and the rules' verdicts on them, in one DataFrame of a row per entity
+    row: `PART` names the entity, `row_column(entity)` holds the row (a struct, its timestamps as
+    microseconds since the epoch: `entity_row` turns them back, whatever the driver's time zone;
+    the other entities' columns are null), `MATCHES` the matches of the entity's rules on it
+    (engine.rule_matches; empty or null where none) and `UNSAMPLED` its key where this evaluation
+    did not sample it and rules apply to its entity.
 
-    from monitor.evaluate.transforms.common import union_by_name
+    The rules are applied to the rows as they are gathered, so each entity's frame appears once in
+    the plan: a separate frame of verdicts unioned with the rows held every entity's plan twice,
+    which Spark analysed, told apart and planned twice at every run."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, DataType, LongType, StructField, StructType, TimestampType
 
     def micros(name: str, timestamp: bool) -> Column:
         return (F.unix_micros(F.col(name)) if timestamp else F.col(name)).alias(name)
 
-    parts = [verdicts.select(F.lit(VERDICT).alias(PART), "*")]
+    def row_type(frame: DataFrame) -> StructType:
+        return StructType(
+            [
+                StructField(f.name, LongType() if isinstance(f.dataType, TimestampType) else f.dataType)
+                for f in frame.schema.fields
+            ]
+        )
+
+    matches = rule_matches(frames, rules)
+    ruled = {rule.entity for rule in rules}
+    nothing = ArrayType(DataType.fromDDL(MATCH_DDL))
+    types = {entity: row_type(frame) for entity, frame in frames.items()}
+    parts = []
     for entity, frame in frames.items():
         fields = [micros(f.name, isinstance(f.dataType, TimestampType)) for f in frame.schema.fields]
-        parts.append(frame.select(F.lit(entity).alias(PART), F.struct(*fields).alias(row_column(entity))))
-    return union_by_name(parts, allow_missing_columns=True)
+        found = matches.get(entity)
+        key = unsampled_key(entity, frame) if entity in ruled else None
+        verdicts = F.filter(F.array(*found), lambda m: m.isNotNull()) if found else F.lit(None).cast(nothing)
+        rows = [
+            (F.struct(*fields) if other == entity else F.lit(None).cast(t)).alias(row_column(other))
+            for other, t in types.items()
+        ]
+        parts.append(
+            frame.select(
+                F.lit(entity).alias(PART),
+                verdicts.alias(MATCHES),
+                (key if key is not None else F.lit(None).cast("string")).alias(UNSAMPLED),
+                *rows,
+            )
+        )
+    return union_all(parts)
+
+
+def union_all(frames: Sequence[DataFrame]) -> DataFrame:
+    """`frames` (the same columns in the same order) unioned by position, as a balanced tree of
+    pairs (see transforms.common.union_by_name)."""
+    level = list(frames)
+    while len(level) > 1:
+        paired = [left.union(right) for left, right in zip(level[0::2], level[1::2], strict=False)]
+        level = paired + level[len(paired) * 2 :]
+    return level[0]
 
 
 def fresh(frame: DataFrame) -> DataFrame:
