@@ -186,24 +186,27 @@ def gather(frames: dict[str, DataFrame], rules: Sequence[Rule]) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, DataType, LongType, StructField, StructType, TimestampType
 
+    from monitor.evaluate.transforms.common import union_by_position
+
     def micros(name: str, timestamp: bool) -> Column:
         return (F.unix_micros(F.col(name)) if timestamp else F.col(name)).alias(name)
 
-    def row_type(frame: DataFrame) -> StructType:
+    def row_type(schema: StructType) -> StructType:
         return StructType(
             [
                 StructField(f.name, LongType() if isinstance(f.dataType, TimestampType) else f.dataType)
-                for f in frame.schema.fields
+                for f in schema.fields
             ]
         )
 
     matches = rule_matches(frames, rules)
     ruled = {rule.entity for rule in rules}
     nothing = ArrayType(DataType.fromDDL(MATCH_DDL))
-    types = {entity: row_type(frame) for entity, frame in frames.items()}
+    schemas = {entity: frame.schema for entity, frame in frames.items()}  # a round trip to the JVM each
+    types = {entity: row_type(schema) for entity, schema in schemas.items()}
     parts = []
     for entity, frame in frames.items():
-        fields = [micros(f.name, isinstance(f.dataType, TimestampType)) for f in frame.schema.fields]
+        fields = [micros(f.name, isinstance(f.dataType, TimestampType)) for f in schemas[entity].fields]
         found = matches.get(entity)
         key = unsampled_key(entity, frame) if entity in ruled else None
         verdicts = F.filter(F.array(*found), lambda m: m.isNotNull()) if found else F.lit(None).cast(nothing)
@@ -219,17 +222,7 @@ def gather(frames: dict[str, DataFrame], rules: Sequence[Rule]) -> DataFrame:
                 *rows,
             )
         )
-    return union_all(parts)
-
-
-def union_all(frames: Sequence[DataFrame]) -> DataFrame:
-    """`frames` (the same columns in the same order) unioned by position, as a balanced tree of
-    pairs (see transforms.common.union_by_name)."""
-    level = list(frames)
-    while len(level) > 1:
-        paired = [left.union(right) for left, right in zip(level[0::2], level[1::2], strict=False)]
-        level = paired + level[len(paired) * 2 :]
-    return level[0]
+    return union_by_position(parts)
 
 
 def fresh(frame: DataFrame) -> DataFrame:

@@ -7,7 +7,7 @@ which gives null instead, so no derived value is ever infinite or NaN.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame, Window
@@ -119,16 +119,27 @@ def conform(frame: DataFrame, entity: str, now: Column, extra: Sequence[str] = (
 
 def union_by_name(frames: Sequence[DataFrame], allow_missing_columns: bool = False) -> DataFrame:
     """`frames` unioned by column name, in their order (`DataFrame.unionByName`), as a balanced
-    tree of pairs: Spark analyses each union as it is made, the whole plan under it, so the chain
-    `((a | b) | c) | d` analyses the first frames again at every step; pairs analyse each frame
-    about log2(n) times (the same rows, columns and types)."""
+    tree of pairs (`_in_pairs`)."""
+    return _in_pairs(
+        frames, lambda left, right: left.unionByName(right, allowMissingColumns=allow_missing_columns)
+    )
+
+
+def union_by_position(frames: Sequence[DataFrame]) -> DataFrame:
+    """`frames` (the same columns in the same order) unioned by position (`DataFrame.union`), as a
+    balanced tree of pairs (`_in_pairs`)."""
+    return _in_pairs(frames, lambda left, right: left.union(right))
+
+
+def _in_pairs(frames: Sequence[DataFrame], union: Callable[[DataFrame, DataFrame], DataFrame]) -> DataFrame:
+    """`frames` combined by `union` as a balanced tree of pairs: Spark analyses each union as it is
+    made, the whole plan under it, so the chain `((a | b) | c) | d` analyses the first frames
+    again at every step; pairs analyse each frame about log2(n) times (the same rows, columns and
+    types)."""
     if not frames:
-        raise ValueError("union_by_name needs at least one frame")
+        raise ValueError("a union needs at least one frame")
     level = list(frames)
     while len(level) > 1:
-        paired = [
-            left.unionByName(right, allowMissingColumns=allow_missing_columns)
-            for left, right in zip(level[0::2], level[1::2], strict=False)
-        ]
+        paired = [union(left, right) for left, right in zip(level[0::2], level[1::2], strict=False)]
         level = paired + level[len(paired) * 2 :]
     return level[0]
