@@ -20,11 +20,12 @@ then in steady state.
    API (`/api/v1/clusters/{c}/groups/{g}/lag` of every group) and through `/metrics` (a
    `kafka_consumer_group_lag_in_offsets` series for each); the CPU seconds of the daemon's process
    tree (Python and the Spark JVM it starts) and of PostgreSQL's processes to each point.
-5. After --settle seconds (120), --steady seconds (180) of steady state with a scraper reading
-   `/metrics` every 15 s and one group's lag read through the API every 10 s: CPU seconds per
-   minute of the daemon (Python, JVM) and of PostgreSQL; resident memory of the daemon's tree (the
-   sum of RSS and of PSS, sampled every 5 s: the largest and the last); the age of the offset lag
-   served (now - `offset_lag_as_of` of the group read); the evaluations' durations.
+5. After --settle seconds (120) from the end of the first evaluation, --steady seconds (180) of
+   steady state with a scraper reading `/metrics` every 15 s and one group's lag read through the
+   API every 10 s: CPU seconds per minute of the daemon (Python, JVM) and of PostgreSQL; resident
+   memory of the daemon's tree (the sum of RSS and of PSS, sampled every 5 s: the largest and the
+   last); the age of the offset lag served (now - `offset_lag_as_of` of the group read); the
+   evaluations' durations.
 
 Prints Markdown and writes bench/results/footprint.json and footprint.md; the runs of other labels
 in footprint.json are kept, so one file holds the before and the after of a change.
@@ -76,6 +77,8 @@ EVERY = {"commit": 10.0, "scrape": 15.0, "read": 10.0, "sample": 5.0}
 a scrape of `/metrics` (a common Prometheus interval), a read of one group's lag through the API,
 a memory sample of the daemon's tree."""
 LAG_SERIES = "kafka_consumer_group_lag_in_offsets{"
+FIRST_EVALUATION_WITHIN = 900
+"""Seconds the benchmark waits for the daemon's first evaluation to end before it gives up."""
 
 
 def _log(message: str) -> None:
@@ -296,6 +299,19 @@ def first_evaluation(engine: Engine, since: datetime) -> float | None:
     return None if ended is None else round((ended - since).total_seconds(), 1)
 
 
+def wait_first_evaluation(engine: Engine, since: datetime, daemon: subprocess.Popen[bytes]) -> float:
+    """Seconds from `since` to the end of the first evaluation, waited for: the steady window
+    starts after it (a start answers the lag before Spark is up; the steady state is later)."""
+    deadline = time.monotonic() + FIRST_EVALUATION_WITHIN
+    while (first := first_evaluation(engine, since)) is None:
+        if daemon.poll() is not None:
+            raise SystemExit("the daemon stopped before its first evaluation; see its log")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no evaluation ended within {FIRST_EVALUATION_WITHIN} s; see the daemon's log")
+        time.sleep(1)
+    return first
+
+
 def daemon_config(work: Path, url: str, bootstrap: str, web_port: int, extra: dict[str, Any]) -> Path:
     routing = work / "routing.yaml"
     routing.write_text(
@@ -356,7 +372,9 @@ def measure(
         _log("the daemon starts; waiting for a complete answer through the API and /metrics")
         result: dict[str, Any] = {"complete": wait_complete(base, workload, daemon, cpu)}
         result["memory_at_complete_mb"] = memory_mb(daemon.pid)
-        _log(f"complete: {result['complete']}; settling {args.settle} s, then steady for {args.steady} s")
+        _log(f"complete: {result['complete']}; waiting for the first evaluation")
+        first = wait_first_evaluation(engine, started_at, daemon)
+        _log(f"first evaluation {first} s after the start; settling {args.settle} s, steady {args.steady} s")
         time.sleep(args.settle)
         since = datetime.now(UTC)
         result["steady"] = steady(base, workload, daemon.pid, cpu, args.steady)
@@ -459,7 +477,9 @@ partition and every group commits every 10 s a few records short of the end. The
 when the process is started. "Complete" is the first moment every group's
 `/api/v1/clusters/{c}/groups/{g}/lag` lists all 200 partitions with an offset lag, and `/metrics`
 has a `kafka_consumer_group_lag_in_offsets` series for each of the 10,000 group-partitions (two
-pollers, one each). CPU-seconds are user + system time from /proc of the daemon's Python process,
+pollers, one each). The steady window starts `--settle` seconds after the first evaluation
+ended (runs before 2026-12-01 07:00 UTC: after the complete answers, which came after the first
+evaluation then). CPU-seconds are user + system time from /proc of the daemon's Python process,
 of its live children (the Spark JVM) and of the PostgreSQL postmaster's tree (every backend,
 the checkpointer, autovacuum), taken at the start, at each complete answer and over the steady
 window; resident memory is the sum of VmRSS (and of Pss from smaps_rollup) over the daemon's

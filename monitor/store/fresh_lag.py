@@ -17,18 +17,18 @@ from datetime import datetime
 from sqlalchemy import Connection, text
 
 _FRESH = """
-SELECT f.group_id, f.topic, f.partition, f.committed_offset, f.end_offset,
+SELECT f.cluster, f.group_id, f.topic, f.partition, f.committed_offset, f.end_offset,
        greatest(f.end_offset - f.committed_offset, 0) AS offset_lag,
        f.committed_offset_as_of, f.end_offset_as_of,
        least(f.committed_offset_as_of, f.end_offset_as_of) AS offset_lag_as_of
 FROM (
-    SELECT o.group_id, o.topic, o.partition,
+    SELECT o.cluster, o.group_id, o.topic, o.partition,
            CASE WHEN c.observed_at > o.sampled_at THEN c.committed_offset ELSE o.committed_offset END
                AS committed_offset,
            greatest(o.sampled_at, c.observed_at) AS committed_offset_as_of,
            p.end_offset, p.end_offset_as_of
     FROM (
-        SELECT * FROM latest_group_offsets o WHERE o.cluster = :c{only} AND o.gone_at IS NULL OFFSET 0
+        SELECT * FROM latest_group_offsets o WHERE {clusters}{only} AND o.gone_at IS NULL OFFSET 0
     ) o
     JOIN LATERAL (
         SELECT p.end_offset, coalesce(p.end_offset_listed_at, p.sampled_at) AS end_offset_as_of
@@ -43,8 +43,9 @@ FROM (
 ) f"""
 
 
-def _fresh_partitions(only: str, *, probe: bool) -> str:
-    """The fresh offset lag of each partition of the groups on cluster `:c` that `only` keeps (SQL
+def _fresh_partitions(only: str, *, probe: bool, clusters: str = "o.cluster = :c") -> str:
+    """The fresh offset lag of each partition of the groups on cluster `:c` (or the clusters
+    `clusters` keeps: an SQL condition on `o`) that `only` keeps (SQL
     conditions on `o`, the row of `latest_group_offsets`), of which the store holds a committed
     and an end offset (a partition gone from the group is left out). `probe` makes the lookups in
     the partitions' and the commits' tables one primary key probe per partition (LIMIT 1 keeps
@@ -54,7 +55,7 @@ def _fresh_partitions(only: str, *, probe: bool) -> str:
     `only` says (the groups' range of the primary key, the topics' of the topic index, or the
     cluster's rows): let free, the planner read the whole cluster's through the topic index once
     per partition, 2-3 times slower than one pass (docs/bench/fresh-lag.md)."""
-    return _FRESH.format(only=only, probe=" LIMIT 1" if probe else "")
+    return _FRESH.format(clusters=clusters, only=only, probe=" LIMIT 1" if probe else "")
 
 
 FRESH_PARTITIONS = _fresh_partitions(" AND o.group_id = ANY(CAST(:gs AS text[]))", probe=True)
@@ -87,6 +88,17 @@ FRESH_GROUP_TOPICS_OF_TOPICS = _group_topics(
 )
 """FRESH_GROUP_TOPICS of the topics `:ts` (an array) only: their group-partitions from
 `latest_group_offsets`' (cluster, topic, partition) index, and a probe per partition."""
+
+UNEVALUATED = (
+    "o.cluster IN (SELECT c.name FROM clusters c"
+    " WHERE NOT EXISTS (SELECT 1 FROM latest_evaluations l WHERE l.cluster = c.name))"
+)
+"""The clusters without an evaluation yet (an SQL condition on `o`, a row of a latest table)."""
+
+FRESH_PARTITIONS_UNEVALUATED = _fresh_partitions("", probe=False, clusters=UNEVALUATED)
+"""The fresh offset lag of every group-partition of the clusters without an evaluation yet (with
+their `cluster`): what the `/metrics` snapshot serves of them while their first evaluation runs;
+one pass over those clusters' rows of the three latest tables."""
 
 FRESH_GROUPS = f"""
 SELECT group_id, count(*)::int AS topics, sum(partitions)::int AS partitions,

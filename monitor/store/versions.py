@@ -21,11 +21,26 @@ from sqlalchemy import Connection, text
 Evaluations = tuple[tuple[str, datetime], ...]
 """The newest evaluation of each evaluated cluster, by cluster name."""
 
+Collections = tuple[tuple[str, datetime | None], ...]
+"""The newest offsets run of each cluster without an evaluation yet, by cluster name (None before
+its first)."""
+
 Version = tuple[datetime | None, datetime, datetime | None]
 """(newest evaluation, newest metadata collection, newest change of a finding) of one cluster;
 None before the first evaluation or finding."""
 
 _NEWEST_EVALUATIONS = text("SELECT cluster, evaluated_at FROM latest_evaluations ORDER BY cluster")
+_UNEVALUATED_COLLECTIONS = text(
+    """
+    SELECT c.name AS cluster,
+           (SELECT r.finished_at FROM collection_runs r
+            WHERE r.cluster = c.name AND r.job = 'offsets' AND r.status IN ('ok', 'partial')
+            ORDER BY r.started_at DESC LIMIT 1) AS collected_at
+    FROM clusters c
+    WHERE NOT EXISTS (SELECT 1 FROM latest_evaluations l WHERE l.cluster = c.name)
+    ORDER BY c.name
+    """
+)
 _VERSION = text(
     """
     SELECT (SELECT evaluated_at FROM latest_evaluations l WHERE l.cluster = c.name) AS evaluated_at,
@@ -39,6 +54,13 @@ _VERSION = text(
 def newest_evaluations(conn: Connection) -> Evaluations:
     """The newest evaluation of each cluster that has one: a new one means new derived state."""
     return tuple((str(row.cluster), row.evaluated_at) for row in conn.execute(_NEWEST_EVALUATIONS))
+
+
+def unevaluated_collections(conn: Connection) -> Collections:
+    """The newest offsets run of each cluster without an evaluation yet (one index probe each): a
+    new one means new offset lag of its groups, which readers serve from the store until its first
+    evaluation (`monitor.store.fresh_lag.FRESH_PARTITIONS_UNEVALUATED`)."""
+    return tuple((str(row.cluster), row.collected_at) for row in conn.execute(_UNEVALUATED_COLLECTIONS))
 
 
 def cluster_version(conn: Connection, cluster: str) -> Version | None:

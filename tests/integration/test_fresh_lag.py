@@ -267,7 +267,7 @@ def _lagging_counts(client: TestClient, topic: str) -> tuple[int, int, int, bool
     )
 
 
-def test_before_the_first_evaluation_the_overview_and_the_groups_list_show_the_stored_groups(
+def test_before_the_first_evaluation_the_pages_the_api_and_metrics_show_the_stored_groups(
     one_node: KafkaTestHelper, engine: Engine
 ) -> None:
     topic = one_node.create_topic(partitions=1, replication_factor=1)
@@ -286,10 +286,36 @@ def test_before_the_first_evaluation_the_overview_and_the_groups_list_show_the_s
     try:
         for job in ("metadata", "offsets"):  # no commit stream: the offsets job reads the commits
             collector.run(job)
+        client = TestClient(
+            create_app(
+                engine, stale_after=timedelta(minutes=5), metrics=MetricsConfig(snapshot_check_seconds=0.2)
+            )
+        )
+        _before_the_first_evaluation(client, topic, group)
+        # /metrics: the group's offset lag series from the stored offsets, none of its other series.
+        offsets = {("kafka_consumer_group_lag_in_offsets", "0"): 15} | {
+            (f"kafka_consumer_group_{kind}_lag_in_offsets", ""): 15
+            for kind in ("sum", "max", "topic_sum", "topic_max")
+        }
+        assert _offset_lag_series(client, group) == offsets
+        scraped = client.get("/metrics").text
+        assert [
+            line for line in scraped.splitlines() if f'group="{group}"' in line and "_in_offsets" not in line
+        ] == []
+        # Each offsets run of a cluster without an evaluation rebuilds the snapshot: a new group shows.
+        one_node.commit(f"{group}-b", topic, 0, 12)
+        collector.run("offsets")
+        wait_for(
+            lambda: _offset_lag_series(client, f"{group}-b") == {k: 8 for k in offsets},
+            VISIBLE_WITHIN,
+            "/metrics to show the new group's offset lag",
+        )
+        assert _offset_lag_series(client, group) == offsets
     finally:
         collector.stop()
-    client = TestClient(create_app(engine, stale_after=timedelta(minutes=5)))
 
+
+def _before_the_first_evaluation(client: TestClient, topic: str, group: str) -> None:
     cluster = client.get("/api/v1/clusters/unevaluated").json()
     assert (cluster["evaluated_at"], cluster["consumer_groups"], cluster["lagging_groups"]) == (None, 1, 1)
     (listed,) = client.get("/api/v1/clusters/unevaluated/groups").json()["items"]

@@ -2,7 +2,9 @@
 so a scrape costs the same at 10 topics and at 10,000 and never queries PostgreSQL per series.
 
 How it stays current: `refresh()` runs a cheap query, the newest evaluation of each cluster
-(`monitor.store.versions.newest_evaluations`); when that changed since the snapshot was built
+(`monitor.store.versions.newest_evaluations`) and the newest offsets run of each cluster without
+one yet (`unevaluated_collections`: until its first evaluation, a cluster's offset lag series come
+from the offsets stored, `state_queries`); when that changed since the snapshot was built
 (or the last build failed), it reads the state once (`prometheus.StateCollector`), encodes the
 text format and its gzip form, and swaps the new snapshot in. Each check then puts the fresh
 offset lag of the groups with commits since the last check in the snapshot (`fresh.py`: the
@@ -50,12 +52,13 @@ from monitor.expose.metrics.catalogue import BY_NAME
 from monitor.expose.metrics.prometheus import StateCollector, StateRead
 from monitor.expose.metrics.state_queries import queries
 from monitor.store.fresh_lag import committed_since, groups_lags
-from monitor.store.versions import Evaluations, newest_evaluations
+from monitor.store.versions import Collections, Evaluations, newest_evaluations, unevaluated_collections
 
 log = logging.getLogger(__name__)
 
-Marker = Evaluations
-"""The newest evaluation of each cluster (`monitor.store.versions`): a new one means a new snapshot."""
+Marker = tuple[Evaluations, Collections]
+"""The newest evaluation of each evaluated cluster and the newest offsets run of each other one
+(`monitor.store.versions`): a new one means a new snapshot."""
 
 _GZIP_LEVEL = 6
 
@@ -234,7 +237,7 @@ class MetricsSnapshot:
 
     def _marker(self) -> Marker:
         with self._bounded() as conn:
-            return newest_evaluations(conn)
+            return newest_evaluations(conn), unevaluated_collections(conn)
 
     def _freshen(self) -> None:
         """Put the fresh offset lag of the groups with commits since the last check in the served
@@ -245,7 +248,7 @@ class MetricsSnapshot:
             return
         since = self._fresh_since
         if since is None:
-            evaluated = [at for _, at in current.marker if at is not None]
+            evaluated = [at for _, at in current.marker[0]]
             since = min(evaluated, default=datetime.now(UTC)) - fresh.LOOK_BACK_AFTER_BUILD
         try:
             with self._bounded() as conn:
