@@ -259,7 +259,7 @@ def build_app(
         step(wiring)
     assert wiring.collect is not None
     later = _AfterFirstAnswer(
-        wiring.collect.first_answer,
+        wiring.collect.answered_in_full,
         wiring.intervals["offsets"],
         partial(scheduler.run_soon, "store:maintenance"),
         wiring.later,
@@ -406,8 +406,9 @@ class _LazyWeb:
 
 
 class _AfterFirstAnswer:
-    """What waits for the collectors' first answer (each cluster's first offsets run, or at most
-    `wait_at_most` seconds): `first` (the store's maintenance, run on the scheduler), then the
+    """What waits for the collectors' first answer (each cluster's offsets job has answered the
+    lag and read the append times its first run left: `CollectStage.answered_in_full`; or at
+    most `wait_at_most` seconds): `first` (the store's maintenance, run on the scheduler), then the
     stages of `later`, built and started in order on a thread of their own, so that the start of
     the daemon, its collectors and its web server do not wait for them, nor share the CPUs with
     them before the lag is answered. A stage that cannot start stops the daemon

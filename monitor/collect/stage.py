@@ -13,8 +13,11 @@ when `collect.probe.enabled`) at its interval. Policy:
   another instance takes the cluster over within two lease periods;
 - sample writes go through one `BufferedWriter`, so a PostgreSQL outage queues samples (bounded)
   and the queue is flushed when the database is back;
-- the first run of every cluster's offsets job is the lag's first answer after a start: the
-  daemon starts what can wait (Spark, the store's maintenance) once it is over (`first_answer`).
+- the first run of every cluster's offsets job is the lag's first answer after a start
+  (`first_answer`); the daemon starts what can wait (Spark, the store's maintenance) once the
+  job has also read the append times that run left for the next (`answered_in_full`: at most
+  its second run, asked for at once), so that neither takes the CPUs from the collectors and
+  the web server while the lag is first asked for.
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ log = logging.getLogger(__name__)
 
 ANSWER_JOB = offsets.JOB.name
 """The job whose first run answers every group-partition's lag (`first_answer`)."""
+ANSWER_RUNS = 2
+"""The runs of the answer job after which a cluster's lag is answered in full whatever they read
+(`answered_in_full`): the first reads no append time, the second the append times its budget
+allows."""
 
 
 class ClusterCollector:
@@ -134,6 +141,9 @@ class CollectStage:
         self._lock = threading.Lock()
         self._answered: set[str] = set()
         self._first_answer = threading.Event()
+        self._answer_runs: dict[str, int] = {}
+        self._in_full: set[str] = set()
+        self._answered_in_full = threading.Event()
         self._started_at = 0.0
         self.writer: BufferedWriter | None = None
 
@@ -171,6 +181,7 @@ class CollectStage:
         self.renew_leases()
         if not self.collectors:
             self._first_answer.set()
+            self._answered_in_full.set()
 
     def _schedule(self, collector: ClusterCollector) -> None:
         name = collector.cluster.name
@@ -197,27 +208,43 @@ class CollectStage:
         name = collector.cluster.name
 
         def run() -> None:
+            held = False
             try:
                 if self.holds(name):
+                    held = True
                     collector.run(job)
             finally:
                 if job == ANSWER_JOB:
-                    self._answer_ended(name)
+                    filling = getattr(collector.runners.get(ANSWER_JOB), "filling", False)
+                    self._answer_ended(name, in_full=not (held and filling))
 
         return run
 
-    def _answer_ended(self, cluster: str) -> None:
-        if self._first_answer.is_set():  # every later offsets run: nothing to count
+    def _answer_ended(self, cluster: str, in_full: bool) -> None:
+        """A run of `cluster`'s answer job ended (`in_full`: nothing is left for the next)."""
+        if self._answered_in_full.is_set():  # every later offsets run: nothing to count
             return
         with self._lock:
             self._answered.add(cluster)
+            runs = self._answer_runs[cluster] = self._answer_runs.get(cluster, 0) + 1
+            if in_full or runs >= ANSWER_RUNS:
+                self._in_full.add(cluster)
             first = self._answered >= self.collectors.keys() and not self._first_answer.is_set()
+            full = self._in_full >= self.collectors.keys() and not self._answered_in_full.is_set()
             if first:
                 self._first_answer.set()
+            if full:
+                self._answered_in_full.set()
+        seconds = time.monotonic() - self._started_at
         if first:
-            seconds = time.monotonic() - self._started_at
             log.info(
                 "first answer: every cluster's offsets run is over, %.1f s after the collectors started",
+                seconds,
+            )
+        if full:
+            log.info(
+                "lag answered in full: every cluster's offsets job has read its append times, %.1f s "
+                "after the collectors started",
                 seconds,
             )
 
@@ -225,6 +252,12 @@ class CollectStage:
         """Wait, at most `timeout` seconds, until the first offsets run of every cluster is over
         (the lag answered, the run failed, or another instance holds the cluster); whether it is."""
         return self._first_answer.wait(timeout)
+
+    def answered_in_full(self, timeout: float) -> bool:
+        """Wait, at most `timeout` seconds, until every cluster's offsets job has also read the
+        append times its first run left for the next (or has run `ANSWER_RUNS` times, failed, or
+        another instance holds the cluster); whether it has."""
+        return self._answered_in_full.wait(timeout)
 
     def holds(self, cluster: str) -> bool:
         with self._lock:

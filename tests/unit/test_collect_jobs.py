@@ -126,6 +126,32 @@ def test_the_first_answer_is_when_every_clusters_first_offsets_run_is_over() -> 
     assert stage.first_answer(0)
 
 
+def test_the_lag_is_answered_in_full_once_the_append_times_are_read_or_after_two_runs() -> None:
+    """What waits for the lag (Spark, the store's maintenance) starts once every cluster's offsets
+    job has read the append times its cold first run left for the next: when a run leaves none,
+    or after its second run whatever it read (a budget, a failure)."""
+
+    class Runner:
+        filling = True
+
+    stage = CollectStage([], Intervals(), CollectConfig(), lambda: None, FakeClock(), RecordingScheduler())  # type: ignore[arg-type]
+    east, west = _collector("east"), _collector("west")
+    stage.collectors = {"east": east, "west": west}
+    stage._held = {"east", "west"}
+    runners = {"east": Runner(), "west": Runner()}
+    for name, collector in stage.collectors.items():
+        collector.runners["offsets"] = runners[name]  # type: ignore[assignment]
+        collector.run = lambda job: None  # type: ignore[method-assign]
+    stage._leased(east, "offsets")()
+    stage._leased(west, "offsets")()
+    assert stage.first_answer(0) and not stage.answered_in_full(0), "both still fill their append times"
+    runners["east"].filling = False
+    stage._leased(east, "offsets")()
+    assert not stage.answered_in_full(0), "west's append times are still to come"
+    stage._leased(west, "offsets")()  # its second run: in full, whatever it left
+    assert stage.answered_in_full(0)
+
+
 def test_an_unknown_job_is_refused_with_the_names_that_exist() -> None:
     fake = FakeCluster()
     collector = ClusterCollector(

@@ -319,6 +319,12 @@ class OffsetsCollector:
             self._previous_list = None
         return self._previous or {}
 
+    @property
+    def filling(self) -> bool:
+        """Whether append times read after a start are still to come (the first cycle leaves them
+        all for the next ones)."""
+        return self._filling
+
     def _fill(self, run: Run, unread: Collection[lag.Target]) -> int:
         """After a start, the append times left unread (all of them in the first cycle, then
         those the budget leaves) are still filling: how many, counted in the run; and the next
