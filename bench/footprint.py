@@ -420,8 +420,9 @@ def heap_mb(pid: int) -> dict[str, float]:
     except (OSError, subprocess.TimeoutExpired):
         return {}
     # G1 gives the whole heap ("garbage-first heap total ...K, used ...K"); the parallel collector
-    # each generation ("PSYoungGen total ...K, used ...K", "ParOldGen ...").
-    found = re.findall(r"(heap|Gen)\s+total (\d+)K, used (\d+)K", out)
+    # each generation ("PSYoungGen total ...K, used ...K", "ParOldGen ..."), the serial one too
+    # ("def new generation total ...K, used ...K", "tenured generation ...").
+    found = re.findall(r"(heap|Gen|generation)\s+total (\d+)K, used (\d+)K", out)
     parts = [f for f in found if f[0] == "heap"] or found
     if not parts:
         return {}

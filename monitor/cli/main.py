@@ -149,11 +149,13 @@ def run(config: ConfigOption = None) -> None:
     PostgreSQL under var/ (and stops it on exit). SIGTERM or Ctrl-C stops it cleanly.
     """
     from monitor.app import build_app
+    from monitor.core.malloc import limit_arenas
     from monitor.devtools import stack
 
     settings = settings_from(config)
     checked = _checked(settings)
     _setup_logging(settings.log_level)
+    limit_arenas()
     with stack.local_services(settings, _say, with_kafka=False) as services:
         daemon = build_app(settings, services.database_url, checked=checked)
         _say(f"web UI on http://{settings.web.host}:{settings.web.port}  (Ctrl-C stops)")
@@ -186,6 +188,7 @@ def demo(
 
     from monitor.app import build_app
     from monitor.cli.rules import export_prometheus_rules
+    from monitor.core.malloc import limit_arenas
     from monitor.devtools import stack
     from monitor.devtools.demo import (
         demo_settings,
@@ -200,6 +203,7 @@ def demo(
     settings = demo_settings(settings_from(config))
     checked = _checked(settings)
     _setup_logging(settings.log_level)
+    limit_arenas()
     with stack.local_services(settings, _say, with_kafka=True) as services, ExitStack() as extras:
         if with_prometheus:
             from monitor.devtools.paths import var_dir

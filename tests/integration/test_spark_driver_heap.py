@@ -45,7 +45,7 @@ session.stop()
 @pytest.mark.parametrize(
     ("rows", "heap", "collector"),
     [
-        (11_000, "1024m", ["-XX:+UseParallelGC"]),
+        (11_000, "1024m", ["-XX:+UseSerialGC"]),
         (101_000, "1536m", ["-XX:+UseG1GC", "-XX:G1PeriodicGCInterval=60000"]),
     ],
 )
@@ -65,5 +65,5 @@ def test_an_auto_driver_starts_with_the_heap_and_collector_of_its_fleet(
     assert started["memory"] == heap
     assert f"-Xmx{heap}" in started["java"]
     assert all(option in started["java"] for option in collector), started["java"]
-    other = "G1" if "-XX:+UseParallelGC" in collector else "-XX:+UseParallelGC"
+    other = "G1" if "-XX:+UseSerialGC" in collector else "-XX:+UseSerialGC"
     assert not any(other in word for word in started["java"]), started["java"]

@@ -122,18 +122,18 @@ def test_a_fleet_that_outgrows_its_auto_heap_is_told_what_to_do() -> None:
     assert "Restart the daemon" in told and "spark.driver_memory" in told
 
 
-def test_a_small_fleets_driver_collects_in_parallel_and_a_larger_ones_gives_back_its_idle_heap(
+def test_a_small_fleets_driver_collects_on_one_thread_and_a_larger_ones_gives_back_its_idle_heap(
     tmp_path: Path,
 ) -> None:
     def options(rows: int) -> list[str]:
         return session_conf(SparkConfig(), tmp_path / "j.jar", rows)["spark.driver.extraJavaOptions"].split()
 
     for rows in (0, 11_000, SMALL_FLEET_ROWS):
-        assert "-Dlog4j2.level=WARN" in options(rows) and "-XX:+UseParallelGC" in options(rows), rows
+        assert "-Dlog4j2.level=WARN" in options(rows) and "-XX:+UseSerialGC" in options(rows), rows
         assert not any("G1" in o for o in options(rows)), rows
     for rows in (SMALL_FLEET_ROWS + 1, 1_000_000):
         assert "-Dlog4j2.level=WARN" in options(rows) and "-XX:+UseG1GC" in options(rows), rows
         assert any(o.startswith("-XX:G1PeriodicGCInterval=") for o in options(rows)), rows
-        assert "-XX:+UseParallelGC" not in options(rows), rows
+        assert "-XX:+UseSerialGC" not in options(rows), rows
     mine = session_conf(SparkConfig(conf={"spark.driver.extraJavaOptions": "-Dx=1"}), tmp_path / "j.jar")
     assert mine["spark.driver.extraJavaOptions"] == "-Dx=1"
