@@ -139,7 +139,6 @@ class CollectStage:
         self.collectors: dict[str, ClusterCollector] = {}
         self._held: set[str] = set()
         self._lock = threading.Lock()
-        self._answered: set[str] = set()
         self._first_answer = threading.Event()
         self._answer_runs: dict[str, int] = {}
         self._in_full: set[str] = set()
@@ -225,11 +224,10 @@ class CollectStage:
         if self._answered_in_full.is_set():  # every later offsets run: nothing to count
             return
         with self._lock:
-            self._answered.add(cluster)
             runs = self._answer_runs[cluster] = self._answer_runs.get(cluster, 0) + 1
             if in_full or runs >= ANSWER_RUNS:
                 self._in_full.add(cluster)
-            first = self._answered >= self.collectors.keys() and not self._first_answer.is_set()
+            first = self._answer_runs.keys() >= self.collectors.keys() and not self._first_answer.is_set()
             full = self._in_full >= self.collectors.keys() and not self._answered_in_full.is_set()
             if first:
                 self._first_answer.set()

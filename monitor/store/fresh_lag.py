@@ -16,6 +16,8 @@ from datetime import datetime
 
 from sqlalchemy import Connection, text
 
+from monitor.store.versions import UNEVALUATED_CLUSTERS
+
 _FRESH = """
 SELECT f.cluster, f.group_id, f.topic, f.partition, f.committed_offset, f.end_offset,
        greatest(f.end_offset - f.committed_offset, 0) AS offset_lag,
@@ -72,10 +74,10 @@ def _group_topics(partitions: str) -> str:
     """The offset lag of `partitions` (a `_fresh_partitions`) per group and topic: the partitions,
     their lag summed and the largest, as of the oldest."""
     return f"""
-SELECT group_id, topic, count(*)::int AS partitions, sum(offset_lag)::bigint AS offset_lag,
+SELECT cluster, group_id, topic, count(*)::int AS partitions, sum(offset_lag)::bigint AS offset_lag,
        max(offset_lag) AS max_offset_lag, min(offset_lag_as_of) AS offset_lag_as_of
 FROM ({partitions}) p
-GROUP BY group_id, topic"""
+GROUP BY cluster, group_id, topic"""
 
 
 FRESH_GROUP_TOPICS = _group_topics(_fresh_partitions("", probe=False))
@@ -89,16 +91,15 @@ FRESH_GROUP_TOPICS_OF_TOPICS = _group_topics(
 """FRESH_GROUP_TOPICS of the topics `:ts` (an array) only: their group-partitions from
 `latest_group_offsets`' (cluster, topic, partition) index, and a probe per partition."""
 
-UNEVALUATED = (
-    "o.cluster IN (SELECT c.name FROM clusters c"
-    " WHERE NOT EXISTS (SELECT 1 FROM latest_evaluations l WHERE l.cluster = c.name))"
+FRESH_PARTITIONS_UNEVALUATED = _fresh_partitions(
+    "", probe=False, clusters=f"o.cluster IN ({UNEVALUATED_CLUSTERS})"
 )
-"""The clusters without an evaluation yet (an SQL condition on `o`, a row of a latest table)."""
-
-FRESH_PARTITIONS_UNEVALUATED = _fresh_partitions("", probe=False, clusters=UNEVALUATED)
 """The fresh offset lag of every group-partition of the clusters without an evaluation yet (with
 their `cluster`): what the `/metrics` snapshot serves of them while their first evaluation runs;
 one pass over those clusters' rows of the three latest tables."""
+
+FRESH_GROUP_TOPICS_UNEVALUATED = _group_topics(FRESH_PARTITIONS_UNEVALUATED)
+"""FRESH_PARTITIONS_UNEVALUATED per cluster, group and topic."""
 
 FRESH_GROUPS = f"""
 SELECT group_id, count(*)::int AS topics, sum(partitions)::int AS partitions,

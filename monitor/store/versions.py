@@ -30,15 +30,20 @@ Version = tuple[datetime | None, datetime, datetime | None]
 None before the first evaluation or finding."""
 
 _NEWEST_EVALUATIONS = text("SELECT cluster, evaluated_at FROM latest_evaluations ORDER BY cluster")
+UNEVALUATED_CLUSTERS = (
+    "SELECT c.name FROM clusters c"
+    " WHERE NOT EXISTS (SELECT 1 FROM latest_evaluations l WHERE l.cluster = c.name)"
+)
+"""The names of the clusters without an evaluation yet (SQL)."""
+
 _UNEVALUATED_COLLECTIONS = text(
-    """
-    SELECT c.name AS cluster,
+    f"""
+    SELECT u.name AS cluster,
            (SELECT r.finished_at FROM collection_runs r
-            WHERE r.cluster = c.name AND r.job = 'offsets' AND r.status IN ('ok', 'partial')
+            WHERE r.cluster = u.name AND r.job = 'offsets' AND r.status IN ('ok', 'partial')
             ORDER BY r.started_at DESC LIMIT 1) AS collected_at
-    FROM clusters c
-    WHERE NOT EXISTS (SELECT 1 FROM latest_evaluations l WHERE l.cluster = c.name)
-    ORDER BY c.name
+    FROM ({UNEVALUATED_CLUSTERS}) u
+    ORDER BY u.name
     """
 )
 _VERSION = text(

@@ -2,7 +2,7 @@
 families (never one per series), over the views of migration 0005 and, for the lag objectives,
 `derived_lag_objective` at each cluster's newest evaluation; for a cluster without an evaluation
 yet (the daemon's first minutes, a cluster just added), its groups' offset lag from the newest
-offsets stored (`_UNEVALUATED_TOPICS`).
+offsets stored (`monitor.store.fresh_lag`).
 
 Each query returns the label columns (`cluster`, `group_id`, `topic`, `partition`, `broker_id`,
 `status`, `group_state`, `objective`, `burn_window`) and the value columns the catalogue names.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from monitor.core.objectives import BURN_WINDOWS
 from monitor.expose.metrics.catalogue import STATE, MetricSpec
 from monitor.store.evaluation import latest_rows
-from monitor.store.fresh_lag import FRESH_PARTITIONS_UNEVALUATED
+from monitor.store.fresh_lag import FRESH_GROUP_TOPICS_UNEVALUATED, FRESH_PARTITIONS_UNEVALUATED
 
 LABEL_COLUMNS: dict[str, str] = {
     "cluster": "cluster",
@@ -73,14 +73,6 @@ _SUM_LAG_SECONDS = """
     FROM group_partition_lag GROUP BY cluster, group_id{group_by}
 """
 
-_UNEVALUATED_TOPICS = f"""
-    SELECT cluster, group_id, topic, sum(offset_lag) AS offset_lag, max(offset_lag) AS max_offset_lag
-    FROM ({FRESH_PARTITIONS_UNEVALUATED}) f GROUP BY cluster, group_id, topic
-"""
-"""The offset lag of the groups of the clusters without an evaluation yet per topic, from the
-newest offsets stored (monitor.store.fresh_lag): until its first evaluation, a cluster's offset
-lag series come from the collectors, and its other group series are absent."""
-
 GROUP_PARTITION = StateQuery(
     "group_partition",
     f"""
@@ -122,7 +114,7 @@ QUERIES: tuple[StateQuery, ...] = (
             USING (cluster, group_id, topic)
         UNION ALL
         SELECT cluster, group_id, topic, offset_lag, max_offset_lag, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-        FROM ({_UNEVALUATED_TOPICS}) u
+        FROM ({FRESH_GROUP_TOPICS_UNEVALUATED}) u
         """,
     ),
     StateQuery(
@@ -136,7 +128,7 @@ QUERIES: tuple[StateQuery, ...] = (
         UNION ALL
         SELECT cluster, group_id, sum(offset_lag), max(max_offset_lag), NULL, NULL, NULL, NULL, NULL, NULL,
                NULL, NULL, NULL
-        FROM ({_UNEVALUATED_TOPICS}) u GROUP BY cluster, group_id
+        FROM ({FRESH_GROUP_TOPICS_UNEVALUATED}) u GROUP BY cluster, group_id
         """,
     ),
     StateQuery(
