@@ -290,7 +290,7 @@ def _collect(w: Wiring) -> None:
         w.clock,
         w.scheduler,
         on_critical=lambda cluster: w.scheduler.run_soon("evaluate"),
-        on_sample=lambda cluster: w.due.sample_arrived(w.clock.now()),
+        on_sample=w.due.sample_arrived,
     )
 
 

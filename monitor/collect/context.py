@@ -91,9 +91,10 @@ class ClusterContext:
     """The schedule the jobs run on (a job that works between runs paces itself by it)."""
     commits: CommitState = field(default_factory=CommitState)
     """The committed offsets the commits job streams, read by the offsets job."""
-    on_sample: Callable[[str], object] | None = None
-    """Told (with the cluster's name) after each run that ended and was recorded, its samples
-    written: an evaluation waiting for a sample (core.scheduler.DueRun) starts then."""
+    on_sample: Callable[[str, str, datetime], object] | None = None
+    """Told (the cluster's name, the job's, when the run ended) after each run that reached the
+    cluster and was recorded, its samples written: an evaluation waiting for a sample
+    (core.scheduler.DueRun) starts then."""
     run_soon: Callable[[str], object] | None = None
     """Ask for the next run of one of the cluster's jobs (by name) now rather than an interval
     later (None: runs come at their interval only)."""

@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -66,7 +67,7 @@ class ClusterCollector:
         config: CollectConfig,
         on_critical: Callable[[str], object] | None = None,
         clients: Mapping[str, Client] | None = None,
-        on_sample: Callable[[str], object] | None = None,
+        on_sample: Callable[[str, str, datetime], object] | None = None,
         intervals: Intervals | None = None,
         run_soon: Callable[[str], object] | None = None,
     ) -> None:
@@ -106,8 +107,9 @@ class ClusterCollector:
             raise ValueError(f"no collector job {job!r}; the jobs are {', '.join(sorted(self.runners))}")
         with self._recorder.run(self.cluster.name, job) as record, gc_paused():
             runner(record)
-        if self.context.on_sample is not None:  # the run and its samples are in the store now
-            self.context.on_sample(self.cluster.name)
+        reached = record.reached
+        if reached is not None and self.context.on_sample is not None:  # its samples are in the store now
+            self.context.on_sample(self.cluster.name, job, reached)
 
 
 class CollectStage:
@@ -123,7 +125,7 @@ class CollectStage:
         scheduler: Scheduler,
         instance: str | None = None,
         on_critical: Callable[[str], object] | None = None,
-        on_sample: Callable[[str], object] | None = None,
+        on_sample: Callable[[str, str, datetime], object] | None = None,
     ) -> None:
         """`on_critical`: a change critical rules depend on; `on_sample`: a run ended and was
         recorded (ClusterContext)."""

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent import futures
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -191,35 +192,49 @@ def _logged(job_id: str, func: Callable[[], Any]) -> Callable[[], None]:
     return run
 
 
+@dataclass(frozen=True)
+class Due:
+    """Pending alerts of `cluster` whose `for:` has run out once a sample taken at `at` or later
+    has come, from one of `jobs` (any of the cluster's jobs when empty)."""
+
+    cluster: str
+    at: datetime
+    jobs: frozenset[str] = frozenset()
+
+    def met_by(self, cluster: str, job: str, at: datetime) -> bool:
+        return cluster == self.cluster and at >= self.at and (not self.jobs or job in self.jobs)
+
+
 class DueRun:
-    """A job to run at the first sample that arrives at or after a time: the evaluation, when a
-    pending alert's `for:` runs out. Its `for:` counts in sample time (the newest sample a match
-    was derived from), so an evaluation at the due time itself may still see an older sample;
-    the first collection that ends after it brings one that fires, and asks for the run then,
-    rather than the evaluation's next tick up to an interval later."""
+    """A job to run at the first sample that can make a pending alert fire: the evaluation, when
+    an alert's `for:` runs out. Its `for:` counts in sample time (to the end of the newest run of
+    the jobs its entity is derived from), so the evaluation waits for the first run of one of those
+    jobs that ends at or after the due time, and runs then rather than at its next tick, up to an
+    interval later. A sample of another job, or of another cluster, asks for nothing."""
 
     def __init__(self, scheduler: Scheduler, job_id: str) -> None:
         self._scheduler = scheduler
         self._job_id = job_id
         self._lock = threading.Lock()
-        self._at: datetime | None = None
+        self._dues: tuple[Due, ...] = ()
 
-    def set(self, at: datetime | None) -> None:
-        """Run at the first sample at or after `at` (None: nothing falls due)."""
+    def set(self, dues: Iterable[Due]) -> None:
+        """What falls due now (after each evaluation: an empty one when nothing is pending)."""
         with self._lock:
-            self._at = at
+            self._dues = tuple(dues)
 
     @property
-    def at(self) -> datetime | None:
+    def dues(self) -> tuple[Due, ...]:
         with self._lock:
-            return self._at
+            return self._dues
 
-    def sample_arrived(self, at: datetime) -> bool:
-        """A collection wrote a sample at `at`: run the job now if that is at or after the due
-        time (once). Returns whether it asked for the run."""
+    def sample_arrived(self, cluster: str, job: str, at: datetime) -> bool:
+        """A run of `job` on `cluster` ended at `at`, its samples written: run the job now when
+        that meets a due time (each once). Returns whether it asked for the run."""
         with self._lock:
-            if self._at is None or at < self._at:
+            left = tuple(due for due in self._dues if not due.met_by(cluster, job, at))
+            if len(left) == len(self._dues):
                 return False
-            self._at = None
+            self._dues = left
         self._scheduler.run_soon(self._job_id)
         return True

@@ -72,7 +72,7 @@ from monitor.store.findings import Match, merge_findings
 from monitor.store.ingest import copy_rows
 from monitor.store.objectives import record_minutes, set_objective_groups
 from monitor.store.partitions import create_day_partitions, day_of
-from monitor.store.runs import newest_reached
+from monitor.store.runs import Reached, newest_reached
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -381,27 +381,38 @@ def _observed(
 
 
 def observed_at(
-    matches: Sequence[Match], rules: Sequence[Rule], newest: Mapping[tuple[str, str], datetime]
+    matches: Sequence[Match], rules: Sequence[Rule], newest: Mapping[tuple[str, str], Reached]
 ) -> list[Match]:
-    """`matches` with `observed_at` the newest of `newest` ((cluster, job) -> when its newest run
-    finished) over the jobs its rule's deciding columns come from (core.derived.sources_of of
-    rules.match_columns): a broker gone from a metadata run is dated by that run, however late a
-    log-dirs run against it ends. None when none of those jobs ran (the evaluation time then).
-    `held_at` is the newest over all the entity's jobs (core.derived.SOURCES): the condition, as
-    the newest deciding sample shows it, still holds then, and its `for` counts to there."""
+    """`matches` with the span their rule's `for` counts over, from the newest runs of `newest`
+    ((cluster, job) -> the newest run that reached it).
+
+    `observed_at`: when the newest run of the jobs its rule's deciding columns come from
+    (core.derived.sources_of of rules.match_columns) started; a new finding's `first_seen`. None
+    when none of those jobs ran (the evaluation time then). `held_at`: when the newest run of any
+    of the entity's jobs (core.derived.SOURCES) finished: the condition, as the newest deciding
+    sample shows it, still holds then, and its `for` counts to there.
+
+    Counted from the start of the run that first showed the condition to the end of the newest:
+    each run read its samples between the two, the starts keep their schedule to the millisecond,
+    and the ends vary with how long each run took. Counted from end to end, a `for` of four
+    15-second intervals would elapse at the fourth run or the fifth, by milliseconds of chance, and
+    a page wait 15 s more half the time."""
     sources = {rule.name: sources_of(rule.entity, match_columns(rule)) for rule in rules}
 
-    def newest_of(cluster: str, jobs: Collection[str]) -> datetime | None:
-        return max((newest[key] for job in jobs if (key := (cluster, job)) in newest), default=None)
+    def newest_of(cluster: str, jobs: Collection[str]) -> Reached | None:
+        runs = [newest[key] for job in jobs if (key := (cluster, job)) in newest]
+        return max(runs, key=lambda run: run.finished_at, default=None)
 
-    return [
-        replace(
+    def dated(match: Match) -> Match:
+        deciding = newest_of(match.cluster, sources.get(match.rule, SOURCES[match.entity]))
+        held = newest_of(match.cluster, SOURCES[match.entity])
+        return replace(
             match,
-            observed_at=newest_of(match.cluster, sources.get(match.rule, SOURCES[match.entity])),
-            held_at=newest_of(match.cluster, SOURCES[match.entity]),
+            observed_at=deciding.started_at if deciding else None,
+            held_at=held.finished_at if held else None,
         )
-        for match in matches
-    ]
+
+    return [dated(match) for match in matches]
 
 
 def _write_derived(

@@ -152,13 +152,14 @@ class EvaluateStage:
         for problem in ruleset.problems:
             run.problem(problem)
         objectives = self._objectives(run)
+        evaluated_at = self._clock.now()
         result = run_evaluation(
             session,
             self._target,
             self._engine(),
             ruleset.rules,
             self._clusters,
-            self._clock.now(),
+            evaluated_at,
             JobSettings(
                 timedelta(seconds=self._config.window_seconds), self._config.window_commits, objectives
             ),
@@ -176,7 +177,7 @@ class EvaluateStage:
         self._after(result.findings)
         if self._due is not None:
             with self._engine().connect() as conn:
-                self._due.set(next_due(conn, self._clusters))
+                self._due.set(next_due(conn, self._clusters, evaluated_at))
         for step, seconds in result.seconds.items():
             run.count(f"ms_{step}", int(seconds * 1000))
         run.count("rules", len(ruleset.rules))

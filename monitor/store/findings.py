@@ -35,6 +35,8 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
+from monitor.core.derived import SOURCES
+from monitor.core.scheduler import Due
 from monitor.core.vocabulary import RESOLVED_GONE
 from monitor.store.ingest import copy_rows
 
@@ -53,11 +55,11 @@ class Match:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     observed_at: datetime | None = None
-    """When the newest sample of the columns deciding the match was taken (None, or later than
-    the evaluation: the evaluation time): a new finding's `first_seen`, the sample that first
-    showed the condition. Never earlier than it, so a `for` never elapses early."""
+    """When the newest run of the jobs of the columns deciding the match started (None, or later
+    than the evaluation: the evaluation time): a new finding's `first_seen`, the run that first
+    showed the condition (monitor.evaluate.job.observed_at)."""
     held_at: datetime | None = None
-    """Until when the condition is known to hold: the newest sample of any of the entity's jobs,
+    """Until when the condition is known to hold: the end of the newest run of any of the entity's jobs,
     the match being derived from the newest of the deciding ones (None: `observed_at`; never later
     than the evaluation). The `for` counts from `first_seen` to here, so a rule whose deciding job
     runs once a minute does not wait for that job's next run to fire."""
@@ -216,14 +218,20 @@ def merge_findings(
     }
 
 
-def next_due(conn: Connection, clusters: Collection[str]) -> datetime | None:
-    """When the first pending finding of `clusters` has held for its rule's `for`, counted in
-    sample time as `merge_findings` counts it (`first_seen + for`); None when none is pending."""
-    due = conn.execute(
+def next_due(conn: Connection, clusters: Collection[str], seen_at: datetime) -> list[Due]:
+    """When the pending findings of `clusters` that the evaluation at `seen_at` matched have held
+    for their rule's `for`, counted in sample time as `merge_findings` counts it (`first_seen +
+    for`, reached once a run of one of the entity's jobs (core.derived.SOURCES) finishes then or
+    later): the earliest of each cluster's entity. A finding kept as it was (its entity not
+    sampled) waits for the evaluation's interval rather than asking at every sample."""
+    rows = conn.execute(
         text(
-            "SELECT min(first_seen + make_interval(secs => for_seconds)) FROM findings"
-            " WHERE state = 'pending' AND cluster = ANY(:clusters)"
+            "SELECT cluster, entity, min(first_seen + make_interval(secs => for_seconds)) FROM findings"
+            " WHERE state = 'pending' AND cluster = ANY(:clusters) AND last_seen >= :seen"
+            " GROUP BY cluster, entity ORDER BY 3, 1, 2"
         ),
-        {"clusters": list(clusters)},
-    ).scalar_one()
-    return due if isinstance(due, datetime) else None
+        {"clusters": list(clusters), "seen": seen_at},
+    )
+    return [
+        Due(str(cluster), at, frozenset(SOURCES.get(str(entity), ()))) for cluster, entity, at in rows.all()
+    ]

@@ -31,6 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.core.clock import Clock
 from monitor.core.errors import MonitorError, StoreUnavailableError
+from monitor.core.vocabulary import REACHED_RUN_STATUSES
 from monitor.store.buffer import BufferedWriter
 from monitor.store.metadata import finish_run, insert_finished_run, start_run
 
@@ -67,6 +68,15 @@ class Run:
     run_id: int | None = None
     counts: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    finished_at: datetime | None = None
+    """When it ended (set as the run is recorded)."""
+    status: str | None = None
+    """How it ended: ok, partial or failed (set as the run is recorded)."""
+
+    @property
+    def reached(self) -> datetime | None:
+        """When it ended, having reached its cluster (ok or partial); None otherwise or not yet."""
+        return self.finished_at if self.status in REACHED_RUN_STATUSES else None
 
     def count(self, key: str, value: int) -> None:
         self.counts[key] = self.counts.get(key, 0) + value
@@ -135,6 +145,7 @@ class RunRecorder:
     def _finish(self, run: Run, status: str, error: str | None, duration_ms: int) -> None:
         error = error[:MAX_ERROR_LENGTH] if error else None
         finished = self._clock.now()
+        run.finished_at, run.status = finished, status
         counts = dict(run.counts)
 
         def write(conn: Connection, replay: bool) -> object:
@@ -154,20 +165,30 @@ class RunRecorder:
 
 
 _NEWEST_REACHED = """
-SELECT cluster, job, max(finished_at) FROM collection_runs
+SELECT DISTINCT ON (cluster, job) cluster, job, started_at, finished_at FROM collection_runs
 WHERE cluster = ANY(:clusters) AND job = ANY(:jobs) AND status IN ('ok', 'partial')
   AND started_at > :since AND finished_at <= :at
-GROUP BY cluster, job
+ORDER BY cluster, job, finished_at DESC
 """
+
+
+@dataclass(frozen=True)
+class Reached:
+    """The span of a run that reached its cluster: its samples were read between the two."""
+
+    started_at: datetime
+    finished_at: datetime
 
 
 def newest_reached(
     conn: Connection, clusters: Collection[str], jobs: Collection[str], at: datetime, since: datetime
-) -> dict[tuple[str, str], datetime]:
-    """(cluster, job) -> when its newest run that reached the cluster (ok or partial) between
-    `since` and `at` finished: the time of the newest sample that job wrote by `at`."""
+) -> dict[tuple[str, str], Reached]:
+    """(cluster, job) -> its newest run that reached the cluster (ok or partial), started after
+    `since` and finished by `at`: the newest samples that job wrote by `at`."""
     rows = conn.execute(
         text(_NEWEST_REACHED),
         {"clusters": list(clusters), "jobs": list(jobs), "at": at, "since": since},
     )
-    return {(str(cluster), str(job)): finished for cluster, job, finished in rows.all()}
+    return {
+        (str(cluster), str(job)): Reached(started, finished) for cluster, job, started, finished in rows.all()
+    }

@@ -143,7 +143,7 @@ def test_a_group_missing_from_a_partial_run_keeps_its_alert(
     run(engine, at, "partial", 1100, {"blind": 950, "healed": 1100, "behind": 950}, blind=("blind",))
     counts = evaluate_warm(spark, db_url, engine, at, plans)
     assert (counts["resolved"], counts["kept"]) == (1, 2)
-    pending = ("pending", T - timedelta(seconds=1))  # since the first run's sample, not the evaluation
+    pending = ("pending", T - timedelta(seconds=2))  # since the first run began, not the evaluation
     assert finding_states(engine) == {"missing": pending, "blind": pending, "behind": pending}
     second = alerts(engine)
     assert second["missing"] == first["missing"], "not sampled: the same alert, pending since T"

@@ -3,11 +3,13 @@ finding, resolution, idempotent re-runs, and other clusters and rules left alone
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, text
 
+from monitor.core.scheduler import Due
 from monitor.store.findings import Match, merge_findings, next_due
 
 T = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -204,30 +206,49 @@ def test_a_sample_time_after_the_evaluation_counts_as_the_evaluation_time(engine
 
 
 def test_the_next_due_time_is_the_earliest_pending_first_seen_plus_for(engine: Engine) -> None:
+    """Per cluster and entity, with the jobs whose runs the entity's `for` counts to; only the
+    pending findings the evaluation matched (one kept as it was, its entity not sampled, would
+    ask for an evaluation at every sample)."""
     with engine.begin() as conn:
         conn.execute(text("DELETE FROM findings"))
-        assert next_due(conn, ["c1"]) is None, "nothing pending"
+        assert next_due(conn, ["c1"], T) == [], "nothing pending"
+    broker = replace(match("b1"), rule="B", entity="broker", observed_at=T - timedelta(seconds=30))
     merge(
         engine,
         [
             match("slow", for_seconds=600, observed_at=T - timedelta(seconds=10)),
             match("soon", for_seconds=60, observed_at=T - timedelta(seconds=40)),
             match("now", for_seconds=0),  # fires at once: never due
+            broker,
         ],
         T,
+        rules=("R", "B"),
     )
     merge(engine, [match("other", for_seconds=5, cluster="c2")], T, clusters=("c2",))
+    partition = frozenset({"metadata", "offsets", "log_dirs"})
     with engine.connect() as conn:
-        assert next_due(conn, ["c1"]) == T + timedelta(seconds=20), "the sample 40 s ago plus its 60 s"
-        assert next_due(conn, ["c2"]) == T + timedelta(seconds=5)
-        assert next_due(conn, ["c3"]) is None
+        assert next_due(conn, ["c1"], T) == [
+            Due("c1", T + timedelta(seconds=20), partition),  # the sample 40 s ago plus its 60 s
+            Due("c1", T + timedelta(seconds=30), frozenset({"metadata", "log_dirs", "probe"})),
+        ]
+        assert next_due(conn, ["c2"], T) == [Due("c2", T + timedelta(seconds=5), partition)]
+        assert next_due(conn, ["c3"], T) == []
 
-    # once that one fires, the next pending one is due
-    merge(
-        engine,
-        [match("slow", for_seconds=600, observed_at=T), match("soon", observed_at=T + timedelta(seconds=20))],
-        T + timedelta(seconds=21),
-    )
+    # once that one fires, the next pending one of its entity is due
+    later = T + timedelta(seconds=21)
+    with engine.begin() as conn:
+        merge_findings(
+            conn,
+            [
+                match("slow", for_seconds=600, observed_at=T),
+                match("soon", observed_at=T + timedelta(seconds=20)),
+            ],
+            later,
+            clusters=("c1",),
+            rules=("R", "B"),
+            unsampled=[("broker", "b1")],
+        )
     with engine.connect() as conn:
         assert findings(engine)["soon"]["state"] == "firing"
-        assert next_due(conn, ["c1"]) == T + timedelta(seconds=590)
+        assert findings(engine)["b1"]["state"] == "pending", "kept: its broker was not sampled"
+        assert next_due(conn, ["c1"], later) == [Due("c1", T + timedelta(seconds=590), partition)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -184,35 +184,40 @@ def test_a_job_asking_for_its_next_run_now_asks_the_scheduler_for_its_own_cluste
 class RecordingRecorder:
     """Stands in for the run recorder: notes when a run's row would be written."""
 
-    def __init__(self, events: list[str]) -> None:
+    def __init__(self, events: list[str], status: str = "ok") -> None:
         self.events = events
+        self.status = status
 
     @contextmanager
     def run(self, cluster: str | None, job: str) -> Iterator[Run]:
-        yield Run(cluster, job, T0)
+        run = Run(cluster, job, T0)
+        yield run
+        run.finished_at, run.status = T0 + timedelta(seconds=1), self.status
         self.events.append(f"recorded {job}")
 
 
-def test_a_run_tells_on_sample_after_it_is_recorded() -> None:
+@pytest.mark.parametrize(("status", "told"), [("ok", True), ("partial", True), ("failed", False)])
+def test_a_run_tells_on_sample_after_it_is_recorded(status: str, told: bool) -> None:
+    """With the job's name and when the run ended; a failed run wrote no sample and tells nothing."""
     events: list[str] = []
     fake = FakeCluster("east")
     collector = ClusterCollector(
         ClusterConfig(name="east", bootstrap_servers=["127.0.0.1:9092"]),
         None,  # type: ignore[arg-type]
         FakeClock(),
-        RecordingRecorder(events),  # type: ignore[arg-type]
+        RecordingRecorder(events, status),  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]
         CollectConfig(),
         clients=fake_clients(fake),
-        on_sample=lambda cluster: events.append(f"sample {cluster}"),
+        on_sample=lambda cluster, job, at: events.append(f"sample {cluster} {job} {at - T0}"),
     )
     collector.runners["metadata"] = lambda record: events.append("ran metadata")
 
     collector.run("metadata")
 
-    assert events == ["ran metadata", "recorded metadata", "sample east"], (
-        "an evaluation asked by the sample must find the run (and its samples) in the store"
-    )
+    assert events == ["ran metadata", "recorded metadata"] + (
+        ["sample east metadata 0:00:01"] if told else []
+    ), "an evaluation asked by the sample must find the run (and its samples) in the store"
 
 
 class EchoClient:

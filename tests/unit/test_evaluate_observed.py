@@ -1,5 +1,6 @@
-"""When a match's condition was observed: the newest run of the collection jobs its rule's deciding
-columns come from, so that a rule's `for` counts from the sample that showed the condition."""
+"""When a match's condition was observed: the start of the newest run of the collection jobs its
+rule's deciding columns come from, so that a rule's `for` counts from the run that showed the
+condition, to the end of the newest run of the entity's jobs."""
 
 from __future__ import annotations
 
@@ -11,10 +12,15 @@ from monitor.core.derived import COLUMN_SOURCES, ENTITIES, SOURCES, sources_of
 from monitor.evaluate.job import observed_at
 from monitor.evaluate.rules import Rule, match_columns
 from monitor.store.findings import Match
+from monitor.store.runs import Reached
 from tests.fixtures.rules import default_ruleset
 
 T = datetime(2026, 11, 26, 8, 0, tzinfo=UTC)
 SHIPPED = default_ruleset().by_name()
+
+
+def _ran(started: datetime, seconds: float = 0.05) -> Reached:
+    return Reached(started, started + timedelta(seconds=seconds))
 
 
 def _match(rule: Rule, cluster: str = "prod") -> Match:
@@ -22,30 +28,32 @@ def _match(rule: Rule, cluster: str = "prod") -> Match:
 
 
 def test_a_broker_gone_is_dated_by_the_metadata_run_that_showed_it_not_a_later_log_dirs_run() -> None:
-    newest = {("prod", "metadata"): T, ("prod", "log_dirs"): T + timedelta(seconds=20)}
+    newest = {("prod", "metadata"): _ran(T), ("prod", "log_dirs"): _ran(T + timedelta(seconds=20))}
 
     [down] = observed_at([_match(SHIPPED["BrokerDown"])], list(SHIPPED.values()), newest)
 
-    assert down.observed_at == T
+    assert down.observed_at == T, "when that run started"
 
 
 def test_a_broker_gone_holds_until_the_newest_sample_of_any_of_its_jobs() -> None:
     """The `for` counts to the newest sample of the broker's jobs: a metadata run a minute apart
     does not hold BrokerDown back while probe and log-dirs runs go on seeing the cluster."""
     newest = {
-        ("prod", "metadata"): T,
-        ("prod", "log_dirs"): T + timedelta(seconds=20),
-        ("prod", "probe"): T + timedelta(seconds=25),
-        ("prod", "offsets"): T + timedelta(seconds=40),  # not a broker's job
+        ("prod", "metadata"): _ran(T),
+        ("prod", "log_dirs"): _ran(T + timedelta(seconds=20)),
+        ("prod", "probe"): _ran(T + timedelta(seconds=25)),
+        ("prod", "offsets"): _ran(T + timedelta(seconds=40)),  # not a broker's job
     }
 
     [down] = observed_at([_match(SHIPPED["BrokerDown"])], list(SHIPPED.values()), newest)
 
-    assert (down.observed_at, down.held_at) == (T, T + timedelta(seconds=25))
+    assert (down.observed_at, down.held_at) == (T, T + timedelta(seconds=25.05)), (
+        "to the end of the probe's run"
+    )
 
 
 def test_a_rule_reading_columns_of_several_jobs_is_dated_by_the_newest_of_them() -> None:
-    newest = {("prod", "metadata"): T, ("prod", "log_dirs"): T + timedelta(seconds=20)}
+    newest = {("prod", "metadata"): _ran(T), ("prod", "log_dirs"): _ran(T + timedelta(seconds=20))}
     headroom = SHIPPED["BrokerDiskHeadroom"]  # `up` (metadata) and `disk_used_ratio` (log dirs)
 
     [match] = observed_at([_match(headroom)], [headroom], newest)
@@ -55,7 +63,7 @@ def test_a_rule_reading_columns_of_several_jobs_is_dated_by_the_newest_of_them()
 
 def test_only_the_runs_of_the_matchs_own_cluster_count_and_none_without_a_run() -> None:
     down = SHIPPED["BrokerDown"]
-    newest = {("other", "metadata"): T + timedelta(seconds=30), ("prod", "log_dirs"): T}
+    newest = {("other", "metadata"): _ran(T + timedelta(seconds=30)), ("prod", "log_dirs"): _ran(T)}
 
     [match] = observed_at([_match(down)], [down], newest)
 
@@ -63,11 +71,28 @@ def test_only_the_runs_of_the_matchs_own_cluster_count_and_none_without_a_run() 
 
 
 def test_a_match_of_a_rule_not_given_is_dated_by_its_entitys_jobs() -> None:
-    newest = {("prod", "metadata"): T, ("prod", "log_dirs"): T + timedelta(seconds=20)}
+    newest = {("prod", "metadata"): _ran(T), ("prod", "log_dirs"): _ran(T + timedelta(seconds=20))}
 
     [match] = observed_at([_match(SHIPPED["BrokerDown"])], [], newest)
 
     assert match.observed_at == T + timedelta(seconds=20)
+
+
+def test_a_for_of_whole_intervals_elapses_at_the_run_it_ends_in_however_long_each_run_took() -> None:
+    """A metadata run every 15 s: the one that shows a broker gone took 90 ms, the fourth after it
+    started 40 µs early by the scheduler's clock and took 50 ms. Counted from start to end, the
+    60 s have elapsed at that fourth run (end to end they would not have, by 40 ms, and the page
+    would wait for a fifth)."""
+    down = SHIPPED["BrokerDown"]
+    first = Reached(T, T + timedelta(milliseconds=90))
+    fourth = _ran(T + timedelta(seconds=60, microseconds=-40), 0.05)
+
+    [seen] = observed_at([_match(down)], [down], {("prod", "metadata"): first})
+    [held] = observed_at([_match(down)], [down], {("prod", "metadata"): fourth})
+
+    assert seen.observed_at is not None and held.held_at is not None
+    assert held.held_at - seen.observed_at >= timedelta(seconds=down.for_seconds)
+    assert fourth.finished_at - first.finished_at < timedelta(seconds=down.for_seconds)
 
 
 @pytest.mark.parametrize(
