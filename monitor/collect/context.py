@@ -98,6 +98,9 @@ class ClusterContext:
     run_soon: Callable[[str], object] | None = None
     """Ask for the next run of one of the cluster's jobs (by name) now rather than an interval
     later (None: runs come at their interval only)."""
+    run_later: Callable[[str, float], object] | None = None
+    """Ask for one run of one of the cluster's jobs (by name) some seconds from now, beside its
+    interval; a second request before then replaces the first (None: none)."""
     closers: list[Callable[[], None]] = field(default_factory=list)
     """What the jobs started beside their runs (threads), stopped before the clients close."""
     watches_topic: Callable[[str], bool] = field(init=False, repr=False, compare=False)

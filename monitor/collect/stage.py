@@ -70,6 +70,7 @@ class ClusterCollector:
         on_sample: Callable[[str, str, datetime], object] | None = None,
         intervals: Intervals | None = None,
         run_soon: Callable[[str], object] | None = None,
+        run_later: Callable[[str, float], object] | None = None,
     ) -> None:
         self.cluster = cluster
         self._recorder = recorder
@@ -86,6 +87,7 @@ class ClusterCollector:
             on_critical,
             intervals=intervals or Intervals(),
             run_soon=run_soon,
+            run_later=run_later,
             on_sample=on_sample,
         )
         self.runners: dict[str, JobRun] = {job.name: job.build(self.context) for job in jobs}
@@ -164,6 +166,7 @@ class CollectStage:
                 self._on_critical,
                 intervals=self._intervals,
                 run_soon=self._run_soon(cluster.name),
+                run_later=self._run_later(cluster.name),
                 on_sample=self._on_sample,
             )
             try:
@@ -204,6 +207,14 @@ class CollectStage:
             return self._scheduler.run_soon(f"{cluster}:{job}")
 
         return run_soon
+
+    def _run_later(self, cluster: str) -> Callable[[str, float], object]:
+        """Run a job of `cluster` once, some seconds from now (as `_run_soon` then)."""
+
+        def run_later(job: str, seconds: float) -> object:
+            return self._scheduler.run_later(f"{cluster}:{job}", seconds)
+
+        return run_later
 
     def _leased(self, collector: ClusterCollector, job: str) -> Callable[[], None]:
         name = collector.cluster.name

@@ -7,6 +7,8 @@ Each cluster's jobs run in a shared thread pool sized so a slow cluster cannot s
 `run_soon(job_id)` runs a job now instead of at its next tick (a collection that saw a broker go
 calls it for the evaluation): at most one run is ever pending. Asked while the job is running, it
 runs once more straight after; asked again meanwhile, that is still the one run.
+`run_later(job_id, seconds)` asks for it once, some seconds on (a metadata run that saw a change
+looks again soon).
 
 How a request is never lost: which run of a job is under way is tracked here, under one lock, not
 left to APScheduler's instance count (which a run still holds for a moment after it returned, so
@@ -35,6 +37,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from monitor.core.settings import AlertConfig, Intervals, RetentionConfig
 
 log = logging.getLogger(__name__)
+
+LATER = ":later"
+"""The suffix of the one-off APScheduler job `run_later` adds for a job."""
 
 
 def run_intervals(
@@ -143,6 +148,24 @@ class Scheduler:
             return False
         return True
 
+    def run_later(self, job_id: str, seconds: float) -> bool:
+        """Run `job_id` once `seconds` from now, as `run_soon` would then (beside its ticks); a
+        request made before then replaces it. Returns False when the job is not scheduled or the
+        scheduler is stopping."""
+        with self._lock:
+            if self._stopping or job_id not in self._jobs:
+                return False
+        self._scheduler.add_job(
+            self.run_soon,
+            "date",
+            args=(job_id,),
+            run_date=datetime.now(UTC) + timedelta(seconds=seconds),
+            id=f"{job_id}{LATER}",
+            name=f"{job_id}{LATER}",
+            replace_existing=True,
+        )
+        return True
+
     def _on_tick(self, job_id: str) -> None:
         with self._lock:
             if job_id in self._running:
@@ -167,7 +190,8 @@ class Scheduler:
                 return
 
     def job_ids(self) -> list[str]:
-        return sorted(job.id for job in self._scheduler.get_jobs())
+        """The scheduled jobs (not the runs `run_later` asked for)."""
+        return sorted(job.id for job in self._scheduler.get_jobs() if not job.id.endswith(LATER))
 
     def start(self) -> None:
         self._scheduler.start()

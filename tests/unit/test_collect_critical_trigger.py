@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from monitor.collect.jobs import metadata
 from tests.fixtures.collect import Rig
 
 
@@ -45,3 +46,23 @@ def test_a_partition_offline_when_first_seen_asks_and_its_recovery_does_not() ->
     rig.kafka.start_broker(2)
     assert _metadata(rig) == 0, "a recovery waits for the next evaluation"
     assert rig.critical == ["prod"]
+
+
+def test_a_change_has_the_metadata_read_again_soon_for_a_while() -> None:
+    """A broker's controlled shutdown shows a partition offline first and the broker gone seconds
+    later: after a run that saw a change, the metadata job asks for itself again in a few seconds,
+    for LOOK_AGAIN_FOR_SECONDS after the last change, not at its interval only."""
+    rig = Rig()
+    rig.kafka.create_topic("single", 3, 1)
+    later: list[tuple[str, float]] = []
+    rig.context.run_later = lambda job, seconds: later.append((job, seconds))
+    _metadata(rig)
+    assert later == [], "a steady cluster is read at the job's interval"
+
+    rig.kafka.stop_broker(2)
+    asked = [("metadata", metadata.LOOK_AGAIN_SECONDS)]
+    for run in range(int(metadata.LOOK_AGAIN_FOR_SECONDS // 15)):  # each run 15 s after the other
+        _metadata(rig)
+        assert later == asked * (run + 1), f"run {run} after the change"
+    _metadata(rig)
+    assert len(later) == len(asked) * int(metadata.LOOK_AGAIN_FOR_SECONDS // 15), "it has settled"

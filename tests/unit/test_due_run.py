@@ -112,3 +112,17 @@ def test_nothing_due_asks_for_nothing(scheduler: Scheduler, runs: list[float]) -
     assert due.sample_arrived("prod", "metadata", T0 + timedelta(hours=1)) is False
     time.sleep(0.2)
     assert runs == []
+
+
+def test_run_later_runs_the_job_once_after_the_delay_and_a_second_request_replaces_the_first(
+    scheduler: Scheduler, runs: list[float]
+) -> None:
+    asked = time.monotonic()
+    assert scheduler.run_later("evaluate", 5.0)
+    assert scheduler.run_later("evaluate", 0.3), "replaces the request 5 s on"
+    assert _runs_after(runs, 1)
+    assert runs[0] - asked >= 0.3
+    time.sleep(0.5)
+    assert len(runs) == 1, "once"
+    assert scheduler.job_ids() == ["evaluate"], "the request is not a scheduled job"
+    assert scheduler.run_later("unknown", 0.1) is False

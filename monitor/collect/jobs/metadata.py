@@ -15,6 +15,14 @@ from monitor.store.runs import Run
 
 log = logging.getLogger(__name__)
 
+LOOK_AGAIN_SECONDS = 3.0
+"""After a run that saw a change critical rules depend on, the metadata is read again this often..."""
+LOOK_AGAIN_FOR_SECONDS = 30.0
+"""...for this long: a broker's controlled shutdown moves its leaders away first and leaves the
+metadata seconds later (a partition offline, then the broker gone), and in-sync replica sets
+shrink one after the other; at the job's interval the rest of the change would be seen up to an
+interval later, and an alert's `for:` would count from there."""
+
 
 def collect_metadata(run: Run, ctx: ClusterContext) -> list[TopicInfo]:
     """One metadata sample of the cluster; returns the allowed topics as described.
@@ -73,12 +81,14 @@ def count_unwatched_groups(run: Run, ctx: ClusterContext, before: Mapping[str, s
 def build(ctx: ClusterContext) -> JobRun:
     """The metadata runner: it hands the offsets job the partitions to list (`ctx.topology`) and
     asks for an evaluation when a broker went, or a partition went offline or lost an in-sync
-    replica (under min ISR is one of those)."""
+    replica (under min ISR is one of those); the cluster is then read again every
+    LOOK_AGAIN_SECONDS for LOOK_AGAIN_FOR_SECONDS, beside the job's interval."""
     seen: frozenset[object] = frozenset()
     unwatched: dict[str, str] = {}
+    changing_until = float("-inf")
 
     def run(record: Run) -> None:
-        nonlocal seen, unwatched
+        nonlocal seen, unwatched, changing_until
         topics = collect_metadata(record, ctx)
         unwatched = count_unwatched_groups(record, ctx, unwatched)
         ctx.topology = Topology.of(topics, ctx.clock.now())
@@ -90,7 +100,13 @@ def build(ctx: ClusterContext) -> JobRun:
         )
         grew = bool(now_seen - seen)
         seen = now_seen
-        ctx.critical(record, "metadata", record.counts.get("brokers_went_down", 0) > 0 or grew)
+        changed = record.counts.get("brokers_went_down", 0) > 0 or grew
+        ctx.critical(record, "metadata", changed)
+        now = ctx.clock.monotonic()
+        if changed:
+            changing_until = now + LOOK_AGAIN_FOR_SECONDS
+        if now < changing_until and ctx.run_later is not None:
+            ctx.run_later(JOB.name, LOOK_AGAIN_SECONDS)
 
     return run
 
