@@ -27,6 +27,9 @@ from monitor.store.runs import Run
 
 log = logging.getLogger(__name__)
 
+EVALUATION_REQUESTED = "evaluation_requested"
+"""The count a run that asked for an evaluation (`ClusterContext.critical`) carries."""
+
 JobRun = Callable[[Run], None]
 """One collection of one job of one cluster, inside its recorded run."""
 
@@ -141,11 +144,23 @@ class ClusterContext:
         return group_id != self.config.probe.group_id and self._group_filter(group_id)
 
     def critical(self, run: Run, job: str, changed: bool) -> None:
-        """Ask for an evaluation now when `changed` (an input of a critical rule changed)."""
+        """Ask for an evaluation as soon as `run` is recorded when `changed` (an input of a
+        critical rule changed): `recorded` asks then."""
         if changed and self.on_critical is not None:
-            run.count("evaluation_requested", 1)
+            run.count(EVALUATION_REQUESTED, 1)
             log.info("%s/%s: a change critical rules depend on; evaluating now", self.cluster.name, job)
+
+    def recorded(self, run: Run) -> None:
+        """`run` and its samples are in the store: ask for the evaluation it asked for (`critical`),
+        and tell `on_sample` when it reached the cluster. Not before: an evaluation dates what it
+        sees by the newest run recorded (monitor.evaluate.job.observed_at), and asked while the run
+        was under way it saw the run's samples but dated them by the run before, up to an interval
+        earlier, and a `for:` elapsed that much early."""
+        if run.counts.get(EVALUATION_REQUESTED) and self.on_critical is not None:
             self.on_critical(self.cluster.name)
+        reached = run.reached
+        if reached is not None and self.on_sample is not None:
+            self.on_sample(self.cluster.name, run.job, reached)
 
 
 @dataclass(frozen=True)

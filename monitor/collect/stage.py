@@ -109,9 +109,7 @@ class ClusterCollector:
             raise ValueError(f"no collector job {job!r}; the jobs are {', '.join(sorted(self.runners))}")
         with self._recorder.run(self.cluster.name, job) as record, gc_paused():
             runner(record)
-        reached = record.reached
-        if reached is not None and self.context.on_sample is not None:  # its samples are in the store now
-            self.context.on_sample(self.cluster.name, job, reached)
+        self.context.recorded(record)
 
 
 class CollectStage:

@@ -220,6 +220,31 @@ def test_a_run_tells_on_sample_after_it_is_recorded(status: str, told: bool) -> 
     ), "an evaluation asked by the sample must find the run (and its samples) in the store"
 
 
+def test_a_run_that_saw_a_critical_change_asks_for_the_evaluation_once_it_is_recorded() -> None:
+    """Asked while the run was under way, the evaluation saw its samples but dated them by the
+    run before (the newest recorded): a `for:` then elapsed up to an interval early."""
+    events: list[str] = []
+    collector = ClusterCollector(
+        ClusterConfig(name="east", bootstrap_servers=["127.0.0.1:9092"]),
+        None,  # type: ignore[arg-type]
+        FakeClock(),
+        RecordingRecorder(events),  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        CollectConfig(),
+        on_critical=lambda cluster: events.append(f"evaluate {cluster}"),
+        clients=fake_clients(FakeCluster("east")),
+    )
+
+    def changed(record: Run) -> None:
+        collector.context.critical(record, "metadata", True)
+        events.append("ran metadata")
+
+    collector.runners["metadata"] = changed
+    collector.run("metadata")
+
+    assert events == ["ran metadata", "recorded metadata", "evaluate east"]
+
+
 class EchoClient:
     """The client of a job the registry gains in the test below; notes its life cycle."""
 
