@@ -64,6 +64,13 @@ FRESH_PARTITIONS = _fresh_partitions(" AND o.group_id = ANY(CAST(:gs AS text[]))
 """The fresh offset lag of each partition of the groups `:gs` (an array) on cluster `:c`: one
 range of each group in `latest_group_offsets`' primary key and a probe per partition."""
 
+FRESH_PARTITIONS_OF_MANY = _fresh_partitions(" AND o.group_id = ANY(CAST(:gs AS text[]))", probe=False)
+"""FRESH_PARTITIONS with its lookups as joins: one pass over the cluster's partitions and commits,
+for more than PROBED_GROUPS groups (50 groups of 200 partitions: 51 ms against 87 ms probed)."""
+
+PROBED_GROUPS = 10
+"""Up to this many groups, `groups_lags` probes their partitions one by one (FRESH_PARTITIONS)."""
+
 FRESH_PARTITIONS_OF_TOPIC = _fresh_partitions(
     " AND o.group_id = ANY(CAST(:gs AS text[])) AND o.topic = :t", probe=True
 )
@@ -137,18 +144,18 @@ def groups_lags(
     found: dict[str, dict[Key, FreshLag]] = {}
     if not group_ids:
         return found
-    query, params = FRESH_PARTITIONS, {"c": cluster, "gs": list(group_ids)}
+    query = FRESH_PARTITIONS if len(group_ids) <= PROBED_GROUPS else FRESH_PARTITIONS_OF_MANY
+    params: dict[str, object] = {"c": cluster, "gs": list(group_ids)}
     if topic is not None:
         query, params = FRESH_PARTITIONS_OF_TOPIC, {**params, "t": topic}
-    for r in conn.execute(text(query), params):
-        found.setdefault(str(r.group_id), {})[(str(r.topic), int(r.partition))] = FreshLag(
-            int(r.committed_offset),
-            int(r.end_offset),
-            int(r.offset_lag),
-            r.committed_offset_as_of,
-            r.end_offset_as_of,
-            r.offset_lag_as_of,
-        )
+    # All rows at once and unpacked by position: the whole fleet's groups every few seconds for
+    # the /metrics snapshot (10,000 rows: 60 ms of Python fetched one by one and read by name).
+    rows = conn.execute(text(query), params).all()
+    for _, group_id, topic, partition, committed, end, lag, committed_as_of, end_as_of, lag_as_of in rows:
+        partitions = found.get(group_id)
+        if partitions is None:
+            partitions = found[group_id] = {}
+        partitions[(topic, partition)] = FreshLag(committed, end, lag, committed_as_of, end_as_of, lag_as_of)
     return found
 
 

@@ -7,17 +7,25 @@ ini text, where a ``%`` in a password would break interpolation).
 
 from __future__ import annotations
 
-from alembic import command
-from alembic.config import Config
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
+import re
+from typing import TYPE_CHECKING
+
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.core.resources import migrations_dir
 from monitor.store.engine import make_engine, normalize_url
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+_DECLARED = re.compile(r"^(down_revision|revision)\b[^=]*=\s*(None|['\"]([^'\"]+)['\"])", re.MULTILINE)
+
 
 def alembic_config(url: str | None = None) -> Config:
     """An alembic Config for the project's migrations, bound to `url` when given."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(migrations_dir()))
     if url is not None:
@@ -26,17 +34,29 @@ def alembic_config(url: str | None = None) -> Config:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    """Migrate the database at `url` up to `revision`. Raises StoreUnavailableError if unreachable."""
+    """Migrate the database at `url` up to `revision`. Raises StoreUnavailableError if unreachable.
+
+    A database already at the head, as at every start but the first after an upgrade, is told
+    by one query (`declared_head`, `current`): alembic and its 30-odd scripts are imported and
+    read only to migrate (half a second of a daemon's start that comes before any answer)."""
+    if revision == "head" and (head := declared_head()) is not None and _current(url) == head:
+        return
+    from alembic import command
+
     command.upgrade(alembic_config(url), revision)
 
 
 def downgrade(url: str, revision: str) -> None:
     """Migrate the database at `url` down to `revision` (``base`` removes every table)."""
+    from alembic import command
+
     command.downgrade(alembic_config(url), revision)
 
 
 def current(url: str) -> str | None:
     """The revision the database at `url` is at; None when it has never been migrated."""
+    from alembic.migration import MigrationContext
+
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
@@ -47,4 +67,36 @@ def current(url: str) -> str | None:
 
 def heads() -> list[str]:
     """The head revisions of the migration scripts (exactly one in a healthy tree)."""
+    from alembic.script import ScriptDirectory
+
     return list(ScriptDirectory.from_config(alembic_config()).get_heads())
+
+
+def declared_head() -> str | None:
+    """The one head revision of the migration scripts, read from their `revision` and
+    `down_revision` lines without importing them; None when that does not tell one (a script
+    that declares either otherwise, a merge, several heads): alembic decides then."""
+    revisions: set[str] = set()
+    replaced: set[str] = set()
+    for script in sorted((migrations_dir() / "versions").glob("*.py")):
+        declared = {name: value for name, literal, value in _DECLARED.findall(script.read_text()) if literal}
+        if "revision" not in declared or not declared["revision"]:
+            return None
+        revisions.add(declared["revision"])
+        if declared.get("down_revision"):
+            replaced.add(declared["down_revision"])
+    head = revisions - replaced
+    return next(iter(head)) if len(head) == 1 else None
+
+
+def _current(url: str) -> str | None:
+    """The revision in the database's alembic_version (None: none, or not readable)."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    except SQLAlchemyError:
+        return None
+    finally:
+        engine.dispose()
+    return str(rows[0]) if len(rows) == 1 else None

@@ -62,6 +62,29 @@ def test_exactly_one_head() -> None:
     assert len(migrate.heads()) == 1
 
 
+def test_the_head_read_from_the_scripts_lines_is_alembics() -> None:
+    """`declared_head` reads the head without importing the scripts (a start's fast path)."""
+    assert migrate.declared_head() == migrate.heads()[0]
+
+
+def test_upgrading_a_database_at_the_head_asks_alembic_nothing(
+    scratch_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast path only answers for a database at the head: one below it is migrated."""
+    import alembic.command
+
+    migrate.upgrade(scratch_url, "0032")
+    upgraded: list[str] = []
+    real = alembic.command.upgrade
+    monkeypatch.setattr(
+        alembic.command, "upgrade", lambda config, rev: (upgraded.append(rev), real(config, rev))
+    )
+    migrate.upgrade(scratch_url)
+    assert upgraded == ["head"] and migrate.current(scratch_url) == migrate.heads()[0]
+    migrate.upgrade(scratch_url)
+    assert upgraded == ["head"], "at the head: one query, no alembic"
+
+
 def test_every_revision_has_a_downgrade() -> None:
     scripts = ScriptDirectory.from_config(migrate.alembic_config())
     for revision in scripts.walk_revisions():

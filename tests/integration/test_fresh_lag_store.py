@@ -1,0 +1,60 @@
+"""The fresh offset lag of many groups at once (`fresh_lag.groups_lags`), as the `/metrics` snapshot
+reads the fleet every few seconds: above PROBED_GROUPS groups its lookups are joins over the
+cluster's rows instead of a probe per partition, and the answer is the same."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Engine, text
+
+from monitor.store import fresh_lag
+from monitor.store.fresh_lag import groups_lags
+
+AT = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+GROUPS = fresh_lag.PROBED_GROUPS + 3
+
+FILL = [
+    """INSERT INTO latest_partition_offsets (cluster, topic, partition, sampled_at, start_offset, end_offset,
+                                             end_offset_method, end_offset_listed_at)
+       SELECT c, 't' || t, p, :at, 0, 1000 + 10 * t + p, 'listed', :at - interval '2 seconds'
+       FROM unnest(ARRAY['many', 'other']) c, generate_series(0, 2) t, generate_series(0, 3) p""",
+    """INSERT INTO latest_group_offsets (cluster, group_id, topic, partition, sampled_at, committed_offset,
+                                         end_offset, start_offset, lag, lag_clamped, timestamp_method, gone_at)
+       SELECT c, 'g' || g, 't' || t, p, :at, 900 + g, 1000, 0, 100, false, 'none',
+              CASE WHEN g = 1 AND p = 3 THEN :at END
+       FROM unnest(ARRAY['many', 'other']) c, generate_series(0, :groups - 1) g, generate_series(0, 2) t,
+            generate_series(0, 3) p
+       WHERE (g + t) % 3 <> 0""",
+    """INSERT INTO latest_commits (cluster, group_id, topic, partition, committed_offset, observed_at)
+       SELECT cluster, group_id, topic, partition, committed_offset + 50 + partition,
+              sampled_at + make_interval(secs => partition - 2)
+       FROM latest_group_offsets WHERE partition <> 1""",
+]
+
+
+def test_the_lag_of_many_groups_read_in_one_pass_is_the_lag_read_group_by_group(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for table in ("latest_commits", "latest_group_offsets", "latest_partition_offsets"):
+            conn.execute(text(f"DELETE FROM {table} WHERE cluster IN ('many', 'other')"))
+        for statement in FILL:
+            conn.execute(text(statement), {"at": AT, "groups": GROUPS})
+    names = [f"g{g}" for g in range(GROUPS)] + ["absent"]
+    with engine.connect() as conn:
+        together = groups_lags(conn, "many", names)
+        one_by_one = {g: lags for name in names for g, lags in groups_lags(conn, "many", [name]).items()}
+
+    assert len(names) > fresh_lag.PROBED_GROUPS, "the joined read"
+    assert together == one_by_one
+    assert sorted(together) == sorted(names[:-1]), "every group but the one without offsets"
+    assert ("t0", 3) not in together["g1"], "a partition gone from the group is left out"
+    g2 = together["g2"]
+    assert set(g2) == {(t, p) for t in ("t0", "t2") for p in range(4)}
+    newer, older = g2[("t0", 3)], g2[("t0", 0)]
+    assert (newer.committed_offset, newer.end_offset, newer.offset_lag) == (955, 1003, 48), (
+        "the commit, newer"
+    )
+    assert newer.committed_offset_as_of == AT + timedelta(seconds=1)
+    assert newer.offset_lag_as_of == AT - timedelta(seconds=2), "as of the end offset listed"
+    assert (older.committed_offset, older.offset_lag) == (902, 98), "the sample, newer than the commit"
+    assert older.committed_offset_as_of == AT
