@@ -196,20 +196,27 @@ class RecordingRecorder:
         self.events.append(f"recorded {job}")
 
 
-@pytest.mark.parametrize(("status", "told"), [("ok", True), ("partial", True), ("failed", False)])
-def test_a_run_tells_on_sample_after_it_is_recorded(status: str, told: bool) -> None:
-    """With the job's name and when the run ended; a failed run wrote no sample and tells nothing."""
-    events: list[str] = []
-    fake = FakeCluster("east")
-    collector = ClusterCollector(
+def _recorded_collector(events: list[str], status: str = "ok", **hooks: Any) -> ClusterCollector:
+    """A collector of cluster `east` on a fake cluster, its runs noted in `events` as recorded
+    with `status`; `hooks`: on_critical, on_sample."""
+    return ClusterCollector(
         ClusterConfig(name="east", bootstrap_servers=["127.0.0.1:9092"]),
         None,  # type: ignore[arg-type]
         FakeClock(),
         RecordingRecorder(events, status),  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]
         CollectConfig(),
-        clients=fake_clients(fake),
-        on_sample=lambda cluster, job, at: events.append(f"sample {cluster} {job} {at - T0}"),
+        clients=fake_clients(FakeCluster("east")),
+        **hooks,
+    )
+
+
+@pytest.mark.parametrize(("status", "told"), [("ok", True), ("partial", True), ("failed", False)])
+def test_a_run_tells_on_sample_after_it_is_recorded(status: str, told: bool) -> None:
+    """With the job's name and when the run ended; a failed run wrote no sample and tells nothing."""
+    events: list[str] = []
+    collector = _recorded_collector(
+        events, status, on_sample=lambda cluster, job, at: events.append(f"sample {cluster} {job} {at - T0}")
     )
     collector.runners["metadata"] = lambda record: events.append("ran metadata")
 
@@ -224,16 +231,7 @@ def test_a_run_that_saw_a_critical_change_asks_for_the_evaluation_once_it_is_rec
     """Asked while the run was under way, the evaluation saw its samples but dated them by the
     run before (the newest recorded): a `for:` then elapsed up to an interval early."""
     events: list[str] = []
-    collector = ClusterCollector(
-        ClusterConfig(name="east", bootstrap_servers=["127.0.0.1:9092"]),
-        None,  # type: ignore[arg-type]
-        FakeClock(),
-        RecordingRecorder(events),  # type: ignore[arg-type]
-        None,  # type: ignore[arg-type]
-        CollectConfig(),
-        on_critical=lambda cluster: events.append(f"evaluate {cluster}"),
-        clients=fake_clients(FakeCluster("east")),
-    )
+    collector = _recorded_collector(events, on_critical=lambda cluster: events.append(f"evaluate {cluster}"))
 
     def changed(record: Run) -> None:
         collector.context.critical(record, "metadata", True)
