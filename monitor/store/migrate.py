@@ -11,7 +11,7 @@ import re
 from typing import TYPE_CHECKING
 
 from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import ProgrammingError
 
 from monitor.core.resources import migrations_dir
 from monitor.store.engine import make_engine, normalize_url
@@ -90,12 +90,13 @@ def declared_head() -> str | None:
 
 
 def _current(url: str) -> str | None:
-    """The revision in the database's alembic_version (None: none, or not readable)."""
-    engine = make_engine(url)
+    """The revision in the database's alembic_version (None: never migrated). One connection;
+    raises StoreUnavailableError when the server cannot be reached (`make_engine`)."""
+    engine = make_engine(url, check=False)
     try:
         with engine.connect() as conn:
             rows = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
-    except SQLAlchemyError:
+    except ProgrammingError:  # no alembic_version table yet
         return None
     finally:
         engine.dispose()

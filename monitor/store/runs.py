@@ -166,7 +166,7 @@ class RunRecorder:
 
 _NEWEST_REACHED = """
 SELECT DISTINCT ON (cluster, job) cluster, job, started_at, finished_at FROM collection_runs
-WHERE cluster = ANY(:clusters) AND job = ANY(:jobs) AND status IN ('ok', 'partial')
+WHERE cluster = ANY(:clusters) AND job = ANY(:jobs) AND status = ANY(:reached)
   AND started_at > :since AND finished_at <= :at
 ORDER BY cluster, job, finished_at DESC
 """
@@ -187,7 +187,13 @@ def newest_reached(
     `since` and finished by `at`: the newest samples that job wrote by `at`."""
     rows = conn.execute(
         text(_NEWEST_REACHED),
-        {"clusters": list(clusters), "jobs": list(jobs), "at": at, "since": since},
+        {
+            "clusters": list(clusters),
+            "jobs": list(jobs),
+            "at": at,
+            "since": since,
+            "reached": list(REACHED_RUN_STATUSES),
+        },
     )
     return {
         (str(cluster), str(job)): Reached(started, finished) for cluster, job, started, finished in rows.all()
