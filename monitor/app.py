@@ -354,7 +354,7 @@ def _metrics(w: Wiring) -> None:
         from monitor.expose.metrics.push.stage import PushStage
 
         w.components.append(PushStage(settings.push, w.snapshot.families, w.clock, w.scheduler))
-    w.scheduler.every("metrics:snapshot", settings.metrics.snapshot_check_seconds, w.snapshot.refresh,
+    w.scheduler.every("metrics:snapshot", settings.metrics.snapshot_check_seconds, w.snapshot.check,
                       first_run_in=min(settings.metrics.snapshot_check_seconds, 5))  # fmt: skip
     w.scheduler.every("store:maintenance", w.intervals["maintenance"], w.store.maintain,
                       first_run_in=w.intervals["maintenance"])  # fmt: skip

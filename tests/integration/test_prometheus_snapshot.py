@@ -12,9 +12,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, event, text
 
 from monitor.core.settings import MetricsConfig
+from monitor.expose.metrics import snapshot as snapshot_module
 from monitor.expose.metrics.catalogue import PARTITIONS
 from monitor.expose.metrics.snapshot import MetricsSnapshot
 from monitor.expose.web.app import create_app
@@ -100,15 +101,15 @@ def gauge(samples: Samples, name: str) -> float:
 
 def test_a_new_evaluation_rebuilds_the_snapshot_and_nothing_else_does(filled: Engine) -> None:
     snapshot = MetricsSnapshot(lambda: filled, MetricsConfig())
-    first = snapshot.refresh()
+    first = snapshot.check()
     assert first is not None
-    assert snapshot.refresh() is first, "no new evaluation: the same snapshot, not a rebuild"
+    assert snapshot.check() is first, "no new evaluation: the same snapshot, not a rebuild"
     client = TestClient(create_app(filled, stale_after=timedelta(minutes=5), snapshot=snapshot))
     assert lag(parse(client.get("/metrics").content), "big") == 100
 
     with filled.begin() as conn:
         _evaluation(conn, "big", T2, 250)
-    rebuilt = snapshot.refresh()
+    rebuilt = snapshot.check()
     assert rebuilt is not None and rebuilt is not first
     samples = parse(client.get("/metrics").content)
     assert lag(samples, "big") == 250
@@ -127,7 +128,7 @@ def test_while_postgresql_is_away_the_last_good_snapshot_is_served_marked_stale(
     assert gauge(good, "kafka_health_up") == 1
     try:
         use[0] = closed
-        snapshot.refresh()
+        snapshot.check()
         response = client.get("/metrics")
     finally:
         closed.dispose()
@@ -142,7 +143,7 @@ def test_while_postgresql_is_away_the_last_good_snapshot_is_served_marked_stale(
     )
 
     use[0] = filled
-    snapshot.refresh()
+    snapshot.check()
     again = parse(client.get("/metrics").content)
     assert gauge(again, "kafka_health_up") == 1
     assert gauge(again, "kafka_health_snapshot_failed") == 0
@@ -195,7 +196,7 @@ def test_a_build_where_a_query_times_out_keeps_the_complete_snapshot(filled: Eng
     holder.start()
     try:
         assert taken.wait(10)
-        snapshot.refresh()
+        snapshot.check()
         during = parse(snapshot.body(gzip=False))
     finally:
         release.set()
@@ -205,7 +206,7 @@ def test_a_build_where_a_query_times_out_keeps_the_complete_snapshot(filled: Eng
     assert gauge(during, "kafka_health_snapshot_failed") == 1
     assert during["kafka_health_scrape_error", frozenset({("query", "group_partition")})] == 1
 
-    snapshot.refresh()
+    snapshot.check()
     after = parse(snapshot.body(gzip=False))
     assert lag(after, "small") == 300
     assert gauge(after, "kafka_health_up") == 1
@@ -224,3 +225,36 @@ def test_without_the_daemon_job_scrapes_start_the_checks_and_never_wait_for_them
         _evaluation(conn, "big", T2 + timedelta(minutes=5), 777)
     wait_for(lambda: lag(parse(client.get("/metrics").content), "big") == 777, timeout=20,
              what="a scrape to start the rebuild and a later one to serve it")  # fmt: skip
+
+
+def test_the_offset_lag_is_read_fresh_when_a_scrape_asks_and_not_on_the_timer(
+    filled: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's checks read no fresh offset lag (nothing may scrape); a scrape reads it, and
+    the scrapes of the next `FRESH_FOR_SECONDS` (a minute here) are served that read, until a
+    build."""
+    monkeypatch.setattr(snapshot_module, "FRESH_FOR_SECONDS", 60.0)
+    fresh_reads: list[str] = []
+
+    def count(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if "commit_observations" in statement:
+            fresh_reads.append(statement)
+
+    snapshot = MetricsSnapshot(lambda: filled, MetricsConfig())
+    event.listen(filled, "before_cursor_execute", count)
+    try:
+        for _ in range(3):
+            assert snapshot.check() is not None
+        assert fresh_reads == [], "a check reads the evaluations, not the commits"
+        client = TestClient(create_app(filled, stale_after=timedelta(minutes=5), snapshot=snapshot))
+        for _ in range(3):
+            assert lag(parse(client.get("/metrics").content), "big") >= 100
+        assert len(fresh_reads) == 1, "one fresh read serves the scrapes after it"
+        assert snapshot.families() is not None
+        with filled.begin() as conn:
+            _evaluation(conn, "small", T2 + timedelta(minutes=9), 120)
+        assert snapshot.check() is not None
+        assert lag(parse(client.get("/metrics").content), "small") == 120
+        assert len(fresh_reads) == 2, "after a build, the next scrape reads again"
+    finally:
+        event.remove(filled, "before_cursor_execute", count)

@@ -272,9 +272,9 @@ SCRAPE: tuple[MetricSpec, ...] = (
                "itself does not read it).", "ours"),
     MetricSpec("kafka_health_offset_lag_age_seconds", "gauge", (),
                "Seconds since the offset lag series (kafka_consumer_group_*lag_in_offsets) were last "
-               "brought up to the newest commits the store holds: each check of the snapshot re-reads "
-               "the offset lag of the groups with a commit since the last one; grows while that read "
-               "fails. Absent before the first read.", "ours"),
+               "brought up to the newest commits the store holds: each scrape or push re-reads the "
+               "offset lag of the groups with a commit since the last read (at most once a second); "
+               "grows while that read fails. Absent before the first read.", "ours"),
     MetricSpec("kafka_health_partition_series", "gauge", (),
                "Partition-level series in the served snapshot (metrics.max_partition_series caps them).",
                "ours"),
@@ -423,13 +423,14 @@ def render_markdown() -> str:
         "deleted group or topic leaves no stale series.",
         "",
         "The offset lag series (`kafka_consumer_group_lag_in_offsets` and the group and group-topic",
-        "sums and maxima in offsets) follow the commits between evaluations: each check also asks which",
-        "groups had a commit since the last check and puts those groups' offset lag, read from the",
-        "newest committed and end offsets the store holds, in the snapshot; the other series, and the",
-        "offset lag of groups without a new commit, stay the evaluation's. Until a cluster's first",
-        "evaluation (the daemon's first minutes, a cluster just added), its offset lag series are read",
-        "from the newest offsets stored, rebuilt after each of its offsets runs, and its other group",
-        "series are absent.",
+        "sums and maxima in offsets) follow the commits between evaluations: a scrape (or a push)",
+        "first asks which groups had a commit since the last such read and puts those groups' offset",
+        "lag, read from the newest committed and end offsets the store holds, in the snapshot (one read",
+        "serves the scrapes of the next second; nothing is read while nothing scrapes); the other",
+        "series, and the offset lag of groups without a new commit, stay the evaluation's. Until a",
+        "cluster's first evaluation (the daemon's first minutes, a cluster just added), its offset lag",
+        "series are read from the newest offsets stored, rebuilt after each of its offsets runs, and",
+        "its other group series are absent.",
         "`kafka_health_offset_lag_age_seconds` says how long ago that last happened.",
         "",
         "When PostgreSQL is away or too slow, the answer is still 200 with the last good snapshot,",

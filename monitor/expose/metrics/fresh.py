@@ -2,17 +2,18 @@
 evaluations.
 
 A build reads the newest evaluation, so its offset lag would move only once per evaluation, while
-the commit stream stores a commit within about a second. Between builds, each check of the
-snapshot (`snapshot.MetricsSnapshot.refresh`) asks which groups had a commit observed since the
-last check (`monitor.store.fresh_lag.committed_since`: a range of the commits' time index, its
-cost follows the commits since then), reads the fresh offset lag of those groups only
+the commit stream stores a commit within about a second. Between builds, each fresh read of the
+snapshot (`snapshot.MetricsSnapshot._freshen`, when a scrape or a push asks) asks which groups had
+a commit observed since the last read (`monitor.store.fresh_lag.committed_since`: a range of the
+commits' time index, its cost follows the commits since then), reads the fresh offset lag of
+those groups only
 (`monitor.store.fresh_lag.groups_lags`: their partitions' rows of the latest tables) and puts it
 in the series of those groups (`LagSection.overlaid`: the offset lag families are kept as each
 group's encoded lines, so only the lines of those groups are encoded again, and only their
 values: each line's name and labels are encoded once per build; the rest of the snapshot,
-encoded and compressed once per build, is not touched). The first check after a
+encoded and compressed once per build, is not touched). The first read after a
 build looks back from the oldest newest evaluation by `LOOK_BACK_AFTER_BUILD`, so the commits
-the evaluation did not see yet are read again; later checks from the previous check's time by
+the evaluation did not see yet are read again; later reads from the previous read's time by
 `LOOK_BACK`, which covers a commit stored a little after the time it was observed.
 
 What moves: the offset lag families below, per group-partition, per group-topic (summed and the

@@ -1,18 +1,21 @@
 """The `/metrics` snapshot: the state metrics read once per evaluation and kept as encoded bytes,
 so a scrape costs the same at 10 topics and at 10,000 and never queries PostgreSQL per series.
 
-How it stays current: `refresh()` runs a cheap query, the newest evaluation of each cluster
+How it stays current: `check()` runs a cheap query, the newest evaluation of each cluster
 (`monitor.store.versions.newest_evaluations`) and the newest offsets run of each cluster without
 one yet (`unevaluated_collections`: until its first evaluation, a cluster's offset lag series come
 from the offsets stored, `state_queries`); when that changed since the snapshot was built
 (or the last build failed), it reads the state once (`prometheus.StateCollector`), encodes the
-text format and its gzip form, and swaps the new snapshot in. Each check then puts the fresh
-offset lag of the groups with commits since the last check in the snapshot (`fresh.py`: the
-offset lag series follow the commits between evaluations, the other series the evaluation). The
-daemon runs `refresh()` every
+text format and its gzip form, and swaps the new snapshot in. The daemon runs `check()` every
 `metrics.snapshot_check_seconds` (`monitor/app.py`); a scrape that finds no check within that
 time starts one in the background and is served what is there (only the very first scrape waits
 for a build). The push component reads the same snapshot's families.
+
+The offset lag series follow the commits between evaluations (the other series the evaluation):
+a scrape or a push first puts the fresh offset lag of the groups with commits since the last
+fresh read in the snapshot (`fresh.py`), unless one ran within `FRESH_FOR_SECONDS`. Nothing reads
+it while nothing scrapes, and a scrape never waits for a build (the fresh read swaps its lines
+into whichever snapshot is current when it ends).
 
 A scrape serves the snapshot's bytes followed by a few gauges about the snapshot and this
 process's own metrics (the default registry: notifications, runs, pushes, process and gc), which
@@ -61,6 +64,8 @@ Marker = tuple[Evaluations, Collections]
 (`monitor.store.versions`): a new one means a new snapshot."""
 
 _GZIP_LEVEL = 6
+FRESH_FOR_SECONDS = 1.0
+"""A fresh read of the offset lag serves the scrapes and pushes of this many seconds after it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +163,11 @@ class MetricsSnapshot:
         self._queries = tuple(query.name for query in queries(settings.partition_series))
         self._collector: StateCollector | None = None
         self._refreshing = threading.Lock()
+        """One check (and build) at a time."""
+        self._freshening = threading.Lock()
+        """One fresh read at a time."""
+        self._swap = threading.Lock()
+        """Held to replace the current snapshot (a build's, a fresh read's)."""
         self._background = threading.Lock()
         self._current: Snapshot | None = None
         self._checked_at: float | None = None
@@ -177,9 +187,15 @@ class MetricsSnapshot:
         return self._current
 
     def refresh(self, *, unless_checked_within: float | None = None) -> Snapshot | None:
+        """`check`, then make the offset lag of the groups with new commits fresh (`fresh.py`);
+        the snapshot now served. Raises nothing (see `check`)."""
+        self.check(unless_checked_within=unless_checked_within)
+        self._freshen()
+        return self._current
+
+    def check(self, *, unless_checked_within: float | None = None) -> Snapshot | None:
         """Check for a new evaluation and rebuild when there is one, when the last build failed
-        or when there is no snapshot yet, then make the offset lag of the groups with new commits
-        fresh (`fresh.py`); the snapshot now served. With `unless_checked_within`,
+        or when there is no snapshot yet; the snapshot now served. With `unless_checked_within`,
         nothing is done when a check ran within that many seconds (or runs now: this waits for
         it). Blocks for the check query and a build, each bounded by
         `metrics.scrape_timeout_seconds`; raises nothing (failures are logged and served as the
@@ -204,23 +220,24 @@ class MetricsSnapshot:
                 self._confirmed_at = now
             else:
                 self._build(marker)
-            self._freshen()
             return self._current
 
     def families(self) -> Sequence[Metric]:
         """The kept state families of a snapshot checked within `metrics.snapshot_check_seconds`
-        (checked now when not)."""
+        (checked now when not), its offset lag fresh."""
         snapshot = self.refresh(unless_checked_within=self._settings.snapshot_check_seconds)
         return snapshot.families if snapshot is not None else ()
 
     def body(self, *, gzip: bool) -> bytes:
-        """A scrape's answer in the text format (gzip-encoded when `gzip`): the snapshot, the
-        snapshot gauges and this process's metrics. Waits for a build only while there never
-        was a snapshot; starts a check in the background when none ran recently."""
+        """A scrape's answer in the text format (gzip-encoded when `gzip`): the snapshot, its
+        offset lag fresh, the snapshot gauges and this process's metrics. Waits for a build only
+        while there never was a snapshot; starts a check in the background when none ran
+        recently."""
         if self._current is None:
-            self.refresh(unless_checked_within=self._settings.snapshot_check_seconds)
+            self.check(unless_checked_within=self._settings.snapshot_check_seconds)
         elif self._due():
-            self._refresh_in_background()
+            self._check_in_background()
+        self._freshen()
         snapshot = self._current
         tail = generate_latest(fresh.Families(self._gauges(snapshot))) + generate_latest(self._process)
         if snapshot is not None:
@@ -240,34 +257,44 @@ class MetricsSnapshot:
             return newest_evaluations(conn), unevaluated_collections(conn)
 
     def _freshen(self) -> None:
-        """Put the fresh offset lag of the groups with commits since the last check in the served
-        snapshot (`fresh`); on failure, log it and leave the snapshot as it is (the
-        offset lag age gauge grows)."""
-        current = self._current
-        if current is None:
-            return
-        since = self._fresh_since
-        if since is None:
-            evaluated = [at for _, at in current.marker[0]]
-            since = min(evaluated, default=datetime.now(UTC)) - fresh.LOOK_BACK_AFTER_BUILD
-        try:
-            with self._bounded() as conn:
-                checked_at = conn.execute(text("SELECT now()")).scalar_one()
-                lags = {
-                    (cluster, group): partitions
-                    for cluster, groups in committed_since(conn, since).items()
-                    for group, partitions in groups_lags(conn, cluster, groups).items()
-                }
-        except (SQLAlchemyError, MonitorError) as exc:
-            log.warning("metrics: reading the fresh offset lag failed; the last one read is served: %s", exc)
-            return
-        except Exception:  # a scrape must still be answered; the bug is logged
-            log.exception("metrics: reading the fresh offset lag failed")
-            return
-        if lags:
-            self._current = freshened(current, lags, self._keep)
-        self._fresh_since = checked_at - fresh.LOOK_BACK
-        self._freshened_at = time.monotonic()
+        """Put the fresh offset lag of the groups with commits since the last fresh read in the
+        served snapshot (`fresh`), unless one ended within `FRESH_FOR_SECONDS` (or runs now: this
+        waits for it); on failure, log it and leave the snapshot as it is (the offset lag age
+        gauge grows)."""
+        with self._freshening:
+            with self._swap:
+                current, since = self._current, self._fresh_since
+            done = self._freshened_at
+            recent = done is not None and time.monotonic() - done < FRESH_FOR_SECONDS
+            if current is None or (recent and since is not None):  # (a build since: read again)
+                return
+            if since is None:
+                evaluated = [at for _, at in current.marker[0]]
+                since = min(evaluated, default=datetime.now(UTC)) - fresh.LOOK_BACK_AFTER_BUILD
+            try:
+                with self._bounded() as conn:
+                    checked_at = conn.execute(text("SELECT now()")).scalar_one()
+                    lags = {
+                        (cluster, group): partitions
+                        for cluster, groups in committed_since(conn, since).items()
+                        for group, partitions in groups_lags(conn, cluster, groups).items()
+                    }
+            except (SQLAlchemyError, MonitorError) as exc:
+                log.warning(
+                    "metrics: reading the fresh offset lag failed; the last one read is served: %s", exc
+                )
+                return
+            except Exception:  # a scrape must still be answered; the bug is logged
+                log.exception("metrics: reading the fresh offset lag failed")
+                return
+            with self._swap:
+                served = self._current or current
+                rebuilt = served is not current
+                if lags:
+                    self._current = freshened(served, lags, self._keep)
+                if not rebuilt:  # a build in between reads again from its evaluation (`_fresh_since` None)
+                    self._fresh_since = checked_at - fresh.LOOK_BACK
+                self._freshened_at = time.monotonic()
 
     def _build(self, marker: Marker) -> None:
         if self._collector is None:
@@ -276,9 +303,10 @@ class MetricsSnapshot:
         errors = frozenset(self._queries) - state.answered
         current = self._current
         if state.complete or current is None or not current.state.complete:
-            self._current = build(state, marker, self._keep)
+            built = build(state, marker, self._keep)
+            with self._swap:
+                self._current, self._fresh_since = built, None
             self._confirmed_at = time.monotonic()
-            self._fresh_since = None
         if state.complete:
             if self._failed:
                 log.info("metrics: the snapshot is current again")
@@ -296,13 +324,13 @@ class MetricsSnapshot:
         checked = self._checked_at
         return checked is None or time.monotonic() - checked >= self._settings.snapshot_check_seconds
 
-    def _refresh_in_background(self) -> None:
+    def _check_in_background(self) -> None:
         if not self._background.acquire(blocking=False):
             return  # one is on its way
 
         def run() -> None:
             try:
-                self.refresh(unless_checked_within=self._settings.snapshot_check_seconds)
+                self.check(unless_checked_within=self._settings.snapshot_check_seconds)
             finally:
                 self._background.release()
 
