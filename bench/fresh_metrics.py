@@ -4,9 +4,9 @@ evaluation's rows) plus the evaluation's group and group-topic rows and an hour 
 observations (one commit of each group-partition every 5 minutes), on a scratch database.
 
 It measures, each the median of REPEATS:
-- a check with no commit since the last one (the probe `committed_since` only);
-- a check after CHANGED groups committed (the probe, their fresh read, the snapshot re-encoded);
-- the first check after a build, which reads every group committed in the 5 minutes before the
+- a scrape's fresh read with no commit since the last one (the probe `committed_since` only);
+- a fresh read after CHANGED groups committed (the probe, their read, the snapshot re-encoded);
+- the first fresh read after a build, which reads every group committed in the 5 minutes before the
   evaluation (here all of them: the whole fleet, once per evaluation);
 - the build itself (the evaluation's state read and encoded), for scale;
 and prints the probe's plan.
@@ -31,8 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.alerts import BENCH_PORT, on_server, scratch_database, server_parser
 from bench.fresh_lag_plan import fill
 from monitor.core.settings import MetricsConfig
+from monitor.expose.metrics import snapshot as snapshot_module
 from monitor.expose.metrics.snapshot import MetricsSnapshot
 from monitor.store.fresh_lag import COMMITTED_SINCE
+from monitor.store.partitions import ensure_partitions
 
 REPEATS = 10
 PORT = BENCH_PORT
@@ -107,6 +109,7 @@ def bench(admin_url: str, groups: int, per_group: int, changed: int) -> None:
         at = datetime.now(UTC).replace(microsecond=0)
         with engine.begin() as conn:
             fill(conn, groups, per_group)
+            ensure_partitions(conn, at, ahead_days=1)  # the rows move to today's partitions
             conn.execute(text("UPDATE derived_cluster SET evaluated_at = :at"), {"at": at})
             for table in ("derived_group_partition",):
                 conn.execute(text(f"UPDATE {table} SET evaluated_at = :at"), {"at": at})
@@ -114,6 +117,7 @@ def bench(admin_url: str, groups: int, per_group: int, changed: int) -> None:
                 conn.execute(text(statement), {"at": at})
             for table in ("derived_group", "derived_group_topic", "commit_observations"):
                 conn.execute(text(f"ANALYZE {table}"))
+        snapshot_module.FRESH_FOR_SECONDS = 0.0  # every fresh read is measured, none served from the last
         settings = MetricsConfig(max_partition_series=10 * groups * per_group, scrape_timeout_seconds=120)
         snapshot = MetricsSnapshot(lambda: engine, settings)
         builds = timed(lambda: snapshot._build(snapshot._marker()))
@@ -123,7 +127,7 @@ def bench(admin_url: str, groups: int, per_group: int, changed: int) -> None:
             started = time.perf_counter()
             snapshot._freshen()
             after_build.append((time.perf_counter() - started) * 1000)
-        quiet = timed(snapshot.refresh)
+        quiet = timed(snapshot.refresh)  # (the check finds no new evaluation: the fresh read only)
         busy = timed(snapshot.refresh, lambda i: commit(engine, groups, changed, i))
         with engine.connect() as conn:
             since = datetime.now(UTC) - timedelta(seconds=10)
@@ -132,9 +136,9 @@ def bench(admin_url: str, groups: int, per_group: int, changed: int) -> None:
         size = groups * per_group
         print(f"\n{size:,} group-partitions ({groups:,} groups of {per_group}), load {os.getloadavg()}\n")
         print(f"| step (median and largest of {REPEATS}) | median | largest |\n|---|---:|---:|")
-        print(line("check, no commit since the last (the probe)", quiet))
-        print(line(f"check after {changed} groups committed ({changed * per_group} partitions)", busy))
-        print(line("first check after a build (every group committed in the look-back)", after_build))
+        print(line("fresh read, no commit since the last (the probe)", quiet))
+        print(line(f"fresh read after {changed} groups committed ({changed * per_group} partitions)", busy))
+        print(line("first fresh read after a build (every group committed in the look-back)", after_build))
         print(line("build (the evaluation's state read and encoded), for scale", builds))
         print(f"\nthe probe's plan, the last 10 s:\n\n```\n{plan_text}\n```")
 
