@@ -20,6 +20,7 @@ from monitor.expose.metrics.catalogue import PARTITIONS
 from monitor.expose.metrics.snapshot import MetricsSnapshot
 from monitor.expose.web.app import create_app
 from monitor.store.engine import make_engine
+from monitor.store.fresh_lag import FreshLag
 from monitor.store.partitions import ensure_partitions
 from tests.conditions import wait_for
 
@@ -258,3 +259,34 @@ def test_the_offset_lag_is_read_fresh_when_a_scrape_asks_and_not_on_the_timer(
         assert len(fresh_reads) == 2, "after a build, the next scrape reads again"
     finally:
         event.remove(filled, "before_cursor_execute", count)
+
+
+def test_a_scrape_waits_for_a_slow_fresh_read_only_so_long_and_the_next_one_gets_it(
+    filled: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh read that takes longer than `FRESH_WAIT_SECONDS` (a large fleet's commits) does not
+    hold the scrape: it is served the lag it had, and a later scrape the read's."""
+    monkeypatch.setattr(snapshot_module, "FRESH_WAIT_SECONDS", 0.2)
+    release = threading.Event()
+    at = datetime.now(UTC)
+
+    def slow_lags(
+        _conn: Connection, cluster: str, groups: list[str]
+    ) -> dict[str, dict[tuple[str, int], FreshLag]]:
+        assert release.wait(60), "the test let the read end"
+        return {"billing": {("orders", 0): FreshLag(3, 10, 7, at, at, at)}} if cluster == "big" else {}
+
+    monkeypatch.setattr(snapshot_module, "committed_since", lambda _conn, _since: {"big": ["billing"]})
+    monkeypatch.setattr(snapshot_module, "groups_lags", slow_lags)
+    snapshot = MetricsSnapshot(lambda: filled, MetricsConfig())
+    client = TestClient(create_app(filled, stale_after=timedelta(minutes=5), snapshot=snapshot))
+    try:
+        served = lag(parse(client.get("/metrics").content), "big")
+        reader = snapshot._fresh_reader
+        assert reader is not None and reader.is_alive(), "answered while the read goes on"
+        assert served != 7, "the read had not ended: the evaluation's lag is served"
+        assert lag(parse(client.get("/metrics").content), "big") == served, "still reading"
+    finally:
+        release.set()
+    wait_for(lambda: lag(parse(client.get("/metrics").content), "big") == 7, timeout=20,
+             what="a later scrape to be served the read's lag")  # fmt: skip

@@ -14,8 +14,10 @@ for a build). The push component reads the same snapshot's families.
 The offset lag series follow the commits between evaluations (the other series the evaluation):
 a scrape or a push first puts the fresh offset lag of the groups with commits since the last
 fresh read in the snapshot (`fresh.py`), unless one ran within `FRESH_FOR_SECONDS`. Nothing reads
-it while nothing scrapes, and a scrape never waits for a build (the fresh read swaps its lines
-into whichever snapshot is current when it ends).
+it while nothing scrapes. A scrape waits for that read up to `FRESH_WAIT_SECONDS` and is then
+served what is there (a fleet whose commits take longer to read, about 100,000 group-partitions
+committing every few seconds, gets them at the next scrape), and never waits for a build (the
+fresh read swaps its lines into whichever snapshot is current when it ends).
 
 A scrape serves the snapshot's bytes followed by a few gauges about the snapshot and this
 process's own metrics (the default registry: notifications, runs, pushes, process and gc), which
@@ -66,6 +68,8 @@ Marker = tuple[Evaluations, Collections]
 _GZIP_LEVEL = 6
 FRESH_FOR_SECONDS = 1.0
 """A fresh read of the offset lag serves the scrapes and pushes of this many seconds after it."""
+FRESH_WAIT_SECONDS = 1.0
+"""The longest a scrape waits for a fresh read before it is served what is there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +170,9 @@ class MetricsSnapshot:
         """One check (and build) at a time."""
         self._freshening = threading.Lock()
         """One fresh read at a time."""
+        self._fresh_reader: threading.Thread | None = None
+        """The thread of the last fresh read a scrape started (`_freshen_for_scrape`)."""
+        self._starting_reader = threading.Lock()
         self._swap = threading.Lock()
         """Held to replace the current snapshot (a build's, a fresh read's)."""
         self._background = threading.Lock()
@@ -237,7 +244,7 @@ class MetricsSnapshot:
             self.check(unless_checked_within=self._settings.snapshot_check_seconds)
         elif self._due():
             self._check_in_background()
-        self._freshen()
+        self._freshen_for_scrape()
         snapshot = self._current
         tail = generate_latest(fresh.Families(self._gauges(snapshot))) + generate_latest(self._process)
         if snapshot is not None:
@@ -255,6 +262,17 @@ class MetricsSnapshot:
     def _marker(self) -> Marker:
         with self._bounded() as conn:
             return newest_evaluations(conn), unevaluated_collections(conn)
+
+    def _freshen_for_scrape(self) -> None:
+        """`_freshen` on a thread of its own (one at a time), waited for up to `FRESH_WAIT_SECONDS`:
+        a fresh read that takes longer ends for the next scrape."""
+        with self._starting_reader:
+            reader = self._fresh_reader
+            if reader is None or not reader.is_alive():
+                reader = threading.Thread(target=self._freshen, name="metrics-fresh", daemon=True)
+                self._fresh_reader = reader
+                reader.start()
+        reader.join(FRESH_WAIT_SECONDS)
 
     def _freshen(self) -> None:
         """Put the fresh offset lag of the groups with commits since the last fresh read in the
