@@ -262,7 +262,7 @@ def template_problems(source: str, entity: str, rule: str = "") -> list[str]:
     sandbox refused it, say). `rule` is the rule's name, for the message."""
     try:
         ast = _ENV.parse(source)
-        _ENV.compile(ast)
+        template = compile_template(source)  # (kept for the evaluations: compiled once)
     except jinja2.TemplateSyntaxError as exc:
         return [f"template does not parse (template line {exc.lineno}): {exc.message}"]
     except (ValueError, ArithmeticError, RecursionError) as exc:  # a number of 5,000 digits, say
@@ -277,7 +277,7 @@ def template_problems(source: str, entity: str, rule: str = "") -> list[str]:
         ]
     of_rule = f" of rule {rule!r}" if rule else ""
     try:
-        render_bounded(compile_template(source), sample_context(entity))
+        render_bounded(template, sample_context(entity))
     except TemplateLimitError as exc:
         return [f"the template{of_rule} is refused on a sample finding: {exc}"]
     except SecurityError as exc:
