@@ -539,7 +539,8 @@ def report(document: dict[str, Any]) -> str:
         "steady.evaluations / steady.evaluation_median_seconds")  # fmt: skip
     row("the JVM's heap at the end, used / committed MB", "heap_mb.used / heap_mb.committed")
     row("Spark JVM options", "jvm_options")
-    lines += ["", METHOD]
+    notes = [f"- `{r['label']}`: {r['note']}" for r in runs if r.get("note")]
+    lines += ["", *(["Notes on the runs:", "", *notes, ""] if notes else []), METHOD]
     return "\n".join(lines) + "\n"
 
 
