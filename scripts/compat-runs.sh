@@ -18,6 +18,9 @@ kafka_port=${KAFKA_HEALTH_TEST_KAFKA_PORT:-29092}
 pg_port=${KAFKA_HEALTH_TEST_PG_PORT:-24433}
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
+# PYTEST_ARGS split as a shell splits words, quotes kept (`-k "a and b"` is two arguments), not run.
+mapfile -d '' -t pytest_args < <("$(dirname "$pytest")/python" -c \
+    'import os, shlex, sys; sys.stdout.write("\0".join(shlex.split(os.environ.get("PYTEST_ARGS", ""))))')
 
 run_one() { # slot version
     local slot=$1 version=$2
@@ -25,7 +28,7 @@ run_one() { # slot version
     KAFKA_HEALTH_VAR="$var/compat/$version" \
     KAFKA_HEALTH_TEST_KAFKA_PORT=$((kafka_port - 1000 * slot)) \
     KAFKA_HEALTH_TEST_PG_PORT=$((pg_port + slot)) \
-        "$pytest" tests/contract tests/integration/test_compat_e2e.py -m integration ${PYTEST_ARGS:-} \
+        "$pytest" tests/contract tests/integration/test_compat_e2e.py -m integration "${pytest_args[@]}" \
         >"$logs/$version.log" 2>&1
 }
 

@@ -28,7 +28,10 @@ lint=$!
 ) >"$logs/jars.log" 2>&1 &
 jars=$!
 
-bash scripts/test-shards.sh "$bin/pytest" --durations=25 ${PYTEST_ARGS:-} &
+# PYTEST_ARGS split as a shell splits words, quotes kept (`-k "a and b"` is two arguments), not run.
+mapfile -d '' -t pytest_args < <("$bin/python" -c \
+    'import os, shlex, sys; sys.stdout.write("\0".join(shlex.split(os.environ.get("PYTEST_ARGS", ""))))')
+bash scripts/test-shards.sh "$bin/pytest" --durations=25 "${pytest_args[@]}" &
 shards=$!
 
 # The lint ends first: its output comes before the shards' (printed when each shard ends).
