@@ -267,8 +267,17 @@ def test_the_cluster_names_its_live_brokers_and_controller(backend: Backend) -> 
 def test_a_created_topic_is_listed_and_described_with_its_replicas(backend: Backend) -> None:
     topic = backend.create_topic(partitions=3, replication_factor=3)
 
-    names = backend.admin.list_topic_names(include_internal=False)
-    everything = backend.admin.list_topic_names(include_internal=True)
+    # Each listing asks one broker; one that has just started (a test before stops and starts
+    # brokers) may not have the cluster's metadata yet, and lists nothing until it does.
+    names, everything = backend.wait_for(
+        lambda: (
+            (listed, whole)
+            if topic in (listed := backend.admin.list_topic_names(include_internal=False))
+            and topic in (whole := backend.admin.list_topic_names(include_internal=True))
+            else None
+        ),
+        "both listings to have the new topic",
+    )
     (info,) = backend.admin.describe_topics([topic])
 
     assert topic in names and names == sorted(names)
