@@ -266,6 +266,8 @@ class MetricsSnapshot:
     def _freshen_for_scrape(self) -> None:
         """`_freshen` on a thread of its own (one at a time), waited for up to `FRESH_WAIT_SECONDS`:
         a fresh read that takes longer ends for the next scrape."""
+        if not self._fresh_due():
+            return
         with self._starting_reader:
             reader = self._fresh_reader
             if reader is None or not reader.is_alive():
@@ -274,18 +276,24 @@ class MetricsSnapshot:
                 reader.start()
         reader.join(FRESH_WAIT_SECONDS)
 
+    def _fresh_due(self) -> bool:
+        """Whether a fresh read is due: there is a snapshot, and no read ended within
+        `FRESH_FOR_SECONDS` since its build (a build since one: read again)."""
+        done = self._freshened_at
+        recent = done is not None and time.monotonic() - done < FRESH_FOR_SECONDS
+        return self._current is not None and not (recent and self._fresh_since is not None)
+
     def _freshen(self) -> None:
         """Put the fresh offset lag of the groups with commits since the last fresh read in the
         served snapshot (`fresh`), unless one ended within `FRESH_FOR_SECONDS` (or runs now: this
         waits for it); on failure, log it and leave the snapshot as it is (the offset lag age
         gauge grows)."""
         with self._freshening:
+            if not self._fresh_due():
+                return
             with self._swap:
                 current, since = self._current, self._fresh_since
-            done = self._freshened_at
-            recent = done is not None and time.monotonic() - done < FRESH_FOR_SECONDS
-            if current is None or (recent and since is not None):  # (a build since: read again)
-                return
+            assert current is not None  # (`_fresh_due`)
             if since is None:
                 evaluated = [at for _, at in current.marker[0]]
                 since = min(evaluated, default=datetime.now(UTC)) - fresh.LOOK_BACK_AFTER_BUILD
