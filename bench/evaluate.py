@@ -48,6 +48,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import signal
 import statistics
 import sys
@@ -71,7 +72,8 @@ from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import default_rule_paths, load_rules
 from monitor.evaluate.spark import build_session, jdbc_target
-from monitor.store import migrate
+from monitor.store import migrate, models  # noqa: F401 (the tables' columns, for move_groups)
+from monitor.store.base import Base
 from monitor.store.engine import make_engine, normalize_url
 from monitor.store.partitions import PARTITIONED_TABLES, create_day_partitions, day_of
 
@@ -126,8 +128,8 @@ FROM (SELECT pi, 'topic-' || lpad((pi / 100)::text, 5, '0') AS topic, (pi % 100)
              bench_hash(pi, 1) AS ph, bench_hash(pi / 100, 2) AS th,
              50000000 + bench_hash(pi, 3)::bigint * 1000 AS e0
       FROM generate_series(0, :partitions - 1) AS pi) AS x,
-LATERAL (SELECT CASE WHEN ph < 50 THEN 0 WHEN ph < 150 THEN 2000 WHEN ph < 500 THEN 100 ELSE 5 END::bigint
-                  AS rate,
+LATERAL (SELECT CASE WHEN :still OR ph < 50 THEN 0 WHEN ph < 150 THEN 2000 WHEN ph < 500 THEN 100
+                     ELSE 5 END::bigint AS rate,
                 CASE WHEN th < 20 THEN 28800000 ELSE 259200000 END::bigint AS retention_ms,
                 CASE WHEN th BETWEEN 100 AND 199 THEN 1073741824 END::bigint AS retention_bytes,
                 CASE WHEN th < 20 THEN 28000 ELSE 172800 END AS coverage_s) AS r
@@ -137,7 +139,8 @@ _GROUP_PARTITIONS = """
 CREATE UNLOGGED TABLE bench_gp AS
 SELECT n, p.topic, p.partition, p.rate, p.e0, p.s0,
        'group-' || (n / :partitions) || '-' || lpad((p.pi / 200)::text, 4, '0') AS group_id,
-       bench_hash((n / :partitions) * 100000 + p.pi / 100, 4) AS kind, bench_hash(n, 5) AS gh
+       CASE WHEN :still THEN 995 ELSE bench_hash((n / :partitions) * 100000 + p.pi / 100, 4) END AS kind,
+       bench_hash(n, 5) AS gh
 FROM generate_series(0, :rows - 1) AS n JOIN bench_p AS p ON p.pi = n % :partitions
 """
 
@@ -184,8 +187,10 @@ _GROUP_STATES = f"""
 INSERT INTO group_states (cluster, group_id, sampled_at, state, protocol_type, protocol, members,
     coordinator, is_simple, run_id)
 SELECT :cluster, 'group-' || k || '-' || lpad(tp::text, 4, '0'), {_AT},
-       CASE WHEN gh < 30 THEN 'Empty' WHEN gh < 40 THEN 'PreparingRebalance' ELSE 'Stable' END,
-       'consumer', 'range', CASE WHEN gh < 30 THEN 0 ELSE 1 + gh % 12 END, gh % :brokers, false, j + 1
+       CASE WHEN :still THEN 'Stable' WHEN gh < 30 THEN 'Empty' WHEN gh < 40 THEN 'PreparingRebalance'
+            ELSE 'Stable' END,
+       'consumer', 'range', CASE WHEN gh < 30 AND NOT :still THEN 0 ELSE 1 + gh % 12 END, gh % :brokers,
+       false, j + 1
 FROM generate_series(0, 9) AS k, generate_series(0, :partitions / 200 - 1) AS tp,
      generate_series(0, :samples - 1) AS j, LATERAL (SELECT bench_hash(k * 100000 + tp, 7) AS gh) AS h
 """
@@ -259,8 +264,9 @@ FILL: list[tuple[str, str]] = [
 """(table, statement) in fill order; the statements read bench_p and bench_gp."""
 
 
-def fill(engine: Engine, rows: int, samples: int, interval: int) -> dict[str, Any]:
-    """Generate one cluster of `rows` group-partitions; return its shape and the fill time."""
+def fill(engine: Engine, rows: int, samples: int, interval: int, still: bool = False) -> dict[str, Any]:
+    """Generate one cluster of `rows` group-partitions (`still`: no partition written to, every
+    group caught up and stable); return its shape and the fill time."""
     partitions = rows // GP_PER_PARTITION
     brokers = max(3, -(-partitions * 3 // REPLICAS_PER_BROKER))
     log_interval = max(120, interval)
@@ -268,6 +274,7 @@ def fill(engine: Engine, rows: int, samples: int, interval: int) -> dict[str, An
     params = {
         "cluster": CLUSTER, "t0": T0, "rows": rows, "partitions": partitions, "brokers": brokers,
         "samples": samples, "interval": interval, "log_interval": log_interval, "log_samples": log_samples,
+        "still": still,
     }  # fmt: skip
     started = time.perf_counter()
     with engine.begin() as conn:
@@ -291,6 +298,83 @@ def fill(engine: Engine, rows: int, samples: int, interval: int) -> dict[str, An
     return {"partitions": partitions, "brokers": brokers, "topics": partitions // PARTITIONS_PER_TOPIC,
             "groups": rows // (GP_PER_PARTITION * PARTITIONS_PER_TOPIC * 2) * GP_PER_PARTITION,
             "table_rows": counts, "fill_s": time.perf_counter() - started}  # fmt: skip
+
+
+MOVED_RECORDS = 100
+"""Records each partition of a moved group's topics gets, and the group consumes, before a run."""
+
+_PAIR = "substring({topic} FROM 7)::int / 2"
+"""A topic's pair: each group reads the two topics of a pair (bench_gp), so moving whole pairs
+moves their ten groups and no other."""
+
+
+def _copied(table: str, source: str, values: dict[str, str]) -> str:
+    """INSERT INTO `table` SELECT each of its columns from `source` (aliased s), but `values`."""
+    columns = [column.name for column in Base.metadata.tables[table].columns]
+    chosen = ", ".join(values.get(c, f's."{c}"') for c in columns)
+    named = ", ".join(f'"{c}"' for c in columns)
+    return f"INSERT INTO {table} ({named}) SELECT {chosen} FROM {source}"
+
+
+def move_groups(engine: Engine, run: int, at: datetime, percent: float) -> int:
+    """Before timed run `run` (at `at`) on a still fleet: the groups of `percent` % of the topic
+    pairs (at least one pair), picked anew for each run, consume the MOVED_RECORDS records just
+    written to each of their partitions. As the collectors would store it 5 s before the run: the
+    partitions' new end offsets, the groups' samples and their commits (observed, and in the
+    latest rows). Returns the groups moved."""
+    params = {
+        "cluster": CLUSTER, "at": at - timedelta(seconds=5), "salt": 100 + run, "step": MOVED_RECORDS,
+        "run_id": 1000 + run,
+    }  # fmt: skip
+    with engine.connect() as conn:
+        pairs = [
+            row[0]
+            for row in conn.execute(
+                text(f"SELECT DISTINCT {_PAIR.format(topic='topic')} FROM latest_partition_offsets "
+                     "WHERE cluster = :cluster"), params,
+            )
+        ]  # fmt: skip
+    params["pairs"] = random.Random(run).sample(sorted(pairs), max(1, round(len(pairs) * percent / 100)))
+    moved_ends = f"s.cluster = :cluster AND {_PAIR.format(topic='s.topic')} = ANY(:pairs)"
+    ends = {
+        "sampled_at": ":at", "end_offset": "s.end_offset + :step",
+        "max_timestamp_offset": "s.end_offset + :step - 1", "max_timestamp": ":at", "latest_timestamp": ":at",
+        "run_id": ":run_id",
+        "end_offset_listed_at": "CASE WHEN s.end_offset_listed_at IS NOT NULL THEN CAST(:at AS timestamptz)"
+                                " END",
+    }  # fmt: skip
+    joined = (
+        "latest_group_offsets s JOIN latest_partition_offsets p USING (cluster, topic, partition) "
+        f"WHERE {moved_ends}"
+    )
+    consumed = {
+        "sampled_at": ":at", "committed_offset": "p.end_offset", "end_offset": "p.end_offset", "lag": "0",
+        "committed_timestamp": "NULL", "consumed_timestamp": "CAST(:at AS timestamptz) - interval '1 second'",
+        "run_id": ":run_id", "last_commit_observed_at": ":at",
+    }  # fmt: skip
+    statements = [
+        _copied("partition_offsets", f"latest_partition_offsets s WHERE {moved_ends}", ends),
+        f"UPDATE latest_partition_offsets AS s SET end_offset = s.end_offset + :step, "
+        f"max_timestamp_offset = s.end_offset + :step - 1, max_timestamp = :at, latest_timestamp = :at, "
+        f"sampled_at = :at WHERE {moved_ends}",
+        "INSERT INTO commit_observations (cluster, group_id, topic, partition, observed_at, "
+        "committed_offset, previous_offset) "
+        f"SELECT s.cluster, s.group_id, s.topic, s.partition, :at, p.end_offset, s.committed_offset "
+        f"FROM {joined}",
+        _copied("group_offsets", joined, consumed),
+        "UPDATE latest_group_offsets AS s SET committed_offset = p.end_offset, end_offset = p.end_offset, "
+        "lag = 0, committed_timestamp = NULL, "
+        "consumed_timestamp = CAST(:at AS timestamptz) - interval '1 second', "
+        f"sampled_at = :at, last_commit_observed_at = :at FROM latest_partition_offsets p "
+        f"WHERE p.cluster = s.cluster AND p.topic = s.topic AND p.partition = s.partition AND {moved_ends}",
+    ]
+    with engine.begin() as conn:
+        for statement in statements:
+            conn.execute(text(statement), params)
+        return int(conn.execute(
+            text(f"SELECT count(DISTINCT group_id) FROM latest_group_offsets s WHERE {moved_ends} "
+                 "AND last_commit_observed_at = :at"), params,
+        ).scalar_one())  # fmt: skip
 
 
 def input_rows(engine: Engine, evaluated_at: datetime, window: timedelta) -> int:
@@ -477,7 +561,7 @@ def run_size(
         engine = make_engine(url)
         try:
             _log(f"[{rows:,} group-partitions] filling")
-            result.update(fill(engine, rows, args.samples, args.interval))
+            result.update(fill(engine, rows, args.samples, args.interval, still=args.still is not None))
             result["input_rows"] = input_rows(engine, T0 + RUN_SPACING, JobSettings().window)
             _log(f"[{rows:,}] {result['partitions']:,} partitions, {result['input_rows']:,} input rows, "
                  f"filled in {result['fill_s']:.0f} s; warm-up evaluation")  # fmt: skip
@@ -488,7 +572,9 @@ def run_size(
             result["runs"] = []
             for n in range(1, args.runs + 1):
                 at = T0 + n * RUN_SPACING
+                moved = None if args.still is None else move_groups(engine, n, at, args.still)
                 run = measure(spark, engine, url, at, pids, plans, full=args.full, postmaster=args.postmaster)
+                run["moved_groups"] = moved
                 result["runs"].append(run)
                 _log(f"[{rows:,}] run {n}: {run['wall_s']:.1f} s {_split(run)}, "
                      f"peak {run['peak_mb'] or 0:.0f} MB, load {run['loadavg_after']:.1f}")  # fmt: skip
@@ -506,7 +592,8 @@ def _kind(run: dict[str, Any]) -> str:
     """A run's kind and the groups it carried (a run recorded before the kinds existed was full)."""
     if run.get("kind", "full") == "full":
         return "full"
-    return f"incremental, {run.get('carried_groups') or 0:,} ({run.get('carried_rows', 0):,} rows)"
+    moved = "" if run.get("moved_groups") is None else f", {run['moved_groups']:,} moved before it"
+    return f"incremental, {run.get('carried_groups') or 0:,} ({run.get('carried_rows', 0):,} rows){moved}"
 
 
 def _split(run: dict[str, Any]) -> str:
@@ -566,7 +653,14 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
         f"PySpark {info['pyspark']}, PostgreSQL {info['postgresql']}; {info['date']}. Spark: {conf}.",
         f"Samples: {args.samples} offsets cycles {args.interval} s apart in the 15-minute window. "
         f"Median of {args.runs} timed run(s) after a warm-up run, "
-        + ("full." if args.full else "as the daemon runs them (incremental: still groups carried)."),
+        + ("full." if args.full else "as the daemon runs them (incremental: still groups carried).")
+        + (
+            ""
+            if args.still is None
+            else f" A still fleet: no partition written to, every group caught up and stable, but "
+            f"{args.still:g} % of the groups (the ten of a topic pair each) that consume "
+            f"{MOVED_RECORDS} new records per partition before each timed run."
+        ),
         "",
         "| group-partitions | partitions | rows read | JDBC read s | compute s | write s | total s "
         "| CPU s: Spark JVM, PostgreSQL | derived rows written | findings written "
@@ -604,16 +698,24 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
 def save(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str, Any]]) -> str:
     markdown = report(info, args, sizes)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "evaluate.md").write_text(markdown)
-    document = {"machine": info, "samples": args.samples, "interval": args.interval, "sizes": sizes}
-    (RESULTS / "evaluate.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
+    (RESULTS / f"{_stem(args)}.md").write_text(markdown)
+    document = {
+        "machine": info, "samples": args.samples, "interval": args.interval, "still": args.still,
+        "sizes": sizes,
+    }  # fmt: skip
+    (RESULTS / f"{_stem(args)}.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
     return markdown
 
 
-def earlier_sizes(measuring: list[int]) -> list[dict[str, Any]]:
+def _stem(args: argparse.Namespace) -> str:
+    """The results' file name: a still fleet's (--still) are kept apart from the default fleet's."""
+    return "evaluate" if args.still is None else "evaluate-still"
+
+
+def earlier_sizes(measuring: list[int], stem: str) -> list[dict[str, Any]]:
     """The sizes of the last report that this run does not measure again (--merge), each with
     when and with how much driver memory it was measured."""
-    path = RESULTS / "evaluate.json"
+    path = RESULTS / f"{stem}.json"
     if not path.exists():
         return []
     document = json.loads(path.read_text())
@@ -679,6 +781,13 @@ def main() -> int:
         "--full", action="store_true", help="timed runs are full evaluations (default: as the daemon's)"
     )
     parser.add_argument(
+        "--still",
+        type=float,
+        metavar="PERCENT",
+        help="a still fleet (no partition written to, every group caught up and stable) of which PERCENT "
+        "%% of the groups consume new records before each timed run; reports to evaluate-still.md/json",
+    )
+    parser.add_argument(
         "--merge",
         action="store_true",
         help="keep the sizes of the last report (bench/results/evaluate.json) that this run does not measure",
@@ -725,7 +834,7 @@ def main() -> int:
         }  # fmt: skip
         info = machine(pg_version, {k: v for k, v in spark.sparkContext.getConf().getAll() if k in shown})
         try:
-            kept = earlier_sizes(args.sizes) if args.merge else []
+            kept = earlier_sizes(args.sizes, _stem(args)) if args.merge else []
             measured = {
                 "date": info["date"],
                 "driver_memory": info["spark_conf"].get("spark.driver.memory", "?"),
@@ -744,7 +853,7 @@ def main() -> int:
         if server is not None and started and not args.keep:
             server.down()
     print(save(info, args, sorted([*kept, *sizes], key=lambda s: int(s["rows"]))))
-    _log(f"wrote {RESULTS / 'evaluate.md'} and {RESULTS / 'evaluate.json'}")
+    _log(f"wrote {RESULTS / _stem(args)}.md and .json")
     return 0 if all("runs" in s for s in sizes) else 1
 
 

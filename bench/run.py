@@ -6,8 +6,9 @@
     .venv/bin/python bench/run.py --no-run         # only summarise the JSON already in bench/results/
     .venv/bin/python bench/run.py --no-run --publish   # and copy the table and plots to docs/bench/
 
-Runs bench/ingest.py, alerts.py, silences.py, web.py, collector.py, fresh_visible.py, evaluate.py, push.py,
-detect.py, storage.py and footprint.py one after the other (each starts and stops its own servers;
+Runs bench/ingest.py, alerts.py, silences.py, web.py, collector.py, fresh_visible.py, evaluate.py (its
+default fleet, and a still one: evaluate-still), push.py, detect.py, storage.py and footprint.py one
+after the other (each starts and stops its own servers;
 their output goes to this terminal). A script that fails is reported as failed and the others still
 run. Then it reads each
 script's JSON from bench/results/ and writes bench/results/summary.md and summary.json (benchmark,
@@ -59,6 +60,11 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "collector": ("collector.py", ["--sizes", "1000,10000"], []),
     "fresh-visible": ("fresh_visible.py", ["--quick"], []),
     "evaluate": ("evaluate.py", ["--sizes", "100000,1000000"], []),
+    "evaluate-still": (
+        "evaluate.py",
+        ["--sizes", "100000", "--still", "1", "--runs", "3"],
+        ["--sizes", "100000,1000000", "--still", "1", "--runs", "3"],
+    ),
     "push": ("push.py", ["--series", "20000", "--cycles", "2"], []),
     "detect": ("detect.py", ["--idle", "60"], []),
     "storage": ("storage.py", ["--sizes", "10000,100000"], ["--sizes", "10000,100000,1000000"]),

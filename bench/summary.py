@@ -232,6 +232,41 @@ def evaluate_rows(doc: dict[str, Any]) -> list[Row]:
     return rows
 
 
+INCREMENTAL_TARGETS = {100_000: ("<= 1 s at 100k", 1.0), 1_000_000: ("<= 1.5 s at 1M, 1 % moved", 1.5)}
+"""Issue 31's targets of an incremental run, by group-partitions (1M: with 1 % of the groups moved)."""
+
+
+def evaluate_still_rows(doc: dict[str, Any]) -> list[Row]:
+    """bench/evaluate.py --still: the daemon's (incremental) evaluation of a still fleet of which a
+    few groups moved before each run."""
+    rows: list[Row] = []
+    percent = doc.get("still")
+    for s in doc.get("sizes", []):
+        if s.get("error") or not s.get("runs"):
+            continue
+        when = (s.get("measured") or {}).get("date") or doc.get("machine", {}).get("date", "")
+        run = evaluate_run(s)
+        groups = s.get("groups") or 0
+        target, limit = INCREMENTAL_TARGETS.get(s["rows"], ("", None))
+        if s["rows"] == 1_000_000 and percent != 1:
+            target, limit = "", None
+        cpu = run.get("cpu_s") or {}
+        seconds = run["seconds"]
+        note = (
+            f"{run.get('moved_groups') or 0} of {groups:,} groups moved, {run.get('carried_groups') or 0:,} "
+            f"carried; compute {seconds.get('compute', 0):.1f}, write {seconds.get('write', 0):.1f} s; "
+            f"CPU-s JVM {cpu.get('jvm') or 0:.1f}, PostgreSQL {cpu.get('postgresql') or 0:.1f}"
+        )
+        rows.append(
+            Row(
+                "evaluate-still", f"{s['rows']:,} group-partitions, still but {percent:g} % of the groups",
+                s["rows"], "incremental evaluation s", run["wall_s"], "s", target,
+                run["wall_s"] <= limit if limit is not None else None, when, run.get("loadavg_before"), note,
+            )
+        )  # fmt: skip
+    return rows
+
+
 def alerts_rows(doc: dict[str, Any]) -> list[Row]:
     machine = doc.get("machine", {})
     when, load = machine.get("date", ""), machine.get("loadavg_start")
@@ -594,6 +629,7 @@ READERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "collector": collector_rows,
     "ingest": ingest_rows,
     "evaluate": evaluate_rows,
+    "evaluate-still": evaluate_still_rows,
     "alerts": alerts_rows,
     "silences": silences_rows,
     "web": web_rows,
