@@ -24,7 +24,8 @@ their time is part of `compute`: Spark has no public interface that gives a job'
 Sized to the data: the number of group-partitions and partitions (one count before the job)
 sets the shuffle partitions, the read slices and the writers (`ROWS_PER_SHUFFLE_PARTITION`); a
 small cluster is evaluated in one partition without adaptive re-planning, in a dozen Spark jobs,
-where Spark's defaults made it 70 (docs/bench/evaluation-profile.md).
+where Spark's defaults made it 70 (docs/bench/evaluation-profile.md). An incremental evaluation is
+sized by what it computes, its carried groups left out: a mostly still fleet runs on a smaller plan.
 
 The same job runs inside the daemon on a warm session, or through spark-submit, whose entry file
 (spark-submit runs a file, not a module) calls `monitor.evaluate.submit.main` (README: "Running
@@ -42,6 +43,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, delete, text
@@ -57,6 +59,7 @@ from monitor.evaluate.plan import (
     PART,
     UNSAMPLED,
     Plan,
+    PlanKey,
     Plans,
     build_plan,
     entity_row,
@@ -66,7 +69,7 @@ from monitor.evaluate.plan import (
 )
 from monitor.evaluate.rules import Rule, match_columns
 from monitor.evaluate.spark import JdbcTarget
-from monitor.store.carry import carry_rows, mark_completed
+from monitor.store.carry import carried_partitions, carry_rows, mark_completed, move_carried
 from monitor.store.evaluation import DERIVED_TABLES, drop_clocks, set_clock
 from monitor.store.findings import Match, merge_findings
 from monitor.store.ingest import copy_rows
@@ -145,11 +148,8 @@ def run_evaluation(
     result = EvaluationResult(evaluated_at)
     size = _input_rows(engine, clusters)
     started = time.monotonic()
-    with _sized_to(spark, size) as readers:
-        one_action = readers == 1 and size <= ONE_ACTION_ROWS
-        plan = _plan(
-            spark, target, engine, rules, clusters, settings, (readers, one_action), evaluated_at, plans
-        )
+    sized = partial(_sized_plan, spark, target, engine, rules, clusters, settings, evaluated_at, plans)
+    plan = decided = sized(size)
     built = time.monotonic() - started
     with engine.begin() as conn:
         set_clock(conn, plan.plan_id, evaluated_at)
@@ -158,6 +158,17 @@ def run_evaluation(
         carry, result.carried_groups = choose(
             conn, plan.plan_id, clusters, rules, kept_plan, evaluated_at, settings.window
         )
+        computed = size if carry is None else size - carried_partitions(conn, plan.plan_id)
+    if computed != size:  # the rows computed may fit a smaller plan (one action, fewer slices)
+        started, size = time.monotonic(), computed
+        plan = sized(size)
+        built += time.monotonic() - started
+        if plan is not decided and carry is not None:
+            with engine.begin() as conn:
+                set_clock(conn, plan.plan_id, evaluated_at)
+                set_objective_groups(conn, plan.plan_id, clusters, settings.objectives)
+                move_carried(conn, decided.plan_id, plan.plan_id)
+            carry = (plan.plan_id, carry[1])
     kept: list[DataFrame] = []
     try:
         with _phase(result, "compute"), _sized_to(spark, size):
@@ -185,7 +196,7 @@ def run_evaluation(
                     unsampled=unsampled,
                     stale_before=evaluated_at - settings.window,
                 )
-                mark_completed(conn, plan.plan_id, evaluated_at)
+                mark_completed(conn, {decided.plan_id, plan.plan_id}, evaluated_at)
     finally:
         for frame in reversed(kept):  # the frames read from others first
             frame.unpersist()
@@ -246,31 +257,38 @@ def _copy_derived(
     return {entity: len(rows.get(entity, ())) for entity in ENTITIES}, carried
 
 
-def _plan(
+def _sized_plan(
     spark: SparkSession,
     target: JdbcTarget,
     engine: Engine,
     rules: Sequence[Rule],
     clusters: Sequence[str],
     settings: JobSettings,
-    sized: tuple[int, bool],
+    evaluated_at: datetime,
+    plans: Plans | None,
+    size: int,
+) -> Plan:
+    """The plan for an evaluation that computes `size` group-partitions and partitions: the one in
+    `plans` built from the same things, or a new one (kept in `plans`, whose dropped plans'
+    clocks are removed)."""
+    with _sized_to(spark, size) as readers:
+        one_action = readers == 1 and size <= ONE_ACTION_ROWS
+        key = plan_key(
+            spark, target, clusters, rules, settings.window, settings.window_commits, readers, one_action,
+            settings.objectives,
+        )  # fmt: skip
+        return _kept_plan(spark, target, engine, rules, key, evaluated_at, plans)
+
+
+def _kept_plan(
+    spark: SparkSession,
+    target: JdbcTarget,
+    engine: Engine,
+    rules: Sequence[Rule],
+    key: PlanKey,
     evaluated_at: datetime,
     plans: Plans | None,
 ) -> Plan:
-    """The plan for this evaluation: the one in `plans` built from the same things, or a new one
-    (kept in `plans`, whose dropped plans' clocks are removed)."""
-    readers, one_action = sized
-    key = plan_key(
-        spark,
-        target,
-        clusters,
-        rules,
-        settings.window,
-        settings.window_commits,
-        readers,
-        one_action,
-        settings.objectives,
-    )
     plan = plans.get(key) if plans is not None else None
     if plan is not None:
         return plan

@@ -27,7 +27,7 @@ completed_at` is the plan's last evaluation whose rows were all written: the one
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -173,24 +173,28 @@ group in its `entity_key` escaped as the evaluation escapes it (evaluate.engine:
 separator)."""
 
 
-CARRY_PLANNER = "SELECT set_config('enable_nestloop', 'off', true)"
+PLANNER_SETTINGS = ("enable_nestloop", "enable_mergejoin")
+CARRY_PLANNER = "SELECT " + ", ".join(f"set_config('{name}', 'off', true)" for name in PLANNER_SETTINGS)
 """The planner setting the carry's statements run under (`CARRIED` and the copies of
 `carry_rows`, each for itself only). The evaluation they read was written moments before, often
 into a partition without statistics (the day's first, a new deployment's), and CARRIED's grouped
 CTEs hide their sizes: PostgreSQL then guesses a row or two for each side and joins them in
-nested loops. At 100,000 group-partitions of a still fleet one such loop compared the previous
-evaluation's 100,000 rows with 9,600 partitions' end offsets row by row (235 s instead of 4.3 s),
-and the copy of the carried rows took 9-10 s instead of 0.8 (docs/bench/evaluate-incremental.md).
-Hash joins cost little whatever the sizes are."""
+nested loops, or in a merge join on the cluster alone (one value: every row against every row).
+At 100,000 group-partitions of a still fleet one such loop compared the previous evaluation's
+100,000 rows with 9,600 partitions' end offsets row by row (235 s instead of 4.3 s), and such a
+merge join made the copy of the carried rows take 20.6 s instead of 1
+(docs/bench/evaluate-incremental.md). Hash joins cost little whatever the sizes are."""
 
 
 def _unlooped(conn: Connection, statement: TextClause, values: dict[str, object]) -> CursorResult[Any]:
     """`statement` run under CARRY_PLANNER, the setting then as it was for the rest of the
     transaction (a statement that fails aborts the transaction, which takes the setting with it)."""
-    nestloop = conn.execute(text("SELECT current_setting('enable_nestloop')")).scalar_one()
+    current = ", ".join(f"current_setting('{name}')" for name in PLANNER_SETTINGS)
+    was = conn.execute(text(f"SELECT {current}")).one()
     conn.execute(text(CARRY_PLANNER))
     result = conn.execute(statement, values)
-    conn.execute(text("SELECT set_config('enable_nestloop', :was, true)"), {"was": nestloop})
+    restore = ", ".join(f"set_config('{name}', :s{i}, true)" for i, name in enumerate(PLANNER_SETTINGS))
+    conn.execute(text(f"SELECT {restore}"), {f"s{i}": value for i, value in enumerate(was)})
     return result
 
 
@@ -276,8 +280,36 @@ def previous_evaluation(conn: Connection, plan_id: str) -> datetime | None:
     ).scalar_one_or_none()
 
 
-def mark_completed(conn: Connection, plan_id: str, evaluated_at: datetime) -> None:
-    """The plan's evaluation at `evaluated_at` wrote all its rows: the next may carry from it."""
+def carried_partitions(conn: Connection, plan_id: str) -> int:
+    """The group-partitions (rows of `latest_group_offsets`) of the groups plan `plan_id`'s next
+    evaluation carries: what it does not compute."""
+    return int(
+        conn.execute(
+            text(
+                "SELECT count(*) FROM latest_group_offsets l JOIN evaluation_carried k"
+                " ON k.plan_id = :p AND k.cluster = l.cluster AND k.group_id = l.group_id"
+            ),
+            {"p": plan_id},
+        ).scalar_one()
+    )
+
+
+def move_carried(conn: Connection, decided: str, plan_id: str) -> None:
+    """The groups decided for plan `decided` are carried by plan `plan_id`'s evaluation at the same
+    time instead: one that computes few enough rows for a smaller plan (one action) runs on it,
+    and both plans' rows are the same derived tables' (the previous evaluation of either is the
+    one to carry from: `mark_completed` marks both)."""
+    conn.execute(delete(EvaluationCarried).where(EvaluationCarried.plan_id == plan_id))
     conn.execute(
-        update(EvaluationClock).where(EvaluationClock.plan_id == plan_id).values(completed_at=evaluated_at)
+        update(EvaluationCarried).where(EvaluationCarried.plan_id == decided).values(plan_id=plan_id)
+    )
+
+
+def mark_completed(conn: Connection, plan_ids: Collection[str], evaluated_at: datetime) -> None:
+    """The evaluation at `evaluated_at` of plans `plan_ids` (the one that decided the carry and the
+    one that ran it) wrote all its rows: the next of either may carry from it."""
+    conn.execute(
+        update(EvaluationClock)
+        .where(EvaluationClock.plan_id.in_(list(plan_ids)))
+        .values(completed_at=evaluated_at)
     )

@@ -1,8 +1,9 @@
 """The carry decision (`carry.CARRIED`) as PostgreSQL plans it where the tables it reads have no
 statistics, as the partitions an evaluation has just written have none: guessed a row or two each,
 its grouped CTEs are joined in nested loops, which at 100,000 group-partitions of a still fleet took
-235 s instead of 4.3 s. `choose_carried` runs it, and `carry_rows` its copies, with nested loops
-off (`carry.CARRY_PLANNER`), and each leaves the setting as it found it for the rest of the
+235 s instead of 4.3 s (a merge join on the cluster alone did the like to a copy of the carried
+rows). `choose_carried` runs it, and `carry_rows` its copies, with nested loops and merge joins
+off (`carry.CARRY_PLANNER`), and each leaves the settings as it found them for the rest of the
 transaction."""
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def test_without_statistics_the_carry_decision_joins_by_hash(conn: Connection) -
     conn.execute(text(carry.CARRY_PLANNER))
 
     planned = _plan(conn)
-    assert "Nested Loop" not in planned, planned
+    assert "Nested Loop" not in planned and "Merge Join" not in planned, planned
     assert "Hash Join" in planned, planned
 
 
@@ -57,6 +58,7 @@ def test_the_carry_runs_under_its_setting_and_restores_the_one_it_found(
     conn: Connection, engine: Engine
 ) -> None:
     conn.execute(text("SET LOCAL enable_nestloop = on"))
+    conn.execute(text("SET LOCAL enable_mergejoin = on"))
     statements: list[str] = []
 
     def before(connection: object, cursor: object, statement: str, *args: object) -> None:
@@ -83,4 +85,6 @@ def test_the_carry_runs_under_its_setting_and_restores_the_one_it_found(
     for i in runs:
         assert statements[i - 1] == carry.CARRY_PLANNER, statements[i]
         assert "set_config('enable_nestloop'" in statements[i + 1]
+        assert "set_config('enable_mergejoin'" in statements[i + 1]
     assert conn.execute(text("SHOW enable_nestloop")).scalar_one() == "on"
+    assert conn.execute(text("SHOW enable_mergejoin")).scalar_one() == "on"

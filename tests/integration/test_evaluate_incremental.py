@@ -12,6 +12,7 @@ restarts before step 6 (a new plan: a full evaluation) and the rules change at s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -30,11 +31,14 @@ from monitor.core.records import (
     PartitionOffsets,
     PartitionSample,
 )
+from monitor.evaluate import job
 from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import Rule, default_rule_paths, load_rules
 from monitor.evaluate.spark import jdbc_target
+from monitor.store.engine import make_engine
 from monitor.store.samples import write_offsets_batch
+from tests.fixtures.postgres import PgServer, migrated_database
 from tests.fixtures.sql import record_offsets_run, rows
 
 if TYPE_CHECKING:
@@ -171,9 +175,31 @@ EXTRA = Rule.model_validate({
 })  # fmt: skip
 
 
+@pytest.fixture
+def store(pg_server: PgServer) -> Iterator[tuple[str, Engine]]:
+    """A database of its own for each case."""
+    with migrated_database(pg_server) as url:
+        engine = make_engine(url)
+        try:
+            yield url, engine
+        finally:
+            engine.dispose()
+
+
+@pytest.mark.parametrize("one_action_rows", [None, 5], ids=["one-action", "sized-by-computed"])
 def test_an_incremental_evaluation_gives_what_a_full_one_gives(
-    spark: SparkSession, db_url: str, engine: Engine
+    spark: SparkSession,
+    store: tuple[str, Engine],
+    one_action_rows: int | None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """With `one_action_rows` at 5 (None: as shipped), the full evaluations (7 group-partitions) run on the plan that
+    Spark writes from, and an incremental one that carries 2 group-partitions or more runs on a
+    one-action plan (sized by what it computes), which the plan that decided the carry hands its
+    groups to: both are marked complete."""
+    if one_action_rows is not None:
+        monkeypatch.setattr(job, "ONE_ACTION_ROWS", one_action_rows)
+    db_url, engine = store
     lag_rules = load_rules([path for path in default_rule_paths() if path.name == "lag.yaml"])
     assert lag_rules.ok and lag_rules.rules, lag_rules.problems
     target, rules = jdbc_target(db_url), list(lag_rules.rules)
@@ -201,6 +227,12 @@ def test_an_incremental_evaluation_gives_what_a_full_one_gives(
         assert sum(result.carried_rows.values()) + sum(result.rows.values()) == sum(full.rows.values())
 
     assert kinds == ["full", *["incremental"] * 5, "full", "incremental", "full", "incremental"]
+    # The last step's plans: the full evaluation's, and the incremental one's, or the two of it
+    # (the plan that decided the carry and the smaller one that ran).
+    completed = rows(
+        engine, "SELECT plan_id FROM evaluation_clocks WHERE completed_at = :at", at=T + 9 * STEP
+    )
+    assert len(completed) == (2 if one_action_rows is None else 3)
     # Carried: what stood still, caught up, for a window and more; never what moved or lags.
     assert carried_at[2] == {"still-a", "still-b", "rewinding", "blind"}
     assert carried_at[3] == {"still-a", "still-b", "blind"}, "rewinding moved"
