@@ -658,7 +658,7 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
             ""
             if args.still is None
             else f" A still fleet: no partition written to, every group caught up and stable, but "
-            f"{args.still:g} % of the groups (the ten of a topic pair each) that consume "
+            f"the ten groups of each of {args.still:g} % of the topic pairs (at least one pair) that consume "
             f"{MOVED_RECORDS} new records per partition before each timed run."
         ),
         "",

@@ -259,7 +259,7 @@ def evaluate_still_rows(doc: dict[str, Any]) -> list[Row]:
         )
         rows.append(
             Row(
-                "evaluate-still", f"{s['rows']:,} group-partitions, still but {percent:g} % of the groups",
+                "evaluate-still", f"{s['rows']:,} group-partitions, still, {percent:g} % of pairs moved",
                 s["rows"], "incremental evaluation s", run["wall_s"], "s", target,
                 run["wall_s"] <= limit if limit is not None else None, when, run.get("loadavg_before"), note,
             )
