@@ -59,7 +59,6 @@ from monitor.evaluate.plan import (
     PART,
     UNSAMPLED,
     Plan,
-    PlanKey,
     Plans,
     build_plan,
     entity_row,
@@ -159,16 +158,16 @@ def run_evaluation(
             conn, plan.plan_id, clusters, rules, kept_plan, evaluated_at, settings.window
         )
         computed = size if carry is None else size - carried_partitions(conn, plan.plan_id)
-    if computed != size:  # the rows computed may fit a smaller plan (one action, fewer slices)
+    if carry is not None and _size_class(spark, computed) != _size_class(spark, size):
+        # The rows computed fit a smaller plan (one action, fewer slices): it runs the carry.
         started, size = time.monotonic(), computed
         plan = sized(size)
         built += time.monotonic() - started
-        if plan is not decided and carry is not None:
-            with engine.begin() as conn:
-                set_clock(conn, plan.plan_id, evaluated_at)
-                set_objective_groups(conn, plan.plan_id, clusters, settings.objectives)
-                move_carried(conn, decided.plan_id, plan.plan_id)
-            carry = (plan.plan_id, carry[1])
+        with engine.begin() as conn:
+            set_clock(conn, plan.plan_id, evaluated_at)
+            set_objective_groups(conn, plan.plan_id, clusters, settings.objectives)
+            move_carried(conn, decided.plan_id, plan.plan_id)
+        carry = (plan.plan_id, carry[1])
     kept: list[DataFrame] = []
     try:
         with _phase(result, "compute"), _sized_to(spark, size):
@@ -271,34 +270,29 @@ def _sized_plan(
     """The plan for an evaluation that computes `size` group-partitions and partitions: the one in
     `plans` built from the same things, or a new one (kept in `plans`, whose dropped plans'
     clocks are removed)."""
-    with _sized_to(spark, size) as readers:
-        one_action = readers == 1 and size <= ONE_ACTION_ROWS
-        key = plan_key(
-            spark, target, clusters, rules, settings.window, settings.window_commits, readers, one_action,
-            settings.objectives,
-        )  # fmt: skip
-        return _kept_plan(spark, target, engine, rules, key, evaluated_at, plans)
-
-
-def _kept_plan(
-    spark: SparkSession,
-    target: JdbcTarget,
-    engine: Engine,
-    rules: Sequence[Rule],
-    key: PlanKey,
-    evaluated_at: datetime,
-    plans: Plans | None,
-) -> Plan:
+    readers, one_action = _size_class(spark, size)
+    key = plan_key(
+        spark, target, clusters, rules, settings.window, settings.window_commits, readers, one_action,
+        settings.objectives,
+    )  # fmt: skip
     plan = plans.get(key) if plans is not None else None
     if plan is not None:
         return plan
-    plan = build_plan(spark, target, rules, key, evaluated_at)
+    with _sized_to(spark, size):
+        plan = build_plan(spark, target, rules, key, evaluated_at)
     if plans is not None:
         dropped = plans.put(key, plan)
         if dropped:
             with engine.begin() as conn:
                 drop_clocks(conn, [old.plan_id for old in dropped])
     return plan
+
+
+def _size_class(spark: SparkSession, size: int) -> tuple[int, bool]:
+    """(read slices, one action) of an evaluation that computes `size` rows: what its plan is
+    built for."""
+    readers = _partitions_for(spark, size)
+    return readers, readers == 1 and size <= ONE_ACTION_ROWS
 
 
 ROWS_PER_SHUFFLE_PARTITION = 100_000
