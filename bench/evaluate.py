@@ -377,6 +377,33 @@ def move_groups(engine: Engine, run: int, at: datetime, percent: float) -> int:
         ).scalar_one())  # fmt: skip
 
 
+def sample_cycle(engine: Engine, run: int, at: datetime) -> None:
+    """Before timed run `run` (at `at`) on a still fleet: an offsets cycle 10 s before it that finds
+    every group and partition as they were, as the collectors sample whether anything moved or
+    not (every 15 s by default): a sample of each beside its latest row, the groups' states, and
+    the run."""
+    params = {"cluster": CLUSTER, "at": at - timedelta(seconds=10), "run_id": 2000 + run}
+    again = {"sampled_at": ":at", "run_id": ":run_id"}
+    statements = [
+        _copied("partition_offsets", "latest_partition_offsets s WHERE s.cluster = :cluster", again),
+        "UPDATE latest_partition_offsets SET sampled_at = :at WHERE cluster = :cluster",
+        _copied("group_offsets", "latest_group_offsets s WHERE s.cluster = :cluster", again),
+        "UPDATE latest_group_offsets SET sampled_at = :at WHERE cluster = :cluster",
+        _copied(
+            "group_states",
+            "(SELECT DISTINCT ON (group_id) * FROM group_states WHERE cluster = :cluster "
+            "ORDER BY group_id, sampled_at DESC) s",
+            again,
+        ),
+        "INSERT INTO collection_runs (cluster, job, instance, started_at, finished_at, duration_ms, status) "
+        "VALUES (:cluster, 'offsets', 'bench', CAST(:at AS timestamptz) - interval '1 second', :at, 1000,"
+        " 'ok')",
+    ]
+    with engine.begin() as conn:
+        for statement in statements:
+            conn.execute(text(statement), params)
+
+
 def input_rows(engine: Engine, evaluated_at: datetime, window: timedelta) -> int:
     """Rows of the evaluation's inputs (the extract's windows) at `evaluated_at`."""
     total = 0
@@ -554,7 +581,7 @@ def run_size(
     postgres.drop_database(admin_url, name)
     postgres.create_database(admin_url, name)
     url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    result: dict[str, Any] = {"rows": rows}
+    result: dict[str, Any] = {"rows": rows, "still": args.still}
     plans = Plans()  # as the daemon's evaluate stage keeps them: the warm-up builds, the runs reuse
     try:
         migrate.upgrade(url)
@@ -572,7 +599,10 @@ def run_size(
             result["runs"] = []
             for n in range(1, args.runs + 1):
                 at = T0 + n * RUN_SPACING
-                moved = None if args.still is None else move_groups(engine, n, at, args.still)
+                moved = None
+                if args.still is not None:
+                    sample_cycle(engine, n, at)
+                    moved = move_groups(engine, n, at, args.still)
                 run = measure(spark, engine, url, at, pids, plans, full=args.full, postmaster=args.postmaster)
                 run["moved_groups"] = moved
                 result["runs"].append(run)
@@ -639,6 +669,12 @@ def _cpu_text(run: dict[str, Any]) -> str:
     return ", ".join("n/a" if cpu.get(k) is None else f"{cpu[k]:.1f}" for k in ("jvm", "postgresql"))
 
 
+def _size_label(size: dict[str, Any], args: argparse.Namespace) -> str:
+    """A report's first column: the group-partitions, and a still fleet's percentage moved."""
+    still = size.get("still", args.still)
+    return f"{size['rows']:,}" + ("" if still is None else f", {still:g} % moved")
+
+
 def _median_run(size: dict[str, Any]) -> dict[str, Any]:
     runs = sorted(size["runs"], key=lambda r: r["wall_s"])
     return runs[len(runs) // 2]
@@ -658,8 +694,10 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
             ""
             if args.still is None
             else f" A still fleet: no partition written to, every group caught up and stable, but "
-            f"the ten groups of each of {args.still:g} % of the topic pairs (at least one pair) that consume "
-            f"{MOVED_RECORDS} new records per partition before each timed run."
+            f"the ten groups of each of a percentage of the topic pairs (at least one pair; 'moved') that "
+            f"consume {MOVED_RECORDS} new records per partition before each timed run, after an offsets "
+            f"cycle that samples every group and partition again (sample_cycle; rows measured before "
+            f"2026-12-01 20:30 UTC had no such cycle)."
         ),
         "",
         "| group-partitions | partitions | rows read | JDBC read s | compute s | write s | total s "
@@ -677,14 +715,14 @@ def report(info: dict[str, Any], args: argparse.Namespace, sizes: list[dict[str,
         s = run["seconds"]
         peak = f"{run['peak_mb']:,.0f}" if run["peak_mb"] else "n/a"
         lines.append(
-            f"| {size['rows']:,} | {size['partitions']:,} | {_rows_read(run)} "
+            f"| {_size_label(size, args)} | {size['partitions']:,} | {_rows_read(run)} "
             f"| {_read_seconds(run)} | {s.get('compute', 0):.1f} | {s.get('write', 0):.1f} "
             f"| {run['wall_s']:.1f} | {_cpu_text(run)} "
             f"| {sum(run['rows'].values()):,} | {run['findings_written']:,} | {peak} "
             f"| {run['loadavg_before']:.1f} -> {run['loadavg_after']:.1f} | {_kind(run)} | {when} |"
         )
     target = [s for s in sizes if s["rows"] == TARGET_SIZE and s.get("runs")]
-    if target:
+    if target and args.still is None:  # a full evaluation's target (a still fleet's are in summary.py)
         total = statistics.median(r["wall_s"] for r in target[0]["runs"])
         verdict = "met" if total <= TARGET_SECONDS else "NOT met"
         lines += ["", f"Target (1M group-partitions, 100k partitions, <= {TARGET_SECONDS:g} s): {verdict}, "
@@ -712,9 +750,10 @@ def _stem(args: argparse.Namespace) -> str:
     return "evaluate" if args.still is None else "evaluate-still"
 
 
-def earlier_sizes(measuring: list[int], stem: str) -> list[dict[str, Any]]:
+def earlier_sizes(measuring: list[int], stem: str, still: float | None = None) -> list[dict[str, Any]]:
     """The sizes of the last report that this run does not measure again (--merge), each with
-    when and with how much driver memory it was measured."""
+    when and with how much driver memory it was measured. A still fleet's size is measured again
+    only at the same percentage moved (each size keeps its own, `still`)."""
     path = RESULTS / f"{stem}.json"
     if not path.exists():
         return []
@@ -725,8 +764,15 @@ def earlier_sizes(measuring: list[int], stem: str) -> list[dict[str, Any]]:
         "driver_memory": machine_info.get("spark_conf", {}).get("spark.driver.memory", "?"),
     }
     return [
-        {"measured": default, **size} for size in document.get("sizes", []) if size["rows"] not in measuring
+        {"measured": default, **size}
+        for size in document.get("sizes", [])
+        if size["rows"] not in measuring or size.get("still", document.get("still")) != still
     ]
+
+
+def _order(size: dict[str, Any]) -> tuple[int, float]:
+    """A report's rows: by size, then by the percentage moved of a still fleet."""
+    return int(size["rows"]), float(size.get("still") or 0)
 
 
 def _sizes(value: str) -> list[int]:
@@ -834,7 +880,7 @@ def main() -> int:
         }  # fmt: skip
         info = machine(pg_version, {k: v for k, v in spark.sparkContext.getConf().getAll() if k in shown})
         try:
-            kept = earlier_sizes(args.sizes, _stem(args)) if args.merge else []
+            kept = earlier_sizes(args.sizes, _stem(args), args.still) if args.merge else []
             measured = {
                 "date": info["date"],
                 "driver_memory": info["spark_conf"].get("spark.driver.memory", "?"),
@@ -846,13 +892,13 @@ def main() -> int:
                     _log(f"[{rows:,}] failed: {type(exc).__name__}: {exc}")
                     size = {"rows": rows, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
                 sizes.append({**size, "measured": measured})
-                save(info, args, sorted([*kept, *sizes], key=lambda s: int(s["rows"])))
+                save(info, args, sorted([*kept, *sizes], key=_order))
         finally:
             spark.stop()
     finally:
         if server is not None and started and not args.keep:
             server.down()
-    print(save(info, args, sorted([*kept, *sizes], key=lambda s: int(s["rows"]))))
+    print(save(info, args, sorted([*kept, *sizes], key=_order)))
     _log(f"wrote {RESULTS / _stem(args)}.md and .json")
     return 0 if all("runs" in s for s in sizes) else 1
 

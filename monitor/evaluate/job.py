@@ -68,7 +68,7 @@ from monitor.evaluate.plan import (
 )
 from monitor.evaluate.rules import Rule, match_columns
 from monitor.evaluate.spark import JdbcTarget
-from monitor.store.carry import carried_partitions, carry_rows, mark_completed, move_carried
+from monitor.store.carry import carried_partitions, carry_rows, copy_carried, mark_completed
 from monitor.store.evaluation import DERIVED_TABLES, drop_clocks, set_clock
 from monitor.store.findings import Match, merge_findings
 from monitor.store.ingest import copy_rows
@@ -166,7 +166,7 @@ def run_evaluation(
         with engine.begin() as conn:
             set_clock(conn, plan.plan_id, evaluated_at)
             set_objective_groups(conn, plan.plan_id, clusters, settings.objectives)
-            move_carried(conn, decided.plan_id, plan.plan_id)
+            copy_carried(conn, decided.plan_id, plan.plan_id)
         carry = (plan.plan_id, carry[1])
     kept: list[DataFrame] = []
     try:

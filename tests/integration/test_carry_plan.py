@@ -2,8 +2,8 @@
 statistics, as the partitions an evaluation has just written have none: guessed a row or two each,
 its grouped CTEs are joined in nested loops, which at 100,000 group-partitions of a still fleet took
 235 s instead of 4.3 s (a merge join on the cluster alone did the like to a copy of the carried
-rows). `choose_carried` runs it, and `carry_rows` its copies, with nested loops and merge joins
-off (`carry.CARRY_PLANNER`), and each leaves the settings as it found them for the rest of the
+rows). `choose_carried` runs it, and `carry_rows` its copies, with nested loops, merge joins and
+sorts off (`carry.CARRY_PLANNER`), and each leaves the settings as it found them for the rest of the
 transaction."""
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def _plan(conn: Connection) -> str:
         "since": NOW - timedelta(seconds=30) - WINDOW, "window": WINDOW, "stale_after": timedelta(minutes=5),
         "quiet_commits": carry.QUIET_COMMITS, "separator": "/", "offsets_job": "offsets",
         "reached": ["ok", "partial"], "group_entities": list(carry.GROUP_ENTITIES),
+        "was_clusters": ["c"], "was_groups": ["g"],
     }  # fmt: skip
     return "\n".join(str(row[0]) for row in conn.execute(text(f"EXPLAIN {carry.CARRIED.text}"), values))
 
@@ -57,8 +58,8 @@ def test_without_statistics_the_carry_decision_joins_by_hash(conn: Connection) -
 def test_the_carry_runs_under_its_setting_and_restores_the_one_it_found(
     conn: Connection, engine: Engine
 ) -> None:
-    conn.execute(text("SET LOCAL enable_nestloop = on"))
-    conn.execute(text("SET LOCAL enable_mergejoin = on"))
+    for name in carry.PLANNER_SETTINGS:
+        conn.execute(text(f"SET LOCAL {name} = on"))
     statements: list[str] = []
 
     def before(connection: object, cursor: object, statement: str, *args: object) -> None:
@@ -84,7 +85,6 @@ def test_the_carry_runs_under_its_setting_and_restores_the_one_it_found(
     assert len(runs) == 1 + len(carry.GROUP_ENTITIES)
     for i in runs:
         assert statements[i - 1] == carry.CARRY_PLANNER, statements[i]
-        assert "set_config('enable_nestloop'" in statements[i + 1]
-        assert "set_config('enable_mergejoin'" in statements[i + 1]
-    assert conn.execute(text("SHOW enable_nestloop")).scalar_one() == "on"
-    assert conn.execute(text("SHOW enable_mergejoin")).scalar_one() == "on"
+        assert all(f"set_config('{name}'" in statements[i + 1] for name in carry.PLANNER_SETTINGS)
+    assert carry.PLANNER_SETTINGS == ("enable_nestloop", "enable_mergejoin", "enable_sort")
+    assert all(conn.execute(text(f"SHOW {name}")).scalar_one() == "on" for name in carry.PLANNER_SETTINGS)

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 from monitor.core.clock import to_millis
 from monitor.core.derived import ENTITIES, KEYS, table_of
@@ -32,10 +32,13 @@ from monitor.core.records import (
     PartitionSample,
 )
 from monitor.evaluate import job
+from monitor.evaluate.engine import KEY_SEPARATOR
 from monitor.evaluate.job import JobSettings, run_evaluation
 from monitor.evaluate.plan import Plans
 from monitor.evaluate.rules import Rule, default_rule_paths, load_rules
 from monitor.evaluate.spark import jdbc_target
+from monitor.evaluate.transforms.rollups import OFFSETS_JOB, REACHED, SAMPLE_STALE_AFTER
+from monitor.store import carry
 from monitor.store.engine import make_engine
 from monitor.store.samples import write_offsets_batch
 from tests.fixtures.postgres import PgServer, migrated_database
@@ -241,3 +244,57 @@ def test_an_incremental_evaluation_gives_what_a_full_one_gives(
     # stream had lost it at step 5); rewinding's rewind has left the window.
     assert carried_at[7] == {"still-a", "rewinding"}
     assert all(not {"lagging", "stopped"} & (groups or set()) for groups in carried_at.values())
+
+
+def test_a_group_carried_before_is_compared_on_its_samples_since_then(
+    spark: SparkSession, store: tuple[str, Engine]
+) -> None:
+    """The decision compares a group the previous evaluation carried on its samples since the
+    offsets run before that evaluation only (carry.CARRIED `recent`), and any other group on the
+    whole window. Shown with a sample the writer never writes (stamped before that run, written
+    after the decision that read the window): the group carried before is carried again, the
+    same decision without what was carried finds the sample and carries nothing of the group;
+    a differing sample since that run stops the carry either way."""
+    db_url, engine = store
+    lag_rules = load_rules([path for path in default_rule_paths() if path.name == "lag.yaml"])
+    target, plans = jdbc_target(db_url), Plans()
+    for step in range(4):
+        write_step(engine, step)
+        run_evaluation(
+            spark, target, engine, list(lag_rules.rules), [CLUSTER], T + step * STEP, SETTINGS, plans
+        )
+    assert "still-a" in carried(engine)
+    write_step(engine, 4)
+    now, previous = T + 4 * STEP, T + 3 * STEP
+
+    def decide(conn: Connection, planted_at: datetime, forget: bool) -> set[str]:
+        plan_id = conn.execute(
+            text("SELECT plan_id FROM evaluation_clocks WHERE completed_at = :p"), {"p": previous}
+        ).scalar_one()
+        conn.execute(
+            text(
+                "INSERT INTO group_offsets (cluster, group_id, topic, partition, sampled_at, committed_offset,"
+                " end_offset, start_offset, lag, timestamp_method) VALUES (:c, 'still-a', 'quiet', 0, :at,"
+                " 499, 500, 0, 1, 'exact')"
+            ),
+            {"c": CLUSTER, "at": planted_at},
+        )
+        if forget:
+            conn.execute(text("DELETE FROM evaluation_carried WHERE plan_id = :p"), {"p": plan_id})
+        carry.choose_carried(
+            conn, plan_id, [CLUSTER], previous, now, SETTINGS.window, stale_after=SAMPLE_STALE_AFTER,
+            separator=KEY_SEPARATOR, offsets_job=OFFSETS_JOB, reached=REACHED,
+        )  # fmt: skip
+        found = conn.execute(
+            text("SELECT group_id FROM evaluation_carried WHERE plan_id = :p"), {"p": plan_id}
+        )
+        return {str(group) for (group,) in found}
+
+    before_run = previous - timedelta(seconds=20)  # in the window, before step 3's run (2 s before it)
+    since_run = previous + timedelta(seconds=10)
+    for planted_at, forget, expected in [
+        (before_run, False, True), (before_run, True, False), (since_run, False, False), (since_run, True, False)
+    ]:  # fmt: skip
+        with engine.connect() as conn:
+            assert ("still-a" in decide(conn, planted_at, forget)) is expected, (planted_at, forget)
+            conn.rollback()
