@@ -578,10 +578,10 @@ def test_collector_rows_of_the_100k_case_are_held_to_its_targets() -> None:
 
 
 def test_footprint_rows_hold_the_newest_run_to_the_whole_daemons_targets() -> None:
-    def run_of(label: str, api: float, total: float, rss: float) -> dict[str, Any]:
+    def run_of(label: str, api: float, total: float, rss: float, size: int = 10_000) -> dict[str, Any]:
         return {
             "label": label, "measured_at": "2026-11-30 04:30 UTC", "loadavg_before": [9.5, 9, 9],
-            "group_partitions": 10_000,
+            "group_partitions": size,
             "complete": {"api": {"seconds": api}, "metrics": {"seconds": api + 1}},
             "steady": {
                 "cpu_per_minute": {"python": 2.0, "jvm": 2.5, "postgres": total - 4.5, "total": total},
@@ -601,3 +601,47 @@ def test_footprint_rows_hold_the_newest_run_to_the_whole_daemons_targets() -> No
     }
     assert "run `after`" in table[0].note and "PostgreSQL 1.5" in table[1].note
     assert summary.footprint_rows({"runs": []}) == []
+
+    # Each size's newest run, against that size's targets: at 100,000 PostgreSQL <= 4 of the 12
+    # CPU-s, 1.5 GB, and the lag served <= 1 s old; no start target.
+    large = run_of("large", 60.0, 11.0, 1400.0, size=100_000)  # PostgreSQL 6.5 of the 11
+    large["steady"]["lag_age_seconds"] = {"median": 0.8, "max": 2.0}
+    rows = summary.footprint_rows({"runs": [large, *document["runs"]]})
+    assert [r.input for r in rows] == ["10,000 group-partitions"] * 3 + ["100,000 group-partitions"] * 4
+    assert [(r.cost.split(",")[0], r.target, r.met) for r in rows[3:]] == [
+        ("start -> complete lag through the API s", "", None),
+        ("steady CPU-s per minute", "<= 12 (PostgreSQL <= 4)", False),
+        ("resident MB", "<= 1,500 MB", True),
+        ("age of the lag served through the API s (median)", "<= 1 s", True),
+    ]
+
+
+def test_still_fleet_rows_hold_each_size_and_percentage_to_its_own_target() -> None:
+    def size_of(rows: int, still: float | None, wall: float) -> dict[str, Any]:
+        run = {
+            "wall_s": wall, "seconds": {"compute": wall / 2, "write": 1.0}, "moved_groups": 10,
+            "carried_groups": 490, "cpu_s": {"jvm": 3.0, "postgresql": 1.0}, "loadavg_before": 1.0,
+        }  # fmt: skip
+        size: dict[str, Any] = {"rows": rows, "groups": 500, "runs": [run], "measured": {"date": "d"}}
+        if still is not None:
+            size["still"] = still
+        return size
+
+    document = {
+        "still": 1.0,  # the document's percentage: that of a size recorded before each size had its own
+        "sizes": [size_of(100_000, None, 0.9), size_of(1_000_000, 1.0, 2.0), size_of(1_000_000, 10.0, 9.0),
+                  size_of(1_000_000, 5.0, 4.0)],
+    }  # fmt: skip
+    rows = summary.evaluate_still_rows(document)
+    assert [(r.size, r.target, r.met) for r in rows] == [
+        (100_000, "<= 1 s at 100k", True),
+        (1_000_000, "<= 1.5 s at 1M, 1 % moved", False),
+        (1_000_000, "<= 10 s at 1M, 10 % moved", True),
+        (1_000_000, "", None),
+    ]
+    assert [r.input.rsplit(", ", 1)[-1] for r in rows] == [
+        "1 % of pairs moved",
+        "1 % of pairs moved",
+        "10 % of pairs moved",
+        "5 % of pairs moved",
+    ]
