@@ -248,10 +248,14 @@ def template_context(finding_row: Mapping[str, Any], rule: Rule) -> dict[str, An
     return context
 
 
-def render(finding_row: Mapping[str, Any], rule: Rule) -> tuple[str, str]:
-    """(summary, description) of a match. A template that fails on this row (a filter given an
-    unexpected type, say) gives a plain fallback text rather than losing the finding."""
-    context = template_context(finding_row, rule)
+def render(
+    finding_row: Mapping[str, Any], rule: Rule, context: Mapping[str, Any] | None = None
+) -> tuple[str, str]:
+    """(summary, description) of a match, from `context` when given (its `template_context`). A
+    template that fails on this row (a filter given an unexpected type, say) gives a plain
+    fallback text rather than losing the finding."""
+    if context is None:
+        context = template_context(finding_row, rule)
     key, value = finding_row.get("entity_key", "?"), finding_row.get("value")
     fallback = f"{rule.name} on {key}: value {value} ({rule.description})"
     summary = _render(rule.summary, context, rule, finding_row)
@@ -261,10 +265,13 @@ def render(finding_row: Mapping[str, Any], rule: Rule) -> tuple[str, str]:
     return (fallback if summary is None else summary), (fallback if description is None else description)
 
 
-def render_annotations(finding_row: Mapping[str, Any], rule: Rule) -> dict[str, str]:
-    """The rule's annotations rendered for a match, each cut at `MAX_ANNOTATION_TEXT`; one whose
-    template fails on this row, or renders to nothing, is left out."""
-    context = template_context(finding_row, rule)
+def render_annotations(
+    finding_row: Mapping[str, Any], rule: Rule, context: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """The rule's annotations rendered for a match (from `context` when given), each cut at
+    `MAX_ANNOTATION_TEXT`; one whose template fails on this row, or renders to nothing, is left out."""
+    if context is None:
+        context = template_context(finding_row, rule)
     annotations = {}
     for name, source in rule.annotations.items():
         text = _render(source, context, rule, finding_row, limit=MAX_ANNOTATION_TEXT)

@@ -43,7 +43,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, delete, text
@@ -51,7 +51,7 @@ from sqlalchemy import Connection, Engine, delete, text
 from monitor.core.derived import ENTITIES, SOURCES, sources_of, table_of
 from monitor.core.objectives import Objective
 from monitor.core.vocabulary import FULL_EVALUATION, INCREMENTAL_EVALUATION
-from monitor.evaluate.engine import render, render_annotations
+from monitor.evaluate.engine import render, render_annotations, template_context
 from monitor.evaluate.incremental import Carry, choose
 from monitor.evaluate.io import write_table
 from monitor.evaluate.plan import (
@@ -415,14 +415,15 @@ def observed_at(
         runs = [newest[key] for job in jobs if (key := (cluster, job)) in newest]
         return max(runs, key=lambda run: run.finished_at, default=None)
 
+    @cache
+    def span(cluster: str, rule: str, entity: str) -> tuple[datetime | None, datetime | None]:
+        deciding = newest_of(cluster, sources.get(rule, SOURCES[entity]))
+        held = newest_of(cluster, SOURCES[entity])
+        return (deciding.started_at if deciding else None), (held.finished_at if held else None)
+
     def dated(match: Match) -> Match:
-        deciding = newest_of(match.cluster, sources.get(match.rule, SOURCES[match.entity]))
-        held = newest_of(match.cluster, SOURCES[match.entity])
-        return replace(
-            match,
-            observed_at=deciding.started_at if deciding else None,
-            held_at=held.finished_at if held else None,
-        )
+        observed, held = span(match.cluster, match.rule, match.entity)
+        return replace(match, observed_at=observed, held_at=held)
 
     return [dated(match) for match in matches]
 
@@ -474,7 +475,8 @@ def _replace_derived(
 
 
 def _match(row: dict[str, Any], rule: Rule) -> Match:
-    summary, description = render(row, rule)
+    context = template_context(row, rule)
+    summary, description = render(row, rule, context)
     return Match(
         rule=row["rule"],
         entity=row["entity"],
@@ -486,5 +488,5 @@ def _match(row: dict[str, Any], rule: Rule) -> Match:
         description=description,
         for_seconds=int(row["for_seconds"]),
         labels=dict(row["labels"] or {}),
-        annotations=render_annotations(row, rule),
+        annotations=render_annotations(row, rule, context),
     )

@@ -41,6 +41,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from monitor.core.derived import table_of
 from monitor.store.base import Base
 from monitor.store.evaluation import DERIVED_TABLES, EvaluationClock
+from monitor.store.local_settings import local_settings, setting_statement
 
 GROUP_ENTITIES = ("group_partition", "group_topic", "group")
 """The entities of a consumer group, whose rows a carried group copies."""
@@ -246,7 +247,7 @@ separator)."""
 
 
 PLANNER_SETTINGS = ("enable_nestloop", "enable_mergejoin", "enable_sort")
-CARRY_PLANNER = "SELECT " + ", ".join(f"set_config('{name}', 'off', true)" for name in PLANNER_SETTINGS)
+CARRY_PLANNER = setting_statement(dict.fromkeys(PLANNER_SETTINGS, "off"))
 """The planner setting the carry's statements run under (`CARRIED` and the copies of
 `carry_rows`, each for itself only). The evaluation they read was written moments before, often
 into a partition without statistics (the day's first, a new deployment's), and CARRIED's grouped
@@ -261,14 +262,10 @@ guessing few rows, it sorts the window's samples to group them: 752,000 rows of 
 
 
 def _unlooped(conn: Connection, statement: TextClause, values: dict[str, object]) -> CursorResult[Any]:
-    """`statement` run under CARRY_PLANNER, the setting then as it was for the rest of the
-    transaction (a statement that fails aborts the transaction, which takes the setting with it)."""
-    current = ", ".join(f"current_setting('{name}')" for name in PLANNER_SETTINGS)
-    was = conn.execute(text(f"SELECT {current}")).one()
-    conn.execute(text(CARRY_PLANNER))
-    result = conn.execute(statement, values)
-    restore = ", ".join(f"set_config('{name}', :s{i}, true)" for i, name in enumerate(PLANNER_SETTINGS))
-    conn.execute(text(f"SELECT {restore}"), {f"s{i}": value for i, value in enumerate(was)})
+    """`statement` run under CARRY_PLANNER, the settings then as they were for the rest of the
+    transaction (store.local_settings)."""
+    with local_settings(conn, dict.fromkeys(PLANNER_SETTINGS, "off")):
+        result = conn.execute(statement, values)
     return result
 
 

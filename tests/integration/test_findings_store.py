@@ -252,3 +252,25 @@ def test_the_next_due_time_is_the_earliest_pending_first_seen_plus_for(engine: E
         assert findings(engine)["soon"]["state"] == "firing"
         assert findings(engine)["b1"]["state"] == "pending", "kept: its broker was not sampled"
         assert next_due(conn, ["c1"], later) == [Due("c1", T + timedelta(seconds=590), partition)]
+
+
+def test_the_merge_runs_without_jit_and_leaves_the_setting_it_found(engine: Engine) -> None:
+    """PostgreSQL compiles a statement it estimates costly: the gone checks of 100,000 findings
+    took a second each to compile and a fraction of one to run (store.findings.MERGE_SETTINGS)."""
+    seen: list[str] = []
+    with engine.begin() as conn:
+        conn.execute(text("SET LOCAL jit = on"))
+        original = conn.execute
+
+        def execute(statement: Any, *args: Any, **kwargs: Any) -> Any:
+            if "last_seen = :t, evaluated_at = :t" in str(statement):
+                seen.append(original(text("SHOW jit")).scalar_one())
+            return original(statement, *args, **kwargs)
+
+        conn.execute = execute  # type: ignore[method-assign]
+        merge_findings(conn, [match("a")], T, clusters=("c1",), rules=("R",))
+        del conn.execute
+        after = conn.execute(text("SHOW jit")).scalar_one()
+
+    assert seen == ["off"]
+    assert after == "on"

@@ -6,6 +6,7 @@ away is an error the receiver gives up on."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -17,11 +18,18 @@ from monitor.alert.render import Templates, default_template_dir
 from monitor.cli.main import app
 from monitor.core.templating import (
     MAX_TEMPLATE_TEXT,
+    RUNS_ONCE,
     TemplateLimitError,
     render_bounded,
 )
 from monitor.evaluate.engine import render
-from monitor.evaluate.rules import Rule, compile_template, sample_context, template_problems
+from monitor.evaluate.rules import (
+    Rule,
+    compile_template,
+    sample_context,
+    template_environment,
+    template_problems,
+)
 from tests.fixtures.receivers import EXTERNAL_URL, sample_notification
 
 runner = CliRunner()
@@ -57,6 +65,16 @@ COSTLY: list[tuple[str, str, str]] = [
         "{% for i in range(60000) %}{% for j in range(60000) %}{% endfor %}{% endfor %}",
         "rendering took longer than 1 s",
     ),
+    (
+        "macro calling itself",
+        "{% macro m(n) %}{% if n %}{{ m(n - 1) }}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(40) }}",
+        "rendering took longer than 1 s",
+    ),
+    (
+        "loop filter",
+        "{% for i in range(60000) if (range(60000) | list | length) > 60000 %}{% endfor %}",
+        "rendering took longer than 1 s",
+    ),
     ("literal of 5,000 digits", "{{ " + "9" * 5000 + " }}", "template does not parse: ValueError"),
 ]
 
@@ -83,6 +101,37 @@ def test_a_costly_template_is_refused_on_the_sample_finding_at_once(source: str,
 def test_ordinary_templates_render_as_before(source: str, expected: str) -> None:
     assert template_problems(source, "group", "Fine") == []
     assert render_bounded(compile_template(source), sample_context("group")) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "watched"),
+    [
+        ("{{ group_id | probe }} is {{ value | number }} behind", False),
+        ("{% if value %}{% set v = value %}{{ v | probe }}{% else %}none{% endif %}", False),
+        ("{% filter upper %}{{ group_id | probe }}{% endfilter %}", False),
+        ("{% for i in [1] %}{{ i | probe }}{% endfor %}", True),
+        ("{% macro m() %}{{ group_id | probe }}{% endmacro %}{{ m() }}", True),
+        (
+            "{% macro m() %}{{ caller() }}{% endmacro %}{% call m() %}{{ group_id | probe }}{% endcall %}",
+            True,
+        ),
+        ("{% block b %}{{ group_id | probe }}{% endblock %}", True),
+    ],
+)
+def test_only_a_template_that_can_repeat_its_lines_is_timed(source: str, watched: bool) -> None:
+    """Timing a render watches every call it makes (three times the cost of a summary); a
+    template without a loop, macro or block runs each of its lines once, its time bounded by its
+    length, and renders unwatched."""
+    environment = template_environment()
+    outside = sys.gettrace()  # a coverage tool's, or None
+    traced: list[bool] = []
+    environment.filters["probe"] = lambda value: traced.append(sys.gettrace() is not outside) or value
+    template = environment.from_string(source)
+
+    render_bounded(template, sample_context("group"))
+
+    assert template.root_render_func.__globals__[RUNS_ONCE] is not watched
+    assert traced == [watched]
 
 
 def costly_rule(summary: str) -> Rule:
