@@ -109,10 +109,13 @@ def spark_jvm_pid() -> int:
 
 
 def cpu_seconds(root: int) -> tuple[float, float]:
-    """User + system CPU seconds of `root`, and of its live descendants."""
+    """User + system CPU seconds of `root`, and of its descendants: the live ones, and the children
+    it reaped (a PostgreSQL postmaster reaps each backend whose connection closed: without them a
+    window in which a busy backend ended would count less than nothing)."""
     tick = os.sysconf("SC_CLK_TCK")
     parents: dict[int, int] = {}
     times: dict[int, float] = {}
+    reaped = 0.0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -123,7 +126,9 @@ def cpu_seconds(root: int) -> tuple[float, float]:
         fields = stat.rsplit(")", 1)[1].split()
         parents[int(entry.name)] = int(fields[1])
         times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
-    children, todo = 0.0, [child for child, parent in parents.items() if parent == root]
+        if int(entry.name) == root:
+            reaped = (int(fields[13]) + int(fields[14])) / tick
+    children, todo = reaped, [child for child, parent in parents.items() if parent == root]
     while todo:
         pid = todo.pop()
         children += times.get(pid, 0.0)

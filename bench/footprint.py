@@ -18,8 +18,10 @@ then in steady state.
    rule pack, the default intervals (offsets 15 s, evaluation 30 s) and alerts written to a file.
    From the moment the process starts: seconds until every group-partition has its lag through the
    API (`/api/v1/clusters/{c}/groups/{g}/lag` of every group) and through `/metrics` (a
-   `kafka_consumer_group_lag_in_offsets` series for each); the CPU seconds of the daemon's process
-   tree (Python and the Spark JVM it starts) and of PostgreSQL's processes to each point.
+   `kafka_consumer_group_lag_in_offsets` series for each: above the 50,000 partition-level series
+   one scrape serves by default, `metrics.max_partition_series` is raised to hold them, as the
+   daemon's warning tells an operator to); the CPU seconds of the daemon's process tree (Python and
+   the Spark JVM it starts) and of PostgreSQL's processes (with the backends it reaped) to each point.
 5. After --settle seconds (120) from the end of the first evaluation, --steady seconds (180) of
    steady state with a scraper reading `/metrics` every 15 s and one group's lag read through the
    API every 10 s: CPU seconds per minute of the daemon (Python, JVM) and of PostgreSQL; resident
@@ -62,6 +64,7 @@ from bench.collector import database_url
 from bench.collector_load import PARTITIONS_PER_TOPIC, VALUE, Workload
 from bench.detect import cpu_seconds, evaluation_seconds, start_daemon
 from monitor.core.settings import DevKafkaConfig
+from monitor.core.settings_push import MetricsConfig
 from monitor.devtools import postgres
 from monitor.devtools.kafka_cluster import DevKafkaCluster
 from monitor.devtools.paths import cache_dir, var_dir
@@ -77,6 +80,9 @@ EVERY = {"commit": 10.0, "scrape": 15.0, "read": 10.0, "sample": 5.0}
 a scrape of `/metrics` (a common Prometheus interval), a read of one group's lag through the API,
 a memory sample of the daemon's tree."""
 LAG_SERIES = "kafka_consumer_group_lag_in_offsets{"
+DEFAULT_PARTITION_SERIES = MetricsConfig().max_partition_series
+"""The partition-level series one scrape serves by default (metrics.max_partition_series)."""
+
 FIRST_EVALUATION_WITHIN = 900
 """Seconds the benchmark waits for the daemon's first evaluation to end before it gives up."""
 
@@ -359,7 +365,12 @@ def measure(
     spark: dict[str, Any] = {"driver_memory": args.driver_memory} if args.driver_memory else {}
     if args.spark_conf:
         spark["conf"] = dict(item.split("=", 1) for item in args.spark_conf)
-    extra = {"spark": spark} if spark else {}
+    extra: dict[str, Any] = {"spark": spark} if spark else {}
+    group_partitions = args.groups * PER_GROUP
+    if group_partitions > DEFAULT_PARTITION_SERIES:
+        # What the daemon's warning tells an operator of such a fleet to do: the complete answer
+        # is a series for every group-partition, which the default cap leaves out.
+        extra["metrics"] = {"max_partition_series": group_partitions + args.partitions}
     config = daemon_config(work, url, bootstrap, args.web_port, extra)
     load = Load(bootstrap, workload, args.produce_rate)
     load.start()

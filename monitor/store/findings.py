@@ -154,7 +154,7 @@ group-partitions: 10 s for each of the two statements that ask, instead of 0.3).
 MERGE_SETTINGS = {"jit": "off"}
 """What `merge_findings` runs its statements under (restored after it). The correlated checks of
 `GONE` make PostgreSQL estimate a cost past `jit_above_cost` for statements that take a fraction
-of a second, and compiling them took about a second each (docs/bench/evaluate-incremental.md)."""
+of a second, and compiling them took about a second each (docs/bench/evaluate-findings.md)."""
 
 _DROP_GONE = f"DELETE FROM _matches x WHERE {GONE}"
 

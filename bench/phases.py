@@ -1,0 +1,94 @@
+"""Where one evaluation of a kept benchmark database spends its time, step by step on the driver.
+
+    .venv/bin/python bench/phases.py \\
+        --url postgresql+psycopg://kafka_health@127.0.0.1:55477/kh_bench_footprint \\
+        --cluster bench --at 2026-12-01T22:09:30Z --runs 3
+
+A benchmark that keeps its database (bench/footprint.py always does; bench/evaluate.py with
+--keep) leaves the samples of a whole fleet behind. This runs the daemon's evaluation
+(`monitor.evaluate.job.run_evaluation`, the shipped rules, the default window) on them --runs
+times on one warm SparkSession (local[2]), the first full and the others incremental, one second
+apart from --at (later than the database's own evaluations: an evaluation older than a finding's
+last sighting changes nothing of it). Per run it prints the job's phases (compute, write) and the
+seconds of each step inside them: building the plan, the carry decision, the action that brings
+the matches (Spark's share is what compute leaves to the others), rendering the matches' texts,
+dating them, merging the findings, writing the derived rows. The database's derived rows and
+findings are changed as the daemon would change them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import sys
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from monitor.core.settings import SparkConfig
+from monitor.devtools.jdbc import ensure_jdbc_driver
+from monitor.evaluate import job
+from monitor.evaluate.job import JobSettings, run_evaluation
+from monitor.evaluate.plan import Plans
+from monitor.evaluate.rules import default_rule_paths, load_rules
+from monitor.evaluate.spark import build_session, jdbc_target
+from monitor.store.engine import make_engine
+
+STEPS = (
+    "_sized_plan", "choose", "_sorted", "_match", "_observed", "merge_findings", "_write_derived",
+    "_copy_derived", "record_minutes", "mark_completed",
+)  # fmt: skip
+"""The functions of monitor.evaluate.job timed (`_match` renders one match's texts, inside `_sorted`)."""
+
+
+def timed(spent: dict[str, float], name: str) -> None:
+    """Wrap job.`name` so that its calls add their seconds to spent[name]."""
+    original = getattr(job, name)
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent[name] += time.perf_counter() - started
+
+    setattr(job, name, wrapper)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", required=True, help="the kept database (SQLAlchemy URL)")
+    parser.add_argument("--cluster", default="bench", help="the cluster evaluated (bench)")
+    parser.add_argument(
+        "--at", required=True, type=datetime.fromisoformat, help="the first evaluation's time (ISO 8601)"
+    )
+    parser.add_argument("--runs", type=int, default=3, help="evaluations, the first full (3)")
+    args = parser.parse_args()
+    spent: dict[str, float] = collections.defaultdict(float)
+    for name in STEPS:
+        timed(spent, name)
+    engine = make_engine(args.url)
+    spark = build_session(SparkConfig(master="local[2]"), ensure_jdbc_driver(), 1_000_000)
+    rules = load_rules(default_rule_paths()).rules
+    plans = Plans()
+    for n in range(args.runs):
+        spent.clear()
+        started = time.perf_counter()
+        result = run_evaluation(
+            spark, jdbc_target(args.url), engine, rules, [args.cluster], args.at + timedelta(seconds=n),
+            JobSettings(), plans, full=n == 0,
+        )  # fmt: skip
+        wall = time.perf_counter() - started
+        phases = ", ".join(f"{name} {seconds:.2f}" for name, seconds in result.seconds.items())
+        print(f"run {n} ({result.kind}): {wall:.2f} s ({phases}); findings {result.findings}", flush=True)
+        steps = sorted(spent.items(), key=lambda item: -item[1])
+        print("    " + ", ".join(f"{name.lstrip('_')} {seconds:.2f}" for name, seconds in steps), flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
