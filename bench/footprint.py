@@ -63,6 +63,7 @@ from bench import collector_load as setup_load
 from bench.collector import database_url
 from bench.collector_load import PARTITIONS_PER_TOPIC, VALUE, Workload
 from bench.detect import cpu_seconds, evaluation_seconds, start_daemon
+from bench.summary import FOOTPRINT_POSTGRES_LIMIT, FOOTPRINT_TARGETS
 from monitor.core.settings import DevKafkaConfig
 from monitor.core.settings_push import MetricsConfig
 from monitor.devtools import postgres
@@ -512,25 +513,45 @@ def at(run: dict[str, Any], path: str) -> Any:
 
 
 def report(document: dict[str, Any]) -> str:
-    runs = document["runs"]
+    """One section per fleet size (its runs in the order measured, the newest size first), each
+    with that size's targets (bench/summary.FOOTPRINT_TARGETS), then the notes and the method."""
+    by_size: dict[int, list[dict[str, Any]]] = {}
+    for run in document["runs"]:
+        by_size.setdefault(int(run["group_partitions"]), []).append(run)
+    newest = int(document["runs"][-1]["group_partitions"])
+    sizes = [newest, *(size for size in by_size if size != newest)]
+    lines = ["# The whole daemon's footprint\n"]
+    for size in sizes:
+        lines += _size_table(by_size[size])
+    notes = [f"- `{r['label']}`: {r['note']}" for r in document["runs"] if r.get("note")]
+    lines += [*(["Notes on the runs:", "", *notes, ""] if notes else []), METHOD]
+    return "\n".join(lines) + "\n"
+
+
+def _size_table(runs: list[dict[str, Any]]) -> list[str]:
+    """The table of the runs of one fleet size, with its targets."""
+    last = runs[-1]
+    api, cpu, rss, age = FOOTPRINT_TARGETS.get(int(last["group_partitions"]), (None, None, None, None))
+    pg_limit = FOOTPRINT_POSTGRES_LIMIT.get(int(last["group_partitions"]))
     head = ["figure", *(f"{r['label']} ({r['measured_at']}, load {r['loadavg_before'][0]:.1f} -> "
                         f"{r['loadavg_after'][0]:.1f}, {r['commit']})" for r in runs), "target"]  # fmt: skip
     lines = [
-        f"# The whole daemon's footprint at {runs[-1]['group_partitions']:,} group-partitions\n",
-        f"{runs[-1]['partitions']:,} partitions, {runs[-1]['groups']} groups of {PER_GROUP} partitions, "
-        f"{runs[-1]['produce_rate']} records/s produced, every group committing every "
-        f"{EVERY['commit']:g} s; {runs[-1]['machine']}. In the steady window `/metrics` is scraped every "
+        f"## At {last['group_partitions']:,} group-partitions\n",
+        f"{last['partitions']:,} partitions, {last['groups']} groups of {PER_GROUP} partitions, "
+        f"{last['produce_rate']} records/s produced, every group committing every "
+        f"{EVERY['commit']:g} s; {last['machine']}. In the steady window `/metrics` is scraped every "
         f"{EVERY['scrape']:g} s.\n",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
     ]
 
-    def row(name: str, cells: str, target: str = "") -> None:
+    def row(name: str, cells: str, target: float | None = None) -> None:
         """`cells` names one figure or two (`a / b`), each a path of keys into a run."""
         values = [" / ".join(str(at(r, path)) for path in cells.split(" / ")) for r in runs]
-        lines.append(f"| {name} | " + " | ".join(values) + f" | {target} |")
+        limit = "" if target is None else f"<= {target:,g}"
+        lines.append(f"| {name} | " + " | ".join(values) + f" | {limit} |")
 
-    row("start -> complete lag through the API, s", "complete.api.seconds", "<= 5 s")
+    row("start -> complete lag through the API, s", "complete.api.seconds", api)
     row("start -> complete lag through /metrics, s", "complete.metrics.seconds")
     row("start -> first evaluation done, s", "first_evaluation_seconds")
     row("CPU-s to the complete API answer, daemon / PostgreSQL",
@@ -538,21 +559,20 @@ def report(document: dict[str, Any]) -> str:
     row("CPU-s to the complete /metrics answer, daemon / PostgreSQL",
         "complete.metrics.cpu.daemon / complete.metrics.cpu.postgres")  # fmt: skip
     row("settling after the complete answer / steady window, s", "settle_seconds / steady_seconds")
-    row("steady CPU-s per minute, daemon and PostgreSQL", "steady.cpu_per_minute.total", "<= 6")
+    row("steady CPU-s per minute, daemon and PostgreSQL", "steady.cpu_per_minute.total", cpu)
     for part in ("python", "jvm", "postgres"):
-        row(f"  of which {part}", f"steady.cpu_per_minute.{part}")
-    row("resident, daemon tree RSS MB (largest sample)", "steady.memory_mb.rss_max", "<= 1,200")
+        row(f"  of which {part}", f"steady.cpu_per_minute.{part}", pg_limit if part == "postgres" else None)
+    row("resident, daemon tree RSS MB (largest sample)", "steady.memory_mb.rss_max", rss)
     row("  PSS MB (largest sample)", "steady.memory_mb.pss_max")
     row("  the JVM's RSS MB (largest sample)", "steady.memory_mb.largest_rss_max")
     row("RSS MB at the complete answer", "memory_at_complete_mb.rss")
-    row("age of the lag served, median / max s", "steady.lag_age_seconds.median / steady.lag_age_seconds.max")
+    row("age of the lag served, median / max s",
+        "steady.lag_age_seconds.median / steady.lag_age_seconds.max", age)  # fmt: skip
     row("evaluations in the steady window / median s",
         "steady.evaluations / steady.evaluation_median_seconds")  # fmt: skip
     row("the JVM's heap at the end, used / committed MB", "heap_mb.used / heap_mb.committed")
     row("Spark JVM options", "jvm_options")
-    notes = [f"- `{r['label']}`: {r['note']}" for r in runs if r.get("note")]
-    lines += ["", *(["Notes on the runs:", "", *notes, ""] if notes else []), METHOD]
-    return "\n".join(lines) + "\n"
+    return [*lines, ""]
 
 
 def main() -> int:

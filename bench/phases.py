@@ -14,6 +14,11 @@ seconds of each step inside them: building the plan, the carry decision, the act
 the matches (Spark's share is what compute leaves to the others), rendering the matches' texts,
 dating them, merging the findings, writing the derived rows. The database's derived rows and
 findings are changed as the daemon would change them.
+
+Then --alert-cycles alert cycles (`monitor.alert.cycle.run_cycle`, routing everything to one
+console receiver) over the findings the evaluations left (--runs 0: the database's own), in one
+transaction rolled back: the first brings the alerts up to the findings, the others find nothing
+changed, as the daemon's cycles between two evaluations do.
 """
 
 from __future__ import annotations
@@ -22,12 +27,17 @@ import argparse
 import collections
 import functools
 import sys
+import tempfile
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from sqlalchemy import Engine
+
+from monitor.alert.config import load_routing
+from monitor.alert.cycle import run_cycle
 from monitor.core.settings import SparkConfig
 from monitor.devtools.jdbc import ensure_jdbc_driver
 from monitor.evaluate import job
@@ -67,19 +77,28 @@ def main() -> None:
         "--at", required=True, type=datetime.fromisoformat, help="the first evaluation's time (ISO 8601)"
     )
     parser.add_argument("--runs", type=int, default=3, help="evaluations, the first full (3)")
+    parser.add_argument("--alert-cycles", type=int, default=0, help="alert cycles afterwards (0)")
     args = parser.parse_args()
+    engine = make_engine(args.url)
+    if args.runs:
+        evaluations(engine, args.url, args.cluster, args.at, args.runs)
+    if args.alert_cycles:
+        alert_cycles(engine, args.at + timedelta(seconds=args.runs), args.alert_cycles)
+
+
+def evaluations(engine: Engine, url: str, cluster: str, at: datetime, runs: int) -> None:
+    """`runs` evaluations from `at`, one second apart, each step timed (printed)."""
     spent: dict[str, float] = collections.defaultdict(float)
     for name in STEPS:
         timed(spent, name)
-    engine = make_engine(args.url)
     spark = build_session(SparkConfig(master="local[2]"), ensure_jdbc_driver(), 1_000_000)
     rules = load_rules(default_rule_paths()).rules
     plans = Plans()
-    for n in range(args.runs):
+    for n in range(runs):
         spent.clear()
         started = time.perf_counter()
         result = run_evaluation(
-            spark, jdbc_target(args.url), engine, rules, [args.cluster], args.at + timedelta(seconds=n),
+            spark, jdbc_target(url), engine, rules, [cluster], at + timedelta(seconds=n),
             JobSettings(), plans, full=n == 0,
         )  # fmt: skip
         wall = time.perf_counter() - started
@@ -88,6 +107,23 @@ def main() -> None:
         steps = sorted(spent.items(), key=lambda item: -item[1])
         print("    " + ", ".join(f"{name.lstrip('_')} {seconds:.2f}" for name, seconds in steps), flush=True)
     spark.stop()
+
+
+def alert_cycles(engine: Engine, at: datetime, cycles: int) -> None:
+    """`cycles` alert cycles at `at` in one transaction, rolled back; prints each one's seconds."""
+    with tempfile.TemporaryDirectory() as work:
+        routing_file = Path(work) / "routing.yaml"
+        inbox = Path(work) / "alerts.jsonl"
+        routing_file.write_text(
+            f"receivers:\n  - name: file\n    console:\n      path: {inbox}\nroute:\n  receiver: file\n"
+        )
+        routing = load_routing(routing_file, None)
+        with engine.connect() as conn, conn.begin() as transaction:
+            for n in range(cycles):
+                started = time.perf_counter()
+                result = run_cycle(conn, routing, at, "http://localhost:8080")
+                print(f"alert cycle {n}: {time.perf_counter() - started:.2f} s; {result.alerts}", flush=True)
+            transaction.rollback()
 
 
 if __name__ == "__main__":

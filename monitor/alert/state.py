@@ -30,6 +30,13 @@ def lock(conn: Connection) -> None:
     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": CYCLE_LOCK})
 
 
+def findings_stamp(conn: Connection) -> datetime | None:
+    """When an evaluation last changed a finding: every merge stamps the findings it matched and
+    those it resolved with its time (store.findings)."""
+    stamp = conn.execute(text("SELECT max(evaluated_at) FROM findings")).scalar_one()
+    return stamp if isinstance(stamp, datetime) else None
+
+
 def open_findings(conn: Connection) -> list[dict[str, Any]]:
     """The findings that are not resolved (pending or firing), as mappings."""
     result = conn.execute(_OPEN_FINDINGS)

@@ -262,3 +262,27 @@ class DueRun:
             self._dues = left
         self._scheduler.run_soon(self._job_id)
         return True
+
+
+_NEVER = object()
+
+
+@dataclass
+class Pacing:
+    """Whether a periodic job whose runs cost what its input's size makes them cost runs at a tick:
+    after a run of `seconds`, the next waits `rest` times as long, unless its input changed (a
+    `stamp` other than the last run's). A job that takes longer than its interval otherwise runs
+    back to back and holds a core; at a small size (runs of milliseconds) every tick runs."""
+
+    rest: float
+    _until: float = 0.0
+    _stamp: object = _NEVER
+
+    def due(self, now: float, stamp: object) -> bool:
+        """Whether to run at monotonic time `now`, the input's stamp being `stamp`."""
+        return stamp != self._stamp or now >= self._until
+
+    def ran(self, started: float, ended: float, stamp: object) -> None:
+        """A run from `started` to `ended` (monotonic) read the input as of `stamp`."""
+        self._until = ended + self.rest * max(0.0, ended - started)
+        self._stamp = stamp

@@ -469,6 +469,7 @@ def test_every_bench_script_is_run_and_summarised() -> None:
         "fresh_metrics.py",  # the cost of the fresh /metrics offset lag at a size (docs/bench/fresh-lag.md)
         "collector_load.py",  # collector.py's load on the cluster
         "collector_report.py",  # collector.py's report and results files
+        "phases.py",  # where evaluations of a kept database spend their time (docs/bench/evaluate-findings.md)
     }
     assert {script for script, _, _ in run.BENCHMARKS.values()} == scripts - not_benchmarks
     assert set(summary.READERS) == set(run.BENCHMARKS)
