@@ -18,10 +18,11 @@ then in steady state.
    rule pack, the default intervals (offsets 15 s, evaluation 30 s) and alerts written to a file.
    From the moment the process starts: seconds until every group-partition has its lag through the
    API (`/api/v1/clusters/{c}/groups/{g}/lag` of every group) and through `/metrics` (a
-   `kafka_consumer_group_lag_in_offsets` series for each: above the 50,000 partition-level series
-   one scrape serves by default, `metrics.max_partition_series` is raised to hold them, as the
-   daemon's warning tells an operator to); the CPU seconds of the daemon's process tree (Python and
-   the Spark JVM it starts) and of PostgreSQL's processes (with the backends it reaped) to each point.
+   `kafka_consumer_group_lag_in_offsets` series for each: where the fleet has more than the 50,000
+   partition-level series one scrape serves by default, `metrics.max_partition_series` is raised to
+   hold them all, as the daemon's warning tells an operator to); the CPU seconds of the daemon's
+   process tree (Python and the Spark JVM it starts) and of PostgreSQL's processes (with the
+   backends it reaped) to each point.
 5. After --settle seconds (120) from the end of the first evaluation, --steady seconds (180) of
    steady state with a scraper reading `/metrics` every 15 s and one group's lag read through the
    API every 10 s: CPU seconds per minute of the daemon (Python, JVM) and of PostgreSQL; resident
@@ -69,6 +70,7 @@ from monitor.core.settings_push import MetricsConfig
 from monitor.devtools import postgres
 from monitor.devtools.kafka_cluster import DevKafkaCluster
 from monitor.devtools.paths import cache_dir, var_dir
+from monitor.expose.metrics.state_queries import GROUP_PARTITION, PARTITION
 from monitor.store import migrate
 from monitor.store.engine import make_engine
 
@@ -319,6 +321,14 @@ def wait_first_evaluation(engine: Engine, since: datetime, daemon: subprocess.Po
     return first
 
 
+def partition_level_series(group_partitions: int, partitions: int) -> int:
+    """The partition-level series `/metrics` can have for a fleet: each value column of the
+    group-partition and partition queries for each of their rows."""
+    return group_partitions * len({spec.column for spec in GROUP_PARTITION.specs if spec.column}) + (
+        partitions * len({spec.column for spec in PARTITION.specs if spec.column})
+    )
+
+
 def daemon_config(work: Path, url: str, bootstrap: str, web_port: int, extra: dict[str, Any]) -> Path:
     routing = work / "routing.yaml"
     routing.write_text(
@@ -367,11 +377,11 @@ def measure(
     if args.spark_conf:
         spark["conf"] = dict(item.split("=", 1) for item in args.spark_conf)
     extra: dict[str, Any] = {"spark": spark} if spark else {}
-    group_partitions = args.groups * PER_GROUP
-    if group_partitions > DEFAULT_PARTITION_SERIES:
+    series = partition_level_series(args.groups * PER_GROUP, args.partitions)
+    if series > DEFAULT_PARTITION_SERIES:
         # What the daemon's warning tells an operator of such a fleet to do: the complete answer
         # is a series for every group-partition, which the default cap leaves out.
-        extra["metrics"] = {"max_partition_series": group_partitions + args.partitions}
+        extra["metrics"] = {"max_partition_series": series}
     config = daemon_config(work, url, bootstrap, args.web_port, extra)
     load = Load(bootstrap, workload, args.produce_rate)
     load.start()
