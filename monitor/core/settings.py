@@ -267,10 +267,7 @@ class AlertConfig(Strict):
         "if any; else none (the shipped alert_rules/owners.yaml is an example, never read by itself).",
     )
     interval_seconds: float = Field(
-        default=10,
-        gt=0,
-        description="Seconds between alert cycles; after a cycle that took long, the next waits twice "
-        "as long as it took unless an evaluation changed the findings.",
+        default=10, gt=0, description="Seconds between alert cycles; a long cycle rests twice its time."
     )
     sender_interval_seconds: float = Field(default=1, gt=0, description="Seconds between outbox polls.")
     sender_batch: int = Field(default=200, ge=1, le=10_000, description="Notifications claimed at once.")
