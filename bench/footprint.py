@@ -324,9 +324,7 @@ def wait_first_evaluation(engine: Engine, since: datetime, daemon: subprocess.Po
 def partition_level_series(group_partitions: int, partitions: int) -> int:
     """The partition-level series `/metrics` can have for a fleet: each value column of the
     group-partition and partition queries for each of their rows."""
-    return group_partitions * len({spec.column for spec in GROUP_PARTITION.specs if spec.column}) + (
-        partitions * len({spec.column for spec in PARTITION.specs if spec.column})
-    )
+    return group_partitions * len(GROUP_PARTITION.value_columns) + partitions * len(PARTITION.value_columns)
 
 
 def daemon_config(work: Path, url: str, bootstrap: str, web_port: int, extra: dict[str, Any]) -> Path:

@@ -134,7 +134,6 @@ class AlertStage:
     # -- jobs -----------------------------------------------------------------------------------
 
     def cycle(self) -> None:
-        assert self._recorder is not None
         stamp: object
         try:
             with self._engine().connect() as conn:

@@ -247,7 +247,8 @@ separator)."""
 
 
 PLANNER_SETTINGS = ("enable_nestloop", "enable_mergejoin", "enable_sort")
-CARRY_PLANNER = setting_statement(dict.fromkeys(PLANNER_SETTINGS, "off"))
+CARRY_SETTINGS = dict.fromkeys(PLANNER_SETTINGS, "off")
+CARRY_PLANNER = setting_statement(CARRY_SETTINGS)
 """The planner setting the carry's statements run under (`CARRIED` and the copies of
 `carry_rows`, each for itself only). The evaluation they read was written moments before, often
 into a partition without statistics (the day's first, a new deployment's), and CARRIED's grouped
@@ -264,7 +265,7 @@ guessing few rows, it sorts the window's samples to group them: 752,000 rows of 
 def _unlooped(conn: Connection, statement: TextClause, values: dict[str, object]) -> CursorResult[Any]:
     """`statement` run under CARRY_PLANNER, the settings then as they were for the rest of the
     transaction (store.local_settings)."""
-    with local_settings(conn, dict.fromkeys(PLANNER_SETTINGS, "off")):
+    with local_settings(conn, CARRY_SETTINGS):
         result = conn.execute(statement, values)
     return result
 

@@ -30,6 +30,13 @@ def stage(
 ) -> Iterator[tuple[AlertStage, FakeClock]]:
     with engine.begin() as conn:
         conn.execute(text("DELETE FROM collection_runs WHERE job = 'alert'"))
+        conn.execute(  # the cluster as its collector registers it
+            text(
+                "INSERT INTO clusters (name, bootstrap, first_seen, last_seen)"
+                " VALUES ('c1', '127.0.0.1:9092', :t, :t) ON CONFLICT DO NOTHING"
+            ),
+            {"t": NOW},
+        )
     routing = tmp_path / "routing.yaml"
     routing.write_text(
         f"receivers:\n  - name: file\n    console:\n      path: {tmp_path / 'alerts.jsonl'}\n"

@@ -52,13 +52,18 @@ class StateQuery:
     def specs(self) -> tuple[MetricSpec, ...]:
         return tuple(spec for spec in STATE if spec.query == self.name)
 
+    @property
+    def value_columns(self) -> list[str]:
+        """The columns its series read their values from, sorted: a row gives one series each."""
+        return sorted({spec.column for spec in self.specs if spec.column})
+
     def statement(self) -> str:
         """The SQL to run. Partition-level: only rows with at least one value, of the clusters
         not in the array `:off`, the most urgent first, at most `:limit` of them, each with the
         totals before the limit."""
         if not self.partition_level:
             return self.sql
-        columns = sorted({spec.column for spec in self.specs if spec.column})
+        columns = self.value_columns
         present = " OR ".join(f"{c} IS NOT NULL" for c in columns)
         series = " + ".join(f"({c} IS NOT NULL)::int" for c in columns)
         return (
