@@ -118,7 +118,7 @@ def bench(admin_url: str, groups: int, per_group: int, changed: int) -> None:
             for table in ("derived_group", "derived_group_topic", "commit_observations"):
                 conn.execute(text(f"ANALYZE {table}"))
         snapshot_module.FRESH_FOR_SECONDS = 0.0  # every fresh read is measured, none served from the last
-        settings = MetricsConfig(max_partition_series=10 * groups * per_group, scrape_timeout_seconds=120)
+        settings = MetricsConfig(max_partition_series=10 * groups * per_group, build_timeout_seconds=120)
         snapshot = MetricsSnapshot(lambda: engine, settings)
         builds = timed(lambda: snapshot._build(snapshot._marker()))
         after_build: list[float] = []

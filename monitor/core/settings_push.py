@@ -32,8 +32,15 @@ class MetricsConfig(Strict):
         default=8,
         gt=0,
         le=120,
-        description="Time one build of the snapshot may spend reading PostgreSQL (a scrape waits for "
-        "it only before the first snapshot); keep it below Prometheus' scrape_timeout.",
+        description="The longest a scrape waits (for the first snapshot, or the check and fresh lag "
+        "queries); keep it below Prometheus' scrape_timeout.",
+    )
+    build_timeout_seconds: float = Field(
+        default=60,
+        gt=0,
+        le=600,
+        description="Time one build of the snapshot may spend reading the state from PostgreSQL; "
+        "builds run in the background (a scrape waits at most scrape_timeout_seconds for one).",
     )
     snapshot_check_seconds: float = Field(
         default=5,

@@ -6,6 +6,7 @@ kept current by the scrapes themselves when no daemon job checks."""
 from __future__ import annotations
 
 import threading
+import time
 import zlib
 from datetime import UTC, datetime, timedelta
 
@@ -181,7 +182,7 @@ def test_a_cluster_can_switch_its_partition_series_off(filled: Engine) -> None:
 
 
 def test_a_build_where_a_query_times_out_keeps_the_complete_snapshot(filled: Engine) -> None:
-    snapshot = MetricsSnapshot(lambda: filled, MetricsConfig(scrape_timeout_seconds=1))
+    snapshot = MetricsSnapshot(lambda: filled, MetricsConfig(build_timeout_seconds=1))
     before = parse(snapshot.body(gzip=False))
     with filled.begin() as conn:
         _evaluation(conn, "small", T2 + timedelta(seconds=30), 300)
@@ -212,6 +213,43 @@ def test_a_build_where_a_query_times_out_keeps_the_complete_snapshot(filled: Eng
     assert lag(after, "small") == 300
     assert gauge(after, "kafka_health_up") == 1
     assert {v for (name, _), v in after.items() if name == "kafka_health_scrape_error"} == {0}
+
+
+def test_a_first_scrape_waits_for_a_slow_build_only_so_long_and_the_build_goes_on(filled: Engine) -> None:
+    """A build may take longer than a scrape may wait (a large fleet on a busy machine): the first
+    scrape is answered after `scrape_timeout_seconds` without the state, and the build, bounded by
+    `build_timeout_seconds` instead, ends and is served to a later scrape."""
+    snapshot = MetricsSnapshot(
+        lambda: filled, MetricsConfig(scrape_timeout_seconds=0.5, build_timeout_seconds=30)
+    )
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with filled.begin() as conn:
+            conn.execute(text("LOCK TABLE derived_group_partition IN ACCESS EXCLUSIVE MODE"))
+            taken.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert taken.wait(10)
+        started = time.monotonic()
+        first = parse(snapshot.body(gzip=False))
+        waited = time.monotonic() - started
+        building = snapshot._checker
+        assert building is not None and building.is_alive(), "the build goes on after the scrape"
+    finally:
+        release.set()
+        holder.join()
+    assert waited < 5, f"the first scrape waited {waited:.1f} s"
+    assert gauge(first, "kafka_health_up") == 0
+    assert {v for (name, _), v in first.items() if name == "kafka_health_scrape_error"} == {1}
+    assert not any(name == LAG for name, _ in first), "no state before the first snapshot"
+    building.join(30)
+    after = parse(snapshot.body(gzip=False))
+    assert gauge(after, "kafka_health_up") == 1, "the slow build completed: nothing timed out"
+    assert lag(after, "big") >= 100
 
 
 def test_without_the_daemon_job_scrapes_start_the_checks_and_never_wait_for_them(filled: Engine) -> None:

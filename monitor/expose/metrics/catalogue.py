@@ -259,7 +259,8 @@ SCRAPE: tuple[MetricSpec, ...] = (
                "is served (stale), or none yet (process metrics are always served).", "ours"),
     MetricSpec("kafka_health_scrape_error", "gauge", ("query",),
                "Per state query: 1 when it failed or timed out in the last check or build of the "
-               "snapshot (all of them while PostgreSQL is away), 0 when it answered.", "ours"),
+               "snapshot (all of them while PostgreSQL is away or before the first snapshot), 0 when it "
+               "answered.", "ours"),
     MetricSpec("kafka_health_snapshot_failed", "gauge", (),
                "1 when the last check or build of the snapshot failed (PostgreSQL away or too slow, or "
                "a state query failed): the state served is the last good snapshot, or none.", "ours"),

@@ -6,7 +6,7 @@ of families.
 Failure policy of one read:
 - every query runs in one read-only REPEATABLE READ transaction, so all numbers come from the same
   database snapshot; each under `statement_timeout` = what is left of
-  `metrics.scrape_timeout_seconds`, in its own savepoint, so a slow query costs only its own
+  `metrics.build_timeout_seconds`, in its own savepoint, so a slow query costs only its own
   families and a slow database cannot hold up a build for long;
 - a query that fails or times out leaves its families out and is missing from `answered`;
   PostgreSQL unreachable leaves every family out (the snapshot then keeps serving the last good
@@ -89,14 +89,14 @@ class StateCollector:
 
     def read(self) -> StateRead:
         """Every state family with samples, read in one transaction. Blocks for at most about
-        `metrics.scrape_timeout_seconds`; raises nothing (what failed is left out, and logged)."""
+        `metrics.build_timeout_seconds`; raises nothing (what failed is left out, and logged)."""
         started = time.monotonic()
         families = {
             spec.name: GaugeMetricFamily(spec.name, spec.meaning, labels=spec.labels) for spec in STATE
         }
         budget = _Budget(self._settings.max_partition_series)
         todo = queries(self._settings.partition_series)
-        answered = self._read(todo, families, budget, started + self._settings.scrape_timeout_seconds)
+        answered = self._read(todo, families, budget, started + self._settings.build_timeout_seconds)
         return StateRead(
             families=tuple(family for family in families.values() if family.samples),
             queries=tuple(query.name for query in todo),
@@ -158,7 +158,7 @@ def _run(conn: Connection, query: StateQuery, params: dict[str, object], deadlin
     so that a timeout leaves the transaction usable for the next query."""
     left_ms = int((deadline - time.monotonic()) * 1000)
     if left_ms <= 0:
-        log.warning("metrics: no time left for the %s query (metrics.scrape_timeout_seconds)", query.name)
+        log.warning("metrics: no time left for the %s query (metrics.build_timeout_seconds)", query.name)
         return None
     try:
         with conn.begin_nested():

@@ -8,8 +8,10 @@ from the offsets stored, `state_queries`); when that changed since the snapshot 
 (or the last build failed), it reads the state once (`prometheus.StateCollector`), encodes the
 text format and its gzip form, and swaps the new snapshot in. The daemon runs `check()` every
 `metrics.snapshot_check_seconds` (`monitor/app.py`); a scrape that finds no check within that
-time starts one in the background and is served what is there (only the very first scrape waits
-for a build). The push component reads the same snapshot's families.
+time starts one in the background and is served what is there (only a scrape before the first
+snapshot waits for its build, up to `metrics.scrape_timeout_seconds`; a build may take up to
+`metrics.build_timeout_seconds`, which a large fleet on a busy machine needs). The push component
+reads the same snapshot's families.
 
 The offset lag series follow the commits between evaluations (the other series the evaluation):
 a scrape or a push first puts the fresh offset lag of the groups with commits since the last
@@ -176,6 +178,8 @@ class MetricsSnapshot:
         self._swap = threading.Lock()
         """Held to replace the current snapshot (a build's, a fresh read's)."""
         self._background = threading.Lock()
+        self._checker: threading.Thread | None = None
+        """The thread of the last check a scrape started (`_check_in_background`)."""
         self._current: Snapshot | None = None
         self._checked_at: float | None = None
         """monotonic time of the last check that ran (successful or not)."""
@@ -204,8 +208,8 @@ class MetricsSnapshot:
         """Check for a new evaluation and rebuild when there is one, when the last build failed
         or when there is no snapshot yet; the snapshot now served. With `unless_checked_within`,
         nothing is done when a check ran within that many seconds (or runs now: this waits for
-        it). Blocks for the check query and a build, each bounded by
-        `metrics.scrape_timeout_seconds`; raises nothing (failures are logged and served as the
+        it). Blocks for the check query (bounded by `metrics.scrape_timeout_seconds`) and a build
+        (`metrics.build_timeout_seconds`); raises nothing (failures are logged and served as the
         snapshot gauges)."""
         with self._refreshing:
             now = time.monotonic()
@@ -237,13 +241,13 @@ class MetricsSnapshot:
 
     def body(self, *, gzip: bool) -> bytes:
         """A scrape's answer in the text format (gzip-encoded when `gzip`): the snapshot, its
-        offset lag fresh, the snapshot gauges and this process's metrics. Waits for a build only
-        while there never was a snapshot; starts a check in the background when none ran
-        recently."""
-        if self._current is None:
-            self.check(unless_checked_within=self._settings.snapshot_check_seconds)
-        elif self._due():
-            self._check_in_background()
+        offset lag fresh, the snapshot gauges and this process's metrics. Starts a check in the
+        background when none ran recently; waits for it (up to `metrics.scrape_timeout_seconds`)
+        only while there never was a snapshot."""
+        if self._current is None or self._due():
+            checker = self._check_in_background()
+            if self._current is None and checker is not None:
+                checker.join(self._settings.scrape_timeout_seconds)
         self._freshen_for_scrape()
         snapshot = self._current
         tail = generate_latest(fresh.Families(self._gauges(snapshot))) + generate_latest(self._process)
@@ -350,9 +354,11 @@ class MetricsSnapshot:
         checked = self._checked_at
         return checked is None or time.monotonic() - checked >= self._settings.snapshot_check_seconds
 
-    def _check_in_background(self) -> None:
+    def _check_in_background(self) -> threading.Thread | None:
+        """The thread of the check running in the background, started now unless one is on its
+        way (None when it is not known yet)."""
         if not self._background.acquire(blocking=False):
-            return  # one is on its way
+            return self._checker  # one is on its way
 
         def run() -> None:
             try:
@@ -360,7 +366,10 @@ class MetricsSnapshot:
             finally:
                 self._background.release()
 
-        threading.Thread(target=run, name="metrics-snapshot", daemon=True).start()
+        checker = threading.Thread(target=run, name="metrics-snapshot", daemon=True)
+        self._checker = checker
+        checker.start()
+        return checker
 
     def _gauges(self, snapshot: Snapshot | None) -> list[Metric]:
         """The families about the snapshot (catalogue: "The snapshot")."""
@@ -373,8 +382,9 @@ class MetricsSnapshot:
         errors = GaugeMetricFamily(
             "kafka_health_scrape_error", BY_NAME["kafka_health_scrape_error"].meaning, labels=["query"]
         )
+        failed = self._errors if snapshot is not None else frozenset(self._queries)  # none served yet
         for name in self._queries:
-            errors.add_metric([name], 1.0 if name in self._errors else 0.0)
+            errors.add_metric([name], 1.0 if name in failed else 0.0)
         gauges += [errors, gauge("kafka_health_snapshot_failed", 1.0 if self._failed else 0.0)]
         if snapshot is None:
             return gauges
