@@ -282,6 +282,10 @@ class Pacing:
         """Whether to run at monotonic time `now`, the input's stamp being `stamp`."""
         return stamp != self._stamp or now >= self._until
 
+    def rested(self, now: float) -> bool:
+        """Whether the rest after the last run is over at monotonic time `now`, whatever changed."""
+        return now >= self._until
+
     def ran(self, started: float, ended: float, stamp: object) -> None:
         """A run from `started` to `ended` (monotonic) read the input as of `stamp`."""
         self._until = ended + self.rest * max(0.0, ended - started)

@@ -181,7 +181,10 @@ def test_a_cluster_can_switch_its_partition_series_off(filled: Engine) -> None:
     assert gauge(samples, "kafka_health_up") == 1
 
 
-def test_a_build_where_a_query_times_out_keeps_the_complete_snapshot(filled: Engine) -> None:
+def test_a_build_where_a_query_times_out_keeps_the_complete_snapshot(
+    filled: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(snapshot_module, "PACED_FROM_SECONDS", 60.0)  # no rest after the 1 s timeout
     snapshot = MetricsSnapshot(lambda: filled, MetricsConfig(build_timeout_seconds=1))
     before = parse(snapshot.body(gzip=False))
     with filled.begin() as conn:
@@ -328,3 +331,36 @@ def test_a_scrape_waits_for_a_slow_fresh_read_only_so_long_and_the_next_one_gets
         release.set()
     wait_for(lambda: lag(parse(client.get("/metrics").content), "big") == 7, timeout=20,
              what="a later scrape to be served the read's lag")  # fmt: skip
+
+
+class _Shifted:
+    """`time` as the snapshot module reads it, `shift` seconds ahead."""
+
+    def __init__(self) -> None:
+        self.shift = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.shift
+
+
+def test_after_a_long_build_a_new_snapshot_waits_for_the_rest(
+    filled: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build that takes long (about 10 s at 100,000 group-partitions) is followed by a rest of
+    `BUILD_REST` times as long before the next one, however often the state changes (before its
+    first evaluation, each offsets run of a cluster is a new snapshot); quick builds are not
+    (the other tests). Last in this module: the evaluation it adds is the newest."""
+    monkeypatch.setattr(snapshot_module, "BUILD_REST", 100_000.0)
+    monkeypatch.setattr(snapshot_module, "PACED_FROM_SECONDS", 0.0)  # (a build of milliseconds here)
+    clock = _Shifted()
+    monkeypatch.setattr(snapshot_module, "time", clock)
+    snapshot = MetricsSnapshot(lambda: filled, MetricsConfig())
+    first = snapshot.check()
+    assert first is not None, "no snapshot yet: built at once"
+    with filled.begin() as conn:
+        _evaluation(conn, "small", T2 + timedelta(minutes=20), 555)
+    assert snapshot.check() is first, "resting: the build took 100,000 times less than the rest"
+    clock.shift = 100_000 * 100.0  # (the check and build took less than 100 s)
+    rebuilt = snapshot.check()
+    assert rebuilt is not None and rebuilt is not first
+    assert lag(parse(rebuilt.text), "small") == 555

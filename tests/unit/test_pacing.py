@@ -25,3 +25,11 @@ def test_a_quick_job_runs_at_every_tick() -> None:
     for tick in range(5):
         assert pacing.due(10.0 * tick, "same")
         pacing.ran(10.0 * tick, 10.0 * tick + 0.02, "same")
+
+
+def test_rested_ignores_the_input_a_job_that_waits_for_the_rest_whatever_changed() -> None:
+    pacing = Pacing(2.0)
+    assert pacing.rested(0.0)
+    pacing.ran(100.0, 110.0, "a")
+    assert not pacing.rested(129.9)
+    assert pacing.rested(130.0)

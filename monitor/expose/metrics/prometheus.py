@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from prometheus_client.metrics_core import GaugeMetricFamily
+from prometheus_client.samples import Sample
 from sqlalchemy import Connection, Engine, RowMapping, text
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -170,16 +171,18 @@ def _run(conn: Connection, query: StateQuery, params: dict[str, object], deadlin
 
 
 def _add(families: dict[str, GaugeMetricFamily], query: StateQuery, rows: list[Row], budget: _Budget) -> None:
-    """One sample per (row, catalogued column) with a value; partition-level rows while they fit."""
-    specs = query.specs
+    """One sample per (row, catalogued column) with a value; partition-level rows while they fit.
+    The samples of one row with the same label names share one labels mapping (read once per row,
+    and written once per row by `text_format`): 650,000 samples at 100,000 group-partitions."""
+    specs = [(spec.name, spec.column, spec.labels) for spec in query.specs if spec.column is not None]
+    label_sets = {labels for _, _, labels in specs}
     served = 0
     for row in rows:
+        by_names = {names: _labels(row, names) for names in label_sets}
         samples = [
-            (spec.name, labels, _number(row[spec.column]))
-            for spec in specs
-            if spec.column is not None
-            and row[spec.column] is not None
-            and (labels := _labels(row, spec.labels)) is not None
+            Sample(name, labels, _number(value))
+            for name, column, names in specs
+            if (value := row[column]) is not None and (labels := by_names[names]) is not None
         ]
         if query.partition_level:
             if len(samples) > budget.left:
@@ -187,16 +190,18 @@ def _add(families: dict[str, GaugeMetricFamily], query: StateQuery, rows: list[R
                 break
             budget.served += len(samples)
             served += len(samples)
-        for name, labels, value in samples:
-            families[name].add_metric(labels, value)
+        for sample in samples:
+            families[sample.name].samples.append(sample)
     if query.partition_level and rows:
         budget.dropped += int(rows[0]["total_series"]) - served
 
 
-def _labels(row: Row, names: Sequence[str]) -> list[str] | None:
-    """The label values of `row`; None when one is missing (no series then)."""
+def _labels(row: Row, names: Sequence[str]) -> dict[str, str] | None:
+    """The labels `names` of `row`; None when a value is missing (no series then)."""
     values = [row[LABEL_COLUMNS[name]] for name in names]
-    return None if any(v is None for v in values) else [str(v) for v in values]
+    if any(v is None for v in values):
+        return None
+    return dict(zip(names, map(str, values), strict=True))
 
 
 def _number(value: object) -> float:
