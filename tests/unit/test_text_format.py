@@ -29,7 +29,7 @@ def _gauges() -> list[Metric]:
     for n in range(200):
         labelled.add_metric([rng.choice(ODD), f"c{n}", rng.choice(ODD)], rng.choice(VALUES))
     shared = GaugeMetricFamily("kafka_health_shared", "Labels shared by samples.", labels=["a", "b"])
-    labels = {"b": "x\"y", "a": "1"}
+    labels = {"b": 'x"y', "a": "1"}
     shared.samples += [Sample("kafka_health_shared", labels, float(v)) for v in range(3)]
     return [plain, labelled, shared, GaugeMetricFamily("kafka_health_empty", "No samples.", labels=["a"])]
 
