@@ -127,6 +127,67 @@ class _Buffer:
 def decode(key: bytes | None, value: bytes | None) -> Decoded:
     """One record of `__consumer_offsets`. Raises `DecodeError` for a record that cannot be
     decoded (an unknown version, truncated bytes); never anything else."""
+    if key is not None and value is not None:
+        fast = _offset_commit_fast(key, value)
+        if fast is not None:
+            return fast
+    return _decode(key, value)
+
+
+_INT16: Final = struct.Struct(">h")
+_INT32: Final = struct.Struct(">i")
+_INT64: Final = struct.Struct(">q")
+_VALUE_HEAD: Final = struct.Struct(">hqi")
+"""OffsetCommitValue 3 and 4: version, offset, leaderEpoch."""
+
+
+def _offset_commit_fast(key: bytes, value: bytes) -> OffsetCommitRecord | None:
+    """The offset commit record of the shapes brokers write all the time (key 0 or 1, value 3
+    or 4 with a metadata of under 127 bytes and no tagged field), read with fixed layouts; None
+    for anything else, which `_decode` reads field by field and judges (the commit stream reads
+    every commit of a fleet: 10,000 a second at 100,000 group-partitions). Equal to `_decode`'s
+    result wherever it answers (tests/unit/test_offsets_topic.py)."""
+    try:
+        if _INT16.unpack_from(key)[0] not in OFFSET_COMMIT_KEYS:
+            return None
+        group_end = 4 + _INT16.unpack_from(key, 2)[0]
+        topic_end = group_end + 2 + _INT16.unpack_from(key, group_end)[0]
+        if group_end < 4 or topic_end < group_end + 2 or topic_end + 4 > len(key):
+            return None
+        group, topic = key[4:group_end].decode(), key[group_end + 2 : topic_end].decode()
+        partition = _INT32.unpack_from(key, topic_end)[0]
+        version, offset, epoch = _VALUE_HEAD.unpack_from(value)
+        if version == _FLEXIBLE:
+            size = value[14] - 1  # a compact string's length + 1, in one byte below 128
+            if not 0 <= size < 126:
+                return None
+            at = 15 + size
+            if at + 9 != len(value) or value[at + 8] != 0:  # the commit time, then no tagged field
+                return None
+        elif version == 3:
+            size = _INT16.unpack_from(value, 14)[0]
+            at = 16 + size
+            if size < 0 or at + 8 > len(value):
+                return None
+        else:
+            return None
+        metadata = value[at - size : at].decode()
+        committed_at = _INT64.unpack_from(value, at)[0]
+    except (struct.error, IndexError, UnicodeDecodeError):
+        return None
+    return OffsetCommitRecord(
+        group,
+        topic,
+        partition,
+        offset,
+        commit_timestamp_ms=committed_at if committed_at >= 0 else None,
+        leader_epoch=epoch if epoch >= 0 else None,
+        metadata=metadata,
+    )
+
+
+def _decode(key: bytes | None, value: bytes | None) -> Decoded:
+    """`decode`, field by field."""
     if key is None or len(key) < 2:
         raise DecodeError(SKIP_MALFORMED, "a record without a key version")
     buffer = _Buffer(key)

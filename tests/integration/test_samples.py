@@ -335,6 +335,35 @@ def test_a_newer_observation_replaces_the_kept_one(engine: Engine) -> None:
         assert latest_committed(conn, "obs") == {("g", "t", 0): (12, later)}
 
 
+def test_commit_observations_keep_names_with_quotes_backslashes_braces_and_the_word_null(
+    engine: Engine,
+) -> None:
+    """The arrays the commit writes send are array literals made here (`staging.text_array`):
+    every character a group or topic name may hold comes back as it was."""
+    at = T0 + timedelta(days=4, hours=1)
+    names = ['say "hi"', "back\\slash", "{br,ace}", "NULL", " spaced ", "ünï 漢", "a\\\"b", "x,y"]
+    sent = [
+        CommitObservation(name, f"t-{name}", n, 100 + n, None if n % 2 else n, to_millis(at) + n)
+        for n, name in enumerate(names)
+    ]
+    with engine.begin() as conn:
+        assert write_commit_observations(conn, "odd names", sent) == len(sent)
+        stored = conn.execute(
+            text(
+                "SELECT group_id, topic, partition, committed_offset, previous_offset, observed_at"
+                " FROM commit_observations WHERE cluster = 'odd names' ORDER BY partition"
+            )
+        ).all()
+        latest = conn.execute(
+            text("SELECT group_id, topic FROM latest_commits WHERE cluster = 'odd names' ORDER BY partition")
+        ).all()
+    assert [tuple(r) for r in stored] == [
+        (o.group_id, o.topic, o.partition, o.committed_offset, o.previous_offset, to_datetime(o.observed_at_ms))
+        for o in sent
+    ]
+    assert [tuple(r) for r in latest] == [(name, f"t-{name}") for name in names]
+
+
 def test_streamed_observations_are_stored_as_sent_kept_newest_per_key_and_stamp_the_latest_rows(
     engine: Engine,
 ) -> None:

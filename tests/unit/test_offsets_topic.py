@@ -247,3 +247,54 @@ def test_what_cannot_be_decoded_is_a_decode_error_naming_why(
     with pytest.raises(DecodeError) as raised:
         decode(key, value)
     assert raised.value.reason == reason
+
+
+# -- the fast reader of the common offset commits agrees with the field-by-field one -------------
+
+
+def _outcome(read: object, key: bytes | None, value: bytes | None) -> object:
+    try:
+        return read(key, value)  # type: ignore[operator]
+    except DecodeError as exc:
+        return ("skipped", exc.reason)
+
+
+def _common_commits() -> list[tuple[bytes, bytes]]:
+    v3 = struct.pack(">hqi", 3, 123, 7) + _string("meta") + struct.pack(">q", 1795658239307)
+    v4 = struct.pack(">hqi", 4, 124, -1) + _compact("") + struct.pack(">q", 1795658239308) + b"\x00"
+    v4_tagged = v4[:-1] + b"\x01\x00\x02ab"
+    v4_long = struct.pack(">hqi", 4, 125, 3) + b"\xad\x02" + b"m" * 300 + struct.pack(">q", 1) + b"\x00"  # 301: 2 bytes
+    key = _commit_key("group-ünï", "orders", 41)
+    return [
+        SIMPLE_COMMIT,
+        CLASSIC_COMMIT,
+        C848_COMMIT,
+        (key, v3),
+        (key, v4),
+        (key, v4_tagged),
+        (key, v4_long),
+        (_commit_key(kind=0), v3),
+        (key, v4 + b"trailing"),
+        (key, v3 + b"trailing"),
+    ]
+
+
+def test_the_fast_reader_agrees_on_every_commit_every_truncation_and_every_changed_byte() -> None:
+    from monitor.kafka.offsets_topic import _decode
+
+    cases: list[tuple[bytes, bytes]] = []
+    for key, value in _common_commits():
+        cases.append((key, value))
+        cases += [(key[:n], value) for n in range(len(key))]
+        cases += [(key, value[:n]) for n in range(len(value))]
+        for at in range(len(key)):
+            for byte in (0x00, 0x01, 0x7F, 0x80, 0xFF):
+                cases.append((key[:at] + bytes([byte]) + key[at + 1 :], value))
+        for at in range(min(len(value), 40)):
+            for byte in (0x00, 0x01, 0x7F, 0x80, 0xFF):
+                cases.append((key, value[:at] + bytes([byte]) + value[at + 1 :]))
+    fast = 0
+    for key, value in cases:
+        assert _outcome(decode, key, value) == _outcome(_decode, key, value), (key.hex(), value.hex())
+        fast += isinstance(_outcome(decode, key, value), OffsetCommitRecord)
+    assert fast > 1000, "most of the cases are commits the fast reader reads"

@@ -11,7 +11,16 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from monitor.core.records import CommitObservation
-from monitor.store.samples.staging import DAY_MS, ensure_days, on_conflict, rowcount, to_datetime, tstz
+from monitor.store.samples.staging import (
+    DAY_MS,
+    ensure_days,
+    int_array,
+    on_conflict,
+    rowcount,
+    text_array,
+    to_datetime,
+    tstz,
+)
 
 
 def write_commit_observations(
@@ -79,15 +88,16 @@ def newest_observations(
     return newest
 
 
-def _arrays(observations: Sequence[CommitObservation]) -> dict[str, list[Any]]:
-    """The observations as the parallel arrays the statements unnest."""
+def _arrays(observations: Sequence[CommitObservation]) -> dict[str, str]:
+    """The observations as the parallel arrays the statements unnest (array literals: see
+    `staging.int_array`)."""
     return {
-        "groups": [o.group_id for o in observations],
-        "topics": [o.topic for o in observations],
-        "partitions": [o.partition for o in observations],
-        "committed": [o.committed_offset for o in observations],
-        "previous": [o.previous_offset for o in observations],
-        "observed": [o.observed_at_ms for o in observations],
+        "groups": text_array([o.group_id for o in observations]),
+        "topics": text_array([o.topic for o in observations]),
+        "partitions": int_array([o.partition for o in observations]),
+        "committed": int_array([o.committed_offset for o in observations]),
+        "previous": int_array([o.previous_offset for o in observations]),
+        "observed": int_array([o.observed_at_ms for o in observations]),
     }
 
 

@@ -39,6 +39,28 @@ def tstz(column: str) -> str:
     return f"(TIMESTAMPTZ 'epoch' + {column} * INTERVAL '1 millisecond')"
 
 
+def int_array(values: Iterable[int | None]) -> str:
+    """An array literal of integers (None: NULL), for a parameter the statement casts to
+    integer[] or bigint[]. psycopg turns a list into an array element by element in Python
+    (6 ms for 5,000 values); this is one join (about 1 ms): the commit stream sends arrays of
+    thousands of values several times a second."""
+    return "{" + ",".join(["NULL" if v is None else str(v) for v in values]) + "}"
+
+
+def text_array(values: Iterable[str]) -> str:
+    """An array literal of strings, each quoted (a backslash and a double quote escaped), for a
+    parameter the statement casts to text[]; each distinct value is quoted once (a group's name
+    comes with each of its partitions). See `int_array`."""
+    quoted: dict[str, str] = {}
+    parts = []
+    for value in values:
+        part = quoted.get(value)
+        if part is None:
+            part = quoted[value] = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        parts.append(part)
+    return "{" + ",".join(parts) + "}"
+
+
 @dataclass(frozen=True)
 class Stage:
     """A temporary table holding one kind of record of a batch, as sent by COPY.
