@@ -341,7 +341,7 @@ def test_commit_observations_keep_names_with_quotes_backslashes_braces_and_the_w
     """The arrays the commit writes send are array literals made here (`staging.text_array`):
     every character a group or topic name may hold comes back as it was."""
     at = T0 + timedelta(days=4, hours=1)
-    names = ['say "hi"', "back\\slash", "{br,ace}", "NULL", " spaced ", "ünï 漢", "a\\\"b", "x,y"]
+    names = ['say "hi"', "back\\slash", "{br,ace}", "NULL", " spaced ", "ünï 漢", 'a\\"b', "x,y"]
     sent = [
         CommitObservation(name, f"t-{name}", n, 100 + n, None if n % 2 else n, to_millis(at) + n)
         for n, name in enumerate(names)
@@ -358,7 +358,14 @@ def test_commit_observations_keep_names_with_quotes_backslashes_braces_and_the_w
             text("SELECT group_id, topic FROM latest_commits WHERE cluster = 'odd names' ORDER BY partition")
         ).all()
     assert [tuple(r) for r in stored] == [
-        (o.group_id, o.topic, o.partition, o.committed_offset, o.previous_offset, to_datetime(o.observed_at_ms))
+        (
+            o.group_id,
+            o.topic,
+            o.partition,
+            o.committed_offset,
+            o.previous_offset,
+            to_datetime(o.observed_at_ms),
+        )
         for o in sent
     ]
     assert [tuple(r) for r in latest] == [(name, f"t-{name}") for name in names]

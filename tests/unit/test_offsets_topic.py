@@ -263,7 +263,9 @@ def _common_commits() -> list[tuple[bytes, bytes]]:
     v3 = struct.pack(">hqi", 3, 123, 7) + _string("meta") + struct.pack(">q", 1795658239307)
     v4 = struct.pack(">hqi", 4, 124, -1) + _compact("") + struct.pack(">q", 1795658239308) + b"\x00"
     v4_tagged = v4[:-1] + b"\x01\x00\x02ab"
-    v4_long = struct.pack(">hqi", 4, 125, 3) + b"\xad\x02" + b"m" * 300 + struct.pack(">q", 1) + b"\x00"  # 301: 2 bytes
+    v4_long = (
+        struct.pack(">hqi", 4, 125, 3) + b"\xad\x02" + b"m" * 300 + struct.pack(">q", 1) + b"\x00"
+    )  # 301: 2 bytes
     key = _commit_key("group-ünï", "orders", 41)
     return [
         SIMPLE_COMMIT,
