@@ -89,20 +89,24 @@ def fetch_page(
         f"SELECT q.*, count(*) OVER () AS total__ FROM ({body}) q "
         f"ORDER BY {order_by} {limit} OFFSET {int(page.offset)}"
     )
-    rows = [dict(row._mapping) for row in conn.execute(text(sql), dict(params))]
+    result = conn.execute(text(sql), dict(params))
+    names = tuple(result.keys())[:-1]  # (the columns of `body`, then total__)
+    rows = result.all()  # one fetch, rows unpacked by position: a page of 1,000 partitions is common
     if rows:
-        total = int(rows[0]["total__"])
+        total = int(rows[0][-1])
     elif page.offset:
         total = int(conn.execute(text(f"SELECT count(*) FROM ({body}) q"), dict(params)).scalar_one())
     else:
         total = 0
-    items = [record(**{k: v for k, v in row.items() if k != "total__"}) for row in rows]
+    items = [record(**dict(zip(names, row[:-1], strict=True))) for row in rows]
     return Listing(items, total, page.limit, page.offset, evaluated_at, next_offset(page, len(items), total))
 
 
 def records(conn: Connection, record: type[T], sql: str, params: Mapping[str, Any]) -> list[T]:
     """Every row of `sql` as a `record` (the columns are its fields)."""
-    return [record(**row._mapping) for row in conn.execute(text(sql), dict(params))]
+    result = conn.execute(text(sql), dict(params))
+    names = tuple(result.keys())
+    return [record(**dict(zip(names, row, strict=True))) for row in result.all()]
 
 
 def like_pattern(fragment: str) -> str:
