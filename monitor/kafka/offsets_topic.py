@@ -175,6 +175,20 @@ def _offset_commit_fast(key: bytes, value: bytes) -> OffsetCommitRecord | None:
         committed_at = _INT64.unpack_from(value, at)[0]
     except (struct.error, IndexError, UnicodeDecodeError):
         return None
+    return _commit(group, topic, partition, offset, epoch, metadata, committed_at, -1)
+
+
+def _commit(
+    group: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    epoch: int,
+    metadata: str,
+    committed_at: int,
+    expires_at: int,
+) -> OffsetCommitRecord:
+    """The record of an offset commit value's fields (-1: none, as the schemas write it)."""
     return OffsetCommitRecord(
         group,
         topic,
@@ -183,6 +197,7 @@ def _offset_commit_fast(key: bytes, value: bytes) -> OffsetCommitRecord | None:
         commit_timestamp_ms=committed_at if committed_at >= 0 else None,
         leader_epoch=epoch if epoch >= 0 else None,
         metadata=metadata,
+        expire_timestamp_ms=expires_at if expires_at >= 0 else None,
     )
 
 
@@ -228,16 +243,7 @@ def _offset_commit(group: str, topic: str, partition: int, value: bytes) -> Offs
     expires_at = buffer.int64() if version == 1 else -1
     if flexible:
         buffer.skip_tagged_fields()
-    return OffsetCommitRecord(
-        group,
-        topic,
-        partition,
-        offset,
-        commit_timestamp_ms=committed_at if committed_at >= 0 else None,
-        leader_epoch=epoch if epoch >= 0 else None,
-        metadata=metadata,
-        expire_timestamp_ms=expires_at if expires_at >= 0 else None,
-    )
+    return _commit(group, topic, partition, offset, epoch, metadata, committed_at, expires_at)
 
 
 def _group_metadata(group: str, value: bytes) -> GroupMetadataRecord:

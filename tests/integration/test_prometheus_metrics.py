@@ -6,7 +6,6 @@ and the process metrics)."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -26,6 +25,7 @@ from monitor.expose.web.app import create_app
 from monitor.store.engine import make_engine
 from monitor.store.partitions import ensure_partitions
 from monitor.store.runs import RUN_SECONDS, RUNS
+from tests.fixtures.postgres import table_locked
 from tests.fixtures.scrapes import assert_catalogued
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -385,22 +385,8 @@ def test_a_database_that_is_down_gives_up_0_and_the_process_metrics() -> None:
 @pytest.fixture
 def locked(filled: Engine) -> Iterator[None]:
     """derived_cluster locked by another transaction: every view waits on it."""
-    taken, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with filled.begin() as conn:
-            conn.execute(text("LOCK TABLE derived_cluster IN ACCESS EXCLUSIVE MODE"))
-            taken.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert taken.wait(10)
-    try:
+    with table_locked(filled, "derived_cluster"):
         yield
-    finally:
-        release.set()
-        holder.join()
 
 
 def test_a_slow_database_cannot_hang_a_scrape(filled: Engine, locked: None) -> None:

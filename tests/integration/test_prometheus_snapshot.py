@@ -24,6 +24,7 @@ from monitor.store.engine import make_engine
 from monitor.store.fresh_lag import FreshLag
 from monitor.store.partitions import ensure_partitions
 from tests.conditions import wait_for
+from tests.fixtures.postgres import table_locked
 
 T1 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 T2 = T1 + timedelta(seconds=30)
@@ -189,23 +190,9 @@ def test_a_build_where_a_query_times_out_keeps_the_complete_snapshot(
     before = parse(snapshot.body(gzip=False))
     with filled.begin() as conn:
         _evaluation(conn, "small", T2 + timedelta(seconds=30), 300)
-    taken, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with filled.begin() as conn:
-            conn.execute(text("LOCK TABLE derived_group_partition IN ACCESS EXCLUSIVE MODE"))
-            taken.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert taken.wait(10)
+    with table_locked(filled, "derived_group_partition"):
         snapshot.check()
         during = parse(snapshot.body(gzip=False))
-    finally:
-        release.set()
-        holder.join()
     assert lag(during, "small") == lag(before, "small") == 100, "the complete snapshot is kept"
     assert gauge(during, "kafka_health_up") == 0
     assert gauge(during, "kafka_health_snapshot_failed") == 1
@@ -225,26 +212,12 @@ def test_a_first_scrape_waits_for_a_slow_build_only_so_long_and_the_build_goes_o
     snapshot = MetricsSnapshot(
         lambda: filled, MetricsConfig(scrape_timeout_seconds=0.5, build_timeout_seconds=30)
     )
-    taken, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with filled.begin() as conn:
-            conn.execute(text("LOCK TABLE derived_group_partition IN ACCESS EXCLUSIVE MODE"))
-            taken.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert taken.wait(10)
+    with table_locked(filled, "derived_group_partition"):
         started = time.monotonic()
         first = parse(snapshot.body(gzip=False))
         waited = time.monotonic() - started
         building = snapshot._checker
         assert building is not None and building.is_alive(), "the build goes on after the scrape"
-    finally:
-        release.set()
-        holder.join()
     assert waited < 5, f"the first scrape waited {waited:.1f} s"
     assert gauge(first, "kafka_health_up") == 0
     assert {v for (name, _), v in first.items() if name == "kafka_health_scrape_error"} == {1}
