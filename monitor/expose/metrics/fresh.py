@@ -29,12 +29,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from prometheus_client import generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily
 from prometheus_client.samples import Sample
 
 from monitor.expose.metrics.catalogue import BY_NAME
-from monitor.expose.metrics.text_format import Families, go_float, header, sample_lines, with_samples
+from monitor.expose.metrics.text_format import go_float, header, lines, with_samples
 from monitor.store.fresh_lag import FreshLag, Key
 
 LOOK_BACK = timedelta(seconds=10)
@@ -90,29 +89,18 @@ class LagSection:
         self._samples, self._chunks, self._prefixes = samples, chunks, prefixes
 
     def _encode(self, name: str, samples: list[Sample]) -> bytes:
-        family = self._families[name]
-        lines = sample_lines(family, samples)
-        if lines is not None:
-            return lines
-        return generate_latest(Families([with_samples(family, samples)]))[len(self._headers[name]) :]
+        return lines(self._families[name], samples)
 
     def overlaid(self, fresh: Fresh) -> LagSection:
         """This section with the offset lag of the groups in `fresh` (a new section; this one is
         left as it is)."""
         samples = {name: dict(by_group) for name, by_group in self._samples.items()}
         chunks = {name: dict(by_group) for name, by_group in self._chunks.items()}
-        summed: dict[GroupKey, _Totals] = {}
-
-        def totals(key: GroupKey) -> _Totals:
-            found = summed.get(key)
-            if found is None:
-                found = summed[key] = _Totals.of(fresh[key])
-            return found
-
+        totals = {key: _Totals.of(lags) for key, lags in fresh.items()}
         for name, by_group in samples.items():
             prefixes = self._prefixes[name]
             for key in fresh.keys() & by_group.keys():
-                changed = _overlaid_samples(name, by_group[key], totals(key))
+                changed = _overlaid_samples(name, by_group[key], totals[key])
                 if changed == by_group[key]:
                     continue
                 by_group[key] = changed

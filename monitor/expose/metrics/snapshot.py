@@ -242,8 +242,9 @@ class MetricsSnapshot:
                 self._confirmed_at = now
             elif current is None or self._pacing.rested(now):
                 self._build(marker)
-                if time.monotonic() - now >= PACED_FROM_SECONDS:
-                    self._pacing.ran(now, time.monotonic(), marker)
+                built = time.monotonic()
+                if built - now >= PACED_FROM_SECONDS:
+                    self._pacing.ran(now, built, marker)
             else:
                 log.debug("metrics: a new snapshot waits for the rest after the last build")
             return self._current
