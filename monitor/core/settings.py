@@ -19,10 +19,8 @@ from typing import Any, Literal
 
 from pydantic import (
     Field,
-    SecretStr,
     ValidationError,
     field_validator,
-    model_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -32,7 +30,7 @@ from monitor.core.cluster_security import Security as Security
 from monitor.core.cluster_security import SecurityProtocol as SecurityProtocol
 from monitor.core.errors import ConfigError
 
-# The sections of the web UI and of /metrics have their own modules; their names are part of the settings.
+# The database, web UI and /metrics sections have their own modules; their names are part of the settings.
 from monitor.core.settings_base import NameFilter as NameFilter
 from monitor.core.settings_base import Strict as Strict
 from monitor.core.settings_base import compile_name_pattern as compile_name_pattern
@@ -43,13 +41,14 @@ from monitor.core.settings_push import CloudWatchTarget as CloudWatchTarget
 from monitor.core.settings_push import MetricsConfig as MetricsConfig
 from monitor.core.settings_push import PushConfig as PushConfig
 from monitor.core.settings_push import RemoteWriteTarget as RemoteWriteTarget
+from monitor.core.settings_store import DEFAULT_DEV_POSTGRES_PORT as DEFAULT_DEV_POSTGRES_PORT
+from monitor.core.settings_store import DatabaseConfig as DatabaseConfig
 from monitor.core.settings_web import IdentityConfig as IdentityConfig
 from monitor.core.settings_web import WebConfig as WebConfig
 from monitor.core.yaml_files import format_validation_error, read_yaml
 
 ENV_PREFIX = "KAFKA_HEALTH_"
 DEFAULT_DEV_KAFKA_PORT = 19092
-DEFAULT_DEV_POSTGRES_PORT = 55432
 
 
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -109,49 +108,6 @@ class ClusterConfig(Strict):
                     "(a SecretStr, never printed) instead"
                 )
         return value
-
-
-class DatabaseConfig(Strict):
-    url: SecretStr | None = Field(
-        default=None,
-        description="SQLAlchemy URL (postgresql+psycopg://...). Unset: the project-local PostgreSQL.",
-    )
-    sample_retention_days: int = Field(
-        default=7, ge=1, le=3650, description="Days of raw samples and evaluations kept."
-    )
-    rollup_15m_retention_days: int = Field(
-        default=30, ge=1, le=3650, description="Days of the lag history's 15-minute rollups kept."
-    )
-    rollup_1h_retention_days: int = Field(
-        default=400, ge=1, le=3650, description="Days of the lag history's hourly rollups kept."
-    )
-    partitions_ahead_days: int = Field(default=3, ge=1, le=60)
-    local_port: int = Field(default=DEFAULT_DEV_POSTGRES_PORT, gt=0, lt=65536)
-
-    @field_validator("url")
-    @classmethod
-    def _postgres_only(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and not value.get_secret_value().startswith(("postgresql", "postgres://")):
-            raise ValueError(
-                "database.url must be a PostgreSQL URL such as "
-                "postgresql+psycopg://user:password@host:5432/dbname"
-            )
-        return value
-
-    @model_validator(mode="after")
-    def _coarser_keeps_longer(self) -> DatabaseConfig:
-        pairs = (
-            ("rollup_15m_retention_days", "sample_retention_days"),
-            ("rollup_1h_retention_days", "rollup_15m_retention_days"),
-        )
-        for longer, shorter in pairs:
-            if getattr(self, longer) < getattr(self, shorter):
-                raise ValueError(
-                    f"{longer} ({getattr(self, longer)}) is shorter than {shorter} "
-                    f"({getattr(self, shorter)}): a coarser history must be kept at least as long as "
-                    f"the finer one it summarises; raise {longer} to {getattr(self, shorter)} or more"
-                )
-        return self
 
 
 AUTO_MEMORY = "auto"  # spark.driver_memory sized to the fleet (monitor.evaluate.spark.fleet_heap_mb)

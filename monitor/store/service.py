@@ -13,6 +13,7 @@ from monitor.core.errors import StoreUnavailableError
 from monitor.core.settings import DatabaseConfig
 from monitor.store import migrate
 from monitor.store.engine import make_engine, mask_url
+from monitor.store.expiry import prune_history
 from monitor.store.metadata import prune_runs
 from monitor.store.models import Cluster
 from monitor.store.objectives import prune_minutes
@@ -66,7 +67,9 @@ class StoreService:
         record-timestamp cache of entries older than the retention (their records are deleted
         by Kafka's own retention long before, or re-read when still needed), and the
         collection runs older than the retention, and the lag objectives' minutes past the
-        longest window (store.objectives)."""
+        longest window (store.objectives), and what is over (resolved findings and alerts,
+        closed incidents, sent notifications, ended silences: store.expiry) past
+        `history_retention_days`."""
         now = self._clock.now()
         result = maintain_partitions(
             self.engine,
@@ -82,6 +85,7 @@ class StoreService:
             runs = prune_runs(conn, cutoff)
             prune_marks(conn, (now - timedelta(days=self._config.rollup_1h_retention_days)).date())
             prune_minutes(conn, now)
+        over = prune_history(self.engine, now - timedelta(days=self._config.history_retention_days))
         if result.rolled_up:
             log.info("rolled up the lag history of %s", ", ".join(result.rolled_up))
         if result.dropped:
@@ -90,6 +94,12 @@ class StoreService:
             log.info("pruned %d cached record timestamps older than %s", pruned, cutoff.date())
         if runs:
             log.info("pruned %d collection runs older than %s", runs, cutoff.date())
+        if over:
+            log.info(
+                "deleted history older than %d days: %s",
+                self._config.history_retention_days,
+                ", ".join(f"{count} {table}" for table, count in over.items()),
+            )
 
     def stop(self) -> None:
         if self._engine is not None:
