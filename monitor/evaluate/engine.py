@@ -62,7 +62,7 @@ def evaluate_rules(
     """
     from pyspark.sql import functions as F
 
-    from monitor.evaluate.transforms.common import moment, union_by_name
+    from monitor.evaluate.transforms.common import local_frame, moment, union_by_name
 
     parts: list[DataFrame] = []
     for entity, matches in rule_matches(frames, rules).items():
@@ -71,7 +71,7 @@ def evaluate_rules(
         at = moment(evaluated_at).alias("evaluated_at")
         parts.append(exploded.select(at, "m.*"))
     if not parts:
-        return _session(frames).createDataFrame([], FINDINGS_DDL)
+        return local_frame(_session(frames), FINDINGS_DDL)
     return union_by_name(parts)
 
 

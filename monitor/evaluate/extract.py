@@ -27,6 +27,7 @@ from monitor.core.objectives import BURN_WINDOWS, LONGEST_BURN_WINDOW, Objective
 from monitor.evaluate.io import read_table
 from monitor.evaluate.spark import JdbcTarget
 from monitor.evaluate.transforms import Inputs
+from monitor.evaluate.transforms.common import local_frame
 from monitor.evaluate.transforms.inputs import GROUP_WINDOWS, READ_COLUMNS, column_types, table_names
 from monitor.evaluate.transforms.objectives import OBJECTIVES_DDL, ObjectiveInputs, no_objectives
 
@@ -339,7 +340,7 @@ def read_objectives(
     needs them (none without an objective)."""
     if not objectives:
         return no_objectives(spark)
-    frame = spark.createDataFrame(objectives_rows(objectives), OBJECTIVES_DDL)
+    frame = local_frame(spark, OBJECTIVES_DDL, objectives_rows(objectives))
     groups_sql = (
         "(SELECT objective, cluster, group_id FROM objective_groups "
         f"WHERE plan_id = {_quote(plan_id)}) AS objective_groups_q"

@@ -84,3 +84,41 @@ def test_outputs_have_exactly_the_contract_columns_and_types(spark: SparkSession
 def test_window_commits_must_be_positive(spark: SparkSession) -> None:
     with pytest.raises(ValueError, match="window_commits"):
         derive(empty_inputs(spark, AT), window_commits=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Frames made from Python values stay in the JVM
+
+
+def _scans_a_python_rdd(frame: Any) -> bool:
+    """Whether the frame's physical plan reads an RDD made in Python (what createDataFrame of a
+    list gives: a Python worker re-serialises its rows when it runs)."""
+    return "ExistingRDD" in frame._jdf.queryExecution().executedPlan().toString()
+
+
+def _types(frame: Any) -> list[tuple[str, str]]:
+    return [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
+
+
+def test_local_frames_hold_their_rows_and_types_and_start_no_python_worker(spark: SparkSession) -> None:
+    from monitor.core.objectives import Objective, objectives_rows
+    from monitor.evaluate.engine import FINDINGS_DDL
+    from monitor.evaluate.transforms.common import local_frame
+    from monitor.evaluate.transforms.objectives import HISTORY_DDL, OBJECTIVES_DDL
+
+    rows = objectives_rows([
+        Objective(name="payments-fast", group="pay.*", cluster="prod", lag_seconds=30.0, target=99.0, window_days=28),
+        Objective(name="all", group=".*", cluster=".*", lag_seconds=600.5, target=99.9, window_days=7),
+    ])  # fmt: skip
+    made = local_frame(spark, OBJECTIVES_DDL, rows)
+    assert _types(made) == _types(spark.createDataFrame(rows, OBJECTIVES_DDL))
+    assert [tuple(r) for r in made.collect()] == rows
+    assert not _scans_a_python_rdd(made)
+    assert _scans_a_python_rdd(spark.createDataFrame(rows, OBJECTIVES_DDL))  # what it replaces
+    for ddl in (OBJECTIVES_DDL, HISTORY_DDL, FINDINGS_DDL):
+        empty = local_frame(spark, ddl)
+        assert _types(empty) == _types(spark.createDataFrame([], ddl))
+        assert empty.collect() == []
+        assert not _scans_a_python_rdd(empty)
+    inputs = empty_inputs(spark, AT)
+    assert not any(_scans_a_python_rdd(getattr(inputs, table)) for table in table_names())

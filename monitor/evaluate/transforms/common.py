@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from monitor.core.derived import COMMON, ENTITIES
 
@@ -115,6 +116,24 @@ def conform(frame: DataFrame, entity: str, now: Column, extra: Sequence[str] = (
     columns = [now.alias("evaluated_at")]
     columns += [F.col(c.name).cast(c.type).alias(c.name) for c in (*COMMON[1:], *ENTITIES[entity])]
     return frame.select(*columns, *extra)
+
+
+def local_frame(spark: SparkSession, ddl: str, rows: Sequence[Sequence[object]] = ()) -> DataFrame:
+    """A DataFrame of `rows` (each a value per column of `ddl`, in its order; none: empty) made of
+    literals in the JVM. `spark.createDataFrame` of a Python list sends the rows through an RDD
+    that a Python worker re-serialises: the first such frame in an evaluation starts PySpark's
+    worker daemon and two workers, which then stay (about 160 MB resident beside the daemon at
+    10,000 group-partitions, docs/bench/footprint.md) for work the JVM does alone."""
+    schema = StructType.fromDDL(ddl)
+    assert isinstance(schema, StructType)
+    fields = schema.fields
+    if not rows:
+        return spark.range(0, 0, 1, 1).select(*(F.lit(None).cast(f.dataType).alias(f.name) for f in fields))
+    structs = [
+        F.struct(*(F.lit(value).cast(f.dataType).alias(f.name) for value, f in zip(row, fields, strict=True)))
+        for row in rows
+    ]
+    return spark.range(0, 1, 1, 1).select(F.inline(F.array(*structs)))
 
 
 def union_by_name(frames: Sequence[DataFrame], allow_missing_columns: bool = False) -> DataFrame:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
-from monitor.evaluate.transforms.common import moment
+from monitor.evaluate.transforms.common import local_frame, moment
 
 _GROUP_OFFSET_VALUES = (
     "committed_offset bigint, leader_epoch int, end_offset bigint, start_offset bigint, lag bigint, "
@@ -227,5 +227,5 @@ def table_names() -> tuple[str, ...]:
 def empty_inputs(spark: SparkSession, evaluated_at: datetime) -> Inputs:
     """Inputs with an empty DataFrame of the right schema for every table (a base for tests and
     for evaluating a cluster with nothing collected yet)."""
-    frames: dict[str, Any] = {table: spark.createDataFrame([], SCHEMAS[table]) for table in table_names()}
+    frames: dict[str, Any] = {table: local_frame(spark, SCHEMAS[table]) for table in table_names()}
     return Inputs(**frames, evaluated_at=evaluated_at)

@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from monitor.core.objectives import BURN_WINDOWS
+from monitor.evaluate.transforms.common import local_frame
 
 OBJECTIVES_DDL = (
     "objective string, group_pattern string, cluster_pattern string, lag_threshold_seconds double, "
@@ -102,7 +103,7 @@ class ObjectiveInputs:
 def no_objectives(spark: SparkSession) -> ObjectiveInputs:
     """No objective and no history: the groups have no lag_objective row."""
     return ObjectiveInputs(
-        spark.createDataFrame([], OBJECTIVES_DDL),
-        spark.createDataFrame([], GROUPS_DDL),
-        spark.createDataFrame([], HISTORY_DDL),
+        local_frame(spark, OBJECTIVES_DDL),
+        local_frame(spark, GROUPS_DDL),
+        local_frame(spark, HISTORY_DDL),
     )
