@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent import futures
 from dataclasses import dataclass
@@ -34,12 +35,17 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from monitor.core.malloc import trim
 from monitor.core.settings import AlertConfig, Intervals, RetentionConfig
 
 log = logging.getLogger(__name__)
 
 LATER = ":later"
 """The suffix of the one-off APScheduler job `run_later` adds for a job."""
+
+TRIM_AFTER_SECONDS = 1.0
+"""A run at least this long is followed by `monitor.core.malloc.trim`: the runs that allocate much
+(evaluations, alert cycles at scale, offsets runs of a large fleet) are the long ones."""
 
 
 def run_intervals(
@@ -178,9 +184,12 @@ class Scheduler:
         """Run a job this thread has claimed (in `_running`); again while it was asked meanwhile."""
         func = self._jobs[job_id][1]
         while True:
+            started = time.monotonic()
             try:
                 func()
             finally:
+                if time.monotonic() - started >= TRIM_AFTER_SECONDS:
+                    trim()
                 with self._lock:
                     again = job_id in self._pending and not self._stopping
                     self._pending.discard(job_id)

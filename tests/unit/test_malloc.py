@@ -41,3 +41,46 @@ def test_a_value_that_is_no_limit_leaves_malloc_as_it_is(monkeypatch: pytest.Mon
     monkeypatch.setenv("MALLOC_ARENA_MAX", value)
     assert limit_arenas() is None
     assert os.environ["MALLOC_ARENA_MAX"] == value
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_trim_gives_freed_heap_pages_back() -> None:
+    """Memory freed in the middle of the heap stays resident until trimmed (a child process, so that
+    the tests' own heap does not count)."""
+    code = (
+        "import ctypes\n"
+        "from monitor.core.malloc import trim\n"
+        "libc = ctypes.CDLL(None)\n"
+        "libc.malloc.restype = ctypes.c_void_p\n"
+        "libc.free.argtypes = [ctypes.c_void_p]\n"
+        "def rss():\n"
+        "    return int(open('/proc/self/status').read().split('VmRSS:')[1].split()[0])\n"
+        "blocks = [libc.malloc(64 * 1024) for _ in range(2000)]\n"  # under mmap's threshold: the heap
+        "for b in blocks:\n"
+        "    ctypes.memset(b, 1, 64 * 1024)\n"
+        "for b in blocks[:-1]:\n"
+        "    libc.free(b)\n"  # the last block keeps the heap's top: only a trim returns the rest
+        "before = rss()\n"
+        "assert trim() is True\n"
+        "print(before - rss())\n"
+    )
+    freed_kb = int(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True).stdout
+    )
+    assert freed_kb > 64 * 1000  # most of the 125 MB freed
+
+
+def test_a_long_job_is_followed_by_a_trim(monkeypatch: pytest.MonkeyPatch) -> None:
+    from monitor.core import scheduler as module
+
+    trims: list[str] = []
+    monkeypatch.setattr(module, "trim", lambda: trims.append("trim") or True)
+    s = module.Scheduler(max_workers=1)
+    s.every("short", 3600, lambda: None)
+    s.every("long", 3600, lambda: None)
+    monkeypatch.setattr(module, "TRIM_AFTER_SECONDS", 3600.0)
+    s._run_claimed("short")
+    assert trims == []
+    monkeypatch.setattr(module, "TRIM_AFTER_SECONDS", 0.0)
+    s._run_claimed("long")
+    assert trims == ["trim"]
