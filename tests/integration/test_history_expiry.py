@@ -146,6 +146,16 @@ def _loss(topic: str, at: datetime) -> dict[str, Any]:
     }
 
 
+def _maintain(db_url: str) -> None:
+    """One maintenance pass of a store started at NOW, as the daemon runs it."""
+    store = StoreService(db_url, DatabaseConfig(history_retention_days=DAYS), FakeClock(NOW))
+    store.start()
+    try:
+        store.maintain()
+    finally:
+        store.stop()
+
+
 @pytest.fixture(scope="module")
 def maintained(engine: Engine, db_url: str) -> dict[str, set[str]]:
     """Rows of every kind written, one maintenance pass run at NOW; what is left per table."""
@@ -204,12 +214,7 @@ def maintained(engine: Engine, db_url: str) -> dict[str, set[str]]:
         )
         conn.execute(insert(Notice), [_notice("old", OLD), _notice("recent", RECENT)])
         conn.execute(insert(DataLossEvent), [_loss("old", OLD), _loss("recent", RECENT)])
-    store = StoreService(db_url, DatabaseConfig(history_retention_days=DAYS), FakeClock(NOW))
-    store.start()
-    try:
-        store.maintain()
-    finally:
-        store.stop()
+    _maintain(db_url)
     columns = {
         Finding: Finding.entity_key,
         Alert: Alert.fingerprint,
@@ -250,12 +255,7 @@ def test_every_table_the_expiry_names_exists_and_a_second_pass_deletes_nothing(
     assert {table for table, _ in EXPIRED} <= set(maintained) | {"acks"}
     with engine.connect() as conn:
         before = {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one() for t in maintained}
-    store = StoreService(db_url, DatabaseConfig(history_retention_days=DAYS), FakeClock(NOW))
-    store.start()
-    try:
-        store.maintain()
-    finally:
-        store.stop()
+    _maintain(db_url)
     with engine.connect() as conn:
         assert {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one() for t in maintained} == before
 
