@@ -36,6 +36,7 @@ class Alert(Base):
         Index("uq_alerts_open", "fingerprint", unique=True, postgresql_where=text("state <> 'resolved'")),
         Index("ix_alerts_state", "state"),
         Index("ix_alerts_cluster", "cluster"),
+        Index("ix_alerts_resolved_at", "resolved_at", postgresql_where=text("state = 'resolved'")),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)

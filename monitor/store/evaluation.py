@@ -87,6 +87,7 @@ class Finding(Base):
         Index("ix_findings_cluster_last_seen", "cluster", "last_seen"),
         Index("ix_findings_cluster_evaluated_at", "cluster", "evaluated_at"),
         Index("ix_findings_state", "state"),
+        Index("ix_findings_resolved_at", "resolved_at", postgresql_where=text("state = 'resolved'")),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)

@@ -6,7 +6,8 @@ history a fleet accumulates: every finding and alert that resolved, every incide
 every silence that ended, the retention button's notices and the data-loss events. Nothing that
 is still open is ever deleted here: a firing alert, a pending notification, an active silence.
 
-Each table is one statement in its own transaction, so a first run after an upgrade that deletes
+The resolved findings and alerts are found through their partial `resolved_at` indexes (migration
+0034); each table is one statement in its own transaction, so a first run after an upgrade that deletes
 years of rows holds no lock the alert cycle waits for (it never updates a row that is over).
 """
 
