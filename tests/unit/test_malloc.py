@@ -43,10 +43,14 @@ def test_a_value_that_is_no_limit_leaves_malloc_as_it_is(monkeypatch: pytest.Mon
     assert os.environ["MALLOC_ARENA_MAX"] == value
 
 
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
 def test_trim_gives_freed_heap_pages_back() -> None:
     """Memory freed in the middle of the heap stays resident until trimmed (a child process, so that
-    the tests' own heap does not count)."""
+    the tests' own heap does not count). Elsewhere than glibc there is nothing to trim."""
+    if platform.libc_ver()[0] != "glibc":
+        from monitor.core.malloc import trim
+
+        assert trim() is False
+        return
     code = (
         "import ctypes\n"
         "from monitor.core.malloc import trim\n"
