@@ -21,6 +21,7 @@ and in its environment, which the Spark JVM inherits when it starts; an operator
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 from collections.abc import Callable
@@ -55,20 +56,20 @@ def limit_arenas() -> int | None:
     return arenas if mallopt(_M_ARENA_MAX, arenas) == 1 else None
 
 
-_TRIM: Callable[[int], int] | bool | None = False
-"""glibc's malloc_trim once looked up (None: not glibc)."""
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, looked up once; None elsewhere."""
+    try:
+        function = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_size_t]
+    function.restype = ctypes.c_int
+    return function
 
 
 def trim() -> bool:
     """Return the free memory of every malloc arena to the system (glibc's `malloc_trim(0)`);
     whether anything was returned. Elsewhere than glibc nothing happens."""
-    global _TRIM
-    if _TRIM is False:
-        try:
-            function = ctypes.CDLL(None).malloc_trim
-            function.argtypes = [ctypes.c_size_t]
-            function.restype = ctypes.c_int
-            _TRIM = function
-        except (OSError, AttributeError):
-            _TRIM = None
-    return callable(_TRIM) and _TRIM(0) == 1
+    function = _malloc_trim()
+    return function is not None and function(0) == 1

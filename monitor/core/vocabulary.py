@@ -93,6 +93,8 @@ INCREMENTAL_EVALUATION: Final = "incremental"
 
 OUTBOX_STATES: Final = ("pending", "sending", "sent", "failed", "dropped")
 """A notification in the outbox."""
+OUTBOX_UNDELIVERED: Final = ("pending", "sending")
+"""An outbox notification still to be delivered (the others are sent, or given up: failed, dropped)."""
 RESOLVED_GONE: Final = "gone"
 """Why a finding (and its alert) resolved when the cluster no longer has its entity: the consumer
 group or its committed offsets deleted, the topic deleted, the broker unregistered from the

@@ -17,11 +17,14 @@ from datetime import datetime
 
 from sqlalchemy import Engine, text
 
+from monitor.core.vocabulary import OUTBOX_UNDELIVERED
+from monitor.store.base import one_of
+
 EXPIRED: tuple[tuple[str, str], ...] = (
     ("findings", "state = 'resolved' AND resolved_at < :before"),
     ("alerts", "state = 'resolved' AND resolved_at < :before"),
     ("alert_groups", "closed_at < :before"),
-    ("notification_outbox", "state IN ('sent', 'failed', 'dropped') AND created_at < :before"),
+    ("notification_outbox", f"NOT {one_of('state', OUTBOX_UNDELIVERED)} AND created_at < :before"),
     ("notification_log", "at < :before"),
     ("silences", "LEAST(ends_at, COALESCE(expired_at, ends_at)) < :before"),
     ("notices", "created_at < :before"),

@@ -34,6 +34,8 @@ from sqlalchemy import Connection, text
 
 from monitor.alert.model import DeliveryResult, Notification
 from monitor.alert.notify.retry import RetryPolicy, decide, failure_label
+from monitor.core.vocabulary import OUTBOX_UNDELIVERED
+from monitor.store.base import one_of
 
 NOTIFICATIONS = Counter(
     "kafka_health_notifications_total",
@@ -74,8 +76,10 @@ def enqueue_all(conn: Connection, notifications: Sequence[Notification], now: da
         conn.execute(text(_ENQUEUE), [_enqueued(n, now) for n in notifications])
 
 
+_UNDELIVERED = one_of("e.state", OUTBOX_UNDELIVERED)
+
 _CLAIM = text(
-    """
+    f"""
 UPDATE notification_outbox o SET state = 'sending', claimed_by = :me, claimed_until = :until,
        attempts = o.attempts + 1
 WHERE o.id IN (
@@ -85,7 +89,7 @@ WHERE o.id IN (
       AND NOT EXISTS (
           SELECT 1 FROM notification_outbox e
           WHERE e.receiver = c.receiver AND e.dedup_key = c.dedup_key AND e.id < c.id
-            AND e.state IN ('pending', 'sending'))
+            AND {_UNDELIVERED})
     ORDER BY c.id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
