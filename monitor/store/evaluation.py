@@ -47,6 +47,19 @@ _TYPES: dict[str, TypeEngine[Any]] = {
 }
 
 
+def lookup_key(entity: str) -> tuple[str, ...]:
+    """The key a reader picks one thing of a derived entity by (a group's rows, a topic's, a
+    broker's), indexed after the cluster and the evaluation: a read of one group's rows in the
+    newest evaluation is a range of that index, however many evaluations the table keeps (the
+    primary key, which leads with the entity's keys, would read the group's rows of every one)."""
+    keys = KEYS[entity]
+    return ("group_id",) if "group_id" in keys else keys[:1]
+
+
+def evaluation_index_name(entity: str) -> str:
+    return "_".join(("ix", table_of(entity), "cluster_evaluated_at", *lookup_key(entity)))
+
+
 def _derived_table(entity: str) -> Table:
     keys = KEYS[entity]
     columns = [
@@ -61,7 +74,7 @@ def _derived_table(entity: str) -> Table:
         table_of(entity),
         Base.metadata,
         *columns,
-        Index(f"ix_{table_of(entity)}_cluster_evaluated_at", "cluster", "evaluated_at"),
+        Index(evaluation_index_name(entity), "cluster", "evaluated_at", *lookup_key(entity)),
         postgresql_partition_by="RANGE (evaluated_at)",
         info={PARTITION_COLUMN_KEY: "evaluated_at"},
     )
