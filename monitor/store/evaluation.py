@@ -47,17 +47,26 @@ _TYPES: dict[str, TypeEngine[Any]] = {
 }
 
 
-def lookup_key(entity: str) -> tuple[str, ...]:
-    """The key a reader picks one thing of a derived entity by (a group's rows, a topic's, a
-    broker's), indexed after the cluster and the evaluation: a read of one group's rows in the
-    newest evaluation is a range of that index, however many evaluations the table keeps (the
-    primary key, which leads with the entity's keys, would read the group's rows of every one)."""
+def lookup_key(entity: str) -> str | None:
+    """The key a reader picks one thing of a derived entity by (a group's rows, a topic's), where
+    the primary key puts other keys between it and the evaluation: such a table is also indexed
+    on (cluster, this key, evaluated_at), so that one group's rows of an evaluation, or of the
+    last hour, are a range of that index, however many evaluations the table keeps. (The primary
+    key, (cluster, group_id, topic, partition, evaluated_at), holds the group's rows of every
+    evaluation kept, 2,880 a day at the default interval; the (cluster, evaluated_at) index every
+    group's rows of an evaluation.) None where the primary key is already (cluster, key,
+    evaluated_at) or the entity has no key."""
     keys = KEYS[entity]
-    return ("group_id",) if "group_id" in keys else keys[:1]
+    if len(keys) < 2:
+        return None
+    return "group_id" if "group_id" in keys else keys[0]
 
 
-def evaluation_index_name(entity: str) -> str:
-    return "_".join(("ix", table_of(entity), "cluster_evaluated_at", *lookup_key(entity)))
+def _lookup_index(entity: str) -> list[Index]:
+    key = lookup_key(entity)
+    if key is None:
+        return []
+    return [Index(f"ix_{table_of(entity)}_cluster_{key}_evaluated_at", "cluster", key, "evaluated_at")]
 
 
 def _derived_table(entity: str) -> Table:
@@ -74,7 +83,8 @@ def _derived_table(entity: str) -> Table:
         table_of(entity),
         Base.metadata,
         *columns,
-        Index(evaluation_index_name(entity), "cluster", "evaluated_at", *lookup_key(entity)),
+        Index(f"ix_{table_of(entity)}_cluster_evaluated_at", "cluster", "evaluated_at"),
+        *_lookup_index(entity),
         postgresql_partition_by="RANGE (evaluated_at)",
         info={PARTITION_COLUMN_KEY: "evaluated_at"},
     )

@@ -1,6 +1,6 @@
 """Reading one group's rows of the newest evaluation costs the same whether the store keeps
 two evaluations or hundreds (2,880 a day at the default interval): the derived tables index the
-key a reader picks by after the cluster and the evaluation (migration 0035).
+group (or topic) a reader picks by between the cluster and the evaluation (migration 0035).
 Before, the primary key (which leads with the group) held the group's rows of every evaluation
 kept, and the API's lag of one group slowed down with every evaluation of the day.
 
