@@ -189,3 +189,49 @@ def test_one_groups_newest_rows_cost_the_same_with_hundreds_of_evaluations_kept(
         # kept evaluation (300 x 10), or the newest evaluation's rows of every group (100 x 10),
         # are dozens of pages or more.
         assert after[name] <= max(before[name], rows) + INDEX_PAGES, (name, before[name], after[name])
+
+
+def _rows(plan: dict[str, Any], table: str) -> int:
+    """Rows the nodes of `plan` that scan `table` (its day partitions) returned, over every loop."""
+    own = 0
+    if re.fullmatch(rf"{table}_p\d{{8}}", str(plan.get("Relation Name", ""))):
+        own = int(plan.get("Actual Rows", 0)) * int(plan.get("Actual Loops", 1))
+    return own + sum(_rows(child, table) for child in plan.get("Plans", []))
+
+
+def test_the_newest_evaluation_of_a_cluster_is_found_without_reading_the_ones_before(engine: Engine) -> None:
+    """`latest_evaluations`, which every read of "now" joins, reads a row per cluster and day
+    partition, not every evaluation the raw days keep (20,160 a cluster in 7 days)."""
+    start = T0 + timedelta(days=10)
+    clusters = ("heads-a", "heads-b", "heads-c")
+    with engine.begin() as conn:
+        ensure_partitions(conn, start, ahead_days=1)
+        conn.execute(
+            text(
+                "INSERT INTO derived_cluster (cluster, evaluated_at)"
+                f" SELECT c, CAST(:start AS timestamptz) + k * interval '{INTERVAL} seconds'"
+                " FROM unnest(CAST(:clusters AS text[])) c, generate_series(0, 2879) k"
+            ),
+            {"start": start, "clusters": list(clusters)},
+        )
+        conn.execute(text("ANALYZE derived_cluster"))
+    newest = start + timedelta(seconds=INTERVAL * 2879)
+    with engine.connect() as conn:
+        assert latest_evaluation(conn, "heads-b") == newest
+        heads = {
+            str(row.cluster): row.evaluated_at
+            for row in conn.execute(
+                text("SELECT cluster, evaluated_at FROM latest_evaluations WHERE cluster LIKE 'heads-%'")
+            )
+        }
+        assert heads == dict.fromkeys(clusters, newest)
+        partitions = conn.execute(
+            text("SELECT count(*) FROM pg_inherits WHERE inhparent = 'derived_cluster'::regclass")
+        ).scalar_one()
+        every = conn.execute(text("SELECT count(DISTINCT cluster) FROM derived_cluster")).scalar_one()
+        document = conn.exec_driver_sql(
+            "EXPLAIN (ANALYZE, FORMAT JSON) SELECT evaluated_at FROM latest_evaluations WHERE cluster = 'heads-b'"
+        ).scalar_one()
+    plan = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
+    # at most a row per cluster and day partition (and the walk's last, empty step)
+    assert _rows(plan, "derived_cluster") <= (every + 1) * partitions, plan
