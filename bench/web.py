@@ -47,7 +47,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -542,13 +543,23 @@ def save(info: dict[str, Any], sizes: list[dict[str, Any]], args: argparse.Names
 # -- main ---------------------------------------------------------------------------------------
 
 
+@contextmanager
+def migrated_database(admin_url: str, prefix: str) -> Iterator[str]:
+    """The URL of a new database on the server of `admin_url`, migrated to the head; dropped
+    afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    postgres.create_database(admin_url, name)
+    try:
+        url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+        migrate.upgrade(url)
+        yield url
+    finally:
+        postgres.drop_database(admin_url, name)
+
+
 def run_size(admin_url: str, topics: int, args: argparse.Namespace) -> dict[str, Any]:
     shape = Shape(topics)
-    name = f"kh_bench_web_{uuid.uuid4().hex[:8]}"
-    postgres.create_database(admin_url, name)
-    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    try:
-        migrate.upgrade(url)
+    with migrated_database(admin_url, "kh_bench_web") as url:
         engine = make_engine(url)
         try:
             _log(f"{topics:,} topics: filling")
@@ -581,8 +592,6 @@ def run_size(admin_url: str, topics: int, args: argparse.Namespace) -> dict[str,
             server.stop()
         size["loadavg_after"] = os.getloadavg()[0]
         return size
-    finally:
-        postgres.drop_database(admin_url, name)
 
 
 def _ints(value: str) -> list[int]:

@@ -470,6 +470,7 @@ def test_every_bench_script_is_run_and_summarised() -> None:
         "collector_load.py",  # collector.py's load on the cluster
         "collector_report.py",  # collector.py's report and results files
         "phases.py",  # where evaluations of a kept database spend their time (docs/bench/evaluate-findings.md)
+        "history_reads.py",  # two schema revisions of one database compared (docs/bench/history-reads.md)
     }
     assert {script for script, _, _ in run.BENCHMARKS.values()} == scripts - not_benchmarks
     assert set(summary.READERS) == set(run.BENCHMARKS)
