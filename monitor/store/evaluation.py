@@ -47,25 +47,18 @@ _TYPES: dict[str, TypeEngine[Any]] = {
 }
 
 
-def lookup_key(entity: str) -> str | None:
-    """The key a reader picks one thing of a derived entity by (a group's rows, a topic's), where
-    the primary key puts other keys between it and the evaluation: such a table is also indexed
-    on (cluster, this key, evaluated_at), so that one group's rows of an evaluation, or of the
-    last hour, are a range of that index, however many evaluations the table keeps. (The primary
-    key, (cluster, group_id, topic, partition, evaluated_at), holds the group's rows of every
-    evaluation kept, 2,880 a day at the default interval; the (cluster, evaluated_at) index every
-    group's rows of an evaluation.) None where the primary key is already (cluster, key,
-    evaluated_at) or the entity has no key."""
+def _lookup_indexes(entity: str) -> list[Index]:
+    """(cluster, group_id, evaluated_at) (or the first key where there is no group) on a derived
+    table whose primary key puts other keys between that key and the evaluation: one group's rows
+    of an evaluation, or of the last hour, are then a range of it however many evaluations the
+    table keeps. (The primary key, (cluster, group_id, topic, partition, evaluated_at), holds the
+    group's rows of every evaluation kept, 2,880 a day at the default interval; the (cluster,
+    evaluated_at) index every group's rows of an evaluation.) No index where the primary key already
+    is (cluster, key, evaluated_at) or the entity has no key."""
     keys = KEYS[entity]
     if len(keys) < 2:
-        return None
-    return "group_id" if "group_id" in keys else keys[0]
-
-
-def _lookup_index(entity: str) -> list[Index]:
-    key = lookup_key(entity)
-    if key is None:
         return []
+    key = "group_id" if "group_id" in keys else keys[0]
     return [Index(f"ix_{table_of(entity)}_cluster_{key}_evaluated_at", "cluster", key, "evaluated_at")]
 
 
@@ -84,7 +77,7 @@ def _derived_table(entity: str) -> Table:
         Base.metadata,
         *columns,
         Index(f"ix_{table_of(entity)}_cluster_evaluated_at", "cluster", "evaluated_at"),
-        *_lookup_index(entity),
+        *_lookup_indexes(entity),
         postgresql_partition_by="RANGE (evaluated_at)",
         info={PARTITION_COLUMN_KEY: "evaluated_at"},
     )

@@ -110,12 +110,32 @@ def _statements(engine: Engine, read: Callable[[Connection], object]) -> list[tu
     return seen
 
 
-def _buffers(plan: dict[str, Any], table: str) -> int:
-    """Shared buffers the nodes of `plan` that scan `table` (its day partitions) touched."""
-    own = 0
+def _plan(conn: Connection, statement: str, parameters: Any = None) -> dict[str, Any]:
+    """The executed plan of `statement` with its buffers, as PostgreSQL's JSON gives it."""
+    explained = conn.exec_driver_sql(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}", parameters)
+    document = explained.scalar_one()
+    plan: dict[str, Any] = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
+    return plan
+
+
+def _scans(plan: dict[str, Any], table: str) -> Iterator[dict[str, Any]]:
+    """The nodes of `plan` that scan `table` (its day partitions)."""
     if re.fullmatch(rf"{table}_p\d{{8}}", str(plan.get("Relation Name", ""))):
-        own = int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0))
-    return own + sum(_buffers(child, table) for child in plan.get("Plans", []))
+        yield plan
+    for child in plan.get("Plans", []):
+        yield from _scans(child, table)
+
+
+def _buffers(plan: dict[str, Any], table: str) -> int:
+    """Shared buffers the scans of `table` in `plan` touched."""
+    return sum(
+        int(n.get("Shared Hit Blocks", 0)) + int(n.get("Shared Read Blocks", 0)) for n in _scans(plan, table)
+    )
+
+
+def _rows(plan: dict[str, Any], table: str) -> int:
+    """Rows the scans of `table` in `plan` returned, over every loop."""
+    return sum(int(n.get("Actual Rows", 0)) * int(n.get("Actual Loops", 1)) for n in _scans(plan, table))
 
 
 def _cost(engine: Engine, read: Callable[[Connection], object], table: str, mention: str) -> int:
@@ -126,12 +146,7 @@ def _cost(engine: Engine, read: Callable[[Connection], object], table: str, ment
     assert statements, f"the read does not read {mention}"
     with engine.connect() as conn:
         for statement, parameters in statements:
-            explained = conn.exec_driver_sql(
-                f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}", parameters
-            )
-            document = explained.scalar_one()
-            plan = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
-            total += _buffers(plan, table)
+            total += _buffers(_plan(conn, statement, parameters), table)
     return total
 
 
@@ -191,14 +206,6 @@ def test_one_groups_newest_rows_cost_the_same_with_hundreds_of_evaluations_kept(
         assert after[name] <= max(before[name], rows) + INDEX_PAGES, (name, before[name], after[name])
 
 
-def _rows(plan: dict[str, Any], table: str) -> int:
-    """Rows the nodes of `plan` that scan `table` (its day partitions) returned, over every loop."""
-    own = 0
-    if re.fullmatch(rf"{table}_p\d{{8}}", str(plan.get("Relation Name", ""))):
-        own = int(plan.get("Actual Rows", 0)) * int(plan.get("Actual Loops", 1))
-    return own + sum(_rows(child, table) for child in plan.get("Plans", []))
-
-
 def test_the_newest_evaluation_of_a_cluster_is_found_without_reading_the_ones_before(engine: Engine) -> None:
     """`latest_evaluations`, which every read of "now" joins, reads a row per cluster and day
     partition, not every evaluation the raw days keep (20,160 a cluster in 7 days)."""
@@ -229,9 +236,6 @@ def test_the_newest_evaluation_of_a_cluster_is_found_without_reading_the_ones_be
             text("SELECT count(*) FROM pg_inherits WHERE inhparent = 'derived_cluster'::regclass")
         ).scalar_one()
         every = conn.execute(text("SELECT count(DISTINCT cluster) FROM derived_cluster")).scalar_one()
-        document = conn.exec_driver_sql(
-            "EXPLAIN (ANALYZE, FORMAT JSON) SELECT evaluated_at FROM latest_evaluations WHERE cluster = 'heads-b'"
-        ).scalar_one()
-    plan = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
+        plan = _plan(conn, "SELECT evaluated_at FROM latest_evaluations WHERE cluster = 'heads-b'")
     # at most a row per cluster and day partition (and the walk's last, empty step)
     assert _rows(plan, "derived_cluster") <= (every + 1) * partitions, plan
