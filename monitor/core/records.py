@@ -7,6 +7,7 @@ and slotted, so they can be passed between threads and used as dictionary keys.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, TypeVar
@@ -317,6 +318,27 @@ class GroupOffsetSample:
     consumed_timestamp_ms: int | None = None
     timestamp_method: str = METHOD_NONE
     timestamp_error_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EndOffsetRefresh:
+    """What one listing of a cluster's end offsets between two offsets cycles changed (the end
+    offsets job): the store keeps each partition's newest end offset and the time of the
+    cluster's newest listing, which every partition answered in it holds as of."""
+
+    listed_at_ms: int
+    partitions: int
+    """The partitions asked."""
+    changed: Mapping[TopicPartition, int]
+    """The partitions answered with an end offset the store does not hold (new, moved, or
+    answered again after a miss) -> that end offset."""
+    missed: Mapping[TopicPartition, int]
+    """The partitions not answered now that were in the listing before -> when they were
+    last answered (epoch ms): their end offset holds as of then."""
+    gone: Sequence[TopicPartition] = ()
+    """Partitions no longer asked (deleted, or no longer allowed)."""
+    replace: bool = False
+    """The first listing of this job's run: the store's rows of the cluster are replaced."""
 
 
 @dataclass(frozen=True, slots=True)

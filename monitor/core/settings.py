@@ -170,6 +170,10 @@ class ProbeConfig(Strict):
     )
 
 
+MIN_END_OFFSETS_REFRESH_SECONDS = 0.5
+"""The shortest period of the end offsets job's listing (`CollectConfig.end_offsets_refresh_seconds`)."""
+
+
 class CollectConfig(Strict):
     """How the collectors work within each cycle."""
 
@@ -188,7 +192,25 @@ class CollectConfig(Strict):
         ge=10,
         description="While commits are streamed, how often the offsets job checks them against OffsetFetch.",
     )
+    end_offsets_refresh_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        le=60,
+        description="How often the end offsets job lists every allowed partition's end offset between "
+        "two offsets cycles, so the offset lag served is that old (0: off, the lag is as old as the "
+        "offsets cycle). At least 0.5 s when on.",
+    )
     probe: ProbeConfig = Field(default_factory=ProbeConfig)
+
+    @field_validator("end_offsets_refresh_seconds")
+    @classmethod
+    def _refresh_bounded(cls, value: float) -> float:
+        if 0 < value < MIN_END_OFFSETS_REFRESH_SECONDS:
+            raise ValueError(
+                f"must be 0 (off) or at least {MIN_END_OFFSETS_REFRESH_SECONDS:g} seconds: each refresh "
+                "asks every partition's leader"
+            )
+        return value
 
 
 class EvaluateConfig(Strict):

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from confluent_kafka import (
     ConsumerGroupType,
@@ -62,6 +62,9 @@ from monitor.kafka.translate import (
 )
 
 log = logging.getLogger(__name__)
+
+V = TypeVar("V")
+"""The offsets a ListOffsets answers per partition (all of them, or the end offset alone)."""
 
 # Entities per request where the API takes many: bounded so one request stays a few hundred KB.
 _TOPICS_PER_REQUEST: Final = 100
@@ -415,27 +418,27 @@ class KafkaAdmin:
         the cluster did not.
         """
         wanted = list(dict.fromkeys((str(t), int(p)) for t, p in partitions))
-        value: dict[TopicPartitionKey, PartitionOffsets] = {}
-        held_back: dict[TopicPartitionKey, EndOffsetHeldBack] = {}
         outcome = self._outcome()
         if not wanted:
-            return ListedOffsets(value, outcome.errors)
+            return ListedOffsets({}, outcome.errors)
         with self._call("list offsets"):
-            answers = self._offsets.list_offsets(wanted, leaders, known)
-            for key in wanted:
-                answer = answers[key]
-                if isinstance(answer, EndOffsetHeldBack):
-                    held_back[key] = answer
-                    outcome.success()
-                elif isinstance(answer, NoAnswer):
-                    outcome.unanswered(partition_key(*key), str(answer))
-                elif isinstance(answer, BaseException):
-                    outcome.failure(partition_key(*key), answer)
-                else:
-                    value[key] = answer
-                    outcome.success()
-            _raise_if_unreachable(outcome)
+            value, held_back = _sorted_out(self._offsets.list_offsets(wanted, leaders, known), outcome)
         return ListedOffsets(value, outcome.errors, held_back)
+
+    def list_end_offsets(
+        self, partitions: Sequence[TopicPartitionKey], leaders: Mapping[TopicPartitionKey, int] | None = None
+    ) -> Partial[dict[TopicPartitionKey, int]]:
+        """The end offset of every partition and nothing else (one request per leader: the
+        refresh between two cycles of `list_offsets`). A partition that failed is in `errors` as
+        "topic:partition"; one whose end offset is held back (under min ISR) is in neither.
+        Raises KafkaUnavailableError when no partition answered because the cluster did not."""
+        wanted = list(dict.fromkeys((str(t), int(p)) for t, p in partitions))
+        outcome = self._outcome()
+        if not wanted:
+            return Partial({}, outcome.errors)
+        with self._call("list end offsets"):
+            value, _ = _sorted_out(self._offsets.list_end_offsets(wanted, leaders), outcome)
+        return Partial(value, outcome.errors)
 
     # -- consumer groups --------------------------------------------------------------------
 
@@ -484,6 +487,29 @@ class KafkaAdmin:
 def _code(error: object) -> int | None:
     inner = kafka_error(error) if isinstance(error, BaseException) else error
     return inner.code() if isinstance(inner, KafkaError) else None
+
+
+def _sorted_out(
+    answers: Mapping[TopicPartitionKey, V | EndOffsetHeldBack | BaseException], outcome: Outcome
+) -> tuple[dict[TopicPartitionKey, V], dict[TopicPartitionKey, EndOffsetHeldBack]]:
+    """ListOffsets' answers (`monitor.kafka.listoffsets`) as the offsets of the partitions that
+    answered and the held-back ends, each failure and unanswered partition counted in `outcome`;
+    raises KafkaUnavailableError when the cluster answered none."""
+    value: dict[TopicPartitionKey, V] = {}
+    held_back: dict[TopicPartitionKey, EndOffsetHeldBack] = {}
+    for key, answer in answers.items():
+        if isinstance(answer, EndOffsetHeldBack):
+            held_back[key] = answer
+            outcome.success()
+        elif isinstance(answer, NoAnswer):
+            outcome.unanswered(partition_key(*key), str(answer))
+        elif isinstance(answer, BaseException):
+            outcome.failure(partition_key(*key), answer)
+        else:
+            value[key] = answer
+            outcome.success()
+    _raise_if_unreachable(outcome)
+    return value, held_back
 
 
 def _raise_if_unreachable(outcome: Outcome) -> None:

@@ -41,9 +41,9 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import kafka.errors
 from confluent_kafka import KafkaError, KafkaException
@@ -72,6 +72,8 @@ _LEADER_MOVED: Final = frozenset(
         KafkaError.UNKNOWN_LEADER_EPOCH,
     }
 )
+
+A = TypeVar("A")
 
 _Topic = ListOffsetsRequest.ListOffsetsTopic
 _Partition = _Topic.ListOffsetsPartition
@@ -136,6 +138,9 @@ class _Round:
     )
     until: float = 0.0
     """No request is awaited past this time: two request timeouts (and the grace) from the start."""
+    ends_only: bool = False
+    """Ask the latest offsets only (`LeaderOffsetsClient.list_end_offsets`): no earliest, no max
+    timestamp."""
 
     async def run(self, keys: list[TopicPartition], hints: Mapping[TopicPartition, int]) -> None:
         started = time.monotonic()
@@ -164,6 +169,9 @@ class _Round:
         """Earliest, latest and the max timestamps of `keys`; those without a leader (unknown,
         or no leader now) are answered from `leaders`' absence."""
         led = [key for key in keys if key in leaders]
+        if self.ends_only:
+            await self._send([(LATEST, led)], leaders)
+            return
         unknown = [key for key in led if again or key not in self.known]
         await self._send([(spec, led) for spec in (EARLIEST, LATEST)] + [(MAX_TIMESTAMP, unknown)], leaders)
         moved = [key for key in led if not again and key in self.known and self._moved(key)]
@@ -239,23 +247,25 @@ class _Round:
             self.replies[LATEST].setdefault(key, (KafkaError.UNKNOWN_TOPIC_OR_PART, -1, -1))
         return found
 
+    def end(self, key: TopicPartition) -> int | EndOffsetHeldBack | BaseException:
+        """One partition's latest offset (an ends-only round), its held-back end or the failure."""
+        reply = self.replies[LATEST].get(key)
+        refused = _refused(key, reply, None)
+        if refused is not None or not isinstance(reply, tuple):
+            return refused or NoAnswer("its leader did not answer")
+        return reply[1] if reply[1] >= 0 else NoAnswer("its leader answered no offset")
+
     def answer(self, key: TopicPartition) -> Answer:
         """One partition's answer from its replies (see the module's failure policy). As
         librdkafka's did: the first of earliest and latest that failed decides, and a held-back
         one makes an `EndOffsetHeldBack`, with the start offset when that was answered."""
         earliest = self.replies[EARLIEST].get(key)
         latest = self.replies[LATEST].get(key)
+        start = earliest[1] if isinstance(earliest, tuple) and not earliest[0] and earliest[1] >= 0 else None
         for reply in (earliest, latest) if earliest is not None else (latest,):
-            if reply is None:
-                return NoAnswer("its leader was not asked: the other partitions took the whole call")
-            if isinstance(reply, BaseException):
-                return reply
-            if reply[0]:
-                failure = _partition_error(reply[0])
-                if not is_end_offset_held_back(failure):
-                    return failure
-                start = earliest[1] if isinstance(earliest, tuple) and not earliest[0] else -1
-                return EndOffsetHeldBack(key[0], key[1], start if start >= 0 else None, reason(failure, ()))
+            refused = _refused(key, reply, start)
+            if refused is not None:
+                return refused
         if not isinstance(earliest, tuple) or not isinstance(latest, tuple):
             return NoAnswer("its leader did not answer the earliest offset")
         if earliest[1] < 0 or latest[1] < 0:
@@ -268,6 +278,23 @@ class _Round:
         if isinstance(asked, tuple) and not asked[0] and asked[1] >= 0:
             max_offset, max_ms = asked[1], (asked[2] if asked[2] >= 0 else None)
         return PartitionOffsets(key[0], key[1], earliest[1], latest[1], max_offset, max_ms)
+
+
+def _refused(
+    key: TopicPartition, reply: _Reply | None, start: int | None
+) -> BaseException | EndOffsetHeldBack | None:
+    """Why one reply of a partition gives no offset: not asked, the request's failure, the
+    partition's error, or its end held back (with `start` when known); None when it gives one."""
+    if reply is None:
+        return NoAnswer("its leader was not asked: the other partitions took the whole call")
+    if isinstance(reply, BaseException):
+        return reply
+    if reply[0]:
+        failure = _partition_error(reply[0])
+        if not is_end_offset_held_back(failure):
+            return failure
+        return EndOffsetHeldBack(key[0], key[1], start, reason(failure, ()))
+    return None
 
 
 def _code(reply: _Reply | None) -> int | None:
@@ -296,6 +323,26 @@ class LeaderOffsetsClient(KafkaPythonClient):
         `KafkaUnavailableError` when no broker answers its bootstrap, `ConfigError` for options
         kafka-python rejects; a cluster that stops answering later makes every partition a
         `NoAnswer`."""
+        return self._ask(keys, leaders, _Round.answer, known=known or {})
+
+    def list_end_offsets(
+        self, keys: Sequence[TopicPartition], leaders: Mapping[TopicPartition, int] | None = None
+    ) -> dict[TopicPartition, int | EndOffsetHeldBack | BaseException]:
+        """The latest offset of every one of `keys` only: one request per leader, a third of
+        `list_offsets`' (the refresh of the end offsets between two cycles). Failures as
+        `list_offsets`' (`NoAnswer`, the partition's error, `EndOffsetHeldBack`)."""
+        return self._ask(keys, leaders, _Round.end, ends_only=True)
+
+    def _ask(
+        self,
+        keys: Sequence[TopicPartition],
+        leaders: Mapping[TopicPartition, int] | None,
+        answer: Callable[[_Round, TopicPartition], A],
+        known: Mapping[TopicPartition, PartitionOffsets] | None = None,
+        ends_only: bool = False,
+    ) -> dict[TopicPartition, A | BaseException]:
+        """Run one round over `keys` and answer each key from it (`answer`); a call that failed as
+        a whole makes every unanswered key its failure."""
         wanted = list(dict.fromkeys(keys))
         if not wanted:
             return {}
@@ -304,12 +351,12 @@ class LeaderOffsetsClient(KafkaPythonClient):
             self._require_started()
             connection = self._connect()
             limit = in_flight_limit(connection.max_in_flight)
-            call = _Round(connection.loop, self.timeout, known or {}, limit)
+            call = _Round(connection.loop, self.timeout, known or {}, limit, ends_only=ends_only)
             try:
                 connection.loop.run(call.run, wanted, leaders or {})
             except Exception as exc:
                 call_failure = _no_answer(exc, None, self.timeout)
-            answers = {key: call.answer(key) for key in wanted}
+            answers: dict[TopicPartition, A | BaseException] = {key: answer(call, key) for key in wanted}
             if call_failure is not None:
                 answers = {key: call_failure if isinstance(a, NoAnswer) else a for key, a in answers.items()}
             if all(isinstance(a, NoAnswer) for a in answers.values()):

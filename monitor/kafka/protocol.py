@@ -110,6 +110,13 @@ class AdminApi(Client, Protocol):
         ISR) is in `held_back`, neither failed nor in `value`."""
         ...
 
+    def list_end_offsets(
+        self, partitions: Sequence[TopicPartition], leaders: Mapping[TopicPartition, int] | None = None
+    ) -> Partial[dict[TopicPartition, int]]:
+        """The end offset of every partition alone (the refresh between two `list_offsets`); a
+        partition that failed is in `errors`, one whose end offset is held back in neither."""
+        ...
+
     def list_group_ids(self) -> list[str]:
         """Ids of all consumer groups, sorted. Raises when any broker failed to answer: a listing
         with some coordinators missing would make their groups look deleted."""

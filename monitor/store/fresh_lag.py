@@ -1,7 +1,8 @@
 """The offset lag of groups as fresh as the store holds it, between two evaluations: read from the
-three latest tables (each group-partition's newest commit in `latest_commits`, the offsets job's
+latest tables (each group-partition's newest commit in `latest_commits`, the offsets job's
 newest sample in `latest_group_offsets`, each partition's newest end offset in
-`latest_partition_offsets`) for the groups asked, or for every group of a cluster summed per
+`latest_partition_offsets` or, newer, `refreshed_end_offsets`, which the end offsets job lists
+every second) for the groups asked, or for every group of a cluster summed per
 topic and per group (`FRESH_GROUP_TOPICS`, `FRESH_GROUPS`: what the counts of lagging groups
 read); `monitor.expose.read.fresh` says what each figure means. Also which groups had a commit
 since a time (`committed_since`), so that a reader keeping the lag of the whole fleet (the
@@ -27,8 +28,12 @@ FROM (
     SELECT o.cluster, o.group_id, o.topic, o.partition,
            CASE WHEN c.observed_at > o.sampled_at THEN c.committed_offset ELSE o.committed_offset END
                AS committed_offset,
-           greatest(o.sampled_at, c.observed_at) AS committed_offset_as_of,
-           p.end_offset, p.end_offset_as_of
+           CASE WHEN m.streaming_since <= greatest(o.sampled_at, c.observed_at)
+                THEN greatest(o.sampled_at, c.observed_at, m.read_until)
+                ELSE greatest(o.sampled_at, c.observed_at) END AS committed_offset_as_of,
+           CASE WHEN r.end_offset_as_of > p.end_offset_as_of THEN r.end_offset ELSE p.end_offset END
+               AS end_offset,
+           greatest(p.end_offset_as_of, r.end_offset_as_of) AS end_offset_as_of
     FROM (
         SELECT * FROM latest_group_offsets o WHERE {clusters}{only} AND o.gone_at IS NULL OFFSET 0
     ) o
@@ -42,6 +47,12 @@ FROM (
         WHERE c.cluster = o.cluster AND c.group_id = o.group_id AND c.topic = o.topic
           AND c.partition = o.partition{probe}
     ) c ON true
+    LEFT JOIN LATERAL (
+        SELECT r.end_offset, CASE WHEN r.missed THEN r.answered_at ELSE l.listed_at END AS end_offset_as_of
+        FROM refreshed_end_offsets r JOIN end_offset_refreshes l ON l.cluster = r.cluster
+        WHERE r.cluster = o.cluster AND r.topic = o.topic AND r.partition = o.partition{probe}
+    ) r ON true
+    LEFT JOIN commit_stream_marks m ON m.cluster = o.cluster
 ) f"""
 
 
@@ -89,7 +100,7 @@ GROUP BY cluster, group_id, topic"""
 
 FRESH_GROUP_TOPICS = _group_topics(_fresh_partitions("", probe=False))
 """The fresh offset lag of every group of cluster `:c` on each topic it has committed offsets on:
-one pass over the cluster's rows of the three latest tables, whatever the number of groups,
+one pass over the cluster's rows of the latest tables, whatever the number of groups,
 never a read per group (docs/bench/fresh-lag.md has its plan)."""
 
 FRESH_GROUP_TOPICS_OF_TOPICS = _group_topics(
@@ -103,7 +114,7 @@ FRESH_PARTITIONS_UNEVALUATED = _fresh_partitions(
 )
 """The fresh offset lag of every group-partition of the clusters without an evaluation yet (with
 their `cluster`): what the `/metrics` snapshot serves of them while their first evaluation runs;
-one pass over those clusters' rows of the three latest tables."""
+one pass over those clusters' rows of the latest tables."""
 
 FRESH_GROUP_TOPICS_UNEVALUATED = _group_topics(FRESH_PARTITIONS_UNEVALUATED)
 """FRESH_PARTITIONS_UNEVALUATED per cluster, group and topic."""

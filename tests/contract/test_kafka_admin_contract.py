@@ -367,6 +367,17 @@ def test_list_offsets_of_partitions_with_known_records(backend: Backend) -> None
     assert result.held_back == {}
 
 
+def test_list_end_offsets_answers_the_end_alone(backend: Backend) -> None:
+    topic = backend.create_topic(partitions=2, replication_factor=3)
+    backend.produce(topic, [b"a", b"b", b"c"], 0, [now_ms()] * 3)
+
+    result = backend.admin.list_end_offsets([(topic, 0), (topic, 1), (topic, 7), ("no-such-topic", 0)])
+
+    assert result.value == {(topic, 0): 3, (topic, 1): 0}
+    assert set(result.errors) == {f"{topic}:7", "no-such-topic:0"}
+    assert "UNKNOWN_TOPIC_OR_PART" in result.errors["no-such-topic:0"]
+
+
 # -- consumer groups ----------------------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from monitor.core.clock import SystemClock
 from monitor.core.settings import CollectConfig, NameFilter
 from monitor.store.buffer import BufferedWriter
 from monitor.store.runs import RunRecorder
+from tests.conditions import wait_for
 from tests.fixtures.kafka import KafkaTestHelper
 from tests.fixtures.sql import last_run, ms, rows
 
@@ -340,6 +341,42 @@ def test_samples_kept_across_a_postgres_restart(
         "SELECT end_offset FROM partition_offsets WHERE cluster='pgrestart' ORDER BY sampled_at DESC LIMIT 1",
     )
     assert latest[0]["end_offset"] == 11
+
+
+def test_the_end_offsets_job_writes_each_second_what_moved_and_when_it_listed(
+    engine: Engine, kafka: KafkaTestHelper, make_collector: Any
+) -> None:
+    """Between two offsets cycles the end offsets job lists the partitions' ends every second: a
+    partition that moved is written, one that did not keeps its row while the cluster's listing
+    time moves on (one row a second for a quiet cluster)."""
+    topic = kafka.create_topic(partitions=2)
+    kafka.produce(topic, [b"a", b"b"], partition=0)
+    c = make_collector("ends", [topic], end_offsets_refresh_seconds=0.5)
+    c.run("metadata")
+    c.run("end_offsets")
+    ends_sql = (
+        "SELECT partition, end_offset, answered_at, missed FROM refreshed_end_offsets WHERE cluster = 'ends'"
+    )
+    listed_sql = "SELECT listed_at, partitions, missed FROM end_offset_refreshes WHERE cluster = 'ends'"
+
+    def ends() -> dict[int, tuple[int, bool]]:
+        return {r["partition"]: (r["end_offset"], r["missed"]) for r in rows(engine, ends_sql)}
+
+    wait_for(lambda: ends() == {0: (2, False), 1: (0, False)}, 10, "the first listing")
+    answered = {r["partition"]: r["answered_at"] for r in rows(engine, ends_sql)}
+    kafka.produce(topic, [b"c"], partition=1)
+    wait_for(lambda: ends() == {0: (2, False), 1: (1, False)}, 10, "the moved end")
+    first_listed = rows(engine, listed_sql)[0]["listed_at"]
+    wait_for(lambda: rows(engine, listed_sql)[0]["listed_at"] > first_listed, 10, "a later listing")
+
+    unmoved = {r["partition"]: r["answered_at"] for r in rows(engine, ends_sql)}
+    assert unmoved[0] == answered[0], "the unmoved partition was not written again"
+    assert unmoved[1] > answered[1]
+    (listing,) = rows(engine, listed_sql)
+    assert (listing["partitions"], listing["missed"]) == (2, 0) and listing["listed_at"] >= unmoved[1]
+    c.run("end_offsets")
+    report = last_run(engine, "ends", "end_offsets")
+    assert report["counts"]["listings"] >= 2 and report["counts"]["partitions_missed"] == 0
 
 
 def test_time_of_sampling_is_now(engine: Engine, kafka: KafkaTestHelper, make_collector: Any) -> None:

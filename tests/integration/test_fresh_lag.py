@@ -10,6 +10,7 @@ evaluations."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -164,6 +165,52 @@ def test_a_commit_shows_in_the_api_burrow_and_the_page_before_the_next_evaluatio
     page = client.get(f"/clusters/fresh/groups/{group}")
     assert page.status_code == 200 and 'data-role="offset-lag"><strong>65</strong>' in page.text
 
+    assert _evaluated_lag(engine, group) == 110, "the evaluation did not run again: the API read the store"
+
+
+def test_records_produced_show_in_the_lag_within_seconds_and_the_lag_is_a_second_old(
+    one_node: KafkaTestHelper, engine: Engine, evaluated_once: tuple[ClusterCollector, str, str]
+) -> None:
+    """The end offsets job lists the partitions' ends every second and the commit stream marks
+    how far it read: records produced show in the API's and Burrow's lag with no offsets cycle
+    and no evaluation, and a group that does not commit has a lag about a second old, not as old
+    as the offsets job's last cycle."""
+    collector, topic, group = evaluated_once
+    client = TestClient(create_app(engine, stale_after=timedelta(minutes=5)))
+    sampled = {
+        p: datetime.fromisoformat(v["end_offset_as_of"]) for p, v in _partition_lags(client, group).items()
+    }
+
+    collector.run("commits")  # its supervisor, as every 15 s in the daemon
+    collector.run("end_offsets")
+    one_node.produce(topic, [f"n{i}".encode() for i in range(7)], partition=0)
+    wait_for(
+        lambda: {p: v["offset_lag"] for p, v in _partition_lags(client, group).items()} == {0: 97, 1: 20},
+        VISIBLE_WITHIN,
+        "the API to show the records produced",
+    )
+    wait_for(lambda: _burrow_lags(client, group) == {0: 97, 1: 20}, VISIBLE_WITHIN, "Burrow's lag")
+
+    def ages() -> dict[int, float]:
+        now = datetime.now(UTC)
+        return {
+            p: (now - datetime.fromisoformat(v["offset_lag_as_of"])).total_seconds()
+            for p, v in _partition_lags(client, group).items()
+        }
+
+    time.sleep(3)  # the offsets job's sample, the only one, grows older: the lag served does not
+    assert max(ages().values()) < 3, f"the lag served is about a second old: {ages()}"
+    lags = _partition_lags(client, group)
+    for p, lag in lags.items():
+        assert datetime.fromisoformat(lag["end_offset_as_of"]) > sampled[p], (
+            "listed after the offsets job's cycle"
+        )
+        assert lag["committed_offset"] == 10, "no commit: the sampled offset, held until the stream's mark"
+    with engine.connect() as conn:
+        listing = conn.execute(
+            text("SELECT partitions, missed FROM end_offset_refreshes WHERE cluster = 'fresh'")
+        ).one()
+    assert tuple(listing) == (2, 0)
     assert _evaluated_lag(engine, group) == 110, "the evaluation did not run again: the API read the store"
 
 

@@ -58,3 +58,52 @@ def test_the_lag_of_many_groups_read_in_one_pass_is_the_lag_read_group_by_group(
     assert newer.offset_lag_as_of == AT - timedelta(seconds=2), "as of the end offset listed"
     assert (older.committed_offset, older.offset_lag) == (902, 98), "the sample, newer than the commit"
     assert older.committed_offset_as_of == AT
+
+
+REFRESHED = [
+    """INSERT INTO refreshed_end_offsets (cluster, topic, partition, end_offset, answered_at, missed)
+       SELECT c, 't0', p, 1100 + p, CASE WHEN p = 2 THEN :at - interval '5 seconds' ELSE :at END, p = 2
+       FROM unnest(ARRAY['many', 'other']) c, generate_series(0, 3) p""",
+    """INSERT INTO end_offset_refreshes (cluster, listed_at, partitions, missed)
+       VALUES ('many', :at + interval '3 seconds', 12, 1), ('other', :at + interval '3 seconds', 12, 1)""",
+    """INSERT INTO commit_stream_marks (cluster, streaming_since, read_until)
+       VALUES ('many', :at - interval '1 second', :at + interval '4 seconds'),
+              ('other', :at + interval '1 second', :at + interval '4 seconds')""",
+]
+
+
+def test_the_end_offsets_listed_since_and_the_streams_mark_make_the_lag_as_fresh_as_they_are(
+    engine: Engine,
+) -> None:
+    """The end offset of the newer of the offsets job's sample and the end offsets job's listing
+    (a partition the listing missed holds as of its last answer), and the committed offset held
+    until the commit stream's mark where the stream read every commit since it was sampled."""
+    with engine.begin() as conn:
+        for table in ("latest_commits", "latest_group_offsets", "latest_partition_offsets",
+                      "refreshed_end_offsets", "end_offset_refreshes", "commit_stream_marks"):  # fmt: skip
+            conn.execute(text(f"DELETE FROM {table} WHERE cluster IN ('many', 'other')"))
+        for statement in FILL + REFRESHED:
+            conn.execute(text(statement), {"at": AT, "groups": GROUPS})
+    names = [f"g{g}" for g in range(GROUPS)]
+    with engine.connect() as conn:
+        together = groups_lags(conn, "many", names)
+        one_by_one = {g: lags for name in names for g, lags in groups_lags(conn, "many", [name]).items()}
+        other = groups_lags(conn, "other", ["g2"])["g2"]
+    assert together == one_by_one, "the joined read and the probes agree"
+
+    listed, missed = together["g2"][("t0", 0)], together["g2"][("t0", 2)]
+    assert (listed.end_offset, listed.end_offset_as_of) == (1100, AT + timedelta(seconds=3)), "the listing"
+    assert (listed.committed_offset, listed.committed_offset_as_of) == (902, AT + timedelta(seconds=4)), (
+        "the sample, held until the mark: the stream read every commit since before it was sampled"
+    )
+    assert (listed.offset_lag, listed.offset_lag_as_of) == (198, AT + timedelta(seconds=3))
+    assert (missed.end_offset, missed.end_offset_as_of) == (1002, AT - timedelta(seconds=2)), (
+        "missed 5 s before: the offsets job's sample, newer"
+    )
+    unlisted = together["g2"][("t2", 0)]
+    assert (unlisted.end_offset, unlisted.end_offset_as_of) == (1020, AT - timedelta(seconds=2))
+
+    # On 'other' the stream was positioned after the sample (AT): a commit observed since is
+    # held until the mark, the sample alone is not.
+    assert other[("t0", 0)].committed_offset_as_of == AT, "sampled before the stream read every commit"
+    assert other[("t0", 3)].committed_offset_as_of == AT + timedelta(seconds=4), "observed at AT + 1 s"

@@ -58,7 +58,8 @@ def test_the_interval_map_takes_each_collect_job_from_its_setting() -> None:
     every = run_intervals(intervals, collect=collect)
 
     assert collect == {
-        "metadata": 70, "configs": 70, "offsets": 7, "commits": 7, "log_dirs": 700, "probe": 3, "share_groups": 7,
+        "metadata": 70, "configs": 70, "offsets": 7, "commits": 7, "end_offsets": 7, "log_dirs": 700, "probe": 3,
+        "share_groups": 7,
     }  # fmt: skip
     assert {name: every[name] for name in JOBS} == collect
     assert set(every) - set(JOBS) == {"evaluate", "alert", "retention", "maintenance"}
@@ -166,7 +167,7 @@ def test_an_unknown_job_is_refused_with_the_names_that_exist() -> None:
 
     with pytest.raises(
         ValueError,
-        match=r"no collector job 'lag'; the jobs are commits, configs, log_dirs, metadata, offsets",
+        match=r"no collector job 'lag'; the jobs are commits, configs, end_offsets, log_dirs, metadata, offsets",
     ):
         collector.run("lag")
 

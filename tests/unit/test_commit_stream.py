@@ -375,3 +375,44 @@ def test_the_streamed_committed_offsets_are_taken_before_the_end_offsets_are_ask
     monkeypatch.setattr(rig.context, "config", due)
     reconciling = rig.cycle()
     assert calls == ["stream", "ends"] and "commits_reconciled" in reconciling.counts
+
+
+def _marks(rig: StreamRig) -> list[tuple[object, object]]:
+    """(live since, read until) of every mark handed to the store so far."""
+    marks = []
+    for label, write in rig.writer.writes:
+        if label.endswith(":commit mark"):
+            cells = {
+                name: cell.cell_contents
+                for name, cell in zip(write.__code__.co_freevars, write.__closure__ or (), strict=True)
+            }
+            marks.append((cells["streaming_since"], cells["polled_at"]))
+    return marks
+
+
+def test_a_stream_read_to_the_end_marks_how_far_at_most_every_second(rig: StreamRig) -> None:
+    positioned_at = rig.clock.now()
+    rig.supervise()
+    wait_for(lambda: _marks(rig), 5, "a mark once positioned")
+    streaming_since, _ = _marks(rig)[0]
+    assert streaming_since == positioned_at, "every commit since the positioning is read"
+
+    live(rig)
+    wait_for(lambda: _marks(rig)[-1][1] == rig.clock.now(), 5, "a mark of the time now")
+    assert all(since == streaming_since for since, _ in _marks(rig)), "the same coverage: no gap"
+    marked = len(_marks(rig))
+    time.sleep(1.2)
+    assert len(_marks(rig)) == marked, "the fake clock stood still: no second mark within its second"
+
+    rig.writer.pending_writes = 1  # type: ignore[misc]  # writes wait for PostgreSQL
+    rig.clock.advance(2)
+    time.sleep(1.0)
+    assert len(_marks(rig)) == marked, "no mark while writes wait: the one stored stays true"
+    rig.writer.pending_writes = 0  # type: ignore[misc]
+    wait_for(lambda: len(_marks(rig)) == marked + 1, 5, "a mark once the writes went through")
+    assert _marks(rig)[-1] == (streaming_since, rig.clock.now())
+
+    rig.writer.dropped_writes = 1  # type: ignore[misc]  # an outage dropped observations
+    rig.clock.advance(2)
+    wait_for(lambda: len(_marks(rig)) == marked + 2, 5, "the next mark")
+    assert _marks(rig)[-1] == (rig.clock.now(), rig.clock.now()), "the coverage starts again"

@@ -132,6 +132,17 @@ def test_every_leader_is_asked_once_per_kind_for_all_its_partitions() -> None:
     assert requests == [(n, k) for n in (1, 2, 3) for k in ("earliest", "latest", "max_timestamp")]
 
 
+def test_the_end_offsets_alone_are_one_request_per_leader() -> None:
+    leaders = {("t", p): p % 3 + 1 for p in range(12)}
+    brokers = Brokers(leaders, silent={3})
+
+    result = admin_with(brokers).list_end_offsets(list(leaders), leaders)
+
+    assert result.value[("t", 4)] == 9 and len(result.value) == 8
+    assert set(result.errors) == {f"t:{p}" for (_, p), leader in leaders.items() if leader == 3}
+    assert sorted((node, kind) for node, kind, _ in brokers.sent) == [(n, "latest") for n in (1, 2, 3)]
+
+
 def test_a_silent_leader_fails_its_own_partitions_within_one_timeout() -> None:
     leaders = {("t", p): p % 3 + 1 for p in range(12)}
     brokers = Brokers(leaders, silent={2})

@@ -12,7 +12,16 @@ from __future__ import annotations
 from typing import Final
 
 from monitor.collect.context import CollectorJob
-from monitor.collect.jobs import commits, configs, log_dirs, metadata, offsets, probe, share_groups
+from monitor.collect.jobs import (
+    commits,
+    configs,
+    end_offsets,
+    log_dirs,
+    metadata,
+    offsets,
+    probe,
+    share_groups,
+)
 from monitor.core.settings import Intervals
 
 JOBS: Final[dict[str, CollectorJob]] = {
@@ -22,6 +31,7 @@ JOBS: Final[dict[str, CollectorJob]] = {
         configs.JOB,
         offsets.JOB,
         commits.JOB,
+        end_offsets.JOB,
         log_dirs.JOB,
         probe.JOB,
         share_groups.JOB,

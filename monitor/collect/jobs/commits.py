@@ -39,11 +39,13 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from sqlalchemy import Connection
 
 from monitor.collect.clients import ClientKind
 from monitor.collect.context import ClusterContext, CollectorJob
+from monitor.collect.supervised import SupervisedThread
 from monitor.core.backoff import backoff_seconds
 from monitor.core.clock import to_millis
 from monitor.core.errors import KafkaAuthorizationError, KafkaUnavailableError
@@ -52,7 +54,7 @@ from monitor.kafka import CommitStreamReader
 from monitor.kafka.offsets_topic import WARNED_SKIPS
 from monitor.kafka.protocol import CommitStream
 from monitor.store.runs import Run
-from monitor.store.samples import stamp_commit_times, write_commit_observations
+from monitor.store.samples import stamp_commit_times, write_commit_mark, write_commit_observations
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,8 @@ POLL_SECONDS = 0.5
 """Longest wait for the next records; also how quickly the thread notices it should stop."""
 RETRY_SECONDS = 2.0
 """Wait before positioning the stream again after the cluster did not answer."""
+MARK_SECONDS = 1.0
+"""Least time between two writes of how far the stream has read (`_mark`)."""
 DENIED_RETRY_SECONDS = 5.0
 """First wait before asking again after reading the topic was refused; doubles per refusal."""
 DENIED_RETRY_MAX_SECONDS = 300.0
@@ -102,8 +106,8 @@ class CommitStreamCollector:
         self._ctx = context
         self.state = context.commits
         self._stream: CommitStream | None = context.optional_client(COMMIT_STREAM)
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
+        self._thread = SupervisedThread(context, "commits", self._loop, POLL_SECONDS * 4)
+        self._stop = self._thread.stop
         self._lock = threading.Lock()
         self._tally = _Tally()
         self._denied: str | None = None
@@ -113,7 +117,13 @@ class CommitStreamCollector:
         """Why the last attempt to position the stream failed (None: it did not)."""
         self._failure: BaseException | None = None
         self._warned: set[str] = set()
-        self._supervised: list[float] = []  # the clock's monotonic times of the last two runs
+        self._streaming_since: datetime | None = None
+        """Since when the stream has read every commit without a gap: when it was last positioned
+        at the end (or when an outage dropped observations since); None while not positioned."""
+        self._marked = 0.0
+        """The clock's monotonic time of the poll the last mark was written after."""
+        self._dropped = 0
+        """The writer's dropped writes when `_streaming_since` was taken."""
         context.closers.append(self.close)
 
     def __call__(self, run: Run) -> None:
@@ -122,42 +132,22 @@ class CommitStreamCollector:
             run.count("stream_enabled", 0)
             return
         run.count("stream_enabled", 1)
-        self._supervised = [*self._supervised[-1:], self._ctx.clock.monotonic()]
         if self._denied is not None:
             run.count("stream_denied", 1)
         failure, self._failure = self._failure, None
         if failure is not None:
             run.problem(f"the commit stream stopped ({failure}); starting it again")
-        if self._thread is None or not self._thread.is_alive():
-            self._start_thread()
+        self._thread.supervise()
         self._report(run)
-
-    def _start_thread(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._loop, name=f"commits-{self._ctx.cluster.name}", daemon=True
-        )
-        self._thread.start()
 
     def close(self) -> None:
         """Stop the thread (within about `POLL_SECONDS`)."""
-        self._stop.set()
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout=POLL_SECONDS * 4 + self._ctx.cluster.request_timeout_seconds)
-        self._thread = None
+        self._thread.close()
         self.state.stopped()
 
     def unsupervised_limit(self) -> float:
-        """Seconds without a run after which the thread stops: three run intervals, and at least
-        two lease periods."""
-        runs = self._supervised
-        interval = runs[-1] - runs[0] if len(runs) == 2 else 0.0
-        return max(3 * interval, 2 * self._ctx.config.lease_ttl_seconds)
-
-    def _unsupervised(self) -> bool:
-        runs = self._supervised
-        return bool(runs) and self._ctx.clock.monotonic() - runs[-1] > self.unsupervised_limit()
+        """Seconds without a run after which the thread stops (`SupervisedThread`)."""
+        return self._thread.unsupervised_limit()
 
     def _report(self, run: Run) -> None:
         with self._lock:
@@ -182,7 +172,7 @@ class CommitStreamCollector:
         name = self._ctx.cluster.name
         try:
             while not self._stop.is_set():
-                if self._unsupervised():
+                if self._thread.unsupervised():
                     log.info("%s: the commit stream stops: its runs stopped (the lease moved)", name)
                     self.state.stopped()
                     return
@@ -216,6 +206,7 @@ class CommitStreamCollector:
             return False
         self._unpositioned = None
         self.state.positioned_at_end()
+        self._streaming_since, self._dropped = self._ctx.clock.now(), self._ctx.writer.dropped_writes
         if self._denied is not None:
             log.info(
                 "%s: reading __consumer_offsets is allowed again; commits are streamed again",
@@ -239,6 +230,7 @@ class CommitStreamCollector:
     def _poll_once(self) -> None:
         ctx = self._ctx
         assert self._stream is not None
+        polled_at, polled_mono = ctx.clock.now(), ctx.clock.monotonic()
         batch = self._stream.poll(POLL_SECONDS)
         now_ms = to_millis(ctx.clock.now())
         accepted = [c for c in batch.commits if ctx.watches_group(c.group_id) and ctx.watches_topic(c.topic)]
@@ -249,6 +241,7 @@ class CommitStreamCollector:
         repeat_after_ms = round(ctx.intervals.offsets_seconds * 1000)
         observations = self.state.apply(accepted, now_ms, repeat_after_ms)
         written = self._write(observations)
+        self._mark(batch.caught_up, polled_at, polled_mono)
         self._warn(batch.skipped)
         tombstones = sum(1 for c in accepted if c.offset is None)
         with self._lock:
@@ -266,6 +259,34 @@ class CommitStreamCollector:
 
     def _write(self, observations: list[CommitObservation]) -> bool:
         return record_observations(self._ctx, observations)
+
+    def _mark(self, caught_up: bool, polled_at: datetime, polled_mono: float) -> None:
+        """Write how far the stream has read (`commit_stream_marks`), at most every
+        `MARK_SECONDS`: after a poll that read every partition of the topic to its end, every
+        commit made since the stream was positioned (`streaming_since`) and before the poll
+        started is in the store, so a committed offset the offsets job sampled since then still
+        holds unless a newer commit was stored (`monitor.store.fresh_lag`). Not while writes wait
+        for PostgreSQL (the mark in the store stays true of what it covers); observations dropped
+        in an outage start the coverage again."""
+        ctx = self._ctx
+        writer = ctx.writer
+        if self._streaming_since is None or not self.state.positioned:
+            self._streaming_since = None
+            return
+        if writer.dropped_writes != self._dropped:
+            self._streaming_since, self._dropped = ctx.clock.now(), writer.dropped_writes
+        if not caught_up or polled_at < self._streaming_since or polled_mono - self._marked < MARK_SECONDS:
+            return
+        if writer.pending_writes:
+            return
+        self._marked = polled_mono
+        cluster, streaming_since = ctx.cluster.name, self._streaming_since
+
+        def write(conn: Connection, replay: bool) -> object:
+            write_commit_mark(conn, cluster, streaming_since, polled_at)
+            return None
+
+        writer.submit(f"{cluster}:commit mark", 1, write)
 
     def _warn(self, skipped: Mapping[str, int]) -> None:
         for reason, count in skipped.items():
@@ -306,7 +327,7 @@ JOB = CollectorJob(
     name="commits",
     build=CommitStreamCollector,
     interval=lambda intervals: intervals.offsets_seconds,
-    tables=("commit_observations",),
+    tables=("commit_observations", "commit_stream_marks"),
     first_run_in=0.0,
     clients=(COMMIT_STREAM,),
 )

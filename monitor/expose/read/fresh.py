@@ -6,15 +6,21 @@ The committed offset and the end offset are in the store long before: each group
 newest commit in `latest_commits` (written by the commits job as the commit stream reads it,
 within about a second), the offsets job's newest sample in `latest_group_offsets` (which holds
 committed offsets corrected by OffsetFetch, and every committed offset when the stream is off)
-and each partition's newest end offset in `latest_partition_offsets`. This module reads them:
+and each partition's newest end offset in `latest_partition_offsets` (each offsets cycle) and
+`refreshed_end_offsets` (the end offsets job, every second). This module reads them:
 
-- the committed offset is the newer of the commit observed and the sample (`committed_offset_as_of`);
+- the committed offset is the newer of the commit observed and the sample; it holds
+  (`committed_offset_as_of`) until the commit stream's mark (`commit_stream_marks`: every commit
+  made before it is stored) when the stream was live since the sample or the commit, else as of
+  the newer of the two;
 - the end offset is the partition's newest listing (`end_offset_as_of`: when it was listed);
-- the offset lag is max(end - committed, 0), as of the older of the two (`offset_lag_as_of`).
+- the offset lag is max(end - committed, 0), as of the older of the two (`offset_lag_as_of`):
+  about a second old with the commit stream and the end offsets job running, as old as the
+  offsets job's last cycle without them.
 
 The lag in seconds, the status and the data-loss risk stay the evaluation's (`evaluated_at`):
 they need the windows and record times only the evaluation has. The query
-(`monitor.store.fresh_lag`) is a range of each group asked in the primary keys of the three
+(`monitor.store.fresh_lag`) is a range of each group asked in the primary keys of the
 latest tables: its cost follows those groups' partitions, never the fleet's
 (docs/bench/fresh-lag.md has the plans).
 

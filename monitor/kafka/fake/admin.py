@@ -214,6 +214,12 @@ class FakeKafkaAdmin(FakeClient):
             tally.raise_if_unreachable(self.fake, "list offsets")
         return ListedOffsets(value, tally.errors, held_back)
 
+    def list_end_offsets(
+        self, partitions: Sequence[TopicPartition], leaders: Mapping[TopicPartition, int] | None = None
+    ) -> Partial[dict[TopicPartition, int]]:
+        listed = self.list_offsets(partitions, leaders)
+        return Partial({key: offsets.end for key, offsets in listed.value.items()}, listed.errors)
+
     def list_group_ids(self) -> list[str]:
         with self.fake.lock:
             self._begin("list_group_ids", "list consumer groups")

@@ -5,7 +5,9 @@
   record_timestamps and data_loss_events, and the latest_partition_offsets and
   latest_group_offsets they keep current (`write_offsets_batch`, `write_offsets_history`);
 - `commits`: the commits observed as they happen, with latest_commits (`write_commit_observations`,
-  `stamp_commit_times`);
+  `stamp_commit_times`), and how far the stream has read (`write_commit_mark`);
+- `end_offsets`: the end offsets listed every second between two offsets cycles
+  (`write_end_offset_refresh`);
 - `disks`: log_dir_sizes and broker_disks (`write_log_dirs`);
 - `probes`: probe_samples (`write_probe`);
 - `share_groups`: the share-group tables (`write_share_groups`);
@@ -26,9 +28,10 @@ Every function takes a connection inside the caller's transaction and never comm
 
 from __future__ import annotations
 
-from monitor.store.samples.commits import stamp_commit_times, write_commit_observations
+from monitor.store.samples.commits import stamp_commit_times, write_commit_mark, write_commit_observations
 from monitor.store.samples.configs import record_topic_configs
 from monitor.store.samples.disks import write_log_dirs
+from monitor.store.samples.end_offsets import write_end_offset_refresh
 from monitor.store.samples.offsets import (
     write_offsets_batch,
     write_offsets_history,
@@ -53,7 +56,9 @@ __all__ = [
     "stamp_commit_times",
     "to_datetime",
     "to_ms",
+    "write_commit_mark",
     "write_commit_observations",
+    "write_end_offset_refresh",
     "write_log_dirs",
     "write_offsets_batch",
     "write_offsets_history",

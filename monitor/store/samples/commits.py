@@ -6,6 +6,7 @@ offset rows, with the lock every writer of those rows takes first.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, text
@@ -54,6 +55,23 @@ def stamp_commit_times(conn: Connection, cluster: str, observations: Sequence[Co
     with conn.begin_nested():
         lock_latest_groups(conn, cluster)
         return rowcount(conn, _UPDATE_LAST_COMMIT, {"cluster": cluster, **_arrays(newest)})
+
+
+def write_commit_mark(
+    conn: Connection, cluster: str, streaming_since: datetime, read_until: datetime
+) -> None:
+    """The cluster's commit stream read to the end at `read_until`, every commit since
+    `streaming_since` read (`commit_stream_marks`); never moves `read_until` back. Does not
+    commit."""
+    conn.execute(
+        text(
+            "INSERT INTO commit_stream_marks AS m (cluster, streaming_since, read_until) "
+            "VALUES (:c, :since, :until) ON CONFLICT (cluster) DO UPDATE SET "
+            "streaming_since = excluded.streaming_since, read_until = excluded.read_until "
+            "WHERE m.read_until <= excluded.read_until"
+        ),
+        {"c": cluster, "since": streaming_since, "until": read_until},
+    )
 
 
 LATEST_GROUPS_LOCK = 0x6B68_6C67  # pg_advisory_xact_lock(key, hashtext(cluster)) ("khlg")
