@@ -1,6 +1,7 @@
 """The plans and times of the fresh offset lag reads (`monitor.store.fresh_lag`) at a fleet's
 size: GROUPS x PARTITIONS group-partitions in `latest_group_offsets`, their commits in
-`latest_commits` and the partitions' end offsets in `latest_partition_offsets`, and an
+`latest_commits`, the partitions' end offsets in `latest_partition_offsets` and, listed since
+(one partition in ten missed), in `refreshed_end_offsets`, the commit stream's mark, and an
 evaluation's group, group-topic and group-partition rows. Prints EXPLAIN (ANALYZE, BUFFERS) of
 one group's fresh read and of its partition listing (the API's `…/groups/{group}/lag`), and of
 the counts of lagging groups (the cluster's, every topic's: one pass over the cluster), each
@@ -47,6 +48,14 @@ FILL = [
     """INSERT INTO latest_commits (cluster, group_id, topic, partition, committed_offset, observed_at)
        SELECT cluster, group_id, topic, partition, 95000, sampled_at + interval '5 seconds'
        FROM latest_group_offsets WHERE cluster = 'bench' AND (hashtext(group_id) + partition) % 2 = 0""",
+    """INSERT INTO refreshed_end_offsets (cluster, topic, partition, end_offset, answered_at, missed)
+       SELECT cluster, topic, partition, end_offset + 10, sampled_at + interval '2 seconds', partition = 9
+       FROM latest_partition_offsets WHERE cluster = 'bench'""",
+    """INSERT INTO end_offset_refreshes (cluster, listed_at, partitions, missed)
+       SELECT 'bench', :at + interval '9 seconds', count(*), count(*) FILTER (WHERE missed)
+       FROM refreshed_end_offsets WHERE cluster = 'bench'""",
+    """INSERT INTO commit_stream_marks (cluster, streaming_since, read_until)
+       VALUES ('bench', :at - interval '1 minute', :at + interval '9 seconds')""",
     """INSERT INTO derived_cluster (cluster, evaluated_at) VALUES ('bench', :at)""",
     """INSERT INTO derived_group_partition (cluster, group_id, topic, partition, evaluated_at,
                                             committed_offset, end_offset, offset_lag, status)
@@ -70,6 +79,7 @@ def fill(conn: Connection, groups: int, per_group: int) -> None:
         "latest_partition_offsets",
         "latest_group_offsets",
         "latest_commits",
+        "refreshed_end_offsets",
         "derived_group_partition",
         "derived_group_topic",
         "derived_group",

@@ -34,6 +34,21 @@ class CommitState:
         """The commit time of the last observation of each key the stream made."""
         self._positioned = False
         self._seeded = False
+        self._behind_ms = 0
+
+    @property
+    def behind_ms(self) -> int:
+        """How far the stream's reading is behind the commits, in milliseconds: read time minus
+        the commit time of the newest commit of its last poll, 0 when that poll read every
+        partition to its end. A stream behind the commits holds older offsets than OffsetFetch
+        answers (`monitor.collect.listing`)."""
+        with self._lock:
+            return self._behind_ms
+
+    def read_to(self, behind_ms: int) -> None:
+        """The stream's last poll left it `behind_ms` behind the commits (`behind_ms`)."""
+        with self._lock:
+            self._behind_ms = max(0, behind_ms)
 
     @property
     def live(self) -> bool:
@@ -63,7 +78,7 @@ class CommitState:
 
     def stopped(self) -> None:
         with self._lock:
-            self._positioned, self._seeded = False, False
+            self._positioned, self._seeded, self._behind_ms = False, False, 0
             self._groups.clear()
             self._sorted.clear()
             self._touched.clear()

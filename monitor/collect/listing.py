@@ -31,6 +31,12 @@ from monitor.store.runs import Run
 
 log = logging.getLogger(__name__)
 
+STREAM_BEHIND_SECONDS = 5.0
+"""A commit stream further behind the commits than this (`CommitState.behind_ms`: it cannot read
+them as fast as they come, on a saturated machine) is not where a cycle takes its committed
+offsets: they would be that old while the cycle dates them now. OffsetFetch answers them
+instead, and does not reconcile the stream's state (the stream would then apply its older commits
+on top, and record them as rewinds); the stream goes on recording every commit, late."""
 TOPOLOGY_STALE = timedelta(minutes=5)
 """A metadata sample older than this is not trusted for the partitions to list: they are described."""
 
@@ -113,9 +119,13 @@ class Lister:
         return Listing(described, committed, answered_any, streamed, listed, listed_groups, groups_answered)
 
     def _streamed(self, group_ids: list[str]) -> dict[str, list[CommittedOffset]] | None:
-        """The groups' committed offsets from the commit stream's state; None while it is not live."""
+        """The groups' committed offsets from the commit stream's state; None while it is not live
+        or is more than `STREAM_BEHIND_SECONDS` behind the commits."""
         commits = self._ctx.commits
-        return commits.committed(group_ids) if commits.live else None
+        return commits.committed(group_ids) if commits.live and not self._behind() else None
+
+    def _behind(self) -> bool:
+        return self._ctx.commits.behind_ms > STREAM_BEHIND_SECONDS * 1000
 
     def _committed(
         self, run: Run, group_ids: list[str], streamed: dict[str, list[CommittedOffset]] | None
@@ -123,8 +133,8 @@ class Lister:
         """Step 2: (the groups' committed offsets, None when no coordinator answered; whether
         they came from the commit stream). `streamed`, the stream's, when it is live; OffsetFetch
         when it is not, or when a reconciliation is due: its answer then seeds or checks the
-        stream's state (the cycle keeps the stream's offsets, taken before the end offsets; a
-        correction shows in the next cycle)."""
+        stream's state, unless the stream is behind (`STREAM_BEHIND_SECONDS`) (the cycle keeps the
+        stream's offsets, taken before the end offsets; a correction shows in the next cycle)."""
         ctx = self._ctx
         commits = ctx.commits
         due = time.monotonic() - self._reconciled_at >= ctx.config.commit_reconcile_seconds
@@ -136,7 +146,10 @@ class Lister:
         except KafkaUnavailableError as exc:
             run.problem(f"no committed offsets this cycle: {exc}")
             return (Partial(streamed, {}), True) if streamed is not None else (None, False)
-        if commits.positioned:
+        behind = self._behind()
+        if behind:
+            run.count("stream_behind_ms", commits.behind_ms)
+        elif commits.positioned:
             run.count("commits_reconciled", commits.reconcile(result.value, asked_at))
             self._reconciled_at = asked_at
         if streamed is not None:

@@ -423,7 +423,7 @@ class CommitStreamMark(Base):
     """How far each cluster's commit stream has read: to the end of `__consumer_offsets` at
     `read_until`, every commit made between `streaming_since` (when it was positioned at the end)
     and then stored; a committed offset sampled since `streaming_since` holds until `read_until`
-    unless a newer commit was stored (the commits job writes it, at most every second)."""
+    unless a newer commit was stored (the commits job writes it, at most twice a second)."""
 
     __tablename__ = "commit_stream_marks"
     __table_args__ = ({"postgresql_with": {"fillfactor": LATEST_FILLFACTOR}},)

@@ -49,7 +49,7 @@ from monitor.collect.supervised import SupervisedThread
 from monitor.core.backoff import backoff_seconds
 from monitor.core.clock import to_millis
 from monitor.core.errors import KafkaAuthorizationError, KafkaUnavailableError
-from monitor.core.records import CommitObservation
+from monitor.core.records import CommitObservation, CommitStreamBatch
 from monitor.kafka import CommitStreamReader
 from monitor.kafka.offsets_topic import WARNED_SKIPS
 from monitor.kafka.protocol import CommitStream
@@ -69,7 +69,7 @@ POLL_SECONDS = 0.5
 """Longest wait for the next records; also how quickly the thread notices it should stop."""
 RETRY_SECONDS = 2.0
 """Wait before positioning the stream again after the cluster did not answer."""
-MARK_SECONDS = 1.0
+MARK_SECONDS = 0.5
 """Least time between two writes of how far the stream has read (`_mark`)."""
 DENIED_RETRY_SECONDS = 5.0
 """First wait before asking again after reading the topic was refused; doubles per refusal."""
@@ -240,6 +240,7 @@ class CommitStreamCollector:
         self.state.forget_groups(deleted)
         repeat_after_ms = round(ctx.intervals.offsets_seconds * 1000)
         observations = self.state.apply(accepted, now_ms, repeat_after_ms)
+        self.state.read_to(0 if batch.caught_up else _behind_ms(batch, now_ms, self.state.behind_ms))
         written = self._write(observations)
         self._mark(batch.caught_up, polled_at, polled_mono)
         self._warn(batch.skipped)
@@ -299,6 +300,15 @@ class CommitStreamCollector:
                     count,
                     reason,
                 )
+
+
+def _behind_ms(batch: CommitStreamBatch, now_ms: int, before: int) -> int:
+    """How far a poll that did not read every partition to its end left the stream behind: now
+    minus the newest commit time it read (what it was before when it read none with a time)."""
+    newest = max(
+        (c.commit_timestamp_ms for c in batch.commits if c.commit_timestamp_ms is not None), default=None
+    )
+    return before if newest is None else now_ms - newest
 
 
 def record_observations(ctx: ClusterContext, observations: list[CommitObservation]) -> bool:
