@@ -4,7 +4,7 @@ evaluation's rows) plus the evaluation's group and group-topic rows and an hour 
 observations (one commit of each group-partition every 5 minutes), on a scratch database.
 
 It measures, each the median of REPEATS:
-- a scrape's fresh read with no commit since the last one (the probe `committed_since` only);
+- a scrape's fresh read with no commit since the last one (the probe of `changed_since` only);
 - a fresh read after CHANGED groups committed (the probe, their read, the snapshot re-encoded);
 - the first fresh read after a build, which reads every group committed in the 5 minutes before the
   evaluation (here all of them: the whole fleet, once per evaluation);

@@ -5,8 +5,8 @@ newest sample in `latest_group_offsets`, each partition's newest end offset in
 every second) for the groups asked, or for every group of a cluster summed per
 topic and per group (`FRESH_GROUP_TOPICS`, `FRESH_GROUPS`: what the counts of lagging groups
 read); `monitor.expose.read.fresh` says what each figure means. Also which groups had a commit
-since a time (`committed_since`), so that a reader keeping the lag of the whole fleet (the
-`/metrics` snapshot) re-reads only those.
+or an end offset moved since a time (`changed_since`), so that a reader keeping the lag of the
+whole fleet (the `/metrics` snapshot) re-reads only those.
 """
 
 from __future__ import annotations
@@ -185,11 +185,22 @@ the subquery a probe per cluster: pulled up, it became one scan of the whole ind
 alone, merged with the clusters (docs/bench/fresh-lag.md)."""
 
 
-def committed_since(conn: Connection, since: datetime) -> dict[str, list[str]]:
-    """cluster -> the groups with a commit observed after `since` (the commit stream's, or the
-    offsets job's when the stream is off): what changed the groups' fresh offset lag since then,
-    besides the end offsets."""
-    changed: dict[str, list[str]] = {}
-    for r in conn.execute(text(COMMITTED_SINCE), {"since": since}):
-        changed.setdefault(str(r.cluster), []).append(str(r.group_id))
-    return changed
+ENDS_MOVED_SINCE = """
+SELECT DISTINCT r.cluster, o.group_id
+FROM refreshed_end_offsets r
+JOIN latest_group_offsets o ON o.cluster = r.cluster AND o.topic = r.topic AND o.partition = r.partition
+WHERE r.answered_at > :since AND NOT r.missed AND o.gone_at IS NULL"""
+"""The groups reading a partition whose end offset the end offsets job found moved after `:since`:
+a pass over the refreshed end offsets (a row per partition of the fleet) and a range of
+`latest_group_offsets`' (cluster, topic, partition) index per partition that moved."""
+
+
+def changed_since(conn: Connection, since: datetime) -> dict[str, list[str]]:
+    """cluster -> the groups whose fresh offset lag may have changed after `since`: a commit
+    observed since (the commit stream's, or the offsets job's when the stream is off), or an end
+    offset of one of their partitions listed moved since (the end offsets job's)."""
+    changed: dict[str, set[str]] = {}
+    for statement in (COMMITTED_SINCE, ENDS_MOVED_SINCE):
+        for r in conn.execute(text(statement), {"since": since}):
+            changed.setdefault(str(r.cluster), set()).add(str(r.group_id))
+    return {cluster: sorted(groups) for cluster, groups in changed.items()}

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine, text
 
 from monitor.store import fresh_lag
-from monitor.store.fresh_lag import groups_lags
+from monitor.store.fresh_lag import changed_since, groups_lags
 
 AT = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 GROUPS = fresh_lag.PROBED_GROUPS + 3
@@ -72,18 +72,23 @@ REFRESHED = [
 ]
 
 
-def test_the_end_offsets_listed_since_and_the_streams_mark_make_the_lag_as_fresh_as_they_are(
-    engine: Engine,
-) -> None:
-    """The end offset of the newer of the offsets job's sample and the end offsets job's listing
-    (a partition the listing missed holds as of its last answer), and the committed offset held
-    until the commit stream's mark where the stream read every commit since it was sampled."""
+def _fill_refreshed(engine: Engine) -> None:
+    """FILL, the end offsets job's rows and the commit stream's marks (REFRESHED), alone."""
     with engine.begin() as conn:
         for table in ("latest_commits", "latest_group_offsets", "latest_partition_offsets",
                       "refreshed_end_offsets", "end_offset_refreshes", "commit_stream_marks"):  # fmt: skip
             conn.execute(text(f"DELETE FROM {table} WHERE cluster IN ('many', 'other')"))
         for statement in FILL + REFRESHED:
             conn.execute(text(statement), {"at": AT, "groups": GROUPS})
+
+
+def test_the_end_offsets_listed_since_and_the_streams_mark_make_the_lag_as_fresh_as_they_are(
+    engine: Engine,
+) -> None:
+    """The end offset of the newer of the offsets job's sample and the end offsets job's listing
+    (a partition the listing missed holds as of its last answer), and the committed offset held
+    until the commit stream's mark where the stream read every commit since it was sampled."""
+    _fill_refreshed(engine)
     names = [f"g{g}" for g in range(GROUPS)]
     with engine.connect() as conn:
         together = groups_lags(conn, "many", names)
@@ -107,3 +112,31 @@ def test_the_end_offsets_listed_since_and_the_streams_mark_make_the_lag_as_fresh
     # held until the mark, the sample alone is not.
     assert other[("t0", 0)].committed_offset_as_of == AT, "sampled before the stream read every commit"
     assert other[("t0", 3)].committed_offset_as_of == AT + timedelta(seconds=4), "observed at AT + 1 s"
+
+
+def test_the_groups_changed_since_a_time_include_those_reading_a_partition_whose_end_moved(
+    engine: Engine,
+) -> None:
+    """What the `/metrics` snapshot re-reads between builds: with no commit at all, the groups
+    reading a partition the end offsets job found moved since, not those whose partitions stood
+    still nor those of a partition it missed."""
+    _fill_refreshed(engine)
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM commit_observations WHERE cluster IN ('many', 'other')"))
+        readers = {
+            r.group_id
+            for r in conn.execute(
+                text(
+                    "SELECT DISTINCT group_id FROM latest_group_offsets WHERE cluster = 'many' AND topic = 't0' "
+                    "AND partition <> 2 AND gone_at IS NULL"
+                )
+            )
+        }
+        before = changed_since(conn, AT - timedelta(seconds=1))
+        after = changed_since(conn, AT + timedelta(seconds=1))
+
+    assert readers and sorted(readers) == before["many"], (
+        "t0's partitions moved at AT; partition 2 was missed"
+    )
+    assert sorted(before) == ["many", "other"]
+    assert after == {}, "nothing moved after AT"

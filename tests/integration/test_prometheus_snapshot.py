@@ -290,7 +290,7 @@ def test_a_scrape_waits_for_a_slow_fresh_read_only_so_long_and_the_next_one_gets
         assert release.wait(60), "the test let the read end"
         return {"billing": {("orders", 0): FreshLag(3, 10, 7, at, at, at)}} if cluster == "big" else {}
 
-    monkeypatch.setattr(snapshot_module, "committed_since", lambda _conn, _since: {"big": ["billing"]})
+    monkeypatch.setattr(snapshot_module, "changed_since", lambda _conn, _since: {"big": ["billing"]})
     monkeypatch.setattr(snapshot_module, "groups_lags", slow_lags)
     snapshot = MetricsSnapshot(lambda: filled, MetricsConfig())
     client = TestClient(create_app(filled, stale_after=timedelta(minutes=5), snapshot=snapshot))

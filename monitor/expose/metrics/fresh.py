@@ -4,9 +4,10 @@ evaluations.
 A build reads the newest evaluation, so its offset lag would move only once per evaluation, while
 the commit stream stores a commit within about a second. Between builds, each fresh read of the
 snapshot (`snapshot.MetricsSnapshot._freshen`, when a scrape or a push asks) asks which groups had
-a commit observed since the last read (`monitor.store.fresh_lag.committed_since`: a range of the
-commits' time index, its cost follows the commits since then), reads the fresh offset lag of
-those groups only
+a commit observed, or an end offset of one of their partitions listed moved, since the last read
+(`monitor.store.fresh_lag.changed_since`: a range of the commits' time index, its cost follows
+the commits since then, and a pass over the end offsets job's row per partition, with the groups
+of the partitions that moved), reads the fresh offset lag of those groups only
 (`monitor.store.fresh_lag.groups_lags`: their partitions' rows of the latest tables) and puts it
 in the series of those groups (`LagSection.overlaid`: the offset lag families are kept as each
 group's encoded lines, so only the lines of those groups are encoded again, and only their
@@ -19,7 +20,8 @@ the evaluation did not see yet are read again; later reads from the previous rea
 What moves: the offset lag families below, per group-partition, per group-topic (summed and the
 largest) and per group (summed and the largest), of the groups and partitions the evaluation has
 (a series is never added nor removed between builds); the other families stay the evaluation's.
-A group whose commits did not move keeps the evaluation's offset lag until the next build.
+A group whose commits and end offsets did not move keeps the offset lag it has until the next
+build (with the end offsets job off, a group that does not commit keeps the evaluation's).
 `kafka_health_offset_lag_age_seconds` says how long ago the offset lag was last made fresh.
 """
 
@@ -37,8 +39,9 @@ from monitor.expose.metrics.text_format import go_float, header, lines, with_sam
 from monitor.store.fresh_lag import FreshLag, Key
 
 LOOK_BACK = timedelta(seconds=10)
-"""How far before the previous check a check looks for commits: a commit is stored within about
-a second of the time it is observed at (the commit stream writes as it reads)."""
+"""How far before the previous check a check looks for commits and moved end offsets: a commit
+is stored within about a second of the time it is observed at (the commit stream writes as it
+reads), an end offset within a listing's time of when it was listed."""
 LOOK_BACK_AFTER_BUILD = timedelta(minutes=5)
 """How far before the oldest newest evaluation the first check after a build looks: more than an
 evaluation takes between reading the offsets and being dated."""

@@ -60,7 +60,7 @@ from monitor.expose.metrics.catalogue import BY_NAME
 from monitor.expose.metrics.prometheus import StateCollector, StateRead
 from monitor.expose.metrics.state_queries import queries
 from monitor.expose.metrics.text_format import Families, encode
-from monitor.store.fresh_lag import committed_since, groups_lags
+from monitor.store.fresh_lag import changed_since, groups_lags
 from monitor.store.versions import Collections, Evaluations, newest_evaluations, unevaluated_collections
 
 log = logging.getLogger(__name__)
@@ -304,10 +304,10 @@ class MetricsSnapshot:
         return self._current is not None and not (recent and self._fresh_since is not None)
 
     def _freshen(self) -> None:
-        """Put the fresh offset lag of the groups with commits since the last fresh read in the
-        served snapshot (`fresh`), unless one ended within `FRESH_FOR_SECONDS` (or runs now: this
-        waits for it); on failure, log it and leave the snapshot as it is (the offset lag age
-        gauge grows)."""
+        """Put the fresh offset lag of the groups with commits or moved end offsets since the last
+        fresh read in the served snapshot (`fresh`), unless one ended within `FRESH_FOR_SECONDS`
+        (or runs now: this waits for it); on failure, log it and leave the snapshot as it is (the
+        offset lag age gauge grows)."""
         with self._freshening:
             if not self._fresh_due():
                 return
@@ -322,7 +322,7 @@ class MetricsSnapshot:
                     checked_at = conn.execute(text("SELECT now()")).scalar_one()
                     lags = {
                         (cluster, group): partitions
-                        for cluster, groups in committed_since(conn, since).items()
+                        for cluster, groups in changed_since(conn, since).items()
                         for group, partitions in groups_lags(conn, cluster, groups).items()
                     }
             except (SQLAlchemyError, MonitorError) as exc:
