@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from confluent_kafka import (
     ConsumerGroupType,
@@ -35,7 +35,6 @@ from monitor.core.errors import KafkaAuthenticationError, KafkaUnavailableError
 from monitor.core.records import (
     ClusterInfo,
     CommittedOffset,
-    EndOffsetHeldBack,
     GroupDescription,
     ListedOffsets,
     Partial,
@@ -48,9 +47,9 @@ from monitor.core.settings import ClusterConfig
 from monitor.kafka import records
 from monitor.kafka.describe import GroupDescribeClient
 from monitor.kafka.groups import GROUPS_PER_REQUEST, GroupOffsetsClient
-from monitor.kafka.listoffsets import LeaderOffsetsClient, NoAnswer
+from monitor.kafka.listoffsets import LeaderOffsetsClient, sorted_answers
 from monitor.kafka.properties import ClientConfig, ClientLog, client_config, rejected_configuration
-from monitor.kafka.records import CONFIG_KEYS, partition_key
+from monitor.kafka.records import CONFIG_KEYS
 from monitor.kafka.registry import BrokerRegistryClient
 from monitor.kafka.translate import (
     FUTURE_GRACE_SECONDS,
@@ -62,9 +61,6 @@ from monitor.kafka.translate import (
 )
 
 log = logging.getLogger(__name__)
-
-V = TypeVar("V")
-"""The offsets a ListOffsets answers per partition (all of them, or the end offset alone)."""
 
 # Entities per request where the API takes many: bounded so one request stays a few hundred KB.
 _TOPICS_PER_REQUEST: Final = 100
@@ -422,7 +418,8 @@ class KafkaAdmin:
         if not wanted:
             return ListedOffsets({}, outcome.errors)
         with self._call("list offsets"):
-            value, held_back = _sorted_out(self._offsets.list_offsets(wanted, leaders, known), outcome)
+            value, held_back = sorted_answers(self._offsets.list_offsets(wanted, leaders, known), outcome)
+            _raise_if_unreachable(outcome)
         return ListedOffsets(value, outcome.errors, held_back)
 
     def list_end_offsets(
@@ -437,7 +434,8 @@ class KafkaAdmin:
         if not wanted:
             return Partial({}, outcome.errors)
         with self._call("list end offsets"):
-            value, _ = _sorted_out(self._offsets.list_end_offsets(wanted, leaders), outcome)
+            value, _ = sorted_answers(self._offsets.list_end_offsets(wanted, leaders), outcome)
+            _raise_if_unreachable(outcome)
         return Partial(value, outcome.errors)
 
     # -- consumer groups --------------------------------------------------------------------
@@ -487,29 +485,6 @@ class KafkaAdmin:
 def _code(error: object) -> int | None:
     inner = kafka_error(error) if isinstance(error, BaseException) else error
     return inner.code() if isinstance(inner, KafkaError) else None
-
-
-def _sorted_out(
-    answers: Mapping[TopicPartitionKey, V | EndOffsetHeldBack | BaseException], outcome: Outcome
-) -> tuple[dict[TopicPartitionKey, V], dict[TopicPartitionKey, EndOffsetHeldBack]]:
-    """ListOffsets' answers (`monitor.kafka.listoffsets`) as the offsets of the partitions that
-    answered and the held-back ends, each failure and unanswered partition counted in `outcome`;
-    raises KafkaUnavailableError when the cluster answered none."""
-    value: dict[TopicPartitionKey, V] = {}
-    held_back: dict[TopicPartitionKey, EndOffsetHeldBack] = {}
-    for key, answer in answers.items():
-        if isinstance(answer, EndOffsetHeldBack):
-            held_back[key] = answer
-            outcome.success()
-        elif isinstance(answer, NoAnswer):
-            outcome.unanswered(partition_key(*key), str(answer))
-        elif isinstance(answer, BaseException):
-            outcome.failure(partition_key(*key), answer)
-        else:
-            value[key] = answer
-            outcome.success()
-    _raise_if_unreachable(outcome)
-    return value, held_back
 
 
 def _raise_if_unreachable(outcome: Outcome) -> None:

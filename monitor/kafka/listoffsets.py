@@ -53,7 +53,8 @@ from kafka.protocol.metadata import MetadataRequest
 from monitor.core.records import EndOffsetHeldBack, PartitionOffsets, TopicPartition
 from monitor.kafka.paced import IN_FLIGHT, in_flight_limit, send_all
 from monitor.kafka.pyclient import KafkaPythonClient, KafkaPythonLoop, unavailable
-from monitor.kafka.translate import FUTURE_GRACE_SECONDS, is_end_offset_held_back, reason
+from monitor.kafka.records import partition_key
+from monitor.kafka.translate import FUTURE_GRACE_SECONDS, Outcome, is_end_offset_held_back, reason
 from monitor.kafka.wire import LIST_OFFSETS_MAX_VERSION, ListOffsets, ListOffsetsAnswer
 
 PARTITIONS_PER_REQUEST: Final = 5000
@@ -74,6 +75,8 @@ _LEADER_MOVED: Final = frozenset(
 )
 
 A = TypeVar("A")
+V = TypeVar("V")
+"""The offsets a ListOffsets answers per partition (all of them, or the end offset alone)."""
 
 _Topic = ListOffsetsRequest.ListOffsetsTopic
 _Partition = _Topic.ListOffsetsPartition
@@ -307,6 +310,27 @@ def _no_answer(exc: BaseException, leader: int | None, timeout: float) -> BaseEx
         who = f"broker {leader}" if leader is not None else "the cluster"
         return NoAnswer(f"{who} did not answer within {timeout:g}s ({exc or type(exc).__name__})")
     return exc
+
+
+def sorted_answers(
+    answers: Mapping[TopicPartition, V | EndOffsetHeldBack | BaseException], outcome: Outcome
+) -> tuple[dict[TopicPartition, V], dict[TopicPartition, EndOffsetHeldBack]]:
+    """A call's answers as the offsets of the partitions that answered and the held-back ends,
+    each failure and unanswered partition counted in `outcome` (as "topic:partition")."""
+    value: dict[TopicPartition, V] = {}
+    held_back: dict[TopicPartition, EndOffsetHeldBack] = {}
+    for key, answer in answers.items():
+        if isinstance(answer, EndOffsetHeldBack):
+            held_back[key] = answer
+            outcome.success()
+        elif isinstance(answer, NoAnswer):
+            outcome.unanswered(partition_key(*key), str(answer))
+        elif isinstance(answer, BaseException):
+            outcome.failure(partition_key(*key), answer)
+        else:
+            value[key] = answer
+            outcome.success()
+    return value, held_back
 
 
 class LeaderOffsetsClient(KafkaPythonClient):

@@ -13,6 +13,7 @@ from monitor.store import (
     leases,
     models,
     objectives,
+    refresh,
     repairs,
     retention,
     rollups,
@@ -22,6 +23,7 @@ from monitor.store.base import PARTITION_COLUMN_KEY, Base
 
 TABLE_MODULES = (
     models, evaluation, carry, alerting, audit, retention, repairs, share_groups, leases, objectives, rollups,
+    refresh,
 )  # fmt: skip
 """Imported for their tables; a new table module goes here."""
 

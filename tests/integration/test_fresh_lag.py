@@ -191,7 +191,9 @@ def test_records_produced_show_in_the_lag_within_seconds_and_the_lag_is_a_second
     )
     wait_for(lambda: _burrow_lags(client, group) == {0: 97, 1: 20}, VISIBLE_WITHIN, "Burrow's lag")
     scraped = TestClient(
-        create_app(engine, stale_after=timedelta(minutes=5), metrics=MetricsConfig(snapshot_check_seconds=0.2))
+        create_app(
+            engine, stale_after=timedelta(minutes=5), metrics=MetricsConfig(snapshot_check_seconds=0.2)
+        )
     )
     wait_for(
         lambda: _offset_lag_series(scraped, group).get(("kafka_consumer_group_lag_in_offsets", "0")) == 97,
