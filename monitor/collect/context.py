@@ -90,6 +90,9 @@ class ClusterContext:
     config: CollectConfig
     on_critical: Callable[[str], object] | None = None
     topology: Topology | None = None
+    consumed: frozenset[TopicPartition] | None = None
+    """The partitions the watched groups have committed offsets on, as of the offsets job's last
+    cycle that answered them (None before): the end offsets job lists these only."""
     intervals: Intervals = field(default_factory=Intervals)
     """The schedule the jobs run on (a job that works between runs paces itself by it)."""
     commits: CommitState = field(default_factory=CommitState)

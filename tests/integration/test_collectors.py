@@ -351,8 +351,11 @@ def test_the_end_offsets_job_writes_each_second_what_moved_and_when_it_listed(
     time moves on (one row a second for a quiet cluster)."""
     topic = kafka.create_topic(partitions=2)
     kafka.produce(topic, [b"a", b"b"], partition=0)
+    for partition in (0, 1):
+        kafka.commit(f"ends-{topic}", topic, partition, 0)
     c = make_collector("ends", [topic], end_offsets_refresh_seconds=0.5)
     c.run("metadata")
+    c.run("offsets")  # the partitions the groups read: the ones listed
     c.run("end_offsets")
     ends_sql = (
         "SELECT partition, end_offset, answered_at, missed FROM refreshed_end_offsets WHERE cluster = 'ends'"

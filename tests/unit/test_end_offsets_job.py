@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from monitor.collect.jobs.end_offsets import EndOffsetRefresher, EndOffsetTracker
+from monitor.collect.jobs.end_offsets import EndOffsetRefresher, EndOffsetTracker, rest_seconds
 from monitor.core.records import EndOffsetRefresh
 from monitor.core.settings import CollectConfig
 from monitor.store.runs import Run
@@ -75,14 +75,17 @@ def _refreshes(rig: Rig) -> list[EndOffsetRefresh]:
 
 @pytest.fixture
 def rig() -> Iterator[tuple[Rig, EndOffsetRefresher]]:
-    """`orders` (3 partitions of 10 records) described by the metadata job, and the end offsets
-    job listing every half second."""
+    """`orders` (3 partitions of 10 records, read by `billing`) and `idle` (read by no group)
+    described by the metadata job, and the end offsets job listing every half second."""
     rig = Rig()
     rig.kafka.create_topic("orders", 3, 1)
     for p in range(3):
         rig.kafka.produce("orders", p, count=10)
+    rig.kafka.create_topic("idle", 2, 1)  # no group reads it: not listed
+    rig.kafka.commit("billing", {("orders", p): 4 for p in range(3)})
     rig.context.config = CollectConfig(end_offsets_refresh_seconds=0.5)
     rig.cycle(rig.metadata, "metadata")
+    rig.cycle()  # the offsets job: the partitions the groups read
     refresher = EndOffsetRefresher(rig.context)
     try:
         yield rig, refresher
@@ -99,6 +102,7 @@ def test_the_thread_lists_every_period_and_hands_over_the_moved_ends(
     wait_for(lambda: _refreshes(kafka_rig), 5, "the first listing")
     first = _refreshes(kafka_rig)[0]
     assert first.replace and dict(first.changed) == {A: 10, B: 10, C: 10}
+    assert first.partitions == 3, "the partitions no group reads are not listed"
 
     kafka_rig.kafka.produce("orders", 1, count=5)
     wait_for(
@@ -132,6 +136,12 @@ def _counted(rig: Rig, refresher: EndOffsetRefresher, count: str) -> int:
     run = Run("prod", "end_offsets", rig.clock.now())
     refresher(run)
     return run.counts.get(count, 0)
+
+
+def test_a_listing_longer_than_half_the_period_stretches_it() -> None:
+    assert rest_seconds(1.0, 0.2) == pytest.approx(0.8)
+    assert rest_seconds(1.0, 0.7) == 0.7, "at most half the thread's time listing"
+    assert rest_seconds(1.0, 3.0) == 3.0
 
 
 def test_a_refresh_period_under_half_a_second_is_refused_with_the_bound() -> None:

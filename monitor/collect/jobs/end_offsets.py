@@ -7,11 +7,13 @@ offset lag the API, the pages and the Burrow endpoints serve are a second old
 (`monitor.store.fresh_lag`).
 
 One ListOffsets request per leader, of the latest offsets only (`AdminApi.list_end_offsets`),
-for the partitions of the metadata job's last topology. What is written is what changed
-(`EndOffsetTracker`): each partition's end offset when it moved, and the listing's time for the
-cluster, which every partition answered holds as of; a quiet cluster costs one row a second. The
-history of end offsets stays the offsets job's (`partition_offsets`, every cycle); nothing here
-is an input of the evaluation.
+for the partitions of the metadata job's last topology that the watched groups have committed
+offsets on (`ClusterContext.consumed`, the offsets job's last cycle: only those have a lag to
+serve). A listing that takes longer than half the period stretches it (`rest_seconds`). What
+is written is what changed (`EndOffsetTracker`): each partition's end offset when it moved, and
+the listing's time for the cluster, which every partition answered holds as of; a quiet cluster
+costs one row a second. The history of end offsets stays the offsets job's (`partition_offsets`,
+every cycle); nothing here is an input of the evaluation.
 
 Failure policy: a partition that does not answer keeps its last end offset, marked missed (its
 lag is as old as it was when last answered; the offsets job's next cycle is newer); a cluster
@@ -41,6 +43,13 @@ from monitor.store.runs import Run
 from monitor.store.samples import write_end_offset_refresh
 
 log = logging.getLogger(__name__)
+
+
+def rest_seconds(period: float, took: float) -> float:
+    """The wait before the next listing: the rest of the period, and at least as long as the last
+    listing took, so that listing a fleet too large for the period takes at most half the thread's
+    time (the period stretches instead)."""
+    return max(period - took, took, 0.0)
 
 
 class EndOffsetTracker:
@@ -142,16 +151,17 @@ class EndOffsetRefresher:
                     return
                 began = ctx.clock.monotonic()
                 self._refresh()
-                stop.wait(max(0.0, period - (ctx.clock.monotonic() - began)))
+                stop.wait(rest_seconds(period, ctx.clock.monotonic() - began))
         except Exception as exc:  # the supervisor reports it and starts the thread again
             log.exception("%s: the end offsets' refresh stopped", ctx.cluster.name)
             self._failure = exc
 
     def _refresh(self) -> None:
         ctx = self._ctx
-        topology = ctx.topology
-        if topology is None:  # the metadata job has not described the cluster yet
+        topology, consumed = ctx.topology, ctx.consumed
+        if topology is None or consumed is None:  # no metadata or no offsets cycle yet
             return
+        asked = [key for key in topology.partitions if key in consumed]
         if ctx.writer.pending_writes:
             self._tracker.forget()
             with self._lock:
@@ -160,13 +170,13 @@ class EndOffsetRefresher:
         listed_at = ctx.clock.now()
         began = ctx.clock.monotonic()
         try:
-            ends = ctx.admin.list_end_offsets(topology.partitions, topology.leaders).value
+            ends = ctx.admin.list_end_offsets(asked, topology.leaders).value
             self._answered()
         except KafkaUnavailableError as exc:
             self._unanswered_now(str(exc))
             ends = {}
         took_ms = round((ctx.clock.monotonic() - began) * 1000)
-        refresh = self._tracker.refresh(to_millis(listed_at), topology.partitions, ends)
+        refresh = self._tracker.refresh(to_millis(listed_at), asked, ends)
         cluster = ctx.cluster.name
 
         def write(conn: Connection, replay: bool) -> object:

@@ -159,6 +159,8 @@ class OffsetsCollector:
 
     def collect(self, run: Run) -> None:
         listing = self._lister.ask(run, self._held_back.previous_listing[0])  # steps 1-3
+        if listing.committed_answered:
+            self._ctx.consumed = frozenset((c.topic, c.partition) for c in listing.committed)
         cycle = self._what_moved(listing)
         answer = self._recall_into(run, cycle)  # step 4
         timestamps, fresh, unread = self._timestamps(cycle.targets, cycle.cold)  # step 5
