@@ -254,8 +254,9 @@ class _Round:
         """One partition's latest offset (an ends-only round), its held-back end or the failure."""
         reply = self.replies[LATEST].get(key)
         refused = _refused(key, reply, None)
-        if refused is not None or not isinstance(reply, tuple):
-            return refused or NoAnswer("its leader did not answer")
+        if refused is not None:
+            return refused
+        assert isinstance(reply, tuple)  # (`_refused` answers every other reply)
         return reply[1] if reply[1] >= 0 else NoAnswer("its leader answered no offset")
 
     def answer(self, key: TopicPartition) -> Answer:

@@ -276,9 +276,12 @@ class CommitStreamCollector:
             return
         if writer.dropped_writes != self._dropped:
             self._streaming_since, self._dropped = ctx.clock.now(), writer.dropped_writes
-        if not caught_up or polled_at < self._streaming_since or polled_mono - self._marked < MARK_SECONDS:
-            return
-        if writer.pending_writes:
+        if (
+            not caught_up
+            or polled_at < self._streaming_since
+            or polled_mono - self._marked < MARK_SECONDS
+            or writer.pending_writes
+        ):
             return
         self._marked = polled_mono
         cluster, streaming_since = ctx.cluster.name, self._streaming_since

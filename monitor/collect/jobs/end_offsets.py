@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
 
-from monitor.collect.context import ClusterContext, CollectorJob
+from monitor.collect.context import ClusterContext, CollectorJob, Topology
 from monitor.collect.supervised import SupervisedThread
 from monitor.core.clock import to_millis
 from monitor.core.errors import KafkaUnavailableError
@@ -71,7 +71,8 @@ class EndOffsetTracker:
     ) -> EndOffsetRefresh:
         """What a listing at `listed_ms` of the partitions `asked`, of which `ends` answered,
         changes in the store; the tracker then holds it."""
-        replace, previous = self._listed_ms is None, self._listed_ms
+        previous = self._listed_ms
+        replace = previous is None
         wanted = set(asked)
         held, missed_before = self._held, self._missed
         changed = {
@@ -120,13 +121,11 @@ class EndOffsetRefresher:
         self._failure: BaseException | None = None
         self._unanswered: str | None = None
         """Why the cluster did not answer the last listing (None: it did)."""
+        self._asked: tuple[Topology, frozenset[TopicPartition], list[TopicPartition]] | None = None
+        """The partitions to list, made again only when the topology or the consumed ones change."""
         context.closers.append(self._thread.close)
 
     def __call__(self, run: Run) -> None:
-        period = self._ctx.config.end_offsets_refresh_seconds
-        run.count("refresh_enabled", int(period > 0))
-        if period <= 0:
-            return
         failure, self._failure = self._failure, None
         if failure is not None:
             run.problem(f"the end offsets' refresh stopped ({failure}); starting it again")
@@ -161,12 +160,12 @@ class EndOffsetRefresher:
         topology, consumed = ctx.topology, ctx.consumed
         if topology is None or consumed is None:  # no metadata or no offsets cycle yet
             return
-        asked = [key for key in topology.partitions if key in consumed]
         if ctx.writer.pending_writes:
             self._tracker.forget()
             with self._lock:
                 self._tally.paused += 1
             return
+        asked = self._partitions(topology, consumed)
         listed_at = ctx.clock.now()
         began = ctx.clock.monotonic()
         try:
@@ -191,6 +190,14 @@ class EndOffsetRefresher:
             tally.rows_written += rows
             tally.missed = refresh.partitions - len(ends)
             tally.listing_ms.append(took_ms)
+
+    def _partitions(self, topology: Topology, consumed: frozenset[TopicPartition]) -> list[TopicPartition]:
+        """The topology's partitions a watched group reads, kept while both stay the same objects
+        (the jobs replace them, never change them)."""
+        kept = self._asked
+        if kept is None or kept[0] is not topology or kept[1] is not consumed:
+            kept = self._asked = (topology, consumed, [k for k in topology.partitions if k in consumed])
+        return kept[2]
 
     def _answered(self) -> None:
         if self._unanswered is not None:
