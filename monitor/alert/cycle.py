@@ -2,7 +2,9 @@
 
 The steps, each in its own module, in the order `run_cycle` runs them:
 
-1. alerts from findings             `monitor.alert.alerts.merge_alerts`
+1. alerts from findings             `monitor.alert.alerts.merge_alerts`, of the clusters whose
+                                     findings changed when the cycle has a memory
+                                     (`monitor.alert.memory`)
 2. muting: silences, inhibition     `monitor.alert.mute.silence`, `monitor.alert.mute.inhibit`
 3. groups per receiver              `monitor.alert.dispatch.groups.route_groups`
 4. notifications per group          `monitor.alert.dispatch.planner.Planner`
@@ -19,23 +21,23 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from sqlalchemy import Connection
 
 from monitor.alert import state
-from monitor.alert.alerts import AlertRow, merge_alerts
+from monitor.alert.alerts import AlertRow
 from monitor.alert.config.routing import Routing
 from monitor.alert.details import PartitionDetails
-from monitor.alert.dispatch.groups import Group, GroupRow, route_groups
+from monitor.alert.dispatch.groups import Group, GroupRow
 from monitor.alert.dispatch.planner import Planner
 from monitor.alert.dispatch.route import RouteMatch
+from monitor.alert.memory import CycleMemory, merge
 from monitor.alert.model import AlertView, Notification
-from monitor.alert.mute.inhibit import apply_inhibition
-from monitor.alert.mute.silence import apply_silences
 from monitor.alert.notify.outbox import enqueue_all
 from monitor.core.gc_pause import gc_paused
+from monitor.store import changes
 
 
 @dataclass(slots=True)
@@ -44,34 +46,45 @@ class CycleResult:
     notifications: list[Notification] = field(default_factory=list)
     groups_opened: int = 0
     groups_closed: int = 0
+    alerts_version: int = 0
+    """The `alerts` change counter this cycle set (monitor.store.changes)."""
+    full_read: bool = True
+    """Whether the cycle read every open finding and alert (no usable memory)."""
+    findings_read: int = 0
+    clusters_read: tuple[str, ...] = ()
+    """The clusters whose findings a cycle with a memory read again."""
 
 
-def run_cycle(conn: Connection, routing: Routing, now: datetime, external_url: str) -> CycleResult:
+def run_cycle(
+    conn: Connection,
+    routing: Routing,
+    now: datetime,
+    external_url: str,
+    memory: CycleMemory | None = None,
+) -> CycleResult:
     """One alert cycle inside the caller's transaction (which must commit for any of it to count).
+
+    `memory` (`monitor.alert.memory`) keeps the open alerts between cycles: the caller calls its
+    `committed` with the result's `alerts_version` once the transaction commits, and its `forget`
+    if it does not. Without one, each cycle reads every open finding and alert.
 
     Python's cyclic garbage collector is held off meanwhile (`monitor.core.gc_pause`): the tens of
     thousands of rows and alerts a big cycle makes would otherwise set off full collections that
     walk every object of the daemon, for nothing to free (about a third of a 10,000-alert cycle)."""
     with gc_paused():
-        return _run_cycle(conn, routing, now, external_url)
+        return _run_cycle(conn, routing, now, external_url, memory if memory is not None else CycleMemory())
 
 
-def _run_cycle(conn: Connection, routing: Routing, now: datetime, external_url: str) -> CycleResult:
+def _run_cycle(
+    conn: Connection, routing: Routing, now: datetime, external_url: str, memory: CycleMemory
+) -> CycleResult:
     state.lock(conn)
     # 1. Alerts from findings.
-    open_alerts = state.open_alerts(conn)
-    findings = state.open_findings(conn)
-    open_keys = {(str(f["rule"]), str(f["entity_key"])) for f in findings}
-    reasons = state.resolved_reasons(
-        conn, (a for a in open_alerts.values() if (a.rule, a.entity_key) not in open_keys)
-    )
-    current, resolved = merge_alerts(open_alerts, findings, routing.team_for, now, reasons)
+    merged = merge(conn, routing, now, memory)
+    current, resolved = merged.current, merged.resolved
     alerts = list(current.values())
-    # 2. Muting.
-    apply_silences(alerts, state.active_silences(conn, now))
-    apply_inhibition(alerts, routing.inhibit_rules)
-    # 3. Groups.
-    groups = route_groups(alerts, routing)
+    # 2. Muting and 3. groups (those of the last cycle when nothing they depend on changed).
+    groups = memory.route(merged, routing, state.active_silences(conn, now))
     # 4. Notifications.
     partitions = PartitionDetails(conn, now)
     planner = Planner(
@@ -79,13 +92,19 @@ def _run_cycle(conn: Connection, routing: Routing, now: datetime, external_url: 
     )
     known = {**current, **{a.fingerprint: a for a in resolved}}
     result = CycleResult()
-    touched = _plan(conn, planner, groups, state.open_groups(conn), known, now, result)
-    # 5. Record.
+    open_groups = state.open_groups(conn)
+    read = {row.id: replace(row) for row in open_groups.values()}
+    touched = _plan(conn, planner, groups, open_groups, known, now, result)
+    # 5. Record: what changed (a quiet incident of 100,000 alerts is not written again each cycle).
     state.write_alerts(conn, [*alerts, *resolved], now)
-    state.write_groups(conn, touched)
+    state.write_groups(conn, [row for row in touched if row.id is None or row != read.get(row.id)])
     enqueue_all(conn, planner.notifications, now)
+    result.alerts_version = changes.raise_versions(conn, [changes.ALERTS])[changes.ALERTS]
     result.notifications = planner.notifications
     result.alerts = _counts(alerts, resolved)
+    result.full_read = merged.full
+    result.findings_read = merged.findings_read
+    result.clusters_read = merged.clusters_read
     return result
 
 
@@ -106,8 +125,8 @@ def _plan(
         if row is None:
             row = planner.new_group(key[0], key[1], group)
             result.groups_opened += 1
-        still = {a.fingerprint for a in group.alerts}
-        gone = [fp for fp in row.notified if fp not in still]
+        left = row.notified.keys() - group.fingerprints()
+        gone = [fp for fp in row.notified if fp in left] if left else []
         planner.plan_open(row, group, _resolved_views(conn, known, gone, now))
         touched.append(row)
     for row in open_groups.values():

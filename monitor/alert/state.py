@@ -8,7 +8,7 @@ functions take the caller's connection and never commit.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import fields
 from datetime import datetime
 from operator import attrgetter
@@ -44,9 +44,13 @@ def findings_stamp(conn: Connection) -> datetime | None:
     return stamp if isinstance(stamp, datetime) else None
 
 
-def open_findings(conn: Connection) -> list[dict[str, Any]]:
-    """The findings that are not resolved (pending or firing), as mappings."""
-    result = conn.execute(_OPEN_FINDINGS)
+def open_findings(conn: Connection, clusters: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """The findings that are not resolved (pending or firing), as mappings: every cluster's, or
+    those of `clusters`."""
+    if clusters is None:
+        result = conn.execute(_OPEN_FINDINGS)
+    else:
+        result = conn.execute(_OPEN_FINDINGS_OF, {"clusters": list(clusters)})
     names = tuple(result.keys())  # plain dicts from plain rows: a RowMapping per row costs twice as much
     return [dict(zip(names, row, strict=True)) for row in result.all()]
 
@@ -149,6 +153,7 @@ _OPEN_FINDINGS = text(
     "SELECT rule, entity, entity_key, cluster, labels, severity, value, summary, description, annotations,"
     " state FROM findings WHERE state <> 'resolved'"
 )
+_OPEN_FINDINGS_OF = text(f"{_OPEN_FINDINGS.text} AND cluster = ANY(:clusters)")
 _ROW_FIELDS = tuple(f.name for f in fields(AlertRow) if f.name not in ("changed", "impact"))
 """The fields of an AlertRow that are columns of `alerts` (all but this cycle's marks), in order."""
 _ALERT_ROW_COLUMNS = ", ".join(_ROW_FIELDS)
@@ -192,54 +197,57 @@ def _inserted_row(a: AlertRow, now: datetime) -> tuple[Any, ...]:
     return (*_stored_values(a), now)
 
 
-def _alert_params(a: AlertRow, now: datetime) -> dict[str, Any]:
-    return {
-        "id": a.id,
-        "fingerprint": a.fingerprint,
-        "rule": a.rule,
-        "cluster": a.cluster,
-        "entity": a.entity,
-        "entity_key": a.entity_key,
-        "labels": json.dumps(a.labels),
-        "severity": a.severity,
-        "state": a.state,
-        "summary": a.summary,
-        "description": a.description,
-        "value": a.value,
-        "annotations": json.dumps(a.annotations),
-        "pending_since": a.pending_since,
-        "starts_at": a.starts_at,
-        "resolved_at": a.resolved_at,
-        "updated_at": now,
-        "silenced_by": a.silenced_by,
-        "inhibited_by": a.inhibited_by,
-        "resolved_reason": a.resolved_reason,
-    }
+_UPDATED = (
+    "id", "labels", "severity", "state", "summary", "description", "value", "annotations", "starts_at",
+    "resolved_at", "updated_at", "silenced_by", "inhibited_by", "resolved_reason",
+)  # fmt: skip
+"""The columns a changed alert is written with: what a cycle changes of it, and when."""
+
+
+def _updated_row(a: AlertRow, now: datetime) -> tuple[Any, ...]:
+    """A changed alert's values of the `_UPDATED` columns, in that order, as the binary COPY takes
+    them."""
+    return (
+        a.id, a.labels, a.severity, a.state, a.summary, a.description, a.value, a.annotations,
+        a.starts_at, a.resolved_at, now, a.silenced_by, a.inhibited_by, a.resolved_reason,
+    )  # fmt: skip
+
+
+_STAGE_CHANGES = text(
+    "CREATE TEMP TABLE IF NOT EXISTS _alert_changes ON COMMIT DROP"
+    f" AS SELECT {', '.join(_UPDATED)} FROM alerts WITH NO DATA"
+)
+_APPLY_CHANGES = text(
+    "UPDATE alerts a SET "
+    + ", ".join(f"{c} = c.{c}" for c in _UPDATED if c != "id")
+    + " FROM _alert_changes c WHERE a.id = c.id"
+)
 
 
 def write_alerts(conn: Connection, alerts: Iterable[AlertRow], now: datetime) -> None:
-    """Insert the new alerts, update the changed ones."""
+    """Insert the new alerts (setting their `id`), update the changed ones."""
     inserts: list[tuple[Any, ...]] = []
-    updates: list[dict[str, Any]] = []
+    inserted: dict[str, AlertRow] = {}
+    updates: list[tuple[Any, ...]] = []
     for alert in alerts:
         if alert.id is None:
             inserts.append(_inserted_row(alert, now))
+            inserted[alert.fingerprint] = alert
         elif alert.changed:
-            updates.append(_alert_params(alert, now))
+            updates.append(_updated_row(alert, now))
     if inserts:  # a binary COPY: a cluster going down opens thousands at once (10,000: 0.1 s, not 1 s)
+        # Only a cycle inserts alerts, under the cycle's lock: the ids above the largest are these.
+        floor = conn.execute(text("SELECT coalesce(max(id), 0) FROM alerts")).scalar_one()
         copy_rows(conn, "alerts", _INSERTED, inserts, binary=True)
-    if updates:
-        conn.execute(
-            text(
-                "UPDATE alerts SET labels = CAST(:labels AS jsonb), severity = :severity, state = :state,"
-                " summary = :summary, description = :description, value = :value,"
-                " annotations = CAST(:annotations AS jsonb),"
-                " starts_at = :starts_at, resolved_at = :resolved_at, updated_at = :updated_at,"
-                " silenced_by = :silenced_by, inhibited_by = :inhibited_by,"
-                " resolved_reason = :resolved_reason WHERE id = :id"
-            ),
-            updates,
-        )
+        for alert_id, fp in conn.execute(
+            text("SELECT id, fingerprint FROM alerts WHERE id > :floor"), {"floor": floor}
+        ).all():
+            inserted[fp].id = int(alert_id)
+    if updates:  # staged by COPY and applied in one statement: an evaluation moves every value
+        conn.execute(_STAGE_CHANGES)  # (25,000 alerts: 0.2 s, where one UPDATE each took 1.9 s)
+        conn.execute(text("TRUNCATE _alert_changes"))
+        copy_rows(conn, "_alert_changes", _UPDATED, updates, binary=True)
+        conn.execute(_APPLY_CHANGES)
 
 
 def _group_params(g: GroupRow) -> dict[str, Any]:

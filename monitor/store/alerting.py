@@ -172,3 +172,17 @@ class NotificationLogEntry(Base):
     reason: Mapped[str | None]
     instance: Mapped[str]
     alerts: Mapped[int]
+
+
+class ChangeVersion(Base):
+    """A counter per subject, raised in the transaction that changes it: `findings:<cluster>` by
+    each merge of an evaluation's findings (`monitor.store.findings.merge_findings`) and `alerts`
+    by each alert cycle. A reader that keeps a copy of the subject's rows between transactions
+    (the alert cycle's memory, `monitor.alert.memory`) reads the counter before the rows and
+    knows its copy is current while the counter has not moved; written with the rows, the counter
+    is never ahead of what a transaction sees, unlike a time or a sequence."""
+
+    __tablename__ = "change_versions"
+
+    subject: Mapped[str] = mapped_column(primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger)

@@ -38,6 +38,7 @@ from sqlalchemy import Connection, text
 from monitor.core.derived import SOURCES
 from monitor.core.scheduler import Due
 from monitor.core.vocabulary import RESOLVED_GONE
+from monitor.store.changes import findings_of, raise_versions
 from monitor.store.ingest import copy_rows
 from monitor.store.local_settings import local_settings
 
@@ -195,7 +196,8 @@ def merge_findings(
     however old). An entity the cluster no longer has (`GONE`) gives no match, and its open
     findings resolve with the reason `gone`, sampled or not. Returns counts: new, updated,
     resolved, gone (of those resolved), kept (open findings of unsampled entities left as they
-    were), and the open findings by state afterwards.
+    were), and the open findings by state afterwards. Raises the findings counter of each cluster
+    merged (`monitor.store.changes`), which tells the alert cycle to read them again.
     """
     conn.execute(text(_STAGE))
     conn.execute(text("TRUNCATE _matches"))
@@ -222,6 +224,7 @@ def merge_findings(
         gone = conn.execute(text(_RESOLVE_GONE), scope).rowcount
         resolved = gone + conn.execute(text(_RESOLVE), scope).rowcount
         kept = conn.execute(text(_KEPT), scope).scalar_one() if unsampled else 0
+    raise_versions(conn, (findings_of(c) for c in {*clusters, *(m.cluster for m in matches)}))
     counted = conn.execute(
         text("SELECT state, count(*) FROM findings WHERE state <> 'resolved' GROUP BY state")
     )

@@ -6,7 +6,7 @@ row (`GroupRow`) is the incident of one group at one receiver.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -52,11 +52,51 @@ class GroupRow:
 
 @dataclass(slots=True)
 class Group:
-    """The unmuted firing alerts of one group at one receiver, this cycle."""
+    """The unmuted firing alerts of one group at one receiver, this cycle (or, when nothing
+    changed, the cycles since it was routed: `monitor.alert.memory`). What the planner reads of
+    the alerts is worked out once per group, not at every cycle it is kept for."""
 
     match: RouteMatch
     labels: dict[str, str]
     alerts: list[AlertRow] = field(default_factory=list)
+    _cached_for: list[AlertRow] | None = field(default=None, repr=False, compare=False)
+    _severity: str | None = field(default=None, repr=False, compare=False)
+    _ordered: list[AlertRow] | None = field(default=None, repr=False, compare=False)
+    _signatures: dict[str, str] | None = field(default=None, repr=False, compare=False)
+    _fingerprints: frozenset[str] | None = field(default=None, repr=False, compare=False)
+
+    def _current(self) -> None:
+        """Drop what was worked out for another list of alerts (one assigned since)."""
+        if self._cached_for is not self.alerts:
+            self._cached_for = self.alerts
+            self._severity = self._ordered = self._signatures = self._fingerprints = None
+
+    def severity(self) -> str:
+        """The most severe of the alerts' severities."""
+        self._current()
+        if self._severity is None:
+            self._severity = most_severe(a.severity for a in self.alerts)
+        return self._severity
+
+    def fingerprints(self) -> frozenset[str]:
+        self._current()
+        if self._fingerprints is None:
+            self._fingerprints = frozenset(a.fingerprint for a in self.alerts)
+        return self._fingerprints
+
+    def signatures(self, signature: Callable[[AlertRow], str]) -> dict[str, str]:
+        """Each alert's `signature` (the planner's `notified_as`), by fingerprint."""
+        self._current()
+        if self._signatures is None:
+            self._signatures = {a.fingerprint: signature(a) for a in self.alerts}
+        return self._signatures
+
+    def ordered(self) -> list[AlertRow]:
+        """The alerts, most severe first, then by entity key (as notices list them)."""
+        self._current()
+        if self._ordered is None:
+            self._ordered = sorted(self.alerts, key=_alert_order)
+        return self._ordered
 
 
 def route_groups(alerts: Iterable[AlertRow], routing: Routing) -> dict[tuple[str, str], Group]:
@@ -88,6 +128,10 @@ def route_groups(alerts: Iterable[AlertRow], routing: Routing) -> dict[tuple[str
                 group = groups[key] = Group(match, dict(found[1]))
             group.alerts.append(alert)
     return groups
+
+
+def _alert_order(alert: AlertRow) -> tuple[int, str]:
+    return (-SEVERITY_RANK.get(alert.severity, 0), alert.entity_key)
 
 
 def _grouped_by(match: RouteMatch, labels: Mapping[str, str]) -> tuple[str | None, ...]:

@@ -27,7 +27,6 @@ from monitor.alert.dispatch.groups import Group, GroupRow, most_severe
 from monitor.alert.model import AlertView, Notification, NotificationKind, PartitionDetail
 from monitor.alert.mute.impact import signature
 from monitor.alert.receivers.registry import REGISTRY, kinds_in
-from monitor.core.vocabulary import SEVERITY_RANK
 
 DetailsOf = Callable[[AlertRow], tuple[tuple[PartitionDetail, ...], int]]
 """An alert's worst partitions and how many are flagged (`PartitionDetails.for_alert`)."""
@@ -105,14 +104,13 @@ class Planner:
         """`resolved`: alerts of the group's last notice that have resolved since (while others
         still fire); the next notice lists them, where the route sends resolved notices."""
         match = group.match
-        firing = {a.fingerprint: notified_as(a) for a in group.alerts}
-        ordered = sorted(group.alerts, key=_alert_order)
+        firing = group.signatures(notified_as)
 
         def views() -> list[AlertView]:
-            return [self.view(a) for a in ordered]
+            return [self.view(a) for a in group.ordered()]
 
         told_resolved = list(resolved) if match.send_resolved and not self._is_pager(row.receiver) else []
-        row.severity = most_severe(a.severity for a in group.alerts)
+        row.severity = group.severity()
         sent = False
         if row.first_notified_at is None:
             if self.now >= row.created_at + timedelta(seconds=match.group_wait):
@@ -121,7 +119,9 @@ class Planner:
                 sent = True
         else:
             assert row.last_notified_at is not None
-            news = bool(told_resolved) or any(row.notified.get(fp) != sig for fp, sig in firing.items())
+            news = bool(told_resolved) or (
+                row.notified != firing and any(row.notified.get(fp) != sig for fp, sig in firing.items())
+            )
             since = (self.now - row.last_notified_at).total_seconds()
             if news and since >= match.group_interval:
                 self._notify(row, "firing", [*views(), *told_resolved])
@@ -131,7 +131,7 @@ class Planner:
                 sent = True
         if sent:
             row.last_notified_at = self.now
-            row.notified = firing
+            row.notified = dict(firing)
         if (
             row.acknowledged_at is None
             and row.escalated_at is None
@@ -173,7 +173,3 @@ class Planner:
             self._notify(
                 row, "resolved", resolved, receiver=row.escalated_to, dedup_key=row.dedup_key + ":esc"
             )
-
-
-def _alert_order(alert: AlertRow) -> tuple[int, str]:
-    return (-SEVERITY_RANK.get(alert.severity, 0), alert.entity_key)
