@@ -17,8 +17,9 @@ findings are changed as the daemon would change them.
 
 Then --alert-cycles alert cycles (`monitor.alert.cycle.run_cycle`, routing everything to one
 console receiver) over the findings the evaluations left (--runs 0: the database's own), in one
-transaction rolled back: the first brings the alerts up to the findings, the others find nothing
-changed, as the daemon's cycles between two evaluations do.
+transaction rolled back, with a memory kept between them as the daemon's alert stage keeps one:
+the first brings the alerts up to the findings, the others find nothing changed, as the daemon's
+cycles between two evaluations do.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from sqlalchemy import Engine
 
 from monitor.alert.config import load_routing
 from monitor.alert.cycle import run_cycle
+from monitor.alert.memory import CycleMemory
 from monitor.core.settings import SparkConfig
 from monitor.devtools.jdbc import ensure_jdbc_driver
 from monitor.evaluate import job
@@ -118,11 +120,15 @@ def alert_cycles(engine: Engine, at: datetime, cycles: int) -> None:
             f"receivers:\n  - name: file\n    console:\n      path: {inbox}\nroute:\n  receiver: file\n"
         )
         routing = load_routing(routing_file, None)
+        memory = CycleMemory()  # as the daemon's alert stage keeps one (monitor.alert.memory)
         with engine.connect() as conn, conn.begin() as transaction:
             for n in range(cycles):
                 started = time.perf_counter()
-                result = run_cycle(conn, routing, at, "http://localhost:8080")
-                print(f"alert cycle {n}: {time.perf_counter() - started:.2f} s; {result.alerts}", flush=True)
+                result = run_cycle(conn, routing, at, "http://localhost:8080", memory)
+                memory.committed(result.alerts_version)  # the next cycle reads in the same transaction
+                seconds = time.perf_counter() - started
+                read = "every finding" if result.full_read else f"{result.findings_read} findings"
+                print(f"alert cycle {n}: {seconds:.2f} s, read {read}; {result.alerts}", flush=True)
             transaction.rollback()
 
 
