@@ -168,21 +168,18 @@ def _story(routing: Routing, edited: Routing) -> list[tuple[str, Step, Routing]]
     def nothing(r: Runner, at: datetime) -> None:
         return None
 
-    def values_move(r: Runner, at: datetime) -> None:
-        r.merge(
-            "prod",
-            at,
-            partition("PartitionReplicaLost", "warning", "prod", "orders", 0, value=2),
-            partition("PartitionReplicaLost", "warning", "prod", "orders", 1, value=2),
-        )
+    def prod_lost(first: str, value: float) -> Step:
+        """Both prod partitions still lost a replica, the first one rated `first`, at `value`."""
 
-    def rerated(r: Runner, at: datetime) -> None:
-        r.merge(
-            "prod",
-            at,
-            partition("PartitionReplicaLost", "critical", "prod", "orders", 0, value=3),
-            partition("PartitionReplicaLost", "warning", "prod", "orders", 1, value=3),
-        )
+        def step(r: Runner, at: datetime) -> None:
+            r.merge(
+                "prod",
+                at,
+                partition("PartitionReplicaLost", first, "prod", "orders", 0, value=value),
+                partition("PartitionReplicaLost", "warning", "prod", "orders", 1, value=value),
+            )
+
+        return step
 
     def dev_breaks(r: Runner, at: datetime) -> None:
         r.merge(
@@ -227,9 +224,9 @@ def _story(routing: Routing, edited: Routing) -> list[tuple[str, Step, Routing]]
     return [
         ("two replicas lost on prod", replicas_lost, routing),
         ("quiet: the first notice after group_wait", nothing, routing),
-        ("the values move", values_move, routing),
+        ("the values move", prod_lost("warning", 2), routing),
         ("quiet", nothing, routing),
-        ("prod: a partition re-rated", rerated, routing),
+        ("prod: a partition re-rated", prod_lost("critical", 3), routing),
         ("dev: a broker down and two partitions", dev_breaks, routing),
         ("a silence over dev", silence_dev, routing),
         ("quiet", nothing, routing),
