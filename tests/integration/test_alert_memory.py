@@ -20,7 +20,7 @@ from sqlalchemy import Engine, text
 from monitor.alert import actions
 from monitor.alert.config import Routing, default_routing_paths, load_routing
 from monitor.alert.cycle import CycleResult, run_cycle
-from monitor.alert.memory import CycleMemory
+from monitor.alert.memory import READ_ALL_EVERY, CycleMemory
 from monitor.core.identity import Identity
 from monitor.store.findings import Match, merge_findings
 
@@ -259,7 +259,7 @@ def test_a_cycle_with_a_memory_decides_what_the_full_read_decides(
     db: Engine, routings: tuple[Routing, Routing]
 ) -> None:
     reference, _ = _run(db, routings, None)
-    kept, results = _run(db, routings, CycleMemory())
+    kept, results = _run(db, routings, CycleMemory(read_all_every=timedelta(days=1)))
     for full, from_memory in zip(reference, kept, strict=True):
         assert from_memory == full, full["step"]
     # The story is not trivial: it notified, muted, acknowledged and closed.
@@ -291,7 +291,7 @@ def test_a_cycle_with_a_memory_decides_what_the_full_read_decides(
     ]
 
 
-def test_another_instances_cycle_or_a_rollback_makes_the_next_cycle_read_everything(
+def test_another_instances_cycle_ten_minutes_or_a_rollback_make_a_cycle_read_everything(
     db: Engine, routings: tuple[Routing, Routing]
 ) -> None:
     routing = routings[0]
@@ -312,12 +312,26 @@ def test_another_instances_cycle_or_a_rollback_makes_the_next_cycle_read_everyth
     assert runner.results[-1].full_read is True
     assert [a[0] for a in mine_next["alerts"]] == sorted(a[0] for a in mine_next["alerts"])
     assert len({a[0] for a in mine_next["alerts"]}) == 2, "no alert inserted twice"
+    # Ten minutes after the last full read, a cycle reads everything again, which takes up a row
+    # changed by hand (nothing raised a counter for it).
+    with db.begin() as conn:
+        conn.execute(text("UPDATE findings SET summary = 'changed by hand' WHERE state <> 'resolved'"))
+    runner.cycle(routing, T0 + timedelta(seconds=35))
+    assert runner.results[-1].full_read is False
+    runner.cycle(routing, T0 + READ_ALL_EVERY + timedelta(seconds=30))
+    assert runner.results[-1].full_read is True
+    with db.connect() as conn:
+        summaries = conn.execute(text("SELECT summary FROM alerts WHERE state <> 'resolved'")).all()
+    assert summaries == [("changed by hand",)]
     # A cycle whose transaction did not commit leaves no memory the next one uses.
-    runner.merge("prod", T0 + timedelta(seconds=40))
+    later = T0 + READ_ALL_EVERY + timedelta(seconds=30)
+    runner.cycle(routing, later + timedelta(seconds=5))
+    assert runner.results[-1].full_read is False
+    runner.merge("prod", later + timedelta(seconds=10))
     with pytest.raises(RuntimeError), db.begin() as conn:
-        run_cycle(conn, routing, T0 + timedelta(seconds=45), URL, mine)
+        run_cycle(conn, routing, later + timedelta(seconds=15), URL, mine)
         raise RuntimeError("the commit failed")
-    runner.cycle(routing, T0 + timedelta(seconds=50))
+    runner.cycle(routing, later + timedelta(seconds=20))
     assert runner.results[-1].full_read is True
     with db.connect() as conn:
         open_alerts = conn.execute(text("SELECT count(*) FROM alerts WHERE state <> 'resolved'")).scalar_one()

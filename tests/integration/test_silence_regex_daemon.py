@@ -20,6 +20,7 @@ import pytest
 import yaml
 from sqlalchemy import Engine, text
 
+from monitor.store.changes import findings_of, raise_versions
 from tests.conditions import wait_for
 from tests.fixtures.receivers import free_port
 
@@ -66,7 +67,8 @@ def daemon(tmp_path: Path, db_url: str, engine: Engine) -> Iterator[tuple[subpro
 
 
 def _add_findings(engine: Engine, indexes: range) -> None:
-    """Firing findings with long group ids; the odd ones end in a digit (the silence matches them)."""
+    """Firing findings with long group ids; the odd ones end in a digit (the silence matches them),
+    written as the evaluation writes them."""
     now = datetime.now(UTC)
     with engine.begin() as conn:
         for index in indexes:
@@ -81,6 +83,9 @@ def _add_findings(engine: Engine, indexes: range) -> None:
                 {"key": f"regex/{index}", "t": now,
                  "labels": json.dumps({"cluster": "regex", "group_id": group, "n": str(index)})},
             )  # fmt: skip
+        # As a merge of the evaluation's findings does: the alert stage reads a cluster's
+        # findings again when their counter moved (monitor.alert.memory).
+        raise_versions(conn, [findings_of("regex")])
 
 
 def _healthy(url: str) -> bool:
