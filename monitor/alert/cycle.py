@@ -65,8 +65,9 @@ def run_cycle(
     """One alert cycle inside the caller's transaction (which must commit for any of it to count).
 
     `memory` (`monitor.alert.memory`) keeps the open alerts between cycles: the caller calls its
-    `committed` with the result's `alerts_version` once the transaction commits, and its `forget`
-    if it does not. Without one, each cycle reads every open finding and alert.
+    `committed` with the result's `alerts_version` once the transaction commits; a memory whose
+    cycle did not commit is not used (the next cycle reads everything). Without one, each cycle
+    reads every open finding and alert.
 
     Python's cyclic garbage collector is held off meanwhile (`monitor.core.gc_pause`): the tens of
     thousands of rows and alerts a big cycle makes would otherwise set off full collections that

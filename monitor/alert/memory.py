@@ -8,8 +8,9 @@ evaluation merges new ones. With the memory a tick with no new evaluation reads 
 one after an evaluation of one cluster reads and merges that cluster's.
 
 The memory is what the store holds, or nothing:
-- it is taken only after the cycle's transaction committed (`AlertStage`), and forgotten when a
-  cycle fails;
+- it is taken only after the cycle's transaction committed (`committed`, which `AlertStage`
+  calls then): what a cycle that did not commit staged is never used, the next cycle reads
+  everything;
 - every cycle raises the `alerts` counter, so a cycle of another instance (a lease that moved)
   makes this one's memory stale, and the next cycle here reads everything again (a full read);
 - so does a change of the teams in owners.yaml, which label the alerts;
@@ -121,8 +122,7 @@ class CycleMemory:
         self, current: dict[str, AlertRow], counters: dict[str, int], routing: Routing, read_all_at: datetime
     ) -> None:
         """What the cycle's step 1 leaves, kept once its transaction commits (`committed`)."""
-        findings = {s: v for s, v in counters.items() if changes.cluster_of(s) is not None}
-        self._pending = _Kept(current, findings, routing.teams, read_all_at)
+        self._pending = _Kept(current, changes.of_findings(counters), routing.teams, read_all_at)
 
     def route(
         self, merged: Merged, routing: Routing, silences: Sequence[SilenceRow]
@@ -212,10 +212,10 @@ def _merge_clusters(
     return current, resolved, len(findings), regroup
 
 
-def _routed_by(alert: AlertRow) -> tuple[dict[str, str], str, str]:
-    """What muting and routing read of an alert that a merge may change (its `pending_since`,
-    which inhibition reads too, is set once)."""
-    return alert.labels, alert.severity, alert.state
+def _routed_by(alert: AlertRow) -> tuple[dict[str, str], str]:
+    """What muting and routing read of an alert that a merge may change: its labels (which hold
+    its severity) and its state (its `pending_since`, which inhibition reads too, is set once)."""
+    return alert.labels, alert.state
 
 
 def _merge(
@@ -225,8 +225,6 @@ def _merge(
     open_alerts: dict[str, AlertRow],
     findings: list[dict[str, object]],
 ) -> tuple[dict[str, AlertRow], list[AlertRow]]:
-    for alert in open_alerts.values():
-        alert.changed = False
     open_keys = {(str(f["rule"]), str(f["entity_key"])) for f in findings}
     reasons = state.resolved_reasons(
         conn, (a for a in open_alerts.values() if (a.rule, a.entity_key) not in open_keys)

@@ -24,7 +24,6 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from monitor.alert import state
 from monitor.alert.config import Routing, load_routing, routing_paths
 from monitor.alert.cycle import run_cycle
 from monitor.alert.memory import CycleMemory
@@ -38,6 +37,7 @@ from monitor.core.clock import Clock
 from monitor.core.errors import ConfigError, StoreUnavailableError
 from monitor.core.scheduler import Pacing, Scheduler
 from monitor.core.settings import AlertConfig, WebConfig
+from monitor.store import changes
 from monitor.store.runs import RunRecorder, instance_name
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class AlertStage:
         stamp: object
         try:
             with self._engine().connect() as conn:
-                stamp = state.findings_stamp(conn)
+                stamp = changes.of_findings(changes.versions(conn))
         except (SQLAlchemyError, StoreUnavailableError):
             stamp = object()  # not known: the cycle runs, and reports the database as it did
         started = self._clock.monotonic()
@@ -162,14 +162,10 @@ class AlertStage:
             except ConfigError as exc:
                 run.problem(f"routing not reloaded, the previous one stays in force: {exc}")
             assert self.routing is not None
-            try:
-                with self._engine().begin() as conn:
-                    result = run_cycle(conn, self.routing, self._clock.now(), self.external_url, self._memory)
-                    run.count("notices", forward_notices(conn, self.routing, self._clock.now()))
-            except BaseException:
-                self._memory.forget()  # what it staged may not be what the store holds
-                raise
-            self._memory.committed(result.alerts_version)
+            with self._engine().begin() as conn:
+                result = run_cycle(conn, self.routing, self._clock.now(), self.external_url, self._memory)
+                run.count("notices", forward_notices(conn, self.routing, self._clock.now()))
+            self._memory.committed(result.alerts_version)  # not reached when it did not commit
             run.count("full_read", int(result.full_read))
             run.count("findings_read", result.findings_read)
             run.count("clusters_read", len(result.clusters_read))

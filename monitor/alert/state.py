@@ -30,20 +30,6 @@ def lock(conn: Connection) -> None:
     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": CYCLE_LOCK})
 
 
-def findings_stamp(conn: Connection) -> datetime | None:
-    """When an evaluation last changed a finding: every merge stamps the findings it matched and
-    those it resolved with its time (store.findings). Read per cluster from the end of the
-    (cluster, evaluated_at) index: the resolved findings stay as history, so a maximum over the
-    table would read more of it at every tick."""
-    stamp = conn.execute(
-        text(
-            "SELECT max((SELECT max(f.evaluated_at) FROM findings f WHERE f.cluster = c.name))"
-            " FROM clusters c"
-        )
-    ).scalar_one()
-    return stamp if isinstance(stamp, datetime) else None
-
-
 def open_findings(conn: Connection, clusters: Collection[str] | None = None) -> list[dict[str, Any]]:
     """The findings that are not resolved (pending or firing), as mappings: every cluster's, or
     those of `clusters`."""

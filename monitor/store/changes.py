@@ -13,7 +13,7 @@ Data-access functions: the caller owns the transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from sqlalchemy import Connection, text
 
@@ -29,6 +29,11 @@ def findings_of(cluster: str) -> str:
 def cluster_of(subject: str) -> str | None:
     """The cluster of a findings subject; None for another subject."""
     return subject[len(FINDINGS) :] if subject.startswith(FINDINGS) else None
+
+
+def of_findings(counters: Mapping[str, int]) -> dict[str, int]:
+    """The findings subjects' counters among `counters` (by subject)."""
+    return {subject: version for subject, version in counters.items() if subject.startswith(FINDINGS)}
 
 
 def raise_versions(conn: Connection, subjects: Iterable[str]) -> dict[str, int]:
