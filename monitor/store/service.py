@@ -51,8 +51,7 @@ class StoreService:
         take minutes after a daemon was down, and retention) is not waited for: the daemon runs it
         in the background once the collectors have answered."""
         self._engine = make_engine(self._url)
-        current = migrate.current(self._url)
-        heads = migrate.heads()
+        current, heads = migrate.at_head(self._url)
         if current not in heads:
             raise StoreUnavailableError(
                 f"the schema of {mask_url(self._url)} is at revision {current or 'none'}, "

@@ -85,6 +85,38 @@ def test_upgrading_a_database_at_the_head_asks_alembic_nothing(
     assert upgraded == ["head"], "at the head: one query, no alembic"
 
 
+def test_the_store_refuses_a_schema_below_the_head_without_asking_alembic(
+    scratch_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's start tells the revision from the scripts' lines and one query: alembic's
+    migration context (and its import, a quarter of a second of the start) is not used."""
+    from monitor.core.clock import SystemClock
+    from monitor.core.errors import StoreUnavailableError
+    from monitor.core.settings_store import DatabaseConfig
+    from monitor.store.service import StoreService
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the start asked alembic")
+
+    def start(store: StoreService) -> None:
+        with monkeypatch.context() as patched:
+            patched.setattr(MigrationContext, "configure", refuse)
+            try:
+                store.start()
+            finally:
+                store.stop()
+
+    store = StoreService(scratch_url, DatabaseConfig(), SystemClock())
+    expects = r"the code expects \d{4}; run `kafka-health db migrate`"
+    with pytest.raises(StoreUnavailableError, match=f"at revision none, {expects}"):
+        start(store)
+    migrate.upgrade(scratch_url, "0032")
+    with pytest.raises(StoreUnavailableError, match=f"at revision 0032, {expects}"):
+        start(store)
+    migrate.upgrade(scratch_url)
+    start(store)
+
+
 def test_every_revision_has_a_downgrade() -> None:
     scripts = ScriptDirectory.from_config(migrate.alembic_config())
     for revision in scripts.walk_revisions():
