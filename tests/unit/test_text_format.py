@@ -13,9 +13,10 @@ from prometheus_client import generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 from monitor.expose.metrics.fresh import LagSection
-from monitor.expose.metrics.text_format import Families, encode
+from monitor.expose.metrics.text_format import Families, encode, go_int
 from monitor.store.fresh_lag import FreshLag
 
 ODD = ["", "plain", 'say "hi"', "back\\slash", "two\nlines", "tab\there", "ünïcødé 漢字", "{}=,", "\\n"]
@@ -106,3 +107,41 @@ def test_the_overlay_sums_and_takes_the_largest_per_topic_and_group() -> None:
         ("kafka_consumer_group_sum_lag_in_offsets", None, None): 10,  # of the partitions read fresh
         ("kafka_consumer_group_max_lag_in_offsets", None, None): 7,
     }
+
+
+@pytest.mark.parametrize(
+    "value",
+    [0, 7, -1, 999_999, 1_000_000, 1_000_001, 10_000_001, 1_234_567, 99_999_999_999_999,
+     10**15 - 1, 10**15, -(10**15) + 1, -(10**17), 2**53 + 1, 10**20]
+    + [random.Random(3).randrange(-(10**16), 10**16) for _ in range(300)],
+)  # fmt: skip
+def test_a_whole_number_is_written_as_prometheus_client_writes_its_float(value: int) -> None:
+    assert go_int(value) == floatToGoString(float(value))
+
+
+def test_the_overlay_rewrites_only_the_values_that_changed() -> None:
+    """A group's lines keep their names and labels, odd ones too; a value that stays keeps its
+    line (and sample) as it was, and a group whose values all stay is the same section's."""
+    at = datetime(2026, 6, 1, tzinfo=UTC)
+    family = GaugeMetricFamily(
+        "kafka_consumer_group_lag_in_offsets", "x", labels=["cluster", "group", "topic", "partition"]
+    )
+    for partition, lag in enumerate((5, 2_500_000, 9)):
+        family.add_metric(["c", 'g "odd" \n one', "t w", str(partition)], lag)
+    section = LagSection([family])
+    same = {("c", 'g "odd" \n one'): {("t w", 0): FreshLag(1, 6, 5, at, at, at)}}
+    assert section.overlaid(same).text() == section.text()
+    moved = {
+        ("c", 'g "odd" \n one'): {
+            ("t w", 0): FreshLag(1, 6, 5, at, at, at),
+            ("t w", 1): FreshLag(1, 3_000_001, 3_000_000, at, at, at),
+        }
+    }
+    overlaid = section.overlaid(moved)
+    before, after = section.text().splitlines(), overlaid.text().splitlines()
+    line = b'kafka_consumer_group_lag_in_offsets{cluster="c",group="g \\"odd\\" \\n one",partition="1",topic="t w"}'
+    assert [(a, b) for a, b in zip(before, after, strict=True) if a != b] == [
+        (line + b" 2.5e+06", line + b" 3e+06")
+    ]
+    assert overlaid.text() == generate_latest(Families(overlaid.families({family.name})))
+    assert [s.value for s in overlaid.families({family.name})[0].samples] == [5, 3_000_000, 9]

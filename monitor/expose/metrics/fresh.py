@@ -10,8 +10,8 @@ the commits since then, and a pass over the end offsets job's row per partition,
 of the partitions that moved), reads the fresh offset lag of those groups only
 (`monitor.store.fresh_lag.groups_lags`: their partitions' rows of the latest tables) and puts it
 in the series of those groups (`LagSection.overlaid`: the offset lag families are kept as each
-group's encoded lines, so only the lines of those groups are encoded again, and only their
-values: each line's name and labels are encoded once per build; the rest of the snapshot,
+group's encoded lines, so only the lines of those groups whose values changed are written again,
+and only their values: each line's name and labels are encoded once per build; the rest of the snapshot,
 encoded and compressed once per build, is not touched). The first read after a
 build looks back from the oldest newest evaluation by `LOOK_BACK_AFTER_BUILD`, so the commits
 the evaluation did not see yet are read again; later reads from the previous read's time by
@@ -35,7 +35,8 @@ from prometheus_client.metrics_core import GaugeMetricFamily
 from prometheus_client.samples import Sample
 
 from monitor.expose.metrics.catalogue import BY_NAME
-from monitor.expose.metrics.text_format import go_float, header, lines, with_samples
+from monitor.expose.metrics.text_format import go_int, header, with_samples
+from monitor.expose.metrics.text_format import lines as lines_of
 from monitor.store.fresh_lag import FreshLag, Key
 
 LOOK_BACK = timedelta(seconds=10)
@@ -65,21 +66,21 @@ GroupKey = tuple[str, str]
 
 class LagSection:
     """The offset lag families of a snapshot in the text format, kept as each group's lines, so
-    that new values of a few groups cost the encoding of their values only (`overlaid`: each
-    line's name and labels, its prefix, are encoded once per build) and the section is their
-    concatenation (`text`): a family's lines need not be in any order."""
+    that new values of a few groups cost the encoding of the values that changed only
+    (`overlaid`: a line whose value stays is kept as it is, name, labels and value) and the
+    section is their concatenation (`text`): a family's lines need not be in any order."""
 
     def __init__(
         self,
         families: Sequence[GaugeMetricFamily],
         samples: dict[str, dict[GroupKey, list[Sample]]] | None = None,
+        lines: dict[str, dict[GroupKey, list[bytes]]] | None = None,
         chunks: dict[str, dict[GroupKey, bytes]] | None = None,
-        prefixes: dict[str, dict[GroupKey, list[bytes]]] | None = None,
     ) -> None:
         self._families = {family.name: with_samples(family, []) for family in families}
         self._headers = {name: header(f) for name, f in self._families.items()}
-        if samples is None or chunks is None or prefixes is None:
-            samples, chunks, prefixes = {}, {}, {}
+        if samples is None or lines is None or chunks is None:
+            samples, lines, chunks = {}, {}, {}
             for family in families:
                 by_group: dict[GroupKey, list[Sample]] = {}
                 for sample in family.samples:
@@ -88,30 +89,29 @@ class LagSection:
                 chunks[family.name] = {
                     key: self._encode(family.name, group) for key, group in by_group.items()
                 }
-                prefixes[family.name] = {key: _prefixes(chunk) for key, chunk in chunks[family.name].items()}
-        self._samples, self._chunks, self._prefixes = samples, chunks, prefixes
+                lines[family.name] = {
+                    key: chunk.splitlines(keepends=True) for key, chunk in chunks[family.name].items()
+                }
+        self._samples, self._lines, self._chunks = samples, lines, chunks
 
     def _encode(self, name: str, samples: list[Sample]) -> bytes:
-        return lines(self._families[name], samples)
+        return lines_of(self._families[name], samples)
 
     def overlaid(self, fresh: Fresh) -> LagSection:
         """This section with the offset lag of the groups in `fresh` (a new section; this one is
         left as it is)."""
         samples = {name: dict(by_group) for name, by_group in self._samples.items()}
+        lines = {name: dict(by_group) for name, by_group in self._lines.items()}
         chunks = {name: dict(by_group) for name, by_group in self._chunks.items()}
         totals = {key: _Totals.of(lags) for key, lags in fresh.items()}
         for name, by_group in samples.items():
-            prefixes = self._prefixes[name]
+            largest = BY_NAME[name].column == "max_offset_lag"
             for key in fresh.keys() & by_group.keys():
-                changed = _overlaid_samples(name, by_group[key], totals[key])
-                if changed == by_group[key]:
-                    continue
-                by_group[key] = changed
-                chunks[name][key] = b"".join(
-                    prefix + go_float(sample.value).encode() + b"\n"
-                    for prefix, sample in zip(prefixes[key], changed, strict=True)
-                )
-        return LagSection(list(self._families.values()), samples, chunks, self._prefixes)
+                changed = _overlaid(by_group[key], lines[name][key], totals[key], largest)
+                if changed is not None:
+                    by_group[key], lines[name][key] = changed
+                    chunks[name][key] = b"".join(changed[1])
+        return LagSection(list(self._families.values()), samples, lines, chunks)
 
     def text(self) -> bytes:
         """The families in the text format (a family without samples is left out)."""
@@ -126,12 +126,6 @@ class LagSection:
             for name, family in self._families.items()
             if name in names and self._samples[name]
         )
-
-
-def _prefixes(chunk: bytes) -> list[bytes]:
-    """Each line's name and labels with the space before its value (a gauge's line is those and
-    its value: no timestamp; a label value's newline is escaped, so lines split on newlines)."""
-    return [line[: line.rindex(b" ") + 1] for line in chunk.split(b"\n")[:-1]]
 
 
 def _group(sample: Sample) -> GroupKey:
@@ -173,11 +167,23 @@ class _Totals:
         return self.group_max if largest else self.group_sum
 
 
-def _overlaid_samples(name: str, samples: list[Sample], totals: _Totals) -> list[Sample]:
-    largest = BY_NAME[name].column == "max_offset_lag"
-    out = []
-    for sample in samples:
+def _overlaid(
+    samples: list[Sample], lines: list[bytes], totals: _Totals, largest: bool
+) -> tuple[list[Sample], list[bytes]] | None:
+    """One group's samples of a family and their lines with the fresh values of `totals`, or None
+    when no value changed. A line whose value changed keeps its name and labels (up to the space
+    before the value: a gauge's line has no timestamp, and a label value's space or newline is
+    within its quotes, escaped) and gets the new value; the others are kept as they are."""
+    new_samples: list[Sample] | None = None
+    new_lines: list[bytes] = lines
+    for index, sample in enumerate(samples):
         labels = sample.labels
         value = totals.value(labels.get("topic"), labels.get("partition"), largest)
-        out.append(sample if value is None else sample._replace(value=float(value)))
-    return out
+        if value is None or value == sample.value:
+            continue
+        if new_samples is None:
+            new_samples, new_lines = list(samples), list(lines)
+        line = lines[index]
+        new_samples[index] = Sample(sample.name, labels, float(value), *sample[3:])
+        new_lines[index] = line[: line.rindex(b" ") + 1] + go_int(value).encode() + b"\n"
+    return None if new_samples is None else (new_samples, new_lines)
