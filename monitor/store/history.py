@@ -1,9 +1,12 @@
 """Just enough end-offset history to interpolate an append time, read in one statement.
 
-For each (topic, partition, offset) target: the newest sample whose end offset is <= the offset,
-the oldest whose end offset is > it (the pair that brackets the append), and the two oldest and
-the newest samples of the window (the average rate, for offsets older than the window). At most
-five rows per target instead of every sample of the window.
+For each (topic, partition, offset) target: the newest sample whose end offset is <= the offset
+and the oldest whose end offset is > it (the pair that brackets the append); and for each
+partition once, whatever the number of its targets, the two oldest and the newest samples of
+the window (the average rate, for offsets older than the window). Targets that are the same (two
+groups at the same offset) are probed once. At most two rows per distinct target and three per
+partition instead of every sample of the window: at 10,000 group-partitions on 1,000 partitions
+(4,385 distinct targets) 0.16 s against 0.42 s with the window's samples probed per target.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from sqlalchemy import Connection, text
 _BRACKETS = text(
     """
     WITH t AS (
-        SELECT * FROM unnest(CAST(:topics AS text[]), CAST(:partitions AS int[]), CAST(:offsets AS bigint[]))
-            AS t(topic, partition, target)
-    )
-    SELECT DISTINCT t.topic, t.partition, x.end_offset, x.sampled_at
+        SELECT DISTINCT * FROM unnest(
+            CAST(:topics AS text[]), CAST(:partitions AS int[]), CAST(:offsets AS bigint[])
+        ) AS t(topic, partition, target)
+    ), w AS (SELECT DISTINCT topic, partition FROM t)
+    SELECT t.topic, t.partition, x.end_offset, x.sampled_at
     FROM t CROSS JOIN LATERAL (
         (SELECT end_offset, sampled_at FROM partition_offsets p
           WHERE p.cluster = :cluster AND p.topic = t.topic AND p.partition = t.partition
@@ -30,17 +34,20 @@ _BRACKETS = text(
           WHERE p.cluster = :cluster AND p.topic = t.topic AND p.partition = t.partition
             AND p.sampled_at >= :since AND p.end_offset > t.target
           ORDER BY p.sampled_at ASC LIMIT 1)
-        UNION ALL
+    ) AS x
+    UNION
+    SELECT w.topic, w.partition, y.end_offset, y.sampled_at
+    FROM w CROSS JOIN LATERAL (
         (SELECT end_offset, sampled_at FROM partition_offsets p
-          WHERE p.cluster = :cluster AND p.topic = t.topic AND p.partition = t.partition
+          WHERE p.cluster = :cluster AND p.topic = w.topic AND p.partition = w.partition
             AND p.sampled_at >= :since
           ORDER BY p.sampled_at ASC LIMIT 2)
         UNION ALL
         (SELECT end_offset, sampled_at FROM partition_offsets p
-          WHERE p.cluster = :cluster AND p.topic = t.topic AND p.partition = t.partition
+          WHERE p.cluster = :cluster AND p.topic = w.topic AND p.partition = w.partition
             AND p.sampled_at >= :since
           ORDER BY p.sampled_at DESC LIMIT 1)
-    ) AS x
+    ) AS y
     """
 )
 
