@@ -1,8 +1,9 @@
 """The end-offset history the offsets job reads to interpolate append times
-(`monitor.store.history.end_offset_brackets`): for every target the samples that bracket its
-offset, and for every partition the two oldest and the newest of the window, against the same
-picked from every sample in Python; targets repeated (two groups at one offset) and many targets
-of one partition included."""
+(`monitor.store.history.end_offset_brackets`): for every target the newest sample at or below its
+offset and the first after it above, and for every partition the two oldest and the newest of the
+window, against the same picked from every sample in Python; targets repeated (two groups at one
+offset), many targets of one partition, and a partition whose offsets start again (a topic made
+anew: the bracket is the pair next to each other in time, not an older sample above) included."""
 
 from __future__ import annotations
 
@@ -33,9 +34,9 @@ def _expected(
         chosen = picked.setdefault((topic, partition), set())
         chosen.update(window[:2])
         chosen.add(window[-1])
-        below = [s for s in window if s[0] <= target]
-        above = [s for s in window if s[0] > target]
-        chosen.update(below[-1:] + above[:1])
+        below = [s for s in window if s[0] <= target][-1:]
+        after = [s for s in window if not below or s[1] > below[0][1]]
+        chosen.update(below + [s for s in after if s[0] > target][:1])
     return {key: sorted(chosen, key=lambda s: s[1]) for key, chosen in picked.items()}
 
 
@@ -43,13 +44,13 @@ def test_the_brackets_are_those_of_every_sample(engine: Engine) -> None:
     rng = random.Random(11)
     samples: dict[tuple[str, int], list[Sample]] = {}
     rows = []
-    for topic, partition in [("orders", 0), ("orders", 1), ("payments", 0), ("quiet", 0)]:
+    for topic, partition in [("orders", 0), ("orders", 1), ("payments", 0), ("quiet", 0), ("remade", 0)]:
         end = 0
         at = START
         points = 1 if topic == "quiet" else 120
-        for _ in range(points):  # three days of samples, irregular, the end offset rising in steps
+        for n in range(points):  # three days of samples, irregular, the end offset rising in steps
             at += timedelta(minutes=rng.randrange(1, 70))
-            end += rng.choice([0, 0, 3, 50, 1000])
+            end = 0 if topic == "remade" and n == 80 else end + rng.choice([0, 0, 3, 50, 1000])
             samples.setdefault((topic, partition), []).append((end, at))
             rows.append((CLUSTER, topic, partition, at, 0, end, None))
     with engine.begin() as conn:
