@@ -185,6 +185,17 @@ the subquery a probe per cluster: pulled up, it became one scan of the whole ind
 alone, merged with the clusters (docs/bench/fresh-lag.md)."""
 
 
+COMMITTED_SINCE_LATEST = """
+SELECT DISTINCT l.cluster, l.group_id
+FROM latest_commits l
+JOIN clusters c ON c.name = l.cluster
+WHERE l.observed_at > :since"""
+"""COMMITTED_SINCE from each group-partition's newest observation (`latest_commits`, which
+keeps the newest): one pass over a row per group-partition, for a look-back long enough that
+the commits since outnumber them. The first read after a build looks back minutes: at 10,000
+group-partitions each committing every 10 s, 455 ms over 194,000 observations against 6 ms."""
+
+
 ENDS_MOVED_SINCE = """
 SELECT DISTINCT r.cluster, o.group_id
 FROM refreshed_end_offsets r
@@ -195,12 +206,14 @@ a pass over the refreshed end offsets (a row per partition of the fleet) and a r
 `latest_group_offsets`' (cluster, topic, partition) index per partition that moved."""
 
 
-def changed_since(conn: Connection, since: datetime) -> dict[str, list[str]]:
+def changed_since(conn: Connection, since: datetime, *, long_look_back: bool = False) -> dict[str, list[str]]:
     """cluster -> the groups whose fresh offset lag may have changed after `since`: a commit
     observed since (the commit stream's, or the offsets job's when the stream is off), or an end
-    offset of one of their partitions listed moved since (the end offsets job's)."""
+    offset of one of their partitions listed moved since (the end offsets job's). The commits
+    are found among the observations since `since`, or with `long_look_back` (a look-back of
+    minutes) among each group-partition's newest (COMMITTED_SINCE_LATEST): the same groups."""
     changed: dict[str, set[str]] = {}
-    for statement in (COMMITTED_SINCE, ENDS_MOVED_SINCE):
+    for statement in (COMMITTED_SINCE_LATEST if long_look_back else COMMITTED_SINCE, ENDS_MOVED_SINCE):
         for r in conn.execute(text(statement), {"since": since}):
             changed.setdefault(str(r.cluster), set()).add(str(r.group_id))
     return {cluster: sorted(groups) for cluster, groups in changed.items()}

@@ -8,8 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine, text
 
+from monitor.core.clock import to_millis
+from monitor.core.records import CommitObservation
 from monitor.store import fresh_lag
 from monitor.store.fresh_lag import changed_since, groups_lags
+from monitor.store.samples.commits import write_commit_observations
 
 AT = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 GROUPS = fresh_lag.PROBED_GROUPS + 3
@@ -140,3 +143,47 @@ def test_the_groups_changed_since_a_time_include_those_reading_a_partition_whose
     )
     assert sorted(before) == ["many", "other"]
     assert after == {}, "nothing moved after AT"
+
+
+def test_the_groups_committed_since_are_the_same_from_the_observations_and_from_the_newest(
+    engine: Engine,
+) -> None:
+    """The first read after a build looks back minutes, and takes each group-partition's newest
+    commit (`latest_commits`) instead of the observations since then: the same groups whatever
+    the time, as the commits job writes both."""
+    cluster = "commits-since"
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO clusters (name, bootstrap, first_seen, last_seen)"
+                " VALUES (:c, '127.0.0.1:9092', :t, :t) ON CONFLICT DO NOTHING"
+            ),
+            {"c": cluster, "t": AT},
+        )
+        for table in ("commit_observations", "latest_commits"):
+            conn.execute(text(f"DELETE FROM {table} WHERE cluster = :c"), {"c": cluster})
+        # group g commits g + 1 times, 7 s apart from AT + g s: its newest commit at AT + 8g s
+        write_commit_observations(
+            conn,
+            cluster,
+            [
+                CommitObservation(
+                    f"g{g}", "t", p, 10 * n + p, None, to_millis(AT + timedelta(seconds=7 * n + g))
+                )
+                for g in range(6)
+                for n in range(g + 1)
+                for p in range(3)
+            ],
+        )
+    with engine.connect() as conn:
+        for seconds in (-60, 0, 5, 14, 20, 33, 40, 60):
+            since = AT + timedelta(seconds=seconds)
+            assert changed_since(conn, since, long_look_back=True).get(cluster) == changed_since(
+                conn, since
+            ).get(cluster), f"since AT + {seconds} s"
+        assert changed_since(conn, AT + timedelta(seconds=20), long_look_back=True)[cluster] == [
+            "g3",
+            "g4",
+            "g5",
+        ]
+        assert cluster not in changed_since(conn, AT + timedelta(seconds=40), long_look_back=True)

@@ -252,7 +252,11 @@ def test_the_offset_lag_is_read_fresh_when_a_scrape_asks_and_not_on_the_timer(
     fresh_reads: list[str] = []
 
     def count(_conn: object, _cursor: object, statement: str, *_: object) -> None:
-        if "commit_observations" in statement:
+        # the commits since: in the observations, or each group-partition's newest after a build
+        if (
+            "SELECT DISTINCT c.name AS cluster, o.group_id" in statement
+            or "FROM latest_commits l" in statement
+        ):
             fresh_reads.append(statement)
 
     snapshot = MetricsSnapshot(lambda: filled, MetricsConfig())
@@ -290,7 +294,7 @@ def test_a_scrape_waits_for_a_slow_fresh_read_only_so_long_and_the_next_one_gets
         assert release.wait(60), "the test let the read end"
         return {"billing": {("orders", 0): FreshLag(3, 10, 7, at, at, at)}} if cluster == "big" else {}
 
-    monkeypatch.setattr(snapshot_module, "changed_since", lambda _conn, _since: {"big": ["billing"]})
+    monkeypatch.setattr(snapshot_module, "changed_since", lambda _conn, _since, **_: {"big": ["billing"]})
     monkeypatch.setattr(snapshot_module, "groups_lags", slow_lags)
     snapshot = MetricsSnapshot(lambda: filled, MetricsConfig())
     client = TestClient(create_app(filled, stale_after=timedelta(minutes=5), snapshot=snapshot))

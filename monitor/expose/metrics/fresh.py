@@ -14,7 +14,8 @@ group's encoded lines, so only the lines of those groups whose values changed ar
 and only their values: each line's name and labels are encoded once per build; the rest of the snapshot,
 encoded and compressed once per build, is not touched). The first read after a
 build looks back from the oldest newest evaluation by `LOOK_BACK_AFTER_BUILD`, so the commits
-the evaluation did not see yet are read again; later reads from the previous read's time by
+the evaluation did not see yet are read again (from each group-partition's newest commit: minutes
+of commits outnumber them); later reads from the previous read's time by
 `LOOK_BACK`, which covers a commit stored a little after the time it was observed.
 
 What moves: the offset lag families below, per group-partition, per group-topic (summed and the

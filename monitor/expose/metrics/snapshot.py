@@ -314,6 +314,7 @@ class MetricsSnapshot:
             with self._swap:
                 current, since = self._current, self._fresh_since
             assert current is not None  # (`_fresh_due`)
+            after_build = since is None
             if since is None:
                 evaluated = [at for _, at in current.marker[0]]
                 since = min(evaluated, default=datetime.now(UTC)) - fresh.LOOK_BACK_AFTER_BUILD
@@ -322,7 +323,7 @@ class MetricsSnapshot:
                     checked_at = conn.execute(text("SELECT now()")).scalar_one()
                     lags = {
                         (cluster, group): partitions
-                        for cluster, groups in changed_since(conn, since).items()
+                        for cluster, groups in changed_since(conn, since, long_look_back=after_build).items()
                         for group, partitions in groups_lags(conn, cluster, groups).items()
                     }
             except (SQLAlchemyError, MonitorError) as exc:
