@@ -69,8 +69,17 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "detect": ("detect.py", ["--idle", "60"], []),
     "storage": ("storage.py", ["--sizes", "10000,100000"], ["--sizes", "10000,100000,1000000"]),
     "footprint": ("footprint.py", ["--settle", "30", "--steady", "60"], []),
+    "history-brackets": ("history_brackets.py", ["--partitions", "20"], []),
 }
-PORT_OPTION = {"ingest": 0, "alerts": 1, "web": 2, "metrics": 3, "silences": 4, "storage": 5}
+PORT_OPTION = {
+    "ingest": 0,
+    "alerts": 1,
+    "web": 2,
+    "metrics": 3,
+    "silences": 4,
+    "storage": 5,
+    "history-brackets": 6,
+}
 """Scripts that take --port for their PostgreSQL: its offset from --port-base."""
 
 

@@ -603,6 +603,26 @@ def storage_rows(doc: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def history_brackets_rows(doc: dict[str, Any]) -> list[Row]:
+    """The end-offset history read after each number of days of samples; after the first, it must
+    stay within twice the read after the fewest days (it must not grow with the days kept)."""
+    when, load = doc.get("measured_at", ""), doc.get("loadavg_before")
+    runs = doc.get("runs") or []
+    rows: list[Row] = []
+    for run in runs:
+        value = float(run["median_seconds"])
+        first = runs[0]
+        later = run is not first
+        rows.append(
+            Row("history-brackets", f"{doc.get('partitions')} partitions, {run['days']} day(s) of samples",
+                float(run["days"]), "end-offset history read s (median)", value, "s",
+                f"<= 2 x the {first['days']}-day read" if later else "",
+                value <= 2 * float(first["median_seconds"]) if later else None, when, load,
+                f"{run['targets']} targets, {run['samples']:,} samples, slowest {run['max_seconds']} s")
+        )  # fmt: skip
+    return rows
+
+
 FOOTPRINT_TARGETS: dict[int, tuple[float | None, float, float, float | None]] = {
     10_000: (5.0, 6.0, 1200.0, None),
     100_000: (None, 12.0, 1500.0, 1.0),
@@ -680,6 +700,7 @@ READERS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "detect": detect_rows,
     "storage": storage_rows,
     "footprint": footprint_rows,
+    "history-brackets": history_brackets_rows,
 }
 
 
