@@ -42,6 +42,7 @@ def go_int(value: int) -> str:
         return f"{(digits[0] + '.' + digits[1:]).rstrip('0.')}e+{len(digits) - 1:02d}"
     return go_float(value)
 
+
 M = TypeVar("M", bound=Metric)
 
 _LEGACY_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
