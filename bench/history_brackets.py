@@ -36,8 +36,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import web
 from monitor.collect.recall import HISTORY_WINDOW
-from monitor.devtools import postgres
-from monitor.devtools.paths import var_dir
 from monitor.store.engine import make_engine
 from monitor.store.history import end_offset_brackets
 from monitor.store.ingest import copy_rows
@@ -128,9 +126,6 @@ def main() -> int:
         parser.error(f"--days must be whole numbers separated by commas, not {args.days!r}")
     if min([args.partitions, args.reads, *days]) < 1:
         parser.error("--partitions, --reads and --days must be positive")
-    server = postgres.LocalPostgres(var_dir() / "bench" / "postgres-web", args.port, log=web._log)
-    was_running = server.status()
-    server.up()
     result: dict[str, Any] = {
         "measured_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "loadavg_before": round(os.getloadavg()[0], 1),
@@ -140,11 +135,8 @@ def main() -> int:
         "partitions": args.partitions,
         "reads": args.reads,
     }
-    try:
-        result["runs"] = [measure(server.url("postgres"), args.partitions, d, args.reads) for d in days]
-    finally:
-        if not was_running:
-            server.down()
+    with web.local_postgres(args.port) as admin_url:
+        result["runs"] = [measure(admin_url, args.partitions, d, args.reads) for d in days]
     result["loadavg_after"] = round(os.getloadavg()[0], 1)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "history-brackets.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -37,8 +37,6 @@ from sqlalchemy import text
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import web
-from monitor.devtools import postgres
-from monitor.devtools.paths import var_dir
 from monitor.store import migrate
 from monitor.store.engine import make_engine
 
@@ -161,14 +159,8 @@ def main() -> int:
     args = parser.parse_args()
     if min(args.evaluations, args.rounds, args.requests) < 1:
         parser.error("--evaluations, --rounds and --requests must be positive")
-    server = postgres.LocalPostgres(var_dir() / "bench" / "postgres-web", args.port, log=web._log)
-    was_running = server.status()
-    server.up()
-    try:
-        result = run(server.url("postgres"), args)
-    finally:
-        if not was_running:
-            server.down()
+    with web.local_postgres(args.port) as admin_url:
+        result = run(admin_url, args)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "history-reads.json").write_text(json.dumps(result, indent=2) + "\n")
     text_ = report(result)

@@ -544,6 +544,20 @@ def save(info: dict[str, Any], sizes: list[dict[str, Any]], args: argparse.Names
 
 
 @contextmanager
+def local_postgres(port: int) -> Iterator[str]:
+    """The admin URL of the project-local PostgreSQL of the web benchmarks (`var/bench/postgres-web`
+    on `port`), started for the block unless it was running already."""
+    server = postgres.LocalPostgres(var_dir() / "bench" / "postgres-web", port, log=_log)
+    was_running = server.status()
+    server.up()
+    try:
+        yield server.url("postgres")
+    finally:
+        if not was_running:
+            server.down()
+
+
+@contextmanager
 def migrated_database(admin_url: str, prefix: str) -> Iterator[str]:
     """The URL of a new database on the server of `admin_url`, migrated to the head; dropped
     afterwards."""
@@ -690,14 +704,8 @@ def main() -> int:
     signal.signal(signal.SIGHUP, _stop)
     if args.url:
         return bench(normalize_url(args.url), args)
-    server = postgres.LocalPostgres(var_dir() / "bench" / "postgres-web", args.port, log=_log)
-    was_running = server.status()
-    server.up()
-    try:
-        return bench(server.url("postgres"), args)
-    finally:
-        if not was_running:
-            server.down()
+    with local_postgres(args.port) as admin_url:
+        return bench(admin_url, args)
 
 
 if __name__ == "__main__":
