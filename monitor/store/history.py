@@ -11,7 +11,7 @@ Each probe walks the samples from where its answer starts: the newest sample bac
 first <= the offset (as far as the group lags), then forward from there. The oldest sample > the
 offset taken from the start of the window instead walked every sample of the window below the
 offset, all of them for a group that keeps up: with a week of samples every 15 s (40,320 a
-partition), 2 s for 200 targets on 50 partitions against 0.02 s (docs/bench/targets.md).
+partition), 2 s for 200 targets on 50 partitions against 0.02 s (docs/bench/end-offset-history.md).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ ini text, where a ``%`` in a password would break interpolation).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING
 
@@ -82,10 +83,12 @@ def heads() -> list[str]:
     return list(ScriptDirectory.from_config(alembic_config()).get_heads())
 
 
+@functools.cache
 def declared_head() -> str | None:
     """The one head revision of the migration scripts, read from their `revision` and
     `down_revision` lines without importing them; None when that does not tell one (a script
-    that declares either otherwise, a merge, several heads): alembic decides then."""
+    that declares either otherwise, a merge, several heads): alembic decides then. Read once a
+    process: the start's migration check and the store's both ask."""
     revisions: set[str] = set()
     replaced: set[str] = set()
     for script in sorted((migrations_dir() / "versions").glob("*.py")):
