@@ -144,16 +144,7 @@ def check_operator_files(settings: Settings) -> Checked:
     errors: list[ConfigError] = []
     routing: Routing | None = None
     if settings.evaluate.enabled:
-        from monitor.evaluate.rules import load_rules, rule_files
-
-        errors += load_rules(rule_files(settings.evaluate.rules_dir)).errors
-        if settings.evaluate.objectives_file is not None:
-            from monitor.core.objectives import load_objectives
-
-            try:
-                load_objectives(settings.evaluate.objectives_file)
-            except ConfigError as exc:
-                errors.append(exc)
+        errors += _rule_file_problems(settings)
     if settings.alert.enabled:
         from monitor.alert.config import check_routing, routing_paths
 
@@ -183,6 +174,34 @@ def check_operator_files(settings: Settings) -> Checked:
         unique = {(error.source, problem): None for error in errors for problem in error.problems}
         raise ConfigError([f"{source}: {problem}" for source, problem in unique], "configuration")
     return Checked(routing)
+
+
+def _rule_file_problems(settings: Settings) -> list[ConfigError]:
+    """The problems of the rule files and the lag objectives; none without checking them when
+    these exact files passed the check at a start before, with this code (`PassedChecks`: the
+    rule files' check is a few tenths of a second the collectors would wait for)."""
+    from monitor.core.passed_checks import PassedChecks, fingerprint
+    from monitor.evaluate.rule_files import rule_files
+
+    files = rule_files(settings.evaluate.rules_dir)
+    objectives = settings.evaluate.objectives_file
+    digest = fingerprint([*files, *([objectives] if objectives is not None else [])])
+    passed = PassedChecks()
+    if passed.passed("rules", digest):
+        return []
+    from monitor.evaluate.rules import load_rules
+
+    errors = list(load_rules(files).errors)
+    if objectives is not None:
+        from monitor.core.objectives import load_objectives
+
+        try:
+            load_objectives(objectives)
+        except ConfigError as exc:
+            errors.append(exc)
+    if not errors:
+        passed.remember("rules", digest)
+    return errors
 
 
 def find_jdbc_jar(settings: Settings) -> Callable[[], Path]:

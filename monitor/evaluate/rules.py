@@ -41,15 +41,13 @@ from monitor.core.annotations import MAX_ANNOTATION_TEXT, RUNBOOK, name_problems
 from monitor.core.derived import ENTITIES, KEYS, columns_of
 from monitor.core.errors import ConfigError
 from monitor.core.formatting import NUMBER_FILTERS
-from monitor.core.resources import rules_dir
 from monitor.core.templating import BoundedSandbox, TemplateLimitError, render_bounded
 from monitor.core.vocabulary import SEVERITY_RANK, Severity, parse_duration
 from monitor.core.yaml_files import format_validation_error, line_of, read_yaml
+from monitor.evaluate.rule_files import default_rule_paths as default_rule_paths
+from monitor.evaluate.rule_files import rule_files as rule_files
+from monitor.evaluate.rule_files import rule_files_in as rule_files_in
 from monitor.evaluate.rule_sql import columns_in, expression_problems, suggest
-
-NOT_RULE_FILES = frozenset({"routing.yaml", "owners.yaml", "retention-policy.yaml", "objectives.yaml"})
-"""Files of `alert_rules/` that hold routing, ownership, retention policy and lag objectives, not
-rules."""
 
 TEMPLATE_EXTRAS = ("value", "severity")
 """Template variables besides the entity's columns (which include `cluster` and the key columns)."""
@@ -387,25 +385,6 @@ class RuleSet:
 
     def by_name(self) -> dict[str, Rule]:
         return {rule.name: rule for rule in self.rules}
-
-
-def default_rule_paths(root: Path | None = None) -> list[Path]:
-    """`alert_rules/*.yaml` (the shipped ones, or those under `root`), without the routing,
-    ownership and policy files."""
-    return rule_files_in(rules_dir() if root is None else root / "alert_rules")
-
-
-def rule_files_in(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.glob("*.yaml") if p.name not in NOT_RULE_FILES)
-
-
-def rule_files(directory: Path | None) -> list[Path]:
-    """The rule files: those of `evaluate.rules_dir`, else the shipped alert_rules/. A
-    `rules_dir` that is not a directory (a FIFO, a loop of links, a missing path) is given as it
-    is, so that the loader says what it is rather than finding no rules in it."""
-    if directory is None:
-        return default_rule_paths()
-    return rule_files_in(directory) if directory.is_dir() else [directory]
 
 
 def load_rules(paths: Iterable[Path]) -> RuleSet:
