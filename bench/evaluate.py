@@ -151,18 +151,23 @@ _REPLICAS = "ARRAY[pi % :brokers, (pi + 1) % :brokers, (pi + 2) % :brokers]::int
 _GROUP_OFFSETS = f"""
 INSERT INTO {{table}} (cluster, group_id, topic, partition, sampled_at, committed_offset, leader_epoch,
     end_offset, start_offset, lag, lag_clamped, committed_timestamp, consumed_timestamp,
-    timestamp_method, timestamp_error_ms, {{last}})
+    timestamp_method, timestamp_error_ms{{last}})
 SELECT :cluster, group_id, topic, partition, {_AT}, c, 7, e, s0, greatest(e - c, 0), false,
        CASE WHEN c < e AND c >= s0 THEN bench_append(c, e0, rate, :t0) END,
        CASE WHEN c > s0 THEN bench_append(c - 1, e0, rate, :t0) END,
        CASE WHEN c < s0 THEN 'none' WHEN gh < 50 AND c < e THEN 'interpolated' ELSE 'exact' END,
-       CASE WHEN gh < 50 AND c < e AND c >= s0 THEN 1500 END,
-       {{last_value}}
+       CASE WHEN gh < 50 AND c < e AND c >= s0 THEN 1500 END{{last_value}}
 FROM bench_gp, {{samples}},
 LATERAL (SELECT bench_committed(kind, gh, e0, s0, rate, j) AS c, e0 - rate * j * :interval AS e) AS v
 """
 _LAST_COMMIT = """CASE WHEN c <> bench_committed(kind, gh, e0, s0, rate, 1) THEN CAST(:t0 AS timestamptz)
        ELSE CAST(:t0 AS timestamptz) - interval '1 hour' - make_interval(mins => gh % 100) END"""
+
+_LATEST_COMMITS = f"""
+INSERT INTO latest_commits (cluster, group_id, topic, partition, committed_offset, observed_at)
+SELECT :cluster, group_id, topic, partition, c, {_LAST_COMMIT}
+FROM bench_gp, LATERAL (SELECT bench_committed(kind, gh, e0, s0, rate, 0) AS c) AS v
+"""
 
 _COMMITS = f"""
 INSERT INTO commit_observations (cluster, group_id, topic, partition, observed_at, committed_offset,
@@ -243,12 +248,12 @@ FROM generate_series(0, :samples - 1) AS j, unnest(ARRAY['offsets', 'metadata', 
 
 _HISTORY, _LATEST = "generate_series(0, :samples - 1) AS j", "(VALUES (0)) AS s(j)"
 FILL: list[tuple[str, str]] = [
-    ("group_offsets", _GROUP_OFFSETS.format(table="group_offsets", last="run_id", last_value="j + 1",
+    ("group_offsets", _GROUP_OFFSETS.format(table="group_offsets", last=", run_id", last_value=", j + 1",
                                             samples=_HISTORY)),
-    ("latest_group_offsets", _GROUP_OFFSETS.format(table="latest_group_offsets",
-                                                   last="last_commit_observed_at", last_value=_LAST_COMMIT,
+    ("latest_group_offsets", _GROUP_OFFSETS.format(table="latest_group_offsets", last="", last_value="",
                                                    samples=_LATEST)),
     ("commit_observations", _COMMITS),
+    ("latest_commits", _LATEST_COMMITS),
     ("partition_offsets", _PARTITION_OFFSETS.format(table="partition_offsets", run=", run_id",
                                                     run_value=", j + 1", samples=_HISTORY)),
     ("latest_partition_offsets", _PARTITION_OFFSETS.format(table="latest_partition_offsets", run="",
@@ -350,7 +355,7 @@ def move_groups(engine: Engine, run: int, at: datetime, percent: float) -> int:
     consumed = {
         "sampled_at": ":at", "committed_offset": "p.end_offset", "end_offset": "p.end_offset", "lag": "0",
         "committed_timestamp": "NULL", "consumed_timestamp": "CAST(:at AS timestamptz) - interval '1 second'",
-        "run_id": ":run_id", "last_commit_observed_at": ":at",
+        "run_id": ":run_id",
     }  # fmt: skip
     statements = [
         _copied("partition_offsets", f"latest_partition_offsets s WHERE {moved_ends}", ends),
@@ -361,19 +366,24 @@ def move_groups(engine: Engine, run: int, at: datetime, percent: float) -> int:
         "committed_offset, previous_offset) "
         f"SELECT s.cluster, s.group_id, s.topic, s.partition, :at, p.end_offset, s.committed_offset "
         f"FROM {joined}",
+        "INSERT INTO latest_commits (cluster, group_id, topic, partition, committed_offset, observed_at) "
+        f"SELECT s.cluster, s.group_id, s.topic, s.partition, p.end_offset, :at FROM {joined} "
+        "ON CONFLICT (cluster, group_id, topic, partition) DO UPDATE SET "
+        "committed_offset = excluded.committed_offset, observed_at = excluded.observed_at",
         _copied("group_offsets", joined, consumed),
         "UPDATE latest_group_offsets AS s SET committed_offset = p.end_offset, end_offset = p.end_offset, "
         "lag = 0, committed_timestamp = NULL, "
         "consumed_timestamp = CAST(:at AS timestamptz) - interval '1 second', "
-        f"sampled_at = :at, last_commit_observed_at = :at FROM latest_partition_offsets p "
+        f"sampled_at = :at FROM latest_partition_offsets p "
         f"WHERE p.cluster = s.cluster AND p.topic = s.topic AND p.partition = s.partition AND {moved_ends}",
     ]
     with engine.begin() as conn:
         for statement in statements:
             conn.execute(text(statement), params)
         return int(conn.execute(
-            text(f"SELECT count(DISTINCT group_id) FROM latest_group_offsets s WHERE {moved_ends} "
-                 "AND last_commit_observed_at = :at"), params,
+            text("SELECT count(DISTINCT s.group_id) FROM latest_group_offsets s JOIN latest_commits c "
+                 f"USING (cluster, group_id, topic, partition) WHERE {moved_ends} AND c.observed_at = :at"),
+            params,
         ).scalar_one())  # fmt: skip
 
 

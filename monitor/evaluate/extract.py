@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 WINDOWED: dict[str, str | None] = {
     "latest_group_offsets": None,
     "group_offsets": "sampled_at",
-    "commit_observations": "observed_at",
+    "latest_commits": None,
     "latest_partition_offsets": None,
     "partition_offsets": "sampled_at",
     "partitions": None,
@@ -53,19 +53,16 @@ WINDOWED: dict[str, str | None] = {
     "collection_runs": "started_at",
 }
 PARALLEL = (
-    "group_offsets", "latest_group_offsets", "commit_observations", "log_dir_sizes", "partition_offsets",
+    "group_offsets", "latest_group_offsets", "latest_commits", "log_dir_sizes", "partition_offsets",
 )  # fmt: skip
 """Inputs read in parallel slices (the ones that grow with partitions x groups)."""
 
 GROUP_KEYS = ("cluster", "group_id", "topic", "partition")
-GROUP_INPUTS = ("latest_group_offsets", "group_offsets", "commit_observations", "group_states")
+GROUP_INPUTS = ("latest_group_offsets", "group_offsets", "latest_commits", "group_states")
 """Inputs keyed by consumer group: an incremental evaluation reads none of the groups it carries
-(`evaluation_carried`, monitor.store.carry)."""
-NEWER_THAN_LATEST = {"commit_observations": "last_commit_observed_at"}
-"""Inputs of which the transforms use only a key's newest row, and only when it is newer than the
-key's `latest_group_offsets` column named here (they take the later of the two): only those rows
-are read. The collector stamps the latest row with each observation it writes, so this is almost
-always nothing, where the window holds an observation per active consumer per cycle."""
+(`evaluation_carried`, monitor.store.carry). Of the commits only each key's newest is read
+(`latest_commits`): the transforms use the time of the last one alone, where the window held an
+observation per active consumer per cycle."""
 
 WINDOW_SCAN = (
     "SELECT set_config('enable_indexscan', 'off', false), set_config('enable_nestloop', 'off', false)"
@@ -74,10 +71,8 @@ WINDOW_SCAN = (
 bounds come from the clock, a subquery whose value the planner does not know when it plans, so it
 guesses a handful of rows for any window. At 1,000,000 group-partitions that guess cost 11.4 s
 per slice of `group_offsets` (the time-first key walked entry by entry, a heap page fetched per
-row, for 5,000,000 samples) and 6.2 s per slice of `commit_observations` (a key lookup in
-`latest_group_offsets` per observation). Without plain index scans and nested loops the same
-index is read as a bitmap, the window's pages in their physical order, and the observations are
-hash-joined to the latest rows: 1.5 s and 1.7 s."""
+row, for 5,000,000 samples). Without plain index scans and nested loops the same index is read as
+a bitmap, the window's pages in their physical order: 1.5 s."""
 
 GROUPING_SCAN = (
     f"{WINDOW_SCAN}, set_config('enable_sort', 'off', false), set_config('work_mem', '64MB', false)"
@@ -107,8 +102,6 @@ def query(table: str, clusters: Sequence[str], window: timedelta, plan_id: str) 
     (READ_COLUMNS) of the rows in the window ending at the plan's clock."""
     where = _conditions(table, clusters, window, plan_id)
     columns = ", ".join(f'"{c}"' for c in READ_COLUMNS[table])
-    if table in NEWER_THAN_LATEST:
-        return _newer_than_latest(table, clusters, window, plan_id)
     if table in GROUP_INPUTS:
         where.append(_not_carried(table, plan_id))
     condition = " AND ".join(where)
@@ -138,27 +131,6 @@ def _not_carried(alias: str, plan_id: str) -> str:
     )
 
 
-def _newer_than_latest(table: str, clusters: Sequence[str], window: timedelta, plan_id: str) -> str:
-    """The newest row per key of `table` that is newer than the key's latest group offset row says
-    (see NEWER_THAN_LATEST); keys without a latest row are not evaluated, so not read."""
-    keys = ", ".join(f't."{c}"' for c in GROUP_KEYS)
-    columns = ", ".join(f't."{c}"' for c in READ_COLUMNS[table])
-    source = _newer_than_latest_source(table, clusters, window, plan_id)
-    order = f'{keys}, t."{WINDOWED[table]}" DESC'
-    return f"(SELECT DISTINCT ON ({keys}) {columns} {source} ORDER BY {order}) AS {table}_q"
-
-
-def _newer_than_latest_source(table: str, clusters: Sequence[str], window: timedelta, plan_id: str) -> str:
-    """The FROM and WHERE of the rows (as `t`) of `table` in the window that are newer than their
-    key's latest group offset row says (NEWER_THAN_LATEST), of the groups not carried."""
-    latest = f'l."{NEWER_THAN_LATEST[table]}"'
-    newer = f'({latest} IS NULL OR t."{WINDOWED[table]}" > {latest})'
-    where = _conditions(table, clusters, window, plan_id)
-    condition = " AND ".join([*(f"t.{w}" for w in where), newer, _not_carried("t", plan_id)])
-    join = " AND ".join(f't."{c}" = l."{c}"' for c in GROUP_KEYS)
-    return f"FROM {table} AS t JOIN latest_group_offsets AS l ON {join} WHERE {condition}"
-
-
 _SQL_TYPES = {"timestamp": "timestamptz", "string": "text", "bigint": "bigint", "int": "integer"}
 
 
@@ -173,7 +145,7 @@ def _micros(column: str) -> str:
 
 def group_windows_query(clusters: Sequence[str], window: timedelta, plan_id: str) -> str:
     """The SQL (a JDBC `dbtable` subquery) of `Inputs.group_windows` (inputs.GROUP_WINDOWS): the
-    rows of `latest_group_offsets`, `group_offsets` and `commit_observations` that `query` reads,
+    rows of `latest_group_offsets`, `group_offsets` and `latest_commits` that `query` reads,
     gathered per group-partition by PostgreSQL in one grouping. Spark then reads a row per
     group-partition instead of one per sample (about 60 in the daemon's 15-minute window) and
     does not shuffle them to group them again. A slice's condition on topic and partition reaches
@@ -200,12 +172,7 @@ def group_windows_query(clusters: Sequence[str], window: timedelta, plan_id: str
             part(
                 1, plain("group_offsets"), "", ("sampled_at", "committed_offset", "lag", "consumed_timestamp")
             ),
-            part(
-                2,
-                _newer_than_latest_source("commit_observations", clusters, window, plan_id),
-                "t.",
-                ["observed_at"],
-            ),
+            part(2, plain("latest_commits"), "", ["observed_at"]),
         ]
     )
     keys = [f'u."{c}"' for c in GROUP_KEYS]

@@ -11,7 +11,8 @@ previous one, which the store decides in one statement (`CARRIED`):
   and append times, its partitions' end offsets, its state and members) holds the same values,
   with at least two of each in the current window (a rate of one sample is unknown, not 0); its
   latest rows are the same group-partitions at the same offsets, sampled by the newest offsets
-  run, with no commit observed since (`QUIET_COMMITS` before it: one written late still counts).
+  run, with no commit observed since (`latest_commits`; `QUIET_COMMITS` before it: one written
+  late still counts).
   For a group the previous evaluation carried, whose samples up to then that decision compared,
   only the samples since the offsets run before it began are compared (`recent`): a window holds
   sixty samples of each group-partition at the default intervals, and about two are new; the
@@ -47,7 +48,7 @@ GROUP_ENTITIES = ("group_partition", "group_topic", "group")
 """The entities of a consumer group, whose rows a carried group copies."""
 
 QUIET_COMMITS = timedelta(seconds=60)
-"""A group whose last commit was stamped later than this before the previous evaluation is not
+"""A group whose last commit was observed later than this before the previous evaluation is not
 carried: a commit observation written late (the store briefly away) may not have been read then."""
 
 
@@ -110,10 +111,11 @@ CARRIED = text(
             AND l.lag = 0 AND l.end_offset = p.end_offset AND l.gone_at IS NULL
             AND l.sampled_at > CAST(:now AS timestamptz) - :stale_after AND l.sampled_at <= :now
             AND (r.started_at IS NULL OR l.sampled_at >= r.started_at)
-            AND (l.last_commit_observed_at IS NULL
-                 OR l.last_commit_observed_at <= CAST(:previous AS timestamptz) - :quiet_commits), false
+            AND (c.observed_at IS NULL
+                 OR c.observed_at <= CAST(:previous AS timestamptz) - :quiet_commits), false
         )) AS same
         FROM latest_group_offsets l
+        LEFT JOIN latest_commits c USING (cluster, group_id, topic, "partition")
         LEFT JOIN prev p USING (cluster, group_id, topic, "partition")
         LEFT JOIN runs r ON r.cluster = l.cluster
         WHERE l.cluster = ANY(:clusters) AND (l.cluster, l.group_id) IN (SELECT cluster, group_id FROM quiet)
@@ -194,11 +196,6 @@ CARRIED = text(
         UNION ALL
         SELECT cluster, group_id, partitions FROM recent_whole
     ), moved AS (
-        SELECT c.cluster, c.group_id FROM commit_observations c
-        JOIN latest_group_offsets l USING (cluster, group_id, topic, "partition")
-        WHERE c.cluster = ANY(:clusters) AND c.observed_at > :since
-          AND c.observed_at > coalesce(l.last_commit_observed_at, '-infinity')
-        UNION
         SELECT s.cluster, s.group_id FROM group_states s
         JOIN (SELECT DISTINCT cluster, group_id, group_state, members FROM prev) p
           ON p.cluster = s.cluster AND p.group_id = s.group_id

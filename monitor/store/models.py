@@ -352,7 +352,8 @@ class LatestPartitionOffset(_PartitionOffsetValues, Base):
 
 
 class LatestGroupOffset(_GroupOffsetValues, Base):
-    """The newest group offset sample, plus when the committed offset was last seen to change."""
+    """The newest group offset sample of each group-partition (its newest observed commit is in
+    `latest_commits`)."""
 
     __tablename__ = "latest_group_offsets"
     __table_args__ = (
@@ -366,17 +367,19 @@ class LatestGroupOffset(_GroupOffsetValues, Base):
     topic: Mapped[str] = mapped_column(primary_key=True)
     partition: Mapped[int] = mapped_column(primary_key=True)
     sampled_at: Mapped[datetime]
-    last_commit_observed_at: Mapped[datetime | None] = mapped_column(sort_order=LAST)
-    gone_at: Mapped[datetime | None] = mapped_column(sort_order=LAST + 1)
+    gone_at: Mapped[datetime | None] = mapped_column(sort_order=LAST)
     """When the cluster was first seen not to have this committed offset any more (the group
     deleted, its offsets deleted or expired); None while it does. A later sample clears it."""
 
 
 class LatestCommit(Base):
-    """Each group-partition's newest observed commit, written only by the commits job as it
-    observes commits (`write_commit_observations`): a commit reaches readers at once, while
-    `latest_group_offsets` moves once per offsets cycle. One writer per row: the offsets job
-    never writes here, so the two jobs cannot wait on each other's rows."""
+    """Each group-partition's newest observed commit, written with the observation in one
+    statement by the commits job as it observes commits (`write_commit_observations`): a commit
+    reaches readers at once, while `latest_group_offsets` moves once per offsets cycle. The only
+    record of when a group-partition last committed (the evaluation's time since the last commit,
+    the carry's quiet groups, the collector's restart). One writer per row: the offsets job hands
+    its sampled observations to the commits job's writer and never writes here, so the two jobs
+    cannot wait on each other's rows."""
 
     __tablename__ = "latest_commits"
     __table_args__ = ({"postgresql_with": {"fillfactor": LATEST_FILLFACTOR}},)

@@ -87,7 +87,9 @@ def test_exact_lag_timestamps_and_commit_observations(
     (obs,) = rows(engine, "SELECT * FROM commit_observations WHERE cluster='exact' AND group_id=:g", g=group)
     assert (obs["previous_offset"], obs["committed_offset"]) == (40, 50)
     (g,) = rows(engine, "SELECT * FROM latest_group_offsets WHERE cluster='exact' AND group_id=:g", g=group)
-    assert g["lag"] == 50 and g["last_commit_observed_at"] is not None
+    assert g["lag"] == 50
+    (last,) = rows(engine, "SELECT * FROM latest_commits WHERE cluster='exact' AND group_id=:g", g=group)
+    assert (last["committed_offset"], last["observed_at"]) == (50, obs["observed_at"])
     history = rows(
         engine,
         "SELECT committed_offset FROM group_offsets WHERE cluster='exact' AND group_id=:g ORDER BY sampled_at",

@@ -1,8 +1,7 @@
 """The evaluation's windowed reads, as PostgreSQL plans them: the window's bounds come from the
 clock (a subquery the planner cannot see into), so without the reads' session settings
-(`extract.WINDOW_SCAN`) it walks the time-first key row by row and joins each commit observation
-to its latest row by a key lookup; with them the window is read as a bitmap and hash-joined, and
-the rows are the same."""
+(`extract.WINDOW_SCAN`) it walks the time-first key row by row; with them the window is read as a
+bitmap, and the rows are the same."""
 
 from __future__ import annotations
 
@@ -25,11 +24,9 @@ WINDOW = timedelta(minutes=15)
 @pytest.fixture(scope="module")
 def window(engine: Engine) -> Engine:
     """SAMPLES offsets cycles of GROUPS x PARTITIONS group-partitions in the window, written in
-    another order than the key's (as cycles interleave with other writes), an observed commit per
-    group-partition and cycle, and the latest rows stamped with the newest observation."""
+    another order than the key's (as cycles interleave with other writes), and the latest rows."""
     with engine.begin() as conn:
-        for table in ("group_offsets", "commit_observations"):
-            create_day_partitions(conn, table, [day_of(NOW)])
+        create_day_partitions(conn, "group_offsets", [day_of(NOW)])
         keys = (
             "FROM generate_series(0, :p - 1) AS p, generate_series(0, :g - 1) AS g,"
             " generate_series(0, :s - 1) AS s"
@@ -45,32 +42,16 @@ def window(engine: Engine) -> Engine:
         )
         conn.execute(
             text(
-                "INSERT INTO commit_observations (cluster, group_id, topic, partition, observed_at,"
-                f" committed_offset) SELECT 'c', 'group-' || g, 'topic', p, {at}, 1000 - s {keys}"
-                " ORDER BY p, g, s"
-            ),
-            {"p": PARTITIONS, "g": GROUPS, "s": SAMPLES, "now": NOW},
-        )
-        conn.execute(
-            text(
                 "INSERT INTO latest_group_offsets (cluster, group_id, topic, partition, sampled_at,"
-                " committed_offset, lag, last_commit_observed_at)"
-                " SELECT cluster, group_id, topic, partition, sampled_at, committed_offset, lag,"
-                " sampled_at FROM group_offsets WHERE cluster = 'c' AND sampled_at = :now"
+                " committed_offset, lag)"
+                " SELECT cluster, group_id, topic, partition, sampled_at, committed_offset, lag"
+                " FROM group_offsets WHERE cluster = 'c' AND sampled_at = :now"
             ),
             {"now": NOW},
         )
-        # One key committed again after its latest row was stamped: the one row the read finds.
-        conn.execute(
-            text(
-                "UPDATE latest_group_offsets SET last_commit_observed_at = :before"
-                " WHERE cluster = 'c' AND group_id = 'group-7' AND partition = 7"
-            ),
-            {"before": NOW - timedelta(minutes=1)},
-        )
         set_clock(conn, PLAN, NOW)
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text("ANALYZE group_offsets, commit_observations, latest_group_offsets"))
+        conn.execute(text("ANALYZE group_offsets, latest_group_offsets"))
     return engine
 
 
@@ -94,7 +75,6 @@ def _read(conn: Connection, table: str, part: int = 0) -> tuple[str, list[tuple[
     ("table", "without", "rows"),
     [
         ("group_offsets", "Index Scan using", GROUPS * PARTITIONS * SAMPLES),
-        ("commit_observations", "Nested Loop", 1),
     ],
 )
 def test_a_windowed_read_reads_the_window_in_page_order_and_the_same_rows(
@@ -116,5 +96,6 @@ def test_a_windowed_read_reads_the_window_in_page_order_and_the_same_rows(
 
 def test_an_input_read_whole_runs_without_a_session_statement() -> None:
     assert extract.session_statement("latest_group_offsets") is None
+    assert extract.session_statement("latest_commits") is None, "a key's newest commit: no window"
     assert extract.session_statement("partitions") is None
     assert extract.session_statement("partition_offsets") == extract.WINDOW_SCAN

@@ -5,8 +5,8 @@ every derived row of the group entities is identical.
 
 The rows are random but seeded: group-partitions with many samples or one, lags unknown at some
 samples, consumed timestamps missing, rewinds, caught-up stretches, samples on the window's edges
-and outside it, commit observations older and newer than the latest row's, a group the plan
-carries, another cluster, and samples without a latest row.
+and outside it, group-partitions with a newest commit (`latest_commits`) and without, a group the
+plan carries, another cluster, and samples and a commit without a latest row.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def filled(engine: Engine) -> Engine:
     rng = random.Random(20311)
     samples: list[dict[str, Any]] = []
     latest: list[dict[str, Any]] = []
-    observations: list[dict[str, Any]] = []
+    commits: list[dict[str, Any]] = []
     for cluster in ("c", "other"):
         for g in range(GROUPS):
             for p in range(PARTITIONS):
@@ -80,10 +80,16 @@ def filled(engine: Engine) -> Engine:
                 }
                 rows = [{**key, **row} for row in _samples(rng)]
                 samples.extend(rows)
+                commit = None
+                if rng.random() < 0.7:
+                    at = NOW - timedelta(seconds=rng.randint(0, 1200))
+                    commit = {**key, "observed_at": at, "committed_offset": rng.randint(0, 900)}
                 if (g, p) == (GROUPS - 1, 0):
-                    continue  # samples without a latest row: not evaluated
+                    commits.append({**key, "observed_at": NOW, "committed_offset": 1})
+                    continue  # samples and a commit without a latest row: not evaluated
+                if commit is not None:
+                    commits.append(commit)
                 current = max(rows, key=lambda r: r["sampled_at"]) if rows else {}
-                observed = NOW - timedelta(seconds=rng.randint(0, 1200)) if rng.random() < 0.7 else None
                 latest.append(
                     {
                         **key,
@@ -93,15 +99,10 @@ def filled(engine: Engine) -> Engine:
                         "start_offset": rng.choice([None, 0, 500]),
                         "lag": current.get("lag"),
                         "consumed_timestamp": current.get("consumed_timestamp"),
-                        "last_commit_observed_at": observed,
                     }
                 )
-                for _ in range(rng.choice([0, 0, 1, 3])):
-                    at = NOW - timedelta(seconds=rng.randint(0, 1000))
-                    observations.append({**key, "observed_at": at, "committed_offset": rng.randint(0, 900)})
     with engine.begin() as conn:
-        for table in ("group_offsets", "commit_observations"):
-            create_day_partitions(conn, table, [day_of(NOW - timedelta(days=1)), day_of(NOW)])
+        create_day_partitions(conn, "group_offsets", [day_of(NOW - timedelta(days=1)), day_of(NOW)])
         conn.execute(
             text(
                 "INSERT INTO group_offsets (cluster, group_id, topic, partition, sampled_at, committed_offset,"
@@ -113,20 +114,19 @@ def filled(engine: Engine) -> Engine:
         conn.execute(
             text(
                 "INSERT INTO latest_group_offsets (cluster, group_id, topic, partition, sampled_at,"
-                " committed_offset, end_offset, start_offset, lag, consumed_timestamp,"
-                " last_commit_observed_at) VALUES (:cluster, :group_id, :topic, :partition, :sampled_at,"
-                " :committed_offset, :end_offset, :start_offset, :lag, :consumed_timestamp,"
-                " :last_commit_observed_at)"
+                " committed_offset, end_offset, start_offset, lag, consumed_timestamp)"
+                " VALUES (:cluster, :group_id, :topic, :partition, :sampled_at,"
+                " :committed_offset, :end_offset, :start_offset, :lag, :consumed_timestamp)"
             ),
             latest,
         )
         conn.execute(
             text(
-                "INSERT INTO commit_observations (cluster, group_id, topic, partition, observed_at,"
+                "INSERT INTO latest_commits (cluster, group_id, topic, partition, observed_at,"
                 " committed_offset) VALUES (:cluster, :group_id, :topic, :partition, :observed_at,"
-                " :committed_offset) ON CONFLICT DO NOTHING"
+                " :committed_offset)"
             ),
-            observations,
+            commits,
         )
         set_clock(conn, PLAN, NOW)
         conn.execute(
@@ -169,7 +169,7 @@ def test_gathered_by_postgresql_or_by_spark_every_group_row_is_the_same(inputs: 
     assert partitions.where("consume_rate < 0").count() > 0
 
 
-def test_the_gathered_window_holds_every_sample_in_it_and_the_newest_newer_observation(
+def test_the_gathered_window_holds_every_sample_in_it_and_the_newest_commit(
     filled: Engine,
 ) -> None:
     sql = f"SELECT * FROM {extract.group_windows_query(['c'], WINDOW, PLAN)}"
@@ -187,17 +187,11 @@ def test_the_gathered_window_holds_every_sample_in_it_and_the_newest_newer_obser
                 {"now": NOW},
             ).all()
         )
-        newer = dict(
+        newest = dict(
             conn.execute(
                 text(
-                    "SELECT o.group_id || '/' || o.partition, max(o.observed_at) FROM commit_observations o"
-                    " JOIN latest_group_offsets l USING (cluster, group_id, topic, partition)"
-                    " WHERE o.cluster = 'c' AND o.observed_at > :now - interval '15 minutes'"
-                    " AND o.observed_at <= :now"
-                    " AND (l.last_commit_observed_at IS NULL OR o.observed_at > l.last_commit_observed_at)"
-                    " GROUP BY 1"
-                ),
-                {"now": NOW},
+                    "SELECT group_id || '/' || partition, observed_at FROM latest_commits WHERE cluster = 'c'"
+                )
             ).all()
         )
     assert gathered, "no group-partition gathered"
@@ -206,7 +200,7 @@ def test_the_gathered_window_holds_every_sample_in_it_and_the_newest_newer_obser
         name = f"{group}/{partition}"
         assert len(row.window_at) == expected_samples[name], name
         assert len(row.window_lag) == len(row.window_offset) == len(row.window_consumed) == len(row.window_at)
-        assert row.observed_at == newer.get(name), name
+        assert row.observed_at == newest.get(name), name
     assert any(row.observed_at is not None for row in gathered.values())
     assert any(None in row.window_lag for row in gathered.values())
 

@@ -1,9 +1,10 @@
-"""The two writers of a cluster's latest group offsets on the real PostgreSQL: the offsets job's
-batch (every latest row moved to its sample time) and the commits job's observations (each key's
-newest commit, which the stream writes many times a second). At 1,000,000 group-partitions they
-deadlocked on `latest_group_offsets`, each holding rows the other wanted; here they write
-overlapping rows in opposite orders side by side, many times, and PostgreSQL must never report a
-deadlock (its own count, `pg_stat_database.deadlocks`, and its log when the server is ours)."""
+"""The two writers of a cluster's latest rows on the real PostgreSQL: the offsets job's batch
+(every latest group offset row moved to its sample time) and the commits job's observations (each
+key's newest commit, which the stream writes many times a second). At 1,000,000 group-partitions
+they deadlocked on `latest_group_offsets`, each holding rows the other wanted, when the commits
+job also wrote the commit times there; now each writes rows of its own. Here they write the same
+keys in opposite orders side by side, many times, and PostgreSQL must never report a deadlock
+(its own count, `pg_stat_database.deadlocks`, and its log when the server is ours)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from monitor.core.records import (
     PartitionOffsets,
     PartitionSample,
 )
-from monitor.store.samples import stamp_commit_times, write_commit_observations, write_offsets_batch
+from monitor.store.samples import write_commit_observations, write_offsets_batch
 from tests.fixtures.postgres import PgServer
 
 CLUSTER = "writers"
@@ -109,11 +110,8 @@ def test_the_offsets_batch_and_the_commit_stream_never_deadlock(engine: Engine, 
                 write_offsets_batch(conn, _batch(r))
 
         def commits(r: int = round_) -> None:
-            # As the commits job hands them over: the observations, then their times.
-            with engine.begin() as conn:
+            with engine.begin() as conn:  # as the commits job hands them over
                 write_commit_observations(conn, CLUSTER, _observations(r))
-            with engine.begin() as conn:
-                stamp_commit_times(conn, CLUSTER, _observations(r))
 
         errors += _side_by_side(offsets, commits)
 
@@ -125,16 +123,16 @@ def test_the_offsets_batch_and_the_commit_stream_never_deadlock(engine: Engine, 
             f.seek(offset)
             assert b"deadlock detected" not in f.read()
     with engine.connect() as conn:
-        stamped = conn.execute(
-            text(
-                "SELECT count(*) FROM latest_group_offsets WHERE cluster = :c"
-                " AND last_commit_observed_at = :at"
-            ),
-            {"c": CLUSTER, "at": T0 + timedelta(seconds=15 * ROUNDS + 7)},
-        ).scalar_one()
         latest = conn.execute(
-            text("SELECT count(*) FROM latest_commits WHERE cluster = :c AND committed_offset = :o"),
-            {"c": CLUSTER, "o": 1_000 + 100 * ROUNDS - 5},
+            text(
+                "SELECT count(*) FROM latest_commits WHERE cluster = :c AND committed_offset = :o"
+                " AND observed_at = :at"
+            ),
+            {"c": CLUSTER, "o": 1_000 + 100 * ROUNDS - 5, "at": T0 + timedelta(seconds=15 * ROUNDS + 7)},
         ).scalar_one()
-    assert stamped == len(KEYS), "every key carries its newest commit time"
-    assert latest == len(KEYS), "every key's newest commit is in latest_commits"
+        moved = conn.execute(
+            text("SELECT count(*) FROM latest_group_offsets WHERE cluster = :c AND sampled_at = :at"),
+            {"c": CLUSTER, "at": T0 + timedelta(seconds=15 * ROUNDS)},
+        ).scalar_one()
+    assert latest == len(KEYS), "every key's newest commit and its time are in latest_commits"
+    assert moved == len(KEYS), "every latest group offset row moved to the last batch's time"

@@ -329,3 +329,48 @@ def test_0030_marks_every_hour_of_a_day_rolled_up_and_back(scratch_url: str) -> 
         assert [tuple(d) for d in days] == [("derived_group", first.date())]
     finally:
         engine.dispose()
+
+
+def test_0039_keeps_every_commit_time_in_latest_commits_and_back(scratch_url: str) -> None:
+    migrate.upgrade(scratch_url, "0038")
+    engine = make_engine(scratch_url)
+    latest = (
+        "INSERT INTO latest_group_offsets (cluster, group_id, topic, partition, sampled_at, committed_offset,"
+        " last_commit_observed_at) VALUES ('c', :g, 't', 0, :at, :o, :seen)"
+    )
+    try:
+        with engine.begin() as conn:
+            for group, offset, seen in [("only-here", 5, NOW), ("older-kept", 9, NOW), ("newer-kept", 4, NOW),
+                                        ("never", 1, None)]:  # fmt: skip
+                conn.execute(text(latest), {"g": group, "at": NOW, "o": offset, "seen": seen})
+            conn.execute(
+                text(
+                    "INSERT INTO latest_commits (cluster, group_id, topic, partition, committed_offset,"
+                    " observed_at) VALUES ('c', 'older-kept', 't', 0, 8, :before), ('c', 'newer-kept', 't', 0,"
+                    " 6, :after)"
+                ),
+                {"before": NOW - timedelta(seconds=5), "after": NOW + timedelta(seconds=5)},
+            )
+        migrate.upgrade(scratch_url, "0039")
+        with engine.connect() as conn:
+            kept = conn.execute(
+                text("SELECT group_id, committed_offset, observed_at FROM latest_commits ORDER BY 1")
+            ).all()
+        assert [(g, o, at.astimezone(UTC)) for g, o, at in kept] == [
+            ("newer-kept", 6, NOW + timedelta(seconds=5)),  # a newer commit than the copy: kept
+            ("older-kept", 9, NOW),
+            ("only-here", 5, NOW),
+        ]
+        migrate.downgrade(scratch_url, "0038")
+        with engine.connect() as conn:
+            back = conn.execute(
+                text("SELECT group_id, last_commit_observed_at FROM latest_group_offsets ORDER BY 1")
+            ).all()
+        assert [(g, at and at.astimezone(UTC)) for g, at in back] == [
+            ("never", None),
+            ("newer-kept", NOW + timedelta(seconds=5)),
+            ("older-kept", NOW),
+            ("only-here", NOW),
+        ]
+    finally:
+        engine.dispose()

@@ -51,7 +51,6 @@ from monitor.store.samples import (
     latest_end_offsets,
     prune_record_timestamps,
     record_topic_configs,
-    stamp_commit_times,
     to_datetime,
     write_commit_observations,
     write_log_dirs,
@@ -147,9 +146,10 @@ def _count(conn: Connection, table: str, cluster: str) -> int:
 def _latest_groups(conn: Connection, cluster: str) -> dict[tuple[str, str, int], tuple[Any, ...]]:
     rows = conn.execute(
         text(
-            "SELECT group_id, topic, partition, sampled_at, committed_offset, leader_epoch, end_offset, "
+            "SELECT group_id, topic, partition, sampled_at, l.committed_offset, leader_epoch, end_offset, "
             "start_offset, lag, lag_clamped, committed_timestamp, consumed_timestamp, timestamp_method, "
-            "timestamp_error_ms, last_commit_observed_at FROM latest_group_offsets WHERE cluster = :c"
+            "timestamp_error_ms, c.observed_at FROM latest_group_offsets l "
+            "LEFT JOIN latest_commits c USING (cluster, group_id, topic, partition) WHERE cluster = :c"
         ),
         {"c": cluster},
     )
@@ -371,7 +371,7 @@ def test_commit_observations_keep_names_with_quotes_backslashes_braces_and_the_w
     assert [tuple(r) for r in latest] == [(name, f"t-{name}") for name in names]
 
 
-def test_streamed_observations_are_stored_as_sent_kept_newest_per_key_and_stamp_the_latest_rows(
+def test_streamed_observations_are_stored_as_sent_and_kept_newest_per_key(
     engine: Engine,
 ) -> None:
     at = T0 + timedelta(days=4)
@@ -389,29 +389,22 @@ def test_streamed_observations_are_stored_as_sent_kept_newest_per_key_and_stamp_
                 " WHERE cluster = 'streamed' ORDER BY group_id"
             )
         ).all()
-        unstamped = conn.execute(
-            text("SELECT last_commit_observed_at FROM latest_group_offsets WHERE cluster = 'streamed'")
-        ).scalar_one()
-        assert stamp_commit_times(conn, "streamed", [first_seen, other, newer]) == 1, "h has no latest row"
         stored = conn.execute(
             text(
                 "SELECT group_id, topic, partition, committed_offset, previous_offset, observed_at "
                 "FROM commit_observations WHERE cluster = 'streamed' ORDER BY group_id, observed_at"
             )
         ).all()
-        stamped = conn.execute(
-            text("SELECT last_commit_observed_at FROM latest_group_offsets WHERE cluster = 'streamed'")
-        ).scalar_one()
+        recalled = latest_committed(conn, "streamed")
     assert [tuple(r) for r in stored] == [
         ("g", "t", 0, 10, None, at),
         ("g", "t", 0, 11, 10, at + timedelta(seconds=1)),
         ("h", "t", 1, 7, None, at),
     ]
-    assert stamped == at + timedelta(seconds=1), "the newest observation of the key"
+    assert recalled == {("g", "t", 0): (10, at + timedelta(seconds=1))}, "the newest observation of the key"
     assert [tuple(r) for r in latest] == [("g", 11, at + timedelta(seconds=1)), ("h", 7, at)], (
         "each key's newest commit, kept whether or not the key has a latest group offset row"
     )
-    assert unstamped is None, "the observations alone leave the latest group offset rows to the stamp"
 
 
 def test_replaying_a_batch_neither_fails_nor_duplicates(

@@ -54,7 +54,7 @@ from monitor.kafka import CommitStreamReader
 from monitor.kafka.offsets_topic import WARNED_SKIPS
 from monitor.kafka.protocol import CommitStream
 from monitor.store.runs import Run
-from monitor.store.samples import stamp_commit_times, write_commit_mark, write_commit_observations
+from monitor.store.samples import write_commit_mark, write_commit_observations
 
 log = logging.getLogger(__name__)
 
@@ -317,10 +317,9 @@ def _behind_ms(batch: CommitStreamBatch, now_ms: int, before: int) -> int:
 def record_observations(ctx: ClusterContext, observations: list[CommitObservation]) -> bool:
     """Hand commit observations to the store: the streamed ones, and the sampled ones of the
     offsets job while the stream is not live (this job owns `commit_observations` and
-    `latest_commits`). Two writes: the observations first, which readers see at once, then
-    their times into the latest group offset rows, which waits while the offsets job writes
-    them. True when the observations were written now, False when queued (PostgreSQL
-    unavailable)."""
+    `latest_commits`, written together, which readers see at once; the latest group offset rows
+    are the offsets job's alone). True when the observations were written now, False when queued
+    (PostgreSQL unavailable)."""
     if not observations:
         return True
     cluster = ctx.cluster.name
@@ -328,12 +327,7 @@ def record_observations(ctx: ClusterContext, observations: list[CommitObservatio
     def write(conn: Connection, replay: bool) -> object:
         return write_commit_observations(conn, cluster, observations)
 
-    def stamp(conn: Connection, replay: bool) -> object:
-        return stamp_commit_times(conn, cluster, observations)
-
-    written = ctx.writer.submit(f"{cluster}:commits", len(observations), write)
-    ctx.writer.submit(f"{cluster}:commit times", len(observations), stamp)
-    return written
+    return ctx.writer.submit(f"{cluster}:commits", len(observations), write)
 
 
 JOB = CollectorJob(

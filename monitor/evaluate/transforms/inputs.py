@@ -2,7 +2,7 @@
 columns (as a JDBC read of the table gives them), plus the evaluation time.
 
 The caller restricts the time-series tables (`group_offsets`, `partition_offsets`,
-`commit_observations`, `log_dir_sizes`, `broker_disks`, `group_states`, `share_group_states`,
+`log_dir_sizes`, `broker_disks`, `group_states`, `share_group_states`,
 `share_group_offsets`, `probe_samples`) to the evaluation window;
 the transforms take the oldest and newest sample of each key in what they are given. Latest
 tables (`latest_*`, `partitions`, `brokers`) hold one row per key; `topic_configs` holds the
@@ -34,15 +34,15 @@ _PARTITION_OFFSET_VALUES = (
 SCHEMAS: dict[str, str] = {
     "latest_group_offsets": (
         "cluster string, group_id string, topic string, partition int, sampled_at timestamp, "
-        f"{_GROUP_OFFSET_VALUES}, last_commit_observed_at timestamp, gone_at timestamp"
+        f"{_GROUP_OFFSET_VALUES}, gone_at timestamp"
     ),
     "group_offsets": (
         "cluster string, group_id string, topic string, partition int, sampled_at timestamp, "
         f"{_GROUP_OFFSET_VALUES}, run_id bigint"
     ),
-    "commit_observations": (
-        "cluster string, group_id string, topic string, partition int, observed_at timestamp, "
-        "committed_offset bigint, previous_offset bigint"
+    "latest_commits": (
+        "cluster string, group_id string, topic string, partition int, committed_offset bigint, "
+        "observed_at timestamp"
     ),
     "latest_partition_offsets": (
         f"cluster string, topic string, partition int, sampled_at timestamp, {_PARTITION_OFFSET_VALUES}"
@@ -101,10 +101,9 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
     "latest_group_offsets": (
         *_GROUP_KEYS, "sampled_at", "committed_offset", "end_offset", "start_offset", "lag",
         "committed_timestamp", "consumed_timestamp", "timestamp_method", "timestamp_error_ms",
-        "last_commit_observed_at",
     ),
     "group_offsets": (*_GROUP_KEYS, "sampled_at", "committed_offset", "lag", "consumed_timestamp"),
-    "commit_observations": (*_GROUP_KEYS, "observed_at"),
+    "latest_commits": (*_GROUP_KEYS, "observed_at"),
     "latest_partition_offsets": (
         *_PARTITION_KEYS, "sampled_at", "start_offset", "end_offset", "start_timestamp", "latest_timestamp",
     ),
@@ -146,8 +145,8 @@ GROUP_WINDOWS = (
     "window_offset array<bigint>, window_lag array<bigint>, window_consumed array<bigint>"
 )
 """The Spark DDL of `Inputs.group_windows`: one row per row of `latest_group_offsets` (the columns
-read of it), with `observed_at`, the newest commit observation newer than the row's
-`last_commit_observed_at` (null if none), and the window's samples (`group_offsets` and the row
+read of it), with `observed_at`, the key's newest commit observation (`latest_commits`; null if
+none), and the window's samples (`group_offsets` and the row
 itself, those with a `sampled_at`) as parallel arrays, in any order: their time and consumed
 timestamp in epoch microseconds, their committed offset and lag."""
 
@@ -170,7 +169,7 @@ class Inputs:
 
     latest_group_offsets: DataFrame
     group_offsets: DataFrame
-    commit_observations: DataFrame
+    latest_commits: DataFrame
     latest_partition_offsets: DataFrame
     partition_offsets: DataFrame
     partitions: DataFrame
@@ -190,7 +189,7 @@ class Inputs:
     group_windows: DataFrame | None = None
     """The group-partitions with their window's samples gathered per key (GROUP_WINDOWS), as
     the extract has PostgreSQL group them: the transforms then read one row per group-partition
-    instead of grouping `latest_group_offsets`, `group_offsets` and `commit_observations`
+    instead of grouping `latest_group_offsets`, `group_offsets` and `latest_commits`
     themselves, which they do when it is None (monitor.evaluate.transforms.lag)."""
 
     @property

@@ -90,8 +90,8 @@ _WORK_COLUMNS: tuple[str, ...] = (
 def key_summaries(inputs: Inputs, window_commits: int) -> DataFrame:
     """Per row of `latest_group_offsets` (the columns read of it): `consume_rate` (committed
     offset change per second between the oldest and newest sample; negative after a rewind),
-    `window_start_lag`, `last_commit_at` (the newest observed commit, from the window's
-    observations or the row's `last_commit_observed_at`; null if never), `commit_lag_seconds`,
+    `window_start_lag`, `last_commit_at` (the newest observed commit, `latest_commits`; null if
+    never), `commit_lag_seconds`,
     `lag_trend_error` and the sliding-window `status` (status.py).
 
     Every value is computed from one row per key holding the key's window samples as an array
@@ -132,7 +132,7 @@ def key_summaries(inputs: Inputs, window_commits: int) -> DataFrame:
     )
     frame = frame.select(
         "*",
-        F.greatest(F.col("last_commit_observed_at"), F.col("observed_at")).alias("last_commit_at"),
+        F.col("observed_at").alias("last_commit_at"),
         consumed.alias("consume_rate"),
         F.col("first_lag").alias("window_start_lag"),
         _trend_error().alias("lag_trend_error"),
@@ -185,7 +185,7 @@ def windows(inputs: Inputs) -> DataFrame:
     rows = (
         key_rows(current, sample, row, no_time)
         .unionByName(key_rows(inputs.group_offsets, sample, no_row, no_time))
-        .unionByName(key_rows(inputs.commit_observations, no_sample, no_row, F.col("observed_at")))
+        .unionByName(key_rows(inputs.latest_commits, no_sample, no_row, F.col("observed_at")))
     )
     grouped = (
         rows.repartition(*keys)

@@ -4,8 +4,8 @@
 - `offsets`: partition_offsets, group_offsets, group_states, commit_observations, group_members,
   record_timestamps and data_loss_events, and the latest_partition_offsets and
   latest_group_offsets they keep current (`write_offsets_batch`, `write_offsets_history`);
-- `commits`: the commits observed as they happen, with latest_commits (`write_commit_observations`,
-  `stamp_commit_times`), and how far the stream has read (`write_commit_mark`);
+- `commits`: the commits observed as they happen, with latest_commits (`write_commit_observations`),
+  and how far the stream has read (`write_commit_mark`);
 - `end_offsets`: the end offsets listed every second between two offsets cycles
   (`write_end_offset_refresh`);
 - `disks`: log_dir_sizes and broker_disks (`write_log_dirs`);
@@ -28,7 +28,7 @@ Every function takes a connection inside the caller's transaction and never comm
 
 from __future__ import annotations
 
-from monitor.store.samples.commits import stamp_commit_times, write_commit_mark, write_commit_observations
+from monitor.store.samples.commits import write_commit_mark, write_commit_observations
 from monitor.store.samples.configs import record_topic_configs
 from monitor.store.samples.disks import write_log_dirs
 from monitor.store.samples.end_offsets import write_end_offset_refresh
@@ -53,7 +53,6 @@ __all__ = [
     "latest_end_offsets",
     "prune_record_timestamps",
     "record_topic_configs",
-    "stamp_commit_times",
     "to_datetime",
     "to_ms",
     "write_commit_mark",

@@ -1,6 +1,6 @@
-"""The commits observed as they happen (the commits job): commit_observations, each
-group-partition's newest commit in latest_commits, and the commit times in the latest group
-offset rows, with the lock every writer of those rows takes first.
+"""The commits observed as they happen (the commits job): commit_observations and each
+group-partition's newest commit in latest_commits, written together; and the lock every writer of
+the latest group offset rows takes first.
 """
 
 from __future__ import annotations
@@ -30,31 +30,25 @@ def write_commit_observations(
     """Commits observed as they happened (the commit stream, or the offsets job's sampled ones
     while the stream is not live): appended to commit_observations (a second commit of the same
     key in the same millisecond is one row), and each key's newest one kept in latest_commits,
-    which readers take the freshest committed offset from. Returns the observation rows written.
-    Touches no latest group offset row (`stamp_commit_times` does, under the cluster's lock):
-    this write never waits for the offsets job. Does not commit."""
+    which readers take the freshest committed offset and the last commit time from. Returns the
+    observation rows written. Touches no latest group offset row: this write never waits for the
+    offsets job. Does not commit."""
     if not observations:
         return 0
     days = {to_datetime((o.observed_at_ms // DAY_MS) * DAY_MS).date() for o in observations}
     with conn.begin_nested():
         ensure_days(conn, {"commit_observations": days})
         written = insert_commits(conn, observations, {"cluster": cluster}, True)
-        newest = sorted(newest_observations(observations).values(), key=_key)
-        conn.execute(text(_UPSERT_LATEST_COMMITS), {"cluster": cluster, **_arrays(newest)})
+        keep_newest_commits(conn, cluster, observations)
     return written
 
 
-def stamp_commit_times(conn: Connection, cluster: str, observations: Sequence[CommitObservation]) -> int:
-    """Move each key's newest commit time of `observations` into its latest group offset row
-    (`last_commit_observed_at`) when that row exists and has an older one (the offsets job writes
-    the rest of the row); returns the rows stamped. Takes the cluster's latest group offsets lock
-    first, as `write_offsets_batch` does (`lock_latest_groups`). Does not commit."""
-    if not observations:
-        return 0
+def keep_newest_commits(conn: Connection, cluster: str, observations: Sequence[CommitObservation]) -> None:
+    """Each key's newest observation of `observations` into latest_commits, where it is not older
+    than the one kept. Does not commit."""
     newest = sorted(newest_observations(observations).values(), key=_key)
-    with conn.begin_nested():
-        lock_latest_groups(conn, cluster)
-        return rowcount(conn, _UPDATE_LAST_COMMIT, {"cluster": cluster, **_arrays(newest)})
+    if newest:
+        conn.execute(text(_UPSERT_LATEST_COMMITS), {"cluster": cluster, **_arrays(newest)})
 
 
 def write_commit_mark(
@@ -81,8 +75,9 @@ def lock_latest_groups(conn: Connection, cluster: str) -> None:
     """Wait for, and hold until the transaction ends, the lock of the cluster's latest group
     offset rows. Every transaction that writes those rows takes it before its first row, so two
     never hold some rows each while waiting for the other's: the offsets job's batch moves every
-    row of the cluster, in several statements, while the commit times move a few rows many
-    times a second; without it they deadlocked (both in key orders of their own)."""
+    row of the cluster in several statements, each in a key order of its own. (The commits job
+    wrote the commit times into those rows too, many times a second, and deadlocked with the
+    batch before this lock; since migration 0039 the times are in `latest_commits` only.)"""
     conn.execute(
         text("SELECT pg_advisory_xact_lock(CAST(:k AS integer), hashtext(:c))"),
         {"k": LATEST_GROUPS_LOCK, "c": cluster},
@@ -150,11 +145,3 @@ ORDER BY s.n
 ON CONFLICT (cluster, group_id, topic, partition) DO UPDATE SET
     committed_offset = excluded.committed_offset, observed_at = excluded.observed_at
 WHERE l.observed_at <= excluded.observed_at"""
-
-_UPDATE_LAST_COMMIT = f"""
-UPDATE latest_group_offsets AS l
-SET last_commit_observed_at = {tstz("s.observed_ms")}
-FROM unnest(CAST(:groups AS text[]), CAST(:topics AS text[]), CAST(:partitions AS integer[]),
-            CAST(:observed AS bigint[])) AS s(group_id, topic, partition, observed_ms)
-WHERE l.cluster = :cluster AND l.group_id = s.group_id AND l.topic = s.topic AND l.partition = s.partition
-  AND (l.last_commit_observed_at IS NULL OR l.last_commit_observed_at < {tstz("s.observed_ms")})"""

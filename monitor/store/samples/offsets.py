@@ -16,7 +16,6 @@ from sqlalchemy import Connection, text
 
 from monitor.core.records import (
     CarriedGroupOffsets,
-    CommitObservation,
     DataLossEvent,
     GoneOffsets,
     GroupOffsetSample,
@@ -26,7 +25,7 @@ from monitor.core.records import (
 )
 from monitor.store.ingest import copy_rows
 from monitor.store.partitions import day_of
-from monitor.store.samples.commits import insert_commits, lock_latest_groups, newest_observations
+from monitor.store.samples.commits import insert_commits, keep_newest_commits, lock_latest_groups
 from monitor.store.samples.staging import (
     DAY_MS,
     Stage,
@@ -49,7 +48,7 @@ _GROUP_OFFSETS = Stage(
     "stage_group_offsets",
     "group_id text, topic text, partition integer, committed_offset bigint, leader_epoch integer, "
     "end_offset bigint, start_offset bigint, lag bigint, lag_clamped boolean, committed_ms bigint, "
-    "consumed_ms bigint, timestamp_method text, timestamp_error_ms bigint, observed_ms bigint",
+    "consumed_ms bigint, timestamp_method text, timestamp_error_ms bigint",
 )
 _GROUPS = Stage(
     "stage_group_states",
@@ -75,11 +74,12 @@ _LOSSES = Stage(
 def write_offsets_batch(conn: Connection, batch: OffsetsBatch, *, idempotent: bool = False) -> dict[str, int]:
     """Write one offsets cycle; return the number of rows written (inserted or updated) per table.
 
-    - appends to partition_offsets, group_offsets, group_states and commit_observations;
+    - appends to partition_offsets, group_offsets and group_states;
     - upserts latest_partition_offsets and latest_group_offsets (a batch with `history_after`
-      leaves its group_offsets rows to `write_offsets_history`): a latest group row takes
-      last_commit_observed_at from this batch's commit observation of its key and keeps the one
-      it had otherwise (an observation of a key without a group offset here is only appended);
+      leaves its group_offsets rows to `write_offsets_history`);
+    - writes the batch's commit observations as `write_commit_observations` does, with
+      latest_commits (the daemon's offsets job leaves them empty: it hands its observations to
+      the commits job's writer, the one writer of those rows);
     - marks the latest group offsets the cluster no longer has (`batch.gone`: `gone_at`);
     - replaces the members of the batch's groups;
     - adds the record timestamps and data loss events not recorded yet.
@@ -105,6 +105,7 @@ def write_offsets_batch(conn: Connection, batch: OffsetsBatch, *, idempotent: bo
         counts.update(_write_group_offsets(conn, batch, params, idempotent))
         counts["group_offsets_gone"] = _mark_gone(conn, batch.gone, params)
         counts["commit_observations"] = insert_commits(conn, batch.commit_observations, params, idempotent)
+        keep_newest_commits(conn, batch.cluster, batch.commit_observations)
         counts.update(_write_groups(conn, batch, params, idempotent))
         counts["record_timestamps"] = insert_staged(
             conn, _RECORDS, [_record_row(r) for r in batch.record_timestamps], _INSERT_RECORDS, params
@@ -175,33 +176,28 @@ def _mark_gone(conn: Connection, gone: GoneOffsets | None, params: dict[str, Any
 def _write_group_offsets(
     conn: Connection, batch: OffsetsBatch, params: dict[str, Any], idempotent: bool
 ) -> dict[str, int]:
-    """Group offsets, and the latest group offsets with the batch's commit observation times; in
-    `group_offsets_carried`, how many group offset rows were copied in the store from the previous
-    batch's rather than sent.
+    """Group offsets, and the latest group offsets; in `group_offsets_carried`, how many group
+    offset rows were copied in the store from the previous batch's rather than sent.
 
     A batch that carries its unmoved rows (`batch.carried`) sends only the moved ones; the others
     are copied from the latest rows the previous batch wrote. Should the store not hold exactly
     those rows (another writer replaced some), or on a replay, every sample is sent instead.
-
-    The observation time of each key is looked up here rather than joined in SQL: a join of two
-    temporary tables without statistics is where the planner can go badly wrong.
     """
     if not batch.group_offsets:
         return {"group_offsets": 0, "latest_group_offsets": 0, "group_offsets_carried": 0}
-    observed = _newest_commits(batch.commit_observations)
     if batch.history_after:
-        with staged(conn, _GROUP_OFFSETS, _group_rows(batch.group_offsets, observed)):
+        with staged(conn, _GROUP_OFFSETS, _group_rows(batch.group_offsets)):
             latest = rowcount(conn, _UPSERT_LATEST_GROUP_OFFSETS, params)
         return {"group_offsets": 0, "latest_group_offsets": latest, "group_offsets_carried": 0}
     carried = None if idempotent else batch.carried
     if carried is not None:
         try:
             with conn.begin_nested():
-                return _carry_group_offsets(conn, batch, carried, observed, params)
+                return _carry_group_offsets(conn, batch, carried, params)
         except _CarryMismatch:
             pass  # the savepoint is rolled back: send every sample
     counts = _sample_and_latest(
-        conn, "group_offsets", _GROUP_OFFSETS, _group_rows(batch.group_offsets, observed),
+        conn, "group_offsets", _GROUP_OFFSETS, _group_rows(batch.group_offsets),
         (_INSERT_GROUP_OFFSETS, _UPSERT_LATEST_GROUP_OFFSETS), params, idempotent,
     )  # fmt: skip
     return {**counts, "group_offsets_carried": 0}
@@ -215,7 +211,6 @@ def _carry_group_offsets(
     conn: Connection,
     batch: OffsetsBatch,
     carried: CarriedGroupOffsets,
-    observed: dict[tuple[str, str, int], int],
     params: dict[str, Any],
 ) -> dict[str, int]:
     """The moved samples from the wire; the rest copied in the store from the latest rows sampled
@@ -233,7 +228,7 @@ def _carry_group_offsets(
     conn.execute(
         text(f"CREATE TEMPORARY TABLE {_GROUP_OFFSETS.name} ({_GROUP_OFFSETS.columns}) ON COMMIT DROP")
     )
-    copy_rows(conn, _GROUP_OFFSETS.name, _GROUP_OFFSETS.names, _group_rows(carried.moved, observed))
+    copy_rows(conn, _GROUP_OFFSETS.name, _GROUP_OFFSETS.names, _group_rows(carried.moved))
     conn.execute(text(f"ANALYZE {_GROUP_OFFSETS.name}"))
     # Hash anti-joins, never nested loops: the planner can take the staged or gone keys for a
     # handful and scan them once per latest row (10^5 x 10^4 comparisons, minutes).
@@ -253,9 +248,7 @@ def _carry_group_offsets(
     return counts
 
 
-def _group_rows(
-    samples: Sequence[GroupOffsetSample], observed: dict[tuple[str, str, int], int]
-) -> Iterator[tuple[Any, ...]]:
+def _group_rows(samples: Sequence[GroupOffsetSample]) -> Iterator[tuple[Any, ...]]:
     """The staging rows of `samples`, made as the COPY sends them (`copy_rows`)."""
     return (
         (
@@ -272,15 +265,9 @@ def _group_rows(
             s.consumed_timestamp_ms,
             s.timestamp_method,
             s.timestamp_error_ms,
-            observed.get((s.committed.group_id, s.committed.topic, s.committed.partition)),
         )
         for s in samples
     )
-
-
-def _newest_commits(observations: Sequence[CommitObservation]) -> dict[tuple[str, str, int], int]:
-    """(group, topic, partition) -> when its newest commit of `observations` was observed (ms)."""
-    return {key: o.observed_at_ms for key, o in newest_observations(observations).items()}
 
 
 def _sample_and_latest(
@@ -390,8 +377,8 @@ INSERT INTO group_offsets (cluster, group_id, topic, partition, sampled_at, {_GR
 
 _UPSERT_LATEST_GROUP_OFFSETS = f"""
 INSERT INTO latest_group_offsets AS l (
-    cluster, group_id, topic, partition, sampled_at, {_GROUP_VALUES}, last_commit_observed_at)
-{_GROUP_SELECT}, {tstz("s.observed_ms")}
+    cluster, group_id, topic, partition, sampled_at, {_GROUP_VALUES})
+{_GROUP_SELECT}
 FROM stage_group_offsets AS s
 ON CONFLICT (cluster, group_id, topic, partition) DO UPDATE SET
     sampled_at = excluded.sampled_at, committed_offset = excluded.committed_offset,
@@ -400,7 +387,6 @@ ON CONFLICT (cluster, group_id, topic, partition) DO UPDATE SET
     committed_timestamp = excluded.committed_timestamp,
     consumed_timestamp = excluded.consumed_timestamp,
     timestamp_method = excluded.timestamp_method, timestamp_error_ms = excluded.timestamp_error_ms,
-    last_commit_observed_at = coalesce(excluded.last_commit_observed_at, l.last_commit_observed_at),
     gone_at = NULL
 WHERE l.sampled_at <= excluded.sampled_at"""
 

@@ -55,11 +55,14 @@ def latest_committed(
     conn: Connection, cluster: str
 ) -> dict[tuple[str, str, int], tuple[int, datetime | None]]:
     """(group, topic, partition) -> (committed offset, when a commit was last observed), from the
-    latest group offsets: what the collector needs to observe commits after a restart."""
+    latest group offsets and commits: what the collector needs to observe commits after a
+    restart."""
     rows = conn.execute(
         text(
-            "SELECT group_id, topic, partition, committed_offset, last_commit_observed_at "
-            "FROM latest_group_offsets WHERE cluster = :cluster"
+            "SELECT l.group_id, l.topic, l.partition, l.committed_offset, c.observed_at "
+            "FROM latest_group_offsets l LEFT JOIN latest_commits c ON c.cluster = l.cluster "
+            "AND c.group_id = l.group_id AND c.topic = l.topic AND c.partition = l.partition "
+            "WHERE l.cluster = :cluster"
         ),
         {"cluster": cluster},
     )
