@@ -84,3 +84,21 @@ def test_a_mistyped_command_is_told_the_deferred_one_it_resembles() -> None:
     result = CliRunner().invoke(app, ["statuz"])
     assert result.exit_code == 2
     assert "Did you mean 'status'?" in result.output
+
+
+WEB_LOADED = """
+import json, sys
+import monitor.expose.web.app
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_the_web_server_imports_the_chart_library_and_the_rule_loader_when_first_used() -> None:
+    """The daemon builds the web server before its collectors start: pygal (the charts) and the
+    rule loader with sqlglot (the pages' colours) wait for the first page that needs them."""
+    done = subprocess.run([sys.executable, "-c", WEB_LOADED], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    imported = json.loads(done.stdout)
+    late = ("pygal", "sqlglot", "monitor.evaluate.rules", "monitor.evaluate.rule_sql")
+    assert [m for m in imported if any(m == p or m.startswith(f"{p}.") for p in late)] == []
+    assert "monitor.expose.web.charts" in imported  # the pages that draw are there, their library not

@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
-import pygal
-
 from monitor.core.formatting import percent_filter
 from monitor.expose.read.objectives import BudgetDay
 from monitor.expose.web import charts
@@ -23,6 +21,8 @@ def _budget(group: str, objective: str, days: tuple[BudgetDay, ...]) -> charts.C
     if not days:
         return None
     lowest = min(0.0, *(d.budget_remaining * 100 for d in days))
+    import pygal
+
     chart = pygal.Bar(
         title="Error budget left",
         width=900,

@@ -24,15 +24,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import pygal
 from markupsafe import Markup, escape
-from pygal.style import Style
 
 from monitor.core.formatting import duration_filter, latency_filter, number_filter, percent_filter, printable
 from monitor.expose.web.health import BAD, OK, WARN
 from monitor.expose.web.security import nonce
+
+if TYPE_CHECKING:
+    from pygal.style import Style
 
 RED: Final = "#c5221f"
 AMBER: Final = "#e37400"
@@ -45,7 +46,12 @@ MAX_POINTS: Final = 240
 a 7-day window holds about 20,000 evaluations, more than a 900-pixel chart can show."""
 
 
+@lru_cache(maxsize=16)
 def _style(*colors: str) -> Style:
+    """pygal's style of the pages' charts, in `colors` (pygal, a tenth of a second of imports, is
+    imported at the first chart drawn, not at the web server's start)."""
+    from pygal.style import Style
+
     return Style(
         font_family="system-ui, sans-serif",
         background="#ffffff",
@@ -68,9 +74,9 @@ def _style(*colors: str) -> Style:
     )
 
 
-_BARS = _style(GREEN, GREY)
+_BARS: Final = (GREEN, GREY)
 """Leaders (green in the legend; each bar coloured by its health) beside the fair share (grey)."""
-_LINES = _style(BLUE, AMBER)
+_LINES: Final = (BLUE, AMBER)
 """The lag (blue) and, on the lag in messages, its projection (amber, dashed)."""
 COMMON: Final[dict[str, Any]] = {
     "js": [],  # the default tooltip script comes from a CDN
@@ -133,12 +139,14 @@ def leader_balance(cluster: str, brokers: Sequence[BrokerBar]) -> Chart:
 @lru_cache(maxsize=128)
 def _leader_balance(cluster: str, brokers: tuple[BrokerBar, ...]) -> Chart:
     title = f"Partition leaders per broker, {cluster}"
+    import pygal
+
     chart = pygal.Bar(
         title="Leaders per broker",
         width=360,
         height=220,
         value_formatter=lambda v: number_filter(v, 0 if float(v).is_integer() else 1),
-        style=_BARS,
+        style=_style(*_BARS),
         **COMMON,
     )
     chart.x_labels = [_label(b) for b in brokers]
@@ -163,6 +171,8 @@ def disk_usage(cluster: str, brokers: Sequence[BrokerBar]) -> Chart:
 @lru_cache(maxsize=128)
 def _disk_usage(cluster: str, brokers: tuple[BrokerBar, ...]) -> Chart:
     title = f"Disk used per broker, {cluster}"
+    import pygal
+
     chart = pygal.HorizontalBar(
         title="Disk used per broker",
         width=360,
@@ -172,7 +182,7 @@ def _disk_usage(cluster: str, brokers: tuple[BrokerBar, ...]) -> Chart:
         truncate_label=-1,
         show_legend=False,
         value_formatter=lambda v: f"{v:.0f}%",
-        style=_BARS,
+        style=_style(*_BARS),
         **COMMON,
     )
     chart.x_labels = [_label(b) for b in brokers]
@@ -273,6 +283,8 @@ def _line(
     end: datetime,
 ) -> Any:
     x_format = "%H:%M" if end - start <= timedelta(days=1) else "%m-%d %H:%M"
+    import pygal
+
     chart = pygal.DateTimeLine(
         title=title,
         width=900,
@@ -289,7 +301,7 @@ def _line(
         xrange=(start, end),
         min_scale=2,
         max_scale=6,
-        style=_LINES,
+        style=_style(*_LINES),
         **COMMON,
     )
     chart.x_labels = time_ticks(start, end)
@@ -418,6 +430,8 @@ def _probe_latency(
     if not values:
         return None
     x_format = "%H:%M" if end - start <= timedelta(days=1) else "%m-%d %H:%M"
+    import pygal
+
     chart = pygal.DateTimeLine(
         title="End-to-end latency per broker",
         width=900,
@@ -461,6 +475,8 @@ def probe_outcomes(cluster: str, rows: Sequence[tuple[int, int, int]]) -> Chart:
 
 @lru_cache(maxsize=128)
 def _probe_outcomes(cluster: str, rows: tuple[tuple[int, int, int], ...]) -> Chart:
+    import pygal
+
     chart = pygal.StackedBar(
         title="Probe rounds per broker",
         width=360,

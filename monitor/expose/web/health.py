@@ -26,16 +26,15 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Final
-
-import sqlglot
-from sqlglot import exp
+from typing import TYPE_CHECKING, Any, Final
 
 from monitor.core.derived import KEYS
 from monitor.core.vocabulary import SEVERITY_RANK, STATUS_RANK
-from monitor.evaluate.rule_sql import upper_bound
-from monitor.evaluate.rules import Rule, load_rules, rule_files
+from monitor.evaluate.rule_files import rule_files
 from monitor.expose.read.dashboard import OpenFinding
+
+if TYPE_CHECKING:
+    from monitor.evaluate.rules import Rule
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +111,9 @@ NO_FLAGS: Final = Flags(())
 
 def rule_reads(rules: Iterable[Rule]) -> dict[str, frozenset[str]]:
     """Rule name -> the columns its condition and tiers read."""
+    import sqlglot  # with the rules, read at the first page that colours a row (not at the start)
+    from sqlglot import exp
+
     reads: dict[str, frozenset[str]] = {}
     for rule in rules:
         texts = [t for t in (rule.condition, *(tier.when for tier in rule.severities)) if t]
@@ -143,6 +145,8 @@ class LossScale:
 
 def loss_scale(rules: Iterable[Rule]) -> LossScale:
     """The LossScale of TimeUntilDataLoss among `rules` (no colour without the rule)."""
+    from monitor.evaluate.rule_sql import upper_bound
+
     rule = next((r for r in rules if r.name == DATA_LOSS_RULE), None)
     if rule is None:
         log.warning("no %s rule: the pages colour no data-loss margin", DATA_LOSS_RULE)
@@ -199,6 +203,8 @@ class RuleScale:
             log.warning("cannot read the rule files for the dashboard's colours: %s", exc)
             return
         if stamp != self._stamp:
+            from monitor.evaluate.rules import load_rules  # the loader's modules: at the first read
+
             rules = load_rules(paths).rules
             self._scale, self._reads = loss_scale(rules), rule_reads(rules)
             self._stamp = stamp
