@@ -14,7 +14,11 @@ cluster and what to check (`KafkaPythonClient._failed`, the run's error). So eve
 - at DEBUG for the connection layer (`kafka.net`) and for any record about a broker that cannot
   be reached (a connection error, a node not ready, or a request cancelled because its
   connection closed under it, as the metadata refresh logs at ERROR when a broker stops): the
-  monitor reports those itself, a stopped broker as a finding; other records keep their level.
+  monitor reports those itself, a stopped broker as a finding;
+- at DEBUG for its INFO records: from 3.0 on it says at INFO each time a client starts or stops
+  its metadata refresh loop and each time the metadata is updated (a dozen lines at each start
+  of the daemon), which the monitor's own log says better (`starting collect`, the runs);
+  warnings and errors keep their level.
 """
 
 from __future__ import annotations
@@ -48,7 +52,8 @@ class KafkaPythonLog(logging.Handler):
             self._secrets[cluster] = tuple(s for s in secrets if s)
 
     def emit(self, record: logging.LogRecord) -> None:
-        level = logging.DEBUG if _about_reaching(record) else record.levelno
+        quiet = record.levelno <= logging.INFO or _about_reaching(record)
+        level = logging.DEBUG if quiet else record.levelno
         if not TARGET.isEnabledFor(level):
             return
         try:

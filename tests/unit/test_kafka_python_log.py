@@ -143,3 +143,25 @@ def test_a_broker_that_cannot_be_reached_is_not_an_error_in_the_log() -> None:
             logging.ERROR
         ),
     }
+
+
+def test_the_library_s_own_info_lines_are_debug() -> None:
+    """kafka-python 3 logs the start and stop of each client's metadata refresh and every metadata
+    update at INFO: a dozen lines at each start, none an operator acts on."""
+    route_kafka_python_log("eu", [])
+    asking("eu")
+    source = logging.getLogger("kafka.cluster")
+    with RootRecords() as logged:
+        source.info("Updated metadata: %s", "ClusterMetadata(brokers: 1, topics: 0, coordinators: 0)")
+        logging.getLogger("kafka.client").info("Starting metadata refresh loop")
+        source.warning("Topic %s is not available during auto-create initialization", "t")
+    levels = {r.getMessage(): r.levelno for r in logged.records if r.name == "monitor.kafka.python"}
+    assert levels == {
+        "kafka-python on cluster 'eu': Updated metadata: ClusterMetadata(brokers: 1, topics: 0, coordinators: 0)": (
+            logging.DEBUG
+        ),
+        "kafka-python on cluster 'eu': Starting metadata refresh loop": logging.DEBUG,
+        "kafka-python on cluster 'eu': Topic t is not available during auto-create initialization": (
+            logging.WARNING
+        ),
+    }
