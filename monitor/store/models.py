@@ -373,13 +373,10 @@ class LatestGroupOffset(_GroupOffsetValues, Base):
 
 
 class LatestCommit(Base):
-    """Each group-partition's newest observed commit, written with the observation in one
-    statement by the commits job as it observes commits (`write_commit_observations`): a commit
-    reaches readers at once, while `latest_group_offsets` moves once per offsets cycle. The only
-    record of when a group-partition last committed (the evaluation's time since the last commit,
-    the carry's quiet groups, the collector's restart). One writer per row: the offsets job hands
-    its sampled observations to the commits job's writer and never writes here, so the two jobs
-    cannot wait on each other's rows."""
+    """Each group-partition's newest observed commit and the only record of when it last
+    committed, written with the observation by the commits job (`write_commit_observations`), so
+    a commit reaches readers at once. One writer per row: the offsets job hands its observations
+    to that writer, so the two jobs cannot wait on each other's rows."""
 
     __tablename__ = "latest_commits"
     __table_args__ = ({"postgresql_with": {"fillfactor": LATEST_FILLFACTOR}},)

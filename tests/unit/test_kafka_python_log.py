@@ -10,7 +10,7 @@ import logging
 import socket
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -120,21 +120,30 @@ def test_a_refused_handshake_is_logged_naming_the_cluster_without_traceback_or_s
     assert all(PASSPHRASE not in r.getMessage() for r in logged.records)
 
 
+def _relogged(emit: Callable[[], object]) -> dict[str, int]:
+    """The level the monitor re-logs each of kafka-python's records at, by message, for the
+    records `emit` makes while asking on cluster 'eu'."""
+    route_kafka_python_log("eu", [])
+    asking("eu")
+    with RootRecords() as logged:
+        emit()
+    return {r.getMessage(): r.levelno for r in logged.records if r.name == "monitor.kafka.python"}
+
+
 def test_a_broker_that_cannot_be_reached_is_not_an_error_in_the_log() -> None:
     """kafka-python's metadata refresh logs at ERROR when a broker stops (refused, or its request
     cancelled as the connection closed under it); the monitor reports a stopped broker as a
     finding, so the line goes to DEBUG. Other errors keep their level."""
     from kafka.errors import Cancelled, KafkaConnectionError, UnknownError
 
-    route_kafka_python_log("eu", [])
-    asking("eu")
     source = logging.getLogger("kafka.cluster")
-    with RootRecords() as logged:
+
+    def emit() -> None:
         source.error("Metadata refresh: failed %s", KafkaConnectionError("111 ECONNREFUSED"))
         source.error("Metadata refresh: failed %s", Cancelled())
         source.error("Metadata refresh loop error: %s", UnknownError("broken"))
-    levels = {r.getMessage(): r.levelno for r in logged.records if r.name == "monitor.kafka.python"}
-    assert levels == {
+
+    assert _relogged(emit) == {
         "kafka-python on cluster 'eu': Metadata refresh: failed KafkaConnectionError: 111 ECONNREFUSED": (
             logging.DEBUG
         ),
@@ -148,15 +157,14 @@ def test_a_broker_that_cannot_be_reached_is_not_an_error_in_the_log() -> None:
 def test_the_library_s_own_info_lines_are_debug() -> None:
     """kafka-python 3 logs the start and stop of each client's metadata refresh and every metadata
     update at INFO: a dozen lines at each start, none an operator acts on."""
-    route_kafka_python_log("eu", [])
-    asking("eu")
     source = logging.getLogger("kafka.cluster")
-    with RootRecords() as logged:
+
+    def emit() -> None:
         source.info("Updated metadata: %s", "ClusterMetadata(brokers: 1, topics: 0, coordinators: 0)")
         logging.getLogger("kafka.client").info("Starting metadata refresh loop")
         source.warning("Topic %s is not available during auto-create initialization", "t")
-    levels = {r.getMessage(): r.levelno for r in logged.records if r.name == "monitor.kafka.python"}
-    assert levels == {
+
+    assert _relogged(emit) == {
         "kafka-python on cluster 'eu': Updated metadata: ClusterMetadata(brokers: 1, topics: 0, coordinators: 0)": (
             logging.DEBUG
         ),
