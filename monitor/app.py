@@ -28,7 +28,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Protocol
 
 from monitor.core.clock import Clock, SystemClock
-from monitor.core.errors import ConfigError
+from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.settings import Settings
 
 if TYPE_CHECKING:  # the stages are imported only when enabled
@@ -73,8 +73,11 @@ class App:
             log.info("starting %s", component.name)
             try:
                 component.start()
-            except BaseException:
-                log.exception("%s failed to start; stopping what was started", component.name)
+            except BaseException as exc:
+                known = isinstance(exc, MonitorError)  # it says what is wrong and the fix: no traceback
+                reason = f" ({exc})" if known else ""
+                log.error("%s failed to start%s; stopping what was started", component.name, reason,
+                          exc_info=not known)  # fmt: skip
                 self.stop()
                 raise
             self._started.append(component)
@@ -100,11 +103,8 @@ class App:
         self._stopping.set()
 
     def run_until_signalled(self) -> None:
-        """Start, block until SIGTERM/SIGINT (or request_stop), then stop.
-
-        The first signal stops gracefully: in-flight jobs finish their write before the scheduler
-        shuts down.
-        """
+        """Start, block until SIGTERM/SIGINT (or request_stop), then stop. The first signal stops
+        gracefully: in-flight jobs finish their write before the scheduler shuts down."""
 
         def handler(signum: int, frame: FrameType | None) -> None:
             log.info("received %s, shutting down", signal.Signals(signum).name)
@@ -258,7 +258,7 @@ def build_app(
     from monitor.store.service import StoreService
 
     clock = clock or SystemClock()
-    scheduler = Scheduler(max_workers=max(4, 2 * len(settings.clusters)))
+    scheduler = Scheduler()
     wiring = Wiring(
         settings,
         database_url,
@@ -484,16 +484,15 @@ class _AfterFirstAnswer:
 
 class _StopsFirst:
     """The scheduler, started in its place (before the stages that schedule jobs) but stopped
-    before every stage: no job runs while a stage stops. Its own place stops it again, which does
-    nothing."""
+    before every stage: no job runs while a stage stops (its own place's stop does nothing)."""
 
     name = "the scheduler's jobs"
 
     def __init__(self, scheduler: Component) -> None:
         self._scheduler = scheduler
 
-    def start(self) -> None:
-        """Nothing: the scheduler started in its place."""
+    def start(self) -> None:  # the scheduler started in its place
+        pass
 
     def stop(self) -> None:
         self._scheduler.stop()

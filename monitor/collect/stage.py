@@ -195,6 +195,7 @@ class CollectStage:
                 job.interval(self._intervals),
                 self._leased(collector, job.name),
                 first_run_in=job.first_run_in,
+                pool=f"collect:{name}",
             )
 
     def _run_soon(self, cluster: str) -> Callable[[str], object]:

@@ -2,7 +2,12 @@
 
 Policy for every job: one instance at a time (`max_instances=1`), missed runs coalesced into one,
 and a job that raises is logged and retried at its next interval; it never stops the scheduler.
-Each cluster's jobs run in a shared thread pool sized so a slow cluster cannot starve the others.
+
+Jobs run in pools (`every(pool=...)`): each cluster's collect jobs in a pool of their own, the
+daemon's other jobs (evaluation, alerting, the sender, the writer's flush, `/metrics`) in
+`DAEMON_POOL`. A cluster that does not answer holds its own pool's threads for its timeouts, never
+another cluster's nor the daemon's: its collectors cannot delay a notification. APScheduler only
+times the ticks; its threads hand each run to the job's pool at once.
 
 `run_soon(job_id)` runs a job now instead of at its next tick (a collection that saw a broker go
 calls it for the evaluation): at most one run is ever pending. Asked while the job is running, it
@@ -43,6 +48,14 @@ log = logging.getLogger(__name__)
 LATER = ":later"
 """The suffix of the one-off APScheduler job `run_later` adds for a job."""
 
+DAEMON_POOL = "daemon"
+"""The pool of the jobs `every` is not given one for."""
+
+POOL_WORKERS = 16
+"""Threads a pool may start: more than the jobs of any pool (a cluster has eight collect jobs),
+so that a job never waits for a thread; each job runs once at a time, so a pool starts a thread
+only for runs that overlap."""
+
 TRIM_AFTER_SECONDS = 1.0
 """A run at least this long is followed by `monitor.core.malloc.trim`: the runs that allocate much
 (evaluations, alert cycles at scale, offsets runs of a large fleet) are the long ones."""
@@ -75,15 +88,17 @@ def run_intervals(
 class Scheduler:
     name = "scheduler"
 
-    def __init__(self, max_workers: int = 8) -> None:
+    def __init__(self, max_workers: int = POOL_WORKERS) -> None:
+        """`max_workers`: the threads each pool may start."""
         self._scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(max_workers=max_workers)},
+            executors={"default": ThreadPoolExecutor(max_workers=2)},  # hands runs to the pools
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30},
             timezone="UTC",
         )
-        self._soon = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="run-soon")
+        self._workers = max_workers
+        self._pools: dict[str, futures.ThreadPoolExecutor] = {}
         self._lock = threading.Lock()
-        self._jobs: dict[str, tuple[float, Callable[[], None]]] = {}
+        self._jobs: dict[str, _Job] = {}
         self._running: set[str] = set()  # a run is under way (from a tick or from run_soon)
         self._pending: set[str] = set()  # asked to run again while running: one run, not a queue
         self._expected: set[str] = set()  # scheduled later: a request before then is kept
@@ -103,12 +118,14 @@ class Scheduler:
         func: Callable[[], Any],
         *,
         first_run_in: float = 0.0,
+        pool: str = DAEMON_POOL,
     ) -> None:
-        """Run `func` every `seconds`, first after `first_run_in` seconds. Replaces a job of that id."""
+        """Run `func` every `seconds`, first after `first_run_in` seconds, in the threads of
+        `pool` (the module's docstring). Replaces a job of that id."""
         start = datetime.now().astimezone() + timedelta(seconds=first_run_in)
         logged = _logged(job_id, func)
         with self._lock:
-            self._jobs[job_id] = (seconds, logged)
+            self._jobs[job_id] = _Job(seconds, logged, pool)
             asked = job_id in self._early
             self._early.discard(job_id)
         self._scheduler.add_job(
@@ -142,12 +159,24 @@ class Scheduler:
                 self._pending.add(job_id)
                 return queued
             self._running.add(job_id)  # claimed: a tick now is skipped, a request now is pending
-        seconds = self._jobs[job_id][0]
+        seconds = self._jobs[job_id].seconds
         job = self._scheduler.get_job(job_id)
         if job is not None:  # the next tick an interval after this run
             job.modify(next_run_time=datetime.now(UTC) + timedelta(seconds=seconds))
+        return self._submit(job_id)
+
+    def _submit(self, job_id: str) -> bool:
+        """Start a claimed run in its job's pool; False (and the claim let go) once stopping."""
+        with self._lock:
+            pool_name = self._jobs[job_id].pool
+            pool = None if self._stopping else self._pools.get(pool_name)
+            if pool is None and not self._stopping:
+                pool = futures.ThreadPoolExecutor(self._workers, thread_name_prefix=f"jobs-{pool_name}")
+                self._pools[pool_name] = pool
         try:
-            self._soon.submit(self._run_claimed, job_id)
+            if pool is None:
+                raise RuntimeError("stopping")
+            pool.submit(self._run_claimed, job_id)
         except RuntimeError:  # shut down between the check and the submit
             with self._lock:
                 self._running.discard(job_id)
@@ -178,11 +207,11 @@ class Scheduler:
                 log.debug("job %s: tick skipped, a run is under way", job_id)
                 return
             self._running.add(job_id)
-        self._run_claimed(job_id)
+        self._submit(job_id)
 
     def _run_claimed(self, job_id: str) -> None:
         """Run a job this thread has claimed (in `_running`); again while it was asked meanwhile."""
-        func = self._jobs[job_id][1]
+        func = self._jobs[job_id].func
         while True:
             started = time.monotonic()
             try:
@@ -212,7 +241,17 @@ class Scheduler:
             self._stopping = True
         if self._scheduler.running:
             self._scheduler.shutdown(wait=True)
-        self._soon.shutdown(wait=True)
+        with self._lock:
+            pools = list(self._pools.values())
+        for pool in pools:
+            pool.shutdown(wait=True)
+
+
+@dataclass(frozen=True)
+class _Job:
+    seconds: float
+    func: Callable[[], None]
+    pool: str
 
 
 def _logged(job_id: str, func: Callable[[], Any]) -> Callable[[], None]:

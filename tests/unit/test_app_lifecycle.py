@@ -41,12 +41,29 @@ def test_start_in_order_stop_in_reverse() -> None:
     assert len(log) == 6
 
 
-def test_failed_start_rolls_back_what_started() -> None:
+def test_failed_start_rolls_back_what_started(caplog: pytest.LogCaptureFixture) -> None:
     log: list[str] = []
     app = App([Recorder("store", log), Recorder("collect", log, fail=True), Recorder("web", log)])
     with pytest.raises(MonitorError, match="collect cannot start"):
         app.start()
     assert log == ["start store", "start collect", "stop store"]
+    failed = [r for r in caplog.records if "failed to start" in r.getMessage()]
+    assert [r.getMessage() for r in failed] == [
+        "collect failed to start (collect cannot start); stopping what was started"
+    ]
+    assert not failed[0].exc_info, "a failure the monitor explains is logged without a traceback"
+
+
+def test_an_unexpected_failed_start_is_logged_with_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    class Broken(Recorder):
+        def start(self) -> None:
+            raise RuntimeError("a bug")
+
+    app = App([Broken("web", [])])
+    with pytest.raises(RuntimeError):
+        app.start()
+    failed = [r for r in caplog.records if "failed to start" in r.getMessage()]
+    assert failed and failed[0].exc_info
 
 
 def test_a_failing_stop_does_not_keep_others_running() -> None:

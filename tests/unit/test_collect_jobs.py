@@ -18,7 +18,7 @@ from monitor.collect.context import ClusterContext, CollectorJob, Verdicts
 from monitor.collect.jobs import JOBS, job_intervals
 from monitor.collect.stage import ClusterCollector, CollectStage
 from monitor.core.clock import FakeClock
-from monitor.core.scheduler import run_intervals
+from monitor.core.scheduler import DAEMON_POOL, run_intervals
 from monitor.core.settings import ClusterConfig, CollectConfig, Intervals, ProbeConfig
 from monitor.kafka.fake import FakeCluster
 from monitor.store.runs import Run
@@ -31,6 +31,7 @@ T0 = datetime(2026, 5, 1, 8, 0, tzinfo=UTC)
 class RecordingScheduler:
     def __init__(self) -> None:
         self.jobs: dict[str, tuple[float, float]] = {}
+        self.pools: dict[str, str] = {}
         self.soon: list[str] = []
 
     def run_soon(self, job_id: str) -> bool:
@@ -38,9 +39,16 @@ class RecordingScheduler:
         return True
 
     def every(
-        self, job_id: str, seconds: float, func: Callable[[], Any], *, first_run_in: float = 0.0
+        self,
+        job_id: str,
+        seconds: float,
+        func: Callable[[], Any],
+        *,
+        first_run_in: float = 0.0,
+        pool: str = DAEMON_POOL,
     ) -> None:
         self.jobs[job_id] = (seconds, first_run_in)
+        self.pools[job_id] = pool
 
 
 def test_every_job_writes_tables_of_the_schema_and_no_table_has_two_writers() -> None:
@@ -91,6 +99,9 @@ def test_the_stage_schedules_every_enabled_job_for_every_cluster(probe: bool) ->
     }
     assert scheduler.jobs["east:offsets"] == (5, 0.0), "the lag's first answer is not put off"
     assert ("east:probe" in scheduler.jobs) is probe
+    assert {scheduler.pools[job] for job in scheduler.jobs} == {"collect:east"}, (
+        "a cluster's jobs wait for its own timeouts only, in a pool of their own"
+    )
 
 
 def _collector(name: str) -> ClusterCollector:

@@ -50,7 +50,7 @@ class PushStage:
             )
             self._writers.append(sender)
             self._scheduler.every(f"push:{target.name}", target.interval_seconds, self._job(sender),
-                                  first_run_in=min(target.interval_seconds, 10))  # fmt: skip
+                                  first_run_in=min(target.interval_seconds, 10), pool="push")  # fmt: skip
         if self._writers:
             log.info("pushing to %s", ", ".join(w.target.name for w in self._writers))
 
