@@ -19,7 +19,7 @@ only if a transform asks for them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -213,6 +213,7 @@ def read_inputs(
     plan_id: str,
     built_at: datetime,
     readers: int | None = None,
+    keep: Callable[[DataFrame], DataFrame] = lambda frame: frame,
 ) -> Inputs:
     """The inputs as DataFrames, read when a job needs them, of the window ending at the plan's
     clock (`clock`, also the inputs' `now`); the large ones in `readers` slices at most (default:
@@ -221,7 +222,7 @@ def read_inputs(
     was a stage of its own in every cached frame's plan that reads it (25 of a small cluster's 42
     stages), where reading a small input again is a query of milliseconds
     (docs/bench/evaluation-profile.md). `built_at` is only the inputs' `evaluated_at` (their
-    `now` is the clock)."""
+    `now` is the clock). `keep` is given the clock's one-row frame (`clock_column`)."""
     parallelism = max(
         1, min(spark.sparkContext.defaultParallelism, readers or spark.sparkContext.defaultParallelism)
     )
@@ -241,14 +242,18 @@ def read_inputs(
     )
     return Inputs(
         evaluated_at=built_at,
-        clock=clock_column(spark, target, plan_id),
+        clock=clock_column(spark, target, plan_id, keep),
         group_windows=windows.coalesce(1) if parallelism == 1 else windows,
         **frames,
     )
 
 
-def clock_column(spark: SparkSession, target: JdbcTarget, plan_id: str) -> Column:
-    """The plan's clock as a timestamp column, read when the plan runs.
+def clock_column(
+    spark: SparkSession, target: JdbcTarget, plan_id: str, keep: Callable[[DataFrame], DataFrame]
+) -> Column:
+    """The plan's clock as a timestamp column, read when the plan runs. Its one-row frame goes
+    through `keep`: a plan caches it first, so that each use of the clock (39 in a small cluster's
+    plan) reads the cache rather than PostgreSQL (docs/bench/evaluation-profile.md).
 
     Spark writes the value of a scalar subquery into the Java source it generates as a literal
     when it is a timestamp or a number Java has a literal for, so each evaluation's source would
@@ -262,7 +267,7 @@ def clock_column(spark: SparkSession, target: JdbcTarget, plan_id: str) -> Colum
         f"(SELECT (extract(epoch FROM evaluated_at) * 1000000)::numeric(20, 0) AS micros "
         f"FROM evaluation_clocks WHERE plan_id = {_quote(plan_id)}) AS clock"
     )
-    return F.timestamp_micros(read_table(spark, target, micros).scalar().cast("long"))
+    return F.timestamp_micros(keep(read_table(spark, target, micros)).scalar().cast("long"))
 
 
 def objectives_history_query(clusters: Sequence[str], objectives: Sequence[Objective], plan_id: str) -> str:

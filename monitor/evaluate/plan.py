@@ -124,13 +124,15 @@ def build_plan(
     (set it before running the plan: store.evaluation.set_clock); for one action, with its
     `gathered` frame."""
     plan_id = uuid.uuid4().hex
-    inputs = extract.read_inputs(spark, target, key.clusters, key.window, plan_id, built_at, key.readers)
     kept: list[DataFrame] = []
 
     def keep(frame: DataFrame) -> DataFrame:
         kept.append(frame)
         return frame
 
+    inputs = extract.read_inputs(
+        spark, target, key.clusters, key.window, plan_id, built_at, key.readers, keep=keep
+    )
     objectives = extract.read_objectives(spark, target, key.clusters, key.objectives, plan_id)
     frames = derive(inputs, key.window_commits, keep, objectives)
     if key.one_action:
