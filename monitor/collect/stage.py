@@ -42,7 +42,7 @@ from monitor.core.settings import ClusterConfig, CollectConfig, Intervals
 from monitor.kafka.protocol import Client
 from monitor.store import leases
 from monitor.store.buffer import BufferedWriter
-from monitor.store.runs import RunRecorder, instance_name
+from monitor.store.runs import Run, RunRecorder, instance_name
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class ClusterCollector:
             close()
         self.context.clients.close()
 
-    def run(self, job: str) -> None:
+    def run(self, job: str) -> Run:
         """One run of `job` (a name of `monitor.collect.jobs.JOBS`), recorded in `collection_runs`."""
         runner = self.runners.get(job)
         if runner is None:
@@ -110,6 +110,7 @@ class ClusterCollector:
         with self._recorder.run(self.cluster.name, job) as record, gc_paused():
             runner(record)
         self.context.recorded(record)
+        return record
 
 
 class CollectStage:
@@ -143,6 +144,7 @@ class CollectStage:
         self._lock = threading.Lock()
         self._first_answer = threading.Event()
         self._answer_runs: dict[str, int] = {}
+        self._unanswered: set[str] = set()  # clusters whose latest answer run did not reach them
         self._in_full: set[str] = set()
         self._answered_in_full = threading.Event()
         self._started_at = 0.0
@@ -219,23 +221,26 @@ class CollectStage:
         name = collector.cluster.name
 
         def run() -> None:
-            held = False
+            held, reached = False, True
             try:
                 if self.holds(name):
-                    held = True
-                    collector.run(job)
+                    held, reached = True, False
+                    reached = collector.run(job).reached is not None
             finally:
                 if job == ANSWER_JOB:
                     filling = getattr(collector.runners.get(ANSWER_JOB), "filling", False)
-                    self._answer_ended(name, in_full=not (held and filling))
+                    self._answer_ended(name, in_full=not (held and filling), reached=reached)
 
         return run
 
-    def _answer_ended(self, cluster: str, in_full: bool) -> None:
-        """A run of `cluster`'s answer job ended (`in_full`: nothing is left for the next)."""
+    def _answer_ended(self, cluster: str, in_full: bool, reached: bool = True) -> None:
+        """A run of `cluster`'s answer job ended (`in_full`: nothing is left for the next;
+        `reached`: it reached the cluster, or another instance holds it)."""
         if self._answered_in_full.is_set():  # every later offsets run: nothing to count
             return
         with self._lock:
+            (self._unanswered.discard if reached else self._unanswered.add)(cluster)
+            silent = f" (no answer from {', '.join(sorted(self._unanswered))})" if self._unanswered else ""
             runs = self._answer_runs[cluster] = self._answer_runs.get(cluster, 0) + 1
             if in_full or runs >= ANSWER_RUNS:
                 self._in_full.add(cluster)
@@ -248,13 +253,15 @@ class CollectStage:
         seconds = time.monotonic() - self._started_at
         if first:
             log.info(
-                "first answer: every cluster's offsets run is over, %.1f s after the collectors started",
+                "first answer: every cluster's offsets run is over%s, %.1f s after the collectors started",
+                silent,
                 seconds,
             )
         if full:
             log.info(
-                "lag answered in full: every cluster's offsets job has read its append times, %.1f s "
+                "lag answered in full: every cluster's offsets job has read its append times%s, %.1f s "
                 "after the collectors started",
+                silent,
                 seconds,
             )
 

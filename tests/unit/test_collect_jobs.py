@@ -3,6 +3,7 @@ the collection page reads and the tables each job writes all come from the one t
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -153,7 +154,7 @@ def test_the_lag_is_answered_in_full_once_the_append_times_are_read_or_after_two
     runners = {"east": Runner(), "west": Runner()}
     for name, collector in stage.collectors.items():
         collector.runners["offsets"] = runners[name]  # type: ignore[assignment]
-        collector.run = lambda job: None  # type: ignore[method-assign]
+        collector.run = lambda job: _ran("ok")  # type: ignore[method-assign]
     stage._leased(east, "offsets")()
     stage._leased(west, "offsets")()
     assert stage.first_answer(0) and not stage.answered_in_full(0), "both still fill their append times"
@@ -162,6 +163,30 @@ def test_the_lag_is_answered_in_full_once_the_append_times_are_read_or_after_two
     assert not stage.answered_in_full(0), "west's append times are still to come"
     stage._leased(west, "offsets")()  # its second run: in full, whatever it left
     assert stage.answered_in_full(0)
+
+
+def _ran(status: str) -> Run:
+    at = datetime(2026, 12, 4, tzinfo=UTC)
+    return Run("east", "offsets", at, finished_at=at, status=status)
+
+
+def test_the_start_s_answers_name_the_clusters_that_did_not_answer(caplog: pytest.LogCaptureFixture) -> None:
+    stage = CollectStage([], Intervals(), CollectConfig(), lambda: None, FakeClock(), RecordingScheduler())  # type: ignore[arg-type]
+    east, west = _collector("east"), _collector("west")
+    stage.collectors = {"east": east, "west": west}
+    stage._held = {"east", "west"}
+    east.run = lambda job: _ran("failed")  # type: ignore[method-assign]
+    west.run = lambda job: _ran("ok")  # type: ignore[method-assign]
+    caplog.set_level(logging.INFO, logger=stage_module.__name__)
+    for _ in range(2):
+        stage._leased(east, "offsets")()
+        stage._leased(west, "offsets")()
+
+    said = [r.getMessage() for r in caplog.records if "after the collectors started" in r.getMessage()]
+    assert len(said) == 2 and all(
+        "over (no answer from east)," in m or "times (no answer from east)," in m for m in said
+    ), said
+    assert stage.answered_in_full(0), "a cluster that does not answer does not hold back what waits"
 
 
 def test_an_unknown_job_is_refused_with_the_names_that_exist() -> None:
