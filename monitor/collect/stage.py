@@ -221,10 +221,10 @@ class CollectStage:
         name = collector.cluster.name
 
         def run() -> None:
-            held, reached = False, True
+            held, reached = False, True  # a cluster another instance holds is not unanswered
             try:
                 if self.holds(name):
-                    held, reached = True, False
+                    held, reached = True, False  # as it stays when the run raises
                     reached = collector.run(job).reached is not None
             finally:
                 if job == ANSWER_JOB:
@@ -239,7 +239,10 @@ class CollectStage:
         if self._answered_in_full.is_set():  # every later offsets run: nothing to count
             return
         with self._lock:
-            (self._unanswered.discard if reached else self._unanswered.add)(cluster)
+            if reached:
+                self._unanswered.discard(cluster)
+            else:
+                self._unanswered.add(cluster)
             silent = f" (no answer from {', '.join(sorted(self._unanswered))})" if self._unanswered else ""
             runs = self._answer_runs[cluster] = self._answer_runs.get(cluster, 0) + 1
             if in_full or runs >= ANSWER_RUNS:

@@ -168,20 +168,24 @@ class Scheduler:
     def _submit(self, job_id: str) -> bool:
         """Start a claimed run in its job's pool; False (and the claim let go) once stopping."""
         with self._lock:
-            pool_name = self._jobs[job_id].pool
-            pool = None if self._stopping else self._pools.get(pool_name)
-            if pool is None and not self._stopping:
-                pool = futures.ThreadPoolExecutor(self._workers, thread_name_prefix=f"jobs-{pool_name}")
-                self._pools[pool_name] = pool
+            pool = None if self._stopping else self._pool(self._jobs[job_id].pool)
         try:
-            if pool is None:
-                raise RuntimeError("stopping")
-            pool.submit(self._run_claimed, job_id)
+            if pool is not None:
+                pool.submit(self._run_claimed, job_id)
+                return True
         except RuntimeError:  # shut down between the check and the submit
-            with self._lock:
-                self._running.discard(job_id)
-            return False
-        return True
+            pass
+        with self._lock:
+            self._running.discard(job_id)
+        return False
+
+    def _pool(self, name: str) -> futures.ThreadPoolExecutor:
+        """The pool `name`, started at its first run (call under the lock)."""
+        pool = self._pools.get(name)
+        if pool is None:
+            pool = futures.ThreadPoolExecutor(self._workers, thread_name_prefix=f"jobs-{name}")
+            self._pools[name] = pool
+        return pool
 
     def run_later(self, job_id: str, seconds: float) -> bool:
         """Run `job_id` once `seconds` from now, as `run_soon` would then (beside its ticks); a
