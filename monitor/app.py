@@ -8,27 +8,26 @@ append times, would otherwise hold the import back), the collectors and the sche
 offsets job's first run starts at once, the others' as their `first_run_in` says, counted from
 there), then alert, act and push, which schedule their jobs on the running
 scheduler. What can wait waits for the collectors' first answer, on a thread of its own
-(`_AfterFirstAnswer`): the store's maintenance (rollups, retention) and the evaluate stage, whose
-Spark (pyspark's import, the JVM) would otherwise hold the collectors and the web back for
-seconds. The scheduler is stopped first (`_StopsFirst`), so no job runs while the stages stop.
+(`AfterFirstAnswer`): the store's maintenance (the other days' partitions, rollups, retention)
+and the evaluate stage, whose Spark (pyspark's import, the JVM) would otherwise hold the
+collectors and the web back for seconds. The scheduler is stopped first (`StopsFirst`), so no
+job runs while the stages stop, and what waits for the first answer is halted before it
+(`monitor.core.lifecycle`).
 """
 
 from __future__ import annotations
 
 import logging
-import signal
-import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
-from types import FrameType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from monitor.core.clock import Clock, SystemClock
-from monitor.core.errors import ConfigError, MonitorError
+from monitor.core.errors import ConfigError
+from monitor.core.lifecycle import AfterFirstAnswer, App, Component, StopsFirst
 from monitor.core.settings import Settings
 
 if TYPE_CHECKING:  # the stages are imported only when enabled
@@ -43,85 +42,6 @@ if TYPE_CHECKING:  # the stages are imported only when enabled
     from monitor.store.service import StoreService
 
 log = logging.getLogger(__name__)
-
-
-class Component(Protocol):
-    """A runtime part of the service.
-
-    `start()` may block while it connects (bounded by its own timeouts) and raises a MonitorError
-    when it cannot start; `stop()` never raises and is safe to call on a component that did not
-    finish starting.
-    """
-
-    name: str
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-
-@dataclass
-class App:
-    components: Sequence[Component]
-    _started: list[Component] = field(default_factory=list)
-    _stopping: threading.Event = field(default_factory=threading.Event)
-    _failure: BaseException | None = None
-
-    def start(self) -> None:
-        """Start every component in order; on failure stop the started ones in reverse and re-raise."""
-        for component in self.components:
-            log.info("starting %s", component.name)
-            try:
-                component.start()
-            except BaseException as exc:
-                known = isinstance(exc, MonitorError)  # it says what is wrong and the fix: no traceback
-                reason = f" ({exc})" if known else ""
-                log.error("%s failed to start%s; stopping what was started", component.name, reason,
-                          exc_info=not known)  # fmt: skip
-                self.stop()
-                raise
-            self._started.append(component)
-
-    def stop(self) -> None:
-        """Stop the started components in reverse order. Idempotent."""
-        while self._started:
-            component = self._started.pop()
-            log.info("stopping %s", component.name)
-            try:
-                component.stop()
-            except Exception:  # a failing stop must not keep the others running
-                log.exception("%s did not stop cleanly", component.name)
-        self._stopping.set()
-
-    def request_stop(self) -> None:
-        self._stopping.set()
-
-    def fail(self, exc: BaseException) -> None:
-        """A component that starts in the background could not start: the daemon stops, and
-        `run_until_signalled` raises `exc` as a failed start in the foreground does."""
-        self._failure = exc
-        self._stopping.set()
-
-    def run_until_signalled(self) -> None:
-        """Start, block until SIGTERM/SIGINT (or request_stop), then stop. The first signal stops
-        gracefully: in-flight jobs finish their write before the scheduler shuts down."""
-
-        def handler(signum: int, frame: FrameType | None) -> None:
-            log.info("received %s, shutting down", signal.Signals(signum).name)
-            self._stopping.set()
-
-        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-        self._stopping.clear()
-        try:
-            self.start()
-            while not self._stopping.wait(timeout=1.0):
-                pass
-        finally:
-            self.stop()
-            for sig, old in previous.items():
-                signal.signal(sig, old)
-        if self._failure is not None:
-            raise self._failure
 
 
 @dataclass(frozen=True)
@@ -277,7 +197,7 @@ def build_app(
     for step in (_collect, _evaluate, _alert, _act, _metrics):
         step(wiring)
     assert wiring.collect is not None
-    later = _AfterFirstAnswer(
+    later = AfterFirstAnswer(
         wiring.collect.answered_in_full,
         wiring.intervals["offsets"],
         partial(scheduler.run_soon, "store:maintenance"),
@@ -291,7 +211,7 @@ def build_app(
             scheduler,
             *wiring.components,
             later,
-            _StopsFirst(scheduler),
+            StopsFirst(scheduler, halts=[later.halt]),
         ]
     )
     later.on_failure = app.fail
@@ -422,77 +342,3 @@ class _LazyWeb:
     def stop(self) -> None:
         if self._server is not None:
             self._server.stop()
-
-
-class _AfterFirstAnswer:
-    """What waits for the collectors' first answer (each cluster's offsets job has answered the
-    lag and read the append times its first run left: `CollectStage.answered_in_full`; or at
-    most `wait_at_most` seconds): `first` (the store's maintenance, run on the scheduler), then the
-    stages of `later`, built and started in order on a thread of their own, so that the start of
-    the daemon, its collectors and its web server do not wait for them, nor share the CPUs with
-    them before the lag is answered. A stage that cannot start stops the daemon
-    (`on_failure`: `App.fail`), as a failed start in the foreground does."""
-
-    name = "after the first answer"
-
-    def __init__(
-        self,
-        answered: Callable[[float], bool],
-        wait_at_most: float,
-        first: Callable[[], object],
-        later: Sequence[Callable[[], Component]],
-    ) -> None:
-        self._answered = answered
-        self._wait_at_most = wait_at_most
-        self._first = first
-        self._later = later
-        self._stages: App | None = None
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.on_failure: Callable[[BaseException], object] = lambda exc: None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="after-first-answer", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        waited = time.monotonic()
-        while not self._answered(0.1):
-            if self._stopping.is_set():
-                return
-            if time.monotonic() - waited >= self._wait_at_most:
-                log.info(
-                    "no first answer from the collectors after %.0f s: starting the rest", self._wait_at_most
-                )
-                break
-        self._first()
-        try:
-            self._stages = App([build() for build in self._later])
-            self._stages.start()
-        except BaseException as exc:
-            log.error("the daemon stops: a stage started after the first answer failed: %s", exc)
-            self.on_failure(exc)
-
-    def stop(self) -> None:
-        """Wait for a stage that is starting (a JVM), then stop the started ones in reverse."""
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self._stages is not None:
-            self._stages.stop()
-
-
-class _StopsFirst:
-    """The scheduler, started in its place (before the stages that schedule jobs) but stopped
-    before every stage: no job runs while a stage stops (its own place's stop does nothing)."""
-
-    name = "the scheduler's jobs"
-
-    def __init__(self, scheduler: Component) -> None:
-        self._scheduler = scheduler
-
-    def start(self) -> None:  # the scheduler started in its place
-        pass
-
-    def stop(self) -> None:
-        self._scheduler.stop()

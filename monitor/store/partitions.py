@@ -12,6 +12,7 @@ maintenance at once wait for each other instead of failing on a duplicate name.
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -106,6 +107,27 @@ def create_day_partitions(conn: Connection, table: str, days: Iterable[date]) ->
         )
         created.append(name)
     return created
+
+
+def ensure_days(conn: Connection, wanted: dict[str, set[date]]) -> None:
+    """Create the day partitions `wanted` ({table: days}) that do not exist yet.
+
+    One catalog lookup when they all exist (the usual case); the partition lock is only taken
+    when one is missing, so concurrent writers of other clusters are not serialised.
+    """
+    names = {partition_name(table, day): (table, day) for table, days in wanted.items() for day in days}
+    if not names:
+        return
+    missing = conn.execute(
+        text("SELECT n FROM unnest(CAST(:names AS text[])) AS n WHERE to_regclass(quote_ident(n)) IS NULL"),
+        {"names": sorted(names)},
+    ).scalars()
+    by_table: dict[str, set[date]] = defaultdict(set)
+    for name in missing:
+        table, day = names[name]
+        by_table[table].add(day)
+    for table, days in sorted(by_table.items()):
+        create_day_partitions(conn, table, days)
 
 
 def ensure_partitions(conn: Connection, now: datetime, ahead_days: int) -> list[str]:

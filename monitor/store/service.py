@@ -17,7 +17,7 @@ from monitor.store.expiry import prune_history
 from monitor.store.metadata import prune_runs
 from monitor.store.models import Cluster
 from monitor.store.objectives import prune_minutes
-from monitor.store.partitions import ensure_partitions, maintain_partitions
+from monitor.store.partitions import PARTITIONED_TABLES, day_of, ensure_days, maintain_partitions
 from monitor.store.rollups import COARSE, FINE, SOURCES, prune_marks, rollup_table_name
 from monitor.store.samples import prune_record_timestamps
 
@@ -46,10 +46,13 @@ class StoreService:
         return self._engine
 
     def start(self) -> None:
-        """Connect, refuse a schema that is not at the migrations' head, create the partitions of
-        today and the days ahead. The rest of the maintenance (`maintain`: the rollups, which can
-        take minutes after a daemon was down, and retention) is not waited for: the daemon runs it
-        in the background once the collectors have answered."""
+        """Connect, refuse a schema that is not at the migrations' head, create today's partition
+        of every table partitioned by day (one catalog lookup when they exist). The rest of the
+        maintenance (`maintain`: yesterday's and the coming days' partitions, 100-odd tables a
+        new database creates in about half a second, the rollups, which can take minutes after a
+        daemon was down, and retention) is not waited for: the daemon runs it in the background
+        once the collectors have answered. A write for a day without its partition creates it
+        (`partitions.ensure_days`, `ingest.copy_rows`)."""
         self._engine = make_engine(self._url)
         current, heads = migrate.at_head(self._url)
         if current not in heads:
@@ -58,7 +61,7 @@ class StoreService:
                 f"the code expects {', '.join(heads)}; run `kafka-health db migrate`"
             )
         with self._engine.begin() as conn:
-            ensure_partitions(conn, self._clock.now(), self._config.partitions_ahead_days)
+            ensure_days(conn, {table: {day_of(self._clock.now())} for table in PARTITIONED_TABLES})
 
     def maintain(self) -> None:
         """Create the coming days' sample partitions, roll up the lag history of complete hours

@@ -117,6 +117,43 @@ def test_the_store_refuses_a_schema_below_the_head_without_asking_alembic(
     start(store)
 
 
+def test_the_store_starts_with_today_and_leaves_the_other_days_to_its_maintenance(scratch_url: str) -> None:
+    """A start creates today's partition of each partitioned table, what the first writes need;
+    yesterday's and the coming days' (five days of 24 tables on a new database, about half a
+    second the collectors would wait for) are the background maintenance's. A start on a database
+    that has them creates nothing."""
+    from monitor.core.clock import FakeClock
+    from monitor.core.settings_store import DatabaseConfig
+    from monitor.store.partitions import existing_partitions, partition_name
+    from monitor.store.service import StoreService
+
+    migrate.upgrade(scratch_url)
+    config = DatabaseConfig(partitions_ahead_days=2)
+    today = NOW.date()
+    days = [today + timedelta(days=offset) for offset in (-1, 0, 1, 2)]
+    engine = make_engine(scratch_url)
+
+    def partitions() -> dict[str, set[str]]:
+        with engine.connect() as conn:
+            return {table: set(existing_partitions(conn, table)) for table in PARTITIONED_TABLES}
+
+    try:
+        store = StoreService(scratch_url, config, FakeClock(NOW))
+        store.start()
+        try:
+            assert partitions() == {table: {partition_name(table, today)} for table in PARTITIONED_TABLES}
+            store.maintain()
+            expected = {table: {partition_name(table, day) for day in days} for table in PARTITIONED_TABLES}
+            assert partitions() == expected
+        finally:
+            store.stop()
+        store.start()
+        store.stop()
+        assert partitions() == expected
+    finally:
+        engine.dispose()
+
+
 def test_every_revision_has_a_downgrade() -> None:
     scripts = ScriptDirectory.from_config(migrate.alembic_config())
     for revision in scripts.walk_revisions():

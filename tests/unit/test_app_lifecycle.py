@@ -5,11 +5,12 @@ when it cannot start; the scheduler stops before the stages."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
-from monitor.app import App, _AfterFirstAnswer, _StopsFirst
 from monitor.core.errors import MonitorError
+from monitor.core.lifecycle import AfterFirstAnswer, App, StopsFirst
 from tests.conditions import wait_for
 
 
@@ -96,7 +97,7 @@ class Answer:
 def test_what_waits_for_the_first_answer_starts_after_it_on_its_own_thread() -> None:
     log: list[str] = []
     answer = Answer()
-    later = _AfterFirstAnswer(
+    later = AfterFirstAnswer(
         answer, 60, lambda: log.append("maintenance"), [lambda: Recorder("evaluate", log)]
     )
     app = App([Recorder("collect", log), later, Recorder("web", log)])
@@ -111,7 +112,7 @@ def test_what_waits_for_the_first_answer_starts_after_it_on_its_own_thread() -> 
 
 def test_no_answer_within_the_wait_starts_the_rest_anyway() -> None:
     log: list[str] = []
-    later = _AfterFirstAnswer(Answer(), 0.3, lambda: log.append("maintenance"), [lambda: Recorder("x", log)])
+    later = AfterFirstAnswer(Answer(), 0.3, lambda: log.append("maintenance"), [lambda: Recorder("x", log)])
     later.start()
     wait_for(lambda: "start x" in log, 5, "the start without an answer")
     later.stop()
@@ -120,7 +121,7 @@ def test_no_answer_within_the_wait_starts_the_rest_anyway() -> None:
 
 def test_a_stop_before_the_answer_starts_nothing() -> None:
     log: list[str] = []
-    later = _AfterFirstAnswer(Answer(), 60, lambda: log.append("maintenance"), [lambda: Recorder("x", log)])
+    later = AfterFirstAnswer(Answer(), 60, lambda: log.append("maintenance"), [lambda: Recorder("x", log)])
     later.start()
     later.stop()
     assert log == []
@@ -130,7 +131,7 @@ def test_a_stage_that_cannot_start_in_the_background_stops_the_daemon_with_its_e
     log: list[str] = []
     answer = Answer()
     answer.given.set()
-    later = _AfterFirstAnswer(answer, 60, lambda: None, [lambda: Recorder("evaluate", log, fail=True)])
+    later = AfterFirstAnswer(answer, 60, lambda: None, [lambda: Recorder("evaluate", log, fail=True)])
     app = App([Recorder("collect", log), later])
     later.on_failure = app.fail
     with pytest.raises(MonitorError, match="evaluate cannot start"):
@@ -141,7 +142,30 @@ def test_a_stage_that_cannot_start_in_the_background_stops_the_daemon_with_its_e
 def test_the_scheduler_stops_before_the_stages_it_runs_jobs_of() -> None:
     log: list[str] = []
     scheduler = Recorder("scheduler", log)
-    app = App([Recorder("collect", log), scheduler, Recorder("web", log), _StopsFirst(scheduler)])
+    app = App([Recorder("collect", log), scheduler, Recorder("web", log), StopsFirst(scheduler)])
     app.start()
     app.stop()
     assert log[3:] == ["stop scheduler", "stop web", "stop scheduler", "stop collect"]
+
+
+def test_a_daemon_that_stops_while_its_jobs_end_starts_nothing_more() -> None:
+    """The scheduler's stop waits for the jobs that run (a Kafka timeout, when the cluster is
+    down); the collectors' first answer, or the end of its wait, must not start the evaluate
+    stage (a JVM) in a daemon that is stopping."""
+    log: list[str] = []
+    answer = Answer()
+    later = AfterFirstAnswer(
+        answer, 60, lambda: log.append("maintenance"), [lambda: Recorder("evaluate", log)]
+    )
+
+    class SlowScheduler(Recorder):
+        def stop(self) -> None:  # a job ends as the scheduler stops: it gave the first answer
+            answer.given.set()
+            time.sleep(0.3)
+            super().stop()
+
+    scheduler = SlowScheduler("scheduler", log)
+    app = App([Recorder("collect", log), scheduler, later, StopsFirst(scheduler, halts=[later.halt])])
+    app.start()
+    app.stop()
+    assert log == ["start collect", "start scheduler", "stop scheduler", "stop scheduler", "stop collect"]

@@ -9,7 +9,8 @@ import json
 import subprocess
 import sys
 
-from monitor.app import _AfterFirstAnswer, build_app
+from monitor.app import build_app
+from monitor.core.lifecycle import AfterFirstAnswer
 from monitor.core.settings import load_settings
 
 NOWHERE = "postgresql+psycopg://nobody@127.0.0.1:9/none"
@@ -29,7 +30,7 @@ def test_the_stages_start_lag_first_and_spark_after_the_first_answer() -> None:
     assert names == ["store", "web", "collect", "scheduler", "alert", "act", "after the first answer",
                      "the scheduler's jobs"]  # fmt: skip
     later = app.components[names.index("after the first answer")]
-    assert isinstance(later, _AfterFirstAnswer)
+    assert isinstance(later, AfterFirstAnswer)
     assert [build().name for build in later._later] == ["evaluate"]
 
 

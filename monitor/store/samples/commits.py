@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from monitor.core.records import CommitObservation
+from monitor.store.partitions import ensure_days
 from monitor.store.samples.staging import (
     DAY_MS,
-    ensure_days,
     int_array,
     on_conflict,
     rowcount,

@@ -24,12 +24,11 @@ from monitor.core.records import (
     RecordTimestamp,
 )
 from monitor.store.ingest import copy_rows
-from monitor.store.partitions import day_of
+from monitor.store.partitions import day_of, ensure_days
 from monitor.store.samples.commits import insert_commits, keep_newest_commits, lock_latest_groups
 from monitor.store.samples.staging import (
     DAY_MS,
     Stage,
-    ensure_days,
     insert_staged,
     on_conflict,
     rowcount,

@@ -1,23 +1,22 @@
 """What the sample writers share: epoch-millisecond times, and the staging tables batches go
 through. A batch is sent over the wire once, by COPY into a temporary table dropped at the end of
 the write (`Stage`, `staged`); set-based statements then fill the sample tables from it, creating
-the day partitions they need first (`ensure_days`). Millisecond times stay integers on the wire
-and become ``timestamptz`` in PostgreSQL (`tstz`).
+the day partitions they need first (`monitor.store.partitions.ensure_days`). Millisecond times
+stay integers on the wire and become ``timestamptz`` in PostgreSQL (`tstz`).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, text
 
 from monitor.store.ingest import copy_rows
-from monitor.store.partitions import create_day_partitions, day_of, partition_name
+from monitor.store.partitions import day_of, ensure_days
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
@@ -87,27 +86,6 @@ def staged(conn: Connection, stage: Stage, rows: Iterable[Sequence[Any]]) -> Ite
     copy_rows(conn, stage.name, stage.names, rows)
     yield
     conn.execute(text(f"DROP TABLE pg_temp.{stage.name}"))
-
-
-def ensure_days(conn: Connection, wanted: dict[str, set[date]]) -> None:
-    """Create the day partitions `wanted` ({table: days}) that do not exist yet.
-
-    One catalog lookup when they all exist (the usual case); the partition lock is only taken
-    when one is missing, so concurrent writers of other clusters are not serialised.
-    """
-    names = {partition_name(table, day): (table, day) for table, days in wanted.items() for day in days}
-    if not names:
-        return
-    missing = conn.execute(
-        text("SELECT n FROM unnest(CAST(:names AS text[])) AS n WHERE to_regclass(quote_ident(n)) IS NULL"),
-        {"names": sorted(names)},
-    ).scalars()
-    by_table: dict[str, set[date]] = defaultdict(set)
-    for name in missing:
-        table, day = names[name]
-        by_table[table].add(day)
-    for table, days in sorted(by_table.items()):
-        create_day_partitions(conn, table, days)
 
 
 def on_conflict(idempotent: bool) -> str:
