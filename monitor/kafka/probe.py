@@ -129,7 +129,9 @@ class _ProbeAdmin(LeaderAdmin, TopicConfigWriter):
     preferred-leader election is the repair actions' (`LeaderAdmin`), the config writes the
     retention button's (`TopicConfigWriter`)."""
 
-    def create_assigned_topic(self, name: str, replicas: list[list[int]]) -> None:
+    def create_assigned_topic(self, name: str, replicas: list[list[int]]) -> bool:
+        """Create the topic with the probe's retention; False when it exists already (made by
+        someone else, with configs of their own)."""
         topic = NewTopic(
             name, num_partitions=len(replicas), replica_assignment=replicas, config=dict(RETENTION)
         )
@@ -145,6 +147,8 @@ class _ProbeAdmin(LeaderAdmin, TopicConfigWriter):
                 error = exc.args[0] if exc.args else None
                 if not (isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS):
                     raise
+                return False
+        return True
 
     def add_partitions(self, name: str, total: int, replicas: list[list[int]]) -> None:
         with self._call(f"add partitions to probe topic {name!r}") as call:
@@ -255,8 +259,10 @@ class ProbeClient:
             )
         found = self._admin.probe_partitions(topic)
         if found is None:
-            self._admin.create_assigned_topic(topic, assignment(broker_ids, replication_factor))
-            self._configured.add(topic)
+            if self._admin.create_assigned_topic(topic, assignment(broker_ids, replication_factor)):
+                self._configured.add(topic)
+            else:  # made before, and not yet in the metadata that answered: its configs are not ours
+                self._configure(topic)
             return self._wait_for_leaders(topic)
         if topic not in self._configured:
             self._configure(topic)

@@ -772,3 +772,42 @@ def test_a_probe_topic_made_before_gets_the_probes_retention(backend: Backend) -
 
     wanted = {"retention.ms": "3600000", "segment.ms": "600000", "cleanup.policy": "delete"}
     backend.wait_for(lambda: configs() == wanted, "the probe's retention on the topic made before")
+
+
+@pytest.mark.integration
+@pytest.mark.kafka
+def test_a_probe_topic_made_before_that_a_lagging_broker_calls_unknown_gets_the_probes_retention(
+    kafka: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any broker may answer the probe's describe, and one that has not replayed the topic's
+    creation calls it unknown: the probe then asks to create it and is told it exists. That topic
+    was made by someone else, with configs of its own, so it is given the probe's retention as a
+    topic found would be (before, the answer "exists" was taken as made with the probe's)."""
+    backend = RealBackend(kafka)
+    try:
+        topic = backend.create_topic(partitions=1, replication_factor=1)
+        admin = backend.probe._admin  # type: ignore[attr-defined]
+        describe = admin.probe_partitions
+        asked: list[str] = []
+
+        def probe_partitions(name: str) -> Any:
+            asked.append(name)
+            if len(asked) == 1:  # the first describe comes from a broker behind the controller
+                return None
+            return describe(name)
+
+        monkeypatch.setattr(admin, "probe_partitions", probe_partitions)
+
+        backend.probe.prepare(topic, backend.broker_ids[:1], replication_factor=1)
+        assert asked[0] == topic
+
+        def configs() -> dict[str, str]:
+            described = backend.admin.describe_topic_configs([topic], ["retention.ms", "segment.ms"])
+            return {entry.name: str(entry.value) for entry in described.value[topic]}
+
+        wanted = {"retention.ms": "3600000", "segment.ms": "600000"}
+        backend.wait_for(
+            lambda: configs() == wanted, "the probe's retention on the topic a broker called unknown"
+        )
+    finally:
+        backend.close()
