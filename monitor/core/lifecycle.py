@@ -131,15 +131,13 @@ class AfterFirstAnswer:
 
     def _run(self) -> None:
         waited = time.monotonic()
-        while not self._answered(0.1):
-            if self._stopping.is_set():
-                return
+        while not self._stopping.is_set() and not self._answered(0.1):
             if time.monotonic() - waited >= self._wait_at_most:
                 log.info(
                     "no first answer from the collectors after %.0f s: starting the rest", self._wait_at_most
                 )
                 break
-        if self._stopping.is_set():  # halted while the answer came: a stopping daemon starts no JVM
+        if self._stopping.is_set():  # halted while waiting, or as the answer came: no JVM starts
             return
         self._first()
         try:
@@ -156,7 +154,7 @@ class AfterFirstAnswer:
 
     def stop(self) -> None:
         """Wait for a stage that is starting (a JVM), then stop the started ones in reverse."""
-        self._stopping.set()
+        self.halt()
         if self._thread is not None:
             self._thread.join()
         if self._stages is not None:

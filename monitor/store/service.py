@@ -61,7 +61,8 @@ class StoreService:
                 f"the code expects {', '.join(heads)}; run `kafka-health db migrate`"
             )
         with self._engine.begin() as conn:
-            ensure_days(conn, {table: {day_of(self._clock.now())} for table in PARTITIONED_TABLES})
+            today = {day_of(self._clock.now())}
+            ensure_days(conn, dict.fromkeys(PARTITIONED_TABLES, today))
 
     def maintain(self) -> None:
         """Create the coming days' sample partitions, roll up the lag history of complete hours
