@@ -7,17 +7,25 @@ partition is refused, and ``monitor.store.ingest`` creates the missing day and r
 These functions take a connection and never commit; the caller owns the transaction. Creating and
 dropping partitions takes a transaction-scoped advisory lock, so two daemon instances doing
 maintenance at once wait for each other instead of failing on a duplicate name.
+
+Creating or dropping a partition locks its parent table against every reader and writer until the
+transaction ends. The periodic maintenance (`maintain_partitions`) therefore works one table per
+transaction, waiting at most `LOCK_WAIT` for each: a transaction that locked the 24 tables one
+after another would deadlock with any reader that holds one of them and then reads another (the
+API reads several tables in one transaction), and a long wait would queue every later reader of
+that table behind it.
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import OperationalError
 
 from monitor.store.rollups import (
     HOUR,
@@ -37,6 +45,10 @@ PARTITIONED_TABLES: dict[str, str] = partitioned_tables()
 """Table name -> the time column it is partitioned on."""
 
 _LOCK_KEY = 0x6B68_7061_7274  # an arbitrary constant shared by every instance: "khpart"
+LOCK_WAIT = timedelta(seconds=2)
+"""How long the maintenance waits for a table's lock before it leaves the table to a later try."""
+_LOCK_TRIES = 3
+_LOCK_CONFLICTS = frozenset({"55P03", "40P01"})  # lock_not_available, deadlock_detected
 _SUFFIX = re.compile(r"_p(\d{8})$")
 
 
@@ -45,6 +57,8 @@ class MaintenanceResult:
     created: list[str]
     dropped: list[str]
     rolled_up: list[str]
+    postponed: list[str]
+    """Tables whose partitions wait for the next pass: another transaction held them too long."""
 
 
 def partition_name(table: str, day: date) -> str:
@@ -130,15 +144,22 @@ def ensure_days(conn: Connection, wanted: dict[str, set[date]]) -> None:
         create_day_partitions(conn, table, days)
 
 
-def ensure_partitions(conn: Connection, now: datetime, ahead_days: int) -> list[str]:
-    """Make sure every partitioned table has yesterday .. today + `ahead_days`; return new names.
-
-    Idempotent: existing partitions are left alone.
-    """
+def _kept_days(now: datetime, ahead_days: int) -> list[date]:
+    """Yesterday .. today + `ahead_days`: the days the maintenance keeps a partition for."""
     if ahead_days < 0:
         raise ValueError(f"ahead_days must be >= 0, got {ahead_days}")
     today = day_of(now)
-    days = [today + timedelta(days=offset) for offset in range(-1, ahead_days + 1)]
+    return [today + timedelta(days=offset) for offset in range(-1, ahead_days + 1)]
+
+
+def ensure_partitions(conn: Connection, now: datetime, ahead_days: int) -> list[str]:
+    """Make sure every partitioned table has yesterday .. today + `ahead_days`, in the caller's
+    transaction (a new database, tests; the daemon's maintenance goes table by table:
+    `maintain_partitions`); return new names.
+
+    Idempotent: existing partitions are left alone.
+    """
+    days = _kept_days(now, ahead_days)
     created: list[str] = []
     for table in PARTITIONED_TABLES:
         created.extend(create_day_partitions(conn, table, days))
@@ -160,10 +181,15 @@ def _utc(now: datetime) -> datetime:
 
 
 def drop_expired_partitions(
-    conn: Connection, now: datetime, retention_days: int, longer: Mapping[str, int] | None = None
+    conn: Connection,
+    now: datetime,
+    retention_days: int,
+    longer: Mapping[str, int] | None = None,
+    tables: Iterable[str] | None = None,
 ) -> list[str]:
-    """Drop the day partitions whose every row is older than `retention_days` (or the table's
-    own retention in `longer`: the rollups'); return their names.
+    """Drop the day partitions of `tables` (every partitioned table by default) whose every row
+    is older than `retention_days` (or the table's own retention in `longer`: the rollups');
+    return their names.
 
     A partition for day D goes once D + 1 <= now - retention_days, so no sample younger than the
     retention is ever dropped. Tables that are not ``<table>_pYYYYMMDD`` partitions are ignored.
@@ -172,9 +198,12 @@ def drop_expired_partitions(
     for days in (retention_days, *longer.values()):
         if days < 1:
             raise ValueError(f"retention days must be >= 1, got {days}")
+    chosen = list(PARTITIONED_TABLES if tables is None else tables)
+    for table in chosen:
+        _check_table(table)
     _lock(conn)
     dropped = []
-    for table in PARTITIONED_TABLES:
+    for table in chosen:
         cutoff = _utc(now) - timedelta(days=longer.get(table, retention_days))
         rolled = rolled_days(conn, table) if table in SOURCES else None
         for day in partition_days(conn, table):
@@ -219,6 +248,37 @@ def roll_up_hour(conn: Connection, source: str, hour: datetime, now: datetime) -
     return True
 
 
+def _lock_conflict(exc: OperationalError) -> bool:
+    return getattr(exc.orig, "sqlstate", None) in _LOCK_CONFLICTS
+
+
+def _per_table(
+    engine: Engine, step: Callable[[Connection, str], list[str]], lock_wait: timedelta
+) -> tuple[list[str], list[str]]:
+    """Run `step` on each partitioned table in a transaction of its own that waits at most
+    `lock_wait` for a lock; a table that is not had in time is tried again after the others, up
+    to `_LOCK_TRIES` times. Returns (what the steps returned, the tables given up on)."""
+    done: list[str] = []
+    waiting = list(PARTITIONED_TABLES)
+    for _ in range(_LOCK_TRIES):
+        busy = []
+        for table in waiting:
+            try:
+                with engine.begin() as conn:
+                    conn.execute(
+                        text(f"SET LOCAL lock_timeout = {max(1, int(lock_wait.total_seconds() * 1000))}")
+                    )
+                    done.extend(step(conn, table))
+            except OperationalError as exc:
+                if not _lock_conflict(exc):
+                    raise
+                busy.append(table)
+        waiting = busy
+        if not waiting:
+            break
+    return done, waiting
+
+
 def maintain_partitions(
     engine: Engine,
     now: datetime,
@@ -226,14 +286,21 @@ def maintain_partitions(
     ahead_days: int,
     retention_days: int,
     longer: Mapping[str, int] | None = None,
+    lock_wait: timedelta = LOCK_WAIT,
 ) -> MaintenanceResult:
     """The periodic maintenance step: create the coming days, roll up the complete hours, then
-    drop the expired days (a raw day is rolled up before it can be dropped). Each step, and each
-    hour rolled up, is a transaction of its own: at a million group-partitions an hour is most of
-    an hour of PostgreSQL's work, and one transaction for the pass would hold the partition lock
-    and keep every table's dead rows from being vacuumed that long."""
+    drop the expired days (a raw day is rolled up before it can be dropped). Each table's
+    creations and drops, and each hour rolled up, is a transaction of its own: at a million
+    group-partitions an hour is most of an hour of PostgreSQL's work, and one transaction for the
+    pass would hold the partition lock and keep every table's dead rows from being vacuumed that
+    long; a transaction over several tables' locks deadlocks with readers (module docstring).
+    A table whose lock is not had within `lock_wait` (three tries) is `postponed`: its coming
+    days are days ahead, its expired days wait an hour more."""
+    days = _kept_days(now, ahead_days)
+    created, late = _per_table(
+        engine, lambda conn, table: create_day_partitions(conn, table, days), lock_wait
+    )
     with engine.begin() as conn:
-        created = ensure_partitions(conn, now, ahead_days)
         due = due_hours(conn, now)
     rolled: dict[tuple[str, date], list[datetime]] = {}
     for source, hours in due.items():
@@ -241,10 +308,18 @@ def maintain_partitions(
             with engine.begin() as conn:
                 if roll_up_hour(conn, source, hour, now):
                     rolled.setdefault((source, hour.date()), []).append(hour)
-    with engine.begin() as conn:
-        dropped = drop_expired_partitions(conn, now, retention_days, longer)
+    dropped, stale = _per_table(
+        engine,
+        lambda conn, table: drop_expired_partitions(conn, now, retention_days, longer, [table]),
+        lock_wait,
+    )
     rolled_up = [
         f"{source} {day.isoformat()} {hours[0]:%H}:00-{hours[-1] + HOUR:%H}:00"
         for (source, day), hours in sorted(rolled.items())
     ]
-    return MaintenanceResult(created=created, dropped=dropped, rolled_up=rolled_up)
+    return MaintenanceResult(
+        created=created,
+        dropped=sorted(dropped),
+        rolled_up=rolled_up,
+        postponed=sorted(set(late) | set(stale)),
+    )

@@ -17,7 +17,7 @@ from monitor.store.expiry import prune_history
 from monitor.store.metadata import prune_runs
 from monitor.store.models import Cluster
 from monitor.store.objectives import prune_minutes
-from monitor.store.partitions import PARTITIONED_TABLES, day_of, ensure_days, maintain_partitions
+from monitor.store.partitions import LOCK_WAIT, PARTITIONED_TABLES, day_of, ensure_days, maintain_partitions
 from monitor.store.rollups import COARSE, FINE, SOURCES, prune_marks, rollup_table_name
 from monitor.store.samples import prune_record_timestamps
 
@@ -89,6 +89,13 @@ class StoreService:
             prune_marks(conn, (now - timedelta(days=self._config.rollup_1h_retention_days)).date())
             prune_minutes(conn, now)
         over = prune_history(self.engine, now - timedelta(days=self._config.history_retention_days))
+        if result.postponed:
+            log.warning(
+                "the partitions of %s wait for the next maintenance: other transactions held these "
+                "tables longer than %s s",
+                ", ".join(result.postponed),
+                int(LOCK_WAIT.total_seconds()),
+            )
         if result.rolled_up:
             log.info("rolled up the lag history of %s", ", ".join(result.rolled_up))
         if result.dropped:
