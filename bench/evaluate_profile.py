@@ -3,9 +3,11 @@ statements PostgreSQL ran, and the job's own phase durations, per evaluation.
 
     .venv/bin/python bench/evaluate_profile.py                  # 2,000 group-partitions, 10 runs
     .venv/bin/python bench/evaluate_profile.py --rows 1000 --runs 20 --port 55483
+    .venv/bin/python bench/evaluate_profile.py --rows 10000 --samples 60 --interval 15  # 60 samples
 
 The cluster is bench/evaluate.py's synthetic one at a small size (`--rows` group-partitions, a
-tenth as many partitions), in a fresh database on a private PostgreSQL under
+tenth as many partitions, `--samples` offsets samples of each `--interval` seconds apart in the
+window: 5 by default, 60 as the daemon takes them), in a fresh database on a private PostgreSQL under
 var/bench/postgres-profile (or `--url`). One warm SparkSession (local[2], the daemon's defaults)
 evaluates it once to warm up, then `--runs` times, 30 s of evaluation time apart, as the daemon
 does. For each run it counts:
@@ -161,6 +163,18 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rows", type=int, default=2000, help="group-partitions (default 2000)")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=5,
+        help="offsets samples of each group-partition in the window (default 5)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=int,
+        default=180,
+        help="seconds between two samples (default 180; the daemon's: 15)",
+    )
     parser.add_argument("--runs", type=int, default=10, help="timed runs after the warm-up (default 10)")
     parser.add_argument("--url", help="an existing server (its admin database); default: a local one")
     parser.add_argument("--port", type=int, default=55483, help="the local server's port (default 55483)")
@@ -184,7 +198,7 @@ def main() -> int:
     try:
         migrate.upgrade(url)
         engine = make_engine(url)
-        shape = fill(engine, args.rows, samples=5, interval=180)
+        shape = fill(engine, args.rows, samples=args.samples, interval=args.interval)
         _log(f"{args.rows} group-partitions, {shape['partitions']} partitions, {shape['groups']} groups")
         plans = Plans()  # as the daemon's evaluate stage: the plan is built once, then reused
         warm = evaluate_once(spark, engine, url, 0, plans)
