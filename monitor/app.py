@@ -280,6 +280,23 @@ def _act(w: Wiring) -> None:
     w.components.append(ActStage(w.retention, w.scheduler, w.intervals["retention"], w.repairs))
 
 
+MAINTENANCE_RETRY_SECONDS = 60.0
+"""How soon the store's maintenance runs again when it postponed a table (a long read held it)."""
+
+
+def maintenance(store: StoreService, scheduler: Scheduler) -> Callable[[], None]:
+    """The store's maintenance job: a pass that postponed tables (another transaction held them
+    past the lock wait, `partitions.maintain_partitions`) asks for another pass in
+    MAINTENANCE_RETRY_SECONDS rather than at its next interval (an hour by default), so that a
+    read that happened to hold a table does not leave it without its coming days for hours."""
+
+    def run() -> None:
+        if store.maintain():
+            scheduler.run_later("store:maintenance", MAINTENANCE_RETRY_SECONDS)
+
+    return run
+
+
 def _metrics(w: Wiring) -> None:
     """One snapshot serves /metrics and the push targets, rebuilt when a new evaluation lands;
     the store's maintenance is scheduled beside it."""
@@ -295,7 +312,7 @@ def _metrics(w: Wiring) -> None:
         w.components.append(PushStage(settings.push, w.snapshot.families, w.clock, w.scheduler))
     w.scheduler.every("metrics:snapshot", settings.metrics.snapshot_check_seconds, w.snapshot.check,
                       first_run_in=min(settings.metrics.snapshot_check_seconds, 5))  # fmt: skip
-    w.scheduler.every("store:maintenance", w.intervals["maintenance"], w.store.maintain,
+    w.scheduler.every("store:maintenance", w.intervals["maintenance"], maintenance(w.store, w.scheduler),
                       first_run_in=w.intervals["maintenance"])  # fmt: skip
 
 

@@ -64,7 +64,7 @@ class StoreService:
             today = {day_of(self._clock.now())}
             ensure_days(conn, dict.fromkeys(PARTITIONED_TABLES, today))
 
-    def maintain(self) -> None:
+    def maintain(self) -> list[str]:
         """Create the coming days' sample partitions, roll up the lag history of complete hours
         (`monitor.store.rollups`), drop what is past its retention, and prune the
         record-timestamp cache of entries older than the retention (their records are deleted
@@ -72,7 +72,8 @@ class StoreService:
         collection runs older than the retention, and the lag objectives' minutes past the
         longest window (store.objectives), and what is over (resolved findings and alerts,
         closed incidents, sent notifications, ended silences: store.expiry) past
-        `history_retention_days`."""
+        `history_retention_days`. Returns the tables whose partitions wait for another pass
+        (`MaintenanceResult.postponed`)."""
         now = self._clock.now()
         result = maintain_partitions(
             self.engine,
@@ -91,8 +92,8 @@ class StoreService:
         over = prune_history(self.engine, now - timedelta(days=self._config.history_retention_days))
         if result.postponed:
             log.warning(
-                "the partitions of %s wait for the next maintenance: other transactions held these "
-                "tables longer than %s s",
+                "the partitions of %s wait for another maintenance pass: other transactions held "
+                "these tables longer than %s s",
                 ", ".join(result.postponed),
                 int(LOCK_WAIT.total_seconds()),
             )
@@ -110,6 +111,7 @@ class StoreService:
                 self._config.history_retention_days,
                 ", ".join(f"{count} {table}" for table, count in over.items()),
             )
+        return result.postponed
 
     def stop(self) -> None:
         if self._engine is not None:

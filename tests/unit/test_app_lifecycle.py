@@ -169,3 +169,33 @@ def test_a_daemon_that_stops_while_its_jobs_end_starts_nothing_more() -> None:
     app.start()
     app.stop()
     assert log == ["start collect", "start scheduler", "stop scheduler", "stop scheduler", "stop collect"]
+
+
+def test_a_maintenance_that_postponed_a_table_runs_again_soon_not_at_its_next_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read that held a table past the lock wait makes the pass postpone it
+    (`partitions.maintain_partitions`); the job asks for another pass a minute later, where its
+    interval is an hour, and asks nothing once no table waits."""
+    from monitor import app
+    from monitor.core.scheduler import Scheduler
+
+    monkeypatch.setattr(app, "MAINTENANCE_RETRY_SECONDS", 0.2)
+    answers = [["group_offsets"], []]
+    passes: list[float] = []
+
+    class Store:
+        def maintain(self) -> list[str]:
+            passes.append(time.monotonic())
+            return answers[len(passes) - 1] if len(passes) <= len(answers) else []
+
+    scheduler = Scheduler()
+    scheduler.start()
+    try:
+        scheduler.every("store:maintenance", 3600, app.maintenance(Store(), scheduler))  # type: ignore[arg-type]
+        wait_for(lambda: len(passes) >= 2, 10, "the pass after the postponing one")
+        time.sleep(0.6)  # three retry delays: a pass that postponed nothing asks for no other
+        assert len(passes) == 2
+        assert passes[1] - passes[0] >= 0.2
+    finally:
+        scheduler.stop()
