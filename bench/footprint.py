@@ -2,8 +2,8 @@
 web) against a live cluster of 10,000 group-partitions, from its start to a complete answer and
 then in steady state.
 
-    .venv/bin/python bench/footprint.py --label before     # about 8 minutes on 2 CPUs
-    .venv/bin/python bench/footprint.py --steady 120 --settle 30 --label after
+    .venv/bin/python bench/footprint.py --label before     # about 20 minutes on 2 CPUs
+    .venv/bin/python bench/footprint.py --steady 120 --settle 30 --label start  # the start's figures
 
 1. A private 1-node Kafka cluster under var/bench/kafka-footprint (or $KAFKA_HEALTH_VAR/...),
    ports --kafka-port (59392) and 100 higher: --partitions partitions in topics of 100 (1,000 by
@@ -23,12 +23,14 @@ then in steady state.
    hold them all, as the daemon's warning tells an operator to); the CPU seconds of the daemon's
    process tree (Python and the Spark JVM it starts) and of PostgreSQL's processes (with the
    backends it reaped) to each point.
-5. After --settle seconds (120) from the end of the first evaluation, --steady seconds (180) of
-   steady state with a scraper reading `/metrics` every 15 s and one group's lag read through the
-   API every 10 s: CPU seconds per minute of the daemon (Python, JVM) and of PostgreSQL; resident
-   memory of the daemon's tree (the sum of RSS and of PSS, sampled every 5 s: the largest and the
-   last); the age of the offset lag served (now - `offset_lag_as_of` of the group read); the
-   evaluations' durations.
+5. After --settle seconds (840) from the end of the first evaluation, --steady seconds (180) of
+   steady state (by then the evaluation's 15-minute window holds its 60 samples of each
+   group-partition: a shorter settle measures a window still filling, whose evaluations cost
+   less, docs/bench/targets.md) with a scraper reading `/metrics` every 15 s and one group's lag
+   read through the API every 10 s: CPU seconds per minute of the daemon (Python, JVM) and of
+   PostgreSQL; resident memory of the daemon's tree (the sum of RSS and of PSS, sampled every 5 s:
+   the largest and the last); the age of the offset lag served (now - `offset_lag_as_of` of the
+   group read); the evaluations' durations.
 
 Prints Markdown and writes bench/results/footprint.json and footprint.md; the runs of other labels
 in footprint.json are kept, so one file holds the before and the after of a change.
@@ -601,7 +603,9 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=1000, help="partitions, in topics of 100 (1000)")
     parser.add_argument("--groups", type=int, default=50, help=f"groups of {PER_GROUP} partitions each (50)")
     parser.add_argument("--produce-rate", type=int, default=500, help="records per second (500)")
-    parser.add_argument("--settle", type=int, default=120, help="seconds after the complete answer (120)")
+    parser.add_argument(
+        "--settle", type=int, default=840, help="seconds after the first evaluation, the window filling (840)"
+    )
     parser.add_argument("--steady", type=int, default=180, help="seconds of steady measurement (180)")
     parser.add_argument(
         "--driver-memory", default=None, help="spark.driver_memory for the daemon (its default)"
