@@ -24,9 +24,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
+import psycopg
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import OperationalError
 
+from monitor.store.local_settings import setting_statement
 from monitor.store.rollups import (
     HOUR,
     RESOLUTIONS,
@@ -48,7 +50,7 @@ _LOCK_KEY = 0x6B68_7061_7274  # an arbitrary constant shared by every instance: 
 LOCK_WAIT = timedelta(seconds=2)
 """How long the maintenance waits for a table's lock before it leaves the table to a later try."""
 _LOCK_TRIES = 3
-_LOCK_CONFLICTS = frozenset({"55P03", "40P01"})  # lock_not_available, deadlock_detected
+_LOCK_CONFLICTS = (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected)
 _SUFFIX = re.compile(r"_p(\d{8})$")
 
 
@@ -248,16 +250,13 @@ def roll_up_hour(conn: Connection, source: str, hour: datetime, now: datetime) -
     return True
 
 
-def _lock_conflict(exc: OperationalError) -> bool:
-    return getattr(exc.orig, "sqlstate", None) in _LOCK_CONFLICTS
-
-
 def _per_table(
     engine: Engine, step: Callable[[Connection, str], list[str]], lock_wait: timedelta
 ) -> tuple[list[str], list[str]]:
     """Run `step` on each partitioned table in a transaction of its own that waits at most
     `lock_wait` for a lock; a table that is not had in time is tried again after the others, up
     to `_LOCK_TRIES` times. Returns (what the steps returned, the tables given up on)."""
+    waits = text(setting_statement({"lock_timeout": f"{max(1, int(lock_wait.total_seconds() * 1000))}ms"}))
     done: list[str] = []
     waiting = list(PARTITIONED_TABLES)
     for _ in range(_LOCK_TRIES):
@@ -265,12 +264,10 @@ def _per_table(
         for table in waiting:
             try:
                 with engine.begin() as conn:
-                    conn.execute(
-                        text(f"SET LOCAL lock_timeout = {max(1, int(lock_wait.total_seconds() * 1000))}")
-                    )
+                    conn.execute(waits)
                     done.extend(step(conn, table))
             except OperationalError as exc:
-                if not _lock_conflict(exc):
+                if not isinstance(exc.orig, _LOCK_CONFLICTS):
                     raise
                 busy.append(table)
         waiting = busy
