@@ -73,7 +73,7 @@ from monitor.store.evaluation import DERIVED_TABLES, drop_clocks, set_clock
 from monitor.store.findings import Match, merge_findings
 from monitor.store.ingest import copy_rows
 from monitor.store.objectives import record_minutes, set_objective_groups
-from monitor.store.partitions import create_day_partitions, day_of
+from monitor.store.partitions import day_of, ensure_days
 from monitor.store.runs import Reached, newest_reached
 
 if TYPE_CHECKING:
@@ -461,10 +461,12 @@ def _replace_derived(
     conn: Connection, clusters: Sequence[str], evaluated_at: datetime, carry: Carry
 ) -> dict[str, int]:
     """Make room for this evaluation's rows: the day's partitions, and no rows of an earlier
-    attempt at the same `evaluated_at`; then copy the carried groups' rows (returns how many)."""
+    attempt at the same `evaluated_at`; then copy the carried groups' rows (returns how many).
+    A missing day is created beside this transaction (`ensure_days`), not while it holds the
+    tables it has cleared: readers of two derived tables would deadlock with it."""
+    ensure_days(conn, {DERIVED_TABLES[entity].name: {day_of(evaluated_at)} for entity in ENTITIES})
     for entity in ENTITIES:
         table = DERIVED_TABLES[entity]
-        create_day_partitions(conn, table.name, [day_of(evaluated_at)])
         conn.execute(
             delete(table).where(table.c.evaluated_at == evaluated_at, table.c.cluster.in_(list(clusters)))
         )

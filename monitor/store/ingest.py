@@ -18,7 +18,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from monitor.store.engine import json_dumps
-from monitor.store.partitions import PARTITIONED_TABLES, create_day_partitions, day_of
+from monitor.store.partitions import PARTITIONED_TABLES, day_of, ensure_days
 
 _NO_PARTITION = "no partition of relation"
 
@@ -108,7 +108,8 @@ def copy_rows(
     for text, a datetime for a timestamp, a dict or list for jsonb, written with orjson).
 
     For a table partitioned by day, a row on a day without a partition makes PostgreSQL refuse the
-    batch; the missing days are then created and the batch is sent once more. Any other database
+    batch; the missing days are then created (`partitions.ensure_days`) and the batch is sent once
+    more. Any other database
     error propagates (as psycopg's exception) after the savepoint is rolled back. Does not commit.
 
     Into a table that is not partitioned (a staging table), rows given as an iterator go out as
@@ -131,7 +132,7 @@ def copy_rows(
     except (psycopg.Error, DBAPIError) as exc:
         if not (partitioned and _is_missing_partition(exc)):
             raise
+        ensure_days(conn, {table: _days(table, columns, batch)})
         with conn.begin_nested():
-            create_day_partitions(conn, table, _days(table, columns, batch))
             _copy(conn, table, columns, batch, binary)
     return len(batch)

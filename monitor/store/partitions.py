@@ -4,7 +4,7 @@ A partition of table ``t`` for day ``D`` (UTC) is named ``t_pYYYYMMDD`` and hold
 ``D 00:00 UTC <= time < D+1 00:00 UTC``. There is no default partition: a row for a day without a
 partition is refused, and ``monitor.store.ingest`` creates the missing day and retries.
 
-These functions take a connection and never commit; the caller owns the transaction. Creating and
+These functions take a connection and never commit its transaction; the caller owns it. Creating and
 dropping partitions takes a transaction-scoped advisory lock, so two daemon instances doing
 maintenance at once wait for each other instead of failing on a duplicate name.
 
@@ -13,7 +13,9 @@ transaction ends. The periodic maintenance (`maintain_partitions`) therefore wor
 transaction, waiting at most `LOCK_WAIT` for each: a transaction that locked the 24 tables one
 after another would deadlock with any reader that holds one of them and then reads another (the
 API reads several tables in one transaction), and a long wait would queue every later reader of
-that table behind it.
+that table behind it. A writer that finds a day missing (`ensure_days`) creates it the same way,
+table by table in transactions of its own beside its write, and in its write's transaction only
+when that is not had in time.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 import psycopg
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, TextClause, text
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from monitor.store.local_settings import setting_statement
 from monitor.store.rollups import (
@@ -125,11 +128,18 @@ def create_day_partitions(conn: Connection, table: str, days: Iterable[date]) ->
     return created
 
 
-def ensure_days(conn: Connection, wanted: dict[str, set[date]]) -> None:
+def ensure_days(conn: Connection, wanted: dict[str, set[date]], *, apart: bool = True) -> None:
     """Create the day partitions `wanted` ({table: days}) that do not exist yet.
 
     One catalog lookup when they all exist (the usual case); the partition lock is only taken
     when one is missing, so concurrent writers of other clusters are not serialised.
+
+    With `apart` (writers), each table's missing days are created and committed in a transaction
+    of its own on another connection (`_create_apart`), so that `conn`'s transaction never holds
+    one table's exclusive lock while it waits for another's: a write that created several tables'
+    days in its own transaction deadlocked with a reader of two of them, as the maintenance did
+    (module docstring). A table not had within LOCK_WAIT (`conn`'s own transaction may be what
+    holds it: an earlier write of the same table) is created in `conn`'s transaction, as before.
     """
     names = {partition_name(table, day): (table, day) for table, days in wanted.items() for day in days}
     if not names:
@@ -143,7 +153,29 @@ def ensure_days(conn: Connection, wanted: dict[str, set[date]]) -> None:
         table, day = names[name]
         by_table[table].add(day)
     for table, days in sorted(by_table.items()):
-        create_day_partitions(conn, table, days)
+        if not (apart and _create_apart(conn.engine, table, days)):
+            create_day_partitions(conn, table, days)
+
+
+def _lock_wait_statement(wait: timedelta) -> TextClause:
+    """The statement that makes the rest of a transaction wait at most `wait` for any lock."""
+    return text(setting_statement({"lock_timeout": f"{max(1, int(wait.total_seconds() * 1000))}ms"}))
+
+
+def _create_apart(engine: Engine, table: str, days: Iterable[date]) -> bool:
+    """Create `table`'s `days` in a transaction of its own that waits at most LOCK_WAIT for a lock;
+    False when the lock (or a connection of the pool) was not had in time, nothing created."""
+    try:
+        with engine.begin() as conn:
+            conn.execute(_lock_wait_statement(LOCK_WAIT))
+            create_day_partitions(conn, table, days)
+    except OperationalError as exc:
+        if not isinstance(exc.orig, _LOCK_CONFLICTS):
+            raise
+        return False
+    except PoolTimeoutError:
+        return False
+    return True
 
 
 def _kept_days(now: datetime, ahead_days: int) -> list[date]:
@@ -240,12 +272,12 @@ def due_hours(
 
 def roll_up_hour(conn: Connection, source: str, hour: datetime, now: datetime) -> bool:
     """Roll up one hour of `source` under the partition lock (each hour once: another instance
-    may have rolled it up since it was found due); whether this call did."""
+    may have rolled it up since it was found due); whether this call did. The rollup tables' day
+    is created first, beside this transaction (`ensure_days`), not while it reads the raw table."""
+    ensure_days(conn, {rollup_table_name(source, resolution): {hour.date()} for resolution in RESOLUTIONS})
     _lock(conn)
     if hour in rolled_hours(conn, source, since=hour):
         return False
-    for resolution in RESOLUTIONS:
-        create_day_partitions(conn, rollup_table_name(source, resolution), [hour.date()])
     roll_up_hours(conn, source, [hour], now)
     return True
 
@@ -256,7 +288,7 @@ def _per_table(
     """Run `step` on each partitioned table in a transaction of its own that waits at most
     `lock_wait` for a lock; a table that is not had in time is tried again after the others, up
     to `_LOCK_TRIES` times. Returns (what the steps returned, the tables given up on)."""
-    waits = text(setting_statement({"lock_timeout": f"{max(1, int(lock_wait.total_seconds() * 1000))}ms"}))
+    waits = _lock_wait_statement(lock_wait)
     done: list[str] = []
     waiting = list(PARTITIONED_TABLES)
     for _ in range(_LOCK_TRIES):

@@ -31,7 +31,13 @@ from monitor.core.records import (
 from monitor.store import migrate
 from monitor.store.engine import make_engine
 from monitor.store.ingest import copy_rows
-from monitor.store.partitions import PARTITIONED_TABLES, ensure_days, ensure_partitions
+from monitor.store.partitions import (
+    PARTITIONED_TABLES,
+    ensure_days,
+    ensure_partitions,
+    existing_partitions,
+    partition_name,
+)
 from monitor.store.samples import write_offsets_batch
 from monitor.store.schema import metadata
 from tests.conditions import wait_for
@@ -126,7 +132,6 @@ def test_the_store_starts_with_today_and_leaves_the_other_days_to_its_maintenanc
     that has them creates nothing."""
     from monitor.core.clock import FakeClock
     from monitor.core.settings_store import DatabaseConfig
-    from monitor.store.partitions import existing_partitions, partition_name
     from monitor.store.service import StoreService
 
     migrate.upgrade(scratch_url)
@@ -167,7 +172,7 @@ def test_the_maintenance_creating_days_does_not_deadlock_a_reader_of_two_tables(
     the reader then waited for the first: PostgreSQL broke the deadlock by failing one of them
     (the Kafka 3.9.1 end-to-end run logged 'job store:maintenance failed'). Table by table, the
     reader reads the first table (already committed) and the maintenance ends after it."""
-    from monitor.store.partitions import existing_partitions, maintain_partitions, partition_name
+    from monitor.store.partitions import maintain_partitions
 
     migrate.upgrade(scratch_url)
     engine = make_engine(scratch_url)
@@ -199,10 +204,61 @@ def test_the_maintenance_creating_days_does_not_deadlock_a_reader_of_two_tables(
         engine.dispose()
 
 
+def test_a_write_creating_missing_days_does_not_deadlock_a_reader_of_two_tables(scratch_url: str) -> None:
+    """A write that finds several tables' day missing (an offsets batch: its partition samples,
+    group offsets, group states and commits) created them all in its own transaction: it held the
+    first table while it waited for a reader of the second, which then waited for the first, the
+    maintenance's deadlock. Each table's days are now created and committed beside the write."""
+    migrate.upgrade(scratch_url)
+    engine = make_engine(scratch_url)
+    first, last = "group_offsets", "partition_offsets"  # the order ensure_days creates them in
+    day = NOW.date()
+
+    def write() -> None:
+        with engine.begin() as conn:
+            ensure_days(conn, {first: {day}, last: {day}})
+
+    try:
+        with engine.connect() as reader, ThreadPoolExecutor(1) as pool:
+            reader.execute(text(f'SELECT count(*) FROM "{last}"'))
+            writing = pool.submit(write)
+            wait_for(lambda: _waiting_for_a_lock(engine) or writing.done(), 20, "the write to wait")
+            reader.execute(text(f'SELECT count(*) FROM "{first}"'))
+            reader.rollback()
+            writing.result(timeout=30)
+        with engine.connect() as conn:
+            assert partition_name(first, day) in existing_partitions(conn, first)
+            assert partition_name(last, day) in existing_partitions(conn, last)
+    finally:
+        engine.dispose()
+
+
+def test_a_day_the_writes_own_transaction_holds_is_created_in_it(
+    scratch_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table the write's own transaction has already read or written cannot be locked beside
+    it: after the lock wait, its day is created in the write's transaction, as before."""
+    from monitor.store import partitions
+
+    migrate.upgrade(scratch_url)
+    monkeypatch.setattr(partitions, "LOCK_WAIT", timedelta(milliseconds=100))
+    engine = make_engine(scratch_url)
+    table, day = "group_offsets", NOW.date()
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(f'SELECT count(*) FROM "{table}"'))
+            ensure_days(conn, {table: {day}})
+            assert partition_name(table, day) in existing_partitions(conn, table)
+        with engine.connect() as conn:
+            assert partition_name(table, day) in existing_partitions(conn, table)
+    finally:
+        engine.dispose()
+
+
 def test_a_table_held_past_the_maintenances_wait_is_postponed_to_its_next_pass(scratch_url: str) -> None:
     """A table held longer than the lock wait is left (after three tries) with the others done; a
     pending lock on a table would queue every later reader of it, so the wait is short."""
-    from monitor.store.partitions import existing_partitions, maintain_partitions, partition_name
+    from monitor.store.partitions import maintain_partitions
 
     migrate.upgrade(scratch_url)
     engine = make_engine(scratch_url)
