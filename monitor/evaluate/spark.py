@@ -117,19 +117,28 @@ minute, which gives back to the system what an evaluation touched and no longer 
 heap is not bounded (MaxHeapFreeRatio): the slow 768m runs bounded it too, and which of the two
 slowed them is not measured apart."""
 
-SMALL_DRIVER_JAVA_OPTIONS = f"{QUIET_LOGS} -XX:+UseSerialGC"
-"""The driver JVM's options for a small fleet (SMALL_FLEET_ROWS): quiet logs and the serial
-collector. A small fleet's evaluation is nearly all work on the driver: building and planning its
-queries makes short-lived trees of objects, and G1's concurrent marking and refinement of them
-took 14 CPU-seconds a minute of a 2,000 group-partition evaluation's 62 (the parallel collector:
-5). At 10,000 group-partitions the whole daemon spent 61 CPU-seconds a minute instead of 71 with
-the parallel collector, its JVM peaked at 1,230 MB resident instead of 1,457, and its first
-evaluation ended after 157 s instead of 188 (docs/bench/evaluation-profile.md). The serial
-collector does the same work on one thread without the parallel one's per-thread structures
-and heap sizing for throughput: at 10,000 group-partitions (docs/bench/footprint.md, `in-full`
-and `serial-gc`, one after the other) the JVM's largest resident size went from 1,096 to 966 MB,
-its steady CPU from 23.0 to 19.4 s a minute and the median evaluation from 11.2 to 8.4 s. A
-larger fleet's heap keeps G1, not measured against either at that size."""
+SMALL_HEAP_FREE = "-XX:MaxHeapFreeRatio=40 -XX:MinHeapFreeRatio=20"
+"""How much of the small fleet's heap the serial collector keeps free after a full collection: it
+gives back what is beyond 40 % free, where the JVM's default (70 %) kept a heap grown by an
+evaluation's peak. At 10,000 group-partitions with the evaluation window full
+(docs/bench/footprint.md, `base-1204b` and `freeratio-nmt`) the heap kept 461 MB instead of 632
+and the daemon's largest resident size fell from 1,475 to 1,321 MB, its CPU a minute unchanged
+(22.7 against 23.0). Compiling with C1 only (`-XX:TieredStopAtLevel=1`), which also keeps less
+code, made the evaluation's tasks three times slower (docs/bench/evaluation-profile.md)."""
+
+SMALL_DRIVER_JAVA_OPTIONS = f"{QUIET_LOGS} -XX:+UseSerialGC {SMALL_HEAP_FREE}"
+"""The driver JVM's options for a small fleet (SMALL_FLEET_ROWS): quiet logs, the serial collector and
+SMALL_HEAP_FREE. A small fleet's evaluation is nearly all work on the driver: building and planning
+its queries makes short-lived trees of objects, and G1's concurrent marking and refinement of them
+took 14 CPU-seconds a minute of a 2,000 group-partition evaluation's 62 (the parallel collector: 5).
+At 10,000 group-partitions the whole daemon spent 61 CPU-seconds a minute instead of 71 with the
+parallel collector, its JVM peaked at 1,230 MB resident instead of 1,457, and its first evaluation
+ended after 157 s instead of 188 (docs/bench/evaluation-profile.md). The serial collector does the
+same work on one thread without the parallel one's per-thread structures and heap sizing for
+throughput: at 10,000 group-partitions (docs/bench/footprint.md, `in-full` and `serial-gc`, one
+after the other) the JVM's largest resident size went from 1,096 to 966 MB, its steady CPU from 23.0
+to 19.4 s a minute and the median evaluation from 11.2 to 8.4 s. A larger fleet's heap keeps G1, not
+measured against either at that size."""
 
 
 NO_CALL_SITES = {"spark.python.sql.dataFrameDebugging.enabled": "false"}

@@ -45,7 +45,7 @@ session.stop()
 @pytest.mark.parametrize(
     ("rows", "heap", "collector"),
     [
-        (11_000, "1024m", ["-XX:+UseSerialGC"]),
+        (11_000, "1024m", ["-XX:+UseSerialGC", "-XX:MaxHeapFreeRatio=40", "-XX:MinHeapFreeRatio=20"]),
         (101_000, "1536m", ["-XX:+UseG1GC", "-XX:G1PeriodicGCInterval=60000"]),
     ],
 )
