@@ -636,12 +636,18 @@ FOOTPRINT_POSTGRES_LIMIT = {100_000: 4.0}
 """Of the steady CPU-s per minute, PostgreSQL's at most (by group-partitions)."""
 
 
+FOOTPRINT_FULL_STEADY = 60
+"""The shortest steady window of a run the table takes its figures from."""
+
+
 def footprint_rows(doc: dict[str, Any]) -> list[Row]:
-    """Of each fleet size measured, the newest run's time to a complete answer, steady CPU,
-    resident memory and the age of the lag it served."""
+    """Of each fleet size measured, the newest full run's time to a complete answer, steady CPU,
+    resident memory and the age of the lag it served. A run for the start's figures only (a
+    steady window under FOOTPRINT_FULL_STEADY seconds, `--steady 10`) measured no steady state."""
     newest: dict[int, dict[str, Any]] = {}
     for run in doc.get("runs") or []:
-        newest[int(run["group_partitions"])] = run
+        if run.get("steady_seconds", FOOTPRINT_FULL_STEADY) >= FOOTPRINT_FULL_STEADY:
+            newest[int(run["group_partitions"])] = run
     rows: list[Row] = []
     for size, run in sorted(newest.items()):
         rows += _footprint_run_rows(run, FOOTPRINT_TARGETS.get(size, (None, None, None, None)))

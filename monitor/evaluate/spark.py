@@ -118,13 +118,14 @@ heap is not bounded (MaxHeapFreeRatio): the slow 768m runs bounded it too, and w
 slowed them is not measured apart."""
 
 SMALL_HEAP_FREE = "-XX:MaxHeapFreeRatio=40 -XX:MinHeapFreeRatio=20"
-"""How much of the small fleet's heap the serial collector keeps free after a full collection: it
-gives back what is beyond 40 % free, where the JVM's default (70 %) kept a heap grown by an
-evaluation's peak. At 10,000 group-partitions with the evaluation window full
-(docs/bench/footprint.md, `base-1204b` and `freeratio-nmt`) the heap kept 461 MB instead of 632
-and the daemon's largest resident size fell from 1,475 to 1,321 MB, its CPU a minute unchanged
-(22.7 against 23.0). Compiling with C1 only (`-XX:TieredStopAtLevel=1`), which also keeps less
-code, made the evaluation's tasks three times slower (docs/bench/evaluation-profile.md)."""
+"""How much of the small fleet's heap the serial collector keeps free after a full collection: it gives
+back what is beyond 40 % free, where the JVM's default (70 %) kept a heap grown by an evaluation's
+peak. At 10,000 group-partitions with the evaluation window full (docs/bench/footprint.md,
+`base-1204b` against `freeratio-nmt` and `freeratio`) the heap kept 461-466 MB instead of 632 and
+the daemon's largest resident size fell from 1,475 to 1,320 MB; its CPU a minute was 22.7 and 25.8
+in the two runs against 23.0, a difference runs of the same code also show. Compiling with C1 only
+(`-XX:TieredStopAtLevel=1`), which also keeps less code, made the evaluation's tasks three times
+slower (docs/bench/evaluation-profile.md)."""
 
 SMALL_DRIVER_JAVA_OPTIONS = f"{QUIET_LOGS} -XX:+UseSerialGC {SMALL_HEAP_FREE}"
 """The driver JVM's options for a small fleet (SMALL_FLEET_ROWS): quiet logs, the serial collector and

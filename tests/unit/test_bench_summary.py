@@ -603,6 +603,10 @@ def test_footprint_rows_hold_the_newest_run_to_the_whole_daemons_targets() -> No
     }
     assert "run `after`" in table[0].note and "PostgreSQL 1.5" in table[1].note
     assert summary.footprint_rows({"runs": []}) == []
+    # A newer run for the start's figures only (`--steady 10`) measured no steady state.
+    start_only = {**run_of("start-only", 3.0, 2.0, 900.0), "steady_seconds": 10}
+    kept = summary.footprint_rows({"runs": [*document["runs"], start_only]})
+    assert kept == table
 
     # Each size's newest run, against that size's targets: at 100,000 PostgreSQL <= 4 of the 12
     # CPU-s, 1.5 GB, and the lag served <= 1 s old; no start target.
