@@ -109,8 +109,8 @@ def copy_rows(
 
     For a table partitioned by day, a row on a day without a partition makes PostgreSQL refuse the
     batch; the missing days are then created (`partitions.ensure_days`) and the batch is sent once
-    more. Any other database
-    error propagates (as psycopg's exception) after the savepoint is rolled back. Does not commit.
+    more. Any other database error propagates (as psycopg's exception) after the savepoint is
+    rolled back. Does not commit.
 
     Into a table that is not partitioned (a staging table), rows given as an iterator go out as
     they are made: a batch of 100,000 rows is never held whole (tens of MB) beside its samples.
