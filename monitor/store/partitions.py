@@ -162,20 +162,33 @@ def _lock_wait_statement(wait: timedelta) -> TextClause:
     return text(setting_statement({"lock_timeout": f"{max(1, int(wait.total_seconds() * 1000))}ms"}))
 
 
-def _create_apart(engine: Engine, table: str, days: Iterable[date]) -> bool:
-    """Create `table`'s `days` in a transaction of its own that waits at most LOCK_WAIT for a lock;
-    False when the lock (or a connection of the pool) was not had in time, nothing created."""
+def _locked_step(
+    engine: Engine, waits: TextClause, step: Callable[[Connection, str], list[str]], table: str
+) -> list[str] | None:
+    """`step` on `table` in a transaction of its own whose lock waits `waits` bounds
+    (`_lock_wait_statement`); None, nothing done, when a lock was not had in time or the wait
+    ended in a deadlock."""
     try:
         with engine.begin() as conn:
-            conn.execute(_lock_wait_statement(LOCK_WAIT))
-            create_day_partitions(conn, table, days)
+            conn.execute(waits)
+            return step(conn, table)
     except OperationalError as exc:
         if not isinstance(exc.orig, _LOCK_CONFLICTS):
             raise
-        return False
+        return None
+
+
+def _create_apart(engine: Engine, table: str, days: Iterable[date]) -> bool:
+    """Create `table`'s `days` in a transaction of its own that waits at most LOCK_WAIT for a lock;
+    False when the lock (or a connection of the pool) was not had in time, nothing created."""
+    waits = _lock_wait_statement(LOCK_WAIT)
+    try:
+        created = _locked_step(
+            engine, waits, lambda conn, name: create_day_partitions(conn, name, days), table
+        )
     except PoolTimeoutError:
         return False
-    return True
+    return created is not None
 
 
 def _kept_days(now: datetime, ahead_days: int) -> list[date]:
@@ -294,14 +307,11 @@ def _per_table(
     for _ in range(_LOCK_TRIES):
         busy = []
         for table in waiting:
-            try:
-                with engine.begin() as conn:
-                    conn.execute(waits)
-                    done.extend(step(conn, table))
-            except OperationalError as exc:
-                if not isinstance(exc.orig, _LOCK_CONFLICTS):
-                    raise
+            result = _locked_step(engine, waits, step, table)
+            if result is None:
                 busy.append(table)
+            else:
+                done.extend(result)
         waiting = busy
         if not waiting:
             break
