@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from cachetools import LRUCache
+from cachetools import TTLCache
 from sqlalchemy import Connection
 
 from monitor.collect.lag import GroupKey, KnownEnd, Target
@@ -29,20 +29,43 @@ HISTORY_WINDOW = timedelta(days=7)
 """How far back the end-offset history is read for interpolation."""
 
 
-class TimestampCache:
-    """Record timestamps by (topic, partition, offset), least recently used evicted first.
+KEEP_CYCLES = 10
+"""Offsets cycles a record timestamp stays in memory without being asked for."""
 
-    Records never change, so an entry is valid for as long as the record exists.
+
+class TimestampCache:
+    """Record timestamps by (topic, partition, offset): those asked for or learnt within the last
+    `keep_cycles` offsets cycles (`next_cycle`), at most `max_entries` of them, the least recently
+    used evicted first.
+
+    Records never change, so an entry is valid for as long as the record exists; but a cycle asks
+    only for the committed offsets of the groups that moved, so the record of a group's previous
+    committed offset is asked again only if the group goes back to it. Kept by count alone, the
+    entries of offsets passed long ago filled the cache: at 10,000 group-partitions it grew by
+    about 19,000 entries (5 MB) a minute towards its 500,000, about 140 MB (docs/bench/footprint.md,
+    `timestamp-cycles`). An entry dropped and asked for again is read from the store (its
+    persisted copy, `record_timestamps`), not from Kafka.
     """
 
-    def __init__(self, max_entries: int) -> None:
-        self._entries: LRUCache[Target, RecordTimestamp] = LRUCache(maxsize=max_entries)
+    def __init__(self, max_entries: int, keep_cycles: int = KEEP_CYCLES) -> None:
+        self._cycle = 0
+        self._entries: TTLCache[Target, RecordTimestamp] = TTLCache(
+            maxsize=max_entries, ttl=keep_cycles, timer=lambda: self._cycle
+        )
+
+    def next_cycle(self) -> None:
+        """A new offsets cycle: the entries not asked for nor learnt in the last `keep_cycles`
+        cycles go."""
+        self._cycle += 1
+        self._entries.expire()
 
     def get_many(self, keys: Iterable[Target]) -> dict[Target, RecordTimestamp]:
+        """The entries of `keys` held; each one found is kept for `keep_cycles` more cycles."""
         found = {}
         for key in keys:
             value = self._entries.get(key)
             if value is not None:
+                self._entries[key] = value
                 found[key] = value
         return found
 

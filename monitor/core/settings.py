@@ -186,7 +186,12 @@ class CollectConfig(Strict):
     lease_ttl_seconds: float = Field(
         default=30.0, ge=3, le=3600, description="A cluster's collection lease; renewed every third of it."
     )
-    timestamp_cache_entries: int = Field(default=500_000, ge=1000)
+    timestamp_cache_entries: int = Field(
+        default=500_000,
+        ge=1000,
+        description="The most record timestamps a cluster's offsets job keeps in memory; those not "
+        "asked for in the last few offsets cycles go sooner (monitor.collect.recall.KEEP_CYCLES).",
+    )
     commit_reconcile_seconds: float = Field(
         default=300,
         ge=10,

@@ -14,7 +14,7 @@ import pytest
 
 from monitor.collect.jobs import share_groups
 from monitor.collect.jobs.share_groups import SHARE_GROUPS
-from monitor.collect.recall import TimestampCache
+from monitor.collect.recall import KEEP_CYCLES, TimestampCache
 from monitor.core.clock import to_millis
 from monitor.core.errors import KafkaUnavailableError
 from monitor.core.records import (
@@ -271,6 +271,41 @@ def test_the_timestamp_cache_evicts_the_least_recently_used() -> None:
     assert len(cache) == 2
     assert ("t", 0, 1) not in cache, "b was the least recently used"
     assert cache.get_many([("t", 0, 0), ("t", 0, 2)]) == {("t", 0, 0): a, ("t", 0, 2): c}
+
+
+def test_the_timestamp_cache_forgets_what_was_not_asked_for_in_its_cycles() -> None:
+    cache = TimestampCache(max_entries=100, keep_cycles=2)
+    a, b = (RecordTimestamp("t", 0, o, o, 1000 + o) for o in range(2))
+    cache.put_many([a, b])
+    cache.next_cycle()
+    assert cache.get_many([("t", 0, 0)]) == {("t", 0, 0): a}, "asked for: kept two more cycles"
+    cache.next_cycle()
+
+    assert len(cache) == 1 and ("t", 0, 1) not in cache, "b was learnt two cycles ago and not asked for"
+    assert ("t", 0, 0) in cache
+    cache.next_cycle()
+    assert len(cache) == 0
+
+
+def test_the_offsets_job_keeps_the_timestamps_its_cycles_ask_for_and_drops_offsets_passed(rig: Rig) -> None:
+    rig.cycle()
+    rig.cycle()
+    cache = rig.offsets.cache
+    assert all(("orders", p, 4) in cache for p in range(3)), "the committed offsets' records"
+    rig.kafka.commit("billing", {("orders", 0): 6})
+    base = to_millis(T0)
+    runs = []
+    for n in range(KEEP_CYCLES + 1):
+        rig.kafka.produce("orders", 1, timestamps_ms=[base + n])  # partition 1 moves: its target is asked
+        runs.append(rig.cycle())
+
+    assert ("orders", 0, 4) not in cache, "the offset billing moved past is not asked for again"
+    assert ("orders", 1, 4) in cache, "billing still at 4 on a partition that moves: asked every cycle"
+    assert [r.counts["timestamps_read"] for r in runs[1:]] == [1] * KEEP_CYCLES, (
+        "after billing's move, each cycle reads from Kafka only the record appended since the "
+        "previous one (partition 1's "
+        "newest); the others it asks for (its oldest, billing's at 4) are in memory"
+    )
 
 
 class CountingEngine:

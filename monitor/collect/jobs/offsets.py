@@ -158,6 +158,7 @@ class OffsetsCollector:
     # -- the cycle ------------------------------------------------------------------------------
 
     def collect(self, run: Run) -> None:
+        self.cache.next_cycle()
         listing = self._lister.ask(run, self._held_back.previous_listing[0])  # steps 1-3
         if listing.committed_answered:
             self._ctx.consumed = frozenset((c.topic, c.partition) for c in listing.committed)
