@@ -181,10 +181,12 @@ def _locked_step(
 def _create_apart(engine: Engine, table: str, days: Iterable[date]) -> bool:
     """Create `table`'s `days` in a transaction of its own that waits at most LOCK_WAIT for a lock;
     False when the lock (or a connection of the pool) was not had in time, nothing created."""
-    waits = _lock_wait_statement(LOCK_WAIT)
     try:
         created = _locked_step(
-            engine, waits, lambda conn, name: create_day_partitions(conn, name, days), table
+            engine,
+            _lock_wait_statement(LOCK_WAIT),
+            lambda conn, name: create_day_partitions(conn, name, days),
+            table,
         )
     except PoolTimeoutError:
         return False

@@ -303,8 +303,8 @@ def test_the_offsets_job_keeps_the_timestamps_its_cycles_ask_for_and_drops_offse
     assert ("orders", 1, 4) in cache, "billing still at 4 on a partition that moves: asked every cycle"
     assert [r.counts["timestamps_read"] for r in runs[1:]] == [1] * KEEP_CYCLES, (
         "after billing's move, each cycle reads from Kafka only the record appended since the "
-        "previous one (partition 1's "
-        "newest); the others it asks for (its oldest, billing's at 4) are in memory"
+        "previous one (partition 1's newest); the others it asks for (its oldest, billing's at 4) "
+        "are in memory"
     )
 
 
