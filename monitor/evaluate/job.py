@@ -58,10 +58,10 @@ from monitor.evaluate.plan import (
     MATCHES,
     PART,
     UNSAMPLED,
+    EntityRows,
     Plan,
     Plans,
     build_plan,
-    entity_row,
     fresh,
     plan_key,
     row_column,
@@ -212,26 +212,33 @@ and JDBC connection per entity. Above, Spark writes each entity (`_write_derived
 
 
 def _sorted(
-    collected: Sequence[Row], rules: Sequence[Rule], gathered: bool
-) -> tuple[list[Match], list[tuple[str, str]], dict[str, list[dict[str, Any]]]]:
+    collected: list[Row], rules: Sequence[Rule], gathered: bool
+) -> tuple[list[Match], list[tuple[str, str]], dict[str, EntityRows]]:
     """The rows an evaluation's action brought: the rules' matches, with their texts rendered (on
     the driver: they are few), the (entity, entity_key) of the entities this evaluation did not
     sample (engine.unsampled_keys: few, except while a broker is gone), and, from a plan for one
-    action (plan.gather: each entity row with the verdicts on it), each entity's rows."""
+    action (plan.gather: each entity row with the verdicts on it), each entity's rows.
+
+    Empties `collected` as it goes: each Row is freed once it is sorted, so that the action's Rows
+    and the rows made of them are not held whole at once (at 20,000 rows, tens of MB each)."""
     by_name = {rule.name: rule for rule in rules}
     matches: list[Match] = []
     unsampled: list[tuple[str, str]] = []
-    rows: dict[str, list[dict[str, Any]]] = {}
-    if not gathered:
-        for row in collected:
+    rows: dict[str, EntityRows] = {}
+    collected.reverse()
+    while collected:
+        row = collected.pop()
+        if not gathered:
             if row["rule"] is None:
                 unsampled.append((row["entity"], row["entity_key"]))
             else:
                 matches.append(_match(row.asDict(recursive=True), by_name[row["rule"]]))
-        return matches, unsampled, rows
-    for row in collected:
+            continue
         entity = row[PART]
-        rows.setdefault(entity, []).append(entity_row(entity, row[row_column(entity)]))
+        struct = row[row_column(entity)]
+        if entity not in rows:
+            rows[entity] = EntityRows(entity, struct)
+        rows[entity].add(struct)
         for found in row[MATCHES] or ():
             matches.append(_match(found.asDict(recursive=True), by_name[found["rule"]]))
         if row[UNSAMPLED] is not None:
@@ -241,19 +248,21 @@ def _sorted(
 
 def _copy_derived(
     engine: Engine,
-    rows: dict[str, list[dict[str, Any]]],
+    rows: dict[str, EntityRows],
     clusters: Sequence[str],
     evaluated_at: datetime,
     carry: Carry,
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Replace this evaluation's rows with `rows` (entity -> rows) and the carried ones, in one
-    transaction. Returns the rows written and the rows carried per entity."""
+    transaction. Returns the rows written and the rows carried per entity. Empties `rows`: each
+    entity's rows are freed once sent."""
+    written = {entity: len(rows[entity].rows) if entity in rows else 0 for entity in ENTITIES}
     with engine.begin() as conn:
         carried = _replace_derived(conn, clusters, evaluated_at, carry)
-        for entity, entity_rows in rows.items():
-            columns = list(entity_rows[0])
-            copy_rows(conn, table_of(entity), columns, [tuple(r[c] for c in columns) for r in entity_rows])
-    return {entity: len(rows.get(entity, ())) for entity in ENTITIES}, carried
+        while rows:
+            entity, entity_rows = rows.popitem()
+            copy_rows(conn, table_of(entity), entity_rows.columns, entity_rows.rows)
+    return written, carried
 
 
 def _sized_plan(

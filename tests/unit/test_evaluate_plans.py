@@ -3,10 +3,10 @@ dropped (with its clock) past the limit, and a changed rule a new plan."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from monitor.evaluate.plan import Plan, Plans, plan_key
+from monitor.evaluate.plan import EntityRows, Plan, Plans, plan_key
 from monitor.evaluate.spark import JdbcTarget
 from tests.fixtures.rules import default_ruleset
 
@@ -42,3 +42,18 @@ def test_a_plan_belongs_to_its_session_its_size_and_its_rules() -> None:
     assert _key(session, readers=1, rules=rules) != _key(session, readers=2, rules=rules)
     changed = [rules[0].model_copy(update={"for_seconds": rules[0].for_seconds + 60}), *rules[1:]]
     assert _key(session, rules=rules) != _key(session, rules=changed), "a threshold changed in a file"
+
+
+def test_gathered_rows_become_tuples_in_the_structs_order_with_exact_aware_timestamps() -> None:
+    from pyspark.sql import Row
+
+    evaluated = datetime(2026, 12, 4, 18, 0, 0, 123456, tzinfo=UTC)
+    micros = (evaluated - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    first = Row(evaluated_at=micros, cluster="prod", group_id="billing", offset_lag=7)
+    rows = EntityRows("group", first)
+    rows.add(first)
+    rows.add(Row(evaluated_at=None, cluster="prod", group_id="audit", offset_lag=None))
+
+    assert rows.columns == ["evaluated_at", "cluster", "group_id", "offset_lag"]
+    assert rows.rows == [(evaluated, "prod", "billing", 7), (None, "prod", "audit", None)]
+    assert rows.rows[0][0].tzinfo is not None, "a timestamp comes back aware, whatever the driver's zone"
