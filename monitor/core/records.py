@@ -394,6 +394,12 @@ class CommitStreamBatch:
     """Records not decoded, by reason (an unknown value version, a truncated record ...)."""
     caught_up: bool = False
     """Every partition of the topic was read to its end during this poll."""
+    read_to_ms: int | None = None
+    """When not `caught_up`: every record appended before this time (ms since the epoch, the
+    brokers' clock) was read by this poll or the ones before it. The oldest of the newest record
+    times read from the partitions not at their end (a partition's log is in the order of its
+    records' times); None when caught up, or when a partition was neither read nor seen at its
+    end since the stream was positioned."""
 
 
 @dataclass(frozen=True, slots=True)

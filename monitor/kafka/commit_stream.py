@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Final
 
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, TopicPartition
 
 from monitor.core.errors import KafkaAuthorizationError, KafkaRequestError, KafkaUnavailableError
 from monitor.core.records import CommitStreamBatch, GroupMetadataRecord, OffsetCommitRecord
@@ -74,9 +74,11 @@ class CommitStreamReader(ConsumerClient):
         self._timeout = cluster.request_timeout_seconds
         self._partitions: set[int] = set()
         self._at_end: set[int] = set()
+        self._newest_ms: dict[int, int] = {}
+        """Each partition's newest record time read since the stream was positioned."""
 
     def _closed(self) -> None:
-        self._partitions, self._at_end = set(), set()
+        self._partitions, self._at_end, self._newest_ms = set(), set(), {}
 
     def seek_to_end(self) -> None:
         """Position every partition of the topic at its current end. Raises
@@ -105,7 +107,7 @@ class CommitStreamReader(ConsumerClient):
                 consumer.assign(positions)
             except KafkaException as exc:
                 raise self._translate(exc, "position the commit stream") from exc
-            self._partitions, self._at_end = set(partitions), set()
+            self._partitions, self._at_end, self._newest_ms = set(partitions), set(), {}
 
     def poll(self, max_seconds: float) -> CommitStreamBatch:
         """The records written since the last poll: waits up to `max_seconds` for the first,
@@ -130,7 +132,8 @@ class CommitStreamReader(ConsumerClient):
             except KafkaException as exc:
                 raise self._translate(exc, "read the commit stream") from exc
             caught_up = bool(self._partitions) and self._at_end >= self._partitions
-            return CommitStreamBatch(batch.commits, batch.groups, batch.skipped, caught_up)
+            read_to = None if caught_up else read_to_ms(self._partitions, self._at_end, self._newest_ms)
+            return CommitStreamBatch(batch.commits, batch.groups, batch.skipped, caught_up, read_to)
 
     def _take(self, message: Message, batch: CommitStreamBatch) -> None:
         error = message.error()
@@ -148,6 +151,9 @@ class CommitStreamReader(ConsumerClient):
             return
         if partition is not None:
             self._at_end.discard(partition)
+            kind, at_ms = message.timestamp()
+            if kind != TIMESTAMP_NOT_AVAILABLE:
+                self._newest_ms[partition] = at_ms
         try:
             record = decode(message.key(), message.value())
         except DecodeError as exc:
@@ -189,3 +195,14 @@ class CommitStreamReader(ConsumerClient):
         ):
             return KafkaUnavailableError(f"{self._cluster.name}: cannot {action}: {text}")
         return KafkaRequestError(f"{self._cluster.name}: cannot {action}: {text}")
+
+
+def read_to_ms(partitions: set[int], at_end: set[int], newest_ms: dict[int, int]) -> int | None:
+    """Before what time every record of the topic was read (CommitStreamBatch.read_to_ms): the
+    oldest newest record time of the partitions not at their end; None when one of those was never
+    read since the stream was positioned, or when every partition is at its end (then the poll's
+    start is the answer, which the caller knows)."""
+    behind = partitions - at_end
+    if not behind or not behind <= newest_ms.keys():
+        return None
+    return min(newest_ms[partition] for partition in behind)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -16,6 +17,7 @@ from monitor.collect.jobs import commits as commits_job
 from monitor.collect.jobs.commits import COMMIT_STREAM, CommitStreamCollector
 from monitor.core.clock import to_millis
 from monitor.core.records import CommitObservation, CommitStreamBatch, CommittedOffset, OffsetCommitRecord
+from monitor.kafka.commit_stream import read_to_ms
 from monitor.kafka.fake import FakeCluster
 from monitor.kafka.offsets_topic import SKIP_OTHER_RECORD, SKIP_UNKNOWN_VALUE
 from monitor.kafka.protocol import CommitStream
@@ -386,7 +388,7 @@ def _marks(rig: StreamRig) -> list[tuple[object, object]]:
                 name: cell.cell_contents
                 for name, cell in zip(write.__code__.co_freevars, write.__closure__ or (), strict=True)
             }
-            marks.append((cells["streaming_since"], cells["polled_at"]))
+            marks.append((cells["streaming_since"], cells["read_until"]))
     return marks
 
 
@@ -416,6 +418,57 @@ def test_a_stream_read_to_the_end_marks_how_far_at_most_twice_a_second(rig: Stre
     rig.clock.advance(2)
     wait_for(lambda: len(_marks(rig)) == marked + 2, 5, "the next mark")
     assert _marks(rig)[-1] == (rig.clock.now(), rig.clock.now()), "the coverage starts again"
+
+
+class BehindStream:
+    """A stream under a steady flow of commits: no poll finds every partition at its end, and
+    each says before what time it has read everything (`read_to_ms`, set by the test)."""
+
+    def __init__(self) -> None:
+        self.read_to_ms: int | None = None
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def seek_to_end(self) -> None: ...
+
+    def poll(self, max_seconds: float) -> CommitStreamBatch:
+        time.sleep(0.01)
+        return CommitStreamBatch(caught_up=False, read_to_ms=self.read_to_ms)
+
+
+def test_a_stream_never_at_every_end_at_once_marks_the_time_it_has_read_everything_before() -> None:
+    stream = BehindStream()
+    rig = StreamRig(lambda kafka: stream)
+    try:
+        positioned_at = rig.clock.now()
+        rig.supervise()
+        wait_for(lambda: rig.context.commits.positioned, 5, "the stream to be positioned")
+        time.sleep(0.6)
+        assert _marks(rig) == [], "nothing known of a partition never read: no mark"
+
+        stream.read_to_ms = to_millis(positioned_at) - 1_000
+        time.sleep(0.6)
+        assert _marks(rig) == [], "read only to before the stream was positioned: no mark"
+
+        rig.clock.advance(10)
+        stream.read_to_ms = to_millis(positioned_at) + 7_000
+        wait_for(lambda: _marks(rig), 5, "a mark of the time read to")
+        assert _marks(rig)[-1] == (positioned_at, positioned_at + timedelta(seconds=7))
+
+        rig.clock.advance(2)
+        stream.read_to_ms = to_millis(rig.clock.now()) + 5_000  # a broker clock ahead of ours
+        wait_for(lambda: _marks(rig)[-1][1] != positioned_at + timedelta(seconds=7), 5, "the next mark")
+        assert _marks(rig)[-1] == (positioned_at, rig.clock.now()), "never past the poll's start"
+    finally:
+        rig.commits.close()
+
+
+def test_the_time_read_to_is_the_oldest_newest_record_of_the_partitions_not_at_their_end() -> None:
+    assert read_to_ms({0, 1, 2}, {1}, {0: 5_000, 1: 9_000, 2: 7_000}) == 5_000
+    assert read_to_ms({0, 1, 2}, {0, 1, 2}, {0: 5_000}) is None, "every end reached: the poll's start"
+    assert read_to_ms({0, 1, 2}, {1}, {0: 5_000}) is None, "partition 2 neither read nor at its end"
 
 
 def test_a_poll_that_did_not_read_to_the_end_leaves_the_stream_as_far_behind_as_its_newest_commit() -> None:

@@ -55,6 +55,7 @@ from monitor.kafka.offsets_topic import WARNED_SKIPS
 from monitor.kafka.protocol import CommitStream
 from monitor.store.runs import Run
 from monitor.store.samples import write_commit_mark, write_commit_observations
+from monitor.store.samples.staging import to_datetime
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,7 @@ class CommitStreamCollector:
         observations = self.state.apply(accepted, now_ms, repeat_after_ms)
         self.state.read_to(0 if batch.caught_up else _behind_ms(batch, now_ms, self.state.behind_ms))
         written = self._write(observations)
-        self._mark(batch.caught_up, polled_at, polled_mono)
+        self._mark(batch, polled_at, polled_mono)
         self._warn(batch.skipped)
         tombstones = sum(1 for c in accepted if c.offset is None)
         with self._lock:
@@ -261,12 +262,16 @@ class CommitStreamCollector:
     def _write(self, observations: list[CommitObservation]) -> bool:
         return record_observations(self._ctx, observations)
 
-    def _mark(self, caught_up: bool, polled_at: datetime, polled_mono: float) -> None:
+    def _mark(self, batch: CommitStreamBatch, polled_at: datetime, polled_mono: float) -> None:
         """Write how far the stream has read (`commit_stream_marks`), at most every
-        `MARK_SECONDS`: after a poll that read every partition of the topic to its end, every
-        commit made since the stream was positioned (`streaming_since`) and before the poll
-        started is in the store, so a committed offset the offsets job sampled since then still
-        holds unless a newer commit was stored (`monitor.store.fresh_lag`). Not while writes wait
+        `MARK_SECONDS`: every commit made since the stream was positioned (`streaming_since`) and
+        before `read_until` is in the store, so a committed offset the offsets job sampled since
+        then still holds unless a newer commit was stored (`monitor.store.fresh_lag`).
+        `read_until` is the poll's start after a poll that read every partition of the topic to
+        its end; otherwise the time before which every partition was read (the batch's
+        `read_to_ms`, at most the poll's start): under a steady flow of commits a poll seldom finds
+        every partition at its end at once, and the mark would stand still for tens of seconds
+        while the stream keeps up within a few (docs/bench/fresh-lag.md). Not while writes wait
         for PostgreSQL (the mark in the store stays true of what it covers); observations dropped
         in an outage start the coverage again."""
         ctx = self._ctx
@@ -276,9 +281,12 @@ class CommitStreamCollector:
             return
         if writer.dropped_writes != self._dropped:
             self._streaming_since, self._dropped = ctx.clock.now(), writer.dropped_writes
+        read_until = polled_at if batch.caught_up else None
+        if read_until is None and batch.read_to_ms is not None:
+            read_until = min(polled_at, to_datetime(batch.read_to_ms))
         if (
-            not caught_up
-            or polled_at < self._streaming_since
+            read_until is None
+            or read_until < self._streaming_since
             or polled_mono - self._marked < MARK_SECONDS
             or writer.pending_writes
         ):
@@ -287,7 +295,7 @@ class CommitStreamCollector:
         cluster, streaming_since = ctx.cluster.name, self._streaming_since
 
         def write(conn: Connection, replay: bool) -> object:
-            write_commit_mark(conn, cluster, streaming_since, polled_at)
+            write_commit_mark(conn, cluster, streaming_since, read_until)
             return None
 
         writer.submit(f"{cluster}:commit mark", 1, write)
