@@ -395,11 +395,8 @@ class CommitStreamBatch:
     caught_up: bool = False
     """Every partition of the topic was read to its end during this poll."""
     read_to_ms: int | None = None
-    """When not `caught_up`: every record appended before this time (ms since the epoch, the
-    brokers' clock) was read by this poll or the ones before it. The oldest of the newest record
-    times read from the partitions not at their end (a partition's log is in the order of its
-    records' times); None when caught up, or when a partition was neither read nor seen at its
-    end since the stream was positioned."""
+    """When not `caught_up`, every record appended before this time (epoch ms, the brokers' clock)
+    was read so far (commit_stream.read_to_ms); None when caught up or not known."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -217,10 +217,8 @@ def _sorted(
     """The rows an evaluation's action brought: the rules' matches, with their texts rendered (on
     the driver: they are few), the (entity, entity_key) of the entities this evaluation did not
     sample (engine.unsampled_keys: few, except while a broker is gone), and, from a plan for one
-    action (plan.gather: each entity row with the verdicts on it), each entity's rows.
-
-    Empties `collected` as it goes: each Row is freed once it is sorted, so that the action's Rows
-    and the rows made of them are not held whole at once (at 20,000 rows, tens of MB each)."""
+    action (plan.gather: each entity row with the verdicts on it), each entity's rows. Empties
+    `collected`: each Row is freed once sorted, never held whole beside the rows made of them."""
     by_name = {rule.name: rule for rule in rules}
     matches: list[Match] = []
     unsampled: list[tuple[str, str]] = []
@@ -236,9 +234,9 @@ def _sorted(
             continue
         entity = row[PART]
         struct = row[row_column(entity)]
-        if entity not in rows:
-            rows[entity] = EntityRows(entity, struct)
-        rows[entity].add(struct)
+        if (kept := rows.get(entity)) is None:
+            kept = rows[entity] = EntityRows(entity, struct)
+        kept.add(struct)
         for found in row[MATCHES] or ():
             matches.append(_match(found.asDict(recursive=True), by_name[found["rule"]]))
         if row[UNSAMPLED] is not None:
@@ -253,9 +251,8 @@ def _copy_derived(
     evaluated_at: datetime,
     carry: Carry,
 ) -> tuple[dict[str, int], dict[str, int]]:
-    """Replace this evaluation's rows with `rows` (entity -> rows) and the carried ones, in one
-    transaction. Returns the rows written and the rows carried per entity. Empties `rows`: each
-    entity's rows are freed once sent."""
+    """Replace this evaluation's rows with `rows` (entity -> rows, emptied as they are sent) and the
+    carried ones, in one transaction. Returns the rows written and the rows carried per entity."""
     written = {entity: len(rows[entity].rows) if entity in rows else 0 for entity in ENTITIES}
     with engine.begin() as conn:
         carried = _replace_derived(conn, clusters, evaluated_at, carry)
