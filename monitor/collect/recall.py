@@ -64,8 +64,8 @@ class TimestampCache:
         oldest = self._cycle - self._keep_cycles
         used = self._used
         while used:
-            key = next(iter(used))
-            if used[key] > oldest:
+            key, cycle = next(iter(used.items()))
+            if cycle > oldest:
                 break
             del used[key], self._entries[key]
 

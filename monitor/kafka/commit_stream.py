@@ -132,7 +132,7 @@ class CommitStreamReader(ConsumerClient):
             except KafkaException as exc:
                 raise self._translate(exc, "read the commit stream") from exc
             caught_up = bool(self._partitions) and self._at_end >= self._partitions
-            read_to = None if caught_up else read_to_ms(self._partitions, self._at_end, self._newest_ms)
+            read_to = read_to_ms(self._partitions, self._at_end, self._newest_ms)
             return CommitStreamBatch(batch.commits, batch.groups, batch.skipped, caught_up, read_to)
 
     def _take(self, message: Message, batch: CommitStreamBatch) -> None:
