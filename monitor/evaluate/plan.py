@@ -134,7 +134,7 @@ def build_plan(
         spark, target, key.clusters, key.window, plan_id, built_at, key.readers, keep=keep
     )
     objectives = extract.read_objectives(spark, target, key.clusters, key.objectives, plan_id)
-    frames = derive(inputs, key.window_commits, keep, objectives)
+    frames = derive(inputs, key.window_commits, keep, objectives, read_once=key.one_action)
     if key.one_action:
         return Plan(plan_id, frames, tuple(kept), gathered=gather(frames, rules))
     verdicts = with_unsampled(evaluate_rules(frames, rules, inputs.now), unsampled_keys(frames, rules))

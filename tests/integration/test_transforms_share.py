@@ -157,3 +157,26 @@ def test_the_default_pack_on_share_groups(spark: SparkSession, frames: dict[str,
         got.setdefault(m["labels"]["group_id"], set()).add((m["rule"], m["severity"]))
     expected = {c.group: set(c.findings) for c in CASES if c.findings}
     assert got == expected
+
+
+def test_a_caller_reading_each_entity_once_keeps_only_the_frames_derive_reads_again(
+    spark: SparkSession,
+) -> None:
+    """A plan for one action (plan.gather) reads each entity once: the entities no other frame
+    reads (topic, share group, cluster) are not kept then, and every entity has the same rows."""
+    inputs = _world().inputs(spark)
+    kept: dict[bool, list[list[str]]] = {False: [], True: []}
+
+    def keeping(read_once: bool) -> dict[str, DataFrame]:
+        def keep(frame: DataFrame) -> DataFrame:
+            kept[read_once].append(frame.columns)
+            return frame
+
+        return derive(inputs, keep=keep, read_once=read_once)
+
+    every, once = keeping(False), keeping(True)
+    assert len(kept[False]) - len(kept[True]) == 3
+    assert all(columns in kept[False] for columns in kept[True])
+    for entity, frame in every.items():
+        assert sorted(map(str, once[entity].collect())) == sorted(map(str, frame.collect())), entity
+    assert once["share_group"].count() > 0

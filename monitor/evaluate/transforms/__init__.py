@@ -41,6 +41,8 @@ def derive(
     window_commits: int = DEFAULT_WINDOW_COMMITS,
     keep: Callable[[DataFrame], DataFrame] = _as_is,
     objectives: ObjectiveInputs | None = None,
+    *,
+    read_once: bool = False,
 ) -> dict[str, DataFrame]:
     """The ten entity DataFrames, keyed by entity name (the keys of columns.ENTITIES), each
     with exactly `evaluated_at`, `cluster` and that entity's columns, in order, with their types.
@@ -60,10 +62,16 @@ def derive(
 
     `objectives` are the lag objectives and their counted history (transforms.objectives); none
     by default.
+
+    `read_once`: the caller reads each entity once (a plan for one action, plan.gather). The
+    entities no frame here reads (topic, share group, cluster) are then not given to `keep`:
+    caching a frame read once costs Spark's planning of it at each run, its lookup in every plan
+    after it and its columnar buffers, and saves nothing (docs/bench/evaluation-profile.md).
     """
     if window_commits < 1:
         raise ValueError(f"window_commits must be at least 1, not {window_commits}")
     at = inputs.now
+    keep_end = _as_is if read_once else keep  # for the frames at the ends of the chains
     # 1. Topic settings from the open config rows.
     settings = topic_settings(inputs.topic_configs)
     # 2. Partitions: replication from metadata, storage from offsets and log dirs.
@@ -98,11 +106,11 @@ def derive(
         "group_topic": group_topic,
         "group": conform(group, "group", at),
         "partition": conform(partition, "partition", at),
-        "topic": conform(keep(topics(partition, group_topic)), "topic", at),
+        "topic": conform(keep_end(topics(partition, group_topic)), "topic", at),
         "share_group_topic": share_topic.drop(*SHARE_ROLLUP_PARTS),
-        "share_group": conform(keep(share_groups(share_topic, share_group_states)), "share_group", at),
+        "share_group": conform(keep_end(share_groups(share_topic, share_group_states)), "share_group", at),
         "broker": broker,
-        "cluster": conform(keep(clusters(partition, broker, inputs.collection_runs, at)), "cluster", at),
+        "cluster": conform(keep_end(clusters(partition, broker, inputs.collection_runs, at)), "cluster", at),
         "lag_objective": conform(
             lag_objectives(group, *_objectives(inputs, objectives)), "lag_objective", at
         ),
