@@ -193,7 +193,11 @@ def gather(frames: dict[str, DataFrame], rules: Sequence[Rule]) -> DataFrame:
 
     The rules are applied to the rows as they are gathered, so each entity's frame appears once in
     the plan: a separate frame of verdicts unioned with the rows held every entity's plan twice,
-    which Spark analysed, told apart and planned twice at every run."""
+    which Spark analysed, told apart and planned twice at every run.
+
+    The union is brought in one partition, by one task: each task of a stage deserialises the
+    stage's whole plan (every entity's branch and every rule, 1.3 MB for the shipped rules), and a
+    union of the entities' single partitions ran a task per entity (docs/bench/evaluation-profile.md)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, DataType, LongType, StructField, StructType, TimestampType
 
@@ -233,7 +237,7 @@ def gather(frames: dict[str, DataFrame], rules: Sequence[Rule]) -> DataFrame:
                 *rows,
             )
         )
-    return union_by_position(parts)
+    return union_by_position(parts).coalesce(1)
 
 
 def fresh(frame: DataFrame) -> DataFrame:

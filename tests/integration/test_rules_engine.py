@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from monitor.core.derived import columns_of
 from monitor.evaluate.engine import FINDINGS_DDL, evaluate_rules, render, severity_case
+from monitor.evaluate.plan import MATCHES, PART, gather
 from monitor.evaluate.rules import Rule, load_rules
 from monitor.evaluate.transforms.common import union_by_name
 
@@ -232,6 +233,21 @@ def test_rules_without_a_frame_are_skipped_and_nothing_gives_an_empty_frame(
         "evaluated_at", "rule", "entity", "cluster", "entity_key", "labels", "severity", "value",
         "for_seconds", "context",
     ]  # fmt: skip
+
+
+def test_the_rows_and_verdicts_gathered_come_in_one_partition(
+    spark: SparkSession, pack: list[Rule], findings: list[dict[str, Any]]
+) -> None:
+    # A plan for one action brings every entity's rows with the verdicts on them (plan.gather) to
+    # the driver. Each task of a stage deserialises the stage's whole plan, every entity's branch
+    # and every rule in it: one task, whatever the entities' partitions, deserialises it once.
+    frames = {entity: frame.repartition(2) for entity, frame in _frames(spark, ROWS).items()}
+    gathered = gather(frames, pack)
+    assert gathered.rdd.getNumPartitions() == 1
+    rows = gathered.collect()
+    assert sorted(row[PART] for row in rows) == sorted(entity for entity, _ in ROWS)
+    got = {(m["rule"], m["entity_key"], m["severity"]) for row in rows for m in row[MATCHES] or ()}
+    assert got == {(f["rule"], f["entity_key"], f["severity"]) for f in findings}
 
 
 def test_frames_unioned_in_pairs_are_the_chain_of_unions(spark: SparkSession) -> None:
