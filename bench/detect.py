@@ -22,13 +22,14 @@ The run:
    daemon runs for days: its JVM compiles the code an evaluation runs in its first minutes, and
    that is not what it costs at idle); then measure the idle phase for `--idle` seconds: the CPU
    seconds per minute of the daemon's Python process and of its children (the Spark JVM), and
-   the duration of each evaluation run (collection_runs, job 'evaluate');
+   the duration of each evaluation run (collection_runs, job 'evaluate'), and each evaluation's
+   duration by the daemon's age (`by_age`);
 2. faults: broker 3 stops (BrokerDown; `detect-offline` goes offline: PartitionOffline;
    `detect-minisr` goes under min ISR: PartitionUnderMinIsr), and retention deletes what
    `detect-lagger` had not read (DataLossOccurred; its fault time is when this process first sees
    the log start offset pass the committed offset). For each rule: fault -> firing (first seen in
-   the alerts table, polled every 0.5 s) and fault -> notice accepted by the webhook, each also
-   minus the rule's `for:`.
+   the alerts table, polled every 0.5 s: a notice can arrive before the poll that sees its alert
+   firing) and fault -> notice accepted by the webhook, each also minus the rule's `for:`.
 
 Prints Markdown on stdout (progress on stderr) and writes bench/results/detect.md and .json.
 """
@@ -226,16 +227,43 @@ def firing_rules(engine: Engine) -> set[str]:
 
 
 def evaluation_seconds(engine: Engine, since: datetime) -> list[float]:
+    return [seconds for _, seconds in evaluation_runs(engine, since)]
+
+
+def evaluation_runs(engine: Engine, since: datetime) -> list[tuple[datetime, float]]:
+    """(start, duration in seconds) of each evaluation that ended since `since`, oldest first."""
     with engine.connect() as conn:
         rows = conn.execute(
             text(
-                "SELECT extract(epoch FROM finished_at - started_at) FROM collection_runs "
+                "SELECT started_at, extract(epoch FROM finished_at - started_at) FROM collection_runs "
                 "WHERE job = 'evaluate' AND status IN ('ok', 'partial') AND started_at >= :since "
                 "AND finished_at IS NOT NULL ORDER BY started_at"
             ),
             {"since": since},
         )
-        return [float(r[0]) for r in rows]
+        return [(r[0], float(r[1])) for r in rows]
+
+
+AGE_SPAN = 600
+"""The daemon's age per row of the report's evaluations by age, in seconds."""
+
+
+def by_age(runs: list[tuple[datetime, float]], started: datetime) -> list[dict[str, Any]]:
+    """The evaluations' median duration per AGE_SPAN of the daemon's age (from `started`): the
+    JVM compiles the code an evaluation runs over its first tens of evaluations, so the duration
+    falls with the age."""
+    spans: dict[int, list[float]] = {}
+    for at, seconds in runs:
+        spans.setdefault(int((at - started).total_seconds() // AGE_SPAN), []).append(seconds)
+    return [
+        {
+            "from_seconds": span * AGE_SPAN,
+            "to_seconds": (span + 1) * AGE_SPAN,
+            "evaluations": len(values),
+            "median_seconds": round(statistics.median(values), 2),
+        }
+        for span, values in sorted(spans.items())
+    ]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -305,6 +333,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         (own1, jvm1), t1 = cpu_seconds(daemon.pid), time.monotonic()
         per_minute = 60 / (t1 - t0)
         evaluations = evaluation_seconds(engine, idle_from)
+        ages = by_age(evaluation_runs(engine, started), started)
         noticed_before = {n["alerts"][0]["rule"] for _, n in notices if n.get("alerts")}
 
         _log("faults: detect-lagger falls behind a 20 s retention; broker 3 stops")
@@ -364,6 +393,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "evaluation_p95_seconds": (
                 round(statistics.quantiles(evaluations, n=20)[18], 2) if len(evaluations) >= 2 else None
             ),
+            "evaluations_by_age": ages,
             "rules": rows,
         }
     finally:
@@ -400,6 +430,21 @@ def markdown(result: dict[str, Any]) -> str:
         f"{result['evaluations']} evaluations, "
         f"median {result['evaluation_median_seconds']} s, p95 {result['evaluation_p95_seconds']} s.",
         "",
+    ]
+    if result.get("evaluations_by_age"):
+        lines += [
+            "Evaluations by the daemon's age (from its start to the faults):",
+            "",
+            "| daemon's age | evaluations | median |",
+            "|---|---:|---:|",
+            *(
+                f"| {age['from_seconds']}-{age['to_seconds']} s | {age['evaluations']} "
+                f"| {age['median_seconds']:.2f} s |"
+                for age in result["evaluations_by_age"]
+            ),
+            "",
+        ]
+    lines += [
         "| rule | for: | fault -> firing | beyond for: | fault -> notice accepted | beyond for: |",
         "|---|---|---|---|---|---|",
     ]
