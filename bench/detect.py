@@ -332,8 +332,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(args.idle)
         (own1, jvm1), t1 = cpu_seconds(daemon.pid), time.monotonic()
         per_minute = 60 / (t1 - t0)
-        evaluations = evaluation_seconds(engine, idle_from)
-        ages = by_age(evaluation_runs(engine, started), started)
+        runs = evaluation_runs(engine, started)
+        evaluations = [seconds for at, seconds in runs if at >= idle_from]
+        ages = by_age(runs, started)
         noticed_before = {n["alerts"][0]["rule"] for _, n in notices if n.get("alerts")}
 
         _log("faults: detect-lagger falls behind a 20 s retention; broker 3 stops")
