@@ -155,10 +155,10 @@ class ClusterContext:
 
     def recorded(self, run: Run) -> None:
         """`run` and its samples are in the store: ask for the evaluation it asked for (`critical`),
-        and tell `on_sample` when it reached the cluster. Not before: an evaluation dates what it
-        sees by the newest run recorded (monitor.evaluate.job.observed_at), and asked while the run
-        was under way it saw the run's samples but dated them by the run before, up to an interval
-        earlier, and a `for:` elapsed that much early."""
+        and tell `on_sample` when it reached the cluster. Not before: a `for:` counts to the end
+        of the newest run that reached the cluster (monitor.evaluate.observed.observed_at), and
+        asked while the run was under way the evaluation would see its samples without counting
+        them, and a page would wait for the next evaluation."""
         if run.counts.get(EVALUATION_REQUESTED) and self.on_critical is not None:
             self.on_critical(self.cluster.name)
         reached = run.reached

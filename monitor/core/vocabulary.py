@@ -82,6 +82,9 @@ RUN_STATUSES: Final = ("running", "ok", "partial", "failed", "skipped")
 REACHED_RUN_STATUSES: Final = ("ok", "partial")
 """Runs that reached the cluster (a partial run failed only for some entities): what counts as
 a job's latest success."""
+WRITING_RUN_STATUSES: Final = ("running", *REACHED_RUN_STATUSES)
+"""Runs whose samples may be in the store: reached, or still going (a run writes its samples
+before its row says how it ended)."""
 FAULTY_RUN_STATUSES: Final = ("failed", "partial")
 """Runs with errors to show."""
 

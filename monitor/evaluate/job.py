@@ -39,21 +39,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import cache, partial
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, delete, text
 
-from monitor.core.derived import ENTITIES, SOURCES, sources_of, table_of
+from monitor.core.derived import ENTITIES, table_of
 from monitor.core.objectives import Objective
 from monitor.core.vocabulary import FULL_EVALUATION, INCREMENTAL_EVALUATION
 from monitor.evaluate.engine import render, render_annotations, template_context
 from monitor.evaluate.incremental import Carry, choose
 from monitor.evaluate.io import write_table
+from monitor.evaluate.observed import dated
 from monitor.evaluate.plan import (
     MATCHES,
     PART,
@@ -66,7 +67,7 @@ from monitor.evaluate.plan import (
     plan_key,
     row_column,
 )
-from monitor.evaluate.rules import Rule, match_columns
+from monitor.evaluate.rules import Rule
 from monitor.evaluate.spark import JdbcTarget
 from monitor.store.carry import carried_partitions, carry_rows, copy_carried, mark_completed
 from monitor.store.evaluation import DERIVED_TABLES, drop_clocks, set_clock
@@ -74,7 +75,6 @@ from monitor.store.findings import Match, merge_findings
 from monitor.store.ingest import copy_rows
 from monitor.store.objectives import record_minutes, set_objective_groups
 from monitor.store.partitions import day_of, ensure_days
-from monitor.store.runs import Reached, newest_reached
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -145,6 +145,7 @@ def run_evaluation(
     above, an action brings the verdicts and Spark writes each entity.
     """
     result = EvaluationResult(evaluated_at)
+    began = time.monotonic()
     size = _input_rows(engine, clusters)
     started = time.monotonic()
     sized = partial(_sized_plan, spark, target, engine, rules, clusters, settings, evaluated_at, plans)
@@ -175,6 +176,7 @@ def run_evaluation(
                 kept.append(frame.persist())
             # The rules read every entity: this reads the inputs and computes (and keeps) them all.
             ran = fresh(plan.action).collect()
+            read_by = evaluated_at + timedelta(seconds=time.monotonic() - began)
             matches, unsampled, rows = _sorted(ran, rules, gathered=plan.gathered is not None)
         result.seconds["compute"] += built
         with _phase(result, "write"), _sized_to(spark, size):
@@ -188,8 +190,9 @@ def run_evaluation(
                 record_minutes(conn, clusters, evaluated_at)
                 result.findings = merge_findings(
                     conn,
-                    _observed(conn, matches, rules, clusters, evaluated_at, settings.window),
+                    dated(conn, matches, rules, clusters, (evaluated_at, read_by), settings.window),
                     evaluated_at,
+                    read_by=read_by,
                     clusters=clusters,
                     rules=[rule.name for rule in rules],
                     unsampled=unsampled,
@@ -380,58 +383,6 @@ def _sized_to(spark: SparkSession, rows: int) -> Iterator[int]:
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, old)
-
-
-def _observed(
-    conn: Connection,
-    matches: Sequence[Match],
-    rules: Sequence[Rule],
-    clusters: Sequence[str],
-    evaluated_at: datetime,
-    window: timedelta,
-) -> list[Match]:
-    """`matches` with the time of the newest sample each was derived from, from which the rule's
-    `for` counts: the newest run of the jobs the columns deciding its rule come from
-    (`observed_at`)."""
-    jobs = sorted({job for entity_jobs in SOURCES.values() for job in entity_jobs})
-    newest = newest_reached(conn, clusters, jobs, evaluated_at, evaluated_at - window)
-    return observed_at(matches, rules, newest)
-
-
-def observed_at(
-    matches: Sequence[Match], rules: Sequence[Rule], newest: Mapping[tuple[str, str], Reached]
-) -> list[Match]:
-    """`matches` with the span their rule's `for` counts over, from the newest runs of `newest`
-    ((cluster, job) -> the newest run that reached it).
-
-    `observed_at`: when the newest run of the jobs its rule's deciding columns come from
-    (core.derived.sources_of of rules.match_columns) started; a new finding's `first_seen`. None
-    when none of those jobs ran (the evaluation time then). `held_at`: when the newest run of any
-    of the entity's jobs (core.derived.SOURCES) finished: the condition, as the newest deciding
-    sample shows it, still holds then, and its `for` counts to there.
-
-    Counted from the start of the run that first showed the condition to the end of the newest:
-    each run read its samples between the two, the starts keep their schedule to the millisecond,
-    and the ends vary with how long each run took. Counted from end to end, a `for` of four
-    15-second intervals would elapse at the fourth run or the fifth, by milliseconds of chance, and
-    a page wait 15 s more half the time."""
-    sources = {rule.name: sources_of(rule.entity, match_columns(rule)) for rule in rules}
-
-    def newest_of(cluster: str, jobs: Collection[str]) -> Reached | None:
-        runs = [newest[key] for job in jobs if (key := (cluster, job)) in newest]
-        return max(runs, key=lambda run: run.finished_at, default=None)
-
-    @cache
-    def span(cluster: str, rule: str, entity: str) -> tuple[datetime | None, datetime | None]:
-        deciding = newest_of(cluster, sources.get(rule, SOURCES[entity]))
-        held = newest_of(cluster, SOURCES[entity])
-        return (deciding.started_at if deciding else None), (held.finished_at if held else None)
-
-    def dated(match: Match) -> Match:
-        observed, held = span(match.cluster, match.rule, match.entity)
-        return replace(match, observed_at=observed, held_at=held)
-
-    return [dated(match) for match in matches]
 
 
 def _write_derived(

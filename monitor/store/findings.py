@@ -57,9 +57,10 @@ class Match:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     observed_at: datetime | None = None
-    """When the newest run of the jobs of the columns deciding the match started (None, or later
-    than the evaluation: the evaluation time): a new finding's `first_seen`, the run that first
-    showed the condition (monitor.evaluate.job.observed_at)."""
+    """When the newest run of the jobs of the columns deciding the match started (None: the
+    evaluation time; never later than the end of the evaluation's reads, `read_by`): a new
+    finding's `first_seen`, the run that first showed the condition
+    (monitor.evaluate.observed.observed_at)."""
     held_at: datetime | None = None
     """Until when the condition is known to hold: the end of the newest run of any of the entity's jobs,
     the match being derived from the newest of the deciding ones (None: `observed_at`; never later
@@ -172,10 +173,12 @@ WHERE f.state <> 'resolved' AND f.last_seen < :t AND f.cluster = ANY(:clusters) 
 """
 
 
-def _times(match: Match, evaluated_at: datetime) -> tuple[datetime, datetime]:
-    """(observed_at, held_at) of `match` as merged: neither later than the evaluation, held never
-    before observed."""
-    observed = min(match.observed_at or evaluated_at, evaluated_at)
+def _times(match: Match, evaluated_at: datetime, read_by: datetime) -> tuple[datetime, datetime]:
+    """(observed_at, held_at) of `match` as merged: observed no later than the end of the
+    evaluation's reads (a run begun while it read may have shown the condition: dated any
+    earlier, its `for` would elapse early), held no later than the evaluation and never before
+    observed."""
+    observed = min(match.observed_at or evaluated_at, max(read_by, evaluated_at))
     return observed, min(max(match.held_at or observed, observed), evaluated_at)
 
 
@@ -188,8 +191,10 @@ def merge_findings(
     rules: Collection[str],
     unsampled: Collection[tuple[str, str]] = (),
     stale_before: datetime | None = None,
+    read_by: datetime | None = None,
 ) -> dict[str, int]:
-    """Merge `matches` of an evaluation of `rules` over `clusters` at `evaluated_at`.
+    """Merge `matches` of an evaluation of `rules` over `clusters` at `evaluated_at`, whose reads
+    of the store ended by `read_by` (None: `evaluated_at`).
 
     `unsampled` holds the (entity, entity_key) pairs the evaluation did not sample: their open
     findings are neither resolved nor changed, unless last seen before `stale_before` (None: kept
@@ -199,6 +204,7 @@ def merge_findings(
     were), and the open findings by state afterwards. Raises the findings counter of each cluster
     merged (`monitor.store.changes`), which tells the alert cycle to read them again.
     """
+    read_by = read_by or evaluated_at
     conn.execute(text(_STAGE))
     conn.execute(text("TRUNCATE _matches"))
     conn.execute(text(_STAGE_UNSAMPLED))
@@ -211,7 +217,7 @@ def merge_findings(
          "annotations", "for_seconds", "observed_at", "held_at"),
         [
             (m.rule, m.entity, m.entity_key, m.cluster, json.dumps(m.labels), m.severity, m.value, m.summary,
-             m.description, json.dumps(m.annotations), m.for_seconds, *_times(m, evaluated_at))
+             m.description, json.dumps(m.annotations), m.for_seconds, *_times(m, evaluated_at, read_by))
             for m in matches
         ],
     )  # fmt: skip

@@ -31,7 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.core.clock import Clock
 from monitor.core.errors import MonitorError, StoreUnavailableError
-from monitor.core.vocabulary import REACHED_RUN_STATUSES
+from monitor.core.vocabulary import REACHED_RUN_STATUSES, WRITING_RUN_STATUSES
 from monitor.store.buffer import BufferedWriter
 from monitor.store.metadata import finish_run, insert_finished_run, start_run
 
@@ -198,3 +198,31 @@ def newest_reached(
     return {
         (str(cluster), str(job)): Reached(started, finished) for cluster, job, started, finished in rows.all()
     }
+
+
+_NEWEST_BEGUN = """
+SELECT cluster, job, max(started_at) FROM collection_runs
+WHERE cluster = ANY(:clusters) AND job = ANY(:jobs) AND status = ANY(:writing)
+  AND started_at > :since AND started_at <= :by
+GROUP BY cluster, job
+"""
+
+
+def newest_begun(
+    conn: Connection, clusters: Collection[str], jobs: Collection[str], by: datetime, since: datetime
+) -> dict[tuple[str, str], datetime]:
+    """(cluster, job) -> the start of its newest run begun after `since` and by `by` that has not
+    failed: reached, or still going. A run writes its samples before its row is finished, and
+    the tables of latest values are read as they are when read, so a reader that read until `by`
+    may have seen that run's samples, and nothing it saw of the job is older than that start."""
+    rows = conn.execute(
+        text(_NEWEST_BEGUN),
+        {
+            "clusters": list(clusters),
+            "jobs": list(jobs),
+            "by": by,
+            "since": since,
+            "writing": list(WRITING_RUN_STATUSES),
+        },
+    )
+    return {(str(cluster), str(job)): started for cluster, job, started in rows.all()}

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from monitor.core.derived import COLUMN_SOURCES, ENTITIES, SOURCES, sources_of
-from monitor.evaluate.job import observed_at
+from monitor.evaluate.observed import observed_at
 from monitor.evaluate.rules import Rule, match_columns
 from monitor.store.findings import Match
 from monitor.store.runs import Reached
@@ -138,3 +138,18 @@ def test_column_sources_narrow_their_entitys_sources_to_known_columns() -> None:
         for column, jobs in columns.items():
             assert column in names, f"{entity}.{column} is not a derived column"
             assert jobs and set(jobs) <= set(SOURCES[entity]), f"{entity}.{column}: {jobs} not in SOURCES"
+
+
+def test_a_run_of_a_deciding_job_begun_by_the_end_of_the_reads_dates_the_match_others_do_not() -> None:
+    """A metadata run still going (or begun while the evaluation read) may have written the
+    broker's absence: dated from its start, never from the run before. A later log-dirs run
+    decides nothing of BrokerDown and moves nothing."""
+    newest = {("prod", "metadata"): _ran(T), ("prod", "log_dirs"): _ran(T + timedelta(seconds=5))}
+    going = T + timedelta(seconds=15)
+    begun = {("prod", "metadata"): going, ("prod", "log_dirs"): going + timedelta(seconds=2)}
+
+    [down] = observed_at([_match(SHIPPED["BrokerDown"])], list(SHIPPED.values()), newest, begun)
+    [alone] = observed_at([_match(SHIPPED["BrokerDown"])], [], {}, {("prod", "metadata"): going})
+
+    assert (down.observed_at, down.held_at) == (going, T + timedelta(seconds=5.05))
+    assert (alone.observed_at, alone.held_at) == (going, None), "no run reached yet: still not before it"
