@@ -190,7 +190,7 @@ def run_evaluation(
                 record_minutes(conn, clusters, evaluated_at)
                 result.findings = merge_findings(
                     conn,
-                    dated(conn, matches, rules, clusters, (evaluated_at, read_by), settings.window),
+                    dated(conn, matches, rules, clusters, evaluated_at, settings.window, read_by=read_by),
                     evaluated_at,
                     read_by=read_by,
                     clusters=clusters,

@@ -26,12 +26,14 @@ def dated(
     matches: Sequence[Match],
     rules: Sequence[Rule],
     clusters: Sequence[str],
-    read: tuple[datetime, datetime],
+    evaluated_at: datetime,
     window: timedelta,
+    *,
+    read_by: datetime,
 ) -> list[Match]:
     """`matches` dated by the runs of the jobs their rules' deciding columns come from
-    (`observed_at`), for an evaluation at `read[0]` whose reads of the store ended by `read[1]`."""
-    evaluated_at, read_by = read
+    (`observed_at`), for an evaluation at `evaluated_at` whose reads of the store ended by
+    `read_by`."""
     jobs = sorted({job for entity_jobs in SOURCES.values() for job in entity_jobs})
     since = evaluated_at - window
     newest = newest_reached(conn, clusters, jobs, evaluated_at, since)

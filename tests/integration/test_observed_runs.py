@@ -49,7 +49,7 @@ def _first_seen(engine: Engine, at: datetime, read_by: datetime) -> tuple[dateti
     with engine.begin() as conn:
         merge_findings(
             conn,
-            dated(conn, [found], [DOWN], [CLUSTER], (at, read_by), WINDOW),
+            dated(conn, [found], [DOWN], [CLUSTER], at, WINDOW, read_by=read_by),
             at,
             clusters=[CLUSTER],
             rules=[DOWN.name],
