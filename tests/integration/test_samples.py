@@ -46,6 +46,7 @@ from monitor.store import leases
 from monitor.store.buffer import BufferedWriter
 from monitor.store.metadata import finish_run, prune_runs, start_run
 from monitor.store.samples import (
+    cached_offset_marks,
     cached_timestamps,
     latest_committed,
     latest_end_offsets,
@@ -624,10 +625,13 @@ def test_prune_record_timestamps(engine: Engine) -> None:
     with engine.begin() as conn:
         write_offsets_batch(conn, old)
         write_offsets_batch(conn, new)
+        assert cached_offset_marks(conn, "prune") == {("t", 0): 9}
         assert prune_record_timestamps(conn, "prune", at + timedelta(minutes=1)) == 3
         assert cached_timestamps(conn, "prune", [("t", 0, o) for o in range(10)]) == {
             ("t", 0, 9): RecordTimestamp("t", 0, 9, None, None, "NotAvailable")
         }
+        assert cached_offset_marks(conn, "prune") == {("t", 0): 9}
+        assert cached_offset_marks(conn, "no-such-cluster") == {}
 
 
 def test_log_dirs_append_and_replay(engine: Engine) -> None:

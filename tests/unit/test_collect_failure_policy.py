@@ -287,6 +287,23 @@ def test_the_timestamp_cache_forgets_what_was_not_asked_for_in_its_cycles() -> N
     assert len(cache) == 0
 
 
+def test_the_timestamp_cache_says_which_records_the_store_may_hold() -> None:
+    cache = TimestampCache(max_entries=1, keep_cycles=1)
+    assert cache.may_be_stored(("t", 0, 99)), "the store's marks unknown: any record"
+    cache.learn_marks({("t", 0): 10})
+    cache.learn_marks({("t", 0): 1})  # learnt once
+    assert cache.may_be_stored(("t", 0, 10)) and not cache.may_be_stored(("t", 0, 11))
+    assert not cache.may_be_stored(("t", 1, 0)), "nothing stored of that partition"
+    a, b = (RecordTimestamp("t", 1, o, o, 1_000 + o, "CreateTime") for o in (20, 30))
+    cache.put_many([a])
+    assert not cache.may_be_stored(("t", 1, 20)), "in memory"
+    cache.put_many([b])  # evicts a (one entry at most)
+    assert cache.may_be_stored(("t", 1, 20)) and cache.may_be_stored(("t", 1, 5))
+    assert not cache.may_be_stored(("t", 1, 21)), "above every record dropped"
+    cache.next_cycle()  # b goes: not asked for within one cycle
+    assert cache.may_be_stored(("t", 1, 30)) and not cache.may_be_stored(("t", 1, 31))
+
+
 def test_the_offsets_job_keeps_the_timestamps_its_cycles_ask_for_and_drops_offsets_passed(rig: Rig) -> None:
     rig.cycle()
     rig.cycle()
@@ -341,6 +358,7 @@ def test_a_cycle_reads_the_store_once_and_what_memory_holds_never(
     monkeypatch.setattr("monitor.collect.recall.cached_timestamps", cached)
     monkeypatch.setattr("monitor.collect.recall.end_offset_brackets", brackets)
     monkeypatch.setattr("monitor.collect.recall.latest_committed", committed)
+    monkeypatch.setattr("monitor.collect.recall.cached_offset_marks", lambda *args: {("orders", 0): 4})
     engine = CountingEngine()
     rig.context.engine = engine  # type: ignore[assignment]
     rig.writer.available = True
@@ -361,6 +379,36 @@ def test_a_cycle_reads_the_store_once_and_what_memory_holds_never(
     rig.cycle()
 
     assert engine.connections == 1, "nothing new to ask: memory holds every record, the commits are known"
+
+
+def test_the_store_is_asked_only_for_records_it_may_hold(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the store's highest offsets are known, a record above them and above every one
+    memory dropped is read from Kafka without asking the store; one at or below them, not in
+    memory, is asked for."""
+    asked: list[list[Any]] = []
+    marks = {("orders", 0): 6, ("orders", 1): 4}
+
+    def cached(conn: object, cluster: str, keys: list[Any]) -> dict[Any, Any]:
+        asked.append(sorted(keys))
+        return {}
+
+    monkeypatch.setattr("monitor.collect.recall.cached_timestamps", cached)
+    monkeypatch.setattr("monitor.collect.recall.end_offset_brackets", lambda *args: {})
+    monkeypatch.setattr("monitor.collect.recall.latest_committed", lambda *args: {})
+    monkeypatch.setattr("monitor.collect.recall.cached_offset_marks", lambda *args: marks)
+    rig.context.engine = CountingEngine()  # type: ignore[assignment]
+    rig.writer.available = True
+    rig.cycle()
+    assert asked and ("orders", 2, 4) in asked[0], "the marks unknown: every record memory lacks"
+    asked.clear()
+
+    rig.kafka.commit("billing", {("orders", 0): 5, ("orders", 1): 7, ("orders", 2): 8})
+    run = rig.cycle()
+
+    assert asked == [[("orders", 0, 5)]], "orders:1:7 and orders:2:8 are above what the store holds"
+    assert run.counts["timestamps_read"] >= 3, "all three read from Kafka"
+    lags = rig.lags()
+    assert lags[("billing", "orders", 2)].committed_timestamp_ms == to_millis(T0) - 60_000 + 8000
 
 
 class CountingShareGroups:

@@ -184,6 +184,7 @@ def test_after_a_restart_the_latest_stored_end_offset_stands_in(monkeypatch: pyt
     monkeypatch.setattr("monitor.collect.recall.latest_end_offsets", latest_end_offsets)
     monkeypatch.setattr("monitor.collect.recall.cached_timestamps", lambda *args: {})
     monkeypatch.setattr("monitor.collect.recall.latest_committed", lambda *args: {})
+    monkeypatch.setattr("monitor.collect.recall.cached_offset_marks", lambda *args: {})
     monkeypatch.setattr("monitor.collect.recall.end_offset_brackets", lambda *args: {})
     cluster, writer = Cluster(clock), FakeWriter(available=True)
     cluster.hold(1)

@@ -212,6 +212,7 @@ class OffsetsCollector:
             )
             cycle.targets |= lag.partition_targets(recalled_ends.values())
         self.cache.put_many(recalled.timestamps.values())
+        self.cache.learn_marks(recalled.marks)
         if recalled.previous_commits is not None:
             self._previous, self._previous_list = recalled.previous_commits, None
         return recalled
@@ -393,10 +394,11 @@ class OffsetsCollector:
         when the read was skipped because PostgreSQL is unavailable, else 0). A `cold` cycle
         asks for no append time and no history: the lag comes first."""
         request = StoreRequest(
-            timestamps=[] if cold else [t for t in targets if t not in self.cache],
+            timestamps=[] if cold else [t for t in targets if self.cache.may_be_stored(t)],
             ends=[key for key in listing.listed.held_back if key not in self._held_back.ends],
             history=set() if cold else self._history_targets(moved, offsets),
             previous_commits=self._previous is None and self._previous_list is None,
+            marks=not cold and not self.cache.marks_known,
         )
         if not request:
             return StoreAnswer(), 0

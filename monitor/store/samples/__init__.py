@@ -13,7 +13,8 @@
 - `share_groups`: the share-group tables (`write_share_groups`);
 - `configs`: the topic_configs history (`record_topic_configs`);
 - `recall`: the reads of the latest offsets and of the record timestamp cache, and its pruning
-  (`cached_timestamps`, `latest_committed`, `latest_end_offsets`, `prune_record_timestamps`).
+  (`cached_timestamps`, `cached_offset_marks`, `latest_committed`, `latest_end_offsets`,
+  `prune_record_timestamps`).
 
 `staging` is what they share: epoch-millisecond times and the staging tables a batch goes
 through.
@@ -39,6 +40,7 @@ from monitor.store.samples.offsets import (
 from monitor.store.samples.probes import write_probe
 from monitor.store.samples.recall import (
     RecordKey,
+    cached_offset_marks,
     cached_timestamps,
     latest_committed,
     latest_end_offsets,
@@ -48,6 +50,7 @@ from monitor.store.samples.staging import to_datetime, to_ms
 
 __all__ = [
     "RecordKey",
+    "cached_offset_marks",
     "cached_timestamps",
     "latest_committed",
     "latest_end_offsets",

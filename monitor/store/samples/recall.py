@@ -51,6 +51,19 @@ def cached_timestamps(
     return found
 
 
+def cached_offset_marks(conn: Connection, cluster: str) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the highest offset whose record timestamp the store holds for
+    `cluster`. One query (a pass over the cluster's cached timestamps)."""
+    rows = conn.execute(
+        text(
+            'SELECT topic, partition, max("offset") FROM record_timestamps WHERE cluster = :cluster '
+            "GROUP BY topic, partition"
+        ),
+        {"cluster": cluster},
+    )
+    return {(topic, partition): int(offset) for topic, partition, offset in rows}
+
+
 def latest_committed(
     conn: Connection, cluster: str
 ) -> dict[tuple[str, str, int], tuple[int, datetime | None]]:
