@@ -55,7 +55,7 @@ class TimestampCache:
     nearly every record a cycle misses is one never read before (a group's new committed
     offset), and looking each up in the store found nothing at a cost: at 10,000
     group-partitions, 6,000 index lookups a cycle, 9 % of PostgreSQL's time, none found
-    (docs/bench/footprint.md, `diag-pgss`). The store holds a partition's records up to the
+    (docs/bench/targets.md, "Where the steady CPU goes"). The store holds a partition's records up to the
     highest offset it held at the start (`learn_marks`) and those this process read since, which
     memory holds until they are dropped: beyond both marks, a record is not in the store.
     """
