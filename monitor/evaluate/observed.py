@@ -83,8 +83,8 @@ def observed_at(
         held = newest_of(cluster, SOURCES[entity])
         return max(starts, default=None), (held.finished_at if held else None)
 
-    def dated(match: Match) -> Match:
+    def spanned(match: Match) -> Match:
         observed, held = span(match.cluster, match.rule, match.entity)
         return replace(match, observed_at=observed, held_at=held)
 
-    return [dated(match) for match in matches]
+    return [spanned(match) for match in matches]
