@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine, text
+import pytest
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import DBAPIError
 
 from monitor.core.clock import to_millis
 from monitor.core.records import CommitObservation
@@ -187,3 +189,28 @@ def test_the_groups_committed_since_are_the_same_from_the_observations_and_from_
             "g5",
         ]
         assert cluster not in changed_since(conn, AT + timedelta(seconds=40), long_look_back=True)
+
+
+def test_a_fleet_read_raises_work_mem_for_its_block_only_and_never_lowers_it(engine: Engine) -> None:
+    def work_mem(conn: Connection) -> str:
+        return str(conn.execute(text("SHOW work_mem")).scalar_one())
+
+    with engine.begin() as conn:
+        conn.execute(text("SET LOCAL work_mem = '4MB'"))
+        with fresh_lag.fleet_read(conn):
+            assert work_mem(conn) == fresh_lag.FLEET_READ_WORK_MEM
+            with fresh_lag.fleet_read(conn):  # nested: the outer block's setting stays
+                assert work_mem(conn) == fresh_lag.FLEET_READ_WORK_MEM
+            assert work_mem(conn) == fresh_lag.FLEET_READ_WORK_MEM
+        assert work_mem(conn) == "4MB", "as it was after the block"
+        conn.execute(text("SET LOCAL work_mem = '1GB'"))
+        with fresh_lag.fleet_read(conn):
+            assert work_mem(conn) == "1GB", "a larger setting is kept"
+        assert work_mem(conn) == "1GB"
+    with engine.connect() as conn:
+        default = work_mem(conn)
+        conn.rollback()
+        with pytest.raises(DBAPIError), fresh_lag.fleet_read(conn):
+            conn.execute(text("SELECT 1 / 0"))
+        conn.rollback()
+        assert work_mem(conn) == default, "a block that failed leaves nothing set once rolled back"

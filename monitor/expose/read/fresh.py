@@ -53,6 +53,7 @@ from monitor.store.fresh_lag import (
     FRESH_GROUPS,
     FreshLag,
     Key,
+    fleet_read,
     groups_lags,
 )
 
@@ -165,7 +166,8 @@ GROUP_COUNT = f"""
 
 def group_count(conn: Connection, cluster: str) -> GroupCount:
     """The groups of `cluster` and its lagging groups (see the module); as of None without groups."""
-    row = conn.execute(text(GROUP_COUNT), {"c": cluster}).one()
+    with fleet_read(conn):
+        row = conn.execute(text(GROUP_COUNT), {"c": cluster}).one()
     return GroupCount(row.consumer_groups, row.lagging_groups, row.offset_lag_as_of)
 
 

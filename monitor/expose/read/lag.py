@@ -37,7 +37,7 @@ from monitor.expose.read.queries import (
 )
 from monitor.expose.read.record_columns import column_names, select_list
 from monitor.store.evaluation import latest_rows
-from monitor.store.fresh_lag import FRESH_GROUPS, FRESH_PARTITIONS, FreshLag, Key, groups_lags
+from monitor.store.fresh_lag import FRESH_GROUPS, FRESH_PARTITIONS, FreshLag, Key, fleet_read, groups_lags
 
 WORST_STATUS_FIRST = worst_status_first()
 """A SQL sort key: the worst consumer status first (the vocabulary's order, best to worst)."""
@@ -178,7 +178,10 @@ def groups(
         where.append(f"group_id IN ({LAGGING_GROUP_IDS})")
     evaluated_at = latest_evaluation(conn, cluster)
     body = _group_lag_query(where) if evaluated_at is not None else _stored_groups_query(where)
-    return fetch_page(conn, GroupSummary, body, params, _GROUP_ORDER[sort], page, evaluated_at)
+    if not lagging:
+        return fetch_page(conn, GroupSummary, body, params, _GROUP_ORDER[sort], page, evaluated_at)
+    with fleet_read(conn):  # the lagging groups: the fresh offset lag of every group of the cluster
+        return fetch_page(conn, GroupSummary, body, params, _GROUP_ORDER[sort], page, evaluated_at)
 
 
 def group(conn: Connection, cluster: str, group_id: str) -> GroupDetail | None:

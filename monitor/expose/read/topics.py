@@ -13,6 +13,7 @@ conventions.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -33,7 +34,7 @@ from monitor.expose.read.queries import (
 )
 from monitor.expose.read.record_columns import select_list
 from monitor.store.evaluation import latest_rows
-from monitor.store.fresh_lag import groups_lags
+from monitor.store.fresh_lag import fleet_read, groups_lags
 
 TopicSort = Literal[
     "topic",
@@ -240,7 +241,8 @@ def topics(
         params["search"] = like_pattern(search)
     if problems:
         body = f"SELECT * FROM ({body}) p WHERE {_PROBLEMS}"
-    keys = fetch_page(conn, _Key, body, params, _TOPIC_ORDER[sort], page, None)
+    with fleet_read(conn) if by_lag else nullcontext():  # by lag: every group's fresh offset lag
+        keys = fetch_page(conn, _Key, body, params, _TOPIC_ORDER[sort], page, None)
     if not keys.items:
         rows: list[TopicSummary] = []
     else:
