@@ -121,6 +121,7 @@ class AfterFirstAnswer:
         self._first = first
         self._later = later
         self._stages: App | None = None
+        self._stages_halted = False
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.on_failure: Callable[[BaseException], object] = lambda exc: None
@@ -149,8 +150,21 @@ class AfterFirstAnswer:
 
     def halt(self) -> None:
         """Start nothing more: the daemon stops (its stop comes later, after the scheduler's jobs
-        have ended, which can take a Kafka timeout)."""
+        have ended, which can take a Kafka timeout). The started stages that can end their
+        running work early (a `halt` method: the evaluate stage cancels its Spark jobs) are told
+        now, so that the scheduler's wait does not last a whole evaluation."""
         self._stopping.set()
+        stages = self._stages
+        if stages is None or self._stages_halted:
+            return
+        self._stages_halted = True  # once: `stop` halts too
+        for component in stages.components:
+            halt = getattr(component, "halt", None)
+            if callable(halt):
+                try:
+                    halt()
+                except Exception:  # a failing halt must not keep the daemon from stopping
+                    log.exception("%s could not end its running work early", component.name)
 
     def stop(self) -> None:
         """Wait for a stage that is starting (a JVM), then stop the started ones in reverse."""

@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.core.clock import Clock
-from monitor.core.errors import ConfigError
+from monitor.core.errors import ConfigError, MonitorError
 from monitor.core.objectives import Objective, load_objectives
 from monitor.core.scheduler import DueRun, Scheduler
 from monitor.core.settings import AUTO_MEMORY, EvaluateConfig, SparkConfig
@@ -37,6 +37,13 @@ log = logging.getLogger(__name__)
 
 FLEET_CHECK_EVERY = 10
 """Evaluations between two counts of the fleet against the heap an `auto` driver was given."""
+
+
+class EvaluationHalted(MonitorError):
+    """An evaluation ended early because the daemon stops (`EvaluateStage.halt`)."""
+
+    def __init__(self) -> None:
+        super().__init__("cancelled: the daemon is stopping; the next start evaluates in full")
 
 
 class EvaluateStage:
@@ -80,6 +87,7 @@ class EvaluateStage:
         self._plans = Plans()
         self._rules = KeptRules(config.rules_dir)
         self._recorder: RunRecorder | None = None
+        self._halted = False
 
     def start(self) -> None:
         """Start the SparkSession (blocks a few seconds on local[*]) and schedule the job. With
@@ -136,10 +144,20 @@ class EvaluateStage:
 
     def evaluate(self) -> None:
         assert self._recorder is not None
+        if self._halted:  # the daemon stops: no evaluation starts, nor a JVM for one
+            return
         try:
             with self._recorder.run(None, "evaluate") as run:
                 session = self._session or self._start_session(self._fleet_rows())
-                self._evaluate(run, session)
+                if self._halted:  # halted while the session started: it had none to stop
+                    session.stop()
+                    raise EvaluationHalted()
+                try:
+                    self._evaluate(run, session)
+                except Exception as exc:
+                    if self._halted:
+                        raise EvaluationHalted() from exc
+                    raise
                 self._check_fleet(run)
         finally:
             # An evaluation's DataFrames reach Python's cycle collector only, and until it runs
@@ -203,6 +221,19 @@ class EvaluateStage:
         self._previous_states = states
         if changed and self._on_findings_changed is not None:
             self._on_findings_changed()
+
+    def halt(self) -> None:
+        """The daemon stops: end a running evaluation now rather than wait for it (at 1,000,000
+        group-partitions it runs for minutes). Its Spark session stops, which fails the Spark job
+        it runs, and no evaluation starts after. What it had written is what a Spark driver that
+        died there would leave (the small plan writes its rows in one transaction); the run is
+        recorded as failed with `EvaluationHalted`'s reason, and the next start evaluates in
+        full."""
+        self._halted = True
+        session = self._session
+        if session is not None:
+            log.info("the daemon stops: an evaluation running now is cancelled")
+            session.stop()
 
     def stop(self) -> None:
         plans = self._plans.clear()

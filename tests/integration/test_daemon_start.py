@@ -119,3 +119,38 @@ def test_the_lag_is_answered_first_and_spark_and_the_rollups_follow(
     assert first("monitor.expose.web.server: web UI on") < first("starting scheduler") < answer <= in_full
     assert in_full < first("starting evaluate")
     assert in_full < first("rolled up the lag history")
+
+
+def test_a_stop_during_an_evaluation_cancels_it_instead_of_waiting_for_it(
+    daemon: tuple[subprocess.Popen[bytes], str], engine: Engine, tmp_path: Path
+) -> None:
+    """SIGTERM while an evaluation runs: the evaluate stage stops its Spark session under it
+    (`EvaluateStage.halt`), the run is recorded as cancelled, and the daemon exits cleanly."""
+    proc, _ = daemon
+
+    def log() -> str:
+        return (tmp_path / "daemon.log").read_text(errors="replace")
+
+    def just_started() -> int | None:
+        assert proc.poll() is None, log()[-3000:]
+        with engine.connect() as conn:
+            return conn.execute(
+                text(
+                    "SELECT id FROM collection_runs WHERE job = 'evaluate' AND status = 'running'"
+                    " AND started_at > now() - interval '300 milliseconds'"
+                )
+            ).scalar()
+
+    # An evaluation caught within 0.3 s of its start (every 5 s; each takes seconds on this plan).
+    run_id = wait_for(just_started, 600, "an evaluation that has just started", interval=0.02)
+    proc.terminate()
+    assert proc.wait(60) == 0, log()[-3000:]
+    with engine.connect() as conn:
+        status, error = conn.execute(
+            text("SELECT status, error FROM collection_runs WHERE id = :id"), {"id": run_id}
+        ).one()
+    assert (status, error) == (
+        "failed",
+        "cancelled: the daemon is stopping; the next start evaluates in full",
+    )
+    assert "the daemon stops: an evaluation running now is cancelled" in log()

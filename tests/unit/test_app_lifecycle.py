@@ -199,3 +199,46 @@ def test_a_maintenance_that_postponed_a_table_runs_again_soon_not_at_its_next_in
         assert passes[1] - passes[0] >= 0.2
     finally:
         scheduler.stop()
+
+
+class Halting(Recorder):
+    """A stage that can end its running work early (the evaluate stage)."""
+
+    def __init__(self, name: str, log: list[str], fail_halt: bool = False) -> None:
+        super().__init__(name, log)
+        self._fail_halt = fail_halt
+
+    def halt(self) -> None:
+        self._log.append(f"halt {self.name}")
+        if self._fail_halt:
+            raise RuntimeError("boom")
+
+
+def test_a_stopping_daemon_halts_the_started_stages_before_the_scheduler_waits_for_their_jobs() -> None:
+    log: list[str] = []
+    answer = Answer()
+    answer.given.set()
+    later = AfterFirstAnswer(
+        answer,
+        60,
+        lambda: None,
+        [
+            lambda: Halting("share", log, fail_halt=True),
+            lambda: Recorder("alert", log),
+            lambda: Halting("evaluate", log),
+        ],
+    )
+    scheduler = Recorder("scheduler", log)
+    app = App([scheduler, later, StopsFirst(scheduler, halts=[later.halt])])
+    app.start()
+    wait_for(lambda: "start evaluate" in log, 5, "the stages after the first answer")
+    app.stop()
+    assert log[log.index("start evaluate") + 1 :] == [
+        "halt share",  # its failure is logged; the others are still told
+        "halt evaluate",
+        "stop scheduler",
+        "stop evaluate",
+        "stop alert",
+        "stop share",
+        "stop scheduler",
+    ]
