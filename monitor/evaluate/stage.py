@@ -88,6 +88,7 @@ class EvaluateStage:
         self._rules = KeptRules(config.rules_dir)
         self._recorder: RunRecorder | None = None
         self._halted = False
+        self._evaluating = False
 
     def start(self) -> None:
         """Start the SparkSession (blocks a few seconds on local[*]) and schedule the job. With
@@ -152,12 +153,15 @@ class EvaluateStage:
                 if self._halted:  # halted while the session started: it had none to stop
                     session.stop()
                     raise EvaluationHalted()
+                self._evaluating = True
                 try:
                     self._evaluate(run, session)
                 except Exception as exc:
                     if self._halted:
                         raise EvaluationHalted() from exc
                     raise
+                finally:
+                    self._evaluating = False
                 self._check_fleet(run)
         finally:
             # An evaluation's DataFrames reach Python's cycle collector only, and until it runs
@@ -232,7 +236,8 @@ class EvaluateStage:
         self._halted = True
         session = self._session
         if session is not None:
-            log.info("the daemon stops: an evaluation running now is cancelled")
+            if self._evaluating:
+                log.info("the daemon stops: an evaluation running now is cancelled")
             session.stop()
 
     def stop(self) -> None:

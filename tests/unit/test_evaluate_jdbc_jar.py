@@ -4,6 +4,7 @@ starting a JVM; a daemon that stops cancels the evaluation running (`EvaluateSta
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,7 +77,7 @@ def _stage() -> EvaluateStage:
 
 
 def test_a_halt_stops_the_spark_session_under_a_running_evaluation_and_it_fails_as_cancelled(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     stage, session, recorder = _stage(), _Session(), _Recorder()
     monkeypatch.setattr(stage, "_session", session)
@@ -89,8 +90,10 @@ def test_a_halt_stops_the_spark_session_under_a_running_evaluation_and_it_fails_
         raise RuntimeError("Job 7 cancelled because SparkContext was shut down")
 
     monkeypatch.setattr(stage, "_evaluate", evaluation)
-    stage.evaluate()
+    with caplog.at_level(logging.INFO, logger="monitor.evaluate.stage"):
+        stage.evaluate()
     assert recorder.failures == ["cancelled: the daemon is stopping; the next start evaluates in full"]
+    assert "the daemon stops: an evaluation running now is cancelled" in caplog.text
     monkeypatch.setattr(stage, "_evaluate", lambda run, s: pytest.fail("an evaluation after the halt"))
     stage.evaluate()  # no evaluation, nor a session, after a halt
     assert recorder.failures == ["cancelled: the daemon is stopping; the next start evaluates in full"]
@@ -109,3 +112,14 @@ def test_an_evaluation_that_fails_while_nothing_halts_fails_with_its_own_error(
     monkeypatch.setattr(stage, "_evaluate", evaluation)
     stage.evaluate()
     assert recorder.failures == ["the store is gone"]
+
+
+def test_a_halt_while_no_evaluation_runs_stops_the_session_and_says_nothing_is_cancelled(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    stage, session = _stage(), _Session()
+    monkeypatch.setattr(stage, "_session", session)
+    with caplog.at_level(logging.INFO, logger="monitor.evaluate.stage"):
+        stage.halt()
+    assert session.stops == 1
+    assert "cancelled" not in caplog.text
