@@ -150,14 +150,13 @@ class EvaluateStage:
         try:
             with self._recorder.run(None, "evaluate") as run:
                 session = self._session or self._start_session(self._fleet_rows())
-                if self._halted:  # halted while the session started: it had none to stop
-                    session.stop()
-                    raise EvaluationHalted()
                 self._evaluating = True
                 try:
+                    if self._halted:  # halted while the session started (`stop` stops it)
+                        raise EvaluationHalted()
                     self._evaluate(run, session)
                 except Exception as exc:
-                    if self._halted:
+                    if self._halted and not isinstance(exc, EvaluationHalted):
                         raise EvaluationHalted() from exc
                     raise
                 finally:

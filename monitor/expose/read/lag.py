@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -178,9 +179,7 @@ def groups(
         where.append(f"group_id IN ({LAGGING_GROUP_IDS})")
     evaluated_at = latest_evaluation(conn, cluster)
     body = _group_lag_query(where) if evaluated_at is not None else _stored_groups_query(where)
-    if not lagging:
-        return fetch_page(conn, GroupSummary, body, params, _GROUP_ORDER[sort], page, evaluated_at)
-    with fleet_read(conn):  # the lagging groups: the fresh offset lag of every group of the cluster
+    with fleet_read(conn) if lagging else nullcontext():  # lagging: every group's fresh offset lag
         return fetch_page(conn, GroupSummary, body, params, _GROUP_ORDER[sort], page, evaluated_at)
 
 
