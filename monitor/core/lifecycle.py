@@ -6,6 +6,7 @@ rolled back (`App`); what waits for the collectors' first answer, started in the
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -34,12 +35,20 @@ class Component(Protocol):
     def stop(self) -> None: ...
 
 
+def _exit_now(status: int) -> None:
+    """End the process with `status` without running anything else, once the log is written out."""
+    logging.shutdown()
+    os._exit(status)
+
+
 @dataclass
 class App:
     components: Sequence[Component]
     _started: list[Component] = field(default_factory=list)
     _stopping: threading.Event = field(default_factory=threading.Event)
     _failure: BaseException | None = None
+    force_exit: Callable[[int], object] = field(default=_exit_now, repr=False)
+    """Ends the process at once with a status (a second signal during the stop)."""
 
     def start(self) -> None:
         """Start every component in order; on failure stop the started ones in reverse and re-raise."""
@@ -78,10 +87,18 @@ class App:
 
     def run_until_signalled(self) -> None:
         """Start, block until SIGTERM/SIGINT (or request_stop), then stop. The first signal stops
-        gracefully: in-flight jobs finish their write before the scheduler shuts down."""
+        gracefully: in-flight jobs finish their write before the scheduler shuts down. A signal
+        while the daemon stops (a second Ctrl-C: the operator will not wait for a collector's
+        Kafka timeout or a write) ends the process at once with 128 + the signal's number; what
+        was not written is lost, and the leases it held expire after their time to live."""
 
         def handler(signum: int, frame: FrameType | None) -> None:
-            log.info("received %s, shutting down", signal.Signals(signum).name)
+            name = signal.Signals(signum).name
+            if self._stopping.is_set():
+                log.warning("received %s while stopping: exiting now, without waiting for the stop", name)
+                self.force_exit(128 + signum)
+                return
+            log.info("received %s, shutting down (send it again to exit at once)", name)
             self._stopping.set()
 
         previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}

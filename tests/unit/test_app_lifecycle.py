@@ -4,6 +4,10 @@ when it cannot start; the scheduler stops before the stages."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -242,3 +246,69 @@ def test_a_stopping_daemon_halts_the_started_stages_before_the_scheduler_waits_f
         "stop share",
         "stop scheduler",
     ]
+
+
+class SignalledAgain(Recorder):
+    """A component whose stop takes long enough for the operator to send the signal again."""
+
+    def stop(self) -> None:
+        super().stop()
+        signal.raise_signal(signal.SIGTERM)
+
+
+def test_a_second_signal_during_the_stop_exits_at_once() -> None:
+    log: list[str] = []
+    exits: list[int] = []
+    app = App([Recorder("store", log), SignalledAgain("collect", log)], force_exit=exits.append)
+    before = signal.getsignal(signal.SIGTERM)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    app.run_until_signalled()
+    assert exits == [128 + signal.SIGTERM]  # the first signal stopped, the second one exited
+    assert log == ["start store", "start collect", "stop collect", "stop store"]
+    assert signal.getsignal(signal.SIGTERM) == before  # the daemon's handler is taken away after
+
+
+def test_a_single_signal_stops_without_forcing_an_exit() -> None:
+    log: list[str] = []
+    exits: list[int] = []
+    app = App([Recorder("store", log)], force_exit=exits.append)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    app.run_until_signalled()
+    assert exits == []
+    assert log == ["start store", "stop store"]
+
+
+_SLOW_STOP = """
+import sys, time
+from monitor.core.lifecycle import App
+
+class SlowStop:
+    name = "slow"
+    def start(self):
+        print("started", flush=True)
+    def stop(self):
+        print("stopping", flush=True)
+        time.sleep(60)
+
+App([SlowStop()]).run_until_signalled()
+"""
+
+
+def test_a_second_signal_ends_a_real_process_stuck_in_its_stop() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_STOP], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "started"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.stdout.readline().strip() == "stopping"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 128 + signal.SIGINT  # not the 60 s the stop would take
+        assert "exiting now, without waiting for the stop" in (proc.stderr.read() if proc.stderr else "")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
