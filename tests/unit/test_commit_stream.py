@@ -6,6 +6,7 @@ OffsetFetch every cycle; records that cannot be decoded are counted and warned a
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -418,6 +419,63 @@ def test_a_stream_read_to_the_end_marks_how_far_at_most_twice_a_second(rig: Stre
     rig.clock.advance(2)
     wait_for(lambda: len(_marks(rig)) == marked + 2, 5, "the next mark")
     assert _marks(rig)[-1] == (rig.clock.now(), rig.clock.now()), "the coverage starts again"
+
+
+def _committed(rig: StreamRig, partition: int) -> int | None:
+    held = rig.context.commits.committed(["billing"])["billing"]
+    return next((c.offset for c in held if c.topic == "orders" and c.partition == partition), None)
+
+
+def test_the_next_poll_reads_while_the_last_one_is_written_and_marks_follow_their_observations(
+    rig: StreamRig,
+) -> None:
+    live(rig)
+    release, holding = threading.Event(), threading.Event()
+    submit = rig.writer.submit
+
+    def slow_submit(label: str, rows: int, write: Callable[..., object]) -> bool:
+        if label.endswith(":commits") and not release.is_set():
+            holding.set()
+            release.wait(10)
+        return submit(label, rows, write)
+
+    rig.writer.submit = slow_submit  # type: ignore[method-assign]  # PostgreSQL slow to answer
+    try:
+        rig.kafka.commit("billing", {("orders", 0): 6})
+        wait_for(holding.is_set, 5, "the first poll's observations being written")
+        marked = len(_marks(rig))
+        rig.kafka.commit("billing", {("orders", 0): 7})
+        wait_for(lambda: _committed(rig, 0) == 7, 5, "the next commit read while the write waits")
+        rig.clock.advance(2)
+        time.sleep(0.6)
+        assert rig.streamed() == [] and len(_marks(rig)) == marked, "no mark before its observations"
+    finally:
+        release.set()
+    wait_for(lambda: len(rig.streamed()) == 2, 5, "both polls' observations written")
+    assert rig.streamed() == [(0, 4, 6), (0, 6, 7)], "in the order they were read"
+    wait_for(lambda: len(_marks(rig)) > marked, 5, "a mark once the observations are written")
+
+
+def test_a_failed_store_stops_the_stream_and_the_next_run_reports_and_restarts_it(rig: StreamRig) -> None:
+    live(rig)
+    submit, failed = rig.writer.submit, threading.Event()
+
+    def failing_submit(label: str, rows: int, write: Callable[..., object]) -> bool:
+        if label.endswith(":commits") and not failed.is_set():
+            failed.set()
+            raise RuntimeError("the store's bug")
+        return submit(label, rows, write)
+
+    rig.writer.submit = failing_submit  # type: ignore[method-assign]
+    rig.kafka.commit("billing", {("orders", 0): 6})
+    wait_for(lambda: not rig.context.commits.positioned, 5, "the stream to stop")
+    run = rig.supervise()
+    assert run.problems == ["the commit stream stopped (the store's bug); starting it again"]
+    wait_for(lambda: rig.context.commits.positioned, 5, "the stream started again")
+    rig.cycle()  # the snapshot the stream goes on from
+    rig.kafka.commit("billing", {("orders", 0): 8})
+    wait_for(lambda: (0, 6, 8) in rig.streamed(), 5, "the next commit stored")
+    assert rig.streamed() == [(0, 4, 6), (0, 6, 8)], "the lost write's commit comes back from OffsetFetch"
 
 
 class BehindStream:

@@ -9,6 +9,11 @@ consumer's auto-commit, every second or so) becomes a row at most once per
 that stopped, without a row per commit. A tombstone (offset deleted or expired) removes the
 committed offset; a group's tombstone (group deleted) removes all of its offsets.
 
+Each poll's observations, and then the mark they complete (`_mark`), are written by a thread of
+their own while the next poll reads: one poll's writes at a time and in the order read, the poll
+after it waiting for them before it hands its own over. A failed write stops the stream as a
+failed poll does.
+
 Group metadata records are not stored: the group pages take a group's state, members and
 protocol from DescribeGroups, which answers for classic and consumer-protocol groups alike and
 says PreparingRebalance, while a classic group's record is written only when a generation
@@ -38,6 +43,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -125,6 +131,10 @@ class CommitStreamCollector:
         """The clock's monotonic time of the poll the last mark was written after."""
         self._dropped = 0
         """The writer's dropped writes when `_streaming_since` was taken."""
+        self._writes: ThreadPoolExecutor | None = None
+        """The thread that stores each poll's observations and mark, in order (`_poll_once`)."""
+        self._storing: Future[None] | None = None
+        """The store of the previous poll, while it runs."""
         context.closers.append(self.close)
 
     def __call__(self, run: Run) -> None:
@@ -171,32 +181,40 @@ class CommitStreamCollector:
 
     def _loop(self) -> None:
         name = self._ctx.cluster.name
-        try:
-            while not self._stop.is_set():
-                if self._thread.unsupervised():
-                    log.info("%s: the commit stream stops: its runs stopped (the lease moved)", name)
-                    self.state.stopped()
-                    return
-                try:
-                    if not self.state.positioned and not self._position():
-                        continue
-                    self._poll_once()
-                except KafkaUnavailableError as exc:
-                    log.warning(
-                        "%s: the commit stream lost the cluster (%s); positioning it again", name, exc
-                    )
-                    self.state.stopped()
-                except KafkaAuthorizationError as exc:
-                    self.state.stopped()
-                    self._deny(str(exc))
-                    self._stop.wait(denied_retry_delay(self._refusals))
-        except Exception as exc:  # the supervisor reports it and starts the thread again
-            log.exception("%s: the commit stream stopped", name)
-            self._failure = exc
-            self.state.stopped()
+        with ThreadPoolExecutor(1, thread_name_prefix=f"{name}-commit-writes") as writes:
+            self._writes = writes
+            try:
+                self._read()
+                self._stored()
+            except Exception as exc:  # the supervisor reports it and starts the thread again
+                log.exception("%s: the commit stream stopped", name)
+                self._failure = exc
+                self.state.stopped()
+            finally:
+                self._storing = None  # the pool's end waits for it; its failure is reported above
+
+    def _read(self) -> None:
+        name = self._ctx.cluster.name
+        while not self._stop.is_set():
+            if self._thread.unsupervised():
+                log.info("%s: the commit stream stops: its runs stopped (the lease moved)", name)
+                self.state.stopped()
+                return
+            try:
+                if not self.state.positioned and not self._position():
+                    continue
+                self._poll_once()
+            except KafkaUnavailableError as exc:
+                log.warning("%s: the commit stream lost the cluster (%s); positioning it again", name, exc)
+                self.state.stopped()
+            except KafkaAuthorizationError as exc:
+                self.state.stopped()
+                self._deny(str(exc))
+                self._stop.wait(denied_retry_delay(self._refusals))
 
     def _position(self) -> bool:
         assert self._stream is not None  # the thread is only started with a stream
+        self._stored()  # the mark of the reading before it is written before the coverage starts again
         try:
             self._stream.seek_to_end()
         except KafkaUnavailableError as exc:
@@ -242,8 +260,6 @@ class CommitStreamCollector:
         repeat_after_ms = round(ctx.intervals.offsets_seconds * 1000)
         observations = self.state.apply(accepted, now_ms, repeat_after_ms)
         self.state.read_to(0 if batch.caught_up else _behind_ms(batch, now_ms, self.state.behind_ms))
-        written = self._write(observations)
-        self._mark(batch, polled_at, polled_mono)
         self._warn(batch.skipped)
         tombstones = sum(1 for c in accepted if c.offset is None)
         with self._lock:
@@ -253,11 +269,37 @@ class CommitStreamCollector:
             tally.tombstones += tombstones
             tally.groups_deleted += len(deleted)
             tally.group_records += len(batch.groups)
-            tally.observations_written += len(observations) if written else 0
-            tally.observations_buffered += 0 if written else len(observations)
             for reason, count in batch.skipped.items():
                 tally.skipped[reason] = tally.skipped.get(reason, 0) + count
             tally.latency_ms.extend(max(0, now_ms - o.observed_at_ms) for o in observations)
+        # The store runs while the next poll reads: writing the observations took most of a
+        # loop's time at 100,000 group-partitions (docs/bench/fresh-lag.md). One at a time and
+        # in order, so a mark follows the observations it covers.
+        self._stored()
+        assert self._writes is not None  # set by the loop before any poll
+        self._storing = self._writes.submit(self._store, batch, observations, polled_at, polled_mono)
+
+    def _stored(self) -> None:
+        """Wait for the store of the previous poll; raise what it raised."""
+        storing, self._storing = self._storing, None
+        if storing is not None:
+            storing.result()
+
+    def _store(
+        self,
+        batch: CommitStreamBatch,
+        observations: list[CommitObservation],
+        polled_at: datetime,
+        polled_mono: float,
+    ) -> None:
+        """Write a poll's observations, then the mark they complete (in the store's thread)."""
+        written = self._write(observations)
+        self._mark(batch, polled_at, polled_mono)
+        with self._lock:
+            if written:
+                self._tally.observations_written += len(observations)
+            else:
+                self._tally.observations_buffered += len(observations)
 
     def _write(self, observations: list[CommitObservation]) -> bool:
         return record_observations(self._ctx, observations)
