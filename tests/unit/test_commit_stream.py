@@ -426,10 +426,9 @@ def _committed(rig: StreamRig, partition: int) -> int | None:
     return next((c.offset for c in held if c.topic == "orders" and c.partition == partition), None)
 
 
-def test_the_next_poll_reads_while_the_last_one_is_written_and_marks_follow_their_observations(
-    rig: StreamRig,
-) -> None:
-    live(rig)
+def _slow_store(rig: StreamRig) -> tuple[threading.Event, threading.Event]:
+    """PostgreSQL slow to answer: each write of observations waits until `release` is set
+    (returned with `holding`, set once one waits)."""
     release, holding = threading.Event(), threading.Event()
     submit = rig.writer.submit
 
@@ -439,21 +438,53 @@ def test_the_next_poll_reads_while_the_last_one_is_written_and_marks_follow_thei
             release.wait(10)
         return submit(label, rows, write)
 
-    rig.writer.submit = slow_submit  # type: ignore[method-assign]  # PostgreSQL slow to answer
+    rig.writer.submit = slow_submit  # type: ignore[method-assign]
+    return release, holding
+
+
+def test_the_polls_read_while_a_store_runs_and_what_they_read_is_stored_next_in_one_write(
+    rig: StreamRig,
+) -> None:
+    live(rig)
+    release, holding = _slow_store(rig)
     try:
         rig.kafka.commit("billing", {("orders", 0): 6})
         wait_for(holding.is_set, 5, "the first poll's observations being written")
-        marked = len(_marks(rig))
+        marked, before = len(_marks(rig)), len(rig.writer.writes)
         rig.kafka.commit("billing", {("orders", 0): 7})
         wait_for(lambda: _committed(rig, 0) == 7, 5, "the next commit read while the write waits")
+        rig.kafka.commit("billing", {("orders", 1): 9})
+        wait_for(lambda: _committed(rig, 1) == 9, 5, "and the one after it")
         rig.clock.advance(2)
         time.sleep(0.6)
         assert rig.streamed() == [] and len(_marks(rig)) == marked, "no mark before its observations"
     finally:
         release.set()
-    wait_for(lambda: len(rig.streamed()) == 2, 5, "both polls' observations written")
-    assert rig.streamed() == [(0, 4, 6), (0, 6, 7)], "in the order they were read"
+    wait_for(lambda: len(rig.streamed()) == 3, 5, "every poll's observations written")
+    assert rig.streamed() == [(0, 4, 6), (0, 6, 7), (1, 4, 9)], "in the order they were read"
+    writes = [label for label, _ in rig.writer.writes[before:] if label.endswith(":commits")]
+    assert len(writes) == 2, "what was read during the first write went in one write after it"
     wait_for(lambda: len(_marks(rig)) > marked, 5, "a mark once the observations are written")
+
+
+def test_reading_waits_for_the_store_once_it_holds_its_most_observations(
+    rig: StreamRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(commits_job, "HOLD_OBSERVATIONS", 1)
+    live(rig)
+    release, holding = _slow_store(rig)
+    try:
+        rig.kafka.commit("billing", {("orders", 0): 6})
+        wait_for(holding.is_set, 5, "the first poll's observations being written")
+        rig.kafka.commit("billing", {("orders", 0): 7})
+        wait_for(lambda: _committed(rig, 0) == 7, 5, "one more observation read and held")
+        rig.kafka.commit("billing", {("orders", 1): 9})
+        time.sleep(1.2)
+        assert _committed(rig, 1) == 4, "the reading waits for the store: nothing more is held"
+    finally:
+        release.set()
+    wait_for(lambda: len(rig.streamed()) == 3, 5, "every observation written once the store answered")
+    assert rig.streamed() == [(0, 4, 6), (0, 6, 7), (1, 4, 9)]
 
 
 def test_a_failed_store_stops_the_stream_and_the_next_run_reports_and_restarts_it(rig: StreamRig) -> None:

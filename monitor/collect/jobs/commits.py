@@ -10,9 +10,9 @@ that stopped, without a row per commit. A tombstone (offset deleted or expired) 
 committed offset; a group's tombstone (group deleted) removes all of its offsets.
 
 Each poll's observations, and then the mark they complete (`_mark`), are written by a thread of
-their own while the next poll reads: one poll's writes at a time and in the order read, the poll
-after it waiting for them before it hands its own over. A failed write stops the stream as a
-failed poll does.
+their own while the next polls read: what they read meanwhile is held and written together by the
+next store (at most `HOLD_OBSERVATIONS`; beyond, the reading waits), one store at a time and in
+the order read. A failed write stops the stream as a failed poll does.
 
 Group metadata records are not stored: the group pages take a group's state, members and
 protocol from DescribeGroups, which answers for classic and consumer-protocol groups alike and
@@ -78,6 +78,9 @@ RETRY_SECONDS = 2.0
 """Wait before positioning the stream again after the cluster did not answer."""
 MARK_SECONDS = 0.5
 """Least time between two writes of how far the stream has read (`_mark`)."""
+HOLD_OBSERVATIONS = 100_000
+"""Most observations read while a store runs that wait to go with the next one; beyond this, the
+reading waits for the store (memory stays bounded when PostgreSQL is slower than the commits)."""
 DENIED_RETRY_SECONDS = 5.0
 """First wait before asking again after reading the topic was refused; doubles per refusal."""
 DENIED_RETRY_MAX_SECONDS = 300.0
@@ -104,6 +107,15 @@ class _Tally:
     skipped: dict[str, int] = field(default_factory=dict)
     latency_ms: list[int] = field(default_factory=list)
     """Read time minus commit time of each commit (how far behind the stream is)."""
+
+
+@dataclass
+class _Held:
+    """What the polls read while the store of the ones before ran: written together next."""
+
+    observations: list[CommitObservation] = field(default_factory=list)
+    last_poll: tuple[CommitStreamBatch, datetime, float] | None = None
+    """The newest of those polls (batch, start, monotonic start): the mark they complete."""
 
 
 class CommitStreamCollector:
@@ -134,7 +146,8 @@ class CommitStreamCollector:
         self._writes: ThreadPoolExecutor | None = None
         """The thread that stores each poll's observations and mark, in order (`_poll_once`)."""
         self._storing: Future[None] | None = None
-        """The store of the previous poll, while it runs."""
+        """The store handed over last, while it runs."""
+        self._held = _Held()
         context.closers.append(self.close)
 
     def __call__(self, run: Run) -> None:
@@ -185,13 +198,13 @@ class CommitStreamCollector:
             self._writes = writes
             try:
                 self._read()
-                self._stored()
+                self._settle()
             except Exception as exc:  # the supervisor reports it and starts the thread again
                 log.exception("%s: the commit stream stopped", name)
                 self._failure = exc
                 self.state.stopped()
-            finally:
-                self._storing = None  # the pool's end waits for it; its failure is reported above
+            finally:  # the pool's end waits for a store that runs; its failure is reported above
+                self._storing, self._held = None, _Held()
 
     def _read(self) -> None:
         name = self._ctx.cluster.name
@@ -214,7 +227,7 @@ class CommitStreamCollector:
 
     def _position(self) -> bool:
         assert self._stream is not None  # the thread is only started with a stream
-        self._stored()  # the mark of the reading before it is written before the coverage starts again
+        self._settle()  # what was read before is stored, and marked, before the coverage starts again
         try:
             self._stream.seek_to_end()
         except KafkaUnavailableError as exc:
@@ -272,34 +285,43 @@ class CommitStreamCollector:
             for reason, count in batch.skipped.items():
                 tally.skipped[reason] = tally.skipped.get(reason, 0) + count
             tally.latency_ms.extend(max(0, now_ms - o.observed_at_ms) for o in observations)
-        # The store runs while the next poll reads: writing the observations took most of a
-        # loop's time at 100,000 group-partitions (docs/bench/fresh-lag.md). One at a time and
-        # in order, so a mark follows the observations it covers.
-        self._stored()
-        assert self._writes is not None  # set by the loop before any poll
-        self._storing = self._writes.submit(self._store, batch, observations, polled_at, polled_mono)
+        # The store runs while the next polls read: writing the observations took most of a
+        # loop's time at 100,000 group-partitions (docs/bench/fresh-lag.md). What they read
+        # meanwhile goes with the next store, one store at a time and in order, so a mark
+        # follows the observations it covers.
+        held = self._held
+        held.observations += observations
+        held.last_poll = (batch, polled_at, polled_mono)
+        storing = self._storing
+        if storing is None or storing.done() or len(held.observations) >= HOLD_OBSERVATIONS:
+            self._hand_over()
 
-    def _stored(self) -> None:
-        """Wait for the store of the previous poll; raise what it raised."""
+    def _hand_over(self) -> None:
+        """Wait for the store that runs (raise what it raised), then start the next one with what
+        is held."""
         storing, self._storing = self._storing, None
         if storing is not None:
             storing.result()
+        held, self._held = self._held, _Held()
+        if held.last_poll is not None:
+            assert self._writes is not None  # set by the loop before any poll
+            self._storing = self._writes.submit(self._store, held)
 
-    def _store(
-        self,
-        batch: CommitStreamBatch,
-        observations: list[CommitObservation],
-        polled_at: datetime,
-        polled_mono: float,
-    ) -> None:
-        """Write a poll's observations, then the mark they complete (in the store's thread)."""
-        written = self._write(observations)
-        self._mark(batch, polled_at, polled_mono)
+    def _settle(self) -> None:
+        """Store everything read so far and wait for it."""
+        self._hand_over()
+        self._hand_over()
+
+    def _store(self, held: _Held) -> None:
+        """Write the held observations, then the mark they complete (in the store's thread)."""
+        assert held.last_poll is not None
+        written = self._write(held.observations)
+        self._mark(*held.last_poll)
         with self._lock:
             if written:
-                self._tally.observations_written += len(observations)
+                self._tally.observations_written += len(held.observations)
             else:
-                self._tally.observations_buffered += len(observations)
+                self._tally.observations_buffered += len(held.observations)
 
     def _write(self, observations: list[CommitObservation]) -> bool:
         return record_observations(self._ctx, observations)
