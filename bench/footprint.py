@@ -66,7 +66,7 @@ from bench import collector_load as setup_load
 from bench.collector import database_url
 from bench.collector_load import PARTITIONS_PER_TOPIC, VALUE, Workload
 from bench.detect import cpu_seconds, evaluation_seconds, start_daemon
-from bench.summary import FOOTPRINT_POSTGRES_LIMIT, FOOTPRINT_TARGETS
+from bench.summary import FOOTPRINT_POSTGRES_LIMIT, FOOTPRINT_TARGETS, code_commit
 from monitor.core.settings import DevKafkaConfig
 from monitor.core.settings_push import MetricsConfig
 from monitor.devtools import postgres
@@ -471,9 +471,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     server = postgres.LocalPostgres(var_dir() / "bench" / "postgres-footprint", args.pg_port, log=_log)
     result: dict[str, Any] = {"label": args.label, "loadavg_before": [round(v, 2) for v in os.getloadavg()]}
-    result["commit"] = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()  # the code measured: taken at the start, as the daemon imports it
+    result["commit"] = code_commit()  # the code measured: taken at the start, as the daemon imports it
     cluster.down(purge=True)
     server.up()
     try:

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from sqlalchemy import text
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import web
+from bench.summary import code_commit
 from monitor.collect.recall import HISTORY_WINDOW
 from monitor.store.engine import make_engine
 from monitor.store.history import end_offset_brackets
@@ -129,9 +129,7 @@ def main() -> int:
     result: dict[str, Any] = {
         "measured_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "loadavg_before": round(os.getloadavg()[0], 1),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip(),
+        "commit": code_commit(),
         "partitions": args.partitions,
         "reads": args.reads,
     }

@@ -10,10 +10,30 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def code_commit(root: Path = ROOT) -> str:
+    """The commit of the code a benchmark measures: HEAD's short hash, with "+changes" when the
+    code in the working tree (monitor/, bench/) is not HEAD's, so that a run of code not yet
+    committed is not recorded under the commit before it. `root`: the repository (this one)."""
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=root, check=False
+    ).stdout.strip()
+    changed = subprocess.run(
+        ["git", "diff", "--quiet", "HEAD", "--", "monitor", "bench"],
+        capture_output=True,
+        cwd=root,
+        check=False,
+    )
+    return f"{head}+changes" if head and changed.returncode == 1 else head
+
 
 INGEST_TARGET = 50_000.0
 """Sample ingest: at least 50,000 rows/s through write_offsets_batch."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -651,3 +652,22 @@ def test_still_fleet_rows_hold_each_size_and_percentage_to_its_own_target() -> N
         "10 % of pairs moved",
         "5 % of pairs moved",
     ]
+
+
+def test_a_run_of_code_not_yet_committed_is_recorded_as_such(tmp_path: Path) -> None:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+
+    git("init", "-q")
+    (tmp_path / "monitor").mkdir()
+    (tmp_path / "monitor" / "code.py").write_text("A = 1\n")
+    (tmp_path / "README.md").write_text("notes\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "first")
+    head = git("rev-parse", "--short", "HEAD").strip()
+
+    assert summary.code_commit(tmp_path) == head
+    (tmp_path / "README.md").write_text("more notes\n")
+    assert summary.code_commit(tmp_path) == head, "prose changed, not the code measured"
+    (tmp_path / "monitor" / "code.py").write_text("A = 2\n")
+    assert summary.code_commit(tmp_path) == f"{head}+changes"
