@@ -663,10 +663,13 @@ FOOTPRINT_FULL_STEADY = 60
 def footprint_rows(doc: dict[str, Any]) -> list[Row]:
     """Of each fleet size measured, the newest full run's time to a complete answer, steady CPU,
     resident memory and the age of the lag it served. A run for the start's figures only (a
-    steady window under FOOTPRINT_FULL_STEADY seconds, `--steady 10`) measured no steady state."""
+    steady window under FOOTPRINT_FULL_STEADY seconds, `--steady 10`) measured no steady state;
+    a run of code no commit holds (`code_commit`'s "+changes": a trial, kept in the report with
+    its note) does not measure the project."""
     newest: dict[int, dict[str, Any]] = {}
     for run in doc.get("runs") or []:
-        if run.get("steady_seconds", FOOTPRINT_FULL_STEADY) >= FOOTPRINT_FULL_STEADY:
+        full = run.get("steady_seconds", FOOTPRINT_FULL_STEADY) >= FOOTPRINT_FULL_STEADY
+        if full and not str(run.get("commit", "")).endswith("+changes"):
             newest[int(run["group_partitions"])] = run
     rows: list[Row] = []
     for size, run in sorted(newest.items()):

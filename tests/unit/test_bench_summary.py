@@ -608,6 +608,11 @@ def test_footprint_rows_hold_the_newest_run_to_the_whole_daemons_targets() -> No
     start_only = {**run_of("start-only", 3.0, 2.0, 900.0), "steady_seconds": 10}
     kept = summary.footprint_rows({"runs": [*document["runs"], start_only]})
     assert kept == table
+    # A newer run of code no commit holds (a trial) is in the report, not in the table.
+    trial = {**run_of("trial", 3.0, 2.0, 900.0), "commit": "c8e6938+changes"}
+    assert summary.footprint_rows({"runs": [*document["runs"], trial]}) == table
+    committed = {**trial, "commit": "c8e6938"}
+    assert "run `trial`" in summary.footprint_rows({"runs": [*document["runs"], committed]})[0].note
 
     # Each size's newest run, against that size's targets: at 100,000 PostgreSQL <= 4 of the 12
     # CPU-s, 1.5 GB, and the lag served <= 1 s old; no start target.
