@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+UNCOMMITTED = "+changes"
+"""What `code_commit` adds to HEAD's hash when the code measured is not HEAD's."""
 
 
 def code_commit(root: Path = ROOT) -> str:
@@ -32,7 +34,7 @@ def code_commit(root: Path = ROOT) -> str:
         cwd=root,
         check=False,
     )
-    return f"{head}+changes" if head and changed.returncode == 1 else head
+    return f"{head}{UNCOMMITTED}" if head and changed.returncode == 1 else head
 
 
 INGEST_TARGET = 50_000.0
@@ -664,12 +666,12 @@ def footprint_rows(doc: dict[str, Any]) -> list[Row]:
     """Of each fleet size measured, the newest full run's time to a complete answer, steady CPU,
     resident memory and the age of the lag it served. A run for the start's figures only (a
     steady window under FOOTPRINT_FULL_STEADY seconds, `--steady 10`) measured no steady state;
-    a run of code no commit holds (`code_commit`'s "+changes": a trial, kept in the report with
+    a run of code no commit holds (`code_commit`'s UNCOMMITTED: a trial, kept in the report with
     its note) does not measure the project."""
     newest: dict[int, dict[str, Any]] = {}
     for run in doc.get("runs") or []:
         full = run.get("steady_seconds", FOOTPRINT_FULL_STEADY) >= FOOTPRINT_FULL_STEADY
-        if full and not str(run.get("commit", "")).endswith("+changes"):
+        if full and not str(run.get("commit", "")).endswith(UNCOMMITTED):
             newest[int(run["group_partitions"])] = run
     rows: list[Row] = []
     for size, run in sorted(newest.items()):
